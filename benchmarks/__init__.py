@@ -1,0 +1,1 @@
+"""Benchmark scripts (never collected by pytest, never asserting times)."""

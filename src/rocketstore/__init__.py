@@ -1,0 +1,45 @@
+"""rocketstore: Apache RocketMQ's message store in Python, byte-compatible with its files.
+
+Public API: MessageStore, StoreConfig, Message, MessageExt, PutStatus, GetStatus, PutResult,
+GetResult and the error hierarchy.
+"""
+
+from rocketstore.config import StoreConfig
+from rocketstore.errors import (
+    ConfigError,
+    CorruptDataError,
+    IncompleteDataError,
+    MessageTooLargeError,
+    NotAStoreError,
+    ReadOnlyStoreError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+)
+from rocketstore.format.message import Message, MessageExt
+from rocketstore.put_path import PutResult
+from rocketstore.read_path import GetResult
+from rocketstore.status import Boundary, GetStatus, PutStatus
+from rocketstore.store import MessageStore
+
+__all__ = [
+    "Boundary",
+    "ConfigError",
+    "CorruptDataError",
+    "GetResult",
+    "GetStatus",
+    "IncompleteDataError",
+    "Message",
+    "MessageExt",
+    "MessageStore",
+    "MessageTooLargeError",
+    "NotAStoreError",
+    "PutResult",
+    "PutStatus",
+    "ReadOnlyStoreError",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreError",
+    "StoreLockedError",
+]
+__version__ = "0.1.0"

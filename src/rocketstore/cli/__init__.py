@@ -1,0 +1,1 @@
+"""The ``rocketstore`` command line (top layer; one module per command group)."""

@@ -1,0 +1,228 @@
+"""The CommitLog (``commitlog/<20-digit offset>``): every message, appended in order.
+
+Layer: structures. Owns the write path under one writer lock (queue offsets per
+``topic-queueId``, store timestamp at append time, END_OF_FILE blanks) and raw reads.
+Validation of what a caller may put happens in :mod:`rocketstore.put_checks`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.files.mapped_file_queue import MappedFileQueue
+from rocketstore.format import record as rec
+from rocketstore.format import sysflag
+from rocketstore.format.message_id import offset_msg_id_from_bytes
+from rocketstore.paths import commitlog_dir
+from rocketstore.status import AppendStatus
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class PreparedMessage:
+    """A message encoded as far as possible outside the writer lock."""
+
+    topic: str
+    topic_bytes: bytes
+    queue_id: int
+    body: bytes
+    body_crc: int
+    properties_bytes: bytes
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: bytes
+    store_host: bytes
+    reconsume_times: int
+    prepared_transaction_offset: int
+
+    @property
+    def queue_key(self) -> str:
+        return f"{self.topic}-{self.queue_id}"
+
+    @property
+    def length(self) -> int:
+        return rec.record_length(
+            len(self.body),
+            len(self.topic_bytes),
+            len(self.properties_bytes),
+            born_host_length=len(self.born_host),
+            store_host_length=len(self.store_host),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Where one message landed."""
+
+    status: AppendStatus
+    commit_log_offset: int = 0
+    queue_offset: int = 0
+    size: int = 0
+    store_timestamp: int = 0
+    msg_id: str = ""
+
+
+class CommitLog:
+    def __init__(self, root: str, file_size: int, *, writable: bool):
+        self.file_size = file_size
+        self.files = MappedFileQueue(commitlog_dir(root), file_size, writable=writable)
+        self.put_lock = threading.Lock()
+        # "topic-queueId" -> next queue offset (RocketMQ's topicQueueTable).
+        self.topic_queue_table: dict[str, int] = {}
+        # Called after each successful append with the new max offset (wakes the dispatcher).
+        self.on_append: Callable[[int], None] | None = None
+
+    # --- offsets ------------------------------------------------------------------------
+
+    def min_offset(self) -> int:
+        """First file's start offset, -1 when the CommitLog is empty."""
+        return self.files.min_offset()
+
+    def max_offset(self) -> int:
+        return self.files.max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    # --- writing ------------------------------------------------------------------------
+
+    def append(
+        self, messages: Sequence[PreparedMessage], store_timestamp: int | None
+    ) -> list[Appended]:
+        """Append messages contiguously in one file (a batch never straddles files).
+
+        If they do not fit with 8 bytes to spare, the file is closed with an END_OF_FILE
+        blank and they go to the start of the next file with the same queue offsets.
+        """
+        total = sum(m.length for m in messages)
+        with self.put_lock:
+            timestamp = now_ms() if store_timestamp is None else store_timestamp
+            mapped = self.files.last_file_for_write(0)
+            if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
+                remaining = mapped.free_bytes
+                mapped.write_at(mapped.wrote_position, rec.encode_blank(remaining))
+                mapped.wrote_position = self.file_size
+                mapped = self.files.last_file_for_write(0)
+                if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
+                    # Cannot happen: callers reject messages larger than a file.
+                    return [Appended(AppendStatus.UNKNOWN_ERROR) for _ in messages]
+            pending_offsets: dict[str, int] = {}
+            encoded: list[bytes] = []
+            results: list[Appended] = []
+            physical = mapped.file_from_offset + mapped.wrote_position
+            for message in messages:
+                key = message.queue_key
+                takes_queue_offset = sysflag.gets_queue_entry(message.sys_flag)
+                if takes_queue_offset:
+                    queue_offset = pending_offsets.get(key, self.topic_queue_table.get(key, 0))
+                    pending_offsets[key] = queue_offset + 1
+                else:
+                    queue_offset = 0  # PREPARED / ROLLBACK records
+                data = rec.encode_record(
+                    topic=message.topic_bytes,
+                    body=message.body,
+                    properties=message.properties_bytes,
+                    queue_id=message.queue_id,
+                    flag=message.flag,
+                    queue_offset=queue_offset,
+                    physical_offset=physical,
+                    sys_flag=message.sys_flag,
+                    born_timestamp=message.born_timestamp,
+                    born_host=message.born_host,
+                    store_timestamp=timestamp,
+                    store_host=message.store_host,
+                    reconsume_times=message.reconsume_times,
+                    prepared_transaction_offset=message.prepared_transaction_offset,
+                    body_crc=message.body_crc,
+                )
+                encoded.append(data)
+                results.append(
+                    Appended(
+                        AppendStatus.PUT_OK,
+                        commit_log_offset=physical,
+                        queue_offset=queue_offset,
+                        size=len(data),
+                        store_timestamp=timestamp,
+                        msg_id=offset_msg_id_from_bytes(message.store_host, physical),
+                    )
+                )
+                physical += len(data)
+            mapped.append(b"".join(encoded))
+            mapped.store_timestamp = timestamp
+            self.topic_queue_table.update(pending_offsets)
+            new_max = self.max_offset()
+        if self.on_append is not None:
+            self.on_append(new_max)
+        return results
+
+    # --- reading ------------------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """``size`` bytes at ``offset`` if they lie within one file's written part."""
+        mapped = self.files.find(offset)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        if position + size > mapped.wrote_position:
+            return None
+        return mapped.read(position, size)
+
+    def read_to_file_end(self, offset: int, limit: int | None = None) -> bytes | None:
+        """Bytes from ``offset`` to the written end of its file (at most ``limit``)."""
+        mapped = self.files.find(offset)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        end = mapped.wrote_position
+        if limit is not None:
+            end = min(end, position + limit)
+        if position >= end:
+            return None
+        return mapped.read(position, end - position)
+
+    def read_record(
+        self, offset: int, *, check_crc: bool = False
+    ) -> tuple[bytes, rec.RecordView] | None:
+        """The validated record at ``offset`` (buffer, view), or None if none is there."""
+        head = self.read(offset, 4)
+        if head is None:
+            return None
+        size = int.from_bytes(head, "big", signed=True)
+        if size <= 0:
+            return None
+        data = self.read(offset, size)
+        if data is None:
+            return None
+        try:
+            view = rec.read_record(data, 0, check_crc=check_crc)
+        except (CorruptDataError, IncompleteDataError):
+            return None
+        if isinstance(view, rec.Blank) or view.physical_offset != offset:
+            return None
+        return data, view
+
+    def store_time_at(self, offset: int, size: int) -> int:
+        """STORETIMESTAMP of the record at ``offset`` without decoding it; -1 if absent."""
+        head = self.read(offset, 72)
+        if head is None:
+            return -1
+        flag = int.from_bytes(head[36:40], "big", signed=True)
+        position = rec.store_timestamp_position(flag)
+        return int.from_bytes(head[position : position + 8], "big", signed=True)
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.files.flush(least_pages)
+
+    def close(self) -> None:
+        self.files.close()

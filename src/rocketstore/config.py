@@ -1,0 +1,147 @@
+"""Store configuration: RocketMQ's ``MessageStoreConfig`` names in snake_case.
+
+Lowest layer: no I/O. Defaults are RocketMQ 4.9.8's. ``validate`` names the bad field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from dataclasses import dataclass, field
+
+from rocketstore.errors import ConfigError
+
+CQ_UNIT_SIZE = 20
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass
+class StoreConfig:
+    """Every knob of the store; field names are RocketMQ's MessageStoreConfig in snake_case."""
+
+    # Geometry. When an existing store is opened, CommitLog and ConsumeQueue sizes are taken
+    # from the files themselves; the index geometry from the file size (see paths/geometry).
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * CQ_UNIT_SIZE
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    # The broker's own address written into STOREHOST and offsetMsgIds.
+    store_host: str = "127.0.0.1:10911"
+    # Limits.
+    max_message_size: int = 4 * 1024 * 1024
+    max_topic_length: int = 127
+    max_delay_level_message: str = DEFAULT_DELAY_LEVELS
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    # Index.
+    message_index_enable: bool = True
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    # Flush.
+    flush_disk_type: str = "ASYNC_FLUSH"
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    sync_flush_timeout: int = 5000
+    # Recovery.
+    check_crc_on_recover: bool = True
+    # Pull limits (getMessage).
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    max_filter_message_count: int = 16_000
+    # Retention (used by the retention service).
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_resource_interval: int = 10_000
+    delete_file_batch_max: int = 10
+    # Dispatcher polling when idle (ms); RocketMQ sleeps 1 ms between reput rounds.
+    dispatch_interval_ms: int = 1
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> StoreConfig:
+        """Raise ConfigError naming the first bad field; return self for chaining."""
+        positive = (
+            "mapped_file_size_commit_log",
+            "mapped_file_size_consume_queue",
+            "max_hash_slot_num",
+            "max_index_num",
+            "max_message_size",
+            "sync_flush_timeout",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.mapped_file_size_commit_log < 64:
+            raise ConfigError(
+                f"mapped_file_size_commit_log must be at least 64 bytes, "
+                f"got {self.mapped_file_size_commit_log}"
+            )
+        if self.flush_disk_type not in FLUSH_TYPES:
+            raise ConfigError(
+                f"flush_disk_type must be one of {FLUSH_TYPES}, got {self.flush_disk_type!r}"
+            )
+        if self.max_index_num < 2:
+            raise ConfigError(f"max_index_num must be at least 2, got {self.max_index_num}")
+        parse_host(self.store_host, what="store_host")
+        delay_levels_ms(self.message_delay_level)
+        return self
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """RocketMQ rounds the configured CQ size up to a whole number of 20-byte units."""
+        size = self.mapped_file_size_consume_queue
+        return -(-size // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+
+    @property
+    def index_file_size(self) -> int:
+        return 40 + self.max_hash_slot_num * 4 + self.max_index_num * CQ_UNIT_SIZE
+
+    def replace(self, **changes: object) -> StoreConfig:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def delay_levels_ms(spec: str) -> list[int]:
+    """Parse ``"1s 5s 10s ... 2h"`` into milliseconds per level (level 1 first)."""
+    levels: list[int] = []
+    for token in spec.split():
+        unit = token[-1:]
+        number = token[:-1]
+        if unit not in _UNIT_MS or not number.isdigit():
+            raise ConfigError(f"message_delay_level: bad level {token!r} in {spec!r}")
+        levels.append(int(number) * _UNIT_MS[unit])
+    if not levels:
+        raise ConfigError("message_delay_level must name at least one level")
+    return levels
+
+
+def parse_host(value: str, *, what: str = "host") -> tuple[str, int]:
+    """Split ``ip:port`` or ``[v6]:port`` into (ip, port); ConfigError names ``what``."""
+    text = value.strip()
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0 or text[end + 1 : end + 2] != ":":
+            raise ConfigError(f"{what}: expected '[ipv6]:port', got {value!r}")
+        ip, port_text = text[1:end], text[end + 2 :]
+    else:
+        ip, sep, port_text = text.rpartition(":")
+        if not sep:
+            raise ConfigError(f"{what}: expected 'ip:port', got {value!r}")
+    try:
+        ipaddress.ip_address(ip)
+    except ValueError as e:
+        raise ConfigError(f"{what}: {ip!r} is not an IP address (in {value!r})") from e
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 0x7FFFFFFF:
+        raise ConfigError(f"{what}: bad port {port_text!r} in {value!r}")
+    return ip, int(port_text)

@@ -1,0 +1,324 @@
+"""One ConsumeQueue (``consumequeue/<topic>/<queueId>/``): 20-byte units pointing into the
+CommitLog, in queue-offset order.
+
+Layer: structures (above files and format). Does not read the CommitLog itself; callers
+pass a function when a store time is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+
+from rocketstore.files.mapped_file_queue import MappedFileQueue
+from rocketstore.format.queue_unit import (
+    BLANK_UNIT,
+    CQ_UNIT_SIZE,
+    QueueUnit,
+    decode_unit,
+    decode_units,
+    encode_unit,
+)
+from rocketstore.paths import consume_queue_dir
+from rocketstore.status import Boundary
+
+log = logging.getLogger(__name__)
+
+
+class PutOutcome:
+    """Why a unit was or was not written (RocketMQ accepts duplicates silently)."""
+
+    WRITTEN = "written"
+    DUPLICATE = "duplicate"
+    OUT_OF_ORDER = "out_of_order"
+
+
+class ConsumeQueue:
+    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.files = MappedFileQueue(
+            consume_queue_dir(root, topic, queue_id), file_size, writable=writable
+        )
+        # Highest CommitLog end (offset + size) already in this queue; -1 when empty.
+        self.max_physic_offset = -1
+        # Byte offset of the first live unit (RocketMQ's minLogicOffset).
+        self.min_logic_offset = 0
+
+    # --- offsets ------------------------------------------------------------------------
+
+    def min_offset(self) -> int:
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    def max_offset(self) -> int:
+        """The next queue offset to be written."""
+        return self.files.max_offset() // CQ_UNIT_SIZE
+
+    # --- writing ------------------------------------------------------------------------
+
+    def put(self, commit_log_offset: int, size: int, tags_code: int, queue_offset: int) -> str:
+        """Append one unit following RocketMQ's rules (spec 3.4)."""
+        if commit_log_offset + size <= self.max_physic_offset:
+            return PutOutcome.DUPLICATE
+        expect = queue_offset * CQ_UNIT_SIZE
+        first_ever = not self.files.files
+        mapped = self.files.last_file_for_write(expect)
+        if first_ever and queue_offset != 0 and mapped.wrote_position == 0:
+            # A queue whose first entry is not offset 0: blank-fill its first file up to it.
+            fill_to = expect % self.file_size
+            self.min_logic_offset = expect
+            self.files.flushed_where = expect
+            if fill_to:
+                mapped.append(BLANK_UNIT * (fill_to // CQ_UNIT_SIZE))
+        if queue_offset != 0:
+            current = mapped.file_from_offset + mapped.wrote_position
+            if expect < current:
+                return PutOutcome.DUPLICATE
+            if expect > current:
+                # RocketMQ logs "[BUG]logic queue order maybe wrong" and appends anyway.
+                log.warning(
+                    "%s-%d: logic queue order maybe wrong, expect %d current %d",
+                    self.topic,
+                    self.queue_id,
+                    expect,
+                    current,
+                )
+        mapped.append(encode_unit(commit_log_offset, size, tags_code))
+        self.max_physic_offset = commit_log_offset + size
+        return PutOutcome.WRITTEN
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.files.flush(least_pages)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def unit(self, queue_offset: int) -> QueueUnit | None:
+        """The unit at ``queue_offset``, or None outside [min, max)."""
+        if queue_offset < self.min_offset() or queue_offset >= self.max_offset():
+            return None
+        position = queue_offset * CQ_UNIT_SIZE
+        mapped = self.files.find(position)
+        if mapped is None:
+            return None
+        local = position - mapped.file_from_offset
+        if local + CQ_UNIT_SIZE > mapped.wrote_position:
+            return None
+        return decode_unit(mapped.read(local, CQ_UNIT_SIZE))
+
+    def units_from(self, queue_offset: int, max_bytes: int | None = None) -> bytes | None:
+        """Raw units from ``queue_offset`` to the readable end of the file holding it
+        (RocketMQ's getIndexBuffer): None if the offset has no file."""
+        position = queue_offset * CQ_UNIT_SIZE
+        mapped = self.files.find(position)
+        if mapped is None:
+            return None
+        local = position - mapped.file_from_offset
+        end = mapped.wrote_position
+        if local >= end:
+            return None
+        if max_bytes is not None:
+            end = min(end, local + max_bytes)
+        return mapped.read(local, end - local)
+
+    def next_file_offset(self, queue_offset: int) -> int:
+        """First queue offset of the file after the one holding ``queue_offset``."""
+        position = queue_offset * CQ_UNIT_SIZE
+        return (position - position % self.file_size + self.file_size) // CQ_UNIT_SIZE
+
+    def last_unit(self) -> QueueUnit | None:
+        return self.unit(self.max_offset() - 1) if self.max_offset() > 0 else None
+
+    # --- time search ----------------------------------------------------------------------
+
+    def offset_by_time(
+        self,
+        timestamp_ms: int,
+        boundary: Boundary,
+        store_time_of: Callable[[int, int], int],
+        min_commit_log_offset: int,
+    ) -> int:
+        """Queue offset for a time. LOWER: first entry with time >= ts, else the max offset.
+        UPPER: last entry with time <= ts, else the min offset.
+
+        ``store_time_of(commit_log_offset, size)`` returns the record's store time or -1.
+        Entries whose record lies below the CommitLog minimum are skipped. Times are read
+        from the records (never from file mtimes); the search is a binary search over the
+        whole queue, which assumes store times grow with queue offset as they do when
+        written.
+        """
+        low = self._first_live_offset(min_commit_log_offset)
+        high = self.max_offset()
+        if low >= high:
+            return high if boundary is Boundary.LOWER else self.min_offset()
+
+        def time_at(offset: int) -> int:
+            unit = self.unit(offset)
+            if unit is None or not unit.is_valid:
+                return -1
+            return store_time_of(unit.commit_log_offset, unit.size)
+
+        if boundary is Boundary.LOWER:
+            lo, hi = low, high  # first offset in [lo, hi) with time >= ts
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if time_at(mid) >= timestamp_ms:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+        lo, hi = low, high  # first offset with time > ts, minus one
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if time_at(mid) > timestamp_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo - 1 if lo > low else self.min_offset()
+
+    def _first_live_offset(self, min_commit_log_offset: int) -> int:
+        lo, hi = self.min_offset(), self.max_offset()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            unit = self.unit(mid)
+            if (
+                unit is not None
+                and unit.is_valid
+                and unit.commit_log_offset >= min_commit_log_offset
+            ):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    # --- recovery and cleanup -----------------------------------------------------------
+
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> None:
+        """Find the end of valid units, starting at the third-last file (spec 3.8)."""
+        files = self.files.files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        process_offset = files[index].file_from_offset
+        max_physic = -1
+        while index < len(files):
+            mapped = files[index]
+            units = decode_units(mapped.read(0, self.file_size))
+            valid = (units["offset"] >= 0) & (units["size"] > 0)
+            bad = (~valid).nonzero()[0]
+            count = int(bad[0]) if len(bad) else len(units)
+            if count:
+                last = units[count - 1]
+                max_physic = int(last["offset"]) + int(last["size"])
+            process_offset = mapped.file_from_offset + count * CQ_UNIT_SIZE
+            if count < len(units) or index == len(files) - 1:
+                break
+            index += 1
+        self.files.truncate_dirty_files(process_offset)
+        self.files.flushed_where = process_offset
+        self.max_physic_offset = max_physic
+        first = self.files.first
+        if first is not None and self.min_logic_offset < first.file_from_offset:
+            self.min_logic_offset = first.file_from_offset
+
+    def truncate_dirty(self, commit_log_end: int) -> None:
+        """Drop units whose record starts at or after ``commit_log_end`` (spec 3.9)."""
+        while self.files.files:
+            mapped = self.files.files[-1]
+            units = decode_units(mapped.read(0, mapped.wrote_position))
+            if len(units) and int(units[0]["offset"]) >= commit_log_end and units[0]["size"] > 0:
+                self.files.delete_last()
+                continue
+            ok = (units["offset"] >= 0) & (units["size"] > 0) & (units["offset"] < commit_log_end)
+            bad = (~ok).nonzero()[0]
+            count = int(bad[0]) if len(bad) else len(units)
+            mapped.wrote_position = count * CQ_UNIT_SIZE
+            mapped.flushed_position = min(mapped.flushed_position, mapped.wrote_position)
+            if count:
+                last = units[count - 1]
+                self.max_physic_offset = int(last["offset"]) + int(last["size"])
+            else:
+                self.max_physic_offset = -1
+            break
+        else:
+            self.max_physic_offset = -1
+
+    def truncate_dirty_read_only(
+        self, commit_log_end: int, record_exists: Callable[[int], bool]
+    ) -> None:
+        """Read-only openers: the readable end is the last unit that is valid, points below
+        ``commit_log_end`` and whose record really sits there (a writer may be mid-append)."""
+        files = self.files.files
+        end_position = 0
+        for mapped in files:
+            units = decode_units(mapped.read(0, self.file_size))
+            ok = (units["offset"] >= 0) & (units["size"] > 0)
+            ok &= (units["offset"] + units["size"]) <= commit_log_end
+            bad = (~ok).nonzero()[0]
+            count = int(bad[0]) if len(bad) else len(units)
+            # The newest unit may be torn: check it against its record.
+            while count > 0:
+                last = units[count - 1]
+                if last["size"] == 0x7FFFFFFF or record_exists(int(last["offset"])):
+                    break
+                count -= 1
+            mapped.wrote_position = count * CQ_UNIT_SIZE
+            end_position = mapped.file_from_offset + mapped.wrote_position
+            if count < len(units):
+                break
+        kept = [m for m in files if m.file_from_offset <= end_position]
+        self.files.files = kept
+        if kept:
+            last_unit = self.last_unit()
+            if last_unit is not None:
+                self.max_physic_offset = last_unit.commit_log_offset + last_unit.size
+
+    def correct_min_offset(self, min_commit_log_offset: int) -> None:
+        """Move the min offset to the first unit whose record is still in the CommitLog."""
+        first = self.files.first
+        if first is None:
+            return
+        if self.min_logic_offset >= self.files.max_offset():
+            return
+        last = self.last_unit()
+        if last is not None and last.commit_log_offset < min_commit_log_offset:
+            self.min_logic_offset = self.files.max_offset()
+            return
+        units = decode_units(first.read(0, first.wrote_position))
+        live = ((units["offset"] >= min_commit_log_offset) & (units["size"] > 0)).nonzero()[0]
+        # Blank fill units (0, MAX, 0) at the head of a first file are never live.
+        blank = (units["offset"] == 0) & (units["size"] == 0x7FFFFFFF)
+        live_units = [int(i) for i in live if not blank[i]]
+        if live_units:
+            candidate = first.file_from_offset + live_units[0] * CQ_UNIT_SIZE
+            self.min_logic_offset = max(self.min_logic_offset, candidate)
+
+    def delete_expired_files(self, min_commit_log_offset: int) -> int:
+        """Delete files (never the last) whose last unit points below the CommitLog min."""
+        deleted = 0
+        while len(self.files.files) > 1:
+            first = self.files.files[0]
+            last_unit = decode_unit(first.read(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+            if last_unit.commit_log_offset >= min_commit_log_offset:
+                break
+            self.files.delete_first()
+            deleted += 1
+        if deleted:
+            self.correct_min_offset(min_commit_log_offset)
+        return deleted
+
+    def destroy(self) -> None:
+        self.files.destroy()
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        parent = os.path.dirname(self.files.directory)
+        with contextlib.suppress(OSError):
+            os.rmdir(parent)
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,38 @@
+"""Atomic file replacement as RocketMQ's ConfigManager does it: ``.tmp`` -> ``.bak`` -> rename.
+
+Layer: files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+
+def write_atomic(path: str, data: bytes, *, keep_backup: bool = True) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if keep_backup and os.path.exists(path):
+        shutil.copyfile(path, path + ".bak")
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_with_backup(path: str) -> bytes | None:
+    """The file's bytes, or its ``.bak`` when the file is missing or empty."""
+    for candidate in (path, path + ".bak"):
+        try:
+            with open(candidate, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        if data.strip():
+            return data
+    return None

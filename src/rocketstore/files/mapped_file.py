@@ -1,0 +1,152 @@
+"""One pre-sized, memory-mapped file named by its 20-digit start offset.
+
+Layer: files. Knows positions and bytes, never records. A writer maps read-write; a
+read-only opener maps read-only and never changes the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import threading
+
+from rocketstore.errors import CorruptDataError, StoreError
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 4096
+
+
+class MappedFile:
+    """A fixed-size file mapped into memory, with write and flush positions.
+
+    ``wrote_position`` is the end of valid data; ``flushed_position`` what has been made
+    durable. Readers copy bytes out (``read``), so an unmap never pulls memory from under them.
+    """
+
+    def __init__(self, path: str, file_size: int, *, writable: bool, create: bool = False):
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(os.path.basename(path))
+        self.writable = writable
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0  # newest store time written into this file
+        self._lock = threading.Lock()
+        self._closed = False
+        self._refs = 0
+        flags = os.O_RDWR if writable else os.O_RDONLY
+        if create:
+            if not writable:
+                raise StoreError(f"cannot create {path} read-only")
+            flags |= os.O_CREAT
+        fd = os.open(path, flags, 0o644)
+        try:
+            actual = os.fstat(fd).st_size
+            if create and actual == 0:
+                os.ftruncate(fd, file_size)  # sparse: pre-sized without writing zeros
+                actual = file_size
+            if actual != file_size:
+                raise CorruptDataError(f"file is {actual} bytes, expected {file_size}", path=path)
+            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            self._mm: mmap.mmap | None = mmap.mmap(fd, file_size, access=access)
+        finally:
+            os.close(fd)
+
+    # --- writing ------------------------------------------------------------------------
+
+    @property
+    def mm(self) -> mmap.mmap:
+        if self._mm is None:
+            raise StoreError(f"{self.path} is closed")
+        return self._mm
+
+    @property
+    def free_bytes(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def append(self, data: bytes) -> int:
+        """Write ``data`` at the write position; return the position it was written at."""
+        position = self.wrote_position
+        end = position + len(data)
+        if end > self.file_size:
+            raise StoreError(f"{self.path}: append of {len(data)} bytes past the file end")
+        self.mm[position:end] = data
+        self.wrote_position = end
+        return position
+
+    def write_at(self, position: int, data: bytes) -> None:
+        """Overwrite bytes at ``position`` (index header and slots)."""
+        self.mm[position : position + len(data)] = data
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync the dirty range if at least ``least_pages`` pages are dirty (0: any).
+
+        Returns the flushed position. A full file is always flushable.
+        """
+        with self._lock:
+            wrote = self.wrote_position
+            if not self._is_able_to_flush(wrote, least_pages):
+                return self.flushed_position
+            if self._mm is not None and self.writable and wrote > self.flushed_position:
+                start = (self.flushed_position // PAGE_SIZE) * PAGE_SIZE
+                self._mm.flush(start, wrote - start)
+            self.flushed_position = wrote
+            return wrote
+
+    def _is_able_to_flush(self, wrote: int, least_pages: int) -> bool:
+        if self.flushed_position >= wrote:
+            return False
+        if wrote >= self.file_size:
+            return True
+        if least_pages > 0:
+            return (wrote // PAGE_SIZE) - (self.flushed_position // PAGE_SIZE) >= least_pages
+        return True
+
+    # --- reading ------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        """Copy ``size`` bytes from ``position`` (clipped to the file end)."""
+        end = min(position + size, self.file_size)
+        return self.mm[position:end]
+
+    # --- lifetime -----------------------------------------------------------------------
+
+    def hold(self) -> bool:
+        """Take a reader reference; False if the file is already being destroyed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._refs += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._refs = max(0, self._refs - 1)
+
+    @property
+    def in_use(self) -> bool:
+        return self._refs > 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._mm is not None:
+                self._mm.close()
+                self._mm = None
+
+    def destroy(self) -> None:
+        """Unmap and delete the file."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+        log.info("deleted %s", self.path)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, wrote={self.wrote_position})"

@@ -1,0 +1,107 @@
+"""The message model: what a producer hands in (Message) and what a reader gets (MessageExt).
+
+Pure data classes; encoding lives in :mod:`rocketstore.format.record`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rocketstore.format import properties as props
+
+
+@dataclass
+class Message:
+    """A message to put. TAGS, KEYS and UNIQ_KEY live in ``properties``.
+
+    ``born_timestamp=None`` means "now" at put time. Properties are written in the order of
+    the mapping (RocketMQ 4.9.1+ form, no trailing separator).
+    """
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    sys_flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    born_timestamp: int | None = None
+    born_host: str = "127.0.0.1:50000"
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(props.TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(props.KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(props.UNIQ_KEY)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageExt:
+    """A stored message with every field of its CommitLog record."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    body: bytes | None
+    properties: dict[str, str]
+    msg_id: str
+    sys_flag: int
+    flag: int
+    body_crc: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    magic_code: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(props.TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(props.KEYS)
+
+    @property
+    def key_list(self) -> list[str]:
+        return props.split_keys(self.properties.get(props.KEYS))
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(props.UNIQ_KEY)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain fields for JSON output (body left as bytes; callers choose an encoding)."""
+        return {
+            "msgId": self.msg_id,
+            "topic": self.topic,
+            "queueId": self.queue_id,
+            "queueOffset": self.queue_offset,
+            "commitLogOffset": self.commit_log_offset,
+            "size": self.size,
+            "tags": self.tags,
+            "keys": self.keys,
+            "uniqKey": self.uniq_key,
+            "sysFlag": self.sys_flag,
+            "flag": self.flag,
+            "bodyCRC": self.body_crc,
+            "bornTimestamp": self.born_timestamp,
+            "bornHost": self.born_host,
+            "storeTimestamp": self.store_timestamp,
+            "storeHost": self.store_host,
+            "reconsumeTimes": self.reconsume_times,
+            "preparedTransactionOffset": self.prepared_transaction_offset,
+            "properties": dict(self.properties),
+            "body": self.body,
+        }

@@ -1,0 +1,83 @@
+"""Message properties string: ``name \\x01 value \\x02 ...`` (pure codec).
+
+Writing follows RocketMQ 4.9.1+: entries in the order given, no trailing 0x02. Reading
+accepts both trailing forms and drops malformed segments exactly as RocketMQ's
+``MessageDecoder.string2messageProperties`` does (4.9.1+ rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Property names (MessageConst, 4.9.8).
+KEYS = "KEYS"
+TAGS = "TAGS"
+WAIT = "WAIT"
+DELAY = "DELAY"
+UNIQ_KEY = "UNIQ_KEY"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+CLUSTER = "CLUSTER"
+RETRY_TOPIC = "RETRY_TOPIC"
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUME_TIME = "RECONSUME_TIME"
+CRC32_PROPERTY = "__CRC32#"
+KEY_SEPARATOR = " "
+
+
+def encode_properties_str(
+    properties: Mapping[str, str], *, trailing_separator: bool = False
+) -> str:
+    """Serialise in mapping order; entries whose value is None are skipped as in Java."""
+    parts = []
+    for name, value in properties.items():
+        if value is None:
+            continue
+        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}")
+    text = "".join(parts)
+    if text and not trailing_separator:
+        text = text[:-1]
+    return text
+
+
+def encode_properties(properties: Mapping[str, str], *, trailing_separator: bool = False) -> bytes:
+    return encode_properties_str(properties, trailing_separator=trailing_separator).encode("utf-8")
+
+
+def decode_properties_str(text: str) -> dict[str, str]:
+    """Parse a properties string; malformed segments are dropped silently (RocketMQ's rule).
+
+    A segment between 0x02 separators is kept only if it has at least 3 characters and its
+    first 0x01 (searched from the segment start) lies after the first character and before
+    the last one, so key and value are both non-empty.
+    """
+    result: dict[str, str] = {}
+    length = len(text)
+    index = 0
+    while index < length:
+        end = text.find(PROPERTY_SEPARATOR, index)
+        if end < 0:
+            end = length
+        if end - index >= 3:
+            sep = text.find(NAME_VALUE_SEPARATOR, index)
+            if index < sep < end - 1:
+                result[text[index:sep]] = text[sep + 1 : end]
+        index = end + 1
+    return result
+
+
+def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
+    return decode_properties_str(bytes(data).decode("utf-8", errors="replace"))
+
+
+def split_keys(keys: str | None) -> list[str]:
+    """The KEYS property's tokens (space separated; empty tokens dropped as the index does)."""
+    if not keys:
+        return []
+    return [k for k in keys.split(KEY_SEPARATOR) if k]

@@ -1,0 +1,52 @@
+"""ConsumeQueue unit codec (pure): 20 bytes = CommitLog offset (8), size (4), tagsCode (8).
+
+A queue's very first file may start with blank fill units (0, 0x7FFFFFFF, 0); recovery
+treats any unit with offset >= 0 and size > 0 as valid.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketstore.errors import IncompleteDataError
+
+CQ_UNIT_SIZE = 20
+_UNIT = struct.Struct(">qiq")
+BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
+
+# numpy view of a run of units (big-endian, packed).
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+
+
+class QueueUnit(NamedTuple):
+    commit_log_offset: int
+    size: int
+    tags_code: int
+
+    @property
+    def is_valid(self) -> bool:
+        return self.commit_log_offset >= 0 and self.size > 0
+
+    @property
+    def is_blank_fill(self) -> bool:
+        return self.commit_log_offset == 0 and self.size == 0x7FFFFFFF and self.tags_code == 0
+
+
+def encode_unit(commit_log_offset: int, size: int, tags_code: int) -> bytes:
+    return _UNIT.pack(commit_log_offset, size, tags_code)
+
+
+def decode_unit(buf: bytes | bytearray | memoryview, position: int = 0) -> QueueUnit:
+    if position + CQ_UNIT_SIZE > len(buf):
+        raise IncompleteDataError(CQ_UNIT_SIZE, max(0, len(buf) - position), "queue unit")
+    return QueueUnit(*_UNIT.unpack_from(buf, position))
+
+
+def decode_units(buf: bytes | bytearray | memoryview) -> npt.NDArray[np.void]:
+    """All whole units of ``buf`` as a structured numpy array (no copy for bytes)."""
+    count = len(buf) // CQ_UNIT_SIZE
+    return np.frombuffer(buf, dtype=UNIT_DTYPE, count=count)

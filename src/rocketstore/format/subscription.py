@@ -1,0 +1,46 @@
+"""Subscription expressions (``*``, ``TagA || TagB``) as RocketMQ's FilterAPI parses them.
+
+Pure. A queue unit matches when its tagsCode (as a Java int) is one of the tags' hash codes;
+a record matches when its TAGS value is one of the tags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocketstore.format.javahash import java_string_hash
+
+SUB_ALL = "*"
+
+
+def _to_int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - 0x1_0000_0000 if value & 0x8000_0000 else value
+
+
+@dataclass(frozen=True)
+class Subscription:
+    expression: str
+    tags: frozenset[str]
+    codes: frozenset[int]
+
+    @property
+    def matches_all(self) -> bool:
+        return not self.tags
+
+    def match_code(self, tags_code: int) -> bool:
+        return self.matches_all or _to_int32(tags_code) in self.codes
+
+    def match_tags(self, tags: str | None) -> bool:
+        return self.matches_all or (tags is not None and tags in self.tags)
+
+
+def parse_subscription(expression: str | None) -> Subscription:
+    """``None``, ``""`` and ``"*"`` match everything; otherwise tags split on ``||``."""
+    text = (expression or "").strip()
+    if not text or text == SUB_ALL:
+        return Subscription(SUB_ALL, frozenset(), frozenset())
+    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    if not tags:
+        return Subscription(SUB_ALL, frozenset(), frozenset())
+    return Subscription(text, tags, frozenset(java_string_hash(t) for t in tags))

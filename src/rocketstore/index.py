@@ -1,0 +1,368 @@
+"""IndexFiles (``index/<yyyyMMddHHmmssSSS>``) and the index service over them.
+
+Layer: structures. An index file maps ``topic#key`` hashes to CommitLog offsets through
+hash slots and chained entries (layout in :mod:`rocketstore.format.index_layout`). The
+index holds hashes only: callers must read the record and compare topic and key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rocketstore.errors import CorruptDataError
+from rocketstore.files.mapped_file import MappedFile
+from rocketstore.format import index_layout as layout
+from rocketstore.format import sysflag
+from rocketstore.format.javahash import index_key_hash
+from rocketstore.format.properties import split_keys
+from rocketstore.paths import index_dir, index_file_name, is_index_file_name
+
+log = logging.getLogger(__name__)
+
+_INT_MAX = 0x7FFFFFFF
+
+
+class IndexFile:
+    """One index file. Header values are kept in memory and written through as they change,
+    the way RocketMQ's IndexHeader does (so the bytes match a 4.9 broker's)."""
+
+    def __init__(
+        self,
+        path: str,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        writable: bool,
+        create: bool = False,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ):
+        self.path = path
+        self.name = os.path.basename(path)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        size = layout.file_size(hash_slot_num, index_num)
+        self._file = _IndexMapping(path, size, writable=writable, create=create)
+        if create:
+            header = layout.IndexHeader(0, 0, 0, 0, 0, 0)
+            self.header = header
+            self.hash_slot_count = 0
+            self.index_count = 1
+            # A new file starts where the previous one ended (RocketMQ's constructor).
+            if end_phy_offset > 0:
+                self._set(begin_phy_offset=end_phy_offset, end_phy_offset=end_phy_offset)
+            if end_timestamp > 0:
+                self._set(begin_timestamp=end_timestamp, end_timestamp=end_timestamp)
+        else:
+            self.header = layout.decode_header(self._file.read(0, layout.HEADER_SIZE))
+            self.hash_slot_count = self.header.hash_slot_count
+            self.index_count = max(1, self.header.index_count)
+
+    # --- header -----------------------------------------------------------------------
+
+    def _set(self, **fields: int) -> None:
+        self.header = self.header._replace(**fields)
+        self._file.write_at(0, layout.encode_header(self.header))
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self.header.begin_timestamp
+
+    @property
+    def end_timestamp(self) -> int:
+        return self.header.end_timestamp
+
+    @property
+    def begin_phy_offset(self) -> int:
+        return self.header.begin_phy_offset
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.header.end_phy_offset
+
+    @property
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    @property
+    def entry_count(self) -> int:
+        return self.index_count - 1
+
+    # --- writing ----------------------------------------------------------------------
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add an entry; False when the file is full (spec 4.2)."""
+        if self.is_write_full:
+            return False
+        key_hash = index_key_hash(key)
+        slot = key_hash % self.hash_slot_num
+        slot_pos = layout.slot_position(slot)
+        slot_value = layout.decode_slot(self._file.read(slot_pos, 4), 0)
+        if slot_value <= 0 or slot_value > self.index_count:
+            slot_value = 0
+        begin = self.header.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            time_diff = min(_INT_MAX, max(0, store_timestamp - begin) // 1000)
+        number = self.index_count
+        entry = layout.IndexEntry(key_hash, phy_offset, time_diff, slot_value)
+        self._file.write_at(
+            layout.entry_position(self.hash_slot_num, number), layout.encode_entry(entry)
+        )
+        self._file.write_at(slot_pos, layout.encode_slot(number))
+        changes: dict[str, int] = {}
+        if self.index_count <= 1:
+            changes["begin_phy_offset"] = phy_offset
+            changes["begin_timestamp"] = store_timestamp
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        changes.update(
+            hash_slot_count=self.hash_slot_count,
+            index_count=self.index_count,
+            end_phy_offset=phy_offset,
+            end_timestamp=store_timestamp,
+        )
+        self._set(**changes)
+        return True
+
+    # --- reading ----------------------------------------------------------------------
+
+    def candidates(self, key: str) -> Iterator[tuple[int, int]]:
+        """(phy_offset, index_time_ms) of every entry with the key's hash, newest first.
+
+        Index time is only a hint (second precision, rollover quirks): never filter on it.
+        """
+        key_hash = index_key_hash(key)
+        slot = key_hash % self.hash_slot_num
+        count = self.index_count
+        number = layout.decode_slot(self._file.read(layout.slot_position(slot), 4), 0)
+        if number <= 0 or number > count or count <= 1:
+            return
+        seen = 0
+        while 0 < number <= count and seen <= count:
+            seen += 1
+            entry = layout.decode_entry(
+                self._file.read(layout.entry_position(self.hash_slot_num, number), 20), 0
+            )
+            if entry.time_diff < 0:
+                return
+            if entry.key_hash == key_hash:
+                yield entry.phy_offset, self.header.begin_timestamp + entry.time_diff * 1000
+            if entry.prev_index == number:
+                return
+            number = entry.prev_index
+
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """RocketMQ's ``selectPhyOffset``: hash match and index time within [begin, end]."""
+        result: list[int] = []
+        for offset, index_time in self.candidates(key):
+            if len(result) >= max_num:
+                break
+            if index_time < begin:
+                break
+            if index_time <= end:
+                result.append(offset)
+        return result
+
+    def refresh_header(self) -> None:
+        """Read-only openers: pick up the writer's header changes."""
+        self.header = layout.decode_header(self._file.read(0, layout.HEADER_SIZE))
+        self.index_count = max(1, self.header.index_count)
+        self.hash_slot_count = self.header.hash_slot_count
+
+    def flush(self) -> None:
+        self._file.flush_all()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def destroy(self) -> None:
+        self._file.destroy()
+
+
+class _IndexMapping(MappedFile):
+    """A mapped file whose name is a timestamp, not an offset."""
+
+    def __init__(self, path: str, size: int, *, writable: bool, create: bool):
+        # MappedFile derives file_from_offset from the name; index names are 17 digits, which
+        # parse as ints, and the value is never used.
+        super().__init__(path, size, writable=writable, create=create)
+        self.wrote_position = size
+
+    def flush_all(self) -> None:
+        if self.writable and self._mm is not None:
+            self._mm.flush()
+
+
+@dataclass
+class DispatchedKeys:
+    """What the index needs from one dispatched record."""
+
+    topic: str
+    commit_log_offset: int
+    store_timestamp: int
+    sys_flag: int
+    uniq_key: str | None
+    keys: str | None
+
+
+class IndexService:
+    def __init__(self, root: str, hash_slot_num: int, index_num: int, *, writable: bool):
+        self.directory = index_dir(root)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.writable = writable
+        self.files: list[IndexFile] = []
+        self._lock = threading.RLock()
+        self._last_name_ms = 0
+
+    def load(self) -> None:
+        if not os.path.isdir(self.directory):
+            return
+        names = sorted(n for n in os.listdir(self.directory) if is_index_file_name(n))
+        expected = layout.file_size(self.hash_slot_num, self.index_num)
+        for name in names:
+            path = os.path.join(self.directory, name)
+            size = os.path.getsize(path)
+            slots, number = self.hash_slot_num, self.index_num
+            if size != expected:
+                try:
+                    slots, number = layout.geometry_from_size(size)
+                except ValueError as e:
+                    raise CorruptDataError(str(e), path=path) from e
+                log.info("index file %s has geometry %d slots x %d entries", name, slots, number)
+            self.files.append(IndexFile(path, slots, number, writable=self.writable))
+
+    def refresh(self) -> None:
+        """Read-only openers: map files the writer added and re-read every header."""
+        if not os.path.isdir(self.directory):
+            return
+        known = {f.name for f in self.files}
+        for name in sorted(os.listdir(self.directory)):
+            if name in known or not is_index_file_name(name):
+                continue
+            path = os.path.join(self.directory, name)
+            size = os.path.getsize(path)
+            try:
+                slots, number = layout.geometry_from_size(size)
+                if size == layout.file_size(self.hash_slot_num, self.index_num):
+                    slots, number = self.hash_slot_num, self.index_num
+                self.files.append(IndexFile(path, slots, number, writable=False))
+            except (ValueError, CorruptDataError):
+                continue
+        self.files.sort(key=lambda f: f.name)
+        for f in self.files:
+            f.refresh_header()
+
+    # --- writing ----------------------------------------------------------------------
+
+    def _new_file_name(self) -> str:
+        now = int(time.time() * 1000)
+        if now <= self._last_name_ms:
+            now = self._last_name_ms + 1
+        existing = self.files[-1].name if self.files else ""
+        name = index_file_name(now)
+        while name <= existing:  # keep names strictly increasing (spec 15.6)
+            now += 1
+            name = index_file_name(now)
+        self._last_name_ms = now
+        return name
+
+    def current_file(self) -> IndexFile:
+        """The last file if it is not full, else a new file inheriting its end values."""
+        with self._lock:
+            last = self.files[-1] if self.files else None
+            if last is not None and not last.is_write_full:
+                return last
+            os.makedirs(self.directory, exist_ok=True)
+            path = os.path.join(self.directory, self._new_file_name())
+            new = IndexFile(
+                path,
+                self.hash_slot_num,
+                self.index_num,
+                writable=True,
+                create=True,
+                end_phy_offset=last.end_phy_offset if last else 0,
+                end_timestamp=last.end_timestamp if last else 0,
+            )
+            self.files.append(new)
+            if last is not None:
+                last.flush()
+            return new
+
+    def build_index(self, record: DispatchedKeys) -> None:
+        """Index one dispatched record (spec 4.4); the file is got or created first, for
+        every record, as RocketMQ's IndexService does."""
+        current = self.current_file()
+        if record.commit_log_offset < current.end_phy_offset:
+            return
+        if not sysflag.gets_index_entry(record.sys_flag):
+            return
+        if record.uniq_key:
+            current = self._put(current, f"{record.topic}#{record.uniq_key}", record)
+        for key in split_keys(record.keys):
+            current = self._put(current, f"{record.topic}#{key}", record)
+
+    def _put(self, current: IndexFile, key: str, record: DispatchedKeys) -> IndexFile:
+        while not current.put_key(key, record.commit_log_offset, record.store_timestamp):
+            current = self.current_file()
+        return current
+
+    # --- reading ----------------------------------------------------------------------
+
+    def candidates(self, key: str) -> Iterator[int]:
+        """CommitLog offsets whose index hash matches ``key`` (``topic#key``), newest file
+        first; within a file newest entry first."""
+        for index_file in reversed(list(self.files)):
+            for offset, _ in index_file.candidates(key):
+                yield offset
+
+    def last_update(self) -> tuple[int, int]:
+        """(endTimestamp, endPhyOffset) of the newest file."""
+        if not self.files:
+            return 0, 0
+        last = self.files[-1]
+        return last.end_timestamp, last.end_phy_offset
+
+    # --- maintenance ------------------------------------------------------------------
+
+    def truncate_after(self, commit_log_end: int) -> int:
+        """Drop whole files that start at or after ``commit_log_end``; return how many."""
+        dropped = 0
+        while (
+            self.files
+            and self.files[-1].begin_phy_offset >= commit_log_end > 0
+            and (self.files[-1].entry_count > 0)
+        ):
+            self.files.pop().destroy()
+            dropped += 1
+        return dropped
+
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        deleted = 0
+        with self._lock:
+            while len(self.files) > 1 and self.files[0].end_phy_offset < min_commit_log_offset:
+                self.files.pop(0).destroy()
+                deleted += 1
+        return deleted
+
+    def destroy_all(self) -> None:
+        with self._lock:
+            for f in self.files:
+                f.destroy()
+            self.files = []
+
+    def flush(self) -> None:
+        for f in list(self.files):
+            f.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

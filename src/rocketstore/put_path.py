@@ -1,0 +1,157 @@
+"""Checks and encoding of messages before they reach the CommitLog (spec 1.6, 1.7).
+
+Layer: engine paths (above the structures). Turns a Message into a PreparedMessage or an
+expected-failure PutStatus; applies the 4.9 delay rewrite.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rocketstore.commitlog import PreparedMessage
+from rocketstore.config import StoreConfig, delay_levels_ms
+from rocketstore.errors import ConfigError
+from rocketstore.format import properties as props
+from rocketstore.format import sysflag
+from rocketstore.format.crc import masked_crc32
+from rocketstore.format.hosts import encode_host
+from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.message import Message
+from rocketstore.format.record import MAX_PROPERTIES_LENGTH, record_length
+from rocketstore.paths import SCHEDULE_TOPIC, TOPIC_PATTERN
+from rocketstore.status import PutStatus
+
+MAX_RECORD_EXTRA = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    """Outcome of one put. On failure only ``status`` is meaningful."""
+
+    status: PutStatus
+    commit_log_offset: int = 0
+    queue_offset: int = 0
+    msg_id: str = ""
+    store_timestamp: int = 0
+    size: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+
+def delay_level(properties: dict[str, str]) -> int | None:
+    """The DELAY property as an int (0 when absent); None when it is not a number."""
+    value = properties.get(props.DELAY)
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def apply_delay_rewrite(message: Message, max_level: int) -> Message:
+    """4.9's CommitLog rewrite of a delayed message: the real topic and queue go into
+    REAL_TOPIC/REAL_QID, the message into SCHEDULE_TOPIC_XXXX queue level-1, and the
+    properties are re-serialised in Java HashMap order (WAIT last in insertion order)."""
+    level = min(delay_level(message.properties) or 0, max_level)
+    keys = [k for k in message.properties if k != props.WAIT]
+    if props.WAIT in message.properties:
+        keys.append(props.WAIT)
+    values = dict(message.properties)
+    values[props.REAL_TOPIC] = message.topic
+    values[props.REAL_QID] = str(message.queue_id)
+    ordered = java_hashmap_order([*keys, props.REAL_TOPIC, props.REAL_QID])
+    return Message(
+        topic=SCHEDULE_TOPIC,
+        body=message.body,
+        queue_id=level - 1,
+        flag=message.flag,
+        sys_flag=message.sys_flag,
+        properties={k: values[k] for k in ordered},
+        born_timestamp=message.born_timestamp,
+        born_host=message.born_host,
+        reconsume_times=message.reconsume_times,
+        prepared_transaction_offset=message.prepared_transaction_offset,
+    )
+
+
+class MessagePreparer:
+    """Validates and encodes messages; one per store (holds parsed config)."""
+
+    def __init__(self, config: StoreConfig):
+        self.config = config
+        self.max_delay_level = len(delay_levels_ms(config.message_delay_level))
+
+    def prepare(
+        self, message: Message, store_host: str | None, *, in_batch: bool = False
+    ) -> PreparedMessage | PutStatus:
+        if not isinstance(message, Message):
+            raise ConfigError(f"expected a rocketstore.Message, got {type(message).__name__}")
+        topic = message.topic
+        if (
+            not isinstance(topic, str)
+            or not topic
+            or len(topic) > self.config.max_topic_length
+            or not TOPIC_PATTERN.match(topic)
+        ):
+            return PutStatus.MESSAGE_ILLEGAL
+        if not 0 <= message.queue_id <= 0x7FFFFFFF:
+            return PutStatus.MESSAGE_ILLEGAL
+        level = delay_level(message.properties)
+        if level is None:
+            return PutStatus.MESSAGE_ILLEGAL
+        transaction = sysflag.transaction_type(message.sys_flag)
+        if in_batch and (transaction != sysflag.TRANSACTION_NOT_TYPE or level > 0):
+            return PutStatus.MESSAGE_ILLEGAL
+        if level > 0 and transaction in (
+            sysflag.TRANSACTION_NOT_TYPE,
+            sysflag.TRANSACTION_COMMIT_TYPE,
+        ):
+            message = apply_delay_rewrite(message, self.max_delay_level)
+        body = bytes(message.body)
+        if len(body) > self.config.max_message_size:
+            return PutStatus.MESSAGE_ILLEGAL
+        properties_text = props.encode_properties_str(message.properties)
+        if len(properties_text) > MAX_PROPERTIES_LENGTH:
+            return PutStatus.PROPERTIES_SIZE_EXCEEDED
+        properties_bytes = properties_text.encode("utf-8")
+        if len(properties_bytes) > MAX_PROPERTIES_LENGTH:
+            return PutStatus.PROPERTIES_SIZE_EXCEEDED
+        try:
+            born_host = encode_host(message.born_host)
+            stored_by = encode_host(store_host or self.config.store_host)
+        except ConfigError:
+            return PutStatus.MESSAGE_ILLEGAL
+        topic_bytes = message.topic.encode("utf-8")
+        length = record_length(
+            len(body),
+            len(topic_bytes),
+            len(properties_bytes),
+            born_host_length=len(born_host),
+            store_host_length=len(stored_by),
+        )
+        if length > self.config.max_message_size + MAX_RECORD_EXTRA:
+            return PutStatus.MESSAGE_ILLEGAL
+        if length + 8 > self.config.mapped_file_size_commit_log:
+            return PutStatus.MESSAGE_ILLEGAL  # could never fit in one CommitLog file
+        born = message.born_timestamp
+        if born is None:
+            born = time.time_ns() // 1_000_000
+        return PreparedMessage(
+            topic=message.topic,
+            topic_bytes=topic_bytes,
+            queue_id=message.queue_id,
+            body=body,
+            body_crc=masked_crc32(body),
+            properties_bytes=properties_bytes,
+            flag=message.flag,
+            sys_flag=message.sys_flag,
+            born_timestamp=born,
+            born_host=born_host,
+            store_host=stored_by,
+            reconsume_times=message.reconsume_times,
+            prepared_transaction_offset=message.prepared_transaction_offset,
+        )

@@ -1,0 +1,65 @@
+"""Key lookups through the index: by KEYS token and by UNIQ_KEY.
+
+Layer: engine paths. Unlike RocketMQ's store, a candidate is returned only after its record
+was read and its topic and key compared (RocketMQ #3613), and the time window applies to
+the record's real store timestamp, never to the index's second-precision hint (#5174).
+"""
+
+from __future__ import annotations
+
+from rocketstore.commitlog import CommitLog
+from rocketstore.config import StoreConfig
+from rocketstore.errors import ConfigError
+from rocketstore.format import record as rec
+from rocketstore.format.message import MessageExt
+from rocketstore.index import IndexService
+
+
+class KeyQuery:
+    def __init__(self, commitlog: CommitLog, index: IndexService, config: StoreConfig):
+        self.commitlog = commitlog
+        self.index = index
+        self.config = config
+
+    def _matches(
+        self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *, unique: bool
+    ) -> list[MessageExt]:
+        if max_count <= 0:
+            raise ConfigError(f"max_count must be positive, got {max_count}")
+        if not topic or not key:
+            raise ConfigError("topic and key must be non-empty")
+        found: list[MessageExt] = []
+        seen: set[int] = set()
+        for offset in self.index.candidates(f"{topic}#{key}"):
+            if offset in seen:
+                continue
+            seen.add(offset)
+            located = self.commitlog.read_record(offset)
+            if located is None:
+                continue  # removed by retention, or an index entry past a recovered end
+            data, view = located
+            if view.topic != topic or not begin_ms <= view.store_timestamp <= end_ms:
+                continue
+            message = rec.to_message_ext(data, view)
+            if unique:
+                if message.uniq_key != key:
+                    continue
+            elif key not in message.key_list:
+                continue
+            found.append(message)
+            if len(found) >= max_count:
+                break
+        return found
+
+    def by_key(
+        self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int
+    ) -> list[MessageExt]:
+        """The newest ``max_count`` matches, returned oldest first (by CommitLog offset)."""
+        found = self._matches(topic, key, max_count, begin_ms, end_ms, unique=False)
+        return sorted(found, key=lambda m: m.commit_log_offset)
+
+    def by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
+        found = self._matches(
+            topic, uniq_key, self.config.default_query_max_num, 0, 2**63 - 1, unique=True
+        )
+        return sorted(found, key=lambda m: (m.store_timestamp, m.commit_log_offset))

@@ -1,0 +1,154 @@
+"""The read path: ``get_messages`` (RocketMQ's getMessage, spec 10) and record lookups.
+
+Layer: engine paths (above the structures).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from rocketstore.commitlog import CommitLog
+from rocketstore.config import StoreConfig
+from rocketstore.consume_queue import ConsumeQueue
+from rocketstore.format import record as rec
+from rocketstore.format.message import MessageExt
+from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
+from rocketstore.format.subscription import Subscription
+from rocketstore.status import GetStatus
+
+
+def _physical_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3
+
+
+TOTAL_PHYSICAL_MEMORY = _physical_memory_bytes()
+
+
+@dataclass
+class GetResult:
+    status: GetStatus
+    messages: list[MessageExt] = field(default_factory=list)
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    # True when the last pulled message is far behind the CommitLog end (RocketMQ's hint).
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def found(self) -> bool:
+        return self.status is GetStatus.FOUND
+
+
+class MessageReader:
+    """Reads messages through consume queues with RocketMQ's batch and status rules."""
+
+    def __init__(self, commitlog: CommitLog, config: StoreConfig):
+        self.commitlog = commitlog
+        self.config = config
+
+    def look(self, offset: int) -> MessageExt | None:
+        found = self.commitlog.read_record(offset)
+        if found is None:
+            return None
+        data, view = found
+        return rec.to_message_ext(data, view)
+
+    def _in_disk(self, offset: int, max_offset: int) -> bool:
+        memory = TOTAL_PHYSICAL_MEMORY * (self.config.access_message_in_memory_max_ratio / 100.0)
+        return (max_offset - offset) > memory
+
+    def _batch_full(
+        self, size: int, max_count: int, total_bytes: int, count: int, in_disk: bool
+    ) -> bool:
+        if total_bytes == 0 or count == 0:
+            return False
+        if max_count <= count:
+            return True
+        c = self.config
+        if in_disk:
+            return (
+                total_bytes + size > c.max_transfer_bytes_on_message_in_disk
+                or count > c.max_transfer_count_on_message_in_disk - 1
+            )
+        return (
+            total_bytes + size > c.max_transfer_bytes_on_message_in_memory
+            or count > c.max_transfer_count_on_message_in_memory - 1
+        )
+
+    def get(
+        self,
+        queue: ConsumeQueue | None,
+        queue_offset: int,
+        max_count: int,
+        subscription: Subscription,
+    ) -> GetResult:
+        if queue is None:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, next_begin_offset=0)
+        min_offset, max_offset = queue.min_offset(), queue.max_offset()
+        result = GetResult(
+            GetStatus.NO_MESSAGE_IN_QUEUE, min_offset=min_offset, max_offset=max_offset
+        )
+        if max_offset == 0:
+            result.next_begin_offset = 0
+            return result
+        if queue_offset < min_offset:
+            result.status, result.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, min_offset
+            return result
+        if queue_offset == max_offset:
+            result.status, result.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, queue_offset
+            return result
+        if queue_offset > max_offset:
+            result.status, result.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, max_offset
+            return result
+        scan_limit = max(self.config.max_filter_message_count, max_count * CQ_UNIT_SIZE)
+        units_bytes = queue.units_from(queue_offset, scan_limit)
+        if units_bytes is None:
+            result.status = GetStatus.OFFSET_FOUND_NULL
+            result.next_begin_offset = queue.next_file_offset(queue_offset)
+            return result
+        units = decode_units(units_bytes)
+        result.status = GetStatus.NO_MATCHED_MESSAGE
+        commit_max = self.commitlog.max_offset()
+        next_file_start: int | None = None
+        total_bytes = 0
+        last_pulled = 0
+        index = 0
+        for index in range(len(units)):
+            offset = int(units[index]["offset"])
+            size = int(units[index]["size"])
+            tags_code = int(units[index]["tags_code"])
+            if next_file_start is not None and offset < next_file_start:
+                continue
+            in_disk = self._in_disk(offset, commit_max)
+            if self._batch_full(size, max_count, total_bytes, len(result.messages), in_disk):
+                break
+            if not subscription.match_code(tags_code):
+                continue
+            found = self.commitlog.read_record(offset) if size > 0 else None
+            if found is None or found[1].size != size:
+                if not result.messages:
+                    result.status = GetStatus.MESSAGE_WAS_REMOVING
+                next_file_start = self.commitlog.roll_next_file(offset)
+                continue
+            data, view = found
+            message = rec.to_message_ext(data, view)
+            if not subscription.match_tags(message.tags):
+                continue
+            result.messages.append(message)
+            total_bytes += size
+            last_pulled = offset
+            result.status = GetStatus.FOUND
+            next_file_start = None
+        else:
+            index = len(units)
+        result.next_begin_offset = queue_offset + index
+        if result.messages:
+            memory = TOTAL_PHYSICAL_MEMORY * (
+                self.config.access_message_in_memory_max_ratio / 100.0
+            )
+            result.suggest_pulling_from_slave = (commit_max - last_pulled) > memory
+        return result

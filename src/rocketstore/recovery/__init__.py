@@ -1,0 +1,4 @@
+"""Crash recovery: abort marker, checkpoint file, CommitLog and queue recovery.
+
+Layer: recovery (beside services; above the structures).
+"""

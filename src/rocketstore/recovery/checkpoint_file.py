@@ -1,0 +1,50 @@
+"""The ``checkpoint`` file: 4,096 bytes, three (4.9) or five (5.x) big-endian longs.
+
+Layer: recovery. Values live in memory; ``flush`` writes and fsyncs them, as RocketMQ does.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.format.checkpoint import (
+    CHECKPOINT_FILE_SIZE,
+    Checkpoint,
+    decode_checkpoint,
+    encode_checkpoint,
+)
+
+
+class CheckpointFile:
+    def __init__(self, path: str, *, writable: bool):
+        self.path = path
+        self.writable = writable
+        self.value = Checkpoint()
+        self.was_present = False
+        self.was_valid = True
+        self.has_5x_fields = False
+        try:
+            with open(path, "rb") as f:
+                data = f.read(CHECKPOINT_FILE_SIZE)
+            self.was_present = True
+            self.value = decode_checkpoint(data)
+            self.has_5x_fields = any(data[24:40])
+        except FileNotFoundError:
+            pass
+        except (IncompleteDataError, CorruptDataError):
+            self.was_valid = False
+
+    def update(self, **fields: int) -> None:
+        self.value = self.value._replace(**fields)
+
+    def flush(self) -> None:
+        if not self.writable:
+            return
+        image = encode_checkpoint(self.value, with_5x_fields=self.has_5x_fields)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, image, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)

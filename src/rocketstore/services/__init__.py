@@ -1,0 +1,1 @@
+"""Background services. Each exposes ``run_once()`` for tests and ``start()``/``shutdown()``."""

@@ -1,0 +1,65 @@
+"""Status enums for expected outcomes (lowest layer).
+
+Names and order follow RocketMQ 4.9 (``PutMessageStatus``, ``GetMessageStatus``,
+``AppendMessageStatus``) so that callers and the broker map them one to one.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from rocketstore.errors import ConfigError
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    LMQ_CONSUME_QUEUE_NUM_EXCEEDED = "LMQ_CONSUME_QUEUE_NUM_EXCEEDED"
+
+    @property
+    def ok(self) -> bool:
+        return self is PutStatus.PUT_OK
+
+
+class AppendStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    END_OF_FILE = "END_OF_FILE"
+    MESSAGE_SIZE_EXCEEDED = "MESSAGE_SIZE_EXCEEDED"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+class Boundary(enum.Enum):
+    """Which entry ``offset_by_time`` picks when no entry has exactly the time asked."""
+
+    LOWER = "lower"  # first entry with time >= ts (or the max offset if none)
+    UPPER = "upper"  # last entry with time <= ts (or the min offset if none)
+
+    @classmethod
+    def parse(cls, value: str | Boundary) -> Boundary:
+        if isinstance(value, Boundary):
+            return value
+        try:
+            return cls(value.lower())
+        except ValueError as e:
+            raise ConfigError(f"boundary must be 'lower' or 'upper', got {value!r}") from e

@@ -1,0 +1,624 @@
+"""The MessageStore facade: opens a store directory and wires the parts together.
+
+Layer: top of the engine (only cli/spark/broker sit above). Logic lives in the parts:
+put_path (checks), commitlog (append), services.dispatcher (queues and index),
+read_path (getMessage), queries (key lookups), recovery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from types import TracebackType
+
+from rocketstore.commitlog import CommitLog, PreparedMessage
+from rocketstore.config import StoreConfig, delay_levels_ms
+from rocketstore.consume_queue import ConsumeQueue
+from rocketstore.errors import (
+    ConfigError,
+    NotAStoreError,
+    ReadOnlyStoreError,
+    StoreClosedError,
+)
+from rocketstore.files.lock import DirectoryLock
+from rocketstore.files.mapped_file_queue import detect_file_size
+from rocketstore.format import properties as props
+from rocketstore.format import record as rec
+from rocketstore.format import sysflag
+from rocketstore.format.index_layout import file_size, geometry_from_size
+from rocketstore.format.javahash import tags_code
+from rocketstore.format.message import Message, MessageExt
+from rocketstore.format.message_id import decode_offset_msg_id
+from rocketstore.format.subscription import parse_subscription
+from rocketstore.index import DispatchedKeys, IndexService
+from rocketstore.paths import (
+    ABORT_FILE,
+    CHECKPOINT_FILE,
+    COMMITLOG_DIR,
+    CONSUME_QUEUE_DIR,
+    SCHEDULE_TOPIC,
+    index_dir,
+    is_index_file_name,
+)
+from rocketstore.put_path import MessagePreparer, PutResult
+from rocketstore.queries import KeyQuery
+from rocketstore.read_path import GetResult, MessageReader
+from rocketstore.recovery.checkpoint_file import CheckpointFile
+from rocketstore.recovery.recover import RecoveryReport, scan_valid_end
+from rocketstore.services.dispatcher import Dispatcher
+from rocketstore.services.flusher import Flusher
+from rocketstore.status import Boundary, PutStatus
+
+log = logging.getLogger(__name__)
+
+
+class MessageStore:
+    """A RocketMQ-compatible message store over one directory.
+
+    Open with :meth:`open`; use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, root: str, config: StoreConfig, *, read_only: bool):
+        self.root = os.path.abspath(root)
+        self.config = config
+        self.read_only = read_only
+        self._closed = False
+        self._lock = DirectoryLock(self.root) if not read_only else None
+        self.commitlog = CommitLog(
+            self.root, config.mapped_file_size_commit_log, writable=not read_only
+        )
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queues_lock = threading.Lock()
+        self.index = IndexService(
+            self.root, config.max_hash_slot_num, config.max_index_num, writable=not read_only
+        )
+        self.checkpoint = CheckpointFile(
+            os.path.join(self.root, CHECKPOINT_FILE), writable=not read_only
+        )
+        self.preparer = MessagePreparer(config)
+        self.reader = MessageReader(self.commitlog, config)
+        self.queries = KeyQuery(self.commitlog, self.index, config)
+        self.recovery_report = RecoveryReport()
+        self._delay_levels_ms = delay_levels_ms(config.message_delay_level)
+        self.dispatcher = Dispatcher(
+            self.commitlog, self._dispatch_record, 0, interval_ms=config.dispatch_interval_ms
+        )
+        self.flusher = Flusher(self.commitlog, self._flush_queues, config)
+        self._running_ok = True
+
+    # --- opening ------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        config: StoreConfig | None = None,
+        read_only: bool = False,
+    ) -> MessageStore:
+        """Open (or, for a writer, create) the store at ``path``.
+
+        CommitLog and ConsumeQueue file sizes are taken from existing files; the index
+        geometry from the index file size (assuming 4 entries per slot) unless configured.
+        """
+        root = os.fspath(path)
+        config = (config or StoreConfig()).validate()
+        if read_only:
+            if not os.path.isdir(os.path.join(root, COMMITLOG_DIR)):
+                raise NotAStoreError(f"{root} is not a store directory (no {COMMITLOG_DIR}/)")
+        elif os.path.exists(root) and not os.path.isdir(root):
+            raise NotAStoreError(f"{root} exists and is not a directory")
+        config = _adopt_file_sizes(root, config)
+        store = cls(root, config, read_only=read_only)
+        if read_only:
+            store._load_read_only()
+        else:
+            os.makedirs(store.root, exist_ok=True)
+            assert store._lock is not None
+            store._lock.acquire()
+            try:
+                store._load_and_recover()
+            except BaseException:
+                store._lock.release()
+                raise
+            store._start()
+        return store
+
+    def _load_all_queues(self, writable: bool) -> None:
+        base = os.path.join(self.root, CONSUME_QUEUE_DIR)
+        if not os.path.isdir(base):
+            return
+        for topic in sorted(os.listdir(base)):
+            topic_dir = os.path.join(base, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in sorted(os.listdir(topic_dir)):
+                if not qid.isdigit():
+                    continue
+                queue = ConsumeQueue(
+                    self.root,
+                    topic,
+                    int(qid),
+                    self.config.consume_queue_file_size,
+                    writable=writable,
+                )
+                queue.load()
+                self.queues[(topic, int(qid))] = queue
+
+    def _load_and_recover(self) -> None:
+        abort_path = os.path.join(self.root, ABORT_FILE)
+        abnormal = os.path.exists(abort_path)
+        report = RecoveryReport(abnormal=abnormal)
+        self.commitlog.files.load()
+        self._load_all_queues(writable=True)
+        self.index.load()
+        # Queues first (spec 6.1), then the CommitLog, then make queues agree with it.
+        for queue in self.queues.values():
+            queue.recover()
+        files = self.commitlog.files.files
+        start = max(0, len(files) - 3)
+        if abnormal:
+            start = self._abnormal_start_file()
+        end = scan_valid_end(
+            self.commitlog, start, check_crc=self.config.check_crc_on_recover, report=report
+        )
+        if files:
+            report.truncated_bytes = self._nonzero_bytes_after(end)
+            self.commitlog.files.truncate_dirty_files(end)
+            self.commitlog.files.flushed_where = end
+        report.commit_log_end = end
+        for key, queue in list(self.queues.items()):
+            before = queue.max_offset()
+            queue.truncate_dirty(end)
+            if queue.max_offset() != before:
+                report.queues_truncated.append(f"{key[0]}-{key[1]}")
+        report.index_files_dropped = self.index.truncate_after(end)
+        # Queue offsets come from the queues' max offsets (RocketMQ's recoverTopicQueueTable).
+        min_offset = self.commitlog.min_offset()
+        for (topic, qid), queue in self.queues.items():
+            self.commitlog.topic_queue_table[f"{topic}-{qid}"] = queue.max_offset()
+            if min_offset >= 0:
+                queue.correct_min_offset(min_offset)
+        # Re-dispatch everything after the queues' furthest point (RocketMQ's reput start).
+        start_offset = max((q.max_physic_offset for q in self.queues.values()), default=0)
+        start_offset = max(start_offset, self.commitlog.min_offset(), 0)
+        self.dispatcher.dispatched_offset = start_offset
+        report.redispatched_records = self.dispatcher.run_once()
+        self.recovery_report = report
+        if abnormal or report.truncated_bytes or report.queues_truncated:
+            log.warning("%s: %s", self.root, report.summary())
+        else:
+            log.info("%s: %s", self.root, report.summary())
+
+    def _nonzero_bytes_after(self, end: int) -> int:
+        """How many bytes of leftover data lie past ``end`` (zeros of a pre-sized file do
+        not count): what truncation drops."""
+        dropped = 0
+        for mapped in self.commitlog.files.files:
+            file_end = mapped.file_from_offset + self.commitlog.file_size
+            if file_end <= end:
+                continue
+            start = max(0, end - mapped.file_from_offset)
+            tail = mapped.read(start, self.commitlog.file_size - start).rstrip(b"\0")
+            dropped += len(tail)
+        return dropped
+
+    def _abnormal_start_file(self) -> int:
+        """Newest file whose first record was stored before the checkpoint's safe time."""
+        files = self.commitlog.files.files
+        safe = self.checkpoint.value.min_timestamp()
+        for index in range(len(files) - 1, -1, -1):
+            head = files[index].read(0, 80)
+            magic = int.from_bytes(head[4:8], "big", signed=True)
+            if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2):
+                continue
+            flag = int.from_bytes(head[36:40], "big", signed=True)
+            position = rec.store_timestamp_position(flag)
+            stored = int.from_bytes(head[position : position + 8], "big", signed=True)
+            if stored != 0 and stored <= safe:
+                return index
+        return 0
+
+    def _start(self) -> None:
+        with open(os.path.join(self.root, ABORT_FILE), "wb"):
+            pass
+        self.commitlog.on_append = self.dispatcher.wakeup
+        self.dispatcher.start()
+        self.flusher.start()
+
+    def _load_read_only(self) -> None:
+        self.commitlog.files.load()
+        self._load_all_queues(writable=False)
+        self.index.load()
+        self._refresh_read_only(full=True)
+
+    def _refresh_read_only(self, full: bool = False) -> None:
+        """See what a concurrent writer has appended: a validated prefix only."""
+        files = self.commitlog.files
+        files.refresh()
+        if not files.files:
+            return
+        known_end = 0 if full else self._ro_end
+        start_index = 0
+        for i, mapped in enumerate(files.files):
+            if mapped.file_from_offset <= known_end:
+                start_index = i
+        if full:
+            start_index = max(0, len(files.files) - 3)
+        report = RecoveryReport()
+        end = scan_valid_end(self.commitlog, start_index, check_crc=True, report=report)
+        for mapped in files.files:
+            if mapped.file_from_offset + files.file_size <= end:
+                mapped.wrote_position = files.file_size
+            elif mapped.file_from_offset <= end:
+                mapped.wrote_position = end - mapped.file_from_offset
+            else:
+                mapped.wrote_position = 0
+        self._ro_end = end
+        if full:
+            self.recovery_report = report
+        base = os.path.join(self.root, CONSUME_QUEUE_DIR)
+        if os.path.isdir(base):
+            for topic in os.listdir(base):
+                topic_dir = os.path.join(base, topic)
+                if not os.path.isdir(topic_dir):
+                    continue
+                for qid in os.listdir(topic_dir):
+                    if qid.isdigit() and (topic, int(qid)) not in self.queues:
+                        queue = ConsumeQueue(
+                            self.root,
+                            topic,
+                            int(qid),
+                            self.config.consume_queue_file_size,
+                            writable=False,
+                        )
+                        queue.load()
+                        self.queues[(topic, int(qid))] = queue
+        min_offset = self.commitlog.min_offset()
+        for queue in self.queues.values():
+            queue.files.refresh()
+            for mapped in queue.files.files:
+                mapped.wrote_position = queue.file_size
+            queue.truncate_dirty_read_only(
+                end, lambda offset: self.commitlog.read_record(offset) is not None
+            )
+            if min_offset >= 0:
+                queue.min_logic_offset = max(queue.min_logic_offset, queue.files.min_offset())
+                queue.correct_min_offset(min_offset)
+        self.index.refresh()
+
+    _ro_end = 0
+
+    # --- dispatch -----------------------------------------------------------------------
+
+    def _dispatch_record(self, data: bytes, view: rec.RecordView) -> None:
+        properties = rec.record_properties(data, view)
+        if sysflag.gets_queue_entry(view.sys_flag):
+            code = self._tags_code(view, properties)
+            queue = self._queue(view.topic, view.queue_id, create=True)
+            assert queue is not None
+            queue.put(view.physical_offset, view.size, code, view.queue_offset)
+            self.checkpoint.update(logics_msg_timestamp=view.store_timestamp)
+        if self.config.message_index_enable:
+            self.index.build_index(
+                DispatchedKeys(
+                    topic=view.topic,
+                    commit_log_offset=view.physical_offset,
+                    store_timestamp=view.store_timestamp,
+                    sys_flag=view.sys_flag,
+                    uniq_key=properties.get(props.UNIQ_KEY),
+                    keys=properties.get(props.KEYS),
+                )
+            )
+
+    def _tags_code(self, view: rec.RecordView, properties: dict[str, str]) -> int:
+        if view.topic == SCHEDULE_TOPIC and props.DELAY in properties:
+            try:
+                level = min(int(properties[props.DELAY]), len(self._delay_levels_ms))
+            except ValueError:
+                level = 0
+            if level > 0:
+                return view.store_timestamp + self._delay_levels_ms[level - 1]
+        return tags_code(properties.get(props.TAGS))
+
+    def _queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
+        key = (topic, queue_id)
+        queue = self.queues.get(key)
+        if queue is None and create:
+            with self._queues_lock:
+                queue = self.queues.get(key)
+                if queue is None:
+                    queue = ConsumeQueue(
+                        self.root,
+                        topic,
+                        queue_id,
+                        self.config.consume_queue_file_size,
+                        writable=True,
+                    )
+                    self.queues[key] = queue
+        return queue
+
+    def _flush_queues(self, least_pages: int) -> None:
+        for queue in list(self.queues.values()):
+            queue.flush(least_pages)
+
+    # --- guards -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.root} is closed")
+        if self.read_only:
+            self._refresh_read_only()
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.root} is closed")
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.root} was opened read-only")
+
+    # --- writing ------------------------------------------------------------------------
+
+    def put(
+        self, msg: Message, store_timestamp: int | None = None, store_host: str | None = None
+    ) -> PutResult:
+        """Append one message. Expected failures come back as ``PutResult.status``."""
+        self._check_writable()
+        if not self._running_ok:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        prepared = self.preparer.prepare(msg, store_host)
+        if isinstance(prepared, PutStatus):
+            return PutResult(prepared)
+        return self._append([prepared], store_timestamp)[0]
+
+    def put_batch(
+        self,
+        msgs: Sequence[Message],
+        store_timestamp: int | None = None,
+        store_host: str | None = None,
+    ) -> list[PutResult]:
+        """Append messages as one batch: one store timestamp, contiguous in one file.
+
+        Any invalid message fails the whole batch (nothing is written).
+        """
+        self._check_writable()
+        if not msgs:
+            return []
+        if not self._running_ok:
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE) for _ in msgs]
+        prepared: list[PreparedMessage] = []
+        for msg in msgs:
+            item = self.preparer.prepare(msg, store_host, in_batch=True)
+            if isinstance(item, PutStatus):
+                return [PutResult(item) for _ in msgs]
+            prepared.append(item)
+        if sum(len(p.body) for p in prepared) > self.config.max_message_size:
+            return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
+        if (
+            sum(p.length for p in prepared) + rec.END_FILE_MIN_BLANK_LENGTH
+            > self.config.mapped_file_size_commit_log
+        ):
+            return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
+        return self._append(prepared, store_timestamp)
+
+    def _append(
+        self, prepared: list[PreparedMessage], store_timestamp: int | None
+    ) -> list[PutResult]:
+        try:
+            appended = self.commitlog.append(prepared, store_timestamp)
+        except OSError as e:
+            log.error("append failed, store is now read-only: %s", e)
+            self._running_ok = False
+            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in prepared]
+        status = PutStatus.PUT_OK
+        if self.config.flush_disk_type == "SYNC_FLUSH":
+            status = self.flusher.flush_sync(self.commitlog.max_offset())
+        results = []
+        for item in appended:
+            if item.status.name != "PUT_OK":
+                results.append(PutResult(PutStatus.UNKNOWN_ERROR))
+                continue
+            results.append(
+                PutResult(
+                    status,
+                    commit_log_offset=item.commit_log_offset,
+                    queue_offset=item.queue_offset,
+                    msg_id=item.msg_id,
+                    store_timestamp=item.store_timestamp,
+                    size=item.size,
+                )
+            )
+        return results
+
+    # --- reading ------------------------------------------------------------------------
+
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_count: int = 32,
+        tags: str | None = None,
+    ) -> GetResult:
+        """RocketMQ's getMessage: statuses, batch limits and next_begin_offset as spec 10."""
+        self._check_open()
+        if max_count <= 0:
+            raise ConfigError(f"max_count must be positive, got {max_count}")
+        subscription = parse_subscription(tags)
+        return self.reader.get(self._queue(topic, queue_id), queue_offset, max_count, subscription)
+
+    def look_message(self, commit_log_offset: int) -> MessageExt | None:
+        self._check_open()
+        return self.reader.look(commit_log_offset)
+
+    def view_message(self, msg_id: str) -> MessageExt | None:
+        """Find a message by offsetMsgId (store host + CommitLog offset)."""
+        self._check_open()
+        _host, offset = decode_offset_msg_id(msg_id)
+        return self.reader.look(offset)
+
+    def query_messages(
+        self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int = 2**63 - 1
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS contain ``key`` and whose store time lies in
+        [begin_ms, end_ms], oldest first (at most ``max_count``, the newest ones)."""
+        self._check_open()
+        return self.queries.by_key(topic, key, max_count, begin_ms, end_ms)
+
+    def query_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
+        """Messages of ``topic`` whose UNIQ_KEY is ``uniq_key``, oldest first."""
+        self._check_open()
+        return self.queries.by_unique_key(topic, uniq_key)
+
+    def offset_by_time(
+        self, topic: str, queue_id: int, timestamp_ms: int, boundary: str | Boundary = "lower"
+    ) -> int:
+        self._check_open()
+        which = Boundary.parse(boundary)
+        queue = self._queue(topic, queue_id)
+        if queue is None:
+            return 0
+        return queue.offset_by_time(
+            timestamp_ms, which, self.commitlog.store_time_at, max(self.commitlog.min_offset(), 0)
+        )
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        self._check_open()
+        queue = self._queue(topic, queue_id)
+        return queue.min_offset() if queue else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        self._check_open()
+        queue = self._queue(topic, queue_id)
+        return queue.max_offset() if queue else 0
+
+    def min_commit_log_offset(self) -> int:
+        self._check_open()
+        return self.commitlog.min_offset()
+
+    def max_commit_log_offset(self) -> int:
+        self._check_open()
+        return self.commitlog.max_offset()
+
+    def topics(self) -> dict[str, list[int]]:
+        self._check_open()
+        result: dict[str, list[int]] = {}
+        for topic, qid in sorted(self.queues):
+            result.setdefault(topic, []).append(qid)
+        return result
+
+    def message_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at a queue offset, -1 if there is none."""
+        self._check_open()
+        queue = self._queue(topic, queue_id)
+        unit = queue.unit(queue_offset) if queue else None
+        if unit is None or not unit.is_valid:
+            return -1
+        return self.commitlog.store_time_at(unit.commit_log_offset, unit.size)
+
+    def dispatch_lag_bytes(self) -> int:
+        if self.read_only:
+            return 0
+        return self.dispatcher.lag_bytes()
+
+    def wait_dispatched(self) -> None:
+        """Dispatch everything appended so far in the caller's thread (tests, tools)."""
+        self._check_writable()
+        self.dispatcher.run_once()
+
+    # --- durability and lifetime ------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make every appended byte durable (CommitLog, queues, index) and the checkpoint."""
+        if self._closed or self.read_only:
+            return
+        self.dispatcher.run_once()
+        self.commitlog.files.flush_all()
+        for queue in list(self.queues.values()):
+            queue.files.flush_all()
+        self.index.flush()
+        self.checkpoint.update(physic_msg_timestamp=self._last_store_timestamp())
+        self.checkpoint.flush()
+
+    def _last_store_timestamp(self) -> int:
+        last = self.commitlog.files.last
+        return (
+            last.store_timestamp
+            if last and last.store_timestamp
+            else self.checkpoint.value.physic_msg_timestamp
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if not self.read_only:
+            self.flusher.shutdown()
+            self.dispatcher.shutdown(catch_up=True)
+            self.flush()
+            clean = self.dispatcher.error is None and self.dispatcher.lag_bytes() == 0
+            if clean:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.root, ABORT_FILE))
+        self._closed = True
+        self.commitlog.close()
+        for queue in self.queues.values():
+            queue.close()
+        self.index.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "writer"
+        return f"MessageStore({self.root!r}, {mode})"
+
+
+def _adopt_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
+    """Take CommitLog and ConsumeQueue sizes from existing files (spec: 'sizes come from
+    the files themselves'), the index geometry from an existing index file."""
+    changes: dict[str, object] = {}
+    commitlog_size = detect_file_size(os.path.join(root, COMMITLOG_DIR))
+    if commitlog_size is not None and commitlog_size != config.mapped_file_size_commit_log:
+        changes["mapped_file_size_commit_log"] = commitlog_size
+    cq_size = _detect_queue_file_size(os.path.join(root, CONSUME_QUEUE_DIR))
+    if cq_size is not None and cq_size != config.consume_queue_file_size:
+        changes["mapped_file_size_consume_queue"] = cq_size
+    idx = index_dir(root)
+    if os.path.isdir(idx):
+        names = sorted(n for n in os.listdir(idx) if is_index_file_name(n))
+        if names:
+            size = os.path.getsize(os.path.join(idx, names[-1]))
+            if size != file_size(config.max_hash_slot_num, config.max_index_num):
+                try:
+                    slots, number = geometry_from_size(size)
+                    changes["max_hash_slot_num"] = slots
+                    changes["max_index_num"] = number
+                except ValueError:
+                    log.warning("index file %s has an unknown geometry", names[-1])
+    return config.replace(**changes) if changes else config
+
+
+def _detect_queue_file_size(base: str) -> int | None:
+    if not os.path.isdir(base):
+        return None
+    for topic in sorted(os.listdir(base)):
+        topic_dir = os.path.join(base, topic)
+        if not os.path.isdir(topic_dir):
+            continue
+        for qid in sorted(os.listdir(topic_dir)):
+            size = detect_file_size(os.path.join(topic_dir, qid))
+            if size:
+                return size
+    return None
