@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rocketstore.crashpoints import MID_BATCH_WRITE, armed, crash_point
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format import record as rec
@@ -92,6 +93,11 @@ class CommitLog:
     def max_offset(self) -> int:
         return self.files.max_offset()
 
+    def last_store_timestamp(self) -> int:
+        """Store time of the newest record appended in this process (0 if none)."""
+        last = self.files.last
+        return last.store_timestamp if last is not None else 0
+
     def roll_next_file(self, offset: int) -> int:
         return offset + self.file_size - offset % self.file_size
 
@@ -158,7 +164,12 @@ class CommitLog:
                     )
                 )
                 physical += len(data)
-            mapped.append(b"".join(encoded))
+            blob = b"".join(encoded)
+            if armed(MID_BATCH_WRITE) and len(encoded) > 1:
+                half = len(blob) // 2  # a torn batch: only its first half reaches the file
+                mapped.write_at(mapped.wrote_position, blob[:half])
+                crash_point(MID_BATCH_WRITE)
+            mapped.append(blob)
             mapped.store_timestamp = timestamp
             self.topic_queue_table.update(pending_offsets)
             new_max = self.max_offset()
@@ -214,7 +225,7 @@ class CommitLog:
 
     def store_time_at(self, offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``offset`` without decoding it; -1 if absent."""
-        head = self.read(offset, 72)
+        head = self.read(offset, 76)  # STORETIMESTAMP ends at 76 with an IPv6 born host
         if head is None:
             return -1
         flag = int.from_bytes(head[36:40], "big", signed=True)

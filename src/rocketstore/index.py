@@ -11,14 +11,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import CorruptDataError
 from rocketstore.files.mapped_file import MappedFile
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
-from rocketstore.format.javahash import index_key_hash
+from rocketstore.format.javahash import index_key_hash, index_key_hash_many
 from rocketstore.format.properties import split_keys
 from rocketstore.paths import index_dir, index_file_name, is_index_file_name
 
@@ -67,7 +68,7 @@ class IndexFile:
 
     def _set(self, **fields: int) -> None:
         self.header = self.header._replace(**fields)
-        self._file.write_at(0, layout.encode_header(self.header))
+        layout.pack_header_into(self._file.mm, self.header)
 
     @property
     def begin_timestamp(self) -> int:
@@ -95,14 +96,19 @@ class IndexFile:
 
     # --- writing ----------------------------------------------------------------------
 
-    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
-        """Add an entry; False when the file is full (spec 4.2)."""
+    def put_key(
+        self, key: str, phy_offset: int, store_timestamp: int, key_hash: int | None = None
+    ) -> bool:
+        """Add an entry; False when the file is full (spec 4.2). ``key_hash`` may be given
+        when the caller hashed a batch of keys at once."""
         if self.is_write_full:
             return False
-        key_hash = index_key_hash(key)
+        if key_hash is None:
+            key_hash = index_key_hash(key)
         slot = key_hash % self.hash_slot_num
         slot_pos = layout.slot_position(slot)
-        slot_value = layout.decode_slot(self._file.read(slot_pos, 4), 0)
+        mm = self._file.mm
+        slot_value = layout.decode_slot(mm, slot_pos)
         if slot_value <= 0 or slot_value > self.index_count:
             slot_value = 0
         begin = self.header.begin_timestamp
@@ -112,10 +118,8 @@ class IndexFile:
             time_diff = min(_INT_MAX, max(0, store_timestamp - begin) // 1000)
         number = self.index_count
         entry = layout.IndexEntry(key_hash, phy_offset, time_diff, slot_value)
-        self._file.write_at(
-            layout.entry_position(self.hash_slot_num, number), layout.encode_entry(entry)
-        )
-        self._file.write_at(slot_pos, layout.encode_slot(number))
+        layout.pack_entry_into(mm, layout.entry_position(self.hash_slot_num, number), entry)
+        layout.pack_slot_into(mm, slot_pos, number)
         changes: dict[str, int] = {}
         if self.index_count <= 1:
             changes["begin_phy_offset"] = phy_offset
@@ -171,6 +175,59 @@ class IndexFile:
                 result.append(offset)
         return result
 
+    def last_entry(self) -> layout.IndexEntry | None:
+        if self.index_count <= 1:
+            return None
+        position = layout.entry_position(self.hash_slot_num, self.index_count - 1)
+        return layout.decode_entry(self._file.mm, position)
+
+    def trailing_entries_at(self, phy_offset: int) -> int:
+        """How many of the newest entries point at ``phy_offset`` (one message's keys)."""
+        count = 0
+        number = self.index_count - 1
+        while number >= 1:
+            entry = layout.decode_entry(
+                self._file.mm, layout.entry_position(self.hash_slot_num, number)
+            )
+            if entry.phy_offset != phy_offset:
+                break
+            count += 1
+            number -= 1
+        return count
+
+    def truncate_from(self, commit_log_offset: int, store_time_of: Callable[[int], int]) -> int:
+        """Remove the newest entries pointing at or past ``commit_log_offset`` (recovery
+        after the CommitLog was cut shorter than the index). Returns how many went."""
+        mm = self._file.mm
+        removed = 0
+        while self.index_count > 1:
+            number = self.index_count - 1
+            position = layout.entry_position(self.hash_slot_num, number)
+            entry = layout.decode_entry(mm, position)
+            if entry.phy_offset < commit_log_offset:
+                break
+            slot_pos = layout.slot_position(entry.key_hash % self.hash_slot_num)
+            if layout.decode_slot(mm, slot_pos) == number:
+                # The newest entry of its chain: its predecessor becomes the head again.
+                previous = entry.prev_index if 0 < entry.prev_index < number else 0
+                layout.pack_slot_into(mm, slot_pos, previous)
+                if previous == 0:
+                    self.hash_slot_count = max(0, self.hash_slot_count - 1)
+            mm[position : position + layout.ENTRY_SIZE] = bytes(layout.ENTRY_SIZE)
+            self.index_count -= 1
+            removed += 1
+        if removed:
+            last = self.last_entry()
+            changes = {"hash_slot_count": self.hash_slot_count, "index_count": self.index_count}
+            if last is not None:
+                stored = store_time_of(last.phy_offset)
+                changes["end_phy_offset"] = last.phy_offset
+                changes["end_timestamp"] = (
+                    stored if stored > 0 else self.header.begin_timestamp + last.time_diff * 1000
+                )
+            self._set(**changes)
+        return removed
+
     def refresh_header(self) -> None:
         """Read-only openers: pick up the writer's header changes."""
         self.header = layout.decode_header(self._file.read(0, layout.HEADER_SIZE))
@@ -222,6 +279,8 @@ class IndexService:
         self.files: list[IndexFile] = []
         self._lock = threading.RLock()
         self._last_name_ms = 0
+        # Told the end time of each full file once it is flushed (checkpoint indexMsgTimestamp).
+        self.on_full_file_flushed: Callable[[int], None] | None = None
 
     def load(self) -> None:
         if not os.path.isdir(self.directory):
@@ -282,6 +341,8 @@ class IndexService:
             if last is not None and not last.is_write_full:
                 return last
             os.makedirs(self.directory, exist_ok=True)
+            if last is not None:
+                crash_point(DURING_INDEX_ROLLOVER)
             path = os.path.join(self.directory, self._new_file_name())
             new = IndexFile(
                 path,
@@ -295,6 +356,8 @@ class IndexService:
             self.files.append(new)
             if last is not None:
                 last.flush()
+                if self.on_full_file_flushed is not None:
+                    self.on_full_file_flushed(last.end_timestamp)
             return new
 
     def build_index(self, record: DispatchedKeys) -> None:
@@ -310,10 +373,34 @@ class IndexService:
         for key in split_keys(record.keys):
             current = self._put(current, f"{record.topic}#{key}", record)
 
-    def _put(self, current: IndexFile, key: str, record: DispatchedKeys) -> IndexFile:
-        while not current.put_key(key, record.commit_log_offset, record.store_timestamp):
+    def _put(
+        self, current: IndexFile, key: str, record: DispatchedKeys, key_hash: int | None = None
+    ) -> IndexFile:
+        while not current.put_key(key, record.commit_log_offset, record.store_timestamp, key_hash):
             current = self.current_file()
         return current
+
+    def build_index_batch(self, records: list[DispatchedKeys]) -> None:
+        """``build_index`` for a run of records, hashing all their keys in one vectorised
+        pass; entries and file rollovers are exactly those of one-by-one indexing."""
+        keys: list[str] = []
+        for record in records:
+            if record.uniq_key:
+                keys.append(f"{record.topic}#{record.uniq_key}")
+            keys.extend(f"{record.topic}#{k}" for k in split_keys(record.keys))
+        hashes = index_key_hash_many(keys).tolist() if keys else []
+        cursor = 0
+        for record in records:
+            current = self.current_file()
+            count = (1 if record.uniq_key else 0) + len(split_keys(record.keys))
+            if record.commit_log_offset < current.end_phy_offset or not sysflag.gets_index_entry(
+                record.sys_flag
+            ):
+                cursor += count
+                continue
+            for i in range(cursor, cursor + count):
+                current = self._put(current, keys[i], record, hashes[i])
+            cursor += count
 
     # --- reading ----------------------------------------------------------------------
 
@@ -333,17 +420,21 @@ class IndexService:
 
     # --- maintenance ------------------------------------------------------------------
 
-    def truncate_after(self, commit_log_end: int) -> int:
-        """Drop whole files that start at or after ``commit_log_end``; return how many."""
-        dropped = 0
-        while (
-            self.files
-            and self.files[-1].begin_phy_offset >= commit_log_end > 0
-            and (self.files[-1].entry_count > 0)
-        ):
-            self.files.pop().destroy()
-            dropped += 1
-        return dropped
+    def truncate_from(self, commit_log_offset: int, store_time_of: Callable[[int], int]) -> int:
+        """Forget every entry pointing at or past ``commit_log_offset``: whole files that
+        start there are deleted, the file that straddles it loses its newest entries.
+        Returns the number of entries removed."""
+        removed = 0
+        with self._lock:
+            while self.files:
+                last = self.files[-1]
+                if last.entry_count > 0 and last.begin_phy_offset >= commit_log_offset:
+                    removed += last.entry_count
+                    self.files.pop().destroy()
+                    continue
+                removed += last.truncate_from(commit_log_offset, store_time_of)
+                break
+        return removed
 
     def delete_expired(self, min_commit_log_offset: int) -> int:
         deleted = 0

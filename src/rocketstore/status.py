@@ -63,3 +63,23 @@ class Boundary(enum.Enum):
             return cls(value.lower())
         except ValueError as e:
             raise ConfigError(f"boundary must be 'lower' or 'upper', got {value!r}") from e
+
+
+class RunningFlags(enum.IntFlag):
+    """RocketMQ's RunningFlags bits: why a store refuses reads or writes."""
+
+    NOT_READABLE = 1 << 0
+    NOT_WRITEABLE = 1 << 1
+    WRITE_LOGICS_QUEUE_ERROR = 1 << 2
+    WRITE_INDEX_FILE_ERROR = 1 << 3
+    DISK_FULL = 1 << 4
+
+    @property
+    def writeable(self) -> bool:
+        blocking = (
+            RunningFlags.NOT_WRITEABLE
+            | RunningFlags.WRITE_LOGICS_QUEUE_ERROR
+            | RunningFlags.WRITE_INDEX_FILE_ERROR
+            | RunningFlags.DISK_FULL
+        )
+        return not (self & blocking)

@@ -17,11 +17,17 @@ from types import TracebackType
 from rocketstore.commitlog import CommitLog, PreparedMessage
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
+from rocketstore.crashpoints import (
+    AFTER_APPEND_BEFORE_FLUSH,
+    AFTER_DISPATCH_QUEUE_BEFORE_INDEX,
+    crash_point,
+)
 from rocketstore.errors import (
     ConfigError,
     NotAStoreError,
     ReadOnlyStoreError,
     StoreClosedError,
+    StoreError,
 )
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
@@ -47,10 +53,10 @@ from rocketstore.put_path import MessagePreparer, PutResult
 from rocketstore.queries import KeyQuery
 from rocketstore.read_path import GetResult, MessageReader
 from rocketstore.recovery.checkpoint_file import CheckpointFile
-from rocketstore.recovery.recover import RecoveryReport, scan_valid_end
+from rocketstore.recovery.recover import RecoveryReport, recover_store, scan_valid_end
 from rocketstore.services.dispatcher import Dispatcher
 from rocketstore.services.flusher import Flusher
-from rocketstore.status import Boundary, PutStatus
+from rocketstore.status import Boundary, PutStatus, RunningFlags
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +90,20 @@ class MessageStore:
         self.recovery_report = RecoveryReport()
         self._delay_levels_ms = delay_levels_ms(config.message_delay_level)
         self.dispatcher = Dispatcher(
-            self.commitlog, self._dispatch_record, 0, interval_ms=config.dispatch_interval_ms
+            self.commitlog, self._dispatch_batch, 0, interval_ms=config.dispatch_interval_ms
         )
-        self.flusher = Flusher(self.commitlog, self._flush_queues, config)
-        self._running_ok = True
+        self.flusher = Flusher(
+            self.commitlog,
+            self._flush_queues,
+            config,
+            on_commitlog_flushed=self._on_commitlog_flushed,
+            on_queues_flushed=self._on_queues_flushed,
+            on_error=self._on_flush_error,
+            live_logics_timestamp=lambda: self.live_logics_timestamp,
+        )
+        self.running_flags = RunningFlags(0)
+        self.live_logics_timestamp = 0
+        self.index.on_full_file_flushed = self._on_index_file_full
 
     # --- opening ------------------------------------------------------------------------
 
@@ -148,78 +164,33 @@ class MessageStore:
                 self.queues[(topic, int(qid))] = queue
 
     def _load_and_recover(self) -> None:
-        abort_path = os.path.join(self.root, ABORT_FILE)
-        abnormal = os.path.exists(abort_path)
-        report = RecoveryReport(abnormal=abnormal)
+        abnormal = os.path.exists(os.path.join(self.root, ABORT_FILE))
         self.commitlog.files.load()
         self._load_all_queues(writable=True)
         self.index.load()
-        # Queues first (spec 6.1), then the CommitLog, then make queues agree with it.
-        for queue in self.queues.values():
-            queue.recover()
-        files = self.commitlog.files.files
-        start = max(0, len(files) - 3)
-        if abnormal:
-            start = self._abnormal_start_file()
-        end = scan_valid_end(
-            self.commitlog, start, check_crc=self.config.check_crc_on_recover, report=report
+        report = recover_store(
+            commitlog=self.commitlog,
+            queues=self.queues,
+            index=self.index,
+            checkpoint=self.checkpoint.value,
+            config=self.config,
+            abnormal=abnormal,
+            redispatch=self._redispatch_from,
         )
-        if files:
-            report.truncated_bytes = self._nonzero_bytes_after(end)
-            self.commitlog.files.truncate_dirty_files(end)
-            self.commitlog.files.flushed_where = end
-        report.commit_log_end = end
-        for key, queue in list(self.queues.items()):
-            before = queue.max_offset()
-            queue.truncate_dirty(end)
-            if queue.max_offset() != before:
-                report.queues_truncated.append(f"{key[0]}-{key[1]}")
-        report.index_files_dropped = self.index.truncate_after(end)
-        # Queue offsets come from the queues' max offsets (RocketMQ's recoverTopicQueueTable).
-        min_offset = self.commitlog.min_offset()
+        # Queue offsets continue from the queues' max offsets (recoverTopicQueueTable).
         for (topic, qid), queue in self.queues.items():
             self.commitlog.topic_queue_table[f"{topic}-{qid}"] = queue.max_offset()
-            if min_offset >= 0:
-                queue.correct_min_offset(min_offset)
-        # Re-dispatch everything after the queues' furthest point (RocketMQ's reput start).
-        start_offset = max((q.max_physic_offset for q in self.queues.values()), default=0)
-        start_offset = max(start_offset, self.commitlog.min_offset(), 0)
-        self.dispatcher.dispatched_offset = start_offset
-        report.redispatched_records = self.dispatcher.run_once()
         self.recovery_report = report
+        if not self.checkpoint.was_valid:
+            log.warning("%s: checkpoint file was unreadable; rewritten", self.root)
         if abnormal or report.truncated_bytes or report.queues_truncated:
             log.warning("%s: %s", self.root, report.summary())
         else:
             log.info("%s: %s", self.root, report.summary())
 
-    def _nonzero_bytes_after(self, end: int) -> int:
-        """How many bytes of leftover data lie past ``end`` (zeros of a pre-sized file do
-        not count): what truncation drops."""
-        dropped = 0
-        for mapped in self.commitlog.files.files:
-            file_end = mapped.file_from_offset + self.commitlog.file_size
-            if file_end <= end:
-                continue
-            start = max(0, end - mapped.file_from_offset)
-            tail = mapped.read(start, self.commitlog.file_size - start).rstrip(b"\0")
-            dropped += len(tail)
-        return dropped
-
-    def _abnormal_start_file(self) -> int:
-        """Newest file whose first record was stored before the checkpoint's safe time."""
-        files = self.commitlog.files.files
-        safe = self.checkpoint.value.min_timestamp()
-        for index in range(len(files) - 1, -1, -1):
-            head = files[index].read(0, 80)
-            magic = int.from_bytes(head[4:8], "big", signed=True)
-            if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2):
-                continue
-            flag = int.from_bytes(head[36:40], "big", signed=True)
-            position = rec.store_timestamp_position(flag)
-            stored = int.from_bytes(head[position : position + 8], "big", signed=True)
-            if stored != 0 and stored <= safe:
-                return index
-        return 0
+    def _redispatch_from(self, offset: int) -> int:
+        self.dispatcher.dispatched_offset = max(offset, self.commitlog.min_offset(), 0)
+        return self.dispatcher.run_once()
 
     def _start(self) -> None:
         with open(os.path.join(self.root, ABORT_FILE), "wb"):
@@ -293,25 +264,43 @@ class MessageStore:
 
     # --- dispatch -----------------------------------------------------------------------
 
-    def _dispatch_record(self, data: bytes, view: rec.RecordView) -> None:
-        properties = rec.record_properties(data, view)
-        if sysflag.gets_queue_entry(view.sys_flag):
-            code = self._tags_code(view, properties)
-            queue = self._queue(view.topic, view.queue_id, create=True)
-            assert queue is not None
-            queue.put(view.physical_offset, view.size, code, view.queue_offset)
-            self.checkpoint.update(logics_msg_timestamp=view.store_timestamp)
-        if self.config.message_index_enable:
-            self.index.build_index(
-                DispatchedKeys(
-                    topic=view.topic,
-                    commit_log_offset=view.physical_offset,
-                    store_timestamp=view.store_timestamp,
-                    sys_flag=view.sys_flag,
-                    uniq_key=properties.get(props.UNIQ_KEY),
-                    keys=properties.get(props.KEYS),
+    def _dispatch_batch(self, data: bytes, views: list[rec.RecordView]) -> None:
+        """Queue units and index entries for a run of records (CommitLog order).
+
+        A failure marks the store unwriteable (RocketMQ's WRITE_LOGICS_QUEUE_ERROR /
+        WRITE_INDEX_FILE_ERROR) and stops the dispatcher; nothing acknowledged is lost,
+        since the CommitLog holds it and recovery re-dispatches.
+        """
+        keyed: list[DispatchedKeys] = []
+        try:
+            for view in views:
+                properties = rec.record_properties(data, view)
+                if sysflag.gets_queue_entry(view.sys_flag):
+                    code = self._tags_code(view, properties)
+                    queue = self._queue(view.topic, view.queue_id, create=True)
+                    assert queue is not None
+                    queue.put(view.physical_offset, view.size, code, view.queue_offset)
+                keyed.append(
+                    DispatchedKeys(
+                        topic=view.topic,
+                        commit_log_offset=view.physical_offset,
+                        store_timestamp=view.store_timestamp,
+                        sys_flag=view.sys_flag,
+                        uniq_key=properties.get(props.UNIQ_KEY),
+                        keys=properties.get(props.KEYS),
+                    )
                 )
-            )
+        except (OSError, StoreError):
+            self.running_flags |= RunningFlags.WRITE_LOGICS_QUEUE_ERROR
+            raise
+        self.live_logics_timestamp = views[-1].store_timestamp
+        crash_point(AFTER_DISPATCH_QUEUE_BEFORE_INDEX)
+        if self.config.message_index_enable:
+            try:
+                self.index.build_index_batch(keyed)
+            except (OSError, StoreError):
+                self.running_flags |= RunningFlags.WRITE_INDEX_FILE_ERROR
+                raise
 
     def _tags_code(self, view: rec.RecordView, properties: dict[str, str]) -> int:
         if view.topic == SCHEDULE_TOPIC and props.DELAY in properties:
@@ -365,7 +354,7 @@ class MessageStore:
     ) -> PutResult:
         """Append one message. Expected failures come back as ``PutResult.status``."""
         self._check_writable()
-        if not self._running_ok:
+        if not self.running_flags.writeable:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         prepared = self.preparer.prepare(msg, store_host)
         if isinstance(prepared, PutStatus):
@@ -385,7 +374,7 @@ class MessageStore:
         self._check_writable()
         if not msgs:
             return []
-        if not self._running_ok:
+        if not self.running_flags.writeable:
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE) for _ in msgs]
         prepared: list[PreparedMessage] = []
         for msg in msgs:
@@ -407,13 +396,16 @@ class MessageStore:
     ) -> list[PutResult]:
         try:
             appended = self.commitlog.append(prepared, store_timestamp)
-        except OSError as e:
-            log.error("append failed, store is now read-only: %s", e)
-            self._running_ok = False
+        except (OSError, StoreError) as e:
+            # Creating the next file failed (disk full, I/O error): nothing of this put
+            # was written; the store stays usable for a retry once space is back.
+            log.error("append failed: %s", e)
             return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in prepared]
+        crash_point(AFTER_APPEND_BEFORE_FLUSH)
         status = PutStatus.PUT_OK
-        if self.config.flush_disk_type == "SYNC_FLUSH":
-            status = self.flusher.flush_sync(self.commitlog.max_offset())
+        if self.config.flush_disk_type == "SYNC_FLUSH" and appended:
+            last = appended[-1]
+            status = self.flusher.flush_sync(last.commit_log_offset + last.size)
         results = []
         for item in appended:
             if item.status.name != "PUT_OK":
@@ -535,20 +527,38 @@ class MessageStore:
         if self._closed or self.read_only:
             return
         self.dispatcher.run_once()
+        physic = self.commitlog.last_store_timestamp()
+        logics = self.live_logics_timestamp
         self.commitlog.files.flush_all()
         for queue in list(self.queues.values()):
             queue.files.flush_all()
         self.index.flush()
-        self.checkpoint.update(physic_msg_timestamp=self._last_store_timestamp())
+        index_end = self.index.files[-1].end_timestamp if self.index.files else 0
+        self._write_checkpoint(
+            physic_msg_timestamp=physic, logics_msg_timestamp=logics, index_msg_timestamp=index_end
+        )
+
+    def _write_checkpoint(self, **fields: int) -> None:
+        # Values only move forward: each is a promise that data up to it is on disk.
+        current = self.checkpoint.value
+        update = {k: max(v, getattr(current, k)) for k, v in fields.items() if v > 0}
+        self.checkpoint.update(**update)
         self.checkpoint.flush()
 
-    def _last_store_timestamp(self) -> int:
-        last = self.commitlog.files.last
-        return (
-            last.store_timestamp
-            if last and last.store_timestamp
-            else self.checkpoint.value.physic_msg_timestamp
-        )
+    def _on_commitlog_flushed(self, store_timestamp: int) -> None:
+        if store_timestamp > self.checkpoint.value.physic_msg_timestamp:
+            self.checkpoint.update(physic_msg_timestamp=store_timestamp)
+
+    def _on_queues_flushed(self, logics_timestamp: int) -> None:
+        """After a thorough queue flush: persist the checkpoint (RocketMQ does the same)."""
+        self._write_checkpoint(logics_msg_timestamp=logics_timestamp)
+
+    def _on_flush_error(self, error: BaseException) -> None:
+        log.error("flush failed, store no longer accepts writes: %s", error)
+        self.running_flags |= RunningFlags.NOT_WRITEABLE
+
+    def _on_index_file_full(self, end_timestamp: int) -> None:
+        self._write_checkpoint(index_msg_timestamp=end_timestamp)
 
     def close(self) -> None:
         if self._closed:

@@ -21,6 +21,7 @@ import struct
 from typing import NamedTuple
 
 from rocketstore.errors import IncompleteDataError
+from rocketstore.format.buffers import ReadableBuffer, WritableBuffer
 
 HEADER_SIZE = 40
 SLOT_SIZE = 4
@@ -73,7 +74,7 @@ def encode_header(header: IndexHeader) -> bytes:
     return _HEADER.pack(*header)
 
 
-def decode_header(buf: bytes | bytearray | memoryview, position: int = 0) -> IndexHeader:
+def decode_header(buf: ReadableBuffer, position: int = 0) -> IndexHeader:
     if position + HEADER_SIZE > len(buf):
         raise IncompleteDataError(HEADER_SIZE, max(0, len(buf) - position), "index header")
     return IndexHeader(*_HEADER.unpack_from(buf, position))
@@ -83,17 +84,30 @@ def encode_entry(entry: IndexEntry) -> bytes:
     return _ENTRY.pack(*entry)
 
 
-def decode_entry(buf: bytes | bytearray | memoryview, position: int) -> IndexEntry:
+def decode_entry(buf: ReadableBuffer, position: int) -> IndexEntry:
     if position + ENTRY_SIZE > len(buf):
         raise IncompleteDataError(ENTRY_SIZE, max(0, len(buf) - position), "index entry")
     return IndexEntry(*_ENTRY.unpack_from(buf, position))
+
+
+def pack_entry_into(buf: WritableBuffer, position: int, entry: IndexEntry) -> None:
+    """Write an entry in place (avoids a temporary bytes object on the hot path)."""
+    _ENTRY.pack_into(buf, position, *entry)
+
+
+def pack_slot_into(buf: WritableBuffer, position: int, value: int) -> None:
+    _SLOT.pack_into(buf, position, value)
+
+
+def pack_header_into(buf: WritableBuffer, header: IndexHeader) -> None:
+    _HEADER.pack_into(buf, 0, *header)
 
 
 def encode_slot(value: int) -> bytes:
     return _SLOT.pack(value)
 
 
-def decode_slot(buf: bytes | bytearray | memoryview, position: int) -> int:
+def decode_slot(buf: ReadableBuffer, position: int) -> int:
     if position + SLOT_SIZE > len(buf):
         raise IncompleteDataError(SLOT_SIZE, max(0, len(buf) - position), "index slot")
     return int(_SLOT.unpack_from(buf, position)[0])

@@ -12,6 +12,7 @@ Vectorised variants work on numpy arrays for batches.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -50,6 +51,7 @@ def index_key_hash(key: str) -> int:
     return abs(h)
 
 
+@functools.lru_cache(maxsize=4096)
 def tags_code(tags: str | None) -> int:
     """ConsumeQueue tagsCode of a TAGS value: the whole string's hash, sign-extended."""
     if not tags:
@@ -83,12 +85,22 @@ def java_string_hash_many(texts: Sequence[str]) -> npt.NDArray[np.int32]:
     result = np.zeros(count, dtype=np.uint32)
     if count == 0:
         return result.view(np.int32)
-    unit_lists = [utf16_units(t) for t in texts]
-    lengths = np.fromiter((len(u) for u in unit_lists), dtype=np.int64, count=count)
-    total = int(lengths.sum())
+    joined = "".join(texts)
+    # One encode for the whole batch; lengths in UTF-16 units (astral chars count twice).
+    units = np.frombuffer(joined.encode("utf-16-be", "surrogatepass"), dtype=">u2").astype(
+        np.uint32
+    )
+    if joined.isascii():
+        lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=count)
+    else:
+        lengths = np.fromiter(
+            (len(t.encode("utf-16-be", "surrogatepass")) // 2 for t in texts),
+            dtype=np.int64,
+            count=count,
+        )
+    total = len(units)
     if total == 0:
         return result.view(np.int32)
-    units = np.fromiter((c for u in unit_lists for c in u), dtype=np.uint32, count=total)
     # Weight of unit i of a string of length n is 31**(n-1-i).
     ends = np.cumsum(lengths)
     starts = ends - lengths

@@ -11,6 +11,7 @@ Clock and time zone are passed in by callers (``month_start_ms``), so this stays
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import socket
 import struct
 
@@ -25,11 +26,14 @@ def bytes_to_hex(data: bytes) -> str:
     return data.hex().upper()
 
 
+_HEX = re.compile(r"^(?:[0-9A-Fa-f]{2})*$")
+
+
 def hex_to_bytes(text: str, *, what: str = "message id") -> bytes:
-    try:
-        return bytes.fromhex(text)
-    except ValueError as e:
-        raise CorruptDataError(f"{what} {text!r} is not hexadecimal") from e
+    # bytes.fromhex would skip inner whitespace; an id is hex digits and nothing else.
+    if not _HEX.match(text):
+        raise CorruptDataError(f"{what} {text!r} is not hexadecimal")
+    return bytes.fromhex(text)
 
 
 def offset_msg_id_from_bytes(store_host: bytes, commit_log_offset: int) -> str:
@@ -113,16 +117,21 @@ def _uniq_raw(uniq_key: str) -> bytes:
 
 
 def month_start_ms(at_ms: int, tz: _dt.tzinfo | None = None) -> int:
-    """Epoch ms of the start of the month containing ``at_ms`` in ``tz`` (local if None)."""
-    moment = _dt.datetime.fromtimestamp(at_ms / 1000, tz=tz).astimezone(tz)
+    """Epoch ms of the start of the month containing ``at_ms`` in ``tz`` (local if None).
+
+    With ``tz=None`` naive local datetimes are used, so the zone's rules (DST) apply to
+    the month start itself, as Java's Calendar does.
+    """
+    moment = _dt.datetime.fromtimestamp(at_ms / 1000, tz=tz)
     start = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    return int(start.timestamp() * 1000)
+    return round(start.timestamp() * 1000)
 
 
 def previous_month_start_ms(month_start: int, tz: _dt.tzinfo | None = None) -> int:
-    moment = _dt.datetime.fromtimestamp(month_start / 1000, tz=tz).astimezone(tz)
+    moment = _dt.datetime.fromtimestamp(month_start / 1000, tz=tz)
     year, month = (moment.year, moment.month - 1) if moment.month > 1 else (moment.year - 1, 12)
-    return int(moment.replace(year=year, month=month).timestamp() * 1000)
+    start = moment.replace(year=year, month=month, day=1, hour=0, minute=0, second=0, microsecond=0)
+    return round(start.timestamp() * 1000)
 
 
 def uniq_key_timestamp(uniq_key: str, now_ms: int, tz: _dt.tzinfo | None = None) -> int:

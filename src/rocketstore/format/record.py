@@ -111,6 +111,9 @@ def encode_record(
 ) -> bytes:
     """Encode one v1 record. Hosts are 8 or 20 encoded bytes; the V6 sysFlag bits are set
     from their lengths, as RocketMQ's CommitLog does."""
+    # The V6 bits must describe the host fields actually written, or the record would not
+    # decode: derive them from the host lengths, whatever the caller's flag said.
+    sys_flag &= ~(sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG)
     if len(born_host) == 20:
         sys_flag |= sysflag.BORNHOST_V6_FLAG
     if len(store_host) == 20:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from rocketstore.crashpoints import DURING_CHECKPOINT_WRITE, crash_point
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format.checkpoint import (
     CHECKPOINT_FILE_SIZE,
@@ -44,7 +45,9 @@ class CheckpointFile:
         image = encode_checkpoint(self.value, with_5x_fields=self.has_5x_fields)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, image, 0)
+            os.pwrite(fd, image[:8], 0)
+            crash_point(DURING_CHECKPOINT_WRITE)  # a torn write: one field new, the rest old
+            os.pwrite(fd, image[8:], 8)
             os.fsync(fd)
         finally:
             os.close(fd)

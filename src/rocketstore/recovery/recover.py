@@ -8,11 +8,18 @@ accepted (#9121), an illegal magic ends the scan instead of looping (#289).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketstore.commitlog import CommitLog
+from rocketstore.config import StoreConfig
+from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.format import properties as props
 from rocketstore.format import record as rec
+from rocketstore.format import sysflag
+from rocketstore.format.checkpoint import Checkpoint
+from rocketstore.index import IndexService
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +34,12 @@ class RecoveryReport:
     truncated_bytes: int = 0
     stop_reason: str = ""
     stop_offset: int | None = None
+    start_file: str = ""
     queues_truncated: list[str] = field(default_factory=list)
-    index_files_dropped: int = 0
+    queue_units_dropped: int = 0
+    index_entries_dropped: int = 0
+    index_keys_completed: int = 0
+    redispatch_from: int | None = None
     redispatched_records: int = 0
 
     def summary(self) -> str:
@@ -43,7 +54,12 @@ class RecoveryReport:
 
 
 def scan_valid_end(
-    commitlog: CommitLog, start_index: int, *, check_crc: bool, report: RecoveryReport
+    commitlog: CommitLog,
+    start_index: int,
+    *,
+    check_crc: bool,
+    report: RecoveryReport,
+    on_record: Callable[[bytes, rec.RecordView], None] | None = None,
 ) -> int:
     """Walk records from file ``start_index``; return the offset after the last valid one.
 
@@ -88,6 +104,8 @@ def scan_valid_end(
                 report.stop_offset = mapped.file_from_offset + position
                 return mapped.file_from_offset + position
             report.records_scanned += 1
+            if on_record is not None:
+                on_record(data, view)
             position += view.size
         # File finished (blank or exactly full): continue with the next file, if any.
         if index + 1 >= len(files):
@@ -99,3 +117,152 @@ def scan_valid_end(
 
 def _all_zero(data: bytes, position: int) -> bool:
     return not any(data[position : position + 8])
+
+
+def abnormal_start_index(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
+    """Newest file whose first record was stored at or before the checkpoint's safe time
+    (min(physic, logics) - 3 s): everything before it is known to be on disk."""
+    files = commitlog.files.files
+    safe = checkpoint.min_timestamp()
+    for index in range(len(files) - 1, -1, -1):
+        head = files[index].read(0, 80)
+        magic = int.from_bytes(head[4:8], "big", signed=True)
+        if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2):
+            continue
+        flag = int.from_bytes(head[36:40], "big", signed=True)
+        position = rec.store_timestamp_position(flag)
+        stored = int.from_bytes(head[position : position + 8], "big", signed=True)
+        if stored != 0 and stored <= safe:
+            return index
+    return 0
+
+
+def _nonzero_bytes_after(commitlog: CommitLog, end: int) -> int:
+    """Leftover data past ``end`` (zeros of a pre-sized file do not count)."""
+    dropped = 0
+    for mapped in commitlog.files.files:
+        file_end = mapped.file_from_offset + commitlog.file_size
+        if file_end <= end:
+            continue
+        start = max(0, end - mapped.file_from_offset)
+        dropped += len(mapped.read(start, commitlog.file_size - start).rstrip(b"\0"))
+    return dropped
+
+
+def recover_store(
+    *,
+    commitlog: CommitLog,
+    queues: dict[tuple[str, int], ConsumeQueue],
+    index: IndexService,
+    checkpoint: Checkpoint,
+    config: StoreConfig,
+    abnormal: bool,
+    redispatch: Callable[[int], int],
+) -> RecoveryReport:
+    """Bring CommitLog, queues and index back into agreement (docs/recovery.md).
+
+    1. Each queue finds its last valid unit (from its third-last file).
+    2. The CommitLog is validated from its third-last file (normal) or from the newest file
+       the checkpoint vouches for (abnormal), and cut after the last valid record.
+    3. Queue units and index entries pointing past that end are removed.
+    4. Every scanned record a queue or the index is missing is dispatched again.
+    """
+    report = RecoveryReport(abnormal=abnormal)
+    queue_ends_before = {key: q.max_offset() for key, q in queues.items()}
+    for queue in queues.values():
+        queue.recover()
+    files = commitlog.files.files
+    start = max(0, len(files) - 3)
+    if abnormal:
+        start = min(start, abnormal_start_index(commitlog, checkpoint))
+    if files:
+        report.start_file = files[start].path
+
+    queue_next = {f"{t}-{q}": queue.max_offset() for (t, q), queue in queues.items()}
+    index_end = index.files[-1].end_phy_offset if index.files else -1
+    index_empty = not any(f.entry_count for f in index.files)
+    missing_from: list[int] = []
+
+    def on_record(data: bytes, view: rec.RecordView) -> None:
+        if missing_from:
+            return
+        if (
+            sysflag.gets_queue_entry(view.sys_flag)
+            and view.queue_offset >= queue_next.get(f"{view.topic}-{view.queue_id}", 0)
+        ) or (
+            config.message_index_enable
+            and (index_empty or view.physical_offset > index_end)
+            and sysflag.gets_index_entry(view.sys_flag)
+            and _index_keys(data, view)
+        ):
+            missing_from.append(view.physical_offset)
+
+    end = scan_valid_end(
+        commitlog, start, check_crc=config.check_crc_on_recover, report=report, on_record=on_record
+    )
+    if files:
+        report.truncated_bytes = _nonzero_bytes_after(commitlog, end)
+        commitlog.files.truncate_dirty_files(end)
+        commitlog.files.flushed_where = end
+    report.commit_log_end = end
+    for key, queue in queues.items():
+        before = queue.max_offset()
+        queue.truncate_dirty(end)
+        after = queue.max_offset()
+        if after != before or after != queue_ends_before.get(key, after):
+            report.queues_truncated.append(f"{key[0]}-{key[1]}")
+            report.queue_units_dropped += max(0, queue_ends_before.get(key, before) - after)
+
+    def store_time_of(offset: int) -> int:
+        return commitlog.store_time_at(offset, 0)
+
+    report.index_entries_dropped = index.truncate_from(end, store_time_of)
+    report.index_keys_completed = _complete_last_indexed_record(commitlog, index, end)
+
+    min_offset = commitlog.min_offset()
+    for queue in queues.values():
+        if min_offset >= 0:
+            queue.correct_min_offset(min_offset)
+    if missing_from:
+        report.redispatch_from = missing_from[0]
+        report.redispatched_records = redispatch(missing_from[0])
+    else:
+        report.redispatched_records = redispatch(end)
+    return report
+
+
+def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end: int) -> int:
+    """A crash between two keys of one message leaves it partly indexed; the dispatcher's
+    dedup (offset < end offset) would never finish it, so put its missing keys here."""
+    if not index.files:
+        return 0
+    last = index.files[-1]
+    offset = last.end_phy_offset
+    if last.entry_count == 0 or offset >= end:
+        return 0
+    located = commitlog.read_record(offset)
+    if located is None:
+        return 0
+    data, view = located
+    if not sysflag.gets_index_entry(view.sys_flag):
+        return 0
+    keys = _index_keys(data, view)
+    present = last.trailing_entries_at(offset)
+    if present == last.entry_count and len(index.files) > 1:
+        present += index.files[-2].trailing_entries_at(offset)  # keys split by a rollover
+    missing = keys[present:]
+    for key in missing:
+        current = index.current_file()
+        while not current.put_key(key, offset, view.store_timestamp):
+            current = index.current_file()
+    return len(missing)
+
+
+def _index_keys(data: bytes, view: rec.RecordView) -> list[str]:
+    """The ``topic#key`` strings the index holds for a record, in the order they are put."""
+    properties = rec.record_properties(data, view)
+    keys = []
+    if properties.get(props.UNIQ_KEY):
+        keys.append(f"{view.topic}#{properties[props.UNIQ_KEY]}")
+    keys.extend(f"{view.topic}#{k}" for k in props.split_keys(properties.get(props.KEYS)))
+    return keys

@@ -21,14 +21,15 @@ log = logging.getLogger(__name__)
 # Larger than any record (4 MiB body + 64 KiB), so a chunk always holds a whole record.
 CHUNK_BYTES = 8 * 1024 * 1024
 
-RecordHandler = Callable[[bytes, rec.RecordView], None]
+# Receives a chunk and the records decoded from it, in CommitLog order.
+BatchHandler = Callable[[bytes, list[rec.RecordView]], None]
 
 
 class Dispatcher:
     def __init__(
         self,
         commitlog: CommitLog,
-        handle: RecordHandler,
+        handle: BatchHandler,
         from_offset: int,
         *,
         interval_ms: int = 1,
@@ -86,9 +87,12 @@ class Dispatcher:
         return count
 
     def _dispatch_chunk(self, chunk: bytes) -> int:
+        """Decode every whole record of ``chunk``, hand them over as one batch, and move
+        ``dispatched_offset`` past them (or to the next file after a blank)."""
         position = 0
-        count = 0
         base = self.dispatched_offset
+        views: list[rec.RecordView] = []
+        next_offset: int | None = None
         while position < len(chunk):
             try:
                 view = rec.read_record(chunk, position)
@@ -106,14 +110,15 @@ class Dispatcher:
                 position = len(chunk)
                 break
             if isinstance(view, rec.Blank):
-                self.dispatched_offset = self.commitlog.roll_next_file(base + position)
-                return count
-            self.handle(chunk, view)
-            count += 1
-            self.records_dispatched += 1
+                next_offset = self.commitlog.roll_next_file(base + position)
+                break
+            views.append(view)
             position += view.size
-        self.dispatched_offset = base + position
-        return count
+        if views:
+            self.handle(chunk, views)
+            self.records_dispatched += len(views)
+        self.dispatched_offset = next_offset if next_offset is not None else base + position
+        return len(views)
 
     # --- thread -----------------------------------------------------------------------
 

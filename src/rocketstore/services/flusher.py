@@ -22,11 +22,23 @@ log = logging.getLogger(__name__)
 
 class Flusher:
     def __init__(
-        self, commitlog: CommitLog, flush_queues: Callable[[int], None], config: StoreConfig
+        self,
+        commitlog: CommitLog,
+        flush_queues: Callable[[int], None],
+        config: StoreConfig,
+        *,
+        on_commitlog_flushed: Callable[[int], None] | None = None,
+        on_queues_flushed: Callable[[int], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+        live_logics_timestamp: Callable[[], int] = lambda: 0,
     ):
         self.commitlog = commitlog
         self.flush_queues = flush_queues
         self.config = config
+        self.on_commitlog_flushed = on_commitlog_flushed
+        self.on_queues_flushed = on_queues_flushed
+        self.on_error = on_error
+        self.live_logics_timestamp = live_logics_timestamp
         self._sync_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -42,11 +54,21 @@ class Flusher:
         deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
         with self._sync_lock:  # whoever holds it flushes for everyone waiting behind
             files = self.commitlog.files
-            while files.flushed_where < up_to_offset:
-                files.flush(0)
-                self.flush_count += 1
-                if time.monotonic() > deadline:
-                    return PutStatus.FLUSH_DISK_TIMEOUT
+            if files.flushed_where >= up_to_offset:
+                return PutStatus.PUT_OK
+            stamp = self.commitlog.last_store_timestamp()
+            try:
+                while files.flushed_where < up_to_offset:
+                    files.flush(0)
+                    self.flush_count += 1
+                    if time.monotonic() > deadline:
+                        return PutStatus.FLUSH_DISK_TIMEOUT
+            except OSError as e:
+                if self.on_error is not None:
+                    self.on_error(e)
+                return PutStatus.FLUSH_DISK_TIMEOUT
+            if self.on_commitlog_flushed is not None:
+                self.on_commitlog_flushed(stamp)
         return PutStatus.PUT_OK
 
     # --- async ------------------------------------------------------------------------
@@ -74,7 +96,7 @@ class Flusher:
             self._last_queue_flush = moment
 
     def start(self) -> None:
-        if self._thread is not None or self.config.flush_disk_type != "ASYNC_FLUSH":
+        if self._thread is not None:
             return
         self._stop.clear()
         now = time.monotonic()
@@ -87,8 +109,10 @@ class Flusher:
         while not self._stop.wait(interval):
             try:
                 self.run_once()
-            except Exception:
-                log.exception("async flush failed")
+            except OSError as e:
+                log.exception("flush failed")
+                if self.on_error is not None:
+                    self.on_error(e)
 
     def shutdown(self) -> None:
         self._stop.set()
