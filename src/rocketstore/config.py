@@ -138,6 +138,8 @@ def parse_host(value: str, *, what: str = "host") -> tuple[str, int]:
         ip, sep, port_text = text.rpartition(":")
         if not sep:
             raise ConfigError(f"{what}: expected 'ip:port', got {value!r}")
+        if ":" in ip:
+            raise ConfigError(f"{what}: an IPv6 address needs brackets, '[ip]:port', got {value!r}")
     try:
         ipaddress.ip_address(ip)
     except ValueError as e:

@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import CorruptDataError
-from rocketstore.files.mapped_file import MappedFile
+from rocketstore.files.mapped_file import MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
@@ -109,7 +111,9 @@ class IndexFile:
         slot_pos = layout.slot_position(slot)
         mm = self._file.mm
         slot_value = layout.decode_slot(mm, slot_pos)
-        if slot_value <= 0 or slot_value > self.index_count:
+        # RocketMQ tests "> indexCount"; valid heads are always below it, and ">=" also
+        # ignores the uncounted entry a crash may have left (see repair_uncounted_writes).
+        if slot_value <= 0 or slot_value >= self.index_count:
             slot_value = 0
         begin = self.header.begin_timestamp
         if begin <= 0:
@@ -174,6 +178,32 @@ class IndexFile:
             if index_time <= end:
                 result.append(offset)
         return result
+
+    def repair_uncounted_writes(self) -> int:
+        """Undo a put_key cut short by a crash after it wrote an entry and its slot but
+        before the header counted it: such a slot points at an uncounted entry, whose
+        ``prev_index`` still holds the chain head the slot had. Returns slots restored."""
+        slots = np.frombuffer(
+            self._file.mm, dtype=">i4", count=self.hash_slot_num, offset=layout.HEADER_SIZE
+        )
+        bad = np.nonzero(slots >= self.index_count)[0]
+        mm = self._file.mm
+        for slot in bad.tolist():
+            number = int(slots[slot])
+            previous = 0
+            if number < self.index_num:
+                entry = layout.decode_entry(mm, layout.entry_position(self.hash_slot_num, number))
+                if 0 < entry.prev_index < self.index_count:
+                    previous = entry.prev_index
+                mm[
+                    layout.entry_position(self.hash_slot_num, number) : layout.entry_position(
+                        self.hash_slot_num, number
+                    )
+                    + layout.ENTRY_SIZE
+                ] = bytes(layout.ENTRY_SIZE)
+            layout.pack_slot_into(mm, layout.slot_position(slot), previous)
+        del slots
+        return len(bad)
 
     def last_entry(self) -> layout.IndexEntry | None:
         if self.index_count <= 1:
@@ -285,6 +315,8 @@ class IndexService:
     def load(self) -> None:
         if not os.path.isdir(self.directory):
             return
+        if self.writable:
+            remove_leftovers(self.directory)
         names = sorted(n for n in os.listdir(self.directory) if is_index_file_name(n))
         expected = layout.file_size(self.hash_slot_num, self.index_num)
         for name in names:

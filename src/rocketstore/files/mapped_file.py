@@ -35,6 +35,38 @@ def _preallocate(fd: int, size: int, path: str) -> None:
             raise StoreError(f"cannot preallocate {size} bytes for {path}: {e}") from e
 
 
+TMP_SUFFIX = ".creating"
+
+
+def _create_presized(path: str, size: int) -> None:
+    """Create ``path`` at its full size atomically: sized under a temporary name, then
+    renamed, so a crash never leaves a short file under a real name."""
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        crash_point(DURING_FILE_PREALLOCATION)
+        _preallocate(fd, size, path)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+
+
+def remove_leftovers(directory: str) -> list[str]:
+    """Delete files a crash left half-created (``*.creating``); return their names."""
+    removed = []
+    if os.path.isdir(directory):
+        for name in os.listdir(directory):
+            if name.endswith(TMP_SUFFIX):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(directory, name))
+                    removed.append(name)
+    return removed
+
+
 class MappedFile:
     """A fixed-size file mapped into memory, with write and flush positions.
 
@@ -53,18 +85,14 @@ class MappedFile:
         self._lock = threading.Lock()
         self._closed = False
         self._refs = 0
-        flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             if not writable:
                 raise StoreError(f"cannot create {path} read-only")
-            flags |= os.O_CREAT
-        fd = os.open(path, flags, 0o644)
+            if not os.path.exists(path):
+                _create_presized(path, file_size)
+        fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
         try:
             actual = os.fstat(fd).st_size
-            if create and actual == 0:
-                crash_point(DURING_FILE_PREALLOCATION)
-                _preallocate(fd, file_size, path)
-                actual = file_size
             if actual != file_size:
                 raise CorruptDataError(f"file is {actual} bytes, expected {file_size}", path=path)
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ

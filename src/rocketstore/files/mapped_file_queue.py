@@ -12,7 +12,7 @@ import os
 import threading
 
 from rocketstore.errors import CorruptDataError, StoreError
-from rocketstore.files.mapped_file import MappedFile
+from rocketstore.files.mapped_file import MappedFile, remove_leftovers
 from rocketstore.paths import is_offset_file_name, offset_to_file_name
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ class MappedFileQueue:
         """Map every file of the directory, sorted by name; all must have ``file_size``."""
         if not os.path.isdir(self.directory):
             return
+        if self.writable:
+            remove_leftovers(self.directory)
         names = sorted(n for n in os.listdir(self.directory) if is_offset_file_name(n))
         for name in names:
             path = os.path.join(self.directory, name)

@@ -31,7 +31,7 @@ _HEX = re.compile(r"^(?:[0-9A-Fa-f]{2})*$")
 
 def hex_to_bytes(text: str, *, what: str = "message id") -> bytes:
     # bytes.fromhex would skip inner whitespace; an id is hex digits and nothing else.
-    if not _HEX.match(text):
+    if not _HEX.fullmatch(text):
         raise CorruptDataError(f"{what} {text!r} is not hexadecimal")
     return bytes.fromhex(text)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError
 from rocketstore.format import sysflag
 from rocketstore.format.crc import masked_crc32
 from rocketstore.format.hosts import decode_host
@@ -118,6 +118,12 @@ def encode_record(
         sys_flag |= sysflag.BORNHOST_V6_FLAG
     if len(store_host) == 20:
         sys_flag |= sysflag.STOREHOSTADDRESS_V6_FLAG
+    if not 0 < len(topic) <= 127:
+        raise ConfigError(f"a v1 record's topic is 1..127 bytes, got {len(topic)}")
+    if len(properties) > MAX_PROPERTIES_LENGTH:
+        raise ConfigError(f"properties are at most 32767 bytes, got {len(properties)}")
+    if len(born_host) not in (8, 20) or len(store_host) not in (8, 20):
+        raise ConfigError("encoded hosts are 8 (IPv4) or 20 (IPv6) bytes")
     total = record_length(
         len(body),
         len(topic),

@@ -39,6 +39,7 @@ class RecoveryReport:
     queue_units_dropped: int = 0
     index_entries_dropped: int = 0
     index_keys_completed: int = 0
+    index_slots_repaired: int = 0
     redispatch_from: int | None = None
     redispatched_records: int = 0
 
@@ -168,9 +169,9 @@ def recover_store(
     4. Every scanned record a queue or the index is missing is dispatched again.
     """
     report = RecoveryReport(abnormal=abnormal)
-    queue_ends_before = {key: q.max_offset() for key, q in queues.items()}
     for queue in queues.values():
         queue.recover()
+    queue_ends_before = {key: q.max_offset() for key, q in queues.items()}
     files = commitlog.files.files
     start = max(0, len(files) - 3)
     if abnormal:
@@ -179,6 +180,8 @@ def recover_store(
         report.start_file = files[start].path
 
     queue_next = {f"{t}-{q}": queue.max_offset() for (t, q), queue in queues.items()}
+    if index.files:
+        report.index_slots_repaired = index.files[-1].repair_uncounted_writes()
     index_end = index.files[-1].end_phy_offset if index.files else -1
     index_empty = not any(f.entry_count for f in index.files)
     missing_from: list[int] = []

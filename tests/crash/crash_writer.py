@@ -1,0 +1,64 @@
+"""A writer process for crash tests (run as a script, never collected by pytest).
+
+Puts messages numbered from ``start`` and prints ``ACK <n>`` after each acknowledged put
+(flushed to the pipe at once), until killed or until ``count`` messages were put.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rocketstore import Message, MessageStore, StoreConfig
+
+TOPIC = "Crash"
+
+
+def config(flush_disk_type: str) -> StoreConfig:
+    return StoreConfig(
+        mapped_file_size_commit_log=64 * 1024,
+        mapped_file_size_consume_queue=40 * 20,
+        max_hash_slot_num=32,
+        max_index_num=128,
+        flush_disk_type=flush_disk_type,
+        flush_interval_commit_log=5,
+        flush_interval_consume_queue=5,
+        flush_consume_queue_thorough_interval=20,
+        flush_commit_log_thorough_interval=20,
+    )
+
+
+def message(n: int) -> Message:
+    body = (b"%d;" % n) * (n % 40 + 1)
+    return Message(
+        TOPIC,
+        body,
+        queue_id=n % 3,
+        properties={"KEYS": f"key-{n} all", "UNIQ_KEY": f"{n:032X}", "N": str(n), "TAGS": "T"},
+    )
+
+
+def main() -> None:
+    root, flush_disk_type, mode, start, count = sys.argv[1:6]
+    n = int(start)
+    end = n + int(count)
+    out = sys.stdout
+    with MessageStore.open(root, config(flush_disk_type)) as store:
+        print("READY", flush=True)
+        while n < end:
+            if mode == "batch":
+                group = [message(i) for i in range(n, min(end, n + 1 + n % 7))]
+                results = store.put_batch(group)
+                acked = [m.properties["N"] for m, r in zip(group, results, strict=True) if r.ok]
+                out.write("".join(f"ACK {a}\n" for a in acked))
+                out.flush()
+                n += len(group)
+            else:
+                if store.put(message(n)).ok:
+                    out.write(f"ACK {n}\n")
+                    out.flush()
+                n += 1
+    print("DONE", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Crash tests with real processes: a writer is killed (SIGKILL at random moments, or
+os._exit at named crash points), the store is reopened, and nothing acknowledged may be
+missing, duplicated or corrupt; queues and index must agree with the CommitLog."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from rocketstore import GetStatus, MessageStore
+from rocketstore import crashpoints as cp
+from rocketstore.format.message_id import decode_offset_msg_id
+
+sys.path.insert(0, str(Path(__file__).parent))
+from crash_writer import TOPIC, config
+
+WRITER = str(Path(__file__).parent / "crash_writer.py")
+ROUNDS = int(os.environ.get("ROCKETSTORE_CRASH_ROUNDS", "40"))
+
+
+def run_writer(
+    root: Path,
+    flush: str,
+    mode: str,
+    start: int,
+    *,
+    kill_after_s: float | None,
+    env: dict[str, str],
+) -> tuple[set[int], int]:
+    """Run one writer until it dies; return the acknowledged numbers and its exit code."""
+    proc = subprocess.Popen(
+        [sys.executable, WRITER, str(root), flush, mode, str(start), "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert proc.stdout is not None
+    acked: set[int] = set()
+    first = proc.stdout.readline()
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    if first.startswith("READY") and kill_after_s is not None:
+        try:
+            proc.wait(timeout=kill_after_s)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    reader.join(timeout=30)
+    buffer = "".join(lines)
+    for line in buffer.splitlines():
+        if line.startswith("ACK "):
+            acked.add(int(line[4:]))
+    return acked, proc.returncode
+
+
+def verify(root: Path, flush: str, acked: set[int]) -> int:
+    """Reopen and check every acknowledged message; return the next number to write."""
+    with MessageStore.open(root, config(flush)) as store:
+        report = store.recovery_report
+        assert report.abnormal, "a killed writer leaves the abort file behind"
+        seen: dict[int, tuple[int, int]] = {}
+        for queue_id in store.topics().get(TOPIC, []):
+            offset = store.min_offset(TOPIC, queue_id)
+            top = store.max_offset(TOPIC, queue_id)
+            while offset < top:
+                got = store.get_messages("check", TOPIC, queue_id, offset, max_count=32)
+                assert got.status is GetStatus.FOUND, (queue_id, offset, got.status)
+                for m in got.messages:
+                    n = int(m.properties["N"])
+                    assert m.queue_offset == offset + got.messages.index(m)
+                    assert n not in seen, f"message {n} stored twice"
+                    assert m.body == (b"%d;" % n) * (n % 40 + 1)
+                    assert m.queue_id == n % 3
+                    seen[n] = (m.commit_log_offset, queue_id)
+                offset = got.next_begin_offset
+        missing = acked - set(seen)
+        assert not missing, f"acknowledged but lost: {sorted(missing)[:10]}"
+        sample = sorted(acked)[-3:] + random.sample(sorted(acked), min(3, len(acked)))
+        for n in sample:
+            by_key = store.query_messages(TOPIC, f"key-{n}")
+            assert [int(m.properties["N"]) for m in by_key] == [n]
+            by_uniq = store.query_by_unique_key(TOPIC, f"{n:032X}")
+            assert [int(m.properties["N"]) for m in by_uniq] == [n]
+            viewed = store.view_message(by_key[0].msg_id)
+            assert viewed is not None and viewed.properties["N"] == str(n)
+            assert decode_offset_msg_id(viewed.msg_id)[1] == seen[n][0]
+        return max(seen, default=-1) + 1
+
+
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_sigkill_at_random_moments(tmp_path: Path, flush: str) -> None:
+    rng = random.Random(f"{flush}-kill")
+    root = tmp_path / "store"
+    next_n = 0
+    total_acked: set[int] = set()
+    for round_no in range(ROUNDS):
+        mode = "batch" if round_no % 2 else "single"
+        acked, code = run_writer(
+            root, flush, mode, next_n, kill_after_s=rng.uniform(0.0, 0.25), env={}
+        )
+        assert code == -signal.SIGKILL
+        total_acked |= acked
+        next_n = verify(root, flush, total_acked)
+
+
+@pytest.mark.parametrize("point", cp.ALL_POINTS)
+def test_named_crash_points(tmp_path: Path, point: str) -> None:
+    rng = random.Random(point)
+    root = tmp_path / "store"
+    next_n = 0
+    total_acked: set[int] = set()
+    crashed = 0
+    for round_no in range(max(3, ROUNDS // 4)):
+        flush = "SYNC_FLUSH" if round_no % 2 else "ASYNC_FLUSH"
+        mode = "batch" if point == cp.MID_BATCH_WRITE or round_no % 3 == 0 else "single"
+        env = {cp.ENV_VAR: f"{point}:{rng.randint(1, 40)}"}
+        acked, code = run_writer(root, flush, mode, next_n, kill_after_s=3.0, env=env)
+        crashed += code == 137
+        total_acked |= acked
+        next_n = verify(root, flush, total_acked)
+    assert crashed > 0, f"crash point {point} was never reached"

@@ -1,0 +1,304 @@
+"""MappedFileQueue and MappedFile, after RocketMQ's MappedFileQueueTest and MappedFileTest
+(spec section 11): file rolling, lookup by offset, flushing file by file, truncation."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rocketstore.errors import CorruptDataError, StoreError
+from rocketstore.files.mapped_file import PAGE_SIZE, MappedFile
+from rocketstore.files.mapped_file_queue import MappedFileQueue, detect_file_size
+
+FILE_SIZE = 1024
+
+
+def _queue(tmp_path, file_size: int = FILE_SIZE) -> MappedFileQueue:
+    return MappedFileQueue(str(tmp_path / "queue"), file_size, writable=True)
+
+
+def _append_many(queue: MappedFileQueue, chunk: bytes, count: int, start: int = 0) -> None:
+    for _ in range(count):
+        mapped = queue.last_file_for_write(start)
+        assert mapped.free_bytes >= len(chunk)
+        mapped.append(chunk)
+
+
+def _names(queue: MappedFileQueue) -> list[str]:
+    return sorted(os.listdir(queue.directory))
+
+
+# --- MappedFileQueueTest --------------------------------------------------------------------
+
+
+def test_get_last_mapped_file_rolls_to_new_files(tmp_path):
+    queue = _queue(tmp_path)
+    chunk = b"0123456789abcdef"  # 16 bytes: 64 per file
+    _append_many(queue, chunk, 1024)
+
+    assert len(queue.files) == 16
+    assert [f.file_from_offset for f in queue.files] == [i * FILE_SIZE for i in range(16)]
+    assert _names(queue) == [f"{i * FILE_SIZE:020d}" for i in range(16)]
+    assert all(f.is_full for f in queue.files)
+    assert queue.max_offset() == 16 * FILE_SIZE
+    assert queue.min_offset() == 0
+    queue.close()
+
+
+def test_last_file_for_write_reuses_a_file_with_room(tmp_path):
+    queue = _queue(tmp_path)
+    first = queue.last_file_for_write(0)
+    first.append(b"x" * 10)
+    assert queue.last_file_for_write(0) is first
+    first.append(b"y" * (FILE_SIZE - 10))
+    second = queue.last_file_for_write(0)
+    assert second is not first
+    assert second.file_from_offset == FILE_SIZE
+    queue.close()
+
+
+def test_find_mapped_file_by_offset(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"abcd", 1024)  # 4 files
+
+    assert len(queue.files) == 4
+    assert queue.mapped_memory_size() == 4 * FILE_SIZE
+    for offset, start in [(0, 0), (100, 0), (1024, 1024), (1124, 1024), (2048, 2048)]:
+        found = queue.find(offset)
+        assert found is not None
+        assert found.file_from_offset == start
+    assert queue.find(2148).file_from_offset == 2048
+    assert queue.find(4095).file_from_offset == 3072
+    assert queue.find(4096) is None
+    assert queue.find(4196) is None
+    assert queue.find(-1) is None
+    queue.close()
+
+
+def test_find_mapped_file_when_start_offset_is_not_zero(tmp_path):
+    queue = _queue(tmp_path)
+    first = queue.last_file_for_write(1024 + 200)  # the first file starts at its boundary
+    first.append(b"z" * 16)
+
+    assert first.file_from_offset == 1024
+    assert queue.find(1025) is first
+    assert queue.find(0) is None
+    assert queue.find(123) is None
+    assert queue.find(123, return_first_if_not_found=True) is first
+    assert queue.find(0, return_first_if_not_found=True) is first
+    assert queue.find(2048) is None
+    assert queue.min_offset() == 1024
+    assert queue.max_offset() == 1024 + 16
+    queue.close()
+
+
+def test_find_falls_back_to_a_scan_when_the_list_is_out_of_order(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"q" * 64, 48)  # three full files at 0 / 1024 / 2048
+    assert len(queue.files) == 3
+    queue.files[1], queue.files[2] = queue.files[2], queue.files[1]
+
+    found = queue.find(1028)
+    assert found is not None
+    assert found.file_from_offset == 1024
+    queue.close()
+
+
+def test_flush_moves_flushed_where_one_file_per_call(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"0123456789abcdef", 1024)  # 16 full files
+
+    for i in range(1, 7):
+        assert queue.flush(0) is False  # something moved
+        assert queue.flushed_where == i * FILE_SIZE
+    queue.close()
+
+
+def test_flush_returns_true_when_nothing_moves(tmp_path):
+    queue = _queue(tmp_path)
+    assert queue.flush(0) is True  # no files at all
+    queue.last_file_for_write(0).append(b"a" * 100)
+    assert queue.flush(0) is False
+    assert queue.flushed_where == 100
+    assert queue.flush(0) is True
+    assert queue.flushed_where == 100
+    queue.close()
+
+
+def test_flush_all_reaches_the_max_offset(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"0123456789abcdef", 100)  # 1600 bytes, two files
+    queue.flush_all()
+    assert queue.flushed_where == 1600
+    assert [f.flushed_position for f in queue.files] == [FILE_SIZE, 1600 - FILE_SIZE]
+    queue.close()
+
+
+def test_mapped_memory_size(tmp_path):
+    queue = _queue(tmp_path)
+    assert queue.mapped_memory_size() == 0
+    _append_many(queue, b"abcd", 1024)
+    assert queue.mapped_memory_size() == 4 * FILE_SIZE
+    queue.close()
+
+
+def test_truncate_dirty_files_keeps_the_file_holding_the_offset(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"0123456789abcdef", 160)  # 2560 bytes: files 0, 1024, 2048
+    queue.flush_all()
+
+    queue.truncate_dirty_files(1500)
+
+    assert [f.file_from_offset for f in queue.files] == [0, 1024]
+    assert _names(queue) == [f"{0:020d}", f"{1024:020d}"]  # the third file is deleted
+    assert queue.files[0].wrote_position == FILE_SIZE
+    assert queue.files[1].wrote_position == 1500 - 1024
+    assert queue.files[1].flushed_position == 1500 - 1024
+    assert queue.max_offset() == 1500
+    assert queue.flushed_where == 1500
+    # The next write continues at the truncation point.
+    assert queue.last_file_for_write(0) is queue.files[1]
+    queue.close()
+
+
+def test_truncate_dirty_files_at_a_file_boundary_empties_that_file(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"0123456789abcdef", 160)
+
+    queue.truncate_dirty_files(1024)
+
+    # As RocketMQ: the file starting at the offset stays (empty), later ones go.
+    assert [f.file_from_offset for f in queue.files] == [0, 1024]
+    assert queue.files[1].wrote_position == 0
+    assert queue.max_offset() == 1024
+    assert _names(queue) == [f"{0:020d}", f"{1024:020d}"]
+    queue.close()
+
+
+def test_load_maps_files_as_full_and_sorted(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"0123456789abcdef", 100)
+    queue.close()
+
+    again = _queue(tmp_path)
+    again.load()
+    assert [f.file_from_offset for f in again.files] == [0, 1024]
+    assert all(f.wrote_position == FILE_SIZE for f in again.files)
+    assert detect_file_size(again.directory) == FILE_SIZE
+    assert again.find(1500).read(0, 16) == b"0123456789abcdef"
+    again.close()
+
+
+def test_delete_first_and_last(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"q" * 64, 48)
+    queue.delete_first()
+    assert queue.min_offset() == 1024
+    queue.delete_last()
+    assert [f.file_from_offset for f in queue.files] == [1024]
+    assert _names(queue) == [f"{1024:020d}"]
+    queue.close()
+
+
+# --- MappedFileTest -------------------------------------------------------------------------
+
+
+def _mapped(tmp_path, size: int = 64 * 1024, name: str = "00000000000000000000") -> MappedFile:
+    return MappedFile(str(tmp_path / name), size, writable=True, create=True)
+
+
+def test_mapped_file_is_pre_sized_and_named_by_offset(tmp_path):
+    mapped = _mapped(tmp_path, name=f"{4096:020d}")
+    assert os.path.getsize(mapped.path) == 64 * 1024
+    assert mapped.file_from_offset == 4096
+    assert mapped.wrote_position == 0
+    assert mapped.free_bytes == 64 * 1024
+    mapped.close()
+
+
+def test_mapped_file_append_and_read(tmp_path):
+    mapped = _mapped(tmp_path)
+    text = b"Once, there was a chance for me!"
+    assert len(text) == 32
+
+    assert mapped.append(text) == 0
+    assert mapped.append(b"more") == 32
+    assert mapped.wrote_position == 36
+    assert mapped.read(0, 32) == text
+    assert mapped.read(32, 4) == b"more"
+    # Reads are clipped at the file end.
+    assert mapped.read(64 * 1024 - 2, 10) == b"\0\0"
+    # The bytes are in the file itself.
+    with open(mapped.path, "rb") as f:
+        assert f.read(36) == text + b"more"
+    mapped.close()
+
+
+def test_mapped_file_refuses_an_append_past_its_end(tmp_path):
+    mapped = _mapped(tmp_path, size=128)
+    mapped.append(b"a" * 120)
+    with pytest.raises(StoreError, match="past the file end"):
+        mapped.append(b"b" * 9)
+    assert mapped.wrote_position == 120
+    mapped.append(b"b" * 8)
+    assert mapped.is_full
+    mapped.close()
+
+
+def test_mapped_file_write_at_overwrites_in_place(tmp_path):
+    mapped = _mapped(tmp_path, size=128)
+    mapped.append(b"abcdefgh")
+    mapped.write_at(2, b"XY")
+    assert mapped.read(0, 8) == b"abXYefgh"
+    assert mapped.wrote_position == 8
+    mapped.close()
+
+
+def test_mapped_file_flush_respects_least_pages(tmp_path):
+    mapped = _mapped(tmp_path)
+    mapped.append(b"a" * 100)
+    assert mapped.flush(1) == 0  # less than a page dirty
+    assert mapped.flush(0) == 100
+    mapped.append(b"b" * PAGE_SIZE)
+    assert mapped.flush(2) == 100  # one page boundary crossed, two asked
+    assert mapped.flush(1) == 100 + PAGE_SIZE
+    mapped.close()
+
+
+def test_full_mapped_file_is_always_flushable(tmp_path):
+    mapped = _mapped(tmp_path, size=1024)
+    mapped.append(b"c" * 1024)
+    assert mapped.flush(4) == 1024
+    mapped.close()
+
+
+def test_mapped_file_hold_release_and_destroy(tmp_path):
+    mapped = _mapped(tmp_path)
+    mapped.append(b"Once, there was a chance for me!")
+
+    assert mapped.hold() is True
+    assert mapped.in_use
+    assert mapped.read(0, 32) == b"Once, there was a chance for me!"
+    mapped.release()
+    assert not mapped.in_use
+    mapped.release()  # an extra release never goes negative
+    assert not mapped.in_use
+
+    mapped.destroy()
+    assert not os.path.exists(mapped.path)
+    assert mapped.hold() is False  # unavailable once destroyed
+    with pytest.raises(StoreError, match="closed"):
+        mapped.read(0, 1)
+
+
+def test_read_only_mapped_file_cannot_be_created(tmp_path):
+    with pytest.raises(StoreError, match="read-only"):
+        MappedFile(str(tmp_path / f"{0:020d}"), 1024, writable=False, create=True)
+
+
+def test_mapped_file_of_the_wrong_size_is_rejected(tmp_path):
+    path = tmp_path / f"{0:020d}"
+    path.write_bytes(b"\0" * 100)
+    with pytest.raises(CorruptDataError, match="expected 1024"):
+        MappedFile(str(path), 1024, writable=True)

@@ -1,0 +1,83 @@
+"""Subscription expressions: ``*`` and ``TagA || TagB``; tagsCode matched as a Java int."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketstore.format.javahash import java_string_hash, tags_code
+from rocketstore.format.subscription import SUB_ALL, parse_subscription
+
+
+@pytest.mark.parametrize("expression", [None, "", "*", "  ", " * ", "||", " || || "])
+def test_match_all_expressions(expression: str | None) -> None:
+    sub = parse_subscription(expression)
+    assert sub.matches_all
+    assert sub.expression == SUB_ALL == "*"
+    assert sub.tags == frozenset()
+    assert sub.codes == frozenset()
+    assert sub.match_code(12345)
+    assert sub.match_code(-(2**63))
+    assert sub.match_tags(None)
+    assert sub.match_tags("anything")
+
+
+def test_two_tags() -> None:
+    sub = parse_subscription("TagA || TagB")
+    assert not sub.matches_all
+    assert sub.expression == "TagA || TagB"
+    assert sub.tags == frozenset({"TagA", "TagB"})
+    assert sub.codes == frozenset({2_598_919, 2_598_920})  # "TagA", "TagB" hashCodes
+
+
+def test_tags_are_trimmed_and_empty_ones_dropped() -> None:
+    sub = parse_subscription("  TagA||  TagB  ||||")
+    assert sub.tags == frozenset({"TagA", "TagB"})
+
+
+def test_single_tag() -> None:
+    sub = parse_subscription("TAG1")
+    assert sub.tags == frozenset({"TAG1"})
+    assert sub.codes == frozenset({2_567_159})
+
+
+def test_match_code() -> None:
+    sub = parse_subscription("TagA || TagB")
+    assert sub.match_code(tags_code("TagA"))
+    assert sub.match_code(tags_code("TagB"))
+    assert not sub.match_code(tags_code("TagC"))
+    assert not sub.match_code(0)
+
+
+def test_match_code_negative_hash_sign_extended() -> None:
+    sub = parse_subscription("AaTopic#BB")
+    assert sub.codes == frozenset({-10_606_476})
+    assert sub.match_code(-10_606_476)  # as stored in the CQ (sign-extended long)
+    assert sub.match_code(0xFFFFFFFFFF5E2874 - 2**64)
+
+
+def test_match_code_uses_the_low_32_bits_like_long_int_value() -> None:
+    # ConsumeQueue tagsCode is a long; the filter compares tagsCode.intValue().
+    sub = parse_subscription("TagA")
+    assert sub.match_code(2_598_919 + 2**32)
+    assert sub.match_code(2_598_919 - 2**40)
+    sub_neg = parse_subscription("AaTopic#BB")
+    assert sub_neg.match_code((-10_606_476) & 0xFFFFFFFF)  # zero-extended form
+
+
+def test_hash_collisions_match_by_code_but_not_by_tags() -> None:
+    # "Aa" and "BB" share a hashCode: the queue filter lets both through, the tag check not.
+    sub = parse_subscription("Aa")
+    assert java_string_hash("Aa") == java_string_hash("BB")
+    assert sub.match_code(tags_code("BB"))
+    assert sub.match_tags("Aa")
+    assert not sub.match_tags("BB")
+
+
+def test_match_tags() -> None:
+    sub = parse_subscription("TagA || TagB")
+    assert sub.match_tags("TagA")
+    assert sub.match_tags("TagB")
+    assert not sub.match_tags(None)
+    assert not sub.match_tags("")
+    assert not sub.match_tags("TagA || TagB")
+    assert not sub.match_tags("taga")

@@ -1,0 +1,330 @@
+"""IndexFile and IndexService, after RocketMQ's IndexFileTest plus the index rules of spec
+section 4 (header, numbering from 1, slot chains, rollover, ROLLBACK and dedup)."""
+
+from __future__ import annotations
+
+import os
+
+from rocketstore.format import index_layout as layout
+from rocketstore.format import sysflag
+from rocketstore.index import DispatchedKeys, IndexFile, IndexService
+
+BASE_MS = 1_700_000_000_000
+LONG_MAX = 2**63 - 1
+
+
+def _java_hash(text: str) -> int:
+    """String.hashCode for ASCII text, written out independently of the package."""
+    h = 0
+    for char in text:
+        h = (31 * h + ord(char)) & 0xFFFFFFFF
+    return h - 2**32 if h & 0x80000000 else h
+
+
+def _key_hash(text: str) -> int:
+    h = _java_hash(text)
+    return 0 if h == -(2**31) else abs(h)
+
+
+def _new_file(tmp_path, slots: int = 100, number: int = 400) -> IndexFile:
+    return IndexFile(str(tmp_path / "100"), slots, number, writable=True, create=True)
+
+
+def _file_bytes(index_file: IndexFile) -> bytes:
+    with open(index_file.path, "rb") as f:
+        return f.read()
+
+
+def _fill(index_file: IndexFile, count: int = 399) -> list[bool]:
+    return [index_file.put_key(str(i), i, BASE_MS + 1000 * i) for i in range(count)]
+
+
+# --- IndexFileTest --------------------------------------------------------------------------
+
+
+def test_put_key_until_full(tmp_path):
+    index_file = _new_file(tmp_path)
+    assert os.path.getsize(index_file.path) == 40 + 100 * 4 + 400 * 20
+
+    assert all(_fill(index_file))  # "0" .. "398": 399 entries
+    assert index_file.is_write_full
+    assert index_file.put_key("400", 400, BASE_MS) is False
+    assert index_file.entry_count == 399
+    index_file.close()
+
+
+def test_select_phy_offset_finds_exactly_one(tmp_path):
+    index_file = _new_file(tmp_path)
+    _fill(index_file)
+
+    assert _key_hash("60") == 1722  # slot 22, shared with keys of other hashes
+    found = index_file.select_phy_offsets("60", 10, 0, LONG_MAX)
+    assert found == [60]
+    index_file.close()
+
+
+def test_select_phy_offset_of_an_absent_key_and_an_empty_file(tmp_path):
+    index_file = _new_file(tmp_path)
+    assert index_file.select_phy_offsets("60", 10, 0, LONG_MAX) == []
+    _fill(index_file, 10)
+    assert index_file.select_phy_offsets("nope", 10, 0, LONG_MAX) == []
+    index_file.close()
+
+
+def test_select_phy_offset_walks_the_chain_newest_first(tmp_path):
+    index_file = _new_file(tmp_path)
+    for i in range(5):
+        assert index_file.put_key("same", 1000 + i, BASE_MS + 1000 * i)
+    assert index_file.select_phy_offsets("same", 10, 0, LONG_MAX) == [1004, 1003, 1002, 1001, 1000]
+    assert index_file.select_phy_offsets("same", 2, 0, LONG_MAX) == [1004, 1003]
+    # Index time = begin + timeDiff * 1000; the window keeps entries 1..3 only.
+    window = index_file.select_phy_offsets("same", 10, BASE_MS + 1000, BASE_MS + 3000)
+    assert window == [1003, 1002, 1001]
+    index_file.close()
+
+
+def test_header_after_puts(tmp_path):
+    index_file = _new_file(tmp_path)
+    _fill(index_file)
+    header = layout.decode_header(_file_bytes(index_file))
+
+    expected_slots = len({_key_hash(str(i)) % 100 for i in range(399)})
+    assert header.index_count == 399 + 1  # numbering starts at 1
+    assert header.hash_slot_count == expected_slots
+    assert header.begin_timestamp == BASE_MS
+    assert header.end_timestamp == BASE_MS + 1000 * 398
+    assert header.begin_phy_offset == 0
+    assert header.end_phy_offset == 398
+    index_file.close()
+
+
+def test_header_after_first_put(tmp_path):
+    index_file = _new_file(tmp_path)
+    header = layout.decode_header(_file_bytes(index_file))
+    assert header == layout.IndexHeader(0, 0, 0, 0, 0, 0)
+
+    index_file.put_key("FooBar#Hello", 4242, BASE_MS + 7)
+    header = layout.decode_header(_file_bytes(index_file))
+    assert header == layout.IndexHeader(BASE_MS + 7, BASE_MS + 7, 4242, 4242, 1, 2)
+    index_file.close()
+
+
+def test_entries_and_slots_at_their_positions(tmp_path):
+    index_file = _new_file(tmp_path)
+    _fill(index_file)
+    data = _file_bytes(index_file)
+
+    newest_in_slot: dict[int, int] = {}
+    for i in range(399):
+        key = str(i)
+        number = i + 1
+        slot = _key_hash(key) % 100
+        entry = layout.decode_entry(data, 40 + 100 * 4 + number * 20)
+        assert entry == layout.IndexEntry(
+            key_hash=_key_hash(key),
+            phy_offset=i,
+            time_diff=i,  # seconds since the first entry's store time
+            prev_index=newest_in_slot.get(slot, 0),
+        )
+        newest_in_slot[slot] = number
+    for slot in range(100):
+        assert layout.decode_slot(data, 40 + 4 * slot) == newest_in_slot.get(slot, 0)
+    # Entry 0 is never used.
+    assert data[40 + 400 : 40 + 400 + 20] == bytes(20)
+    index_file.close()
+
+
+def test_time_diff_is_whole_seconds(tmp_path):
+    index_file = _new_file(tmp_path)
+    index_file.put_key("a", 1, BASE_MS)
+    index_file.put_key("b", 2, BASE_MS + 1999)
+    index_file.put_key("c", 3, BASE_MS - 5000)  # older than begin: clamped to 0
+    data = _file_bytes(index_file)
+    assert layout.decode_entry(data, layout.entry_position(100, 1)).time_diff == 0
+    assert layout.decode_entry(data, layout.entry_position(100, 2)).time_diff == 1
+    assert layout.decode_entry(data, layout.entry_position(100, 3)).time_diff == 0
+    index_file.close()
+
+
+def test_hash_of_min_value_key_goes_to_slot_zero(tmp_path):
+    index_file = _new_file(tmp_path)
+    assert _java_hash("polygenelubricants") == -(2**31)
+    index_file.put_key("polygenelubricants", 77, BASE_MS)
+    data = _file_bytes(index_file)
+    assert layout.decode_slot(data, layout.slot_position(0)) == 1
+    assert layout.decode_entry(data, layout.entry_position(100, 1)).key_hash == 0
+    assert index_file.select_phy_offsets("polygenelubricants", 10, 0, LONG_MAX) == [77]
+    index_file.close()
+
+
+def test_index_file_reloads_its_header(tmp_path):
+    index_file = _new_file(tmp_path)
+    _fill(index_file, 50)
+    index_file.flush()
+    index_file.close()
+
+    again = IndexFile(str(tmp_path / "100"), 100, 400, writable=False)
+    assert again.index_count == 51
+    assert again.end_phy_offset == 49
+    assert again.select_phy_offsets("7", 10, 0, LONG_MAX) == [7]
+    again.close()
+
+
+# --- IndexService ---------------------------------------------------------------------------
+
+
+def _record(offset: int, timestamp: int, *, keys=None, uniq=None, flag=0, topic="T"):
+    return DispatchedKeys(
+        topic=topic,
+        commit_log_offset=offset,
+        store_timestamp=timestamp,
+        sys_flag=flag,
+        uniq_key=uniq,
+        keys=keys,
+    )
+
+
+def _service(tmp_path, slots: int = 4, number: int = 5) -> IndexService:
+    return IndexService(str(tmp_path), slots, number, writable=True)
+
+
+def test_service_indexes_uniq_key_then_each_key_token(tmp_path):
+    service = _service(tmp_path, slots=16, number=64)
+    service.build_index(_record(100, BASE_MS, keys="k1  k2", uniq="U1"))
+
+    current = service.files[-1]
+    assert current.entry_count == 3  # UNIQ_KEY, k1, k2 (the empty token is dropped)
+    assert list(service.candidates("T#U1")) == [100]
+    assert list(service.candidates("T#k1")) == [100]
+    assert list(service.candidates("T#k2")) == [100]
+    assert list(service.candidates("Other#k1")) == []
+    service.close()
+
+
+def test_service_creates_a_file_even_for_a_keyless_record(tmp_path):
+    service = _service(tmp_path)
+    service.build_index(_record(0, BASE_MS))
+    assert len(service.files) == 1
+    assert service.files[0].entry_count == 0
+    service.close()
+
+
+def test_rollover_inherits_end_offset_and_timestamp(tmp_path):
+    service = _service(tmp_path, slots=4, number=5)  # 4 entries per file
+    for i in range(4):
+        service.build_index(_record(100 * i, BASE_MS + 1000 * i, keys=f"k{i}"))
+    first = service.files[0]
+    assert first.is_write_full
+    assert len(service.files) == 1
+
+    # The next dispatched record, keyless, creates the next file.
+    service.build_index(_record(400, BASE_MS + 4000))
+    assert len(service.files) == 2
+    second = service.files[1]
+    header = layout.decode_header(_file_bytes(second))
+    assert header.begin_timestamp == header.end_timestamp == BASE_MS + 3000
+    assert header.begin_phy_offset == header.end_phy_offset == 300
+    assert header.hash_slot_count == 0
+    assert header.index_count == 0  # stays 0 until the first put
+
+    # The first entry's timeDiff is relative to the previous file's end time.
+    service.build_index(_record(500, BASE_MS + 3000 + 5000, keys="k5"))
+    data = _file_bytes(second)
+    assert layout.decode_entry(data, layout.entry_position(4, 1)).time_diff == 5
+    header = layout.decode_header(data)
+    assert header.begin_timestamp == BASE_MS + 8000
+    assert header.begin_phy_offset == 500
+    assert header.index_count == 2
+
+    # Queries span both files, newest file first.
+    assert list(service.candidates("T#k0")) == [0]
+    assert list(service.candidates("T#k5")) == [500]
+    service.close()
+
+
+def test_rollover_in_the_middle_of_one_records_keys(tmp_path):
+    service = _service(tmp_path, slots=4, number=3)  # 2 entries per file
+    service.build_index(_record(0, BASE_MS, keys="a b c d e"))
+    assert [f.entry_count for f in service.files] == [2, 2, 1]
+    for key in "abcde":
+        assert list(service.candidates(f"T#{key}")) == [0]
+    service.close()
+
+
+def test_index_file_names_strictly_increase(tmp_path):
+    service = _service(tmp_path, slots=2, number=2)  # one entry per file
+    for i in range(6):
+        service.build_index(_record(i, BASE_MS + i, keys=f"k{i}"))
+    names = [f.name for f in service.files]
+    assert len(names) == 6
+    assert all(len(n) == 17 and n.isdigit() for n in names)
+    assert names == sorted(names)
+    assert len(set(names)) == len(names)
+    assert sorted(os.listdir(service.directory)) == names
+    service.close()
+
+
+def test_rollback_records_are_not_indexed(tmp_path):
+    service = _service(tmp_path, slots=16, number=64)
+    rollback = sysflag.TRANSACTION_ROLLBACK_TYPE
+    service.build_index(_record(0, BASE_MS, keys="rb", uniq="U-rb", flag=rollback))
+    assert service.files[-1].entry_count == 0
+    assert list(service.candidates("T#rb")) == []
+
+    service.build_index(_record(10, BASE_MS, keys="pr", flag=sysflag.TRANSACTION_PREPARED_TYPE))
+    service.build_index(_record(20, BASE_MS, keys="cm", flag=sysflag.TRANSACTION_COMMIT_TYPE))
+    service.build_index(_record(30, BASE_MS, keys="no"))
+    assert list(service.candidates("T#pr")) == [10]
+    assert list(service.candidates("T#cm")) == [20]
+    assert list(service.candidates("T#no")) == [30]
+    service.close()
+
+
+def test_records_below_the_end_offset_are_skipped(tmp_path):
+    service = _service(tmp_path, slots=16, number=64)
+    service.build_index(_record(500, BASE_MS, keys="new"))
+    assert service.files[-1].end_phy_offset == 500
+
+    service.build_index(_record(400, BASE_MS, keys="old"))  # re-dispatch of an older record
+    assert list(service.candidates("T#old")) == []
+    service.build_index(_record(500, BASE_MS, keys="again"))  # equal is allowed
+    assert list(service.candidates("T#again")) == [500]
+    assert service.files[-1].entry_count == 2
+    service.close()
+
+
+def test_hash_collisions_are_all_candidates(tmp_path):
+    service = _service(tmp_path, slots=16, number=64)
+    assert _java_hash("Aa") == _java_hash("BB") == 2112
+    service.build_index(_record(0, BASE_MS, topic="AaTopic", keys="Aa"))
+    service.build_index(_record(100, BASE_MS, topic="BBTopic", keys="BB"))
+    # The index holds hashes only: both offsets come back for either key.
+    assert sorted(service.candidates("AaTopic#Aa")) == [0, 100]
+    assert sorted(service.candidates("BBTopic#BB")) == [0, 100]
+    service.close()
+
+
+def test_service_reload_and_last_update(tmp_path):
+    service = _service(tmp_path, slots=4, number=5)
+    for i in range(6):
+        service.build_index(_record(100 * i, BASE_MS + 1000 * i, keys=f"k{i}"))
+    service.flush()
+    service.close()
+
+    again = IndexService(str(tmp_path), 4, 5, writable=False)
+    again.load()
+    assert len(again.files) == 2
+    assert again.last_update() == (BASE_MS + 5000, 500)
+    assert list(again.candidates("T#k2")) == [200]
+    again.close()
+
+
+def test_delete_expired_never_removes_the_last_file(tmp_path):
+    service = _service(tmp_path, slots=4, number=3)  # 2 entries per file
+    for i in range(6):
+        service.build_index(_record(100 * i, BASE_MS + i, keys=f"k{i}"))
+    assert len(service.files) == 3
+    assert service.delete_expired(250) == 1  # first file ends at 100
+    assert service.delete_expired(10_000) == 1  # the last file stays
+    assert len(service.files) == 1
+    service.close()
