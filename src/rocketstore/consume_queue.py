@@ -217,6 +217,10 @@ class ConsumeQueue:
                 max_physic = int(last["offset"]) + int(last["size"])
             process_offset = mapped.file_from_offset + count * CQ_UNIT_SIZE
             if count < len(units) or index == len(files) - 1:
+                if count < len(units) and mapped.writable:
+                    # Units after the first invalid one are stale: zero them, or a later
+                    # append would make them look valid again.
+                    mapped.zero_tail(count * CQ_UNIT_SIZE)
                 break
             index += 1
         self.files.truncate_dirty_files(process_offset)
@@ -239,6 +243,8 @@ class ConsumeQueue:
             count = int(bad[0]) if len(bad) else len(units)
             mapped.wrote_position = count * CQ_UNIT_SIZE
             mapped.flushed_position = min(mapped.flushed_position, mapped.wrote_position)
+            if mapped.writable:
+                mapped.zero_tail(mapped.wrote_position)  # dropped units must stay dropped
             if count:
                 last = units[count - 1]
                 self.max_physic_offset = int(last["offset"]) + int(last["size"])

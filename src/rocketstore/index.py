@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
-from rocketstore.errors import CorruptDataError
+from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.mapped_file import MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
@@ -327,7 +327,11 @@ class IndexService:
                 try:
                     slots, number = layout.geometry_from_size(size)
                 except ValueError as e:
-                    raise CorruptDataError(str(e), path=path) from e
+                    raise ConfigError(
+                        f"index file {path} is {size} bytes: neither the configured geometry "
+                        f"({self.hash_slot_num} slots x {self.index_num} entries) nor one with "
+                        "4 entries per slot; pass max_hash_slot_num and max_index_num"
+                    ) from e
                 log.info("index file %s has geometry %d slots x %d entries", name, slots, number)
             self.files.append(IndexFile(path, slots, number, writable=self.writable))
 

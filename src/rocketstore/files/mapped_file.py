@@ -130,6 +130,19 @@ class MappedFile:
         """Overwrite bytes at ``position`` (index header and slots)."""
         self.mm[position : position + len(data)] = data
 
+    def zero_tail(self, position: int) -> int:
+        """Zero leftover bytes from ``position`` to the last non-zero byte of the file.
+
+        Recovery uses it after cutting a file short: stale records or queue units past the
+        new end must never be mistaken for valid data by a later recovery, once new
+        appends have overwritten the bytes in between. Returns the bytes zeroed.
+        """
+        mm = self.mm
+        tail = mm[position : self.file_size].rstrip(b"\0")
+        if tail:
+            mm[position : position + len(tail)] = bytes(len(tail))
+        return len(tail)
+
     def flush(self, least_pages: int = 0) -> int:
         """msync the dirty range if at least ``least_pages`` pages are dirty (0: any).
 

@@ -138,15 +138,19 @@ def abnormal_start_index(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
     return 0
 
 
-def _nonzero_bytes_after(commitlog: CommitLog, end: int) -> int:
-    """Leftover data past ``end`` (zeros of a pre-sized file do not count)."""
+def _drop_bytes_after(commitlog: CommitLog, end: int) -> int:
+    """Zero leftover data past ``end`` in the file holding it (later files are deleted
+    by the truncation); return how many non-zero bytes were dropped in all."""
     dropped = 0
     for mapped in commitlog.files.files:
         file_end = mapped.file_from_offset + commitlog.file_size
         if file_end <= end:
             continue
         start = max(0, end - mapped.file_from_offset)
-        dropped += len(mapped.read(start, commitlog.file_size - start).rstrip(b"\0"))
+        if mapped.file_from_offset <= end and mapped.writable:
+            dropped += mapped.zero_tail(start)
+        else:
+            dropped += len(mapped.read(start, commitlog.file_size - start).rstrip(b"\0"))
     return dropped
 
 
@@ -184,15 +188,24 @@ def recover_store(
         report.index_slots_repaired = index.files[-1].repair_uncounted_writes()
     index_end = index.files[-1].end_phy_offset if index.files else -1
     index_empty = not any(f.entry_count for f in index.files)
+    commitlog_min = max(commitlog.min_offset(), 0)
     missing_from: list[int] = []
 
     def on_record(data: bytes, view: rec.RecordView) -> None:
         if missing_from:
             return
+        queue_key = f"{view.topic}-{view.queue_id}"
+        if sysflag.gets_queue_entry(view.sys_flag) and view.queue_offset >= queue_next.get(
+            queue_key, 0
+        ):
+            if queue_key not in queue_next and view.queue_offset > 0:
+                # The whole queue is gone (its directory deleted): its earlier records lie
+                # before this scan, so rebuild from the start of the CommitLog.
+                missing_from.append(commitlog_min)
+            else:
+                missing_from.append(view.physical_offset)
+            return
         if (
-            sysflag.gets_queue_entry(view.sys_flag)
-            and view.queue_offset >= queue_next.get(f"{view.topic}-{view.queue_id}", 0)
-        ) or (
             config.message_index_enable
             and (index_empty or view.physical_offset > index_end)
             and sysflag.gets_index_entry(view.sys_flag)
@@ -203,8 +216,11 @@ def recover_store(
     end = scan_valid_end(
         commitlog, start, check_crc=config.check_crc_on_recover, report=report, on_record=on_record
     )
+    scan_start = files[start].file_from_offset if files else 0
+    if config.message_index_enable and index_empty and scan_start > commitlog_min:
+        missing_from.append(commitlog_min)  # no index at all: rebuild it from the start
     if files:
-        report.truncated_bytes = _nonzero_bytes_after(commitlog, end)
+        report.truncated_bytes = _drop_bytes_after(commitlog, end)
         commitlog.files.truncate_dirty_files(end)
         commitlog.files.flushed_where = end
     report.commit_log_end = end
@@ -227,8 +243,8 @@ def recover_store(
         if min_offset >= 0:
             queue.correct_min_offset(min_offset)
     if missing_from:
-        report.redispatch_from = missing_from[0]
-        report.redispatched_records = redispatch(missing_from[0])
+        report.redispatch_from = min(missing_from)
+        report.redispatched_records = redispatch(report.redispatch_from)
     else:
         report.redispatched_records = redispatch(end)
     return report

@@ -1,9 +1,11 @@
 """Flush policies: ASYNC_FLUSH (a background flusher) and SYNC_FLUSH (group commit).
 
 Layer: services. The async flusher msyncs the CommitLog every ``flush_interval_commit_log``
-ms when enough pages are dirty (thoroughly every ``flush_commit_log_thorough_interval``)
-and the consume queues every ``flush_interval_consume_queue`` ms. Sync flush makes the
-caller wait until its bytes are durable; concurrent callers share one msync.
+ms when enough pages are dirty (thoroughly every ``flush_commit_log_thorough_interval``).
+Under both policies the consume queues are flushed every ``flush_interval_consume_queue``
+ms (thoroughly every ``flush_consume_queue_thorough_interval``, followed by a checkpoint
+write, as RocketMQ does). Sync flush makes the caller wait until its bytes are durable;
+concurrent callers share one msync.
 """
 
 from __future__ import annotations
@@ -47,12 +49,16 @@ class Flusher:
         self._last_thorough_queues = 0.0
         self.flush_count = 0
 
-    # --- sync (group commit) --------------------------------------------------------------
+    # --- sync (group commit) ----------------------------------------------------------
 
     def flush_sync(self, up_to_offset: int) -> PutStatus:
-        """Block until the CommitLog is durable up to ``up_to_offset``."""
+        """Block until the CommitLog is durable up to ``up_to_offset``.
+
+        Whoever holds the lock flushes everything appended so far, so producers waiting
+        behind it usually find their bytes already durable (group commit).
+        """
         deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
-        with self._sync_lock:  # whoever holds it flushes for everyone waiting behind
+        with self._sync_lock:
             files = self.commitlog.files
             if files.flushed_where >= up_to_offset:
                 return PutStatus.PUT_OK
@@ -67,52 +73,70 @@ class Flusher:
                 if self.on_error is not None:
                     self.on_error(e)
                 return PutStatus.FLUSH_DISK_TIMEOUT
-            if self.on_commitlog_flushed is not None:
-                self.on_commitlog_flushed(stamp)
+        if self.on_commitlog_flushed is not None:
+            self.on_commitlog_flushed(stamp)
         return PutStatus.PUT_OK
 
     # --- async ------------------------------------------------------------------------
 
     def run_once(self, now: float | None = None) -> None:
-        """One round of the async policy (what the thread does every interval)."""
+        """One round of the policy (what the thread does every interval)."""
         moment = time.monotonic() if now is None else now
+        c = self.config
+        if c.flush_disk_type == "ASYNC_FLUSH":
+            self._flush_commitlog(moment)
+        if moment - self._last_queue_flush >= c.flush_interval_consume_queue / 1000:
+            queue_pages = c.flush_consume_queue_least_pages
+            thorough = (
+                moment - self._last_thorough_queues
+                >= c.flush_consume_queue_thorough_interval / 1000
+            )
+            logics = self.live_logics_timestamp()  # captured before the flush it vouches for
+            if thorough:
+                queue_pages = 0
+                self._last_thorough_queues = moment
+            self.flush_queues(queue_pages)
+            self._last_queue_flush = moment
+            if thorough and self.on_queues_flushed is not None:
+                self.on_queues_flushed(logics)
+
+    def _flush_commitlog(self, moment: float) -> None:
         c = self.config
         pages = c.flush_commit_log_least_pages
         if moment - self._last_thorough_commitlog >= c.flush_commit_log_thorough_interval / 1000:
             pages = 0
             self._last_thorough_commitlog = moment
         files = self.commitlog.files
-        while not files.flush(pages):  # one file per call; loop while it moves
-            self.flush_count += 1
-        if moment - self._last_queue_flush >= c.flush_interval_consume_queue / 1000:
-            queue_pages = c.flush_consume_queue_least_pages
-            if (
-                moment - self._last_thorough_queues
-                >= c.flush_consume_queue_thorough_interval / 1000
-            ):
-                queue_pages = 0
-                self._last_thorough_queues = moment
-            self.flush_queues(queue_pages)
-            self._last_queue_flush = moment
+        stamp = self.commitlog.last_store_timestamp()
+        target = files.max_offset()
+        with self._sync_lock:
+            while not files.flush(pages):  # one file per call; loop while it moves
+                self.flush_count += 1
+        # RocketMQ records the physic time only after thorough flushes.
+        if pages == 0 and files.flushed_where >= target and self.on_commitlog_flushed:
+            self.on_commitlog_flushed(stamp)
 
     def start(self) -> None:
         if self._thread is not None:
             return
         self._stop.clear()
         now = time.monotonic()
-        self._last_thorough_commitlog = self._last_queue_flush = self._last_thorough_queues = now
+        self._last_thorough_commitlog = now
+        self._last_queue_flush = now
+        self._last_thorough_queues = now
         self._thread = threading.Thread(target=self._run, name="rocketstore-flusher", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        interval = self.config.flush_interval_commit_log / 1000
-        while not self._stop.wait(interval):
+        interval = min(self.config.flush_interval_commit_log, self.config.flush_interval_consume_queue)
+        while not self._stop.wait(max(interval, 1) / 1000):
             try:
                 self.run_once()
             except OSError as e:
                 log.exception("flush failed")
                 if self.on_error is not None:
                     self.on_error(e)
+                return
 
     def shutdown(self) -> None:
         self._stop.set()
