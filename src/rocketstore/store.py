@@ -526,7 +526,8 @@ class MessageStore:
         """Make every appended byte durable (CommitLog, queues, index) and the checkpoint."""
         if self._closed or self.read_only:
             return
-        self.dispatcher.run_once()
+        if self.dispatcher.error is None:
+            self.dispatcher.run_once()
         physic = self.commitlog.last_store_timestamp()
         logics = self.live_logics_timestamp
         self.commitlog.files.flush_all()
@@ -561,23 +562,41 @@ class MessageStore:
         self._write_checkpoint(index_msg_timestamp=end_timestamp)
 
     def close(self) -> None:
+        """Stop the services, flush everything, and remove the abort marker if the store
+        is consistent (dispatch caught up, no write fault). Files are unmapped and the
+        lock released even when a step fails; the failure is logged and re-raised."""
         if self._closed:
             return
-        if not self.read_only:
-            self.flusher.shutdown()
-            self.dispatcher.shutdown(catch_up=True)
-            self.flush()
-            clean = self.dispatcher.error is None and self.dispatcher.lag_bytes() == 0
-            if clean:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(self.root, ABORT_FILE))
-        self._closed = True
-        self.commitlog.close()
-        for queue in self.queues.values():
-            queue.close()
-        self.index.close()
-        if self._lock is not None:
-            self._lock.release()
+        error: BaseException | None = None
+        try:
+            if not self.read_only:
+                self.flusher.shutdown()
+                try:
+                    self.dispatcher.shutdown(catch_up=self.dispatcher.error is None)
+                    self.flush()
+                except (OSError, StoreError) as e:
+                    log.error("%s: close could not flush everything: %s", self.root, e)
+                    self.running_flags |= RunningFlags.NOT_WRITEABLE
+                    error = e
+                clean = (
+                    error is None
+                    and self.dispatcher.error is None
+                    and self.dispatcher.lag_bytes() == 0
+                    and self.running_flags.writeable
+                )
+                if clean:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(os.path.join(self.root, ABORT_FILE))
+        finally:
+            self._closed = True
+            self.commitlog.close()
+            for queue in self.queues.values():
+                queue.close()
+            self.index.close()
+            if self._lock is not None:
+                self._lock.release()
+        if error is not None:
+            raise error
 
     def __enter__(self) -> MessageStore:
         return self

@@ -87,13 +87,26 @@ def verify(root: Path, flush: str, acked: set[int]) -> int:
         sample = sorted(acked)[-3:] + random.sample(sorted(acked), min(3, len(acked)))
         for n in sample:
             by_key = store.query_messages(TOPIC, f"key-{n}")
-            assert [int(m.properties["N"]) for m in by_key] == [n]
+            assert [int(m.properties["N"]) for m in by_key] == [n], _index_diagnosis(store, n, seen)
             by_uniq = store.query_by_unique_key(TOPIC, f"{n:032X}")
             assert [int(m.properties["N"]) for m in by_uniq] == [n]
             viewed = store.view_message(by_key[0].msg_id)
             assert viewed is not None and viewed.properties["N"] == str(n)
             assert decode_offset_msg_id(viewed.msg_id)[1] == seen[n][0]
         return max(seen, default=-1) + 1
+
+
+def _index_diagnosis(store: MessageStore, n: int, seen: dict[int, tuple[int, int]]) -> str:
+    offset = seen[n][0]
+    lines = [f"message {n} at {offset}; report {store.recovery_report}"]
+    for key in (f"{TOPIC}#key-{n}", f"{TOPIC}#{n:032X}", f"{TOPIC}#all"):
+        found = [o for o in store.index.candidates(key) if o == offset]
+        lines.append(f"{key}: candidate present={bool(found)}")
+    for f in store.index.files:
+        lines.append(
+            f"{f.name} count={f.index_count} begin={f.begin_phy_offset} end={f.end_phy_offset}"
+        )
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])

@@ -1,16 +1,49 @@
-"""Shared CLI state and output helpers."""
+"""Shared CLI state: the global options, opening the store, lookups every command needs,
+the CLI's own error and JSON output.
+
+Layer: cli (top). Read-only commands open the store with ``read_only=True`` and so never
+take the writer lock; only ``sendMessage``, ``rebuild`` and ``check --repair`` write.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import click
 
-from rocketstore.format.message import MessageExt
+from rocketstore.config import StoreConfig
+from rocketstore.paths import COMMITLOG_DIR
 from rocketstore.store import MessageStore
+
+# mqadmin prints a broker name in several tables; offline there is only this store.
+BROKER_NAME = "localStore"
+# The consumer group name the CLI pulls with (never committed anywhere).
+CLI_GROUP = "rocketstore_cli"
+# Messages per getMessage call when browsing. A broker caps pulls at 32 messages / 256 KiB
+# to bound network transfers; the CLI reads local files, and every call of a read-only
+# store re-validates what a concurrent writer appended, so fewer, larger pulls are faster.
+PULL_BATCH = 1024
+READER_CONFIG = StoreConfig(
+    max_transfer_count_on_message_in_memory=PULL_BATCH,
+    max_transfer_bytes_on_message_in_memory=64 * 1024 * 1024,
+    max_transfer_count_on_message_in_disk=PULL_BATCH,
+    max_transfer_bytes_on_message_in_disk=64 * 1024 * 1024,
+    max_filter_message_count=PULL_BATCH * 20 * 16,
+)
+
+
+class CliError(click.ClickException):
+    """A failure the user can act on: printed as one ``rocketstore: error: ...`` line,
+    exit status 1."""
+
+    exit_code = 1
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"rocketstore: error: {self.format_message()}", err=True)
 
 
 @dataclass
@@ -19,18 +52,79 @@ class CliContext:
     as_json: bool
     debug: bool
 
+    # --- opening ------------------------------------------------------------------------
+
+    def require_store_dir(self) -> str:
+        """The store root, or a CliError saying why it is not a store."""
+        root = self.store_dir
+        if not os.path.exists(root):
+            raise CliError(f"store directory {root} does not exist (use --store DIR)")
+        if not os.path.isdir(root):
+            raise CliError(f"{root} is not a directory")
+        if not os.path.isdir(os.path.join(root, COMMITLOG_DIR)):
+            raise CliError(f"{root} is not a store directory (no {COMMITLOG_DIR}/ inside)")
+        return root
+
     def open_read_only(self) -> MessageStore:
-        return MessageStore.open(self.store_dir, read_only=True)
+        """Open without the writer lock: works while a writer (or a broker) runs."""
+        return MessageStore.open(self.require_store_dir(), READER_CONFIG, read_only=True)
+
+    def open_writer(self) -> MessageStore:
+        """Open as the writer (takes the lock). A missing directory is created; an existing
+        directory that holds other files but no CommitLog is refused."""
+        root = self.store_dir
+        if os.path.isdir(root) and os.listdir(root):
+            self.require_store_dir()
+        return MessageStore.open(root)
+
+    # --- output -------------------------------------------------------------------------
 
     def emit(self, obj: dict[str, Any]) -> None:
-        click.echo(json.dumps(obj, ensure_ascii=False, default=_json_default))
+        """One JSON object on one line (bytes become base64)."""
+        click.echo(json_line(obj))
+
+
+def json_line(obj: dict[str, Any]) -> str:
+    """``obj`` as one line of JSON; bytes become base64 text."""
+    return json.dumps(obj, ensure_ascii=False, default=_json_default)
 
 
 def _json_default(value: object) -> object:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def message_json(message: MessageExt) -> dict[str, Any]:
-    return message.to_dict()
+def queue_bounds(store: MessageStore, topic: str, queue_id: int) -> tuple[int, int]:
+    """(min, max) queue offsets. Reads the loaded queue directly: the facade's
+    ``min_offset``/``max_offset`` re-validate the whole store on each call when read-only,
+    which adds up over the thousands of queues of a broker's store."""
+    queue = store.queues.get((topic, queue_id))
+    return (queue.min_offset(), queue.max_offset()) if queue is not None else (0, 0)
+
+
+def unit_store_time(store: MessageStore, topic: str, queue_id: int, queue_offset: int) -> int:
+    """Store time of the message at a queue offset (-1 if none), like the facade's
+    ``message_store_time`` without its per-call refresh."""
+    queue = store.queues.get((topic, queue_id))
+    unit = queue.unit(queue_offset) if queue is not None else None
+    if unit is None or not unit.is_valid:
+        return -1
+    return store.commitlog.store_time_at(unit.commit_log_offset, unit.size)
+
+
+def require_topic(store: MessageStore, topic: str) -> list[int]:
+    """The queue ids of ``topic``; a CliError naming the known topics if there is none."""
+    topics = store.topics()
+    if topic not in topics:
+        known = ", ".join(sorted(topics)[:20]) or "none"
+        more = " ..." if len(topics) > 20 else ""
+        raise CliError(f"topic {topic!r} not found in {store.root} (topics: {known}{more})")
+    return topics[topic]
+
+
+def require_queue(store: MessageStore, topic: str, queue_id: int) -> None:
+    queue_ids = require_topic(store, topic)
+    if queue_id not in queue_ids:
+        listed = ", ".join(str(q) for q in queue_ids)
+        raise CliError(f"topic {topic!r} has no queue {queue_id} (queues: {listed})")

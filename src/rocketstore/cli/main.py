@@ -7,31 +7,94 @@ Errors print one line ``rocketstore: error: ...`` and exit 1 (usage errors exit 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import traceback
 
 import click
 
+from rocketstore.cli import browse, export, messages, queues, send, stats, tools
 from rocketstore.cli.context import CliContext
 from rocketstore.cli.demo import demo
-from rocketstore.cli.messages import register as register_message_commands
 from rocketstore.errors import StoreError
 
+# How ``rocketstore --help`` groups the commands (anything unlisted goes under "Other").
+SECTIONS = (
+    (
+        "Messages (mqadmin's names)",
+        (
+            "queryMsgByKey",
+            "queryMsgById",
+            "queryMsgByUniqueKey",
+            "queryMsgByOffset",
+            "printMsg",
+            "printMsgByQueue",
+            "decodeMessageId",
+            "sendMessage",
+        ),
+    ),
+    ("Topics and queues", ("topicList", "topicStatus", "queryCq")),
+    ("Store tools", ("check", "rebuild", "stats", "dump", "export")),
+)
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class SectionedGroup(click.Group):
+    """Lists commands by section, in the order above, instead of alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        ordered = [name for _, names in SECTIONS for name in names if name in self.commands]
+        return ordered + sorted(set(self.commands) - set(ordered))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed: set[str] = set()
+        limit = 120  # write_dl wraps; do not cut the summaries short
+        for title, names in (*SECTIONS, ("Other", tuple(sorted(self.commands)))):
+            rows = []
+            for name in names:
+                command = self.commands.get(name)
+                if command is None or name in listed or command.hidden:
+                    continue
+                listed.add(name)
+                rows.append((name, command.get_short_help_str(limit)))
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+@click.group(cls=SectionedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--store",
     "store_dir",
     default="./store",
     show_default=True,
-    help="Store directory (a rocketstore or a RocketMQ broker's store root).",
+    help="Store directory (a rocketstore or a RocketMQ broker's store root). "
+    "Example: --store /var/rocketmq/store",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logging.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object per line instead of tables. Example: rocketstore --json topicList",
+)
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show tracebacks and debug logging. Example: rocketstore --debug check",
+)
 @click.pass_context
 def cli(ctx: click.Context, store_dir: str, as_json: bool, debug: bool) -> None:
     """rocketstore: RocketMQ's message store in Python, and offline tools for its files.
 
-    Example: rocketstore --store ./store queryMsgByKey -t TopicTest -k order-42
+    Commands keep mqadmin's names and short flags and work on the files directly; read-only
+    commands never take the writer lock, so they run beside a writer or a broker. Times
+    are epoch ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS (local time). File sizes are taken from
+    the files, so a copy of any broker's store directory works as it is.
+
+    \b
+    Example:
+      rocketstore --store ./store queryMsgByKey -t TopicTest -k order-42
+      rocketstore --store ./store --json topicStatus -t TopicTest
+      rocketstore --store ./store check
     """
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.ERROR,
@@ -41,25 +104,45 @@ def cli(ctx: click.Context, store_dir: str, as_json: bool, debug: bool) -> None:
 
 
 cli.add_command(demo)
-register_message_commands(cli)
+for module in (messages, browse, queues, send, tools, stats, export):
+    module.register(cli)
+
+
+def _error(message: str) -> int:
+    click.echo(f"rocketstore: error: {message}", err=True)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    debug = "--debug" in args
     try:
-        cli.main(args=argv, prog_name="rocketstore", standalone_mode=False)
+        code = cli.main(args=args, prog_name="rocketstore", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("rocketstore: aborted", err=True)
         return 1
     except click.exceptions.ClickException as e:
+        if debug and not isinstance(e, click.UsageError):
+            traceback.print_exc()
         e.show()
-        return 2 if isinstance(e, click.UsageError) else 1
+        return 2 if isinstance(e, click.UsageError) else e.exit_code
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        click.echo("rocketstore: interrupted", err=True)
+        return 130
     except (StoreError, OSError) as e:
         if debug:
             raise
-        click.echo(f"rocketstore: error: {e}", err=True)
-        return 1
-    return 0
+        return _error(str(e) or type(e).__name__)
+    except Exception as e:
+        if debug:
+            raise
+        return _error(f"internal error: {type(e).__name__}: {e} (--debug shows the traceback)")
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,75 +1,353 @@
-"""Message commands with mqadmin's names (queryMsgByKey, queryMsgById, ...), offline.
+"""Message lookups with mqadmin's names and short flags, offline: queryMsgByKey,
+queryMsgById, queryMsgByUniqueKey, queryMsgByOffset, decodeMessageId.
 
-Read-only commands never take the writer lock.
+Layer: cli. Read-only: these commands never take the writer lock.
 """
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Iterable
+from typing import Any
+
 import click
 
-from rocketstore.cli.context import CliContext, message_json
+from rocketstore.cli.context import (
+    CLI_GROUP,
+    CliContext,
+    CliError,
+    require_queue,
+    require_topic,
+)
+from rocketstore.cli.render import (
+    BodyOptions,
+    body_options,
+    make_body_options,
+    message_block,
+    message_json,
+)
+from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME, format_time, now_ms
+from rocketstore.errors import CorruptDataError
 from rocketstore.format.message import MessageExt
+from rocketstore.format.message_id import (
+    decode_offset_msg_id,
+    hex_to_bytes,
+    uniq_key_ip,
+    uniq_key_timestamp,
+)
+from rocketstore.status import GetStatus
+
+LONG_MAX = 2**63 - 1
 
 
-def _print_block(ctx: CliContext, message: MessageExt) -> None:
-    if ctx.as_json:
-        ctx.emit(message_json(message))
-        return
-    rows = [
-        ("OffsetID:", message.msg_id),
-        ("Topic:", message.topic),
-        ("Tags:", f"[{message.tags or ''}]"),
-        ("Keys:", f"[{message.keys or ''}]"),
-        ("Queue ID:", message.queue_id),
-        ("Queue Offset:", message.queue_offset),
-        ("CommitLog Offset:", message.commit_log_offset),
-        ("Reconsume Times:", message.reconsume_times),
-        ("Born Timestamp:", message.born_timestamp),
-        ("Store Timestamp:", message.store_timestamp),
-        ("Born Host:", message.born_host),
-        ("Store Host:", message.store_host),
-        ("System Flag:", message.sys_flag),
-        ("Properties:", message.properties),
-        ("Message Body:", (message.body or b"").decode("utf-8", errors="replace")),
-    ]
-    for name, value in rows:
-        click.echo(f"{name:<20} {value}")
-    click.echo()
+def print_messages(ctx: CliContext, messages: Iterable[MessageExt], body: BodyOptions) -> None:
+    """Each message as mqadmin's block (blank line after each) or as one JSON object."""
+    for message in messages:
+        if ctx.as_json:
+            ctx.emit(message_json(message, body))
+            continue
+        for line in message_block(message, body):
+            click.echo(line)
+        click.echo()
 
 
-@click.command("queryMsgByKey")
-@click.option("-t", "--topic", required=True, help="Topic.")
-@click.option("-k", "--msgKey", "key", required=True, help="A KEYS token.")
-@click.option("-b", "--beginTimestamp", "begin", default=0, type=int, help="Epoch ms.")
-@click.option("-e", "--endTimestamp", "end", default=2**63 - 1, type=int, help="Epoch ms.")
-@click.option("-m", "--maxNum", "max_num", default=64, type=int, help="Max messages.")
+@click.command(
+    "queryMsgByKey", short_help="Messages of a topic by a KEYS token (through the index)."
+)
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option("-k", "--msgKey", "key", required=True, help="One KEYS token. Example: -k order-42")
+@click.option(
+    "-b",
+    "--beginTimestamp",
+    "begin",
+    type=TIME,
+    default=0,
+    help=f"Earliest store time, {HUMAN_FORMAT_HELP} [default: 0]. "
+    "Example: -b 2024-05-01#00:00:00:000",
+)
+@click.option(
+    "-e",
+    "--endTimestamp",
+    "end",
+    type=TIME,
+    default=LONG_MAX,
+    help=f"Latest store time, {HUMAN_FORMAT_HELP} [default: Long.MAX]. Example: -e now",
+)
+@click.option(
+    "-m",
+    "--maxNum",
+    "max_num",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="At most this many (the newest). Example: -m 10",
+)
 @click.pass_obj
 def query_by_key(ctx: CliContext, topic: str, key: str, begin: int, end: int, max_num: int) -> None:
-    """Messages of a topic by key. Example: rocketstore queryMsgByKey -t T -k order-1"""
+    """Messages of TOPIC whose KEYS contain KEY, through the index.
+
+    Prints mqadmin's table (#Message ID is the offsetMsgId, usable with queryMsgById);
+    --json prints every field of each message.
+
+    \b
+    Example:
+      rocketstore queryMsgByKey -t OrderEvents -k order-42
+      rocketstore --json queryMsgByKey -t OrderEvents -k order-42 -b 2024-05-01#00:00:00:000
+    """
+    if begin > end:
+        raise click.BadParameter(f"begin {begin} is after end {end}", param_hint="-b/-e")
     with ctx.open_read_only() as store:
+        require_topic(store, topic)
         found = store.query_messages(topic, key, max_num, begin, end)
-    if ctx.as_json:
+        if ctx.as_json:
+            for m in found:
+                ctx.emit(message_json(m))
+            return
+        click.echo(f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}")
         for m in found:
-            ctx.emit(message_json(m))
-        return
-    click.echo(f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}")
-    for m in found:
-        click.echo(f"{m.msg_id:<50} {m.queue_id:>4} {m.queue_offset:>40}")
+            click.echo(f"{m.msg_id:<50} {m.queue_id:>4} {m.queue_offset:>40}")
 
 
-@click.command("queryMsgById")
-@click.option("-i", "--msgId", "msg_ids", required=True, help="offsetMsgId[,offsetMsgId...]")
+@click.command("queryMsgById", short_help="Messages by offsetMsgId (a comma-separated list).")
+@click.option(
+    "-i",
+    "--msgId",
+    "msg_ids",
+    required=True,
+    help="offsetMsgId, or several separated by commas. "
+    "Example: -i 7F00000100002A9F0000000000000000",
+)
+@click.option(
+    "-t",
+    "--topic",
+    default=None,
+    help="Topic; with it an id that is not an offsetMsgId is tried as a UNIQ_KEY "
+    "(as mqadmin 5 does). Example: -t OrderEvents",
+)
+@body_options
 @click.pass_obj
-def query_by_id(ctx: CliContext, msg_ids: str) -> None:
-    """Messages by offsetMsgId. Example: rocketstore queryMsgById -i 7F00...0000"""
+def query_by_id(
+    ctx: CliContext, msg_ids: str, topic: str | None, body_format: str, body_dir: str | None
+) -> None:
+    """Messages by offsetMsgId (store host + CommitLog offset, 32 hex digits for IPv4).
+
+    Prints mqadmin's block per message; exits 1 if any id is not found.
+
+    \b
+    Example:
+      rocketstore queryMsgById -i 7F00000100002A9F0000000000000000
+      rocketstore queryMsgById -i ID1,ID2 --body-dir /tmp/bodies
+    """
+    body = make_body_options(body_format, body_dir)
+    ids = [part.strip() for part in msg_ids.split(",") if part.strip()]
+    if not ids:
+        raise click.BadParameter("no message id given", param_hint="-i")
+    missing: list[str] = []
     with ctx.open_read_only() as store:
-        for msg_id in msg_ids.split(","):
-            message = store.view_message(msg_id.strip())
+        if topic is not None:
+            require_topic(store, topic)
+        for msg_id in ids:
+            message: MessageExt | None = None
+            try:
+                decode_offset_msg_id(msg_id)
+            except CorruptDataError as e:
+                if topic is None:
+                    raise CliError(f"malformed offsetMsgId: {e.reason}") from e
+            else:
+                message = store.view_message(msg_id)
+            if message is None and topic is not None:
+                by_uniq = store.query_by_unique_key(topic, msg_id)
+                message = by_uniq[0] if by_uniq else None
             if message is None:
-                raise click.ClickException(f"Message not found! ({msg_id.strip()})")
-            _print_block(ctx, message)
+                missing.append(msg_id)
+                continue
+            print_messages(ctx, [message], body)
+    if missing:
+        hint = "" if topic else " (a client msgId/UNIQ_KEY needs -t TOPIC or queryMsgByUniqueKey)"
+        raise CliError(f"Message not found: {', '.join(missing)}{hint}")
+
+
+@click.command(
+    "queryMsgByUniqueKey", short_help="Messages of a topic by UNIQ_KEY (the client's msgId)."
+)
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option(
+    "-i",
+    "--msgId",
+    "uniq_key",
+    required=True,
+    help="The client's msgId (UNIQ_KEY property). Example: -i 0A0000011F9A18B4AAC2...",
+)
+@click.option(
+    "-a",
+    "--showAll",
+    "show_all",
+    is_flag=True,
+    help="Print every match (up to 32), not only the first. Example: -a",
+)
+@body_options
+@click.pass_obj
+def query_by_unique_key(
+    ctx: CliContext,
+    topic: str,
+    uniq_key: str,
+    show_all: bool,
+    body_format: str,
+    body_dir: str | None,
+) -> None:
+    """Messages of TOPIC by UNIQ_KEY (the msgId a RocketMQ client reports), oldest first.
+
+    A resent message shares its UNIQ_KEY; -a shows every copy.
+
+    \b
+    Example:
+      rocketstore queryMsgByUniqueKey -t OrderEvents -i 0A0000011F9A18B4AAC2623E5C8E0000 -a
+    """
+    body = make_body_options(body_format, body_dir)
+    with ctx.open_read_only() as store:
+        require_topic(store, topic)
+        found = store.query_by_unique_key(topic, uniq_key.strip())
+        if not found:
+            raise CliError(f"Message not found: no message with UNIQ_KEY {uniq_key} in {topic}")
+        print_messages(ctx, found if show_all else found[:1], body)
+
+
+@click.command("queryMsgByOffset", short_help="The message at a queue offset.")
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option(
+    "-i", "--queueId", "queue_id", type=int, required=True, help="Queue id. Example: -i 0"
+)
+@click.option(
+    "-o", "--offset", "queue_offset", type=int, required=True, help="Queue offset. Example: -o 17"
+)
+@click.option(
+    "-b",
+    "--brokerName",
+    "broker",
+    default=None,
+    help="Accepted for mqadmin compatibility, ignored offline. Example: -b broker-a",
+)
+@body_options
+@click.pass_obj
+def query_by_offset(
+    ctx: CliContext,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+    broker: str | None,
+    body_format: str,
+    body_dir: str | None,
+) -> None:
+    """The message at a queue offset of TOPIC's queue QUEUEID.
+
+    \b
+    Example:
+      rocketstore queryMsgByOffset -t OrderEvents -i 0 -o 17
+    """
+    body = make_body_options(body_format, body_dir)
+    with ctx.open_read_only() as store:
+        require_queue(store, topic, queue_id)
+        low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+        if not low <= queue_offset < high:
+            valid = f"valid offsets are {low}..{high - 1}" if high > low else "the queue is empty"
+            raise CliError(
+                f"queue offset {queue_offset} is out of range for {topic}-{queue_id} ({valid})"
+            )
+        got = store.get_messages(CLI_GROUP, topic, queue_id, queue_offset, max_count=1)
+        if got.status is not GetStatus.FOUND or got.messages[0].queue_offset != queue_offset:
+            raise CliError(
+                f"no message at {topic}-{queue_id} offset {queue_offset} "
+                f"({got.status.name}: its record is no longer in the CommitLog)"
+            )
+        print_messages(ctx, got.messages[:1], body)
+
+
+@click.command("decodeMessageId", short_help="Decode an id as a UNIQ_KEY and as an offsetMsgId.")
+@click.option(
+    "-i",
+    "--messageId",
+    "msg_ids",
+    required=True,
+    help="An id, or several separated by commas. Example: -i 0A0000011F9A18B4AAC2623E5C8E0000",
+)
+@click.pass_obj
+def decode_message_id(ctx: CliContext, msg_ids: str) -> None:
+    """Decode a message id both ways (32 hex digits fit both; no store needed).
+
+    As a client UNIQ_KEY: the producer's ip, pid and the time it was made (mqadmin's ip= and
+    date=). As an offsetMsgId: the storing broker's host and the CommitLog offset.
+
+    \b
+    Example:
+      rocketstore decodeMessageId -i 0A0000011F9A18B4AAC2623E5C8E0000
+    """
+    for msg_id in (part.strip() for part in msg_ids.split(",")):
+        if not msg_id:
+            continue
+        decoded = _decode_both(msg_id)
+        if ctx.as_json:
+            ctx.emit(decoded)
+            continue
+        click.echo(f"{'ID:':<28} {msg_id}")
+        uniq = decoded["uniqKey"]
+        if uniq is not None:
+            click.echo(
+                f"{'As UNIQ_KEY (client msgId):':<28} ip={uniq['ip']} pid={uniq['pid']} "
+                f"date={uniq['date']}"
+            )
+        offset_id = decoded["offsetMsgId"]
+        if offset_id is not None:
+            click.echo(
+                f"{'As offsetMsgId:':<28} storeHost={offset_id['storeHost']} "
+                f"commitLogOffset={offset_id['commitLogOffset']}"
+            )
+        click.echo()
+
+
+def _decode_both(msg_id: str) -> dict[str, Any]:
+    try:
+        raw = hex_to_bytes(msg_id, what="message id")
+    except CorruptDataError as e:
+        raise CliError(f"malformed message id: {e.reason}") from e
+    if len(msg_id) not in (32, 56):
+        raise CliError(
+            f"malformed message id {msg_id!r}: a UNIQ_KEY or offsetMsgId has 32 (IPv4) or "
+            f"56 (IPv6) hex digits, this has {len(msg_id)}"
+        )
+    ip_length = 16 if len(raw) == 28 else 4
+    (pid,) = struct.unpack_from(">H", raw, ip_length)
+    timestamp = uniq_key_timestamp(msg_id, now_ms())
+    uniq = {
+        "ip": uniq_key_ip(msg_id),
+        "pid": pid,
+        "timestamp": timestamp,
+        "date": format_time(timestamp),
+    }
+    host, offset = decode_offset_msg_id(msg_id)
+    return {
+        "id": msg_id.upper(),
+        "uniqKey": uniq,
+        "offsetMsgId": {"storeHost": host, "commitLogOffset": offset},
+    }
+
+
+# mqadmin spells this one with a capital D; accept that too, without listing it twice.
+decode_message_id_alias = click.Command(
+    "DecodeMessageId",
+    callback=decode_message_id.callback,
+    params=decode_message_id.params,
+    help=decode_message_id.help,
+    hidden=True,
+)
 
 
 def register(group: click.Group) -> None:
-    group.add_command(query_by_key)
-    group.add_command(query_by_id)
+    group.add_command(decode_message_id_alias)
+    for command in (
+        query_by_key,
+        query_by_id,
+        query_by_unique_key,
+        query_by_offset,
+        decode_message_id,
+    ):
+        group.add_command(command)

@@ -252,12 +252,15 @@ def recover_store(
 
 def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end: int) -> int:
     """A crash between two keys of one message leaves it partly indexed; the dispatcher's
-    dedup (offset < end offset) would never finish it, so put its missing keys here."""
+    dedup (offset < end offset) would never finish it, so put its missing keys here.
+
+    The message is the one at the newest file's end offset (inherited by a file created
+    by a rollover that the crash cut short); its entries may span that rollover.
+    """
     if not index.files:
         return 0
-    last = index.files[-1]
-    offset = last.end_phy_offset
-    if last.entry_count == 0 or offset >= end:
+    offset = index.files[-1].end_phy_offset
+    if offset >= end or not any(f.entry_count for f in index.files):
         return 0
     located = commitlog.read_record(offset)
     if located is None:
@@ -266,9 +269,12 @@ def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end
     if not sysflag.gets_index_entry(view.sys_flag):
         return 0
     keys = _index_keys(data, view)
-    present = last.trailing_entries_at(offset)
-    if present == last.entry_count and len(index.files) > 1:
-        present += index.files[-2].trailing_entries_at(offset)  # keys split by a rollover
+    present = 0
+    for index_file in reversed(index.files):
+        trailing = index_file.trailing_entries_at(offset)
+        present += trailing
+        if trailing < index_file.entry_count:
+            break  # the message's run of entries starts inside this file
     missing = keys[present:]
     for key in missing:
         current = index.current_file()

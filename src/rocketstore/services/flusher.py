@@ -128,7 +128,9 @@ class Flusher:
         self._thread.start()
 
     def _run(self) -> None:
-        interval = min(self.config.flush_interval_commit_log, self.config.flush_interval_consume_queue)
+        interval = min(
+            self.config.flush_interval_commit_log, self.config.flush_interval_consume_queue
+        )
         while not self._stop.wait(max(interval, 1) / 1000):
             try:
                 self.run_once()

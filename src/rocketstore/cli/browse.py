@@ -1,0 +1,243 @@
+"""Browsing queues with mqadmin's names: printMsg (every queue of a topic) and
+printMsgByQueue (one queue, with per-tag counts).
+
+Layer: cli. Read-only. Messages are pulled through the store's getMessage with a tag
+filter, as a consumer would; time bounds become queue offsets through offset_by_time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import click
+
+from rocketstore.cli.context import (
+    CLI_GROUP,
+    PULL_BATCH,
+    CliContext,
+    queue_bounds,
+    require_queue,
+    require_topic,
+    unit_store_time,
+)
+from rocketstore.cli.progress import Progress, progress
+from rocketstore.cli.render import (
+    body_text,
+    client_msg_id,
+    message_json,
+    message_queue,
+    message_to_string,
+)
+from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
+from rocketstore.format.message import MessageExt
+from rocketstore.status import GetStatus
+from rocketstore.store import MessageStore
+
+# Statuses after which a pull simply continues at next_begin_offset.
+_SKIP = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL)
+
+
+def queue_range(
+    store: MessageStore, topic: str, queue_id: int, begin: int | None, end: int | None
+) -> tuple[int, int]:
+    """[low, high) queue offsets of messages stored within [begin, end] (ms, inclusive)."""
+    low, high = queue_bounds(store, topic, queue_id)
+    if begin is not None:
+        low = max(low, store.offset_by_time(topic, queue_id, begin, "lower"))
+    if end is not None:
+        upper = store.offset_by_time(topic, queue_id, end, "upper")
+        stored = unit_store_time(store, topic, queue_id, upper)
+        # UPPER falls back to the min offset when every message is newer than ``end``.
+        high = min(high, upper + 1 if 0 <= stored <= end else upper)
+    return low, max(low, high)
+
+
+def pull(
+    store: MessageStore,
+    topic: str,
+    queue_id: int,
+    low: int,
+    high: int,
+    tags: str | None,
+    bar: Progress,
+) -> Iterator[MessageExt]:
+    """Messages of one queue in [low, high) matching ``tags``, as a consumer pulls them."""
+    offset = low
+    while offset < high:
+        got = store.get_messages(CLI_GROUP, topic, queue_id, offset, PULL_BATCH, tags)
+        if got.status is GetStatus.FOUND:
+            yield from (m for m in got.messages if m.queue_offset < high)
+        elif got.status not in _SKIP and got.status is not GetStatus.OFFSET_TOO_SMALL:
+            return
+        if got.next_begin_offset <= offset:
+            return
+        bar.advance(min(got.next_begin_offset, high) - offset)
+        offset = got.next_begin_offset
+
+
+def _message_line(message: MessageExt, print_body: bool, charset: str) -> str:
+    shown = body_text(message, charset) if print_body else "NOT PRINT BODY"
+    return f"MSGID: {client_msg_id(message)} {message_to_string(message)} BODY: {shown}"
+
+
+BEGIN_HELP = f"Earliest store time, {HUMAN_FORMAT_HELP}. Example: -b 2024-05-01#00:00:00:000"
+END_HELP = f"Latest store time (inclusive), {HUMAN_FORMAT_HELP}. Example: -e now"
+SUB_HELP = "Tag expression. Example: -s 'created || paid'"
+
+
+@click.command("printMsg", short_help="Every message of a topic, queue by queue.")
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option(
+    "-c",
+    "--charsetName",
+    "charset",
+    default="UTF-8",
+    show_default=True,
+    help="Charset of printed bodies. Example: -c GBK",
+)
+@click.option("-s", "--subExpression", "sub", default="*", show_default=True, help=SUB_HELP)
+@click.option("-b", "--beginTimestamp", "begin", type=TIME, default=None, help=BEGIN_HELP)
+@click.option("-e", "--endTimestamp", "end", type=TIME, default=None, help=END_HELP)
+@click.option(
+    "-d",
+    "--printBody",
+    "print_body",
+    type=click.BOOL,
+    default=True,
+    show_default=True,
+    help="Print bodies (true|false). Example: -d false",
+)
+@click.pass_obj
+def print_msg(
+    ctx: CliContext,
+    topic: str,
+    charset: str,
+    sub: str,
+    begin: int | None,
+    end: int | None,
+    print_body: bool,
+) -> None:
+    """Every message of TOPIC, queue by queue, as mqadmin's printMsg prints them.
+
+    \b
+    Example:
+      rocketstore printMsg -t OrderEvents -s paid -b 2024-05-01#00:00:00:000 -e now -d false
+    """
+    with ctx.open_read_only() as store:
+        ranges = [
+            (queue_id, *queue_range(store, topic, queue_id, begin, end))
+            for queue_id in require_topic(store, topic)
+        ]
+        total = sum(high - low for _, low, high in ranges)
+        with progress(total, "printMsg", streams_stdout=True) as bar:
+            for queue_id, low, high in ranges:
+                if not ctx.as_json:
+                    mq = message_queue(topic, queue_id)
+                    click.echo(f"minOffset={low}, maxOffset={high}, {mq}")
+                for message in pull(store, topic, queue_id, low, high, sub, bar):
+                    if ctx.as_json:
+                        ctx.emit(message_json(message, with_body=print_body))
+                    else:
+                        click.echo(_message_line(message, print_body, charset))
+
+
+@click.command("printMsgByQueue", short_help="One queue: its messages and per-tag counts.")
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option(
+    "-i", "--queueId", "queue_id", type=int, required=True, help="Queue id. Example: -i 0"
+)
+@click.option(
+    "-a",
+    "--brokerName",
+    "broker",
+    default=None,
+    help="Accepted for mqadmin compatibility, ignored offline. Example: -a broker-a",
+)
+@click.option(
+    "-c",
+    "--charsetName",
+    "charset",
+    default="UTF-8",
+    show_default=True,
+    help="Charset of printed bodies. Example: -c GBK",
+)
+@click.option("-s", "--subExpression", "sub", default="*", show_default=True, help=SUB_HELP)
+@click.option("-b", "--beginTimestamp", "begin", type=TIME, default=None, help=BEGIN_HELP)
+@click.option("-e", "--endTimestamp", "end", type=TIME, default=None, help=END_HELP)
+@click.option(
+    "-p",
+    "--print",
+    "print_messages",
+    type=click.BOOL,
+    default=False,
+    show_default=True,
+    help="Print each message (true|false). Example: -p true",
+)
+@click.option(
+    "-d",
+    "--printBody",
+    "print_body",
+    type=click.BOOL,
+    default=False,
+    show_default=True,
+    help="Print bodies when printing messages (true|false). Example: -d true",
+)
+@click.option(
+    "-f",
+    "--calculate",
+    "by_tag",
+    type=click.BOOL,
+    default=False,
+    show_default=True,
+    help="Count messages per tag, most frequent first (true|false). Example: -f true",
+)
+@click.pass_obj
+def print_msg_by_queue(
+    ctx: CliContext,
+    topic: str,
+    queue_id: int,
+    broker: str | None,
+    charset: str,
+    sub: str,
+    begin: int | None,
+    end: int | None,
+    print_messages: bool,
+    print_body: bool,
+    by_tag: bool,
+) -> None:
+    """One queue of TOPIC: its offset range, optionally its messages (-p true) and the
+    number of messages per tag (-f true).
+
+    \b
+    Example:
+      rocketstore printMsgByQueue -t OrderEvents -i 0 -f true
+      rocketstore printMsgByQueue -t OrderEvents -i 0 -p true -d true -s created
+    """
+    counts: Counter[str | None] = Counter()
+    with ctx.open_read_only() as store:
+        require_queue(store, topic, queue_id)
+        low, high = queue_range(store, topic, queue_id, begin, end)
+        if not ctx.as_json:
+            click.echo(f"minOffset={low}, maxOffset={high}, {message_queue(topic, queue_id)}")
+        with progress(high - low, "printMsgByQueue", streams_stdout=print_messages) as bar:
+            for message in pull(store, topic, queue_id, low, high, sub, bar):
+                if by_tag:
+                    counts[message.tags] += 1
+                if not print_messages:
+                    continue
+                if ctx.as_json:
+                    ctx.emit(message_json(message, with_body=print_body))
+                else:
+                    click.echo(_message_line(message, print_body, charset))
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] or ""))
+    for tag, count in ranked:
+        if ctx.as_json:
+            ctx.emit({"tag": tag, "count": count})
+        else:
+            click.echo(f"Tag: {tag if tag is not None else 'null':<30} Count: {count}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(print_msg)
+    group.add_command(print_msg_by_queue)

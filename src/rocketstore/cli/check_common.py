@@ -1,0 +1,85 @@
+"""What ``check`` reports and the record table its parts share.
+
+Layer: cli. Plain data and one numpy helper; no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketstore.cli.scan import CommitLogScan
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: ``path`` (relative to the store root), where in it, and why."""
+
+    area: str  # commitlog | consumequeue | index | checkpoint
+    path: str
+    where: str
+    reason: str
+    offset: int | None = None  # the CommitLog offset concerned, when there is one
+    kind: str = ""  # for CommitLog problems: crc | structure | layout
+
+    def line(self) -> str:
+        return f"{self.path}: {self.where}: {self.reason}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "type": "problem",
+            "area": self.area,
+            "path": self.path,
+            "where": self.where,
+            "offset": self.offset,
+            "kind": self.kind or None,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class RecordTable:
+    """What the queue and index checks need of every readable record, as numpy arrays in
+    CommitLog order (about 40 bytes a record)."""
+
+    offset: I64
+    size: I64
+    queue: I64  # id into ``queue_names``; -1: the record takes no queue entry
+    queue_offset: I64
+    tags_code: I64
+    check_tags: npt.NDArray[np.bool_]
+    queue_names: list[tuple[str, int]]
+    key_offset: I64  # one row per index key: the record's offset ...
+    key_hash: I64  # ... and abs(hashCode(topic#key))
+
+
+@dataclass
+class CheckResult:
+    root: str
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    records: int = 0
+    queue_units: int = 0
+    index_entries: int = 0
+    commit_log_end: int = 0
+    scan: CommitLogScan | None = None
+    # The abort file is there: a writer runs (or crashed), so records it has not dispatched
+    # yet are lag, not damage. After a clean shutdown everything must be dispatched.
+    unclean: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def lookup(sorted_offsets: I64, wanted: I64) -> tuple[I64, npt.NDArray[np.bool_]]:
+    """Index of each ``wanted`` offset in ``sorted_offsets`` and whether it is there."""
+    if len(sorted_offsets) == 0:
+        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+    position = np.searchsorted(sorted_offsets, wanted)
+    clipped = np.minimum(position, len(sorted_offsets) - 1)
+    return clipped.astype(np.int64), sorted_offsets[clipped] == wanted

@@ -1,0 +1,256 @@
+"""``check``'s index part: IndexFiles against their own layout and against the CommitLog.
+
+Layer: cli. Reads ``index/`` with the layout codec (numpy views over the entry table);
+never opens a MessageStore.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable, lookup
+from rocketstore.format import index_layout as layout
+from rocketstore.paths import index_dir, is_index_file_name
+
+ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
+# Per file, at most this many lines for one kind of entry problem (the rest are counted).
+MAX_LINES_PER_KIND = 20
+
+
+def pairs_present(
+    sorted_offset: I64, hash_by_offset: I64, offsets: I64, hashes: I64
+) -> npt.NDArray[np.bool_]:
+    """For each (offset, hash), whether the pair occurs in the table sorted by offset."""
+    if len(sorted_offset) == 0 or len(offsets) == 0:
+        return np.zeros(len(offsets), dtype=bool)
+    low = np.searchsorted(sorted_offset, offsets, side="left")
+    high = np.searchsorted(sorted_offset, offsets, side="right")
+    present = np.zeros(len(offsets), dtype=bool)
+    widest = int((high - low).max())
+    for step in range(widest):
+        candidate = low + step
+        inside = candidate < high
+        clipped = np.minimum(candidate, len(sorted_offset) - 1)
+        present |= inside & (hash_by_offset[clipped] == hashes)
+    return present
+
+
+class IndexCheck:
+    def __init__(
+        self,
+        root: str,
+        table: RecordTable,
+        min_offset: int,
+        data_end: int,
+        result: CheckResult,
+        rel: Callable[[str], str],
+        on_bytes: Callable[[int], None] | None,
+    ):
+        self.directory = index_dir(root)
+        self.table = table
+        self.min_offset = min_offset
+        self.data_end = data_end
+        self.result = result
+        self.rel = rel
+        self.on_bytes = on_bytes
+        order = np.lexsort((table.key_hash, table.key_offset))
+        self.expected_offset = table.key_offset[order]
+        self.expected_hash = table.key_hash[order]
+        self.seen_offset: list[I64] = []
+        self.seen_hash: list[I64] = []
+
+    def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:
+        self.result.problems.append(Problem("index", self.rel(path), where, reason, offset))
+
+    def run(self) -> None:
+        names = []
+        if os.path.isdir(self.directory):
+            names = sorted(n for n in os.listdir(self.directory) if is_index_file_name(n))
+        if not names:
+            if len(self.expected_offset):
+                self.result.notes.append(
+                    "no index files: key queries will find nothing (messageIndexEnable off, "
+                    "or run `rocketstore rebuild --index`)"
+                )
+            return
+        begin = None
+        index_end = -1
+        for name in names:
+            span = self._check_file(os.path.join(self.directory, name))
+            if span is not None:
+                if begin is None:
+                    begin = span[0]
+                index_end = max(index_end, span[1])
+        self._check_records_indexed(begin if begin is not None else 0, index_end)
+
+    def _check_file(self, path: str) -> tuple[int, int] | None:
+        """Check one file; (first, last) CommitLog offsets of its entries, if it has any."""
+        size = os.path.getsize(path)
+        if self.on_bytes is not None:
+            self.on_bytes(size)
+        try:
+            slots, capacity = layout.geometry_from_size(size)
+        except ValueError as e:
+            self._problem(path, "file", str(e))
+            return None
+        with open(path, "rb") as f:
+            header = layout.decode_header(f.read(layout.HEADER_SIZE))
+            count = header.index_count
+            if count < 0 or count > capacity:
+                self._problem(path, "header", f"indexCount {count} outside 0..{capacity}")
+                return None
+            # Only the used part: a full default file is 400 MiB, the newest mostly empty.
+            f.seek(0)
+            data = f.read(layout.entry_position(slots, max(count, 1)))
+        entries_start = layout.entry_position(slots, 0)
+        table = np.frombuffer(data, dtype=ENTRY_DTYPE, count=max(count, 1), offset=entries_start)
+        entries = table[1:count] if count > 1 else table[0:0]
+        self.result.index_entries += len(entries)
+        slot_values = np.frombuffer(data, dtype=">i4", count=slots, offset=layout.HEADER_SIZE)
+        self._check_layout(path, header, slots, max(count, 1), entries, slot_values)
+        if not len(entries):
+            return None
+        offsets = entries["offset"].astype(np.int64)
+        hashes = entries["hash"].astype(np.int64)
+        self.seen_offset.append(offsets)
+        self.seen_hash.append(hashes)
+        self._check_entries_point_to_records(path, offsets, hashes)
+        return int(offsets[0]), int(offsets[-1])
+
+    def _report(
+        self, path: str, numbers: npt.NDArray[np.intp], reason: Callable[[int], str]
+    ) -> None:
+        for i in numbers[:MAX_LINES_PER_KIND]:
+            self._problem(path, f"entry {int(i) + 1}", reason(int(i)))
+        if len(numbers) > MAX_LINES_PER_KIND:
+            self._problem(
+                path, "entries", f"{len(numbers) - MAX_LINES_PER_KIND} more entries like the above"
+            )
+
+    def _check_layout(
+        self,
+        path: str,
+        header: layout.IndexHeader,
+        slots: int,
+        count: int,
+        entries: npt.NDArray[np.void],
+        slot_values: npt.NDArray[np.int32],
+    ) -> None:
+        hashes = entries["hash"].astype(np.int64)
+        prev = entries["prev"].astype(np.int64)
+        numbers = np.arange(1, len(entries) + 1)
+        self._report(path, np.flatnonzero(hashes < 0), lambda i: f"negative key hash {hashes[i]}")
+        self._report(
+            path,
+            np.flatnonzero((prev < 0) | (prev >= numbers)),
+            lambda i: f"prevIndex {prev[i]} is not an earlier entry",
+        )
+        self._report(
+            path,
+            np.flatnonzero(entries["time_diff"] < 0),
+            lambda i: f"negative timeDiff {int(entries['time_diff'][i])}",
+        )
+        slot_of = np.where(hashes >= 0, hashes % slots, -1)
+        chained = np.flatnonzero((prev > 0) & (prev < numbers))
+        wrong_chain = chained[slot_of[chained] != slot_of[prev[chained] - 1]]
+        self._report(
+            path, wrong_chain, lambda i: f"chained to entry {prev[i]}, which is in another slot"
+        )
+        values = slot_values.astype(np.int64)
+        out_of_range = np.flatnonzero((values < 0) | (values >= count))
+        for s in out_of_range[:MAX_LINES_PER_KIND]:
+            self._problem(
+                path, f"slot {int(s)}", f"points to entry {int(values[s])} of {count - 1}"
+            )
+        used = np.flatnonzero((values > 0) & (values < count))
+        misplaced = used[slot_of[values[used] - 1] != used]
+        for s in misplaced[:MAX_LINES_PER_KIND]:
+            self._problem(
+                path, f"slot {int(s)}", f"head entry {int(values[s])} hashes to another slot"
+            )
+        if header.hash_slot_count != len(used):
+            self._problem(
+                path,
+                "header",
+                f"hashSlotCount {header.hash_slot_count}, but {len(used)} slots are in use",
+            )
+        if len(entries):
+            first, last = int(entries["offset"][0]), int(entries["offset"][-1])
+            if header.end_phy_offset != last:
+                self._problem(
+                    path, "header", f"endPhyOffset {header.end_phy_offset}, last entry {last}"
+                )
+            if header.begin_phy_offset not in (first, 0) and header.begin_phy_offset > first:
+                self._problem(
+                    path, "header", f"beginPhyOffset {header.begin_phy_offset}, first entry {first}"
+                )
+
+    def _check_entries_point_to_records(self, path: str, offsets: I64, hashes: I64) -> None:
+        alive = np.flatnonzero(offsets >= self.min_offset)
+        _, is_record = lookup(self.table.offset, offsets[alive])
+        no_record = alive[~is_record]
+
+        def describe(i: int) -> str:
+            offset = int(offsets[i])
+            if offset >= self.data_end:
+                return f"points to offset {offset}, past the end of the CommitLog ({self.data_end})"
+            return f"points to offset {offset}, where no record starts"
+
+        self._report(path, no_record, describe)
+        with_record = alive[is_record]
+        present = pairs_present(
+            self.expected_offset, self.expected_hash, offsets[with_record], hashes[with_record]
+        )
+        self._report(
+            path,
+            with_record[~present],
+            lambda i: (
+                f"key hash {int(hashes[i])} matches no key of the record at {int(offsets[i])}"
+            ),
+        )
+
+    def _check_records_indexed(self, begin: int, index_end: int) -> None:
+        """CommitLog -> index: every key of every record since the first indexed one."""
+        if not self.seen_offset:
+            return
+        seen_offset = np.concatenate(self.seen_offset)
+        seen_hash = np.concatenate(self.seen_hash)
+        order = np.lexsort((seen_hash, seen_offset))
+        seen_offset, seen_hash = seen_offset[order], seen_hash[order]
+        upper = index_end if self.result.unclean else np.iinfo(np.int64).max
+        window = (self.expected_offset >= max(begin, self.min_offset)) & (
+            self.expected_offset <= upper
+        )
+        candidates = np.flatnonzero(window)
+        present = pairs_present(
+            seen_offset, seen_hash, self.expected_offset[candidates], self.expected_hash[candidates]
+        )
+        missing = candidates[~present]
+        lag = int(np.count_nonzero(self.expected_offset > upper))
+        if lag:
+            self.result.notes.append(
+                f"{lag} key(s) of records after offset {index_end} are not indexed yet "
+                "(dispatch lag: a running writer or the next writer's recovery adds them)"
+            )
+        if not len(missing):
+            return
+        missing_offsets = np.unique(self.expected_offset[missing])
+        for offset in missing_offsets[:MAX_LINES_PER_KIND]:
+            keys = int(np.count_nonzero(self.expected_offset[missing] == offset))
+            self._problem(
+                self.directory,
+                f"offset {int(offset)}",
+                f"{keys} key(s) of the record at {int(offset)} are not in the index",
+                int(offset),
+            )
+        if len(missing_offsets) > MAX_LINES_PER_KIND:
+            self._problem(
+                self.directory,
+                "records",
+                f"{len(missing_offsets) - MAX_LINES_PER_KIND} more records with keys missing "
+                "from the index",
+            )

@@ -1,0 +1,393 @@
+"""``check``'s engine: read every file of a store with the format codecs and list what is
+wrong, one ``Problem`` per finding, instead of raising.
+
+Layer: cli. Never opens a MessageStore and never takes the writer lock. What it verifies:
+
+* CommitLog: every record's size, magic, field lengths, PHYSICALOFFSET and body CRC; file
+  names, sizes and END_OF_FILE blanks; no garbage after the end of data (:mod:`.scan`).
+* queue -> CommitLog: every live unit points at a record that starts there, with that size,
+  topic, queue id, QUEUEOFFSET and tagsCode; units end cleanly (zeros after the last one).
+* CommitLog -> queue: every record that takes a queue entry has its unit.
+* index -> CommitLog: every live entry points at a record start, and its hash is the hash of
+  one of that record's ``topic#key`` strings; slots and chains stay inside the file.
+* CommitLog -> index: every key of every record is in the index.
+
+Records past the furthest point the queues (or the index) reached are not problems but
+*dispatch lag* when the ``abort`` file shows a writer running (or crashed): it, or the next
+writer's recovery, dispatches them. After a clean shutdown they are problems.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable, lookup
+from rocketstore.cli.check_index import IndexCheck
+from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_files
+from rocketstore.format import properties as props
+from rocketstore.format import record as rec
+from rocketstore.format import sysflag
+from rocketstore.format.checkpoint import CHECKPOINT_FILE_SIZE, decode_checkpoint
+from rocketstore.format.javahash import index_key_hash_many, tags_code
+from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
+from rocketstore.paths import ABORT_FILE, CHECKPOINT_FILE, CONSUME_QUEUE_DIR, SCHEDULE_TOPIC
+
+BLANK_FILL_SIZE = 0x7FFFFFFF
+
+
+class _RecordCollector:
+    def __init__(self) -> None:
+        self.offset = array("q")
+        self.size = array("q")
+        self.queue = array("q")
+        self.queue_offset = array("q")
+        self.tags_code = array("q")
+        self.check_tags = array("b")
+        self.queue_ids: dict[tuple[str, int], int] = {}
+        self.key_offset = array("q")
+        self.key_hash = array("q")
+        self._pending_keys: list[str] = []
+
+    def add(self, buf: bytes, view: rec.RecordView) -> None:
+        properties = rec.record_properties(buf, view)
+        self.offset.append(view.physical_offset)
+        self.size.append(view.size)
+        if sysflag.gets_queue_entry(view.sys_flag):
+            name = (view.topic, view.queue_id)
+            self.queue.append(self.queue_ids.setdefault(name, len(self.queue_ids)))
+        else:
+            self.queue.append(-1)
+        self.queue_offset.append(view.queue_offset)
+        # SCHEDULE_TOPIC units carry the delivery time, not a tags hash.
+        scheduled = view.topic == SCHEDULE_TOPIC and props.DELAY in properties
+        self.check_tags.append(0 if scheduled else 1)
+        self.tags_code.append(0 if scheduled else tags_code(properties.get(props.TAGS)))
+        if sysflag.gets_index_entry(view.sys_flag):
+            keys: list[str] = []
+            if properties.get(props.UNIQ_KEY):
+                keys.append(f"{view.topic}#{properties[props.UNIQ_KEY]}")
+            keys.extend(f"{view.topic}#{k}" for k in props.split_keys(properties.get(props.KEYS)))
+            for key in keys:
+                self.key_offset.append(view.physical_offset)
+                self._pending_keys.append(key)
+            if len(self._pending_keys) >= 65536:
+                self._hash_pending()
+
+    def _hash_pending(self) -> None:
+        if self._pending_keys:
+            self.key_hash.extend(int(h) for h in index_key_hash_many(self._pending_keys))
+            self._pending_keys = []
+
+    def table(self) -> RecordTable:
+        self._hash_pending()
+        names = sorted(self.queue_ids, key=self.queue_ids.__getitem__)
+        return RecordTable(
+            offset=np.frombuffer(self.offset, dtype=np.int64).copy(),
+            size=np.frombuffer(self.size, dtype=np.int64).copy(),
+            queue=np.frombuffer(self.queue, dtype=np.int64).copy(),
+            queue_offset=np.frombuffer(self.queue_offset, dtype=np.int64).copy(),
+            tags_code=np.frombuffer(self.tags_code, dtype=np.int64).copy(),
+            check_tags=np.frombuffer(self.check_tags, dtype=np.int8).astype(bool),
+            queue_names=names,
+            key_offset=np.frombuffer(self.key_offset, dtype=np.int64).copy(),
+            key_hash=np.frombuffer(self.key_hash, dtype=np.int64).copy(),
+        )
+
+
+def check_store(
+    root: str, *, on_bytes: Callable[[int], None] | None = None, lock_held: bool = False
+) -> CheckResult:
+    """Check every file of the store at ``root``; see the module docstring.
+
+    With ``lock_held`` (repair) no writer can be running, so nothing counts as in flight.
+    """
+    abort = os.path.exists(os.path.join(root, ABORT_FILE))
+    result = CheckResult(root, unclean=abort and not lock_held)
+    rel = _relative(root)
+    scan = CommitLogScan(root, check_crc=True, on_bytes=on_bytes)
+    result.scan = scan
+    collector = _RecordCollector()
+    for record in scan.records():
+        collector.add(record.buf, record.view)
+    table = collector.table()
+    for issue in scan.issues:
+        if result.unclean and _maybe_in_flight(scan, issue):
+            result.notes.append(
+                f"{rel(issue.path)}: offset {issue.offset}: {issue.reason} - at the very end "
+                "of the data while a writer may be appending (the abort file is there); "
+                "recovery drops it if it is still there after a crash"
+            )
+            continue
+        result.problems.append(
+            Problem(
+                "commitlog",
+                rel(issue.path),
+                f"offset {issue.offset} (position {issue.position})",
+                issue.reason,
+                issue.offset,
+                issue.kind,
+            )
+        )
+    result.records = scan.records_seen
+    result.commit_log_end = scan.data_end
+    min_offset = scan.min_offset
+    queue_check = _QueueCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes)
+    queue_check.run()
+    IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes).run()
+    _check_checkpoint(root, result, rel)
+    return result
+
+
+def _maybe_in_flight(scan: CommitLogScan, issue: ScanIssue) -> bool:
+    """A torn last record or a tail still being written, as a running writer leaves them."""
+    if issue.kind == "structure":
+        return issue is scan.first_structure_issue and not scan.records_after_structure_issue
+    return issue.kind == "crc" and issue.offset == scan.last_record_offset
+
+
+def _relative(root: str) -> Callable[[str], str]:
+    def rel(path: str) -> str:
+        return os.path.relpath(path, root)
+
+    return rel
+
+
+class _QueueCheck:
+    def __init__(
+        self,
+        root: str,
+        table: RecordTable,
+        min_offset: int,
+        data_end: int,
+        result: CheckResult,
+        rel: Callable[[str], str],
+        on_bytes: Callable[[int], None] | None,
+    ):
+        self.base = os.path.join(root, CONSUME_QUEUE_DIR)
+        self.table = table
+        self.min_offset = min_offset
+        self.data_end = data_end
+        self.result = result
+        self.rel = rel
+        self.on_bytes = on_bytes
+        self.queue_index = {name: i for i, name in enumerate(table.queue_names)}
+        # Units per queue after the forward pass: (first queue offset, unit offsets).
+        self.loaded: dict[int, tuple[int, I64]] = {}
+        self.dispatched_end = -1
+
+    def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:
+        self.result.problems.append(Problem("consumequeue", self.rel(path), where, reason, offset))
+
+    def queue_dirs(self) -> list[tuple[str, int, str]]:
+        found: list[tuple[str, int, str]] = []
+        if not os.path.isdir(self.base):
+            return found
+        for topic in sorted(os.listdir(self.base)):
+            topic_dir = os.path.join(self.base, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in sorted(os.listdir(topic_dir)):
+                if qid.isdigit() and os.path.isdir(os.path.join(topic_dir, qid)):
+                    found.append((topic, int(qid), os.path.join(topic_dir, qid)))
+        return found
+
+    def run(self) -> None:
+        for topic, queue_id, directory in self.queue_dirs():
+            self._check_queue(topic, queue_id, directory)
+        self._check_records_have_units()
+
+    def _load(self, directory: str, files: list[DataFile]) -> tuple[int, I64, I64, I64]:
+        """(first queue offset, offsets, sizes, tags codes) of the queue's live units."""
+        size = files[0].size
+        if size % CQ_UNIT_SIZE:
+            self._problem(files[0].path, "file", f"size {size} is not a multiple of 20")
+        chunks: list[npt.NDArray[np.void]] = []
+        first_queue_offset = files[0].start // CQ_UNIT_SIZE
+        for i, f in enumerate(files):
+            if i and f.start != files[i - 1].end:
+                self._problem(f.path, "file", f"gap: expected {files[i - 1].end:020d} here")
+                break
+            if f.size != size:
+                self._problem(f.path, "file", f"file is {f.size} bytes, the first file {size}")
+                break
+            with open(f.path, "rb") as handle:
+                data = handle.read()
+            if self.on_bytes is not None:
+                self.on_bytes(len(data))
+            chunks.append(decode_units(data))
+        units = np.concatenate(chunks) if chunks else decode_units(b"")
+        offsets = units["offset"].astype(np.int64)
+        sizes = units["size"].astype(np.int64)
+        codes = units["tags_code"].astype(np.int64)
+        head = 0
+        blank = (offsets == 0) & (sizes == BLANK_FILL_SIZE) & (codes == 0)
+        while head < len(units) and blank[head]:
+            head += 1
+        valid = (offsets >= 0) & (sizes > 0) & ~blank
+        bad = np.flatnonzero(~valid[head:])
+        end = head + int(bad[0]) if len(bad) else len(units)
+        tail = units[end:]
+        if len(tail) and (
+            np.any(tail["offset"]) or np.any(tail["size"]) or np.any(tail["tags_code"])
+        ):
+            q = first_queue_offset + end
+            self._problem(
+                _file_of(files, q * CQ_UNIT_SIZE),
+                f"queue offset {q}",
+                "the units end here but non-zero bytes follow",
+            )
+        live = slice(head, end)
+        return first_queue_offset + head, offsets[live], sizes[live], codes[live]
+
+    def _check_queue(self, topic: str, queue_id: int, directory: str) -> None:
+        files = offset_files(directory)
+        if not files:
+            return
+        first, offsets, sizes, codes = self._load(directory, files)
+        self.result.queue_units += len(offsets)
+        key = self.queue_index.get((topic, queue_id), -2)
+        self.loaded[key] = (first, offsets)
+        if len(offsets):
+            self.dispatched_end = max(self.dispatched_end, int(offsets[-1] + sizes[-1]))
+        table = self.table
+        alive = offsets >= self.min_offset
+        expired = int(np.count_nonzero(~alive))
+        if expired:
+            self.result.notes.append(
+                f"{topic}-{queue_id}: {expired} units point below the CommitLog's first "
+                f"offset {self.min_offset} (expired, normal after retention)"
+            )
+        where_q = np.flatnonzero(alive)
+        index, found = lookup(table.offset, offsets[where_q])
+        for j in np.flatnonzero(~found):
+            q = int(where_q[j])
+            self._unit_problem(files, first + q, int(offsets[q]), self._no_record(int(offsets[q])))
+        for j in np.flatnonzero(found):
+            q = int(where_q[j])
+            r = int(index[j])
+            reason = self._mismatch(q, r, key, first, int(sizes[q]), int(codes[q]))
+            if reason:
+                self._unit_problem(files, first + q, int(offsets[q]), reason)
+
+    def _no_record(self, offset: int) -> str:
+        if offset >= self.data_end:
+            return f"points to offset {offset}, past the end of the CommitLog ({self.data_end})"
+        return f"points to offset {offset}, where no record starts"
+
+    def _mismatch(self, q: int, r: int, key: int, first: int, size: int, code: int) -> str:
+        table = self.table
+        offset = int(table.offset[r])
+        if int(table.size[r]) != size:
+            return f"size {size}, but the record at {offset} is {int(table.size[r])} bytes"
+        if int(table.queue[r]) != key:
+            owner = int(table.queue[r])
+            name = "no queue" if owner < 0 else "{}-{}".format(*table.queue_names[owner])
+            return f"points to the record at {offset}, which belongs to {name}"
+        if int(table.queue_offset[r]) != first + q:
+            actual = int(table.queue_offset[r])
+            return f"points to the record at {offset}, whose QUEUEOFFSET is {actual}"
+        if table.check_tags[r] and int(table.tags_code[r]) != code:
+            return f"tagsCode {code}, but the record at {offset} gives {int(table.tags_code[r])}"
+        return ""
+
+    def _unit_problem(
+        self, files: list[DataFile], queue_offset: int, offset: int, reason: str
+    ) -> None:
+        position = queue_offset * CQ_UNIT_SIZE
+        path = _file_of(files, position)
+        where = f"queue offset {queue_offset} (position {position % files[0].size})"
+        self._problem(path, where, reason, offset)
+
+    def _check_records_have_units(self) -> None:
+        """CommitLog -> queue: one line per queue for the records without a unit."""
+        table = self.table
+        takes = np.flatnonzero(table.queue >= 0)
+        if not len(takes):
+            return
+        order = takes[np.argsort(table.queue[takes], kind="stable")]
+        keys = table.queue[order]
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        lag_records = 0
+        groups = sorted(np.split(order, bounds), key=lambda g: table.queue_names[table.queue[g[0]]])
+        for group in groups:
+            key = int(table.queue[group[0]])
+            topic, queue_id = table.queue_names[key]
+            first, unit_offsets = self.loaded.get(key, (0, np.zeros(0, dtype=np.int64)))
+            rec_offsets = table.offset[group]
+            rec_q = table.queue_offset[group]
+            slot = rec_q - first
+            present = (slot >= 0) & (slot < len(unit_offsets))
+            before = slot < 0
+            points_elsewhere = np.zeros(len(group), dtype=bool)
+            points_elsewhere[present] = unit_offsets[slot[present]] != rec_offsets[present]
+            missing = ~present & ~before
+            lagging = missing & (rec_offsets >= self.dispatched_end) & self.result.unclean
+            lag_records += int(np.count_nonzero(lagging))
+            missing &= ~lagging
+            directory = os.path.join(self.base, topic, str(queue_id))
+            if np.any(missing):
+                where = np.flatnonzero(missing)
+                first_missing = int(rec_offsets[where[0]])
+                self._problem(
+                    directory,
+                    f"queue offset {int(rec_q[where[0]])}",
+                    f"{len(where)} record(s) of {topic}-{queue_id} have no unit "
+                    f"(the first at offset {first_missing}, the last at "
+                    f"{int(rec_offsets[where[-1]])})",
+                    first_missing,
+                )
+            for i in np.flatnonzero(points_elsewhere)[:20]:
+                self._problem(
+                    directory,
+                    f"queue offset {int(rec_q[i])}",
+                    f"the record at {int(rec_offsets[i])} has this QUEUEOFFSET, but the unit "
+                    f"points to {int(unit_offsets[slot[i]])}",
+                    int(rec_offsets[i]),
+                )
+        if lag_records:
+            self.result.notes.append(
+                f"{lag_records} record(s) after offset {max(self.dispatched_end, 0)} are not in "
+                "the consume queues yet (dispatch lag: a running writer or the next writer's "
+                "recovery adds them)"
+            )
+
+
+def _file_of(files: list[DataFile], position: int) -> str:
+    for f in files:
+        if f.start <= position < f.end:
+            return f.path
+    return files[-1].path
+
+
+def _check_checkpoint(root: str, result: CheckResult, rel: Callable[[str], str]) -> None:
+    path = os.path.join(root, CHECKPOINT_FILE)
+    if os.path.exists(os.path.join(root, ABORT_FILE)):
+        result.notes.append(
+            "abort file present: a writer is running, or the last one did not shut down "
+            "cleanly (its recovery re-checks the newest files)"
+        )
+    if not os.path.exists(path):
+        result.notes.append("no checkpoint file (a new store, or one never flushed)")
+        return
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) != CHECKPOINT_FILE_SIZE:
+        result.problems.append(
+            Problem(
+                "checkpoint",
+                rel(path),
+                "file",
+                f"checkpoint is {len(data)} bytes, expected {CHECKPOINT_FILE_SIZE}",
+            )
+        )
+        return
+    value = decode_checkpoint(data)
+    if min(value.physic_msg_timestamp, value.logics_msg_timestamp, value.index_msg_timestamp) < 0:
+        result.problems.append(
+            Problem("checkpoint", rel(path), "file", f"negative timestamp in {value}")
+        )

@@ -1,0 +1,147 @@
+"""Topic and queue commands with mqadmin's names: topicList, topicStatus, queryCq.
+
+Layer: cli. Read-only: never takes the writer lock.
+"""
+
+from __future__ import annotations
+
+import click
+
+from rocketstore.cli.context import (
+    BROKER_NAME,
+    CliContext,
+    CliError,
+    queue_bounds,
+    require_queue,
+    require_topic,
+    unit_store_time,
+)
+from rocketstore.cli.timeparse import format_time
+from rocketstore.format import record as rec
+
+
+@click.command("topicList", short_help="The topics in the store.")
+@click.pass_obj
+def topic_list(ctx: CliContext) -> None:
+    """Every topic that has a consume queue, one per line (--json adds the queue ids).
+
+    \b
+    Example:
+      rocketstore --store /var/rocketmq/store topicList
+    """
+    with ctx.open_read_only() as store:
+        topics = store.topics()
+    for topic, queue_ids in topics.items():
+        if ctx.as_json:
+            ctx.emit({"topic": topic, "queueIds": queue_ids})
+        else:
+            click.echo(topic)
+
+
+@click.command("topicStatus", short_help="Min and max offset and last update of each queue.")
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.pass_obj
+def topic_status(ctx: CliContext, topic: str) -> None:
+    """Per queue of TOPIC: min offset, max offset and the store time of the newest message.
+
+    \b
+    Example:
+      rocketstore topicStatus -t OrderEvents
+    """
+    with ctx.open_read_only() as store:
+        rows = []
+        for queue_id in require_topic(store, topic):
+            low, high = queue_bounds(store, topic, queue_id)
+            last = unit_store_time(store, topic, queue_id, high - 1) if high > low else -1
+            rows.append((queue_id, low, high, max(last, 0)))
+    if ctx.as_json:
+        for queue_id, low, high, last in rows:
+            ctx.emit(
+                {
+                    "brokerName": BROKER_NAME,
+                    "topic": topic,
+                    "queueId": queue_id,
+                    "minOffset": low,
+                    "maxOffset": high,
+                    "lastUpdateTimestamp": last,
+                }
+            )
+        return
+    line = "{:<32}  {:<4}  {:<20}  {:<20}    {}"
+    click.echo(line.format("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"))
+    for queue_id, low, high, last in rows:
+        shown = format_time(last) if last else ""
+        click.echo(line.format(BROKER_NAME, queue_id, low, high, shown))
+
+
+@click.command("queryCq", short_help="Raw consume-queue units and the records they point to.")
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option("-q", "--queue", "queue_id", type=int, required=True, help="Queue id. Example: -q 0")
+@click.option(
+    "-i",
+    "--index",
+    "start",
+    type=int,
+    default=None,
+    help="First queue offset to show [default: the queue's min offset]. Example: -i 100",
+)
+@click.option(
+    "-c",
+    "--count",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="How many units. Example: -c 50",
+)
+@click.pass_obj
+def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, count: int) -> None:
+    """Raw consume-queue units (CommitLog offset, size, tagsCode) and the record each
+    points to (offsetMsgId, or NOT FOUND when no record with that size starts there).
+
+    \b
+    Example:
+      rocketstore queryCq -t OrderEvents -q 0 -i 0 -c 5
+    """
+    with ctx.open_read_only() as store:
+        require_queue(store, topic, queue_id)
+        low, high = queue_bounds(store, topic, queue_id)
+        first = low if start is None else start
+        if not low <= first < high:
+            valid = f"valid offsets are {low}..{high - 1}" if high > low else "the queue is empty"
+            raise CliError(f"queue offset {first} is out of range for {topic}-{queue_id} ({valid})")
+        queue = store.queues[(topic, queue_id)]
+        if not ctx.as_json:
+            click.echo(f"Queue data: \nmax: {high}, min: {low}")
+        for queue_offset in range(first, min(high, first + count)):
+            unit = queue.unit(queue_offset)
+            if unit is None:
+                continue
+            located = store.commitlog.read_record(unit.commit_log_offset) if unit.is_valid else None
+            message = rec.to_message_ext(*located, read_body=False) if located else None
+            found = message is not None and message.size == unit.size
+            msg_id = message.msg_id if message is not None and found else None
+            if ctx.as_json:
+                ctx.emit(
+                    {
+                        "topic": topic,
+                        "queueId": queue_id,
+                        "queueOffset": queue_offset,
+                        "physicOffset": unit.commit_log_offset,
+                        "physicSize": unit.size,
+                        "tagsCode": unit.tags_code,
+                        "msgId": msg_id,
+                        "tags": message.tags if message is not None and found else None,
+                    }
+                )
+                continue
+            click.echo(
+                f"ConsumeQueueData{{queueOffset={queue_offset}, "
+                f"physicOffset={unit.commit_log_offset}, physicSize={unit.size}, "
+                f"tagsCode={unit.tags_code}, extendDataJson='null', bitMap='null', "
+                f"eval=false, msg='{msg_id or 'NOT FOUND'}'}}"
+            )
+
+
+def register(group: click.Group) -> None:
+    for command in (topic_list, topic_status, query_cq):
+        group.add_command(command)

@@ -1,0 +1,221 @@
+"""Rebuilding consume queues and index from the CommitLog, and cutting a corrupt CommitLog
+tail: the writing half of ``rebuild`` and ``check --repair``.
+
+Layer: cli. The rebuild itself is the engine's recovery: the old ``consumequeue/`` and
+``index/`` are moved into a temporary directory inside the store root, the store is opened
+as a writer (with no queues and no index, recovery dispatches every record again from the
+CommitLog's start) and closed; the old directories are deleted only when that succeeded,
+and put back otherwise. Body CRCs are not checked during a rebuild, so a record with a bad
+body is kept (``check`` reports it) rather than cutting off everything after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from rocketstore.config import StoreConfig
+from rocketstore.errors import StoreLockedError
+from rocketstore.files.lock import DirectoryLock
+from rocketstore.format.index_layout import geometry_from_size
+from rocketstore.paths import (
+    COMMITLOG_DIR,
+    CONSUME_QUEUE_DIR,
+    INDEX_DIR,
+    is_index_file_name,
+    is_offset_file_name,
+)
+from rocketstore.store import MessageStore
+
+ZERO_CHUNK = bytes(1 << 20)
+ASIDE_PREFIX = ".rebuild-"
+
+
+@dataclass
+class RebuildOutcome:
+    rebuilt_queues: bool = True
+    rebuilt_index: bool = True
+    queues: int = 0
+    queue_units: int = 0
+    index_files: int = 0
+    index_entries: int = 0
+    redispatched_records: int = 0
+    commit_log_min: int = 0
+    commit_log_end: int = 0
+    truncated_bytes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class CutOutcome:
+    offset: int
+    cleared_bytes: int  # from the cut to the last non-zero byte, now zeros
+    removed_files: list[str]
+
+
+def cut_commitlog(root: str, offset: int) -> CutOutcome:
+    """Zero the CommitLog from ``offset`` to the end of its file and delete later files.
+
+    The file holding ``offset`` is kept (zeroed from there), so the store keeps its first
+    offset even when the cut is at the start of the first file. Only chunks that hold data
+    are written, so a sparse, pre-sized file stays sparse. The caller holds the lock.
+    """
+    directory = os.path.join(root, COMMITLOG_DIR)
+    names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
+    cleared = 0
+    removed: list[str] = []
+    for name in names:
+        path = os.path.join(directory, name)
+        start, size = int(name), os.path.getsize(path)
+        if start + size <= offset:
+            continue
+        if start > offset:
+            os.remove(path)
+            removed.append(name)
+            continue
+        with open(path, "r+b") as f:
+            position = first = offset - start
+            data_end = first
+            while position < size:
+                f.seek(position)
+                chunk = f.read(min(len(ZERO_CHUNK), size - position))
+                if chunk.strip(b"\0"):
+                    data_end = position + len(chunk.rstrip(b"\0"))
+                    f.seek(position)
+                    f.write(ZERO_CHUNK[: len(chunk)])
+                position += len(chunk)
+            cleared += data_end - first
+            f.flush()
+            os.fsync(f.fileno())
+    return CutOutcome(offset, cleared, removed)
+
+
+class Rebuild:
+    """Set ``consumequeue/`` and/or ``index/`` aside, then rebuild them with the engine.
+
+    ``prepare`` runs while the caller holds the writer lock; ``run`` opens the store as the
+    writer (which takes the lock itself) and ``finish``/``restore`` clean up.
+    """
+
+    def __init__(self, root: str, *, queues: bool, index: bool):
+        self.root = root
+        # Both are always rebuilt (a re-dispatch writes both); the one not asked for is put
+        # back afterwards, so it stays byte for byte as it was.
+        self.names = [CONSUME_QUEUE_DIR, INDEX_DIR]
+        self.keep = [
+            name for name, wanted in ((CONSUME_QUEUE_DIR, queues), (INDEX_DIR, index)) if not wanted
+        ]
+        self.aside = ""
+        self.moved: list[str] = []
+
+    def prepare(self) -> None:
+        self.aside = tempfile.mkdtemp(prefix=ASIDE_PREFIX, dir=self.root)
+        for name in self.names:
+            source = os.path.join(self.root, name)
+            if os.path.exists(source):
+                os.rename(source, os.path.join(self.aside, name))
+                self.moved.append(name)
+
+    def geometry(self) -> dict[str, int]:
+        """File sizes of the set-aside queues and index, so the rebuilt files match them
+        (the engine adopts sizes from existing files only, and these are moved away)."""
+        sizes: dict[str, int] = {}
+        queue_base = os.path.join(self.aside, CONSUME_QUEUE_DIR)
+        for directory, _dirs, names in os.walk(queue_base):
+            found = [n for n in names if is_offset_file_name(n)]
+            if found:
+                size = os.path.getsize(os.path.join(directory, found[0]))
+                sizes["mapped_file_size_consume_queue"] = size
+                break
+        index_base = os.path.join(self.aside, INDEX_DIR)
+        if os.path.isdir(index_base):
+            names = sorted(n for n in os.listdir(index_base) if is_index_file_name(n))
+            if names:
+                size = os.path.getsize(os.path.join(index_base, names[-1]))
+                with contextlib.suppress(ValueError):
+                    slots, entries = geometry_from_size(size)
+                    sizes["max_hash_slot_num"] = slots
+                    sizes["max_index_num"] = entries
+        return sizes
+
+    def run(self) -> RebuildOutcome:
+        started = time.monotonic()
+        config = StoreConfig().replace(check_crc_on_recover=False, **self.geometry())
+        with MessageStore.open(self.root, config) as store:
+            report = store.recovery_report
+            outcome = RebuildOutcome(
+                rebuilt_queues=CONSUME_QUEUE_DIR not in self.keep,
+                rebuilt_index=INDEX_DIR not in self.keep,
+                redispatched_records=report.redispatched_records,
+                commit_log_min=max(store.min_commit_log_offset(), 0),
+                commit_log_end=store.max_commit_log_offset(),
+                truncated_bytes=report.truncated_bytes,
+            )
+            for topic, queue_ids in store.topics().items():
+                for queue_id in queue_ids:
+                    outcome.queues += 1
+                    outcome.queue_units += store.max_offset(topic, queue_id) - store.min_offset(
+                        topic, queue_id
+                    )
+            outcome.index_files = len(store.index.files)
+            outcome.index_entries = sum(f.entry_count for f in store.index.files)
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def finish(self) -> None:
+        """Keep the rebuilt directories (put back the ones not asked for) and clean up."""
+        for name in self.keep:
+            rebuilt = os.path.join(self.root, name)
+            if os.path.isdir(rebuilt):
+                shutil.rmtree(rebuilt)
+            if name in self.moved:
+                os.rename(os.path.join(self.aside, name), rebuilt)
+        shutil.rmtree(self.aside, ignore_errors=True)
+
+    def restore(self) -> None:
+        """Put the old directories back (after a failed rebuild)."""
+        for name in self.moved:
+            current = os.path.join(self.root, name)
+            if os.path.isdir(current):
+                shutil.rmtree(current)
+            elif os.path.exists(current):
+                os.remove(current)
+            os.rename(os.path.join(self.aside, name), current)
+        shutil.rmtree(self.aside, ignore_errors=True)
+
+
+def held_lock(root: str) -> DirectoryLock:
+    """Take the writer lock (StoreLockedError while a writer or a broker runs)."""
+    lock = DirectoryLock(root)
+    lock.acquire()
+    return lock
+
+
+def rebuild(root: str, *, queues: bool, index: bool, lock: DirectoryLock) -> RebuildOutcome:
+    """Rebuild under ``lock`` (held by the caller, released here before the engine takes
+    it again: the engine offers no way to hand a held lock over)."""
+    job = Rebuild(root, queues=queues, index=index)
+    try:
+        job.prepare()
+    except BaseException:
+        job.restore()
+        lock.release()
+        raise
+    lock.release()
+    try:
+        outcome = job.run()
+    except StoreLockedError as e:
+        # Another writer took the store between our lock and the engine's: it owns the
+        # directories now, so nothing is moved back under its feet.
+        raise StoreLockedError(
+            f"{e}; it was opened during the rebuild: the old directories are kept in {job.aside}"
+        ) from e
+    except BaseException:
+        job.restore()
+        raise
+    job.finish()
+    return outcome

@@ -1,0 +1,168 @@
+"""How messages are shown: mqadmin's ``%-20s %s`` block (queryMsgById and friends), the
+``MessageExt.toString()`` line of printMsg, and the JSON object ``--json`` prints instead.
+
+Layer: cli. Formatting only: no store access. The block and the JSON object carry the same
+fields (OffsetID = msgId, Tags, Keys, Queue ID, Queue Offset, CommitLog Offset, Reconsume
+Times, Born/Store Timestamp and Host, System Flag, Properties, body or body path).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from rocketstore.cli.context import BROKER_NAME
+from rocketstore.cli.timeparse import format_time
+from rocketstore.format import sysflag
+from rocketstore.format.message import MessageExt
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Compression types in SYSFLAG bits 8-10 (RocketMQ 5.x); 4.x clients leave 0 = zlib.
+_ZLIB_TYPES = (0, 3)
+
+
+@dataclass(frozen=True)
+class BodyOptions:
+    """How a message body is shown: decoded with ``charset`` or written under ``body_dir``."""
+
+    charset: str = "UTF-8"
+    body_dir: str | None = None
+
+
+def body_options(func: F) -> F:
+    """Add ``-f/--bodyFormat`` and ``--body-dir`` to a command (kwargs body_format, body_dir)."""
+    func = click.option(
+        "--body-dir",
+        "body_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Write each body to DIR/<msgId> and print its path instead of the body "
+        "(mqadmin writes to /tmp/rocketmq/msgbodys). Example: --body-dir /tmp/bodies",
+    )(func)
+    func = click.option(
+        "-f",
+        "--bodyFormat",
+        "body_format",
+        default="UTF-8",
+        show_default=True,
+        help="Charset the body is printed in. Example: -f GBK",
+    )(func)
+    return func
+
+
+def make_body_options(body_format: str, body_dir: str | None) -> BodyOptions:
+    try:
+        codecs.lookup(body_format)
+    except LookupError as e:
+        raise click.BadParameter(f"unknown charset {body_format!r}", param_hint="-f") from e
+    return BodyOptions(charset=body_format, body_dir=body_dir)
+
+
+def readable_body(message: MessageExt) -> bytes:
+    """The body as the producer meant it: zlib-compressed bodies are inflated for display
+    (the store keeps them as sent); anything that does not inflate is shown as stored."""
+    body = message.body or b""
+    if message.sys_flag & sysflag.COMPRESSED_FLAG:
+        kind = (message.sys_flag & sysflag.COMPRESSION_TYPE_MASK) >> 8
+        if kind in _ZLIB_TYPES:
+            try:
+                return zlib.decompress(body)
+            except zlib.error:
+                return body
+    return body
+
+
+def body_text(message: MessageExt, charset: str) -> str:
+    return readable_body(message).decode(charset, errors="replace")
+
+
+def write_body(message: MessageExt, body_dir: str) -> str:
+    os.makedirs(body_dir, exist_ok=True)
+    path = os.path.join(body_dir, message.msg_id)
+    with open(path, "wb") as f:
+        f.write(readable_body(message))
+    return path
+
+
+def java_map(properties: Mapping[str, str]) -> str:
+    """``{KEYS=order-1, TAGS=paid}``: a Java Map's toString, in stored order."""
+    return "{" + ", ".join(f"{k}={v}" for k, v in properties.items()) + "}"
+
+
+def java_str(value: str | None) -> str:
+    return "null" if value is None else value
+
+
+def message_block(message: MessageExt, body: BodyOptions) -> list[str]:
+    """mqadmin's queryMsgById block, one ``%-20s %s`` line per field."""
+    rows: list[tuple[str, object]] = [
+        ("OffsetID:", message.msg_id),
+        ("Topic:", message.topic),
+        ("Tags:", f"[{java_str(message.tags)}]"),
+        ("Keys:", f"[{java_str(message.keys)}]"),
+        ("Queue ID:", message.queue_id),
+        ("Queue Offset:", message.queue_offset),
+        ("CommitLog Offset:", message.commit_log_offset),
+        ("Reconsume Times:", message.reconsume_times),
+        ("Born Timestamp:", format_time(message.born_timestamp)),
+        ("Store Timestamp:", format_time(message.store_timestamp)),
+        ("Born Host:", message.born_host),
+        ("Store Host:", message.store_host),
+        ("System Flag:", message.sys_flag),
+        ("Properties:", java_map(message.properties)),
+    ]
+    if body.body_dir is not None:
+        rows.append(("Message Body Path:", write_body(message, body.body_dir)))
+    else:
+        rows.append(("Message Body:", body_text(message, body.charset)))
+    return [f"{name:<20} {value}" for name, value in rows]
+
+
+def message_json(
+    message: MessageExt, body: BodyOptions | None = None, *, with_body: bool = True
+) -> dict[str, Any]:
+    """The block's fields as JSON (times in epoch ms, the body base64 as stored)."""
+    obj: dict[str, Any] = dict(message.to_dict())
+    obj["magicCode"] = message.magic_code & 0xFFFFFFFF
+    if not with_body:
+        obj["body"] = None
+    elif body is not None and body.body_dir is not None:
+        obj["bodyPath"] = write_body(message, body.body_dir)
+    return obj
+
+
+def message_to_string(message: MessageExt) -> str:
+    """RocketMQ 4.9's ``MessageExt.toString()`` (the body shown by length, not byte by byte)."""
+    body_len = len(message.body) if message.body is not None else 0
+    inner = (
+        f"Message{{topic='{message.topic}', flag={message.flag}, "
+        f"properties={java_map(message.properties)}, body=[{body_len} bytes], "
+        f"transactionId='null'}}"
+    )
+    return (
+        f"MessageExt [brokerName={BROKER_NAME}, queueId={message.queue_id}, "
+        f"storeSize={message.size}, queueOffset={message.queue_offset}, "
+        f"sysFlag={message.sys_flag}, bornTimestamp={message.born_timestamp}, "
+        f"bornHost=/{message.born_host}, storeTimestamp={message.store_timestamp}, "
+        f"storeHost=/{message.store_host}, msgId={message.msg_id}, "
+        f"commitLogOffset={message.commit_log_offset}, bodyCRC={message.body_crc}, "
+        f"reconsumeTimes={message.reconsume_times}, "
+        f"preparedTransactionOffset={message.prepared_transaction_offset}, "
+        f"toString()={inner}]"
+    )
+
+
+def client_msg_id(message: MessageExt) -> str:
+    """What a RocketMQ client calls the msgId: the UNIQ_KEY, else the offsetMsgId."""
+    return message.uniq_key or message.msg_id
+
+
+def message_queue(topic: str, queue_id: int) -> str:
+    return f"MessageQueue [topic={topic}, brokerName={BROKER_NAME}, queueId={queue_id}]"

@@ -1,0 +1,305 @@
+"""Lock-free, record-by-record reading of a store's CommitLog with the format codecs.
+
+Layer: cli (used by check, check --repair, rebuild, dump and export). Reads the files
+directly, never through a MessageStore, so it sees exactly what is on disk: it takes no
+lock, validates every record (size, magic, field lengths, PHYSICALOFFSET, body CRC) and
+reports what it cannot read as ``ScanIssue`` values instead of raising. File sizes come from
+the files, so it works on a copy of any broker's store.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import cast
+
+from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.format import record as rec
+from rocketstore.format.crc import masked_crc32
+from rocketstore.paths import COMMITLOG_DIR, is_offset_file_name
+
+_ZEROS = bytes(1 << 20)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file named by its 20-digit start offset."""
+
+    path: str
+    start: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+def offset_files(directory: str) -> list[DataFile]:
+    """The 20-digit-named files of ``directory`` in offset order (empty if none)."""
+    if not os.path.isdir(directory):
+        return []
+    names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
+    result = []
+    for name in names:
+        path = os.path.join(directory, name)
+        result.append(DataFile(path, int(name), os.path.getsize(path)))
+    return result
+
+
+@dataclass(frozen=True)
+class ScanIssue:
+    """Something wrong in the CommitLog. ``kind``: ``crc`` (a record whose body does not
+    match its CRC: readable, but recovery with CRC checks stops there), ``structure``
+    (nothing after it in that file can be read) or ``layout`` (file names and sizes)."""
+
+    path: str
+    offset: int
+    position: int
+    reason: str
+    kind: str
+    # Where ``check --repair`` would cut the CommitLog to drop this issue (None: layout).
+    cut_at: int | None = None
+
+
+@dataclass
+class ScannedRecord:
+    """A record found by the scan. ``buf`` is the file's mapping: valid only until the
+    iteration moves on (copy what you keep: ``rec.to_message_ext`` does)."""
+
+    offset: int
+    buf: bytes
+    view: rec.RecordView
+    crc_ok: bool
+
+
+def is_zero(buf: bytes, start: int, end: int) -> bool:
+    """True when ``buf[start:end]`` holds only zero bytes (compared a megabyte at a time)."""
+    position = start
+    while position < end:
+        step = min(len(_ZEROS), end - position)
+        if buf[position : position + step] != _ZEROS[:step]:
+            return False
+        position += step
+    return True
+
+
+def first_nonzero(buf: bytes, start: int, end: int) -> int | None:
+    position = start
+    while position < end:
+        step = min(len(_ZEROS), end - position)
+        chunk = buf[position : position + step]
+        if chunk != _ZEROS[:step]:
+            return position + (len(chunk) - len(chunk.lstrip(b"\0")))
+        position += step
+    return None
+
+
+class CommitLogScan:
+    """Walk the CommitLog from its first file (or the file holding ``start``) to the end of
+    data or ``end``; ``records()`` yields every readable record, ``issues`` collects the rest.
+
+    After the walk: ``data_end`` is the offset after the last readable record, and
+    ``records_after_structure_issue`` tells whether readable data follows the first
+    structural issue (if not, that issue is a corrupt *tail*).
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        check_crc: bool = True,
+        start: int | None = None,
+        end: int | None = None,
+        on_bytes: Callable[[int], None] | None = None,
+    ):
+        self.root = root
+        self.directory = os.path.join(root, COMMITLOG_DIR)
+        self.files = offset_files(self.directory)
+        self.check_crc = check_crc
+        self.start = start
+        self.end = end
+        self.on_bytes = on_bytes
+        self.issues: list[ScanIssue] = []
+        self.records_seen = 0
+        self.data_end = self.files[0].start if self.files else 0
+        self.first_structure_issue: ScanIssue | None = None
+        self.records_after_structure_issue = False
+        self.last_record_offset: int | None = None
+        self._open_end: tuple[DataFile, int] | None = None
+
+    @property
+    def file_size(self) -> int:
+        return self.files[0].size if self.files else 0
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start if self.files else 0
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def _issue(
+        self, f: DataFile, position: int, reason: str, kind: str, cut_at: int | None = None
+    ) -> None:
+        if cut_at is None and kind != "layout":
+            cut_at = f.start + position
+        issue = ScanIssue(f.path, f.start + position, position, reason, kind, cut_at)
+        self.issues.append(issue)
+        if kind == "structure" and self.first_structure_issue is None:
+            self.first_structure_issue = issue
+
+    def _check_layout(self) -> None:
+        if not self.files:
+            return
+        size = self.files[0].size
+        for previous, current in zip(self.files, self.files[1:], strict=False):
+            if current.start != previous.end:
+                self._issue(
+                    previous,
+                    previous.size,
+                    f"gap: the next file is {current.name}, expected {previous.end:020d}",
+                    "layout",
+                )
+        for f in self.files:
+            if f.size != size:
+                self._issue(f, 0, f"file is {f.size} bytes, the first file {size}", "layout")
+            elif f.start % size:
+                self._issue(
+                    f, 0, f"start offset is not a multiple of the file size {size}", "layout"
+                )
+
+    def records(self) -> Iterator[ScannedRecord]:
+        self._check_layout()
+        for f in self.files:
+            if self.end is not None and f.start >= self.end:
+                break
+            if self.start is not None and f.end <= self.start:
+                self._progress(f.size)
+                continue
+            if f.size == 0:
+                self._issue(f, 0, "empty file", "layout")
+                continue
+            yield from self._scan_file(f)
+
+    def _progress(self, amount: int) -> None:
+        if self.on_bytes is not None and amount > 0:
+            self.on_bytes(amount)
+
+    def _scan_file(self, f: DataFile) -> Iterator[ScannedRecord]:
+        with open(f.path, "rb") as handle:
+            mapping = mmap.mmap(handle.fileno(), f.size, access=mmap.ACCESS_READ)
+        try:
+            # mmap reads like bytes (slicing copies), so no buffer export outlives the map.
+            yield from self._scan_buffer(f, cast(bytes, mapping))
+        finally:
+            mapping.close()
+
+    def _scan_buffer(self, f: DataFile, buf: bytes) -> Iterator[ScannedRecord]:
+        position = 0
+        reported = 0
+        size = f.size
+        while position < size:
+            offset = f.start + position
+            if self.end is not None and offset >= self.end:
+                break
+            if position + rec.END_FILE_MIN_BLANK_LENGTH > size:
+                if not is_zero(buf, position, size):
+                    self._issue(
+                        f, position, "non-zero bytes in the last 8 bytes of the file", "structure"
+                    )
+                break
+            try:
+                found = rec.read_record(buf, position)
+            except (CorruptDataError, IncompleteDataError) as e:
+                self._stopped(f, buf, position, e)
+                break
+            if isinstance(found, rec.Blank):
+                if found.remaining != size - position:
+                    self._issue(
+                        f,
+                        position,
+                        f"END_OF_FILE blank says {found.remaining} bytes remain, "
+                        f"{size - position} do",
+                        "structure",
+                    )
+                break
+            if found.physical_offset != offset:
+                self._issue(
+                    f,
+                    position,
+                    f"stale record: its PHYSICALOFFSET is {found.physical_offset}",
+                    "structure",
+                )
+                break
+            after = position + found.size
+            if after != size and size - after < rec.END_FILE_MIN_BLANK_LENGTH:
+                self._issue(
+                    f, position, "record leaves less than 8 bytes before the file end", "structure"
+                )
+                break
+            crc_ok = True
+            wanted = self.start is None or offset >= self.start
+            if wanted and self.check_crc and found.body_length > 0 and found.body_crc != 0:
+                body = buf[found.body_position : found.body_position + found.body_length]
+                actual = masked_crc32(body)
+                if actual != found.body_crc:
+                    crc_ok = False
+                    self._issue(
+                        f,
+                        position,
+                        f"body CRC mismatch: stored {found.body_crc}, computed {actual}",
+                        "crc",
+                    )
+            self._saw_record(offset)
+            if wanted:
+                yield ScannedRecord(offset, buf, found, crc_ok)
+            self.data_end = f.start + after
+            position = after
+            if position - reported >= 1 << 20:
+                self._progress(position - reported)
+                reported = position
+        self._progress(size - reported)
+
+    def _saw_record(self, offset: int) -> None:
+        self.records_seen += 1
+        self.last_record_offset = offset
+        if self.first_structure_issue is not None:
+            self.records_after_structure_issue = True
+        if self._open_end is not None:
+            f, position = self._open_end
+            self._open_end = None
+            self._issue(
+                f,
+                position,
+                "data stops here without an END_OF_FILE blank, but later files hold records",
+                "structure",
+            )
+
+    def _stopped(self, f: DataFile, buf: bytes, position: int, error: Exception) -> None:
+        """A record could not be read at ``position``: end of data (zeros) or corruption.
+
+        As in recovery, zeros where the next header would be mean the data ends there;
+        anything else is an unreadable record."""
+        header_end = min(position + rec.END_FILE_MIN_BLANK_LENGTH, f.size)
+        if not is_zero(buf, position, header_end):
+            reason = error.reason if isinstance(error, CorruptDataError) else str(error)
+            self._issue(f, position, f"unreadable record: {reason}", "structure")
+            return
+        garbage = first_nonzero(buf, header_end, f.size)
+        if garbage is None:
+            self._open_end = (f, position)  # fine if no later file holds records
+            return
+        self._issue(
+            f,
+            garbage,
+            f"non-zero bytes after the end of data (which is at offset {f.start + position})",
+            "structure",
+            cut_at=f.start + position,
+        )

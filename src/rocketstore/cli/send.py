@@ -1,0 +1,119 @@
+"""``sendMessage``: put one message into the store as a RocketMQ producer would send it.
+
+Layer: cli. The only message command that writes: it takes the writer lock, so it fails
+with one clear line while another writer (or a broker) has the store open.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from rocketstore.cli.context import BROKER_NAME, CliContext, CliError
+from rocketstore.format import properties as props
+from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.message import Message
+from rocketstore.paths import TOPIC_PATTERN
+from rocketstore.uniq_keys import UniqKeyGenerator, local_ip
+
+MAX_TOPIC_LENGTH = 127
+
+
+def _producer_properties(tags: str | None, keys: str | None, uniq_key: str) -> dict[str, str]:
+    """What a 4.9 client puts (TAGS, KEYS, WAIT, UNIQ_KEY), in the order the broker writes
+    them: the iteration order of the ``HashMap`` it decodes them into."""
+    given: dict[str, str] = {}
+    if tags:
+        given[props.TAGS] = tags
+    if keys:
+        given[props.KEYS] = keys
+    given[props.WAIT] = "true"
+    given[props.UNIQ_KEY] = uniq_key
+    return {name: given[name] for name in java_hashmap_order(given)}
+
+
+def _born_host() -> str:
+    ip = local_ip()
+    return f"[{ip}]:0" if ":" in ip else f"{ip}:0"
+
+
+@click.command("sendMessage", short_help="Append one message (takes the writer lock).")
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option("-p", "--body", required=True, help="Body (UTF-8 text). Example: -p '{\"id\": 7}'")
+@click.option("-k", "--keys", default=None, help="KEYS, space separated. Example: -k order-7")
+@click.option("-c", "--tags", default=None, help="TAGS. Example: -c created")
+@click.option(
+    "-i",
+    "--qid",
+    "queue_id",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Queue id. Example: -i 3",
+)
+@click.option(
+    "-b",
+    "--broker",
+    default=None,
+    help="Accepted for mqadmin compatibility, ignored offline. Example: -b broker-a",
+)
+@click.pass_obj
+def send_message(
+    ctx: CliContext,
+    topic: str,
+    body: str,
+    keys: str | None,
+    tags: str | None,
+    queue_id: int,
+    broker: str | None,
+) -> None:
+    """Append one message (takes the writer lock; creates the store if DIR does not exist).
+
+    A UNIQ_KEY is generated as a RocketMQ client does (ip, pid, time, counter); it is the
+    #MsgId printed, and queryMsgByUniqueKey finds the message by it.
+
+    \b
+    Example:
+      rocketstore sendMessage -t OrderEvents -p '{"id": 7}' -k order-7 -c created -i 1
+    """
+    if len(topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.match(topic):
+        raise CliError(
+            f"illegal topic {topic!r}: use up to {MAX_TOPIC_LENGTH} of the characters "
+            "a-z A-Z 0-9 _ - % |"
+        )
+    uniq_key = UniqKeyGenerator().next()
+    message = Message(
+        topic,
+        body.encode("utf-8"),
+        queue_id=queue_id,
+        properties=_producer_properties(tags, keys, uniq_key),
+        born_timestamp=time.time_ns() // 1_000_000,
+        born_host=_born_host(),
+    )
+    with ctx.open_writer() as store:
+        result = store.put(message)
+        if not result.status.ok:
+            raise CliError(f"send failed: {result.status.name}")
+    if ctx.as_json:
+        ctx.emit(
+            {
+                "brokerName": BROKER_NAME,
+                "queueId": queue_id,
+                "sendStatus": "SEND_OK",
+                "putStatus": result.status.name,
+                "msgId": uniq_key,
+                "offsetMsgId": result.msg_id,
+                "queueOffset": result.queue_offset,
+                "commitLogOffset": result.commit_log_offset,
+                "storeTimestamp": result.store_timestamp,
+            }
+        )
+        return
+    row = "{:<32}  {:<4}  {:<20}    {:<32}  {}"
+    click.echo(row.format("#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"))
+    click.echo(row.format(BROKER_NAME, queue_id, "SEND_OK", uniq_key, result.msg_id))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(send_message)

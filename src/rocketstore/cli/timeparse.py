@@ -1,0 +1,66 @@
+"""Times on the command line: epoch milliseconds, ``now``, or mqadmin's
+``yyyy-MM-dd#HH:mm:ss:SSS`` in local time; and the way mqadmin prints them
+(``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS``, local time).
+
+Layer: cli. Pure string work plus the local clock for ``now``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import time
+from typing import Any
+
+import click
+
+_HUMAN = re.compile(r"^(\d{4})-(\d{2})-(\d{2})#(\d{2}):(\d{2}):(\d{2}):(\d{3})$")
+HUMAN_FORMAT_HELP = "epoch ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS (local time)"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds from ``text``; ValueError with the reason if it is neither form."""
+    value = text.strip()
+    if value.lower() == "now":
+        return now_ms()
+    if value.lstrip("-").isdigit():
+        return int(value)
+    match = _HUMAN.match(value)
+    if match is None:
+        raise ValueError(f"{text!r} is not {HUMAN_FORMAT_HELP}")
+    year, month, day, hour, minute, second, millis = (int(g) for g in match.groups())
+    try:
+        moment = _dt.datetime(year, month, day, hour, minute, second)
+    except ValueError as e:
+        raise ValueError(f"{text!r}: {e}") from e
+    return int(moment.timestamp()) * 1000 + millis
+
+
+def format_time(epoch_ms: int) -> str:
+    """``2024-05-01 10:00:00,123`` in local time, as mqadmin prints store times."""
+    try:
+        moment = _dt.datetime.fromtimestamp(epoch_ms / 1000)
+    except (OverflowError, OSError, ValueError):
+        return str(epoch_ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + f",{epoch_ms % 1000:03d}"
+
+
+class TimeParam(click.ParamType):  # type: ignore[type-arg]
+    """A click option type accepting every form :func:`parse_time` does."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_time(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+TIME = TimeParam()

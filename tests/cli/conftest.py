@@ -1,0 +1,35 @@
+"""Fixtures for the CLI tests (helpers live in cli_helpers.py)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+# The test modules import their helpers as a top-level module from this directory.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from cli_helpers import Run, build_store, run_cli
+
+
+@pytest.fixture(scope="session")
+def template_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template") / "store"
+    build_store(root)
+    return root
+
+
+@pytest.fixture
+def store(template_store: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the template store for one test (tests may damage it)."""
+    root = tmp_path / "store"
+    shutil.copytree(template_store, root)
+    return root
+
+
+@pytest.fixture
+def cli() -> Callable[..., Run]:
+    return run_cli

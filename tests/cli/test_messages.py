@@ -1,0 +1,244 @@
+"""queryMsgByKey, queryMsgById, queryMsgByUniqueKey, queryMsgByOffset, decodeMessageId and
+sendMessage through the real console script."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cli_helpers import BASE_MS, BORN_MS, TAGS, Run, body_of, topic_of, uniq_of
+
+from rocketstore import MessageStore
+from rocketstore.format.message_id import offset_msg_id
+
+Cli = Callable[..., Run]
+
+
+def expected_fields(i: int, offset: int) -> dict[str, Any]:
+    """What the JSON object of message ``i`` must say, field by field."""
+    return {
+        "msgId": offset_msg_id("127.0.0.1:10911", offset),
+        "topic": topic_of(i),
+        "tags": TAGS[i % 3],
+        "keys": f"order-{i} cust-{i % 7}",
+        "uniqKey": uniq_of(i),
+        "queueId": i % 4,
+        "commitLogOffset": offset,
+        "reconsumeTimes": 0,
+        "bornTimestamp": BORN_MS + i,
+        "storeTimestamp": BASE_MS + i * 1000,
+        "bornHost": "10.1.2.3:40000",
+        "storeHost": "127.0.0.1:10911",
+        "sysFlag": 0,
+        "flag": 0,
+        "preparedTransactionOffset": 0,
+        "properties": {
+            "TAGS": TAGS[i % 3],
+            "KEYS": f"order-{i} cust-{i % 7}",
+            "UNIQ_KEY": uniq_of(i),
+        },
+        "body": base64.b64encode(body_of(i)).decode(),
+    }
+
+
+def offset_of(store: Path, i: int) -> tuple[int, int]:
+    """(CommitLog offset, queue offset) of message ``i``, via the library."""
+    with MessageStore.open(store, read_only=True) as s:
+        (found,) = s.query_by_unique_key(topic_of(i), uniq_of(i))
+        return found.commit_log_offset, found.queue_offset
+
+
+def test_query_by_key_table_and_json(store: Path, cli: Cli) -> None:
+    table = cli("--store", store, "queryMsgByKey", "-t", "OrderEvents", "-k", "order-5")
+    assert table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert lines[0].split() == ["#Message", "ID", "#QID", "#Offset"]
+    offset, queue_offset = offset_of(store, 5)
+    assert lines[1].split() == [offset_msg_id("127.0.0.1:10911", offset), "1", str(queue_offset)]
+
+    as_json = cli("--store", store, "--json", "queryMsgByKey", "-t", "OrderEvents", "-k", "order-5")
+    (obj,) = as_json.json_lines()
+    for name, value in expected_fields(5, offset).items():
+        assert obj[name] == value, name
+    assert obj["queueOffset"] == queue_offset
+
+
+def test_query_by_key_time_window_and_max(store: Path, cli: Cli) -> None:
+    # cust-3 is on messages 3, 10, 17, ...; OrderEvents only (i % 3 != 0).
+    everything = cli(
+        "--store", store, "--json", "queryMsgByKey", "-t", "OrderEvents", "-k", "cust-3"
+    )
+    all_ids = [o["uniqKey"] for o in everything.json_lines()]
+    assert len(all_ids) == 64  # mqadmin's default maxNum
+    window = cli(
+        "--store", store, "--json", "queryMsgByKey", "-t", "OrderEvents", "-k", "cust-3",
+        "-b", str(BASE_MS + 10_000), "-e", "2023-11-14#22:13:50:000", "-m", "10",
+    )  # fmt: skip
+    got = sorted(int(o["uniqKey"][8:], 16) for o in window.json_lines())
+    # stored at BASE + i s: i in [10, 30], i % 7 == 3 and i % 3 != 0
+    assert got == [i for i in range(10, 31) if i % 7 == 3 and i % 3 != 0]
+    few = cli(
+        "--store", store, "--json", "queryMsgByKey", "-t", "OrderEvents", "-k", "cust-3", "-m", "2"
+    )
+    assert len(few.json_lines()) == 2
+
+
+def test_query_by_id_block_shows_every_field(store: Path, cli: Cli) -> None:
+    offset, queue_offset = offset_of(store, 7)
+    msg_id = offset_msg_id("127.0.0.1:10911", offset)
+    run = cli("--store", store, "queryMsgById", "-i", msg_id)
+    assert run.code == 0, run.err
+    block = dict((line[:20].strip(), line[21:]) for line in run.out.splitlines() if line.strip())
+    assert block == {
+        "OffsetID:": msg_id,
+        "Topic:": "OrderEvents",
+        "Tags:": "[paid]",
+        "Keys:": "[order-7 cust-0]",
+        "Queue ID:": "3",
+        "Queue Offset:": str(queue_offset),
+        "CommitLog Offset:": str(offset),
+        "Reconsume Times:": "0",
+        "Born Timestamp:": "2023-11-14 22:13:19,007",
+        "Store Timestamp:": "2023-11-14 22:13:27,000",
+        "Born Host:": "10.1.2.3:40000",
+        "Store Host:": "127.0.0.1:10911",
+        "System Flag:": "0",
+        "Properties:": f"{{TAGS=paid, KEYS=order-7 cust-0, UNIQ_KEY={uniq_of(7)}}}",
+        "Message Body:": body_of(7).decode(),
+    }
+
+
+def test_query_by_id_list_json_and_body_dir(store: Path, cli: Cli, tmp_path: Path) -> None:
+    ids = [offset_msg_id("127.0.0.1:10911", offset_of(store, i)[0]) for i in (1, 2, 3)]
+    bodies = tmp_path / "bodies"
+    run = cli("--store", store, "--json", "queryMsgById", "-i", ",".join(ids), "--body-dir", bodies)
+    assert run.code == 0, run.err
+    objs = run.json_lines()
+    assert [o["msgId"] for o in objs] == ids
+    for i, obj in zip((1, 2, 3), objs, strict=True):
+        assert obj["uniqKey"] == uniq_of(i)
+        assert Path(obj["bodyPath"]).read_bytes() == body_of(i)
+    text = cli("--store", store, "queryMsgById", "-i", ids[0], "--body-dir", bodies)
+    assert f"Message Body Path:   {bodies / ids[0]}" in text.out
+
+
+def test_query_by_id_not_found_and_malformed(store: Path, cli: Cli) -> None:
+    offset, _ = offset_of(store, 1)
+    good = offset_msg_id("127.0.0.1:10911", offset)
+    missing = offset_msg_id("127.0.0.1:10911", offset + 1)
+    run = cli("--store", store, "queryMsgById", "-i", f"{good},{missing}")
+    assert run.code == 1
+    assert "OffsetID:" in run.out  # the one found is still printed
+    assert run.err.startswith(f"rocketstore: error: Message not found: {missing}")
+    assert len(run.err.strip().splitlines()) == 1
+    bad = cli("--store", store, "queryMsgById", "-i", "XYZ")
+    assert bad.code == 1
+    assert bad.err.startswith("rocketstore: error: malformed offsetMsgId")
+    assert "Traceback" not in bad.err
+
+
+def test_query_by_id_falls_back_to_unique_key_with_topic(store: Path, cli: Cli) -> None:
+    run = cli("--store", store, "--json", "queryMsgById", "-i", uniq_of(8), "-t", "OrderEvents")
+    assert run.code == 0, run.err
+    assert run.json_lines()[0]["uniqKey"] == uniq_of(8)
+
+
+def test_query_by_unique_key(store: Path, cli: Cli) -> None:
+    run = cli("--store", store, "--json", "queryMsgByUniqueKey", "-t", "Payments", "-i", uniq_of(9))
+    assert run.code == 0, run.err
+    (obj,) = run.json_lines()
+    assert obj["topic"] == "Payments"
+    assert obj["storeTimestamp"] == BASE_MS + 9000
+    text = cli("--store", store, "queryMsgByUniqueKey", "-t", "Payments", "-i", uniq_of(9), "-a")
+    assert "Topic:               Payments" in text.out
+    wrong_topic = cli(
+        "--store", store, "queryMsgByUniqueKey", "-t", "OrderEvents", "-i", uniq_of(9)
+    )
+    assert wrong_topic.code == 1
+    assert "Message not found" in wrong_topic.err
+
+
+def test_query_by_offset(store: Path, cli: Cli) -> None:
+    run = cli(
+        "--store", store, "--json", "queryMsgByOffset", "-t", "Payments", "-i", "0", "-o", "2"
+    )
+    assert run.code == 0, run.err
+    (obj,) = run.json_lines()
+    # Payments queue 0 holds i % 3 == 0 and i % 4 == 0: 0, 12, 24, ...
+    assert (obj["queueId"], obj["queueOffset"], obj["uniqKey"]) == (0, 2, uniq_of(24))
+    out_of_range = cli(
+        "--store", store, "queryMsgByOffset", "-t", "Payments", "-i", "0", "-o", "999"
+    )
+    assert out_of_range.code == 1
+    assert out_of_range.err == (
+        "rocketstore: error: queue offset 999 is out of range for Payments-0 "
+        "(valid offsets are 0..74)\n"
+    )
+    no_queue = cli("--store", store, "queryMsgByOffset", "-t", "Payments", "-i", "7", "-o", "0")
+    assert (
+        no_queue.err == "rocketstore: error: topic 'Payments' has no queue 7 (queues: 0, 1, 2, 3)\n"
+    )
+
+
+def test_decode_message_id_both_ways(cli: Cli, tmp_path: Path) -> None:
+    # No store needed. 0A010203 = 10.1.2.3, pid 0x1F9A, then the class-loader hash,
+    # then ms since the month start (0x05265C00 = 86,400,000: one day) and the counter.
+    uniq = "0A0102031F9A00000000" + "05265C00" + "0001"
+    run = cli("--store", tmp_path / "none", "--json", "decodeMessageId", "-i", uniq)
+    assert run.code == 0, run.err
+    (obj,) = run.json_lines()
+    assert obj["uniqKey"]["ip"] == "10.1.2.3"
+    assert obj["uniqKey"]["pid"] == 0x1F9A
+    assert obj["uniqKey"]["timestamp"] % 86_400_000 == 0
+    assert obj["offsetMsgId"] == {
+        "storeHost": "10.1.2.3:530186240",
+        "commitLogOffset": 0x05265C000001,
+    }
+    text = cli("decodeMessageId", "-i", uniq)
+    assert "ip=10.1.2.3 pid=8090" in text.out
+    assert f"commitLogOffset={0x05265C000001}" in text.out
+    bad = cli("decodeMessageId", "-i", "1234")
+    assert bad.code == 1
+    assert bad.err.startswith("rocketstore: error: malformed message id")
+
+
+def test_send_message_then_find_it(store: Path, cli: Cli) -> None:
+    run = cli(
+        "--store", store, "--json", "sendMessage", "-t", "NewTopic", "-p", "hello",
+        "-k", "k1 k2", "-c", "tagA", "-i", "2",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    (sent,) = run.json_lines()
+    assert (sent["sendStatus"], sent["queueId"], sent["queueOffset"]) == ("SEND_OK", 2, 0)
+    assert len(sent["msgId"]) == 32
+    found = cli(
+        "--store", store, "--json", "queryMsgByUniqueKey", "-t", "NewTopic", "-i", sent["msgId"]
+    )
+    (obj,) = found.json_lines()
+    assert base64.b64decode(obj["body"]) == b"hello"
+    assert (obj["tags"], obj["keys"], obj["msgId"]) == ("tagA", "k1 k2", sent["offsetMsgId"])
+    assert obj["properties"]["WAIT"] == "true"
+    by_key = cli("--store", store, "--json", "queryMsgByKey", "-t", "NewTopic", "-k", "k2")
+    assert [o["uniqKey"] for o in by_key.json_lines()] == [sent["msgId"]]
+    table = cli("--store", store, "sendMessage", "-t", "NewTopic", "-p", "again")
+    assert table.out.split()[:5] == ["#Broker", "Name", "#QID", "#Send", "Result"]
+    assert "SEND_OK" in table.out
+
+
+def test_send_message_creates_a_store_but_refuses_other_directories(
+    cli: Cli, tmp_path: Path
+) -> None:
+    fresh = tmp_path / "fresh"
+    assert cli("--store", fresh, "sendMessage", "-t", "T", "-p", "x").code == 0
+    assert cli("--store", fresh, "topicList").out == "T\n"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    refused = cli("--store", other, "sendMessage", "-t", "T", "-p", "x")
+    assert refused.code == 1
+    assert "is not a store directory" in refused.err
+    illegal = cli("--store", fresh, "sendMessage", "-t", "bad topic!", "-p", "x")
+    assert illegal.code == 1
+    assert illegal.err.startswith("rocketstore: error: illegal topic")
