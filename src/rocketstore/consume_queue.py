@@ -254,35 +254,65 @@ class ConsumeQueue:
         else:
             self.max_physic_offset = -1
 
-    def truncate_dirty_read_only(
-        self, commit_log_end: int, record_exists: Callable[[int], bool]
-    ) -> None:
-        """Read-only openers: the readable end is the last unit that is valid, points below
-        ``commit_log_end`` and whose record really sits there (a writer may be mid-append)."""
+    def refresh_read_only(
+        self, commit_log_end: int, record_exists: Callable[[int], bool], *, full: bool
+    ) -> int:
+        """Read-only openers: extend the readable end over units a writer has added.
+
+        A unit counts once it is valid, its record lies below ``commit_log_end`` and the
+        record really sits there (the newest unit may be mid-write). ``full`` rescans from
+        the third-last file (on open). Returns the number of new units, or -1 when the
+        queue's first file is new (its min offset must be corrected).
+        """
         files = self.files.files
-        end_position = 0
-        for mapped in files:
-            units = decode_units(mapped.read(0, self.file_size))
-            ok = (units["offset"] >= 0) & (units["size"] > 0)
-            ok &= (units["offset"] + units["size"]) <= commit_log_end
-            bad = (~ok).nonzero()[0]
-            count = int(bad[0]) if len(bad) else len(units)
-            # The newest unit may be torn: check it against its record.
-            while count > 0:
-                last = units[count - 1]
-                if last["size"] == 0x7FFFFFFF or record_exists(int(last["offset"])):
-                    break
-                count -= 1
-            mapped.wrote_position = count * CQ_UNIT_SIZE
-            end_position = mapped.file_from_offset + mapped.wrote_position
-            if count < len(units):
-                break
-        kept = [m for m in files if m.file_from_offset <= end_position]
-        self.files.files = kept
-        if kept:
-            last_unit = self.last_unit()
-            if last_unit is not None:
-                self.max_physic_offset = last_unit.commit_log_offset + last_unit.size
+        if not files:
+            return 0
+        first_start = files[0].file_from_offset
+        new_first = first_start != self._ro_first_start
+        full = full or self._ro_first_start == -1
+        self._ro_first_start = first_start
+        if full:
+            index = max(0, len(files) - 3)
+            for mapped in files[:index]:
+                mapped.wrote_position = self.file_size
+            for mapped in files[index:]:
+                mapped.wrote_position = 0
+        else:
+            index = next(
+                (i for i, mapped in enumerate(files) if mapped.wrote_position < self.file_size),
+                len(files),
+            )
+        added = 0
+        window = 4096 * CQ_UNIT_SIZE
+        while index < len(files):
+            mapped = files[index]
+            while mapped.wrote_position < self.file_size:
+                start = mapped.wrote_position
+                probe = decode_unit(mapped.read(start, CQ_UNIT_SIZE))
+                if not probe.is_valid or probe.commit_log_offset + probe.size > commit_log_end:
+                    return -1 if new_first else added  # nothing new: the common case
+                units = decode_units(mapped.read(start, min(window, self.file_size - start)))
+                ok = (units["offset"] >= 0) & (units["size"] > 0)
+                ok &= (units["offset"] + units["size"]) <= commit_log_end
+                bad = (~ok).nonzero()[0]
+                count = int(bad[0]) if len(bad) else len(units)
+                while count > 0:  # the newest unit may be torn: check its record
+                    last = units[count - 1]
+                    if last["size"] == 0x7FFFFFFF or record_exists(int(last["offset"])):
+                        break
+                    count -= 1
+                if count:
+                    last = units[count - 1]
+                    if last["size"] != 0x7FFFFFFF:
+                        self.max_physic_offset = int(last["offset"]) + int(last["size"])
+                mapped.wrote_position = start + count * CQ_UNIT_SIZE
+                added += count
+                if count < len(units):
+                    return -1 if new_first else added
+            index += 1
+        return -1 if new_first else added
+
+    _ro_first_start = -1
 
     def correct_min_offset(self, min_commit_log_offset: int) -> None:
         """Move the min offset to the first unit whose record is still in the CommitLog."""

@@ -400,7 +400,7 @@ class IndexService:
         """Index one dispatched record (spec 4.4); the file is got or created first, for
         every record, as RocketMQ's IndexService does."""
         current = self.current_file()
-        if record.commit_log_offset < current.end_phy_offset:
+        if self._already_indexed(record.commit_log_offset, current):
             return
         if not sysflag.gets_index_entry(record.sys_flag):
             return
@@ -408,6 +408,15 @@ class IndexService:
             current = self._put(current, f"{record.topic}#{record.uniq_key}", record)
         for key in split_keys(record.keys):
             current = self._put(current, f"{record.topic}#{key}", record)
+
+    def _already_indexed(self, offset: int, current: IndexFile) -> bool:
+        """RocketMQ skips records below the index's end offset. A record *at* the end was
+        indexed whole by the call that set it (or completed by recovery), so it is skipped
+        too: re-dispatch after a crash must not add its keys a second time."""
+        end = current.end_phy_offset
+        if offset < end:
+            return True
+        return offset == end and any(f.entry_count for f in reversed(self.files))
 
     def _put(
         self, current: IndexFile, key: str, record: DispatchedKeys, key_hash: int | None = None
@@ -429,9 +438,9 @@ class IndexService:
         for record in records:
             current = self.current_file()
             count = (1 if record.uniq_key else 0) + len(split_keys(record.keys))
-            if record.commit_log_offset < current.end_phy_offset or not sysflag.gets_index_entry(
-                record.sys_flag
-            ):
+            if self._already_indexed(
+                record.commit_log_offset, current
+            ) or not sysflag.gets_index_entry(record.sys_flag):
                 cursor += count
                 continue
             for i in range(cursor, cursor + count):

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -206,20 +207,26 @@ class MessageStore:
         self._refresh_read_only(full=True)
 
     def _refresh_read_only(self, full: bool = False) -> None:
-        """See what a concurrent writer has appended: a validated prefix only."""
+        """See what a concurrent writer has appended since the last call: a validated
+        prefix only. Incremental: the CommitLog is scanned from the last known end, each
+        queue from its last known unit; directories are listed at most every 50 ms."""
+        now = time.monotonic()
+        list_dirs = full or now - self._ro_listed_at >= 0.05
         files = self.commitlog.files
-        files.refresh()
+        if list_dirs:
+            files.refresh()
+            self._ro_listed_at = now
         if not files.files:
             return
-        known_end = 0 if full else self._ro_end
-        start_index = 0
-        for i, mapped in enumerate(files.files):
-            if mapped.file_from_offset <= known_end:
-                start_index = i
-        if full:
-            start_index = max(0, len(files.files) - 3)
         report = RecoveryReport()
-        end = scan_valid_end(self.commitlog, start_index, check_crc=True, report=report)
+        if full or self._ro_end < files.min_offset():
+            end = scan_valid_end(
+                self.commitlog, max(0, len(files.files) - 3), check_crc=True, report=report
+            )
+        else:
+            end = scan_valid_end(
+                self.commitlog, 0, check_crc=True, report=report, start_offset=self._ro_end
+            )
         for mapped in files.files:
             if mapped.file_from_offset + files.file_size <= end:
                 mapped.wrote_position = files.file_size
@@ -230,36 +237,50 @@ class MessageStore:
         self._ro_end = end
         if full:
             self.recovery_report = report
-        base = os.path.join(self.root, CONSUME_QUEUE_DIR)
-        if os.path.isdir(base):
-            for topic in os.listdir(base):
-                topic_dir = os.path.join(base, topic)
-                if not os.path.isdir(topic_dir):
-                    continue
-                for qid in os.listdir(topic_dir):
-                    if qid.isdigit() and (topic, int(qid)) not in self.queues:
-                        queue = ConsumeQueue(
-                            self.root,
-                            topic,
-                            int(qid),
-                            self.config.consume_queue_file_size,
-                            writable=False,
-                        )
-                        queue.load()
-                        self.queues[(topic, int(qid))] = queue
+        if list_dirs:
+            self._discover_queues_read_only()
         min_offset = self.commitlog.min_offset()
+        correct_min = full or min_offset != self._ro_min_offset
+        self._ro_min_offset = min_offset
+
+        def record_exists(offset: int) -> bool:
+            return self.commitlog.read_record(offset) is not None
+
         for queue in self.queues.values():
-            queue.files.refresh()
-            for mapped in queue.files.files:
-                mapped.wrote_position = queue.file_size
-            queue.truncate_dirty_read_only(
-                end, lambda offset: self.commitlog.read_record(offset) is not None
-            )
-            if min_offset >= 0:
+            if list_dirs:
+                queue.files.refresh()
+            grew = queue.refresh_read_only(end, record_exists, full=full)
+            if min_offset >= 0 and (correct_min or grew == -1):
                 queue.min_logic_offset = max(queue.min_logic_offset, queue.files.min_offset())
                 queue.correct_min_offset(min_offset)
-        self.index.refresh()
+        if list_dirs:
+            self.index.refresh()
+        else:
+            for index_file in self.index.files[-1:]:
+                index_file.refresh_header()
 
+    def _discover_queues_read_only(self) -> None:
+        base = os.path.join(self.root, CONSUME_QUEUE_DIR)
+        if not os.path.isdir(base):
+            return
+        for topic in os.listdir(base):
+            topic_dir = os.path.join(base, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in os.listdir(topic_dir):
+                if qid.isdigit() and (topic, int(qid)) not in self.queues:
+                    queue = ConsumeQueue(
+                        self.root,
+                        topic,
+                        int(qid),
+                        self.config.consume_queue_file_size,
+                        writable=False,
+                    )
+                    queue.load()
+                    self.queues[(topic, int(qid))] = queue
+
+    _ro_listed_at = 0.0
+    _ro_min_offset = -2
     _ro_end = 0
 
     # --- dispatch -----------------------------------------------------------------------

@@ -87,7 +87,7 @@ class MappedFileQueue:
                     mapped = MappedFile(path, self.file_size, writable=False)
                 except (FileNotFoundError, CorruptDataError):
                     continue
-                mapped.wrote_position = self.file_size
+                mapped.wrote_position = 0  # the caller finds how much of it is written
                 self.files.append(mapped)
             # Files removed by retention in the writer process.
             kept = []

@@ -100,6 +100,13 @@ def uniq_key_ms_since_month_start(uniq_key: str) -> int:
     return int(span)
 
 
+def uniq_key_pid(uniq_key: str) -> int:
+    """The producer's pid as stored (Java's ``(short) pid``: the low 16 bits, signed)."""
+    raw = _uniq_raw(uniq_key)
+    ip_len = 16 if len(raw) == 28 else 4
+    return int(struct.unpack_from(">h", raw, ip_len)[0])
+
+
 def uniq_key_ip(uniq_key: str) -> str:
     raw = _uniq_raw(uniq_key)
     if len(raw) == 28:

@@ -54,6 +54,9 @@ class RecoveryReport:
         )
 
 
+SCAN_CHUNK_BYTES = 8 * 1024 * 1024  # larger than any valid record
+
+
 def scan_valid_end(
     commitlog: CommitLog,
     start_index: int,
@@ -61,56 +64,73 @@ def scan_valid_end(
     check_crc: bool,
     report: RecoveryReport,
     on_record: Callable[[bytes, rec.RecordView], None] | None = None,
+    start_offset: int | None = None,
 ) -> int:
-    """Walk records from file ``start_index``; return the offset after the last valid one.
+    """Walk records from file ``start_index`` (or from ``start_offset``, a record
+    boundary); return the offset after the last valid one.
 
-    A blank moves to the next file; anything invalid stops the walk.
+    Files are read in chunks, never whole. A blank moves to the next file; anything
+    invalid stops the walk, with the reason in ``report``.
     """
     files = commitlog.files.files
     if not files:
         return 0
-    index = max(0, min(start_index, len(files) - 1))
-    offset = files[index].file_from_offset
+    if start_offset is not None:
+        found = commitlog.files.find(start_offset)
+        if found is None:
+            return start_offset
+        index = files.index(found)
+        offset = start_offset
+    else:
+        index = max(0, min(start_index, len(files) - 1))
+        offset = files[index].file_from_offset
+    size = commitlog.file_size
+
+    def stop(at: int, reason: str) -> int:
+        report.stop_offset = at
+        report.stop_reason = reason
+        return at
+
     while index < len(files):
         mapped = files[index]
-        data = mapped.read(0, commitlog.file_size)
         position = offset - mapped.file_from_offset
-        while position < len(data):
-            try:
-                view = rec.read_record(data, position, check_crc=check_crc)
-            except (CorruptDataError, IncompleteDataError) as e:
-                if _all_zero(data, position):
-                    report.stop_reason = "end of data"
-                else:
-                    report.stop_reason = str(e)
-                report.stop_offset = mapped.file_from_offset + position
-                return mapped.file_from_offset + position
-            if isinstance(view, rec.Blank):
-                if view.remaining != len(data) - position:
-                    report.stop_reason = f"blank record with wrong length {view.remaining}"
-                    report.stop_offset = mapped.file_from_offset + position
-                    return mapped.file_from_offset + position
-                break
-            if view.physical_offset != mapped.file_from_offset + position:
-                report.stop_reason = (
-                    f"stale record: PHYSICALOFFSET {view.physical_offset} at "
-                    f"{mapped.file_from_offset + position}"
-                )
-                report.stop_offset = mapped.file_from_offset + position
-                return mapped.file_from_offset + position
-            if mapped.file_size - (position + view.size) < rec.END_FILE_MIN_BLANK_LENGTH and (
-                position + view.size != mapped.file_size
-            ):
-                report.stop_reason = "record leaves less than 8 bytes before the file end"
-                report.stop_offset = mapped.file_from_offset + position
-                return mapped.file_from_offset + position
-            report.records_scanned += 1
-            if on_record is not None:
-                on_record(data, view)
-            position += view.size
+        while position < size:
+            chunk = mapped.read(position, SCAN_CHUNK_BYTES)
+            cursor = 0
+            while cursor < len(chunk):
+                at = mapped.file_from_offset + position + cursor
+                try:
+                    view = rec.read_record(chunk, cursor, check_crc=check_crc)
+                except IncompleteDataError as e:
+                    if position + cursor + e.needed <= size and cursor > 0:
+                        break  # the record continues past this chunk: read the next one
+                    if _all_zero(chunk, cursor):
+                        return stop(at, "end of data")
+                    return stop(at, str(e))
+                except CorruptDataError as e:
+                    return stop(at, "end of data" if _all_zero(chunk, cursor) else str(e))
+                if isinstance(view, rec.Blank):
+                    if view.remaining != size - (position + cursor):
+                        return stop(at, f"blank record with wrong length {view.remaining}")
+                    position = size
+                    break
+                if view.physical_offset != at:
+                    return stop(at, f"stale record: PHYSICALOFFSET {view.physical_offset} at {at}")
+                record_end = position + cursor + view.size
+                if size - record_end < rec.END_FILE_MIN_BLANK_LENGTH and record_end != size:
+                    return stop(at, "record leaves less than 8 bytes before the file end")
+                report.records_scanned += 1
+                if on_record is not None:
+                    on_record(chunk, view)
+                cursor += view.size
+            else:
+                position += cursor
+                continue
+            if position < size:
+                position += cursor
         # File finished (blank or exactly full): continue with the next file, if any.
         if index + 1 >= len(files):
-            return mapped.file_from_offset + commitlog.file_size
+            return mapped.file_from_offset + size
         index += 1
         offset = files[index].file_from_offset
     return offset
