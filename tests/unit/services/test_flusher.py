@@ -1,0 +1,158 @@
+"""Flush policies: group commit under SYNC_FLUSH, timeouts, write faults, the async policy
+and the checkpoint values it vouches for."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rocketstore import Message, MessageStore, PutStatus, StoreConfig
+from rocketstore.files.mapped_file import MappedFile
+from rocketstore.format.checkpoint import decode_checkpoint
+from rocketstore.status import RunningFlags
+
+
+def _config(**changes: object) -> StoreConfig:
+    base = StoreConfig(
+        mapped_file_size_commit_log=64 * 1024,
+        mapped_file_size_consume_queue=100 * 20,
+        max_hash_slot_num=64,
+        max_index_num=256,
+    )
+    return base.replace(**changes)
+
+
+def test_sync_flush_put_is_durable_before_it_returns(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, _config(flush_disk_type="SYNC_FLUSH")) as store:
+        result = store.put(Message("T", b"durable"))
+        assert result.status is PutStatus.PUT_OK
+        assert store.commitlog.files.flushed_where >= result.commit_log_offset + result.size
+
+
+def test_sync_flush_group_commit_shares_msyncs(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, _config(flush_disk_type="SYNC_FLUSH")) as store:
+        real_flush = MappedFile.flush
+
+        def slow_flush(self: MappedFile, least_pages: int = 0) -> int:
+            time.sleep(0.01)  # a slow disk, so producers pile up behind one msync
+            return real_flush(self, least_pages)
+
+        MappedFile.flush = slow_flush  # type: ignore[method-assign]
+        try:
+            results: list[PutStatus] = []
+
+            def produce(i: int) -> None:
+                for j in range(10):
+                    results.append(store.put(Message("T", b"%d-%d" % (i, j))).status)
+
+            threads = [threading.Thread(target=produce, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            MappedFile.flush = real_flush  # type: ignore[method-assign]
+        assert results == [PutStatus.PUT_OK] * 80
+        assert store.flusher.flush_count < 80  # producers shared msyncs
+
+
+def test_sync_flush_timeout(tmp_path: Path) -> None:
+    config = _config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout=50)
+    with MessageStore.open(tmp_path, config) as store:
+        real_flush = MappedFile.flush
+
+        def stuck_flush(self: MappedFile, least_pages: int = 0) -> int:
+            time.sleep(0.06)
+            return self.flushed_position  # never gets the bytes down
+
+        MappedFile.flush = stuck_flush  # type: ignore[method-assign]
+        try:
+            result = store.put(Message("T", b"late"))
+        finally:
+            MappedFile.flush = real_flush  # type: ignore[method-assign]
+        assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert result.commit_log_offset == 0  # appended all the same, as RocketMQ does
+
+
+def test_flush_failure_makes_the_store_refuse_writes(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, _config(flush_disk_type="SYNC_FLUSH")) as store:
+        assert store.put(Message("T", b"before")).ok
+        real_flush = MappedFile.flush
+
+        def failing_flush(self: MappedFile, least_pages: int = 0) -> int:
+            raise OSError(5, "Input/output error")
+
+        MappedFile.flush = failing_flush  # type: ignore[method-assign]
+        try:
+            failed = store.put(Message("T", b"during"))
+        finally:
+            MappedFile.flush = real_flush  # type: ignore[method-assign]
+        assert failed.status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert store.running_flags & RunningFlags.NOT_WRITEABLE
+        assert store.put(Message("T", b"after")).status is PutStatus.SERVICE_NOT_AVAILABLE
+        store.wait_dispatched()
+        # What was acknowledged is still readable.
+        assert store.get_messages("g", "T", 0, 0).messages[0].body == b"before"
+    assert (tmp_path / "abort").exists(), "a store closed after a write fault is not clean"
+
+
+def test_file_creation_failure_writes_nothing(tmp_path: Path) -> None:
+    config = _config(mapped_file_size_commit_log=4096)
+    with MessageStore.open(tmp_path, config) as store:
+        body = b"x" * 1000
+        while store.max_commit_log_offset() < 3000:
+            assert store.put(Message("T", body)).ok
+        before = store.max_commit_log_offset()
+        real_init = MappedFile.__init__
+
+        def no_space(self: MappedFile, path: str, *args: object, **kwargs: object) -> None:
+            if kwargs.get("create"):
+                raise OSError(28, "No space left on device")
+            real_init(self, path, *args, **kwargs)  # type: ignore[arg-type]
+
+        MappedFile.__init__ = no_space  # type: ignore[method-assign]
+        try:
+            statuses = [store.put(Message("T", body)).status for _ in range(3)]
+        finally:
+            MappedFile.__init__ = real_init  # type: ignore[method-assign]
+        assert PutStatus.CREATE_MAPEDFILE_FAILED in statuses
+        assert store.put(Message("T", body)).ok  # space is back: writes resume
+        store.wait_dispatched()
+        queue = [m.body for m in store.get_messages("g", "T", 0, 0).messages]
+        assert len(queue) == store.max_offset("T", 0)
+        assert store.max_commit_log_offset() > before
+    with MessageStore.open(tmp_path, config) as store:
+        assert not store.recovery_report.truncated_bytes
+
+
+def test_async_flusher_round_updates_checkpoint(tmp_path: Path) -> None:
+    config = _config(flush_commit_log_thorough_interval=0, flush_consume_queue_thorough_interval=0)
+    with MessageStore.open(tmp_path, config) as store:
+        store.flusher.shutdown()  # drive it by hand
+        result = store.put(Message("T", b"x"), store_timestamp=1_700_000_000_123)
+        store.wait_dispatched()
+        store.flusher.run_once(now=time.monotonic() + 100)
+        assert store.commitlog.files.flushed_where == result.commit_log_offset + result.size
+        with open(os.path.join(tmp_path, "checkpoint"), "rb") as f:
+            checkpoint = decode_checkpoint(f.read())
+        assert checkpoint.physic_msg_timestamp == 1_700_000_000_123
+        assert checkpoint.logics_msg_timestamp == 1_700_000_000_123
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_clean_close_removes_abort_and_writes_checkpoint(tmp_path: Path, flush: str) -> None:
+    with MessageStore.open(tmp_path, _config(flush_disk_type=flush)) as store:
+        assert (tmp_path / "abort").exists()
+        store.put(Message("T", b"x", properties={"KEYS": "k"}), store_timestamp=1_700_000_000_000)
+    assert not (tmp_path / "abort").exists()
+    with open(os.path.join(tmp_path, "checkpoint"), "rb") as f:
+        data = f.read()
+    assert len(data) == 4096
+    checkpoint = decode_checkpoint(data)
+    assert checkpoint.physic_msg_timestamp == 1_700_000_000_000
+    assert checkpoint.logics_msg_timestamp == 1_700_000_000_000
+    assert checkpoint.index_msg_timestamp == 1_700_000_000_000
