@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import ConfigError, CorruptDataError
@@ -28,6 +29,9 @@ from rocketstore.paths import index_dir, index_file_name, is_index_file_name
 log = logging.getLogger(__name__)
 
 _INT_MAX = 0x7FFFFFFF
+_ENTRY_DTYPE = np.dtype(
+    [("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")]
+)
 
 
 class IndexFile:
@@ -139,6 +143,84 @@ class IndexFile:
         )
         self._set(**changes)
         return True
+
+    def put_keys_bulk(
+        self,
+        key_hashes: npt.NDArray[np.int64],
+        phy_offsets: npt.NDArray[np.int64],
+        store_timestamps: npt.NDArray[np.int64],
+    ) -> int:
+        """Add as many of the given entries as fit, in order; return how many went in.
+
+        The bytes are exactly those of calling ``put_key`` once per entry: each entry links
+        to the previous entry of its slot (earlier in this batch, else the slot's head),
+        numbers run on from ``index_count``, and the header ends as the last put leaves it.
+        """
+        room = self.index_num - self.index_count
+        count = min(room, len(key_hashes))
+        if count <= 0:
+            return 0
+        hashes = key_hashes[:count]
+        offsets = phy_offsets[:count]
+        stamps = store_timestamps[:count]
+        mm = self._file.mm
+        first_number = self.index_count
+        numbers = np.arange(first_number, first_number + count, dtype=np.int64)
+        slots = hashes % self.hash_slot_num
+        slot_table = np.frombuffer(
+            mm, dtype=">i4", count=self.hash_slot_num, offset=layout.HEADER_SIZE
+        )
+        heads = slot_table[slots].astype(np.int64)
+        heads[(heads <= 0) | (heads >= first_number)] = 0
+        # Previous entry of the same slot within the batch, else the slot's old head.
+        order = np.argsort(slots, kind="stable")
+        sorted_slots = slots[order]
+        same_as_before = np.zeros(count, dtype=bool)
+        same_as_before[1:] = sorted_slots[1:] == sorted_slots[:-1]
+        prev = heads.copy()
+        prev_sorted = prev[order]
+        prev_sorted[same_as_before] = numbers[order][np.nonzero(same_as_before)[0] - 1]
+        prev[order] = prev_sorted
+        # Time differences in seconds from the header's begin time; the first entry of an
+        # empty file uses the inherited begin time, then begin becomes its own time.
+        begin = self.header.begin_timestamp
+        diffs = np.empty(count, dtype=np.int64)
+        start = 0
+        changes: dict[str, int] = {}
+        if self.index_count <= 1:
+            diffs[0] = 0 if begin <= 0 else min(_INT_MAX, max(0, int(stamps[0]) - begin) // 1000)
+            begin = int(stamps[0])
+            changes["begin_phy_offset"] = int(offsets[0])
+            changes["begin_timestamp"] = begin
+            start = 1
+        if begin <= 0:
+            diffs[start:] = 0
+        else:
+            diffs[start:] = np.clip((stamps[start:] - begin) // 1000, 0, _INT_MAX)
+        entries = np.empty(count, dtype=_ENTRY_DTYPE)
+        entries["key_hash"] = hashes
+        entries["phy_offset"] = offsets
+        entries["time_diff"] = diffs
+        entries["prev_index"] = prev
+        position = layout.entry_position(self.hash_slot_num, first_number)
+        mm[position : position + count * layout.ENTRY_SIZE] = entries.tobytes()
+        # New heads: the last entry of each slot in the batch.
+        last_in_group = np.ones(count, dtype=bool)
+        last_in_group[:-1] = sorted_slots[1:] != sorted_slots[:-1]
+        group_slots = sorted_slots[last_in_group]
+        slot_table[group_slots] = numbers[order][last_in_group]
+        first_in_group = ~same_as_before
+        self.hash_slot_count += int(np.count_nonzero(heads[order][first_in_group] == 0))
+        del slot_table
+        self.index_count += count
+        changes.update(
+            hash_slot_count=self.hash_slot_count,
+            index_count=self.index_count,
+            end_phy_offset=int(offsets[-1]),
+            end_timestamp=int(stamps[-1]),
+        )
+        self._set(**changes)
+        return count
 
     # --- reading ----------------------------------------------------------------------
 
@@ -426,26 +508,40 @@ class IndexService:
         return current
 
     def build_index_batch(self, records: list[DispatchedKeys]) -> None:
-        """``build_index`` for a run of records, hashing all their keys in one vectorised
-        pass; entries and file rollovers are exactly those of one-by-one indexing."""
+        """``build_index`` for a run of records (CommitLog order) in vectorised bulk: one
+        hashing pass and one write per file. Files, entries and rollovers are those of
+        indexing the records one by one, including the rule that a record arriving after
+        a file filled up creates the next file even when it has no keys."""
+        current = self.current_file()
         keys: list[str] = []
-        for record in records:
+        owners: list[int] = []
+        for number, record in enumerate(records):
+            if self._already_indexed(record.commit_log_offset, current):
+                continue
+            if not sysflag.gets_index_entry(record.sys_flag):
+                continue
             if record.uniq_key:
                 keys.append(f"{record.topic}#{record.uniq_key}")
-            keys.extend(f"{record.topic}#{k}" for k in split_keys(record.keys))
-        hashes = index_key_hash_many(keys).tolist() if keys else []
-        cursor = 0
-        for record in records:
+                owners.append(number)
+            for key in split_keys(record.keys):
+                keys.append(f"{record.topic}#{key}")
+                owners.append(number)
+        if not keys:
+            return
+        hashes = index_key_hash_many(keys)
+        owner = np.asarray(owners, dtype=np.int64)
+        offsets = np.fromiter(
+            (records[i].commit_log_offset for i in owners), dtype=np.int64, count=len(owners)
+        )
+        stamps = np.fromiter(
+            (records[i].store_timestamp for i in owners), dtype=np.int64, count=len(owners)
+        )
+        done = 0
+        while done < len(keys):
             current = self.current_file()
-            count = (1 if record.uniq_key else 0) + len(split_keys(record.keys))
-            if self._already_indexed(
-                record.commit_log_offset, current
-            ) or not sysflag.gets_index_entry(record.sys_flag):
-                cursor += count
-                continue
-            for i in range(cursor, cursor + count):
-                current = self._put(current, keys[i], record, hashes[i])
-            cursor += count
+            done += current.put_keys_bulk(hashes[done:], offsets[done:], stamps[done:])
+        if current.is_write_full and int(owner[-1]) < len(records) - 1:
+            self.current_file()  # a later record of the batch would have created it
 
     # --- reading ----------------------------------------------------------------------
 

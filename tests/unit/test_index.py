@@ -4,6 +4,9 @@ section 4 (header, numbering from 1, slot chains, rollover, ROLLBACK and dedup).
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
@@ -339,3 +342,45 @@ def test_delete_expired_never_removes_the_last_file(tmp_path):
     assert service.delete_expired(10_000) == 1  # the last file stays
     assert len(service.files) == 1
     service.close()
+
+
+def _random_records(seed: int, count: int) -> list[DispatchedKeys]:
+    import random
+
+    from rocketstore.format import sysflag
+
+    rng = random.Random(seed)
+    records = []
+    offset = 0
+    stamp = 1_700_000_000_000
+    for i in range(count):
+        offset += rng.randint(100, 400)
+        stamp += rng.choice([0, 1, 999, 1000, 1500, 60_000])
+        keys = " ".join(f"k{rng.randint(0, 40)}" for _ in range(rng.randint(0, 3))) or None
+        uniq = f"{i:032X}" if rng.random() < 0.8 else None
+        flag = rng.choice(
+            [0, 0, 0, sysflag.TRANSACTION_ROLLBACK_TYPE, sysflag.TRANSACTION_PREPARED_TYPE]
+        )
+        records.append(DispatchedKeys("T", offset, stamp, flag, uniq, keys))
+    return records
+
+
+def _index_bytes(directory: Path) -> list[bytes]:
+    return [(directory / name).read_bytes() for name in sorted(os.listdir(directory))]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bulk_indexing_writes_the_same_bytes_as_one_by_one(tmp_path: Path, seed: int) -> None:
+    records = _random_records(seed, 300)
+    one = IndexService(str(tmp_path / "one"), 7, 40, writable=True)
+    bulk = IndexService(str(tmp_path / "bulk"), 7, 40, writable=True)
+    for record in records:
+        one.build_index(record)
+    for start in range(0, len(records), 37):  # batches that cut through rollovers
+        bulk.build_index_batch(records[start : start + 37])
+    one.flush()
+    bulk.flush()
+    assert len(one.files) == len(bulk.files) > 3
+    assert _index_bytes(tmp_path / "one" / "index") == _index_bytes(tmp_path / "bulk" / "index")
+    one.close()
+    bulk.close()

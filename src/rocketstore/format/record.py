@@ -28,7 +28,7 @@ with the position) and the blank (a ``Blank`` result).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError
 from rocketstore.format import sysflag
@@ -65,7 +65,8 @@ _BYTE = struct.Struct(">b")
 _RECONSUME_PREPARED = struct.Struct(">iq")
 _BLANK = struct.Struct(">ii")
 
-FIXED_OVERHEAD_V4 = 91  # every fixed field with IPv4/IPv4 hosts, v1 magic
+FIXED_OVERHEAD_V4 = 91
+_TOPICS: dict[bytes, str] = {}  # every fixed field with IPv4/IPv4 hosts, v1 magic
 
 
 def record_length(
@@ -163,16 +164,14 @@ def encode_blank(remaining: int) -> bytes:
     return _BLANK.pack(remaining, BLANK_MAGIC)
 
 
-@dataclass(frozen=True, slots=True)
-class Blank:
+class Blank(NamedTuple):
     """An END_OF_FILE blank at ``position``: the rest of the file holds no record."""
 
     position: int
     remaining: int
 
 
-@dataclass(frozen=True, slots=True)
-class RecordView:
+class RecordView(NamedTuple):
     """A validated record's fields, with positions of its variable parts in the buffer."""
 
     position: int
@@ -296,31 +295,35 @@ def _read_fields(
             raise CorruptDataError(
                 f"body CRC mismatch: stored {body_crc}, computed {actual}", position=position
             )
-    try:
-        topic = topic_bytes.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CorruptDataError("topic is not valid UTF-8", position=position) from e
+    topic = _TOPICS.get(topic_bytes)
+    if topic is None:
+        try:
+            topic = topic_bytes.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptDataError("topic is not valid UTF-8", position=position) from e
+        if len(_TOPICS) < 65536:  # a store has few topics; the cache only saves decoding
+            _TOPICS[topic_bytes] = topic
     return RecordView(
-        position=position,
-        size=total,
-        magic=magic,
-        body_crc=body_crc,
-        queue_id=queue_id,
-        flag=flag,
-        queue_offset=queue_offset,
-        physical_offset=physical_offset,
-        sys_flag=sys_flag,
-        born_timestamp=born_timestamp,
-        born_host=born_host,
-        store_timestamp=store_timestamp,
-        store_host=store_host,
-        reconsume_times=reconsume_times,
-        prepared_transaction_offset=prepared,
-        body_position=body_position,
-        body_length=body_length,
-        topic=topic,
-        properties_position=p,
-        properties_length=properties_length,
+        position,
+        total,
+        magic,
+        body_crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        store_timestamp,
+        store_host,
+        reconsume_times,
+        prepared,
+        body_position,
+        body_length,
+        topic,
+        p,
+        properties_length,
     )
 
 
