@@ -8,6 +8,7 @@ Validation of what a caller may put happens in :mod:`rocketstore.put_checks`.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,35 +32,65 @@ def now_ms() -> int:
 
 @dataclass(slots=True)
 class PreparedMessage:
-    """A message encoded as far as possible outside the writer lock."""
+    """A message encoded outside the writer lock: ``template`` is the whole record with
+    zeros where QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP go, which only the append
+    (under the lock) knows."""
 
     topic: str
-    topic_bytes: bytes
     queue_id: int
-    body: bytes
-    body_crc: int
-    properties_bytes: bytes
-    flag: int
     sys_flag: int
-    born_timestamp: int
-    born_host: bytes
     store_host: bytes
-    reconsume_times: int
-    prepared_transaction_offset: int
+    template: bytes
+    queue_key: str = ""
 
-    @property
-    def queue_key(self) -> str:
-        return f"{self.topic}-{self.queue_id}"
+    def __post_init__(self) -> None:
+        self.queue_key = f"{self.topic}-{self.queue_id}"
 
     @property
     def length(self) -> int:
-        return rec.record_length(
-            len(self.body),
-            len(self.topic_bytes),
-            len(self.properties_bytes),
-            born_host_length=len(self.born_host),
-            store_host_length=len(self.store_host),
+        return len(self.template)
+
+    @classmethod
+    def encode(
+        cls,
+        *,
+        topic: str,
+        topic_bytes: bytes,
+        queue_id: int,
+        body: bytes,
+        body_crc: int,
+        properties_bytes: bytes,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        store_host: bytes,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+    ) -> PreparedMessage:
+        template = rec.encode_record(
+            topic=topic_bytes,
+            body=body,
+            properties=properties_bytes,
+            queue_id=queue_id,
+            flag=flag,
+            queue_offset=0,
+            physical_offset=0,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            store_timestamp=0,
+            store_host=store_host,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            body_crc=body_crc,
         )
+        flags = int.from_bytes(template[36:40], "big", signed=True)  # with the V6 bits
+        return cls(topic, queue_id, flags, store_host, template)
+
+
+_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record position 20
+_STAMP = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +108,9 @@ class Appended:
 class CommitLog:
     def __init__(self, root: str, file_size: int, *, writable: bool):
         self.file_size = file_size
-        self.files = MappedFileQueue(commitlog_dir(root), file_size, writable=writable)
+        self.files = MappedFileQueue(
+            commitlog_dir(root), file_size, writable=writable, reserve=True
+        )
         self.put_lock = threading.Lock()
         # "topic-queueId" -> next queue offset (RocketMQ's topicQueueTable).
         self.topic_queue_table: dict[str, int] = {}
@@ -124,52 +157,38 @@ class CommitLog:
                     # Cannot happen: callers reject messages larger than a file.
                     return [Appended(AppendStatus.UNKNOWN_ERROR) for _ in messages]
             pending_offsets: dict[str, int] = {}
-            encoded: list[bytes] = []
             results: list[Appended] = []
-            physical = mapped.file_from_offset + mapped.wrote_position
+            blob = bytearray(b"".join(m.template for m in messages))
+            start = mapped.file_from_offset + mapped.wrote_position
+            position = 0
             for message in messages:
                 key = message.queue_key
-                takes_queue_offset = sysflag.gets_queue_entry(message.sys_flag)
-                if takes_queue_offset:
+                if sysflag.gets_queue_entry(message.sys_flag):
                     queue_offset = pending_offsets.get(key, self.topic_queue_table.get(key, 0))
                     pending_offsets[key] = queue_offset + 1
                 else:
                     queue_offset = 0  # PREPARED / ROLLBACK records
-                data = rec.encode_record(
-                    topic=message.topic_bytes,
-                    body=message.body,
-                    properties=message.properties_bytes,
-                    queue_id=message.queue_id,
-                    flag=message.flag,
-                    queue_offset=queue_offset,
-                    physical_offset=physical,
-                    sys_flag=message.sys_flag,
-                    born_timestamp=message.born_timestamp,
-                    born_host=message.born_host,
-                    store_timestamp=timestamp,
-                    store_host=message.store_host,
-                    reconsume_times=message.reconsume_times,
-                    prepared_transaction_offset=message.prepared_transaction_offset,
-                    body_crc=message.body_crc,
-                )
-                encoded.append(data)
+                physical = start + position
+                _OFFSETS.pack_into(blob, position + rec.POS_QUEUEOFFSET, queue_offset, physical)
+                stamp_at = position + rec.store_timestamp_position(message.sys_flag)
+                _STAMP.pack_into(blob, stamp_at, timestamp)
+                size = len(message.template)
                 results.append(
                     Appended(
                         AppendStatus.PUT_OK,
                         commit_log_offset=physical,
                         queue_offset=queue_offset,
-                        size=len(data),
+                        size=size,
                         store_timestamp=timestamp,
                         msg_id=offset_msg_id_from_bytes(message.store_host, physical),
                     )
                 )
-                physical += len(data)
-            blob = b"".join(encoded)
-            if armed(MID_BATCH_WRITE) and len(encoded) > 1:
+                position += size
+            if armed(MID_BATCH_WRITE) and len(messages) > 1:
                 half = len(blob) // 2  # a torn batch: only its first half reaches the file
-                mapped.write_at(mapped.wrote_position, blob[:half])
+                mapped.write_at(mapped.wrote_position, bytes(blob[:half]))
                 crash_point(MID_BATCH_WRITE)
-            mapped.append(blob)
+            mapped.append(bytes(blob))
             mapped.store_timestamp = timestamp
             self.topic_queue_table.update(pending_offsets)
             new_max = self.max_offset()

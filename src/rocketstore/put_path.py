@@ -140,7 +140,7 @@ class MessagePreparer:
         born = message.born_timestamp
         if born is None:
             born = time.time_ns() // 1_000_000
-        return PreparedMessage(
+        return PreparedMessage.encode(
             topic=message.topic,
             topic_bytes=topic_bytes,
             queue_id=message.queue_id,

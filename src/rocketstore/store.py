@@ -403,7 +403,7 @@ class MessageStore:
             if isinstance(item, PutStatus):
                 return [PutResult(item) for _ in msgs]
             prepared.append(item)
-        if sum(len(p.body) for p in prepared) > self.config.max_message_size:
+        if sum(len(m.body) for m in msgs) > self.config.max_message_size:
             return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
         if (
             sum(p.length for p in prepared) + rec.END_FILE_MIN_BLANK_LENGTH

@@ -38,14 +38,18 @@ def _preallocate(fd: int, size: int, path: str) -> None:
 TMP_SUFFIX = ".creating"
 
 
-def _create_presized(path: str, size: int) -> None:
+def _create_presized(path: str, size: int, *, reserve: bool) -> None:
     """Create ``path`` at its full size atomically: sized under a temporary name, then
-    renamed, so a crash never leaves a short file under a real name."""
+    renamed, so a crash never leaves a short file under a real name. ``reserve`` also
+    allocates its blocks (see ``_preallocate``); otherwise it is sparse, as RocketMQ's."""
     tmp = path + TMP_SUFFIX
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         crash_point(DURING_FILE_PREALLOCATION)
-        _preallocate(fd, size, path)
+        if reserve:
+            _preallocate(fd, size, path)
+        else:
+            os.ftruncate(fd, size)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -74,7 +78,15 @@ class MappedFile:
     durable. Readers copy bytes out (``read``), so an unmap never pulls memory from under them.
     """
 
-    def __init__(self, path: str, file_size: int, *, writable: bool, create: bool = False):
+    def __init__(
+        self,
+        path: str,
+        file_size: int,
+        *,
+        writable: bool,
+        create: bool = False,
+        reserve: bool = False,
+    ):
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(os.path.basename(path))
@@ -89,7 +101,7 @@ class MappedFile:
             if not writable:
                 raise StoreError(f"cannot create {path} read-only")
             if not os.path.exists(path):
-                _create_presized(path, file_size)
+                _create_presized(path, file_size, reserve=reserve)
         fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
         try:
             actual = os.fstat(fd).st_size

@@ -36,8 +36,11 @@ def detect_file_size(directory: str) -> int | None:
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, file_size: int, *, writable: bool):
+    def __init__(self, directory: str, file_size: int, *, writable: bool, reserve: bool = False):
+        """``reserve``: allocate each new file's blocks up front (the CommitLog does, so a
+        full disk fails at file creation rather than as a SIGBUS mid-write)."""
         self.directory = directory
+        self.reserve = reserve
         self.file_size = file_size
         self.writable = writable
         self.files: list[MappedFile] = []
@@ -157,7 +160,7 @@ class MappedFileQueue:
             raise StoreError(f"{self.directory} is read-only")
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, offset_to_file_name(start_offset))
-        mapped = MappedFile(path, self.file_size, writable=True, create=True)
+        mapped = MappedFile(path, self.file_size, writable=True, create=True, reserve=self.reserve)
         self.files.append(mapped)
         return mapped
 
