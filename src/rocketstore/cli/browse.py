@@ -8,7 +8,7 @@ filter, as a consumer would; time bounds become queue offsets through offset_by_
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import click
 
@@ -86,19 +86,30 @@ END_HELP = f"Latest store time (inclusive), {HUMAN_FORMAT_HELP}. Example: -e now
 SUB_HELP = "Tag expression. Example: -s 'created || paid'"
 
 
+def _charset_filter_options(command: Callable[..., None]) -> Callable[..., None]:
+    """-c charset, -s tag expression, -b/-e time bounds: shared by printMsg and
+    printMsgByQueue, with mqadmin's flags."""
+    options = (
+        click.option(
+            "-c",
+            "--charsetName",
+            "charset",
+            default="UTF-8",
+            show_default=True,
+            help="Charset of printed bodies. Example: -c GBK",
+        ),
+        click.option("-s", "--subExpression", "sub", default="*", show_default=True, help=SUB_HELP),
+        click.option("-b", "--beginTimestamp", "begin", type=TIME, default=None, help=BEGIN_HELP),
+        click.option("-e", "--endTimestamp", "end", type=TIME, default=None, help=END_HELP),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.command("printMsg", short_help="Every message of a topic, queue by queue.")
 @click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
-@click.option(
-    "-c",
-    "--charsetName",
-    "charset",
-    default="UTF-8",
-    show_default=True,
-    help="Charset of printed bodies. Example: -c GBK",
-)
-@click.option("-s", "--subExpression", "sub", default="*", show_default=True, help=SUB_HELP)
-@click.option("-b", "--beginTimestamp", "begin", type=TIME, default=None, help=BEGIN_HELP)
-@click.option("-e", "--endTimestamp", "end", type=TIME, default=None, help=END_HELP)
+@_charset_filter_options
 @click.option(
     "-d",
     "--printBody",
@@ -154,17 +165,7 @@ def print_msg(
     default=None,
     help="Accepted for mqadmin compatibility, ignored offline. Example: -a broker-a",
 )
-@click.option(
-    "-c",
-    "--charsetName",
-    "charset",
-    default="UTF-8",
-    show_default=True,
-    help="Charset of printed bodies. Example: -c GBK",
-)
-@click.option("-s", "--subExpression", "sub", default="*", show_default=True, help=SUB_HELP)
-@click.option("-b", "--beginTimestamp", "begin", type=TIME, default=None, help=BEGIN_HELP)
-@click.option("-e", "--endTimestamp", "end", type=TIME, default=None, help=END_HELP)
+@_charset_filter_options
 @click.option(
     "-p",
     "--print",

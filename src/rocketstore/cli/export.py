@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import click
@@ -65,28 +65,38 @@ def _records(scan: CommitLogScan, label: str, topics: tuple[str, ...]) -> Iterat
                 yield record
 
 
+def _range_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--from/--to (CommitLog offsets) and -t (topics), shared by dump and export."""
+    options = (
+        click.option(
+            "--from",
+            "start",
+            type=click.IntRange(min=0),
+            default=None,
+            help="First CommitLog offset (the first record at or after it). Example: --from 0",
+        ),
+        click.option(
+            "--to",
+            "end",
+            type=click.IntRange(min=0),
+            default=None,
+            help="Stop before this CommitLog offset. Example: --to 1048576",
+        ),
+        click.option(
+            "-t",
+            "--topic",
+            "topics",
+            multiple=True,
+            help="Only this topic (repeatable). Example: -t OrderEvents -t Payments",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.command("dump", short_help="CommitLog records as JSON lines (bodies base64).")
-@click.option(
-    "--from",
-    "start",
-    type=click.IntRange(min=0),
-    default=None,
-    help="First CommitLog offset (the first record at or after it). Example: --from 1048576",
-)
-@click.option(
-    "--to",
-    "end",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Stop before this CommitLog offset. Example: --to 2097152",
-)
-@click.option(
-    "-t",
-    "--topic",
-    "topics",
-    multiple=True,
-    help="Only this topic (repeatable). Example: -t OrderEvents -t Payments",
-)
+@_range_options
 @click.pass_obj
 def dump(ctx: CliContext, start: int | None, end: int | None, topics: tuple[str, ...]) -> None:
     """Every CommitLog record as one JSON line: its offset, crcOk, every header field,
@@ -114,27 +124,7 @@ def dump(ctx: CliContext, start: int | None, end: int | None, topics: tuple[str,
     "Example: --format parquet",
 )
 @click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "-t",
-    "--topic",
-    "topics",
-    multiple=True,
-    help="Only this topic (repeatable). Example: -t OrderEvents -t Payments",
-)
-@click.option(
-    "--from",
-    "start",
-    type=click.IntRange(min=0),
-    default=None,
-    help="First CommitLog offset (the first record at or after it). Example: --from 0",
-)
-@click.option(
-    "--to",
-    "end",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Stop before this CommitLog offset. Example: --to 1048576",
-)
+@_range_options
 @click.pass_obj
 def export(
     ctx: CliContext,
