@@ -10,8 +10,32 @@ from dataclasses import dataclass, field
 from rocketstore.format import properties as props
 
 
+class _WellKnownProperties:
+    """Shortcuts to the properties every RocketMQ message may carry."""
+
+    __slots__ = ()
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(props.TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        """The KEYS property as stored: keys separated by a space."""
+        return self.properties.get(props.KEYS)
+
+    @property
+    def key_list(self) -> list[str]:
+        return props.split_keys(self.properties.get(props.KEYS))
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(props.UNIQ_KEY)
+
+
 @dataclass
-class Message:
+class Message(_WellKnownProperties):
     """A message to put. TAGS, KEYS and UNIQ_KEY live in ``properties``.
 
     ``born_timestamp=None`` means "now" at put time. Properties are written in the order of
@@ -29,21 +53,9 @@ class Message:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
 
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(props.TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(props.KEYS)
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(props.UNIQ_KEY)
-
 
 @dataclass(frozen=True, slots=True)
-class MessageExt:
+class MessageExt(_WellKnownProperties):
     """A stored message with every field of its CommitLog record."""
 
     topic: str
@@ -64,22 +76,6 @@ class MessageExt:
     reconsume_times: int
     prepared_transaction_offset: int
     magic_code: int = 0
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(props.TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(props.KEYS)
-
-    @property
-    def key_list(self) -> list[str]:
-        return props.split_keys(self.properties.get(props.KEYS))
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(props.UNIQ_KEY)
 
     def to_dict(self) -> dict[str, object]:
         """Plain fields for JSON output (body left as bytes; callers choose an encoding)."""
