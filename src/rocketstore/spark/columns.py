@@ -1,0 +1,147 @@
+"""The columns of a ``rocketstore`` read (docs/spark.md) and the Arrow batches that carry them.
+
+Layer: spark (top). pyspark and pyarrow are imported inside the functions that need them.
+The Arrow schema here must equal what Spark derives from the Spark schema
+(``to_arrow_schema(schema, timezone="UTC")``) field for field, or Spark rejects the batch;
+a test holds the two together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocketstore.format import properties as props
+from rocketstore.format.message import MessageExt
+
+TIMESTAMP_TYPE_LOG_APPEND_TIME = 1  # Kafka's timestampType for broker-assigned times
+
+# (name, type) in the order of the contract; types in Spark's DDL words.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("key", "string"),
+    ("value", "binary"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "timestamp"),
+    ("timestampType", "int"),
+    ("keys", "array<string>"),
+    ("tags", "string"),
+    ("msgId", "string"),
+    ("uniqKey", "string"),
+    ("commitLogOffset", "bigint"),
+    ("size", "int"),
+    ("bornTimestamp", "timestamp"),
+    ("bornHost", "string"),
+    ("storeHost", "string"),
+    ("sysFlag", "int"),
+    ("flag", "int"),
+    ("reconsumeTimes", "int"),
+    ("bodyCRC", "int"),
+    ("properties", "map<string,string>"),
+)
+COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
+
+# Rows per Arrow batch, and a body-bytes cap so one batch of large bodies stays small.
+BATCH_ROWS = 4096
+BATCH_BODY_BYTES = 16 * 1024 * 1024
+
+
+def spark_schema() -> Any:
+    """The Spark ``StructType`` (built without a session: DDL parsing would need one)."""
+    from pyspark.sql import types as spark_types  # noqa: PLC0415
+
+    simple = {
+        "string": spark_types.StringType(),
+        "binary": spark_types.BinaryType(),
+        "int": spark_types.IntegerType(),
+        "bigint": spark_types.LongType(),
+        "timestamp": spark_types.TimestampType(),
+        "array<string>": spark_types.ArrayType(spark_types.StringType()),
+        "map<string,string>": spark_types.MapType(
+            spark_types.StringType(), spark_types.StringType()
+        ),
+    }
+    return spark_types.StructType(
+        [spark_types.StructField(name, simple[kind]) for name, kind in COLUMNS]
+    )
+
+
+def arrow_schema() -> Any:
+    import pyarrow as pa  # noqa: PLC0415
+
+    timestamp = pa.timestamp("us", tz="UTC")
+    simple = {
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "int": pa.int32(),
+        "bigint": pa.int64(),
+        "timestamp": timestamp,
+        "array<string>": pa.list_(pa.field("element", pa.string())),
+        "map<string,string>": pa.map_(
+            pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())
+        ),
+    }
+    return pa.schema([pa.field(name, simple[kind]) for name, kind in COLUMNS])
+
+
+class RowBuffer:
+    """Collects messages column by column and hands out Arrow record batches."""
+
+    def __init__(self, include_body: bool = True) -> None:
+        self.include_body = include_body
+        self._schema = arrow_schema()
+        self._columns: list[list[Any]] = [[] for _ in COLUMNS]
+        self._body_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    @property
+    def full(self) -> bool:
+        return len(self) >= BATCH_ROWS or self._body_bytes >= BATCH_BODY_BYTES
+
+    def append(self, message: MessageExt, queue_offset: int) -> None:
+        """One row; ``queue_offset`` is the queue's own (the record's field can only agree)."""
+        keys = message.keys
+        body = message.body if self.include_body else None
+        values = (
+            keys,  # key: KEYS as stored
+            body,  # value
+            message.topic,  # topic
+            message.queue_id,  # partition
+            queue_offset,  # offset
+            message.store_timestamp * 1000,  # timestamp (µs)
+            TIMESTAMP_TYPE_LOG_APPEND_TIME,  # timestampType
+            props.split_keys(keys),  # keys
+            message.tags,  # tags
+            message.msg_id,  # msgId (offsetMsgId)
+            message.uniq_key,  # uniqKey
+            message.commit_log_offset,  # commitLogOffset
+            message.size,  # size
+            message.born_timestamp * 1000,  # bornTimestamp (µs)
+            message.born_host,  # bornHost
+            message.store_host,  # storeHost
+            message.sys_flag,  # sysFlag
+            message.flag,  # flag
+            message.reconsume_times,  # reconsumeTimes
+            message.body_crc,  # bodyCRC
+            list(message.properties.items()),  # properties
+        )
+        for column, value in zip(self._columns, values, strict=True):
+            column.append(value)
+        if body is not None:
+            self._body_bytes += len(body)
+
+    def take(self) -> Any:
+        """The rows collected so far as a ``pyarrow.RecordBatch``; the buffer is emptied."""
+        import pyarrow as pa  # noqa: PLC0415
+
+        arrays = [
+            pa.array(column, type=self._schema.field(i).type)
+            for i, column in enumerate(self._columns)
+        ]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+        self._columns = [[] for _ in COLUMNS]
+        self._body_bytes = 0
+        return batch

@@ -1,0 +1,286 @@
+"""Read options of the ``rocketstore`` Spark data source, parsed and checked (pure Python).
+
+Layer: spark (top). Imports no pyspark and does no I/O: every function here works on the
+option strings Spark hands over and on topic names, so it is tested without Spark. Every
+error is a :class:`~rocketstore.errors.ConfigError` naming the option and its value.
+
+Option names follow Spark's Kafka connector (case-insensitive, as Spark passes them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rocketstore.errors import ConfigError
+from rocketstore.format.subscription import parse_subscription
+from rocketstore.paths import DLQ_PREFIX, LMQ_PREFIX, RETRY_PREFIX, is_system_topic
+
+MODE_QUEUE = "queue"
+MODE_COMMITLOG = "commitlog"
+
+# Kafka's special offsets inside the JSON options.
+EARLIEST = -2
+LATEST = -1
+
+KNOWN_OPTIONS = frozenset(
+    name.lower()
+    for name in (
+        "path",
+        "mode",
+        "topics",
+        "topicPattern",
+        "assign",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "tags",
+        "maxRecordsPerPartition",
+        "minPartitions",
+        "includeBody",
+        "pushdown",
+    )
+)
+# Streaming options: accepted (so one option map serves both) but unused by batch reads.
+STREAMING_OPTIONS = frozenset(("maxoffsetspertrigger", "failondataloss"))
+
+
+def is_default_topic(topic: str) -> bool:
+    """Topics read when none are named: all but RocketMQ's system topics, and not the
+    per-group copies (%RETRY%, %DLQ%) or light queues (%LMQ%), which would count the same
+    messages twice. Name them in ``topics`` or ``assign`` to read them."""
+    return not is_system_topic(topic) and not topic.startswith(
+        (RETRY_PREFIX, DLQ_PREFIX, LMQ_PREFIX)
+    )
+
+
+@dataclass(frozen=True)
+class TopicSelection:
+    """What to read: ``topics``, ``topicPattern``, ``assign`` or (none given) the default."""
+
+    topics: frozenset[str] | None = None
+    pattern: str | None = None
+    assign: Mapping[str, frozenset[int]] | None = None
+
+    def accepts_topic(self, topic: str) -> bool:
+        if self.topics is not None:
+            return topic in self.topics
+        if self.assign is not None:
+            return topic in self.assign
+        if not is_default_topic(topic):
+            return False
+        return self.pattern is None or re.fullmatch(self.pattern, topic) is not None
+
+    def accepts(self, topic: str, queue_id: int) -> bool:
+        if not self.accepts_topic(topic):
+            return False
+        return self.assign is None or queue_id in self.assign[topic]
+
+    def select(self, store_topics: Mapping[str, list[int]]) -> list[tuple[str, int]]:
+        """The (topic, queue id) pairs to read among a store's queues, sorted."""
+        return sorted(
+            (topic, qid) for topic, qids in store_topics.items() for qid in qids
+            if self.accepts(topic, qid)
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One end of the range to read in every queue: a default (EARLIEST/LATEST), an epoch-ms
+    timestamp for all queues, or per-queue offsets / timestamps (others use the default)."""
+
+    default: int
+    timestamp_ms: int | None = None
+    offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    timestamps: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+    def topics(self) -> set[str]:
+        return {t for t, _ in self.offsets} | {t for t, _ in self.timestamps}
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    mode: str = MODE_QUEUE
+    selection: TopicSelection = TopicSelection()
+    start: Bound = Bound(EARLIEST)
+    end: Bound = Bound(LATEST)
+    tags: str | None = None
+    max_records_per_partition: int | None = None
+    min_partitions: int | None = None
+    include_body: bool = True
+    pushdown: bool = True
+
+
+def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError as e:
+        raise ConfigError(f"option {name}={raw!r} must be an integer") from e
+    if value < minimum:
+        raise ConfigError(f"option {name}={raw!r} must be >= {minimum}")
+    return value
+
+
+def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"option {name}={raw!r} must be true or false")
+
+
+def _json_option(name: str, raw: str) -> object:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"option {name}={raw!r} is not valid JSON: {e.msg}") from e
+
+
+def _per_queue_ints(name: str, raw: str) -> dict[tuple[str, int], int]:
+    """``{"A":{"0":12,"1":-2}}`` -> {("A", 0): 12, ("A", 1): -2}."""
+    parsed = _json_option(name, raw)
+    if not isinstance(parsed, dict):
+        raise ConfigError(f'option {name}={raw!r} must be a JSON object like {{"A":{{"0":12}}}}')
+    result: dict[tuple[str, int], int] = {}
+    for topic, queues in parsed.items():
+        if not isinstance(queues, dict):
+            raise ConfigError(f"option {name}={raw!r}: topic {topic!r} must map queue ids to ints")
+        for qid, value in queues.items():
+            try:
+                queue_id = int(qid)
+            except ValueError as e:
+                raise ConfigError(f"option {name}={raw!r}: queue id {qid!r} is not an int") from e
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"option {name}={raw!r}: value {value!r} is not an int")
+            result[(topic, queue_id)] = value
+    return result
+
+
+def _parse_selection(options: Mapping[str, str]) -> TopicSelection:
+    given = [n for n in ("topics", "topicPattern", "assign") if n.lower() in options]
+    if len(given) > 1:
+        raise ConfigError(f"give only one of topics, topicPattern, assign (got {given})")
+    if "topics" in options:
+        raw = options["topics"]
+        names = frozenset(t.strip() for t in raw.split(",") if t.strip())
+        if not names:
+            raise ConfigError(f"option topics={raw!r} names no topic")
+        return TopicSelection(topics=names)
+    if "topicpattern" in options:
+        raw = options["topicpattern"]
+        try:
+            re.compile(raw)
+        except re.error as e:
+            raise ConfigError(f"option topicPattern={raw!r} is not a valid regex: {e}") from e
+        return TopicSelection(pattern=raw)
+    if "assign" in options:
+        raw = options["assign"]
+        parsed = _json_option("assign", raw)
+        if not isinstance(parsed, dict) or not parsed:
+            raise ConfigError(f'option assign={raw!r} must be a JSON object like {{"A":[0,1]}}')
+        assign: dict[str, frozenset[int]] = {}
+        for topic, qids in parsed.items():
+            if not isinstance(qids, list) or not all(
+                isinstance(q, int) and not isinstance(q, bool) and q >= 0 for q in qids
+            ):
+                raise ConfigError(f"option assign={raw!r}: {topic!r} needs a list of queue ids")
+            assign[topic] = frozenset(qids)
+        return TopicSelection(assign=assign)
+    return TopicSelection()
+
+
+def _parse_bound(options: Mapping[str, str], which: str, default: int) -> Bound:
+    """``which`` is "starting" or "ending"."""
+    names = (f"{which}Offsets", f"{which}Timestamp", f"{which}OffsetsByTimestamp")
+    given = [n for n in names if n.lower() in options]
+    if len(given) > 1:
+        raise ConfigError(f"give only one of {', '.join(names)} (got {given})")
+    offsets_name, timestamp_name, by_timestamp_name = names
+    if offsets_name.lower() in options:
+        raw = options[offsets_name.lower()].strip()
+        if raw.lower() == "earliest":
+            return Bound(EARLIEST)
+        if raw.lower() == "latest":
+            return Bound(LATEST)
+        offsets = _per_queue_ints(offsets_name, raw)
+        for value in offsets.values():
+            if value < EARLIEST:
+                raise ConfigError(
+                    f"option {offsets_name}={raw!r}: offset {value} is not >= 0, -2 or -1"
+                )
+        return Bound(default, offsets=offsets)
+    if timestamp_name.lower() in options:
+        timestamp = _int_option(options, timestamp_name, 0)
+        return Bound(default, timestamp_ms=timestamp)
+    if by_timestamp_name.lower() in options:
+        raw = options[by_timestamp_name.lower()]
+        stamps = _per_queue_ints(by_timestamp_name, raw)
+        for value in stamps.values():
+            if value < 0:
+                raise ConfigError(f"option {by_timestamp_name}={raw!r}: {value} is negative")
+        return Bound(default, timestamps=stamps)
+    return Bound(default)
+
+
+def parse_options(raw_options: Mapping[str, str]) -> ReadOptions:
+    """Check every read option; ConfigError names the first bad one and its value."""
+    options = {k.lower(): v for k, v in raw_options.items()}
+    unknown = sorted(set(options) - KNOWN_OPTIONS - STREAMING_OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown} for the rocketstore data source")
+    path = options.get("path")
+    if not path:
+        raise ConfigError(
+            "option path is required: spark.read.format('rocketstore').load('/path/to/store')"
+        )
+    mode = options.get("mode", MODE_QUEUE).strip().lower()
+    if mode not in (MODE_QUEUE, MODE_COMMITLOG):
+        raise ConfigError(f"option mode={options['mode']!r} must be 'queue' or 'commitlog'")
+    selection = _parse_selection(options)
+    start = _parse_bound(options, "starting", EARLIEST)
+    end = _parse_bound(options, "ending", LATEST)
+    for bound, name in ((start, "starting"), (end, "ending")):
+        for topic in sorted(bound.topics()):
+            if not selection.accepts_topic(topic):
+                raise ConfigError(
+                    f"{name} offsets name topic {topic!r}, which is not among the topics read"
+                )
+    tags = options.get("tags")
+    if tags is not None:
+        parse_subscription(tags)  # any text parses; kept for symmetry with the store API
+    if mode == MODE_COMMITLOG:
+        _check_commitlog_bounds(start, end)
+    return ReadOptions(
+        path=path,
+        mode=mode,
+        selection=selection,
+        start=start,
+        end=end,
+        tags=tags,
+        max_records_per_partition=_int_option(options, "maxRecordsPerPartition", 1),
+        min_partitions=_int_option(options, "minPartitions", 1),
+        include_body=_bool_option(options, "includeBody", True),
+        pushdown=_bool_option(options, "pushdown", True),
+    )
+
+
+def _check_commitlog_bounds(start: Bound, end: Bound) -> None:
+    """A CommitLog scan knows no queue's min and max offsets in advance: a start at
+    "latest" or an end at "earliest" cannot be resolved there."""
+    if start.default == LATEST or LATEST in start.offsets.values():
+        raise ConfigError("startingOffsets=latest (-1) is not supported with mode=commitlog")
+    if end.default == EARLIEST or EARLIEST in end.offsets.values():
+        raise ConfigError("endingOffsets=earliest (-2) is not supported with mode=commitlog")

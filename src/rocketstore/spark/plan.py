@@ -1,0 +1,175 @@
+"""Planning a batch read: options and pushed filters -> small, picklable input partitions.
+
+Layer: spark (top). Reads only offsets from the store (queue min/max, ``offset_by_time``,
+CommitLog file list); the rows are read by :mod:`rocketstore.spark.scan` on the executors.
+
+Three kinds of partition:
+
+- :class:`QueuePartition` ``(topic, queue_id, start, end)``: queue offsets [start, end) of
+  one consume queue (``mode=queue``); big queues are split by ``maxRecordsPerPartition`` and
+  ``minPartitions``.
+- :class:`KeyPartition`: one topic's messages found through the index by ``key`` or
+  ``uniqKey`` (pushed filters), kept only inside the planned queue ranges.
+- :class:`CommitLogPartition` ``(file_offset, start, end)``: records starting at positions
+  [start, end) of one CommitLog file (``mode=commitlog``); the reader finds the first
+  record boundary by walking the file's records from position 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
+from rocketstore.spark.pushdown import Pushed
+from rocketstore.store import MessageStore
+
+
+@dataclass(frozen=True)
+class QueuePartition(InputPartition):
+    topic: str
+    queue_id: int
+    start: int  # first queue offset
+    end: int  # exclusive
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class KeyPartition(InputPartition):
+    topic: str
+    ranges: tuple[tuple[int, int, int], ...]  # (queue_id, start, end) to keep
+    keys: tuple[str, ...]  # look up these KEYS tokens ... (empty: use uniq_keys)
+    uniq_keys: tuple[str, ...]  # ... or these UNIQ_KEYs
+
+
+@dataclass(frozen=True)
+class CommitLogPartition(InputPartition):
+    file_offset: int  # the file's first CommitLog offset (its name)
+    start: int  # position in the file: records starting in [start, end) are ours
+    end: int
+
+
+QueueRange = tuple[str, int, int, int]  # topic, queue id, start, end
+
+
+def _resolve(store: MessageStore, bound: Bound, topic: str, qid: int, low: int, high: int) -> int:
+    """A bound's queue offset for one queue, clamped into [low, high]."""
+    if bound.timestamp_ms is not None:
+        return store.offset_by_time(topic, qid, bound.timestamp_ms, "lower")
+    stamp = bound.timestamps.get((topic, qid))
+    if stamp is not None:
+        return store.offset_by_time(topic, qid, stamp, "lower")
+    value = bound.offsets.get((topic, qid), bound.default)
+    if value == EARLIEST:
+        return low
+    if value == LATEST:
+        return high
+    return min(max(value, low), high)
+
+
+def queue_ranges(store: MessageStore, options: ReadOptions, pushed: Pushed) -> list[QueueRange]:
+    """The non-empty [start, end) of every queue to read, options and pushed filters applied."""
+    ranges: list[QueueRange] = []
+    for topic, qid in options.selection.select(store.topics()):
+        if pushed.topics is not None and topic not in pushed.topics:
+            continue
+        if pushed.queue_ids is not None and qid not in pushed.queue_ids:
+            continue
+        low, high = store.min_offset(topic, qid), store.max_offset(topic, qid)
+        start = _resolve(store, options.start, topic, qid, low, high)
+        end = _resolve(store, options.end, topic, qid, low, high)
+        if pushed.offset_min is not None:
+            start = max(start, pushed.offset_min)
+        if pushed.offset_max is not None:
+            end = min(end, pushed.offset_max)
+        # Pushed time bounds narrow the range (store times rise along a queue); the scan
+        # still checks every row's time, so a narrowed range never lets a wrong row in.
+        if pushed.time_min_ms is not None and start < end:
+            start = max(start, store.offset_by_time(topic, qid, pushed.time_min_ms, "lower"))
+        if pushed.time_max_ms is not None and start < end:
+            end = min(end, store.offset_by_time(topic, qid, pushed.time_max_ms, "lower"))
+        if end > start:
+            ranges.append((topic, qid, start, end))
+    return ranges
+
+
+def split_ranges(
+    ranges: list[QueueRange], max_records: int | None, min_partitions: int | None
+) -> list[QueuePartition]:
+    """One partition per range, split so none exceeds ``max_records`` and, when
+    ``min_partitions`` asks for more, cut into pieces of about total / min_partitions."""
+    total = sum(end - start for _, _, start, end in ranges)
+    piece: int | None = max_records
+    if min_partitions and total and len(ranges) < min_partitions:
+        even = math.ceil(total / min_partitions)
+        piece = even if piece is None else min(piece, even)
+    partitions: list[QueuePartition] = []
+    for topic, qid, start, end in ranges:
+        step = piece or (end - start)
+        for first in range(start, end, step):
+            partitions.append(QueuePartition(topic, qid, first, min(first + step, end)))
+    return partitions
+
+
+def key_partitions(ranges: list[QueueRange], pushed: Pushed) -> list[KeyPartition]:
+    """One partition per topic: the index is searched per topic and key."""
+    by_topic: dict[str, list[tuple[int, int, int]]] = {}
+    for topic, qid, start, end in ranges:
+        by_topic.setdefault(topic, []).append((qid, start, end))
+    # uniqKey is the more selective lookup; `key` is then checked on each row.
+    uniq = tuple(sorted(pushed.uniq_keys)) if pushed.uniq_keys is not None else ()
+    keys = () if uniq else tuple(sorted(pushed.keys or ()))
+    return [
+        KeyPartition(topic, tuple(queue_ranges), keys, uniq)
+        for topic, queue_ranges in sorted(by_topic.items())
+    ]
+
+
+def plan_queue_read(
+    store: MessageStore, options: ReadOptions, pushed: Pushed
+) -> list[QueuePartition] | list[KeyPartition]:
+    ranges = queue_ranges(store, options, pushed)
+    if pushed.by_index:
+        if (pushed.keys is not None and not pushed.keys) or (
+            pushed.uniq_keys is not None and not pushed.uniq_keys
+        ):
+            return []  # `key IN ()` or contradicting equalities: nothing can match
+        return key_partitions(ranges, pushed)
+    return split_ranges(ranges, options.max_records_per_partition, options.min_partitions)
+
+
+def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[CommitLogPartition]:
+    """File ranges of the CommitLog up to its validated end; files are cut into pieces of
+    about total / ``minPartitions`` bytes when more partitions than files are asked for."""
+    file_size = store.commitlog.file_size
+    low, high = store.min_commit_log_offset(), store.max_commit_log_offset()
+    if low < 0 or high <= low:
+        return []
+    spans: list[tuple[int, int, int]] = []
+    for mapped in list(store.commitlog.files.files):
+        first = mapped.file_from_offset
+        start, end = max(low, first) - first, min(high, first + file_size) - first
+        if end > start:
+            spans.append((first, start, end))
+    total = sum(end - start for _, start, end in spans)
+    piece = file_size
+    if options.min_partitions and len(spans) < options.min_partitions:
+        piece = max(1, math.ceil(total / options.min_partitions))
+    partitions = []
+    for first, start, end in spans:
+        for cut in range(start, end, piece):
+            partitions.append(CommitLogPartition(first, cut, min(cut + piece, end)))
+    return partitions
+
+
+def index_usable(store: MessageStore) -> bool:
+    """Key lookups go through the index only when it exists and is enabled."""
+    return bool(store.config.message_index_enable and store.index.files) and os.path.isdir(
+        os.path.join(store.root, "index")
+    )

@@ -1,0 +1,248 @@
+"""Reading one input partition into Arrow record batches (runs on the executors).
+
+Layer: spark (top). Goes through the read-only store for queue and key partitions (consume
+queue units, then CommitLog records; the index for keys), and straight over the CommitLog
+file for a ``mode=commitlog`` partition, so that mode needs no consumequeue/ or index/.
+
+Each Python worker keeps the stores it opened (read-only opens are cheap to refresh and
+costly to repeat: they validate the CommitLog's tail).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from rocketstore.errors import CorruptDataError, IncompleteDataError, NotAStoreError
+from rocketstore.format import record as rec
+from rocketstore.format import sysflag
+from rocketstore.format.message import MessageExt
+from rocketstore.format.queue_unit import decode_units
+from rocketstore.format.subscription import Subscription, parse_subscription
+from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
+from rocketstore.spark.columns import RowBuffer
+from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
+from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
+from rocketstore.spark.pushdown import Pushed
+from rocketstore.store import MessageStore
+
+log = logging.getLogger(__name__)
+
+_STORES: dict[str, MessageStore] = {}
+_STORES_LOCK = threading.Lock()
+_HEADER = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
+_KEY_QUERY_MAX = 2**31 - 1
+
+
+def open_store(path: str) -> MessageStore:
+    """The read-only store at ``path``, opened once per process."""
+    root = os.path.abspath(path)
+    with _STORES_LOCK:
+        store = _STORES.get(root)
+        if store is None:
+            if not os.path.isdir(root):
+                raise NotAStoreError(f"path {path!r} is not a store directory (no such directory)")
+            try:
+                store = MessageStore.open(root, read_only=True)
+            except NotAStoreError as e:
+                raise NotAStoreError(
+                    f"path {path!r} is not a rocketstore/RocketMQ store "
+                    f"(no {COMMITLOG_DIR}/ directory)"
+                ) from e
+            _STORES[root] = store
+        return store
+
+
+def close_stores() -> None:
+    """Close every store this process opened (tests; workers simply exit)."""
+    with _STORES_LOCK:
+        for store in _STORES.values():
+            store.close()
+        _STORES.clear()
+
+
+def _batches(rows: Iterator[tuple[MessageExt, int]], include_body: bool) -> Iterator[Any]:
+    buffer = RowBuffer(include_body)
+    for message, queue_offset in rows:
+        buffer.append(message, queue_offset)
+        if buffer.full:
+            yield buffer.take()
+    if len(buffer):
+        yield buffer.take()
+
+
+def read_partition(
+    partition: object, options: ReadOptions, pushed: Pushed
+) -> Iterator[Any]:  # pyarrow.RecordBatch
+    subscription = parse_subscription(options.tags)
+    if isinstance(partition, QueuePartition):
+        store = open_store(options.path)
+        rows = _queue_rows(store, partition, subscription, pushed, options.include_body)
+    elif isinstance(partition, KeyPartition):
+        store = open_store(options.path)
+        rows = _key_rows(store, partition, subscription, pushed)
+    elif isinstance(partition, CommitLogPartition):
+        rows = _commitlog_rows(partition, options, subscription, pushed)
+    else:  # Spark's placeholder when a plan has no partitions
+        return iter(())
+    return _batches(rows, options.include_body)
+
+
+def _accepts(pushed: Pushed, message: MessageExt, queue_offset: int) -> bool:
+    return pushed.accepts_row(
+        message.topic,
+        message.queue_id,
+        queue_offset,
+        message.store_timestamp,
+        message.keys,
+        message.uniq_key,
+    )
+
+
+def _queue_rows(
+    store: MessageStore,
+    part: QueuePartition,
+    subscription: Subscription,
+    pushed: Pushed,
+    include_body: bool,
+) -> Iterator[tuple[MessageExt, int]]:
+    """Units [start, end) of one queue; tagsCode first, then the record's real tag."""
+    store.max_offset(part.topic, part.queue_id)  # refresh what a live writer appended
+    queue = store.queues.get((part.topic, part.queue_id))
+    if queue is None:
+        return
+    offset = part.start
+    while offset < part.end:
+        raw = queue.units_from(offset, (part.end - offset) * 20)
+        if raw is None:  # removed by retention (or a hole): go on with the next file
+            offset = max(queue.next_file_offset(offset), queue.min_offset())
+            continue
+        units = decode_units(raw)
+        for i in range(len(units)):
+            physical = int(units[i]["offset"])
+            size = int(units[i]["size"])
+            if physical < 0 or size <= 0 or size == 0x7FFFFFFF:
+                continue  # blank fill
+            if not subscription.match_code(int(units[i]["tags_code"])):
+                continue
+            found = store.commitlog.read_record(physical)
+            if found is None or found[1].size != size:
+                continue  # the record went with retention
+            data, view = found
+            message = rec.to_message_ext(data, view, read_body=include_body)
+            if subscription.match_tags(message.tags) and _accepts(pushed, message, offset + i):
+                yield message, offset + i
+        offset += max(len(units), 1)
+
+
+def _key_rows(
+    store: MessageStore, part: KeyPartition, subscription: Subscription, pushed: Pushed
+) -> Iterator[tuple[MessageExt, int]]:
+    """Messages found through the index, kept if they lie in a planned queue range."""
+    wanted = {qid: (start, end) for qid, start, end in part.ranges}
+    seen: set[int] = set()
+    found: list[MessageExt] = []
+    if part.uniq_keys:
+        for uniq in part.uniq_keys:
+            found.extend(store.query_by_unique_key(part.topic, uniq))
+    else:
+        for key in part.keys:
+            token = key.split()[0]  # any token of KEYS finds it; the row check is exact
+            found.extend(store.query_messages(part.topic, token, _KEY_QUERY_MAX))
+    for message in sorted(found, key=lambda m: m.commit_log_offset):
+        if message.commit_log_offset in seen or not sysflag.gets_queue_entry(message.sys_flag):
+            continue
+        seen.add(message.commit_log_offset)
+        span = wanted.get(message.queue_id)
+        if span is None or not span[0] <= message.queue_offset < span[1]:
+            continue
+        if subscription.match_tags(message.tags) and _accepts(
+            pushed, message, message.queue_offset
+        ):
+            yield message, message.queue_offset
+
+
+def _within_options(options: ReadOptions, view: rec.RecordView) -> bool:
+    """The options' selection and bounds, checked per record (no queue to resolve them)."""
+    topic, qid = view.topic, view.queue_id
+    if not options.selection.accepts(topic, qid):
+        return False
+    for bound, is_start in ((options.start, True), (options.end, False)):
+        offset = bound.offsets.get((topic, qid))
+        if offset is not None and offset not in (EARLIEST, LATEST):
+            outside = view.queue_offset < offset if is_start else view.queue_offset >= offset
+            if outside:
+                return False
+        stamp = bound.timestamp_ms
+        if stamp is None:
+            stamp = bound.timestamps.get((topic, qid))
+        if stamp is not None:
+            early = view.store_timestamp < stamp if is_start else view.store_timestamp >= stamp
+            if early:
+                return False
+    return True
+
+
+def _commitlog_rows(
+    part: CommitLogPartition, options: ReadOptions, subscription: Subscription, pushed: Pushed
+) -> Iterator[tuple[MessageExt, int]]:
+    path = os.path.join(options.path, COMMITLOG_DIR, offset_to_file_name(part.file_offset))
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed in the finally below
+    except FileNotFoundError:
+        log.warning("%s went with retention before it was read", path)
+        return
+    try:
+        length = os.fstat(handle.fileno()).st_size
+        if length == 0:
+            return
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mapped)
+        try:
+            yield from _scan_file(view, path, length, part, options, subscription, pushed)
+        finally:
+            view.release()
+            mapped.close()
+    finally:
+        handle.close()
+
+
+def _scan_file(
+    buf: memoryview,
+    path: str,
+    length: int,
+    part: CommitLogPartition,
+    options: ReadOptions,
+    subscription: Subscription,
+    pushed: Pushed,
+) -> Iterator[tuple[MessageExt, int]]:
+    position = 0
+    end = min(part.end, length)
+    while position < end:
+        # Walk record sizes from the file start to reach the partition's first boundary.
+        if position + 8 > length:
+            break
+        total, magic = _HEADER.unpack_from(buf, position)
+        if magic == rec.BLANK_MAGIC:
+            break
+        if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2) or total <= 0:
+            raise CorruptDataError(f"no record where one was expected ({magic=:#x})", path=path,
+                                   position=position)  # fmt: skip
+        if position >= part.start:
+            try:
+                view = rec.read_record(buf, position, end=length)
+            except (CorruptDataError, IncompleteDataError) as e:
+                raise CorruptDataError(str(e), path=path, position=position) from e
+            assert not isinstance(view, rec.Blank)
+            if sysflag.gets_queue_entry(view.sys_flag) and _within_options(options, view):
+                message = rec.to_message_ext(buf, view, read_body=options.include_body)
+                if subscription.match_tags(message.tags) and _accepts(
+                    pushed, message, view.queue_offset
+                ):
+                    yield message, view.queue_offset
+        position += total

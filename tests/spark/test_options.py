@@ -1,0 +1,83 @@
+"""Option parsing of the rocketstore data source (no Spark, no store)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketstore.errors import ConfigError
+from rocketstore.spark.options import EARLIEST, LATEST, MODE_COMMITLOG, parse_options
+
+
+def test_defaults():
+    opts = parse_options({"path": "/s"})
+    assert opts.mode == "queue"
+    assert opts.start.default == EARLIEST and opts.end.default == LATEST
+    assert opts.include_body and opts.pushdown
+    assert opts.selection.accepts("Orders", 3)
+    for topic in ("RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX", "%RETRY%g", "%DLQ%g"):
+        assert not opts.selection.accepts(topic, 0)
+
+
+def test_option_names_are_case_insensitive():
+    opts = parse_options({"PATH": "/s", "startingoffsets": "latest", "INCLUDEBODY": "false"})
+    assert opts.start.default == LATEST and not opts.include_body
+
+
+def test_topic_selection_kinds():
+    assert parse_options({"path": "/s", "topics": "A, B"}).selection.accepts("B", 9)
+    assert parse_options({"path": "/s", "topics": "%RETRY%g"}).selection.accepts("%RETRY%g", 0)
+    pattern = parse_options({"path": "/s", "topicPattern": "Ord.*"}).selection
+    assert pattern.accepts("Orders", 0) and not pattern.accepts("XOrders", 0)
+    assign = parse_options({"path": "/s", "assign": '{"A":[0,2]}'}).selection
+    assert assign.accepts("A", 2) and not assign.accepts("A", 1) and not assign.accepts("B", 0)
+    assert assign.select({"A": [0, 1, 2], "B": [0]}) == [("A", 0), ("A", 2)]
+
+
+def test_offsets_json_and_timestamps():
+    opts = parse_options(
+        {
+            "path": "/s",
+            "startingOffsets": '{"A":{"0":12,"1":-2}}',
+            "endingOffsetsByTimestamp": '{"A":{"0":1700000000000}}',
+        }
+    )
+    assert opts.start.offsets == {("A", 0): 12, ("A", 1): EARLIEST}
+    assert opts.end.timestamps == {("A", 0): 1_700_000_000_000}
+    assert parse_options({"path": "/s", "startingTimestamp": "5"}).start.timestamp_ms == 5
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({}, "path"),
+        ({"mode": "kafka"}, "mode='kafka'"),
+        ({"topics": " , "}, "topics"),
+        ({"topicPattern": "("}, "topicPattern='('"),
+        ({"assign": "[1]"}, "assign='[1]'"),
+        ({"assign": '{"A":["x"]}'}, "assign"),
+        ({"startingOffsets": "{nope"}, "startingOffsets='{nope'"),
+        ({"startingOffsets": '{"A":{"x":1}}'}, "queue id 'x'"),
+        ({"startingOffsets": '{"A":{"0":-7}}'}, "offset -7"),
+        ({"startingOffsets": "earliest", "startingTimestamp": "1"}, "only one of"),
+        ({"endingTimestamp": "soon"}, "endingTimestamp='soon'"),
+        ({"startingOffsetsByTimestamp": '{"A":{"0":-1}}'}, "negative"),
+        ({"maxRecordsPerPartition": "0"}, "maxRecordsPerPartition='0'"),
+        ({"minPartitions": "two"}, "minPartitions='two'"),
+        ({"includeBody": "maybe"}, "includeBody='maybe'"),
+        ({"topics": "A", "assign": '{"A":[0]}'}, "only one of topics"),
+        ({"topics": "A", "startingOffsets": '{"B":{"0":1}}'}, "'B'"),
+        ({"colour": "red"}, "colour"),
+        ({"mode": "commitlog", "startingOffsets": "latest"}, "startingOffsets=latest"),
+        ({"mode": "commitlog", "endingOffsets": '{"A":{"0":-2}}'}, "endingOffsets=earliest"),
+    ],
+)
+def test_errors_name_the_option_and_value(options, named):
+    raw = {"path": "/s", **options} if options else {}
+    with pytest.raises(ConfigError, match=None) as caught:
+        parse_options(raw)
+    assert named in str(caught.value)
+
+
+def test_streaming_options_are_accepted_for_one_option_map():
+    opts = parse_options({"path": "/s", "maxOffsetsPerTrigger": "10", "mode": MODE_COMMITLOG})
+    assert opts.mode == MODE_COMMITLOG

@@ -1,0 +1,368 @@
+"""The reader without a SparkSession: partitions() and read() against a small store, checked
+against the store's own API (get_messages, query_messages, offset_by_time)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import datasource as ds
+from spark_helpers import BASE_MS, LAYOUT, ROUNDS, ident, read_all, store_rows
+
+from rocketstore import Message, MessageStore, NotAStoreError
+from rocketstore.spark import columns
+from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
+from rocketstore.spark.source import PushdownReader, RocketStoreDataSource, RocketStoreReader
+
+
+def _ids(rows):
+    return sorted(ident(r) for r in rows)
+
+
+def test_arrow_schema_is_what_spark_derives():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    assert columns.arrow_schema().equals(to_arrow_schema(columns.spark_schema(), timezone="UTC"))
+
+
+def test_default_read_equals_get_messages(store_path):
+    rows = read_all({"path": str(store_path)})
+    expected = store_rows(store_path)
+    assert len(rows) == sum(n for t, n in LAYOUT.items() if t[0] not in "%R") * ROUNDS
+    by_id = {ident(r): r for r in rows}
+    assert sorted(by_id) == _ids(expected)
+    for want in expected:
+        got = by_id[ident(want)]
+        assert got["commitLogOffset"] == want["commitLogOffset"]
+        assert got["key"] == want["key"] and got["keys"] == want["key"].split()
+        assert got["tags"] == want["tags"] and got["uniqKey"] == want["uniqKey"]
+        assert got["value"] == want["value"]
+        assert got["timestamp"] == dt.datetime.fromtimestamp(want["ts_ms"] / 1000, dt.UTC)
+        assert got["timestampType"] == 1
+        assert dict(got["properties"])["TAGS"] == want["tags"]
+
+
+def test_every_column_matches_look_message(store_path):
+    rows = read_all({"path": str(store_path), "topics": "Payments"})
+    with MessageStore.open(store_path, read_only=True) as store:
+        for row in rows[:20]:
+            m = store.look_message(row["commitLogOffset"])
+            assert m is not None
+            assert (row["msgId"], row["size"], row["bornHost"], row["storeHost"]) == (
+                m.msg_id,
+                m.size,
+                m.born_host,
+                m.store_host,
+            )
+            assert (row["sysFlag"], row["flag"], row["reconsumeTimes"], row["bodyCRC"]) == (
+                m.sys_flag,
+                m.flag,
+                m.reconsume_times,
+                m.body_crc,
+            )
+            assert row["bornTimestamp"].timestamp() * 1000 == m.born_timestamp
+            assert dict(row["properties"]) == m.properties
+
+
+def test_reads_yield_arrow_batches_of_the_schema(store_path):
+    source = RocketStoreDataSource({"path": str(store_path)})
+    reader = source.reader(source.schema())
+    batch = next(iter(reader.read(reader.partitions()[0])))
+    assert isinstance(batch, pa.RecordBatch)
+    assert batch.schema.equals(columns.arrow_schema())
+
+
+def test_selection_topics_pattern_assign_and_system_topics(store_path):
+    path = str(store_path)
+    assert {r["topic"] for r in read_all({"path": path})} == {"Orders", "Payments"}
+    assert {r["topic"] for r in read_all({"path": path, "topics": "Payments"})} == {"Payments"}
+    assert {r["topic"] for r in read_all({"path": path, "topicPattern": "Pay.*"})} == {"Payments"}
+    retry = read_all({"path": path, "topics": "%RETRY%groupA,RMQ_SYS_TRACE_TOPIC"})
+    assert len(retry) == 2 * ROUNDS
+    assigned = read_all({"path": path, "assign": '{"Orders":[1,3]}'})
+    assert {(r["topic"], r["partition"]) for r in assigned} == {("Orders", 1), ("Orders", 3)}
+    assert read_all({"path": path, "topics": "NoSuchTopic"}) == []
+
+
+def test_offsets_json_earliest_latest(store_path):
+    path = str(store_path)
+    rows = read_all(
+        {
+            "path": path,
+            "topics": "Orders",
+            "startingOffsets": '{"Orders":{"0":5,"1":-2,"2":-1,"3":100}}',
+            "endingOffsets": '{"Orders":{"0":9,"1":3}}',
+        }
+    )
+    got = {}
+    for r in rows:
+        got.setdefault(r["partition"], []).append(r["offset"])
+    assert got == {0: [5, 6, 7, 8], 1: [0, 1, 2]}
+    assert read_all({"path": path, "startingOffsets": "latest"}) == []
+    assert read_all({"path": path, "endingOffsets": "earliest"}) == []
+
+
+def test_timestamps_use_offset_by_time_lower(store_path):
+    path = str(store_path)
+    with MessageStore.open(store_path, read_only=True) as store:
+        middle = store.message_store_time("Orders", 2, 10)
+        start = store.offset_by_time("Orders", 2, middle - 1, "lower")
+        end = store.offset_by_time("Orders", 2, middle + 200, "lower")
+    rows = read_all(
+        {
+            "path": path,
+            "assign": '{"Orders":[2]}',
+            "startingTimestamp": str(middle - 1),
+            "endingTimestamp": str(middle + 200),
+        }
+    )
+    assert [r["offset"] for r in rows] == list(range(start, end))
+    assert start == 10 and end > start
+    by_queue = read_all(
+        {
+            "path": path,
+            "topics": "Orders",
+            "startingOffsetsByTimestamp": f'{{"Orders":{{"2":{middle}}}}}',
+            "endingOffsetsByTimestamp": f'{{"Orders":{{"2":{middle + 1}}}}}',
+        }
+    )
+    assert [(r["partition"], r["offset"]) for r in by_queue if r["partition"] == 2] == [(2, 10)]
+    assert len([r for r in by_queue if r["partition"] != 2]) == 3 * ROUNDS
+
+
+def test_tags_filter_code_then_real_tag(store_path):
+    rows = read_all({"path": str(store_path), "tags": "TagA || TagC"})
+    assert rows and {r["tags"] for r in rows} == {"TagA", "TagC"}
+    expected = [r for r in store_rows(store_path) if r["tags"] in ("TagA", "TagC")]
+    assert _ids(rows) == _ids(expected)
+
+
+def test_partitions_split_by_max_records_and_min_partitions(store_path):
+    def plan(**options):
+        source = RocketStoreDataSource({"path": str(store_path), **options})
+        return source.reader(source.schema()).partitions()
+
+    whole = plan()
+    assert all(isinstance(p, QueuePartition) for p in whole)
+    assert len(whole) == 6 and all(p.count == ROUNDS for p in whole)
+    small = plan(maxRecordsPerPartition="7")
+    assert max(p.count for p in small) == 7 and sum(p.count for p in small) == 6 * ROUNDS
+    many = plan(minPartitions="24")
+    assert len(many) >= 24 and sum(p.count for p in many) == 6 * ROUNDS
+    rows = read_all({"path": str(store_path), "minPartitions": "24"})
+    assert _ids(rows) == _ids(store_rows(store_path))
+
+
+def test_include_body_false_leaves_value_null(store_path):
+    rows = read_all({"path": str(store_path), "includeBody": "false", "topics": "Payments"})
+    assert rows and all(r["value"] is None for r in rows)
+    assert all(r["size"] > 0 for r in rows)
+
+
+def test_not_a_store_names_the_path(tmp_path):
+    for path in (tmp_path / "missing", tmp_path):
+        source = RocketStoreDataSource({"path": str(path)})
+        reader = source.reader(source.schema())
+        with pytest.raises(NotAStoreError, match=r"not a store directory|not a rocketstore"):
+            reader.partitions()
+
+
+def test_commitlog_mode_without_queues_or_index(store_copy):
+    expected = store_rows(store_copy)
+    shutil.rmtree(store_copy / "consumequeue")
+    shutil.rmtree(store_copy / "index")
+    source = RocketStoreDataSource({"path": str(store_copy), "mode": "commitlog"})
+    parts = source.reader(source.schema()).partitions()
+    assert len(parts) == len(list((store_copy / "commitlog").iterdir()))
+    assert all(isinstance(p, CommitLogPartition) for p in parts)
+    rows = read_all({"path": str(store_copy), "mode": "commitlog"})
+    assert _ids(rows) == _ids(expected)  # the PREPARED record has no queue entry: left out
+    by_id = {ident(r): r for r in rows}
+    assert all(by_id[ident(w)]["commitLogOffset"] == w["commitLogOffset"] for w in expected)
+
+
+def test_commitlog_mode_splits_inside_files_at_record_boundaries(store_path):
+    options = {"path": str(store_path), "mode": "commitlog", "minPartitions": "50"}
+    source = RocketStoreDataSource(options)
+    parts = source.reader(source.schema()).partitions()
+    assert len(parts) >= 50
+    rows = read_all(options)
+    assert len(rows) == len({r["commitLogOffset"] for r in rows})  # no record read twice
+    assert _ids(rows) == _ids(store_rows(store_path))
+
+
+def test_commitlog_mode_options_as_record_filters(store_path):
+    path = str(store_path)
+    with MessageStore.open(store_path, read_only=True) as store:
+        ts = store.message_store_time("Orders", 1, 12)
+    common = {
+        "assign": '{"Orders":[1],"Payments":[0]}',
+        "tags": "TagB",
+        "startingOffsets": '{"Orders":{"1":3}}',
+        "endingOffsetsByTimestamp": f'{{"Orders":{{"1":{ts}}}}}',
+        "minPartitions": "9",
+    }
+    queue_rows = read_all({"path": path, **common})
+    log_rows = read_all({"path": path, "mode": "commitlog", **common})
+    assert queue_rows and _ids(log_rows) == _ids(queue_rows)
+
+
+def test_live_writer_appends_are_seen(store_copy):
+    before = len(read_all({"path": str(store_copy), "topics": "Payments"}))
+    with MessageStore.open(store_copy) as store:
+        store.put(Message(topic="Payments", body=b"late", queue_id=1), BASE_MS + 10**7)
+    after = read_all({"path": str(store_copy), "topics": "Payments"})  # same cached store
+    assert len(after) == before + 1
+
+
+# --- filter pushdown (the Filter objects Spark would pass) -------------------------------
+
+
+def _ts(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+def _check_pushdown(path: Path, filters, predicate, options=None, *, all_claimed=True):
+    options = {"path": str(path), **(options or {})}
+    source = RocketStoreDataSource(options)
+    reader = source.reader(source.schema())
+    assert isinstance(reader, PushdownReader)
+    rest = list(reader.pushFilters(list(filters)))
+    if all_claimed:
+        assert rest == []
+    pushed_rows = [r for r in read_all(options, list(filters)) if predicate(r)]
+    plain_rows = [r for r in read_all(options) if predicate(r)]
+    assert _ids(pushed_rows) == _ids(plain_rows)
+    return pushed_rows
+
+
+@pytest.mark.parametrize("mode", ["queue", "commitlog"])
+def test_pushdown_topic_partition_offset(store_path, mode):
+    filters = [
+        ds.In(("topic",), ("Orders", "Payments", "Nope")),
+        ds.EqualTo(("partition",), 1),
+        ds.GreaterThan(("offset",), 4),
+        ds.LessThanOrEqual(("offset",), 11),
+    ]
+    rows = _check_pushdown(
+        store_path,
+        filters,
+        lambda r: r["topic"] in ("Orders", "Payments") and r["partition"] == 1
+        and 4 < r["offset"] <= 11,
+        {"mode": mode},
+    )  # fmt: skip
+    assert len(rows) == 2 * 7
+
+
+def test_pushdown_narrows_the_plan(store_path):
+    source = RocketStoreDataSource({"path": str(store_path)})
+    reader = source.reader(source.schema())
+    reader.pushFilters([ds.EqualTo(("topic",), "Orders"), ds.In(("partition",), (0, 3))])
+    reader.pushFilters([ds.GreaterThanOrEqual(("offset",), 20)])
+    parts = reader.partitions()
+    assert [(p.topic, p.queue_id, p.start, p.end) for p in parts] == [
+        ("Orders", 0, 20, ROUNDS),
+        ("Orders", 3, 20, ROUNDS),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["queue", "commitlog"])
+def test_pushdown_timestamp_range(store_path, mode):
+    with MessageStore.open(store_path, read_only=True) as store:
+        low = store.message_store_time("Orders", 0, 7)
+        high = store.message_store_time("Payments", 1, 20)
+    low_dt, high_dt = _ts(low), _ts(high)
+    rows = _check_pushdown(
+        store_path,
+        [ds.GreaterThanOrEqual(("timestamp",), low_dt), ds.LessThan(("timestamp",), high_dt)],
+        lambda r: low_dt <= r["timestamp"] < high_dt,
+        {"mode": mode},
+    )
+    assert len(rows) > 10
+    between = dt.datetime.fromtimestamp(low / 1000 + 0.0005, dt.UTC)  # sub-ms literal
+    _check_pushdown(
+        store_path,
+        [ds.GreaterThan(("timestamp",), between), ds.EqualTo(("topic",), "Orders")],
+        lambda r: r["timestamp"] > between and r["topic"] == "Orders",
+        {"mode": mode},
+    )
+
+
+@pytest.mark.parametrize("mode", ["queue", "commitlog"])
+def test_pushdown_key_and_uniq_key(store_path, mode):
+    opts = {"mode": mode}
+    one = _check_pushdown(
+        store_path, [ds.EqualTo(("key",), "Orders-2-7")], lambda r: r["key"] == "Orders-2-7", opts
+    )
+    assert [(r["partition"], r["offset"]) for r in one] == [(2, 7)]
+    shared = ("Orders-1-10 shared", "Payments-0-3", "nothing")
+    many = _check_pushdown(
+        store_path, [ds.In(("key",), shared)], lambda r: r["key"] in shared, opts
+    )
+    assert len(many) == 2
+    # `key = 'shared'` matches no row: KEYS as stored is never just the shared token.
+    assert (
+        _check_pushdown(store_path, [ds.EqualTo(("key",), "shared")], lambda r: False, opts) == []
+    )
+    uniq = _check_pushdown(
+        store_path,
+        [ds.EqualTo(("uniqKey",), "UPayments010004"), ds.EqualTo(("topic",), "Payments")],
+        lambda r: r["uniqKey"] == "UPayments010004",
+        opts,
+    )
+    assert [(r["partition"], r["offset"]) for r in uniq] == [(1, 4)]
+
+
+def test_key_pushdown_goes_through_the_index(store_path):
+    source = RocketStoreDataSource({"path": str(store_path)})
+    reader = source.reader(source.schema())
+    reader.pushFilters([ds.EqualTo(("key",), "Orders-2-7"), ds.LessThan(("offset",), 5)])
+    parts = reader.partitions()
+    assert parts and all(isinstance(p, KeyPartition) for p in parts)
+    assert [r for p in parts for b in reader.read(p) for r in b.to_pylist()] == []
+
+
+def test_key_pushdown_respects_options_and_tags(store_path):
+    key = "Orders-1-4"  # TagB
+    for options, count in (
+        ({}, 1),
+        ({"tags": "TagA"}, 0),
+        ({"startingOffsets": '{"Orders":{"1":5}}'}, 0),
+        ({"topics": "Payments"}, 0),
+    ):
+        rows = _check_pushdown(
+            store_path, [ds.EqualTo(("key",), key)], lambda r: r["key"] == key, options
+        )
+        assert len(rows) == count, options
+
+
+def test_key_filters_go_back_to_spark_without_an_index(store_copy):
+    shutil.rmtree(store_copy / "index")
+    source = RocketStoreDataSource({"path": str(store_copy)})
+    reader = source.reader(source.schema())
+    key = ds.EqualTo(("key",), "Orders-2-7")
+    assert list(reader.pushFilters([key])) == [key]
+
+
+def test_unsupported_filters_are_returned(store_path):
+    filters = [
+        ds.StringStartsWith(("topic",), "Ord"),
+        ds.Not(ds.EqualTo(("partition",), 1)),
+        ds.IsNotNull(("key",)),
+        ds.EqualTo(("tags",), "TagA"),
+        ds.In(("offset",), (3, 9)),
+    ]
+    source = RocketStoreDataSource({"path": str(store_path)})
+    reader = source.reader(source.schema())
+    rest = list(reader.pushFilters(filters))
+    assert len(rest) == len(filters) and all(a is b for a, b in zip(rest, filters, strict=True))
+    _check_pushdown(store_path, [filters[-1]], lambda r: r["offset"] in (3, 9), all_claimed=False)
+
+
+def test_pushdown_option_false_gives_the_plain_reader(store_path):
+    source = RocketStoreDataSource({"path": str(store_path), "pushdown": "false"})
+    reader = source.reader(source.schema())
+    assert type(reader) is RocketStoreReader
