@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rocketstore.crashpoints import MID_BATCH_WRITE, armed, crash_point
-from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.errors import CorruptDataError, FileRemovedError, IncompleteDataError
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
@@ -120,8 +120,14 @@ class CommitLog:
     # --- offsets ------------------------------------------------------------------------
 
     def min_offset(self) -> int:
-        """First file's start offset, -1 when the CommitLog is empty."""
-        return self.files.min_offset()
+        """First file's start offset, -1 when the CommitLog is empty; the next file's start
+        while the first is being deleted (RocketMQ's getMinOffset)."""
+        first = self.files.first
+        if first is None:
+            return -1
+        if not first.available:
+            return first.file_from_offset + self.file_size
+        return first.file_from_offset
 
     def max_offset(self) -> int:
         return self.files.max_offset()
@@ -206,7 +212,7 @@ class CommitLog:
         position = offset - mapped.file_from_offset
         if position + size > mapped.wrote_position:
             return None
-        return mapped.read(position, size)
+        return mapped.read_held(position, size)  # None while retention deletes the file
 
     def read_to_file_end(self, offset: int, limit: int | None = None) -> bytes | None:
         """Bytes from ``offset`` to the written end of its file (at most ``limit``)."""
@@ -219,21 +225,29 @@ class CommitLog:
             end = min(end, position + limit)
         if position >= end:
             return None
-        return mapped.read(position, end - position)
+        return mapped.read_held(position, end - position)
 
     def read_record(
         self, offset: int, *, check_crc: bool = False
     ) -> tuple[bytes, rec.RecordView] | None:
-        """The validated record at ``offset`` (buffer, view), or None if none is there."""
-        head = self.read(offset, 4)
-        if head is None:
+        """The validated record at ``offset`` (buffer, view), or None if none is there
+        (including a file that retention is deleting)."""
+        mapped = self.files.find(offset)
+        if mapped is None or not mapped.hold():
             return None
-        size = int.from_bytes(head, "big", signed=True)
-        if size <= 0:
+        try:  # one reference for both reads: the file cannot go in between
+            position = offset - mapped.file_from_offset
+            wrote = mapped.wrote_position
+            if position + 4 > wrote:
+                return None
+            size = int.from_bytes(mapped.read(position, 4), "big", signed=True)
+            if size <= 0 or position + size > wrote:
+                return None
+            data = mapped.read(position, size)
+        except FileRemovedError:
             return None
-        data = self.read(offset, size)
-        if data is None:
-            return None
+        finally:
+            mapped.release()
         try:
             view = rec.read_record(data, 0, check_crc=check_crc)
         except (CorruptDataError, IncompleteDataError):

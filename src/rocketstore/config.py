@@ -57,7 +57,7 @@ class StoreConfig:
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
     max_filter_message_count: int = 16_000
-    # Retention (used by the retention service).
+    # Retention (services.retention; docs/operations.md). Hours, percents and ms.
     file_reserved_time: int = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
@@ -65,6 +65,10 @@ class StoreConfig:
     disk_space_warning_level_ratio: int = 90
     clean_resource_interval: int = 10_000
     delete_file_batch_max: int = 10
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    destroy_mapped_file_interval_forcibly: int = 120_000
+    clean_file_forcibly_enable: bool = True
     # Dispatcher polling when idle (ms); RocketMQ sleeps 1 ms between reput rounds.
     dispatch_interval_ms: int = 1
     extra: dict[str, str] = field(default_factory=dict)
@@ -78,6 +82,8 @@ class StoreConfig:
             "max_index_num",
             "max_message_size",
             "sync_flush_timeout",
+            "clean_resource_interval",
+            "delete_file_batch_max",
         )
         for name in positive:
             value = getattr(self, name)
@@ -96,6 +102,7 @@ class StoreConfig:
             raise ConfigError(f"max_index_num must be at least 2, got {self.max_index_num}")
         parse_host(self.store_host, what="store_host")
         delay_levels_ms(self.message_delay_level)
+        delete_hours(self.delete_when)
         return self
 
     @property
@@ -124,6 +131,19 @@ def delay_levels_ms(spec: str) -> list[int]:
     if not levels:
         raise ConfigError("message_delay_level must name at least one level")
     return levels
+
+
+def delete_hours(spec: str) -> set[int]:
+    """Parse ``delete_when`` (``"04"``, ``"02;04;23"``) into hours of the day."""
+    hours: set[int] = set()
+    for raw in spec.split(";"):
+        token = raw.strip()
+        if not token:
+            continue
+        if not token.isdigit() or not 0 <= int(token) <= 23:
+            raise ConfigError(f"delete_when: bad hour {token!r} in {spec!r} (want 00-23)")
+        hours.add(int(token))
+    return hours
 
 
 def parse_host(value: str, *, what: str = "host") -> tuple[str, int]:

@@ -106,11 +106,13 @@ class ConsumeQueue:
         local = position - mapped.file_from_offset
         if local + CQ_UNIT_SIZE > mapped.wrote_position:
             return None
-        return decode_unit(mapped.read(local, CQ_UNIT_SIZE))
+        data = mapped.read_held(local, CQ_UNIT_SIZE)
+        return decode_unit(data) if data is not None else None
 
     def units_from(self, queue_offset: int, max_bytes: int | None = None) -> bytes | None:
         """Raw units from ``queue_offset`` to the readable end of the file holding it
-        (RocketMQ's getIndexBuffer): None if the offset has no file."""
+        (RocketMQ's getIndexBuffer): None if the offset has no file (or retention is
+        deleting it)."""
         position = queue_offset * CQ_UNIT_SIZE
         mapped = self.files.find(position)
         if mapped is None:
@@ -121,7 +123,7 @@ class ConsumeQueue:
             return None
         if max_bytes is not None:
             end = min(end, local + max_bytes)
-        return mapped.read(local, end - local)
+        return mapped.read_held(local, end - local)
 
     def next_file_offset(self, queue_offset: int) -> int:
         """First queue offset of the file after the one holding ``queue_offset``."""
@@ -334,18 +336,28 @@ class ConsumeQueue:
             candidate = first.file_from_offset + live_units[0] * CQ_UNIT_SIZE
             self.min_logic_offset = max(self.min_logic_offset, candidate)
 
+    def expired_files(self, min_commit_log_offset: int) -> list[str]:
+        """Paths of the leading files (never the last) whose last unit points below the
+        CommitLog min (spec 3.10): what ``delete_expired_files`` would delete."""
+        paths: list[str] = []
+        for mapped in list(self.files.files)[:-1]:
+            data = mapped.read_held(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+            if data is None or decode_unit(data).commit_log_offset >= min_commit_log_offset:
+                break
+            paths.append(mapped.path)
+        return paths
+
     def delete_expired_files(self, min_commit_log_offset: int) -> int:
-        """Delete files (never the last) whose last unit points below the CommitLog min."""
+        """Delete files (never the last) whose last unit points below the CommitLog min,
+        then move the min offset to the first unit still in the CommitLog (spec 3.10)."""
         deleted = 0
-        while len(self.files.files) > 1:
-            first = self.files.files[0]
-            last_unit = decode_unit(first.read(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE))
-            if last_unit.commit_log_offset >= min_commit_log_offset:
+        for path in self.expired_files(min_commit_log_offset):
+            first = self.files.first
+            if first is None or first.path != path:
                 break
             self.files.delete_first()
             deleted += 1
-        if deleted:
-            self.correct_min_offset(min_commit_log_offset)
+        self.correct_min_offset(min_commit_log_offset)
         return deleted
 
     def destroy(self) -> None:

@@ -43,6 +43,11 @@ class IncompleteDataError(StoreError):
         self.available = available
 
 
+class FileRemovedError(StoreError):
+    """A mapped file was closed or deleted (by retention) while being read; the read path
+    reports the data as removed (``MESSAGE_WAS_REMOVING`` / not found)."""
+
+
 class StoreLockedError(StoreError):
     """Another writer holds the store directory's lock."""
 

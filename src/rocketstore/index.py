@@ -349,6 +349,14 @@ class IndexFile:
     def flush(self) -> None:
         self._file.flush_all()
 
+    def hold(self) -> bool:
+        """Take a reader reference (False once the file is being deleted); while held, the
+        file stays mapped even if retention deletes it."""
+        return self._file.hold()
+
+    def release(self) -> None:
+        self._file.release()
+
     def close(self) -> None:
         self._file.close()
 
@@ -366,8 +374,11 @@ class _IndexMapping(MappedFile):
         self.wrote_position = size
 
     def flush_all(self) -> None:
-        if self.writable and self._mm is not None:
-            self._mm.flush()
+        if self.writable and self.hold():  # a file being deleted needs no flush
+            try:
+                self.mm.flush()
+            finally:
+                self.release()
 
 
 @dataclass
@@ -418,24 +429,31 @@ class IndexService:
             self.files.append(IndexFile(path, slots, number, writable=self.writable))
 
     def refresh(self) -> None:
-        """Read-only openers: map files the writer added and re-read every header."""
+        """Read-only openers: map files the writer added, drop those its retention
+        deleted, and re-read every header."""
         if not os.path.isdir(self.directory):
             return
-        known = {f.name for f in self.files}
-        for name in sorted(os.listdir(self.directory)):
-            if name in known or not is_index_file_name(name):
-                continue
+        names = {n for n in os.listdir(self.directory) if is_index_file_name(n)}
+        files = []
+        for f in self.files:
+            if f.name in names:
+                files.append(f)
+            else:
+                f.close()  # a query holding it keeps its mapping until it releases
+        known = {f.name for f in files}
+        for name in sorted(names - known):
             path = os.path.join(self.directory, name)
-            size = os.path.getsize(path)
             try:
+                size = os.path.getsize(path)
                 slots, number = layout.geometry_from_size(size)
                 if size == layout.file_size(self.hash_slot_num, self.index_num):
                     slots, number = self.hash_slot_num, self.index_num
-                self.files.append(IndexFile(path, slots, number, writable=False))
-            except (ValueError, CorruptDataError):
+                files.append(IndexFile(path, slots, number, writable=False))
+            except (OSError, ValueError, CorruptDataError):
                 continue
-        self.files.sort(key=lambda f: f.name)
-        for f in self.files:
+        files.sort(key=lambda f: f.name)
+        self.files = files
+        for f in files:
             f.refresh_header()
 
     # --- writing ----------------------------------------------------------------------
@@ -549,8 +567,13 @@ class IndexService:
         """CommitLog offsets whose index hash matches ``key`` (``topic#key``), newest file
         first; within a file newest entry first."""
         for index_file in reversed(list(self.files)):
-            for offset, _ in index_file.candidates(key):
-                yield offset
+            if not index_file.hold():
+                continue  # deleted by retention since the list was copied
+            try:
+                for offset, _ in index_file.candidates(key):
+                    yield offset
+            finally:
+                index_file.release()
 
     def last_update(self) -> tuple[int, int]:
         """(endTimestamp, endPhyOffset) of the newest file."""
@@ -577,11 +600,22 @@ class IndexService:
                 break
         return removed
 
+    def expired_files(self, min_commit_log_offset: int) -> list[str]:
+        """Paths of the leading files (never the last) whose entries all point below the
+        CommitLog min (endPhyOffset < min, spec 4.4): what ``delete_expired`` deletes."""
+        files = list(self.files)[:-1]
+        paths: list[str] = []
+        for index_file in files:
+            if index_file.end_phy_offset >= min_commit_log_offset:
+                break
+            paths.append(index_file.path)
+        return paths
+
     def delete_expired(self, min_commit_log_offset: int) -> int:
         deleted = 0
         with self._lock:
             while len(self.files) > 1 and self.files[0].end_phy_offset < min_commit_log_offset:
-                self.files.pop(0).destroy()
+                self.files.pop(0).destroy()  # a query holding it keeps its mapping
                 deleted += 1
         return deleted
 

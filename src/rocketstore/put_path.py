@@ -27,7 +27,7 @@ MAX_RECORD_EXTRA = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class PutResult:
-    """Outcome of one put. On failure only ``status`` is meaningful."""
+    """Outcome of one put. On failure only ``status`` (and ``reason``) is meaningful."""
 
     status: PutStatus
     commit_log_offset: int = 0
@@ -35,6 +35,9 @@ class PutResult:
     msg_id: str = ""
     store_timestamp: int = 0
     size: int = 0
+    # Why a put was refused, in words, when the status alone does not say (e.g. the disk
+    # is full behind SERVICE_NOT_AVAILABLE).
+    reason: str = ""
 
     @property
     def ok(self) -> bool:

@@ -83,3 +83,19 @@ class RunningFlags(enum.IntFlag):
             | RunningFlags.DISK_FULL
         )
         return not (self & blocking)
+
+    def unwriteable_reason(self) -> str:
+        """Why puts are refused, in words ("" when they are not)."""
+        reasons = []
+        if self & RunningFlags.DISK_FULL:
+            reasons.append(
+                "the disk is full (usage above disk_space_warning_level_ratio); puts resume "
+                "once retention or the operator frees space"
+            )
+        if self & RunningFlags.NOT_WRITEABLE:
+            reasons.append("a write or flush failed (I/O error); reopen the store")
+        if self & RunningFlags.WRITE_LOGICS_QUEUE_ERROR:
+            reasons.append("writing a consume queue failed")
+        if self & RunningFlags.WRITE_INDEX_FILE_ERROR:
+            reasons.append("writing an index file failed")
+        return "; ".join(reasons)

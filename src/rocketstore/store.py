@@ -57,6 +57,7 @@ from rocketstore.recovery.checkpoint_file import CheckpointFile
 from rocketstore.recovery.recover import RecoveryReport, recover_store, scan_valid_end
 from rocketstore.services.dispatcher import Dispatcher
 from rocketstore.services.flusher import Flusher
+from rocketstore.services.retention import RetentionReport, RetentionService
 from rocketstore.status import Boundary, PutStatus, RunningFlags
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,14 @@ class MessageStore:
             live_logics_timestamp=lambda: self.live_logics_timestamp,
         )
         self.running_flags = RunningFlags(0)
+        self.retention = RetentionService(
+            self.root,
+            self.commitlog,
+            lambda: list(self.queues.values()),
+            self.index,
+            config,
+            on_disk_full=self._on_disk_full,
+        )
         self.live_logics_timestamp = 0
         self.index.on_full_file_flushed = self._on_index_file_full
 
@@ -199,6 +208,7 @@ class MessageStore:
         self.commitlog.on_append = self.dispatcher.wakeup
         self.dispatcher.start()
         self.flusher.start()
+        self.retention.start()
 
     def _load_read_only(self) -> None:
         self.commitlog.files.load()
@@ -376,7 +386,8 @@ class MessageStore:
         """Append one message. Expected failures come back as ``PutResult.status``."""
         self._check_writable()
         if not self.running_flags.writeable:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
+            reason = self.running_flags.unwriteable_reason()
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
         prepared = self.preparer.prepare(msg, store_host)
         if isinstance(prepared, PutStatus):
             return PutResult(prepared)
@@ -396,7 +407,8 @@ class MessageStore:
         if not msgs:
             return []
         if not self.running_flags.writeable:
-            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE) for _ in msgs]
+            reason = self.running_flags.unwriteable_reason()
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason) for _ in msgs]
         prepared: list[PreparedMessage] = []
         for msg in msgs:
             item = self.preparer.prepare(msg, store_host, in_batch=True)
@@ -536,6 +548,23 @@ class MessageStore:
             return 0
         return self.dispatcher.lag_bytes()
 
+    def delete_expired_files(self, force: bool = False, dry_run: bool = False) -> RetentionReport:
+        """Manual retention (docs/operations.md): delete expired CommitLog files now, then
+        the queue and index files below the new minimum; ``force`` also deletes unexpired
+        CommitLog files (all but the newest). ``dry_run`` reports what would be deleted
+        and why, and works on a read-only store too."""
+        if dry_run:
+            self._check_open()
+        else:
+            self._check_writable()
+        return self.retention.delete_expired_files(force=force, dry_run=dry_run)
+
+    def _on_disk_full(self, full: bool) -> None:
+        if full:
+            self.running_flags |= RunningFlags.DISK_FULL
+        else:
+            self.running_flags &= ~RunningFlags.DISK_FULL
+
     def wait_dispatched(self) -> None:
         """Dispatch everything appended so far in the caller's thread (tests, tools)."""
         self._check_writable()
@@ -591,6 +620,7 @@ class MessageStore:
         error: BaseException | None = None
         try:
             if not self.read_only:
+                self.retention.shutdown()
                 self.flusher.shutdown()
                 try:
                     self.dispatcher.shutdown(catch_up=self.dispatcher.error is None)
@@ -603,7 +633,8 @@ class MessageStore:
                     error is None
                     and self.dispatcher.error is None
                     and self.dispatcher.lag_bytes() == 0
-                    and self.running_flags.writeable
+                    # A full disk refuses puts but leaves the files consistent.
+                    and (self.running_flags & ~RunningFlags.DISK_FULL).writeable
                 )
                 if clean:
                     with contextlib.suppress(FileNotFoundError):

@@ -15,10 +15,12 @@ TOPIC = "Crash"
 
 def config(flush_disk_type: str) -> StoreConfig:
     return StoreConfig(
-        mapped_file_size_commit_log=64 * 1024,
-        mapped_file_size_consume_queue=40 * 20,
-        max_hash_slot_num=32,
-        max_index_num=128,
+        # Small enough that files roll over often, large enough that a few hundred kill
+        # rounds stay well below the open-file limit (every mapping holds a descriptor).
+        mapped_file_size_commit_log=256 * 1024,
+        mapped_file_size_consume_queue=200 * 20,
+        max_hash_slot_num=64,
+        max_index_num=1024,
         flush_disk_type=flush_disk_type,
         flush_interval_commit_log=5,
         flush_interval_consume_queue=5,

@@ -135,7 +135,8 @@ def test_named_crash_points(tmp_path: Path, point: str) -> None:
     for round_no in range(max(3, ROUNDS // 4)):
         flush = "SYNC_FLUSH" if round_no % 2 else "ASYNC_FLUSH"
         mode = "batch" if point == cp.MID_BATCH_WRITE or round_no % 3 == 0 else "single"
-        env = {cp.ENV_VAR: f"{point}:{rng.randint(1, 40)}"}
+        rare = point in (cp.DURING_INDEX_ROLLOVER, cp.DURING_FILE_PREALLOCATION)
+        env = {cp.ENV_VAR: f"{point}:{rng.randint(1, 3) if rare else rng.randint(1, 40)}"}
         acked, code = run_writer(root, flush, mode, next_n, kill_after_s=3.0, env=env)
         crashed += code == 137
         total_acked |= acked

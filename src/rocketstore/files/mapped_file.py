@@ -14,7 +14,7 @@ import os
 import threading
 
 from rocketstore.crashpoints import DURING_FILE_PREALLOCATION, crash_point
-from rocketstore.errors import CorruptDataError, StoreError
+from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,9 @@ class MappedFile:
     """A fixed-size file mapped into memory, with write and flush positions.
 
     ``wrote_position`` is the end of valid data; ``flushed_position`` what has been made
-    durable. Readers copy bytes out (``read``), so an unmap never pulls memory from under them.
+    durable. Readers copy bytes out (``read``) under a reference (``hold``/``release``, or
+    ``read_held``): a file that is closed or deleted while held stays mapped until its last
+    reader releases it, and refuses new readers from the moment it is retired.
     """
 
     def __init__(
@@ -94,8 +96,9 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # newest store time written into this file
-        self._lock = threading.Lock()
-        self._closed = False
+        self._lock = threading.Lock()  # flush and unmap
+        self._ref_lock = threading.Lock()  # reader references; never held across I/O
+        self._closed = False  # retired or closed: no new readers
         self._refs = 0
         if create:
             if not writable:
@@ -116,9 +119,10 @@ class MappedFile:
 
     @property
     def mm(self) -> mmap.mmap:
-        if self._mm is None:
-            raise StoreError(f"{self.path} is closed")
-        return self._mm
+        mm = self._mm
+        if mm is None:
+            raise FileRemovedError(f"{self.path} is closed")
+        return mm
 
     @property
     def free_bytes(self) -> int:
@@ -182,37 +186,92 @@ class MappedFile:
     # --- reading ------------------------------------------------------------------------
 
     def read(self, position: int, size: int) -> bytes:
-        """Copy ``size`` bytes from ``position`` (clipped to the file end)."""
+        """Copy ``size`` bytes from ``position`` (clipped to the file end).
+
+        FileRemovedError if the file was unmapped; a reader that holds the file never sees
+        that (see ``read_held``).
+        """
         end = min(position + size, self.file_size)
-        return self.mm[position:end]
+        try:
+            return self.mm[position:end]
+        except ValueError as e:  # unmapped between the lookup and the copy
+            raise FileRemovedError(f"{self.path} is closed") from e
+
+    def read_held(self, position: int, size: int) -> bytes | None:
+        """``read`` under a reader reference; None when the file is being deleted."""
+        if not self.hold():
+            return None
+        try:
+            return self.read(position, size)
+        except FileRemovedError:
+            return None
+        finally:
+            self.release()
 
     # --- lifetime -----------------------------------------------------------------------
 
+    # hold/release run around every read: plain acquire/release (nothing in between can
+    # raise) costs half of a with-block.
+
     def hold(self) -> bool:
-        """Take a reader reference; False if the file is already being destroyed."""
-        with self._lock:
-            if self._closed:
-                return False
-            self._refs += 1
-            return True
+        """Take a reader reference; False if the file is retired, closed or deleted."""
+        lock = self._ref_lock
+        lock.acquire()
+        if self._closed:
+            lock.release()
+            return False
+        self._refs += 1
+        lock.release()
+        return True
 
     def release(self) -> None:
-        with self._lock:
-            self._refs = max(0, self._refs - 1)
+        """Drop a reader reference; the last reader of a closed file unmaps it."""
+        lock = self._ref_lock
+        lock.acquire()
+        refs = self._refs - 1
+        self._refs = refs if refs > 0 else 0
+        last_out = refs <= 0 and self._closed and self._mm is not None
+        lock.release()
+        if last_out:
+            self._unmap()
 
     @property
     def in_use(self) -> bool:
+        """Some reader holds the file."""
         return self._refs > 0
 
-    def close(self) -> None:
-        with self._lock:
+    @property
+    def available(self) -> bool:
+        """Not retired, closed or deleted: readers may still take it."""
+        return not self._closed
+
+    def retire(self) -> bool:
+        """Refuse new readers from now on (``hold`` returns False), the first step of a
+        deletion (RocketMQ's ``shutdown``). True when no reader holds the file, so that
+        ``destroy`` unmaps it at once."""
+        with self._ref_lock:
             self._closed = True
-            if self._mm is not None:
-                self._mm.close()
-                self._mm = None
+            return self._refs == 0
+
+    def _unmap(self) -> None:
+        with self._lock, self._ref_lock:
+            if self._refs > 0 or self._mm is None:
+                return
+            mm, self._mm = self._mm, None
+        try:
+            mm.close()
+        except BufferError:  # a buffer view is still exported; the GC unmaps it later
+            log.debug("%s: unmap deferred to the garbage collector", self.path)
+
+    def close(self) -> None:
+        """Unmap the file, or, while readers hold it, let the last one unmap it: a
+        mapping never disappears under a reader."""
+        with self._ref_lock:
+            self._closed = True
+        self._unmap()
 
     def destroy(self) -> None:
-        """Unmap and delete the file."""
+        """Delete the file and unmap it (at once, or on the last reader's release)."""
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)

@@ -209,8 +209,14 @@ class MappedFileQueue:
                 self.files.pop().destroy()
 
     def delete_first(self, count: int = 1) -> list[MappedFile]:
+        """Remove and destroy the ``count`` oldest files (retention); a reader holding one
+        keeps its mapping until it releases it."""
         with self._lock:
             removed, self.files = self.files[:count], self.files[count:]
+            if self.files and self.flushed_where < self.files[0].file_from_offset:
+                # Nothing below the first file is left to flush; a flush position inside a
+                # deleted file would never be found again.
+                self.flushed_where = self.files[0].file_from_offset
         for mapped in removed:
             mapped.destroy()
         return removed

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from rocketstore.errors import CorruptDataError, StoreError
+from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
 from rocketstore.files.mapped_file import PAGE_SIZE, MappedFile
 from rocketstore.files.mapped_file_queue import MappedFileQueue, detect_file_size
 
@@ -290,6 +290,39 @@ def test_mapped_file_hold_release_and_destroy(tmp_path):
     assert mapped.hold() is False  # unavailable once destroyed
     with pytest.raises(StoreError, match="closed"):
         mapped.read(0, 1)
+
+
+def test_a_held_file_stays_mapped_after_destroy_until_released(tmp_path):
+    """MappedFileTest.testSelectMappedBuffer: a destroyed file is unavailable to new readers
+    at once, but is unmapped only when the reader holding it lets go."""
+    mapped = _mapped(tmp_path)
+    mapped.append(b"Once, there was a chance for me!")
+    assert mapped.hold()
+
+    mapped.destroy()
+    assert not os.path.exists(mapped.path)
+    assert not mapped.available
+    assert mapped.hold() is False
+    assert mapped.read_held(0, 4) is None  # a new reader sees it as removed
+    assert mapped.read(0, 32) == b"Once, there was a chance for me!"  # the holder still reads
+
+    mapped.release()
+    with pytest.raises(FileRemovedError):
+        mapped.read(0, 1)
+
+
+def test_retire_refuses_new_readers_and_reports_holders(tmp_path):
+    mapped = _mapped(tmp_path)
+    mapped.append(b"abcd")
+    assert mapped.read_held(0, 4) == b"abcd"
+    assert mapped.hold()
+    assert mapped.retire() is False  # still held
+    assert mapped.read_held(0, 4) is None
+    mapped.release()
+    assert mapped.retire() is True
+    assert os.path.exists(mapped.path)  # retiring deletes nothing by itself
+    mapped.destroy()
+    assert not os.path.exists(mapped.path)
 
 
 def test_read_only_mapped_file_cannot_be_created(tmp_path):
