@@ -1,0 +1,278 @@
+"""Shared pieces of the benchmark suite: run sizes, the data set, timing, result rows.
+
+Layer: benchmark support. No system-specific code here (that is ``systems/``), no
+workload logic (``workloads/``), no output formats (``report.py``). Benchmarks are
+scripts: they measure and write results; they never assert timings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+
+TOPIC = "BenchTopic"
+QUEUES = 4
+BODY_SIZES = (100, 1024)
+BATCH_SIZES = (32, 256, 1024)
+FLUSH_MODES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+# Scale counts from this one up run only for these systems (the rest take too long).
+SCALE_BIG_COUNT = 10_000_000
+SCALE_BIG_SYSTEMS = ("rocketstore", "sqlite3", "lmdb")
+# Batch used to load data sets for the read workloads (not itself measured).
+LOAD_BATCH = 1024
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work each workload does; ``QUICK`` is the CI smoke test."""
+
+    quick: bool
+    repeat: int
+    put_messages: int  # messages per put measurement
+    put_sync_calls: int  # cap on put calls per SYNC_FLUSH measurement (one flush each)
+    data_messages: int  # data set for consume and query
+    query_ops: int  # lookups per query measurement
+    dispatch_messages: int
+    lag_messages: int
+    recovery_bytes: int  # CommitLog bytes written before the crash
+    raw_bytes: int  # file size for the raw bandwidth figures
+    fsync_ops: int
+    scale_counts: tuple[int, ...]
+    scale_query_ops: int
+
+
+FULL = Sizes(
+    quick=False,
+    repeat=3,
+    put_messages=20_000,
+    put_sync_calls=100,
+    data_messages=50_000,
+    query_ops=2_000,
+    dispatch_messages=50_000,
+    lag_messages=100_000,
+    recovery_bytes=256 * MIB,
+    raw_bytes=256 * MIB,
+    fsync_ops=200,
+    # 10^7 is opt-in (--scale-counts): it alone takes rocketstore ~7 minutes on 2 cores.
+    scale_counts=(100_000, 1_000_000),
+    scale_query_ops=2_000,
+)
+
+QUICK = Sizes(
+    quick=True,
+    repeat=1,
+    put_messages=1_000,
+    put_sync_calls=10,
+    data_messages=2_000,
+    query_ops=100,
+    dispatch_messages=5_000,
+    lag_messages=5_000,
+    recovery_bytes=4 * MIB,
+    raw_bytes=8 * MIB,
+    fsync_ops=10,
+    scale_counts=(1_000, 4_000),
+    scale_query_ops=50,
+)
+
+
+# --- the data set -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One message, the same for every system: a unique key, a queue and a body."""
+
+    seq: int
+    key: str
+    uniq_key: str
+    queue_id: int
+    body: bytes
+
+
+class DataSet:
+    """Deterministic messages of one body size; item ``i`` is the same in every run."""
+
+    def __init__(self, body_size: int, seed: int = 7):
+        self.body_size = body_size
+        # Bodies are windows into one random block: distinct, incompressible, cheap.
+        self._pool = random.Random(seed).randbytes(body_size + 4096)
+
+    def item(self, i: int) -> Item:
+        start = (i * 131) % 4096
+        return Item(
+            seq=i,
+            key=key_of(i),
+            uniq_key=f"{i:032X}",
+            queue_id=i % QUEUES,
+            body=self._pool[start : start + self.body_size],
+        )
+
+    def items(self, start: int, stop: int) -> list[Item]:
+        return [self.item(i) for i in range(start, stop)]
+
+    def batches(self, count: int, batch: int, start: int = 0) -> Iterator[list[Item]]:
+        for first in range(start, start + count, batch):
+            yield self.items(first, min(first + batch, start + count))
+
+
+def key_of(i: int) -> str:
+    return f"key-{i:010d}"
+
+
+def sample_indexes(count: int, population: int, seed: int) -> list[int]:
+    """``count`` indexes into ``population`` (distinct when possible)."""
+    rng = random.Random(seed)
+    if count <= population:
+        return rng.sample(range(population), count)
+    return [rng.randrange(population) for _ in range(count)]
+
+
+# --- statistics -------------------------------------------------------------------------
+
+
+@dataclass
+class Stat:
+    """Median, min and max over repetitions (values kept for the JSON)."""
+
+    median: float
+    min: float
+    max: float
+    values: list[float]
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stat:
+        if not values:
+            raise ValueError("no values")
+        return cls(statistics.median(values), min(values), max(values), list(values))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of unsorted values."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
+    return ordered[rank]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds taken by ``fn()``."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+# --- results ----------------------------------------------------------------------------
+
+OK = "ok"
+NOT_INSTALLED = "skipped: not installed"
+
+
+@dataclass
+class Row:
+    """One figure: a workload's case for one system (or a skip with its reason)."""
+
+    workload: str
+    case: str
+    system: str
+    metric: str
+    unit: str
+    stat: Stat | None = None
+    status: str = OK
+    note: str = ""
+    higher_is_better: bool = True
+    extra: dict[str, float | int | str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        return data
+
+
+def row(
+    workload: str,
+    case: str,
+    system: str,
+    metric: str,
+    unit: str,
+    values: list[float],
+    *,
+    higher_is_better: bool = True,
+    note: str = "",
+    **extra: float | int | str,
+) -> Row:
+    return Row(
+        workload,
+        case,
+        system,
+        metric,
+        unit,
+        Stat.of(values),
+        higher_is_better=higher_is_better,
+        note=note,
+        extra=dict(extra),
+    )
+
+
+def skipped(workload: str, case: str, system: str, reason: str) -> Row:
+    return Row(workload, case, system, "-", "-", None, status=reason)
+
+
+# --- scratch directories ----------------------------------------------------------------
+
+
+class Scratch:
+    """Fresh directories on the same disk as the results, removed after use."""
+
+    def __init__(self, out_dir: str):
+        self.base = os.path.join(os.path.abspath(out_dir), ".scratch")
+        os.makedirs(self.base, exist_ok=True)
+
+    @contextlib.contextmanager
+    def directory(self, label: str) -> Iterator[str]:
+        path = tempfile.mkdtemp(prefix=f"{label}-", dir=self.base)
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def evict_page_cache(directory: str) -> None:
+    """Ask the kernel to drop the cached pages of every file under ``directory``.
+
+    Best effort and unprivileged: ``posix_fadvise(DONTNEED)`` drops clean pages that no
+    process has mapped; the caller closes or unmaps first.
+    """
+    for parent, _dirs, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(parent, name)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+
+def directory_bytes(directory: str) -> int:
+    """Bytes allocated on disk under ``directory`` (sparse files count what they use)."""
+    total = 0
+    for parent, _dirs, names in os.walk(directory):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(parent, name)).st_blocks * 512
+    return total

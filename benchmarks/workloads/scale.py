@@ -1,0 +1,154 @@
+"""Scale: put and key-query figures as the store grows (10^5, 10^6, 10^7 messages), and
+the peak memory (RSS) of each system.
+
+Layer: benchmark workload. Each (system, size) runs in a child process of its own
+(``python -m benchmarks.workloads.scale CHILD-ARGS``), so its ``ru_maxrss`` is its own:
+it includes the interpreter (about 20-40 MiB) and every page of a memory-mapped file the
+process has touched (rocketstore and lmdb map their files). Bodies of 100 B, batches of
+1024, ASYNC_FLUSH; only the put calls and the final sync are timed (generating the
+messages is not). Sizes of 10^6 and more run once. 10^7 is opt-in
+(``--scale-counts``) and runs for ``SCALE_BIG_SYSTEMS`` only (see docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import subprocess
+import sys
+import time
+
+from benchmarks.common import (
+    SCALE_BIG_COUNT,
+    SCALE_BIG_SYSTEMS,
+    DataSet,
+    Row,
+    Scratch,
+    Sizes,
+    percentile,
+    row,
+    skipped,
+)
+from benchmarks.systems import STORES, open_system
+from benchmarks.workloads.support import missing
+
+log = logging.getLogger(__name__)
+
+NAME = "scale"
+BODY = 100
+BATCH = 1024
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def child(system: str, directory: str, count: int, query_ops: int) -> dict[str, float]:
+    """The measurement itself (runs in the child)."""
+    from benchmarks.common import sample_indexes
+    from benchmarks.workloads.query import key_lookup, latencies_us
+
+    dataset = DataSet(BODY)
+    adapter = open_system(system, directory, "ASYNC_FLUSH")
+    result: dict[str, float] = {}
+    try:
+        put_seconds = 0.0
+        clock = time.perf_counter
+        for items in dataset.batches(count, BATCH):
+            prepared = adapter.prepare(items)
+            start = clock()
+            adapter.put_batch(prepared)
+            put_seconds += clock() - start
+        start = clock()
+        adapter.sync()
+        put_seconds += clock() - start
+        result["put rate"] = count / put_seconds
+        start = clock()
+        adapter.wait_queryable()
+        result["put rate until queryable"] = count / (put_seconds + clock() - start)
+        if adapter.has_keys:
+            calls = [key_lookup(adapter, dataset, i) for i in sample_indexes(query_ops, count, 5)]
+            latencies = latencies_us(calls)
+            result["key query p50"] = percentile(latencies, 50)
+            result["key query p99"] = percentile(latencies, 99)
+    finally:
+        adapter.close()
+    result["peak RSS"] = peak_rss_mib()
+    return result
+
+
+def peak_rss_mib() -> float:
+    """This process's peak RSS. ``VmHWM`` rather than ``ru_maxrss``: on Linux a child's
+    ``ru_maxrss`` starts from its parent's RSS at fork and survives exec."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def spawn(system: str, directory: str, count: int, query_ops: int) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    args = json.dumps([system, directory, count, query_ops])
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.workloads.scale", args],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"scale child {system} {count} failed:\n{done.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+METRICS = {
+    "put rate": ("msg/s", True),
+    "put rate until queryable": ("msg/s", True),
+    "key query p50": ("us", False),
+    "key query p99": ("us", False),
+    "peak RSS": ("MiB", False),
+}
+
+
+def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
+    rows: list[Row] = []
+    for count in sizes.scale_counts:
+        case = f"{count:,} messages"
+        repeat = sizes.repeat if count < 1_000_000 else 1
+        for system in STORES:
+            if missing(system):
+                rows.append(skipped(NAME, case, system, "skipped: not installed"))
+                continue
+            if count >= SCALE_BIG_COUNT and system not in SCALE_BIG_SYSTEMS:
+                rows.append(skipped(NAME, case, system, "skipped: time budget"))
+                continue
+            samples = []
+            for _ in range(repeat):
+                with scratch.directory(system) as directory:
+                    samples.append(spawn(system, directory, count, sizes.scale_query_ops))
+            for metric, (unit, higher) in METRICS.items():
+                if metric not in samples[0]:
+                    continue
+                if metric == "put rate until queryable" and system != "rocketstore":
+                    continue
+                values = [sample[metric] for sample in samples]
+                rows.append(row(NAME, case, system, metric, unit, values, higher_is_better=higher))
+            log.info(
+                "scale %s %s: %.0f msg/s, p50 %s us, RSS %.0f MiB",
+                case,
+                system,
+                samples[0]["put rate"],
+                round(samples[0].get("key query p50", float("nan")), 1),
+                samples[0]["peak RSS"],
+            )
+    return rows
+
+
+if __name__ == "__main__":
+    system_name, directory_name, messages, ops = json.loads(sys.argv[1])
+    sys.stdout.write(json.dumps(child(system_name, directory_name, messages, ops)) + "\n")
