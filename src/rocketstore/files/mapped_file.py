@@ -13,6 +13,8 @@ import mmap
 import os
 import threading
 
+import numpy as np
+
 from rocketstore.crashpoints import DURING_FILE_PREALLOCATION, crash_point
 from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
 
@@ -151,13 +153,30 @@ class MappedFile:
 
         Recovery uses it after cutting a file short: stale records or queue units past the
         new end must never be mistaken for valid data by a later recovery, once new
-        appends have overwritten the bytes in between. Returns the bytes zeroed.
+        appends have overwritten the bytes in between. Returns the bytes zeroed. The
+        search runs backwards over numpy views of the mapping, so a mostly empty 1 GiB
+        file is neither copied nor written.
         """
-        mm = self.mm
-        tail = mm[position : self.file_size].rstrip(b"\0")
-        if tail:
-            mm[position : position + len(tail)] = bytes(len(tail))
-        return len(tail)
+        end = self.last_nonzero_end(position)
+        if end > position:
+            self.mm[position:end] = bytes(end - position)
+        return end - position
+
+    def last_nonzero_end(self, position: int) -> int:
+        """One past the last non-zero byte at or after ``position`` (``position`` if none)."""
+        view = np.frombuffer(self.mm, dtype=np.uint8)
+        chunk = 16 * 1024 * 1024
+        stop = self.file_size
+        try:
+            while stop > position:
+                start = max(position, stop - chunk)
+                nonzero = np.flatnonzero(view[start:stop])
+                if len(nonzero):
+                    return start + int(nonzero[-1]) + 1
+                stop = start
+            return position
+        finally:
+            del view
 
     def flush(self, least_pages: int = 0) -> int:
         """msync the dirty range if at least ``least_pages`` pages are dirty (0: any).

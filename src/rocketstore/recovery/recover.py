@@ -170,7 +170,7 @@ def _drop_bytes_after(commitlog: CommitLog, end: int) -> int:
         if mapped.file_from_offset <= end and mapped.writable:
             dropped += mapped.zero_tail(start)
         else:
-            dropped += len(mapped.read(start, commitlog.file_size - start).rstrip(b"\0"))
+            dropped += mapped.last_nonzero_end(start) - start
     return dropped
 
 
