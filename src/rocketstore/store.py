@@ -153,6 +153,8 @@ class MessageStore:
         return store
 
     def _load_all_queues(self, writable: bool) -> None:
+        """Map every queue directory not mapped yet (read-only openers call it again to
+        pick up queues a writer created)."""
         base = os.path.join(self.root, CONSUME_QUEUE_DIR)
         if not os.path.isdir(base):
             return
@@ -161,17 +163,16 @@ class MessageStore:
             if not os.path.isdir(topic_dir):
                 continue
             for qid in sorted(os.listdir(topic_dir)):
-                if not qid.isdigit():
+                if not qid.isdigit() or (topic, int(qid)) in self.queues:
                     continue
-                queue = ConsumeQueue(
-                    self.root,
-                    topic,
-                    int(qid),
-                    self.config.consume_queue_file_size,
-                    writable=writable,
-                )
+                queue = self._new_queue(topic, int(qid), writable=writable)
                 queue.load()
                 self.queues[(topic, int(qid))] = queue
+
+    def _new_queue(self, topic: str, queue_id: int, *, writable: bool) -> ConsumeQueue:
+        return ConsumeQueue(
+            self.root, topic, queue_id, self.config.consume_queue_file_size, writable=writable
+        )
 
     def _load_and_recover(self) -> None:
         abnormal = os.path.exists(os.path.join(self.root, ABORT_FILE))
@@ -248,7 +249,7 @@ class MessageStore:
         if full:
             self.recovery_report = report
         if list_dirs:
-            self._discover_queues_read_only()
+            self._load_all_queues(writable=False)  # queues created since the last look
         min_offset = self.commitlog.min_offset()
         correct_min = full or min_offset != self._ro_min_offset
         self._ro_min_offset = min_offset
@@ -268,26 +269,6 @@ class MessageStore:
         else:
             for index_file in self.index.files[-1:]:
                 index_file.refresh_header()
-
-    def _discover_queues_read_only(self) -> None:
-        base = os.path.join(self.root, CONSUME_QUEUE_DIR)
-        if not os.path.isdir(base):
-            return
-        for topic in os.listdir(base):
-            topic_dir = os.path.join(base, topic)
-            if not os.path.isdir(topic_dir):
-                continue
-            for qid in os.listdir(topic_dir):
-                if qid.isdigit() and (topic, int(qid)) not in self.queues:
-                    queue = ConsumeQueue(
-                        self.root,
-                        topic,
-                        int(qid),
-                        self.config.consume_queue_file_size,
-                        writable=False,
-                    )
-                    queue.load()
-                    self.queues[(topic, int(qid))] = queue
 
     _ro_listed_at = 0.0
     _ro_min_offset = -2
@@ -350,13 +331,7 @@ class MessageStore:
             with self._queues_lock:
                 queue = self.queues.get(key)
                 if queue is None:
-                    queue = ConsumeQueue(
-                        self.root,
-                        topic,
-                        queue_id,
-                        self.config.consume_queue_file_size,
-                        writable=True,
-                    )
+                    queue = self._new_queue(topic, queue_id, writable=True)
                     self.queues[key] = queue
         return queue
 
