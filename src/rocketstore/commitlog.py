@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rocketstore.crashpoints import MID_BATCH_WRITE, armed, crash_point
 from rocketstore.errors import CorruptDataError, FileRemovedError, IncompleteDataError
+from rocketstore.files.mapped_file import MappedFile
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
@@ -91,6 +92,7 @@ class PreparedMessage:
 
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record position 20
 _STAMP = struct.Struct(">q")
+_NO_SIZE = bytes(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +169,9 @@ class CommitLog:
             blob = bytearray(b"".join(m.template for m in messages))
             start = mapped.file_from_offset + mapped.wrote_position
             position = 0
+            record_starts: list[int] = []
             for message in messages:
+                record_starts.append(position)
                 key = message.queue_key
                 if sysflag.gets_queue_entry(message.sys_flag):
                     queue_offset = pending_offsets.get(key, self.topic_queue_table.get(key, 0))
@@ -190,17 +194,39 @@ class CommitLog:
                     )
                 )
                 position += size
-            if armed(MID_BATCH_WRITE) and len(messages) > 1:
-                half = len(blob) // 2  # a torn batch: only its first half reaches the file
-                mapped.write_at(mapped.wrote_position, bytes(blob[:half]))
-                crash_point(MID_BATCH_WRITE)
-            mapped.append(bytes(blob))
+            self._write_sizes_last(mapped, blob, record_starts)
             mapped.store_timestamp = timestamp
             self.topic_queue_table.update(pending_offsets)
             new_max = self.max_offset()
         if self.on_append is not None:
             self.on_append(new_max)
         return results
+
+    @staticmethod
+    def _write_sizes_last(mapped: MappedFile, blob: bytearray, starts: list[int]) -> None:
+        """Append ``blob`` so that a process killed mid-copy never leaves a record that looks
+        whole: every TOTALSIZE goes in only after all of the batch's other bytes.
+
+        The body CRC does not cover the properties that follow the body, so a record torn
+        between them would pass recovery's checks with its properties cut to zeros. With
+        the sizes written last, a torn copy leaves a zero TOTALSIZE where the first
+        unfinished record starts, which recovery reads as the end of the data (and zeroes
+        what lies past it). Readers in other processes see the same: a record is there
+        once its size is.
+        """
+        sizes = [bytes(blob[at : at + 4]) for at in starts]
+        for at in starts:
+            blob[at : at + 4] = _NO_SIZE
+        base = mapped.wrote_position
+        if armed(MID_BATCH_WRITE) and len(starts) > 1:
+            half = len(blob) // 2  # a torn batch: only its first half reaches the file
+            mapped.write_at(base, bytes(blob[:half]))
+            crash_point(MID_BATCH_WRITE)
+        mapped.write_at(base, bytes(blob))
+        for at, size in zip(starts, sizes, strict=True):
+            mapped.write_at(base + at, size)
+        # In-process readers go by the write position: move it only once all is in.
+        mapped.wrote_position = base + len(blob)
 
     # --- reading ------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from rocketstore.config import StoreConfig
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import Message
+from rocketstore.format.properties import decode_properties
 from rocketstore.put_path import MessagePreparer
 from rocketstore.status import AppendStatus, PutStatus
 
@@ -297,3 +298,61 @@ def test_store_time_of_a_record_with_an_ipv6_born_host(tmp_path):
         assert commitlog.store_time_at(result.commit_log_offset, result.size) == STORE_TIMESTAMP
     finally:
         commitlog.close()
+
+
+class _KilledError(Exception):
+    """Stands in for SIGKILL arriving part way through an append."""
+
+
+def test_a_torn_append_never_leaves_a_record_that_looks_whole(tmp_path, monkeypatch):
+    """The body CRC does not cover the properties after the body, so a copy cut short
+    could leave a record with a valid size, magic, offset and CRC and its properties zeroed
+    (the crash test found exactly that). Sizes go in last: cut the append after every
+    prefix of its writes and no record of the batch may be readable."""
+    from rocketstore.files.mapped_file import MappedFile
+
+    preparer = _preparer(64 * 1024)
+    batch = [
+        _prepare(preparer, body=b"x" * n, properties={"N": str(n), "KEYS": f"k{n}"})
+        for n in (10, 200, 3000)
+    ]
+    real_write_at = MappedFile.write_at
+    writes_per_batch = 1 + len(batch)  # the records without sizes, then one size each
+    for allowed in range(writes_per_batch):
+        root = tmp_path / f"cut{allowed}"
+        log = _commitlog(root, 64 * 1024)
+        done = 0
+
+        def cut_write(self: MappedFile, position: int, data: bytes, allowed: int = allowed) -> None:
+            nonlocal done
+            if done == allowed:
+                # A torn copy: the first half of the cut write's bytes get in.
+                real_write_at(self, position, data[: len(data) // 2])
+                raise _KilledError
+            real_write_at(self, position, data)
+            done += 1
+
+        monkeypatch.setattr(MappedFile, "write_at", cut_write)
+        with pytest.raises(_KilledError):
+            log.append(batch, STORE_TIMESTAMP)
+        monkeypatch.setattr(MappedFile, "write_at", real_write_at)
+        mapped = log.files.last
+        assert mapped is not None
+        assert mapped.wrote_position == 0, "readers never see a half-made batch"
+        data = mapped.read(0, 64 * 1024)
+        position = 0
+        whole = 0
+        while True:
+            size = int.from_bytes(data[position : position + 4], "big")
+            if size == 0:
+                break
+            view = rec.read_record(data, position, check_crc=True)
+            assert isinstance(view, rec.RecordView)
+            at = view.properties_position
+            properties = decode_properties(data[at : at + view.properties_length])
+            assert properties["N"] == str(view.body_length)
+            whole += 1
+            position += size
+        # Records become visible one by one, in order, each complete.
+        assert whole == max(0, allowed - 1)
+        log.close()
