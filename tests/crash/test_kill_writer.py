@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from crash_writer import TOPIC, config
 
 WRITER = str(Path(__file__).parent / "crash_writer.py")
-ROUNDS = int(os.environ.get("ROCKETSTORE_CRASH_ROUNDS", "80"))
+ROUNDS = int(os.environ.get("ROCKETSTORE_CRASH_ROUNDS", "50"))
 
 
 def run_writer(
