@@ -254,19 +254,22 @@ class CommitLog:
         return mapped.read_held(position, end - position)
 
     def read_record(
-        self, offset: int, *, check_crc: bool = False
+        self, offset: int, *, check_crc: bool = False, size: int | None = None
     ) -> tuple[bytes, rec.RecordView] | None:
         """The validated record at ``offset`` (buffer, view), or None if none is there
-        (including a file that retention is deleting)."""
+        (including a file that retention is deleting). ``size``, when the caller knows it
+        (a queue unit), saves reading the record's size first; a record of another size
+        is not the one asked for and gives None."""
         mapped = self.files.find(offset)
         if mapped is None or not mapped.hold():
             return None
         try:  # one reference for both reads: the file cannot go in between
             position = offset - mapped.file_from_offset
             wrote = mapped.wrote_position
-            if position + 4 > wrote:
-                return None
-            size = int.from_bytes(mapped.read(position, 4), "big", signed=True)
+            if size is None:
+                if position + 4 > wrote:
+                    return None
+                size = int.from_bytes(mapped.read(position, 4), "big", signed=True)
             if size <= 0 or position + size > wrote:
                 return None
             data = mapped.read(position, size)
@@ -278,7 +281,7 @@ class CommitLog:
             view = rec.read_record(data, 0, check_crc=check_crc)
         except (CorruptDataError, IncompleteDataError):
             return None
-        if isinstance(view, rec.Blank) or view.physical_offset != offset:
+        if isinstance(view, rec.Blank) or view.physical_offset != offset or view.size != size:
             return None
         return data, view
 

@@ -117,10 +117,8 @@ class MessageReader:
         total_bytes = 0
         last_pulled = 0
         index = 0
-        for index in range(len(units)):
-            offset = int(units[index]["offset"])
-            size = int(units[index]["size"])
-            tags_code = int(units[index]["tags_code"])
+        # Plain tuples: indexing a numpy structured array costs ~1 us a field.
+        for index, (offset, size, tags_code) in enumerate(units.tolist()):  # noqa: B007 (read below)
             if next_file_start is not None and offset < next_file_start:
                 continue
             in_disk = self._in_disk(offset, commit_max)
@@ -128,7 +126,7 @@ class MessageReader:
                 break
             if not subscription.match_code(tags_code):
                 continue
-            found = self.commitlog.read_record(offset) if size > 0 else None
+            found = self.commitlog.read_record(offset, size=size) if size > 0 else None
             if found is None or found[1].size != size:
                 if not result.messages:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING

@@ -34,8 +34,21 @@ def is_ipv6_host(encoded: bytes) -> bool:
 
 
 def decode_host(data: bytes | memoryview) -> str:
-    """8 or 20 bytes -> text form."""
+    """8 or 20 bytes -> text form (memoised: a store holds few distinct hosts, and every
+    decoded message needs two)."""
     raw = bytes(data)
+    text = _HOSTS.get(raw)
+    if text is None:
+        text = _decode_host(raw)
+        if len(_HOSTS) < 65536:
+            _HOSTS[raw] = text
+    return text
+
+
+_HOSTS: dict[bytes, str] = {}
+
+
+def _decode_host(raw: bytes) -> str:
     if len(raw) == 8:
         ip = socket.inet_ntop(socket.AF_INET, raw[:4])
         return f"{ip}:{_PORT.unpack_from(raw, 4)[0]}"
