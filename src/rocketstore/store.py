@@ -217,10 +217,17 @@ class MessageStore:
         self.index.load()
         self._refresh_read_only(full=True)
 
-    def _refresh_read_only(self, full: bool = False) -> None:
+    def _refresh_read_only(
+        self, full: bool = False, queue_key: tuple[str, int] | None = None, queues: bool = True
+    ) -> None:
         """See what a concurrent writer has appended since the last call: a validated
         prefix only. Incremental: the CommitLog is scanned from the last known end, each
-        queue from its last known unit; directories are listed at most every 50 ms."""
+        queue from its last known unit; directories are listed at most every 50 ms.
+
+        Between listings a call that reads one queue refreshes just that queue
+        (``queue_key``), and a key or id lookup none (``queues=False``): refreshing every
+        queue of a big store on each call cost more than the lookup itself. Every queue is
+        refreshed at each listing and whenever the CommitLog minimum moved."""
         now = time.monotonic()
         list_dirs = full or now - self._ro_listed_at >= 0.05
         files = self.commitlog.files
@@ -257,7 +264,13 @@ class MessageStore:
         def record_exists(offset: int) -> bool:
             return self.commitlog.read_record(offset) is not None
 
-        for queue in self.queues.values():
+        if list_dirs or correct_min or (queues and queue_key is None):
+            refreshing = list(self.queues.values())
+        elif queue_key is not None and queue_key in self.queues:
+            refreshing = [self.queues[queue_key]]
+        else:
+            refreshing = []
+        for queue in refreshing:
             if list_dirs:
                 queue.files.refresh()
             grew = queue.refresh_read_only(end, record_exists, full=full)
@@ -341,11 +354,13 @@ class MessageStore:
 
     # --- guards -------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
+    def _check_open(self, queue_key: tuple[str, int] | None = None, *, queues: bool = True) -> None:
+        """Raise if closed; on a read-only store, catch up with the writer first (only
+        with ``queue_key``'s queue, or no queue when ``queues`` is False)."""
         if self._closed:
             raise StoreClosedError(f"store {self.root} is closed")
         if self.read_only:
-            self._refresh_read_only()
+            self._refresh_read_only(queue_key=queue_key, queues=queues)
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -443,19 +458,19 @@ class MessageStore:
         tags: str | None = None,
     ) -> GetResult:
         """RocketMQ's getMessage: statuses, batch limits and next_begin_offset as spec 10."""
-        self._check_open()
+        self._check_open((topic, queue_id))
         if max_count <= 0:
             raise ConfigError(f"max_count must be positive, got {max_count}")
         subscription = parse_subscription(tags)
         return self.reader.get(self._queue(topic, queue_id), queue_offset, max_count, subscription)
 
     def look_message(self, commit_log_offset: int) -> MessageExt | None:
-        self._check_open()
+        self._check_open(queues=False)
         return self.reader.look(commit_log_offset)
 
     def view_message(self, msg_id: str) -> MessageExt | None:
         """Find a message by offsetMsgId (store host + CommitLog offset)."""
-        self._check_open()
+        self._check_open(queues=False)
         _host, offset = decode_offset_msg_id(msg_id)
         return self.reader.look(offset)
 
@@ -464,18 +479,18 @@ class MessageStore:
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS contain ``key`` and whose store time lies in
         [begin_ms, end_ms], oldest first (at most ``max_count``, the newest ones)."""
-        self._check_open()
+        self._check_open(queues=False)
         return self.queries.by_key(topic, key, max_count, begin_ms, end_ms)
 
     def query_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
         """Messages of ``topic`` whose UNIQ_KEY is ``uniq_key``, oldest first."""
-        self._check_open()
+        self._check_open(queues=False)
         return self.queries.by_unique_key(topic, uniq_key)
 
     def offset_by_time(
         self, topic: str, queue_id: int, timestamp_ms: int, boundary: str | Boundary = "lower"
     ) -> int:
-        self._check_open()
+        self._check_open((topic, queue_id))
         which = Boundary.parse(boundary)
         queue = self._queue(topic, queue_id)
         if queue is None:
@@ -485,21 +500,21 @@ class MessageStore:
         )
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        self._check_open()
+        self._check_open((topic, queue_id))
         queue = self._queue(topic, queue_id)
         return queue.min_offset() if queue else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        self._check_open()
+        self._check_open((topic, queue_id))
         queue = self._queue(topic, queue_id)
         return queue.max_offset() if queue else 0
 
     def min_commit_log_offset(self) -> int:
-        self._check_open()
+        self._check_open(queues=False)
         return self.commitlog.min_offset()
 
     def max_commit_log_offset(self) -> int:
-        self._check_open()
+        self._check_open(queues=False)
         return self.commitlog.max_offset()
 
     def topics(self) -> dict[str, list[int]]:
@@ -511,7 +526,7 @@ class MessageStore:
 
     def message_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at a queue offset, -1 if there is none."""
-        self._check_open()
+        self._check_open((topic, queue_id))
         queue = self._queue(topic, queue_id)
         unit = queue.unit(queue_offset) if queue else None
         if unit is None or not unit.is_valid:

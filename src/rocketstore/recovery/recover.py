@@ -59,6 +59,7 @@ SCAN_CHUNK_BYTES = 8 * 1024 * 1024  # the largest read of a scan
 # read, where there is usually nothing new: copying 8 MiB there cost ~0.6 ms a call. Each
 # full chunk doubles the next one, so long scans reach SCAN_CHUNK_BYTES after a few reads.
 SCAN_FIRST_CHUNK_BYTES = 16 * 1024
+_ZERO_HEAD = bytes(8)
 
 
 def scan_valid_end(
@@ -105,6 +106,9 @@ def scan_valid_end(
             cursor = 0
             while cursor < len(chunk):
                 at = mapped.file_from_offset + position + cursor
+                if chunk[cursor : cursor + 8] == _ZERO_HEAD:
+                    # The usual end (a read-only store asks on every call): no exception.
+                    return stop(at, "end of data")
                 try:
                     view = rec.read_record(chunk, cursor, check_crc=check_crc)
                 except IncompleteDataError as e:
