@@ -17,7 +17,8 @@ How it works (facts from 4.9.8):
 * Delivery rebuilds the message for its real topic and queue (body, flag, sys flag, born
   time and host, store host and reconsume times kept; ``DELAY`` removed, so it is not
   delayed again) and puts it through ``MessageStore.put``; only then does the level's
-  offset move past it. A failed put stops the level until the next pass.
+  offset move past it. A put refused for a passing reason (disk full) stops the level
+  until the next pass; one that can never succeed (MESSAGE_ILLEGAL) skips the message.
 * Progress is ``config/delayOffset.json``: ``{"offsetTable": {"<level>": next offset}}``,
   written every ``persist_interval_ms`` and on shutdown, after the delivered messages are
   flushed (so a persisted offset never covers a delivery a crash could lose). A crash
@@ -49,6 +50,7 @@ from rocketstore.format import properties as props
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.paths import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,19 @@ TICK_MS = 100
 PERSIST_INTERVAL_MS = 10_000
 # computeDeliverTimestamp's delay for a level it does not know.
 UNKNOWN_LEVEL_DELAY_MS = 1000
+# Put outcomes after which the message is in the CommitLog (only the flush or the
+# replication wait timed out): retrying would store it twice.
+APPENDED = frozenset(
+    {
+        PutStatus.PUT_OK,
+        PutStatus.FLUSH_DISK_TIMEOUT,
+        PutStatus.FLUSH_SLAVE_TIMEOUT,
+        PutStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
+# Outcomes no retry can change: the message is skipped (RocketMQ would retry it forever
+# and hold back every later message of the level).
+NEVER_DELIVERABLE = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 
 
 def now_ms() -> int:
@@ -103,8 +118,8 @@ def encode_delay_offset_file(table: Mapping[int, int]) -> dict[str, Any]:
 
 def delivered_message(scheduled: MessageExt) -> Message | None:
     """The message to put into the real topic for a scheduled record (messageTimeup), or
-    None when the record cannot be delivered (no REAL_TOPIC/REAL_QID, or a transaction
-    half message, which RocketMQ discards with a log line)."""
+    None when the record cannot be delivered (no REAL_TOPIC/REAL_QID, or a real topic
+    that is a transaction half topic or the schedule topic: discarded with a log line)."""
     properties = scheduled.properties
     real_topic = properties.get(props.REAL_TOPIC)
     real_qid = properties.get(props.REAL_QID)
@@ -116,7 +131,9 @@ def delivered_message(scheduled: MessageExt) -> Message | None:
             real_qid,
         )
         return None
-    if real_topic == TRANS_HALF_TOPIC:
+    if real_topic in (TRANS_HALF_TOPIC, SCHEDULE_TOPIC):
+        # A half message must not become visible; a "real" topic that is the schedule
+        # topic itself would be delivered back into it, again and again.
         log.error(
             "[BUG] the real topic of scheduled message at offset %d is %s; discarded",
             scheduled.commit_log_offset,
@@ -299,8 +316,19 @@ class ScheduleService:
                 except StoreError as e:
                     log.error("delay level %d offset %d: delivery failed: %s", level, offset, e)
                     break
-                if not result.ok:
-                    # RocketMQ retries the same offset later; so do we (next pass).
+                if result.status in NEVER_DELIVERABLE:
+                    log.error(
+                        "delay level %d offset %d: %s refuses the message for %s; skipped "
+                        "(it stays in %s)",
+                        level,
+                        offset,
+                        result.status.name,
+                        outgoing.topic,
+                        SCHEDULE_TOPIC,
+                    )
+                elif result.status not in APPENDED:
+                    # Not written (disk full, store stopping ...): retry this offset later,
+                    # as RocketMQ does.
                     log.warning(
                         "delay level %d offset %d: delivery to %s refused (%s); retrying later",
                         level,
@@ -309,10 +337,11 @@ class ScheduleService:
                         result.status.name,
                     )
                     break
-                self._delivered_end = max(
-                    self._delivered_end, result.commit_log_offset + result.size
-                )
-                delivered += 1
+                else:
+                    self._delivered_end = max(
+                        self._delivered_end, result.commit_log_offset + result.size
+                    )
+                    delivered += 1
             offset += 1
             self._offsets[level] = offset
             self._version += 1
