@@ -60,14 +60,22 @@ def _java_string_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
+def _as_text(value: object) -> str:
+    # Ext fields are strings on the wire from Java; other clients send JSON numbers and
+    # booleans, which they signed in their JSON spelling.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
 def signing_content(
-    ext_fields: Mapping[str, str], body: bytes | None, *, exclude: tuple[str, ...] = ()
+    ext_fields: Mapping[str, object], body: bytes | None, *, exclude: tuple[str, ...] = ()
 ) -> bytes:
     """``AclUtils.combineRequestContent``: sorted ext field values (without Signature and
     ``exclude``) as UTF-8, then the body."""
     skipped = {SIGNATURE, *exclude}
     values = [
-        ext_fields[key]
+        _as_text(ext_fields[key])
         for key in sorted(ext_fields, key=_java_string_order)
         if key not in skipped and ext_fields[key] is not None
     ]
@@ -80,7 +88,7 @@ def sign_content(content: bytes, secret_key: str) -> str:
     return base64.b64encode(digest).decode("ascii")
 
 
-def sign(ext_fields: Mapping[str, str], body: bytes | None, secret_key: str) -> str:
+def sign(ext_fields: Mapping[str, object], body: bytes | None, secret_key: str) -> str:
     """The ``Signature`` a RocketMQ client puts on a request with these ext fields (which
     must already hold ``AccessKey``) and body."""
     return sign_content(signing_content(ext_fields, body), secret_key)
@@ -200,13 +208,13 @@ def parse_plain_acl_accounts(text: str, where: str) -> list[dict[str, str]]:
 def verify(ext_fields: Mapping[str, str], body: bytes | None, acl: AclConfig) -> AclCheck:
     """Check a request's AccessKey and Signature against ``acl``."""
     access_key = ext_fields.get(ACCESS_KEY)
-    if not access_key:
+    if access_key is None or access_key == "":
         return AclCheck.NO_ACCESS_KEY
-    secret = acl.accounts.get(access_key)
+    secret = acl.accounts.get(_as_text(access_key))
     if secret is None:
         return AclCheck.UNKNOWN_ACCESS_KEY
     signature = ext_fields.get(SIGNATURE)
-    if not signature:
+    if not isinstance(signature, str) or not signature:
         return AclCheck.NO_SIGNATURE
     candidates = [signing_content(ext_fields, body, exclude=(UNIQUE_MSG_QUERY_FLAG,))]
     if UNIQUE_MSG_QUERY_FLAG in ext_fields:

@@ -51,6 +51,14 @@ def test_java_string_order_for_astral_characters() -> None:
     assert signing_content(fields, None) == b"ab"
 
 
+def test_non_string_values_are_signed_in_their_json_spelling() -> None:
+    fields = {"AccessKey": "RocketMQ", "queueId": 0, "unitMode": False}
+    assert signing_content(fields, None) == b"RocketMQ0false"
+    spelled = {"AccessKey": "RocketMQ", "queueId": "0", "unitMode": "false"}
+    request = {**fields, "Signature": sign(spelled, None, KNOWN_SECRET)}
+    assert verify(request, None, ACL) is AclCheck.OK
+
+
 def test_verify_outcomes() -> None:
     signed = {**KNOWN_FIELDS, "Signature": KNOWN_SIGNATURE}
     assert verify(signed, KNOWN_BODY, ACL) is AclCheck.OK

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,10 @@ def test_broker_config_validation() -> None:
         BrokerConfig(broker_name=" ").validate()
     with pytest.raises(ConfigError, match="default_topic_queue_nums"):
         BrokerConfig(default_topic_queue_nums=0).validate()
+
+
+@given(st.text(alphabet='{}[]:,"0123456789-\\ ab\t\n', max_size=200) | st.text(max_size=100))
+def test_parse_fastjson_fuzz_only_value_errors(text: str) -> None:
+    # Whatever the bytes, a bad file is a ValueError (the loader falls back to .bak).
+    with contextlib.suppress(ValueError):
+        parse_fastjson(text)

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.broker.schedule import (
@@ -366,3 +368,9 @@ def test_needs_a_writable_store(store: MessageStore) -> None:
         pytest.raises(ConfigError, match="writable store"),
     ):
         ScheduleService(reader)
+
+
+@given(st.dictionaries(st.integers(1, 64), st.integers(0, 2**63 - 1), max_size=18))
+def test_offset_file_round_trip(table: dict[int, int]) -> None:
+    document = json.loads(json.dumps(encode_delay_offset_file(table)))
+    assert decode_delay_offset_file(document) == table
