@@ -15,8 +15,9 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.broker_config import BrokerConfig
@@ -35,6 +36,8 @@ from rocketstore.store import MessageStore
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 10_000
+
+T = TypeVar("T")
 
 
 class Service(Protocol):
@@ -217,7 +220,9 @@ class BrokerApp:
             log.info("broker stopped; store %s closed", self.options.store_dir)
 
 
-async def run_until_signal(services: list[Service], ready: threading.Event | None = None) -> None:
+async def run_until_signal(
+    services: list[Service], on_ready: Callable[[], None] | None = None
+) -> None:
     """Start the services in order, wait for SIGINT/SIGTERM, stop them in reverse order."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -228,8 +233,8 @@ async def run_until_signal(services: list[Service], ready: threading.Event | Non
         for service in services:
             await service.start()
             started.append(service)
-        if ready is not None:
-            ready.set()
+        if on_ready is not None:
+            on_ready()
         await stop.wait()
     finally:
         for service in reversed(started):
@@ -241,16 +246,41 @@ async def run_until_signal(services: list[Service], ready: threading.Event | Non
             loop.remove_signal_handler(sig)
 
 
-class BackgroundServer:
-    """A name server and a broker in a background event loop thread (tests, benchmarks).
+class ServeApp:
+    """``rocketstore serve``: a name server and one broker registered with it."""
 
-    ``start()`` returns once both listen; ``stop()`` shuts them down as SIGTERM would.
-    """
-
-    def __init__(self, options: BrokerOptions, namesrv_listen: str = "127.0.0.1:0"):
+    def __init__(self, options: BrokerOptions, namesrv_listen: str = "127.0.0.1:9876"):
         self.options = options
         self.namesrv = NamesrvApp(namesrv_listen)
         self.broker: BrokerApp | None = None
+
+    async def start(self) -> None:
+        await self.namesrv.start()
+        self.options.namesrv_addrs = [self.namesrv.address]
+        self.broker = BrokerApp(self.options)
+        try:
+            await self.broker.start()
+            assert self.broker.registrar is not None
+            await asyncio.wait_for(self.broker.registrar.registered.wait(), 10)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self.broker is not None:
+            await self.broker.stop()
+        await self.namesrv.stop()
+
+
+class BackgroundServer:
+    """``serve`` in a background event loop thread (tests, benchmarks).
+
+    ``start()`` returns once both servers listen and the broker registered; ``stop()``
+    shuts them down as SIGTERM would.
+    """
+
+    def __init__(self, options: BrokerOptions, namesrv_listen: str = "127.0.0.1:0"):
+        self.app = ServeApp(options, namesrv_listen)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="broker-loop", daemon=True
@@ -258,37 +288,40 @@ class BackgroundServer:
 
     @property
     def namesrv_address(self) -> str:
-        return self.namesrv.address
+        return self.app.namesrv.address
 
     @property
     def broker_address(self) -> str:
-        return self.broker.address if self.broker else ""
+        return self.app.broker.address if self.app.broker else ""
+
+    @property
+    def broker(self) -> BrokerApp:
+        assert self.app.broker is not None
+        return self.app.broker
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout_s: float = 30) -> T:
+        """Run a coroutine in the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
 
     def start(self, timeout_s: float = 30) -> BackgroundServer:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout_s)
+        try:
+            self.call(self.app.start(), timeout_s)
+        except BaseException:
+            self._stop_loop(timeout_s)
+            raise
         return self
 
-    async def _start(self) -> None:
-        await self.namesrv.start()
-        self.options.namesrv_addrs = [self.namesrv.address]
-        self.broker = BrokerApp(self.options)
-        await self.broker.start()
-        assert self.broker.registrar is not None
-        await asyncio.wait_for(self.broker.registrar.registered.wait(), 10)
-
     def stop(self, timeout_s: float = 30) -> None:
-        async def _stop() -> None:
-            if self.broker is not None:
-                await self.broker.stop()
-            await self.namesrv.stop()
-
         try:
-            asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(timeout_s)
+            self.call(self.app.stop(), timeout_s)
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout_s)
-            self.loop.close()
+            self._stop_loop(timeout_s)
+
+    def _stop_loop(self, timeout_s: float) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout_s)
+        self.loop.close()
 
     def __enter__(self) -> BackgroundServer:
         return self.start()

@@ -16,6 +16,7 @@ import click
 from rocketstore.cli import browse, export, messages, queues, send, stats, tools
 from rocketstore.cli.context import CliContext
 from rocketstore.cli.demo import demo
+from rocketstore.cli.serve import register as register_serve
 from rocketstore.cli.topic_admin import register as register_topic_admin
 from rocketstore.errors import StoreError
 
@@ -111,6 +112,7 @@ cli.add_command(demo)
 for module in (messages, browse, queues, send, tools, stats, export):
     module.register(cli)
 register_topic_admin(cli)
+register_serve(cli)
 
 
 def _error(message: str) -> int:
