@@ -44,6 +44,23 @@ def test_known_vector() -> None:
     assert sign(KNOWN_FIELDS, KNOWN_BODY, KNOWN_SECRET) == KNOWN_SIGNATURE
 
 
+def test_vector_computed_by_the_jdk() -> None:
+    # Computed with a throwaway Java 17 program: a java.util.TreeMap of these fields,
+    # values concatenated (Signature skipped), UTF-8, javax.crypto.Mac "HmacSHA1" keyed
+    # with the UTF-8 secret, java.util.Base64. The keys exercise TreeMap's UTF-16 order
+    # (U+1F600 before U+FF01) and the value a non-ASCII character.
+    fields = {
+        "AccessKey": "RocketMQ",
+        "OnsChannel": "ALIYUN",
+        "topic": "TopicTest",
+        "queueId": "0",
+        "\U0001f600": "a",
+        "\uff01": "b",
+        "body": "\u00e9",
+    }
+    assert sign(fields, None, KNOWN_SECRET) == "O+NGEOl5//2tMKrCdkTlvsy9z6c="
+
+
 def test_java_string_order_for_astral_characters() -> None:
     # Java compares UTF-16 code units: U+1F600 (surrogates D83D..) sorts before U+FF01,
     # while code point order would put it after.
