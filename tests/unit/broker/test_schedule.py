@@ -102,6 +102,18 @@ def test_scheduled_record_carries_its_deliver_time(store: MessageStore) -> None:
     assert unit.tags_code == BASE_MS + LEVEL_2_MS  # computeDeliverTimestamp
 
 
+def test_level_above_the_max_is_the_max(store: MessageStore) -> None:
+    # CommitLog.checkMessageAndReturnSize clamps the level to maxDelayLevel (18 = 2 h).
+    put_delayed(store, delayed(level=99))
+    unit = store.queues[(SCHEDULE_TOPIC, 17)].unit(0)
+    assert unit is not None and unit.tags_code == BASE_MS + 7_200_000
+    service = ScheduleService(store, clock=Clock(BASE_MS + 7_199_999))
+    assert service.run_once() == 0
+    service.clock = Clock(BASE_MS + 7_200_000)
+    assert service.run_once() == 1
+    assert service.offsets() == {18: 1}
+
+
 def test_not_due_then_due(store: MessageStore) -> None:
     put_delayed(store, delayed())
     clock = Clock(BASE_MS + LEVEL_2_MS - 1)
