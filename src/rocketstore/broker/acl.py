@@ -148,12 +148,14 @@ class AclConfig:
 
 
 def _yaml_scalar(text: str) -> str:
+    """A plain or quoted YAML scalar, without a trailing ``# comment``."""
     value = text.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    if " #" in value:
-        value = value.split(" #", 1)[0].rstrip()
-    return value
+    if value[:1] in ("'", '"'):
+        closing = value.find(value[0], 1)
+        return value[1:closing] if closing > 0 else value[1:]
+    if value.startswith("#"):
+        return ""
+    return value.split(" #", 1)[0].rstrip()
 
 
 def parse_plain_acl_accounts(text: str, where: str) -> list[dict[str, str]]:
@@ -172,9 +174,10 @@ def parse_plain_acl_accounts(text: str, where: str) -> list[dict[str, str]]:
             continue
         indent = len(raw) - len(raw.lstrip(" "))
         line = raw.strip()
-        if indent == 0:
-            in_accounts = line.split(":", 1)[0].strip() == "accounts"
-            if in_accounts and line.split(":", 1)[1].strip():
+        if indent == 0 and not line.startswith("-"):
+            key, _, rest = line.partition(":")
+            in_accounts = key.strip() == "accounts"
+            if in_accounts and _yaml_scalar(rest):
                 raise ConfigError(f"{where} line {number}: accounts must be a block list")
             item_indent = None
             current = None

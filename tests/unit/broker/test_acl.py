@@ -156,6 +156,18 @@ def test_load_plain_acl_yml(tmp_path: Path) -> None:
     assert AclConfig.load(path).accounts == {"RocketMQ": "12345678", "rocketmq2": "12345678 9"}
 
 
+def test_load_yaml_with_unindented_list_and_comments(tmp_path: Path) -> None:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(
+        "accounts: # who may connect\n"
+        "- accessKey: RocketMQ # the first\n"
+        "  secretKey: '12345678'\n"
+        "- accessKey: second1\n"
+        "  secretKey: abcdefg\n"
+    )
+    assert AclConfig.load(path).accounts == {"RocketMQ": "12345678", "second1": "abcdefg"}
+
+
 def test_load_json(tmp_path: Path) -> None:
     path = tmp_path / "acl.json"
     path.write_text('{"accounts": [{"accessKey": "RocketMQ", "secretKey": "12345678"}]}')
