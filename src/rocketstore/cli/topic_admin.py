@@ -224,10 +224,27 @@ _PERM_HELP = "Permission: 2 (write), 4 (read), 6 (read and write); +1 lets topic
     help=f"{_PERM_HELP} [new topics: 6]. Example: -p 6",
 )
 @click.option("-o", "--order", help="Orderly topic, true|false. Example: -o true")
-@click.option("-u", "--unit", help="Unit topic, true|false (a topicSysFlag bit).")
-@click.option("-s", "--hasUnitSub", "has_unit_sub", help="Has unit sub, true|false.")
-@click.option("-b", "--brokerAddr", "broker_addr", hidden=True, help="Accepted, ignored offline.")
-@click.option("-c", "--clusterName", "cluster", hidden=True, help="Accepted, ignored offline.")
+@click.option("-u", "--unit", help="Unit topic, true|false (a topicSysFlag bit). Example: -u false")
+@click.option(
+    "-s",
+    "--hasUnitSub",
+    "has_unit_sub",
+    help="Has unit sub, true|false (a topicSysFlag bit). Example: -s false",
+)
+@click.option(
+    "-b",
+    "--brokerAddr",
+    "broker_addr",
+    hidden=True,
+    help="Accepted, ignored offline. Example: -b 127.0.0.1:10911",
+)
+@click.option(
+    "-c",
+    "--clusterName",
+    "cluster",
+    hidden=True,
+    help="Accepted, ignored offline. Example: -c DefaultCluster",
+)
 @click.pass_obj
 def update_topic(
     ctx: CliContext,
@@ -268,7 +285,13 @@ def update_topic(
 
 @click.command("deleteTopic", short_help="Remove a topic from the store's topic config.")
 @click.option("-t", "--topic", required=True, help="Topic name. Example: -t OrderEvents")
-@click.option("-c", "--clusterName", "cluster", hidden=True, help="Accepted, ignored offline.")
+@click.option(
+    "-c",
+    "--clusterName",
+    "cluster",
+    hidden=True,
+    help="Accepted, ignored offline. Example: -c DefaultCluster",
+)
 @click.pass_obj
 def delete_topic(ctx: CliContext, topic: str, cluster: str | None) -> None:
     """Remove TOPIC from the store's config/topics.json (the store must not be running).
@@ -287,15 +310,31 @@ def delete_topic(ctx: CliContext, topic: str, cluster: str | None) -> None:
 
 @click.command("topicRoute", short_help="The route a name server gives for a topic.")
 @click.option("-t", "--topic", required=True, help="Topic name. Example: -t OrderEvents")
-@click.option("-l", "--list", "as_list", is_flag=True, help="Print mqadmin's table instead.")
+@click.option(
+    "-l",
+    "--list",
+    "as_list",
+    is_flag=True,
+    help="Print mqadmin's table instead of JSON. Example: -l",
+)
 @click.option(
     "--broker-addr",
     default=DEFAULT_BROKER_ADDR,
     show_default=True,
     help="Broker address to show (the broker's --listen). Example: --broker-addr 10.0.0.5:10911",
 )
-@click.option("--broker-name", default=DEFAULT_BROKER_NAME, show_default=True)
-@click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True)
+@click.option(
+    "--broker-name",
+    default=DEFAULT_BROKER_NAME,
+    show_default=True,
+    help="Broker name to show. Example: --broker-name broker-b",
+)
+@click.option(
+    "--cluster",
+    default=DEFAULT_CLUSTER,
+    show_default=True,
+    help="Cluster name to show. Example: --cluster ProdCluster",
+)
 @click.pass_obj
 def topic_route(
     ctx: CliContext, topic: str, as_list: bool, broker_addr: str, broker_name: str, cluster: str
