@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.broker_config import BrokerConfig
@@ -20,7 +20,6 @@ from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.long_polling import PullWaiters
 from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
-from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.store import MessageStore
 
@@ -33,6 +32,13 @@ T = TypeVar("T")
 MAX_SUSPEND_MS = 60_000
 # Retries before a message goes to the group's DLQ (SubscriptionGroupConfig.retryMaxTimes).
 DEFAULT_MAX_RECONSUME_TIMES = 16
+
+
+@runtime_checkable
+class CommandSink(Protocol):
+    """Where the broker can push a command to a client (a server Connection)."""
+
+    def send(self, cmd: RemotingCommand) -> None: ...
 
 
 @dataclass
@@ -72,7 +78,7 @@ class BrokerContext:
         """NOTIFY_CONSUMER_IDS_CHANGED to every client of ``group`` (one-way), so they
         rebalance now rather than at their next 20 s rebalance."""
         for connection in self.clients.consumer_connections(group):
-            if isinstance(connection, Connection):
+            if isinstance(connection, CommandSink):
                 connection.send(
                     RemotingCommand(
                         code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,

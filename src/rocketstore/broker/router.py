@@ -22,7 +22,7 @@ from rocketstore.broker.processors import (
     send,
     send_back,
 )
-from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.broker.remoting import ProtocolError, RemotingCommand
 from rocketstore.broker.server import Connection
 
 log = logging.getLogger(__name__)
@@ -71,4 +71,9 @@ class BrokerRouter:
                     "request code %d from %s refused by ACL: %s", cmd.code, conn.peer, check.value
                 )
                 return cmd.response(ResponseCode.NO_PERMISSION, f"ACL check failed: {check.value}")
-        return await processor(self.ctx, cmd, conn)
+        try:
+            return await processor(self.ctx, cmd, conn)
+        except ProtocolError as e:
+            # A missing or mistyped field, or a malformed body: this request fails, the
+            # connection stays usable (RocketMQ answers RemotingCommandException so).
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))

@@ -1,0 +1,113 @@
+"""Wiring: serve in a background loop, several brokers behind one name server, and the
+CLI's clean shutdown on SIGTERM (store closed, no abort file)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.client import invoke_sync, request
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.paths import ABORT_FILE
+from rocketstore.store import MessageStore
+
+
+def _route(namesrv: str, topic: str) -> dict | None:
+    answer = invoke_sync(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    return json.loads(answer.body) if answer.code == ResponseCode.SUCCESS else None
+
+
+def _send(broker: str, topic: str, body: bytes) -> dict[str, str]:
+    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1"}
+    ext |= {"h": "0", "i": "", "j": "0", "k": "false"}
+    answer = invoke_sync(broker, request(RequestCode.SEND_MESSAGE_V2, ext, body))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return answer.ext_fields
+
+
+def test_serve_registers_routes_and_stops_cleanly(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with BackgroundServer(BrokerOptions(str(store), listen="127.0.0.1:0")) as server:
+        route = _route(server.namesrv_address, "TBW102")
+        assert route is not None and route["queueDatas"][0]["perm"] == 7
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": server.broker_address}
+        assert _route(server.namesrv_address, "Fresh") is None
+        _send(server.broker_address, "Fresh", b"x")  # auto-created, registered at once
+        deadline = time.monotonic() + 5
+        while _route(server.namesrv_address, "Fresh") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _route(server.namesrv_address, "Fresh") is not None
+        assert (store / ABORT_FILE).exists()  # running
+    assert not (store / ABORT_FILE).exists()
+    topics = json.loads((store / "config" / "topics.json").read_text())
+    assert "Fresh" in topics["topicConfigTable"]
+
+
+def test_two_brokers_serve_one_topic(tmp_path: Path) -> None:
+    server = BackgroundServer(BrokerOptions(str(tmp_path / "a"), listen="127.0.0.1:0")).start()
+    try:
+        options = BrokerOptions(
+            str(tmp_path / "b"),
+            listen="127.0.0.1:0",
+            namesrv_addrs=[server.namesrv_address],
+            broker=BrokerConfig(broker_name="broker-b"),
+        )
+        second = BrokerApp(options)
+        server.call(second.start())
+        _send(server.broker_address, "Shared", b"a")
+        _send(second.address, "Shared", b"b")
+        deadline = time.monotonic() + 5
+        route = None
+        while time.monotonic() < deadline:
+            route = _route(server.namesrv_address, "Shared")
+            if route is not None and len(route["queueDatas"]) == 2:
+                break
+            time.sleep(0.05)
+        assert route is not None
+        assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
+        addrs = sorted(b["brokerAddrs"]["0"] for b in route["brokerDatas"])
+        assert addrs == sorted([server.broker_address, second.address])
+        server.call(second.stop())  # unregisters
+        route = _route(server.namesrv_address, "Shared")
+        assert route is not None and [q["brokerName"] for q in route["queueDatas"]] == ["broker-a"]
+    finally:
+        server.stop()
+
+
+def test_cli_serve_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    command = [sys.executable, "-m", "rocketstore.cli.main", "serve", "--store", str(store)]
+    command += ["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"]
+    process = subprocess.Popen(
+        command,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "Ctrl-C stops" not in line and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            assert line or process.poll() is None, "serve exited early"
+        namesrv = line.split("name server ")[1].split(",")[0]
+        broker = line.split(", broker ")[1].split(" ")[0]
+        assert _route(namesrv, "TBW102") is not None
+        msg_id = _send(broker, "CliTopic", b"kept")["msgId"]
+        assert (store / ABORT_FILE).exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert not (store / ABORT_FILE).exists()
+    with MessageStore.open(store, read_only=True) as reopened:
+        message = reopened.view_message(msg_id)
+        assert message is not None and message.body == b"kept"
