@@ -132,8 +132,8 @@ def js_client(client_home: Path) -> Any:
         if done.returncode != 0:
             pytest.fail(f"npm {command} failed in {JS_DIR}: {done.stderr[-2000:]}")
 
-    def start(script: str, *args: object) -> ClientRun:
-        env = {**os.environ, "HOME": str(client_home)}
+    def start(script: str, *args: object, env_extra: dict[str, str] | None = None) -> ClientRun:
+        env = {**os.environ, "HOME": str(client_home), **(env_extra or {})}
         process = subprocess.Popen(
             [node, str(JS_DIR / script), *map(str, args)],
             stdout=subprocess.PIPE,
@@ -159,4 +159,15 @@ def broker_options(store: Path, **broker: Any) -> BrokerOptions:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[BackgroundServer]:
     with BackgroundServer(broker_options(tmp_path / "store")) as running:
+        yield running
+
+
+@pytest.fixture
+def acl_server(tmp_path: Path) -> Iterator[BackgroundServer]:
+    """A broker that checks every request's signature (account RocketMQ / 12345678)."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    admin: true\n")
+    options = broker_options(tmp_path / "store")
+    options.acl_file = str(acl)
+    with BackgroundServer(options) as running:
         yield running
