@@ -27,10 +27,13 @@ def _stored(server: BackgroundServer, topic: str) -> dict[str, MessageExt]:
     store.wait_dispatched()
     found: dict[str, MessageExt] = {}
     for queue_id in store.topics().get(topic, []):
-        result = store.get_messages("check", topic, queue_id, 0, 1000)
-        for message in result.messages:
-            assert message.uniq_key is not None
-            found[message.uniq_key] = message
+        offset = 0
+        while offset < store.max_offset(topic, queue_id):
+            result = store.get_messages("check", topic, queue_id, offset, 32)
+            for message in result.messages:
+                assert message.uniq_key is not None
+                found[message.uniq_key] = message
+            offset = result.next_begin_offset
     return found
 
 

@@ -76,6 +76,14 @@ def _broker_options(func: FuncT) -> FuncT:
             help="Refuse sends to unknown topics (autoCreateTopicEnable=false).",
         ),
         click.option(
+            "--offset-persist-ms",
+            type=click.IntRange(min=100),
+            default=5000,
+            show_default=True,
+            help="How often committed consumer offsets are written to "
+            "config/consumerOffset.json (RocketMQ's flushConsumerOffsetInterval).",
+        ),
+        click.option(
             "--acl",
             "acl_file",
             default=None,
@@ -94,6 +102,7 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         broker_cluster_name=kwargs["cluster"],
         broker_name=kwargs["broker_name"],
         auto_create_topic_enable=not kwargs["no_auto_create"],
+        flush_consumer_offset_interval_ms=kwargs["offset_persist_ms"],
     )
     return BrokerOptions(
         store_dir=store_dir,
