@@ -209,6 +209,8 @@ class BrokerApp:
         self._timers = []
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.ctx is not None:
+            self.ctx.waiters.close()  # held pulls answer now instead of at their timeout
         if self.server is not None:
             await self.server.stop()
         if self.schedule is not None:

@@ -19,6 +19,7 @@ class PullWaiters:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event = asyncio.Event()
         self.held = 0  # pulls waiting right now (observability and tests)
+        self.closed = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -30,6 +31,11 @@ class PullWaiters:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed since the check
             loop.call_soon_threadsafe(self._wake)
+
+    def close(self) -> None:
+        """Shutting down: answer every held pull now, hold no new one (call in the loop)."""
+        self.closed = True
+        self._wake()
 
     def _wake(self) -> None:
         event, self._event = self._event, asyncio.Event()
@@ -45,7 +51,7 @@ class PullWaiters:
                 if has_new():
                     return True
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self.closed:
                     return False
                 try:
                     await asyncio.wait_for(event.wait(), remaining)

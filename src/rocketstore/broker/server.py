@@ -99,7 +99,8 @@ class RemotingServer:
         self.on_close = on_close
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # one per connection
+        self._requests: set[asyncio.Task[None]] = set()  # requests being handled
         self.address = ""
 
     async def start(self, sock: socket.socket) -> str:
@@ -108,9 +109,14 @@ class RemotingServer:
         log.info("%s listening on %s", self.name, self.address)
         return self.address
 
-    async def stop(self) -> None:
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, let requests in flight finish (up to ``grace_s``: a put being
+        written completes and is answered), then close every connection."""
         if self._server is not None:
             self._server.close()
+        pending = list(self._requests)
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
         for conn in list(self.connections):
             conn.close()
         for task in list(self._tasks):
@@ -143,6 +149,8 @@ class RemotingServer:
                 request = asyncio.create_task(self._handle(cmd, conn, in_flight))
                 requests.add(request)
                 request.add_done_callback(requests.discard)
+                self._requests.add(request)
+                request.add_done_callback(self._requests.discard)
                 # Flow control: wait while the socket's send buffer is full.
                 await writer.drain()
         except ProtocolError as e:

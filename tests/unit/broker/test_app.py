@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -111,3 +112,28 @@ def test_cli_serve_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     with MessageStore.open(store, read_only=True) as reopened:
         message = reopened.view_message(msg_id)
         assert message is not None and message.body == b"kept"
+
+
+def test_shutdown_answers_held_pulls_and_finishes_in_flight_work(tmp_path: Path) -> None:
+    server = BackgroundServer(BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0")).start()
+    answers: list[int] = []
+    try:
+        _send(server.broker_address, "Held", b"x")
+        ext = {"consumerGroup": "G", "topic": "Held", "queueId": "0", "queueOffset": "1"}
+        ext |= {"maxMsgNums": "32", "sysFlag": "2", "suspendTimeoutMillis": "30000"}
+
+        def pull() -> None:
+            cmd = request(RequestCode.PULL_MESSAGE, ext)
+            answers.append(invoke_sync(server.broker_address, cmd, 40).code)
+
+        held = threading.Thread(target=pull)
+        held.start()
+        deadline = time.monotonic() + 5
+        while server.broker.ctx.waiters.held == 0 and time.monotonic() < deadline:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        started = time.monotonic()
+    finally:
+        server.stop()
+    held.join(10)
+    assert answers == [ResponseCode.PULL_NOT_FOUND]
+    assert time.monotonic() - started < 10  # not the 30 s suspend time
