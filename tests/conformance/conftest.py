@@ -8,6 +8,7 @@ only when its client cannot be installed here.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from rocketstore.broker.app import BackgroundServer, BrokerOptions
+from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.config import StoreConfig
 
@@ -160,6 +161,21 @@ def broker_options(store: Path, **broker: Any) -> BrokerOptions:
 def server(tmp_path: Path) -> Iterator[BackgroundServer]:
     with BackgroundServer(broker_options(tmp_path / "store")) as running:
         yield running
+
+
+@pytest.fixture
+def second_broker(server: BackgroundServer, tmp_path: Path) -> Iterator[BrokerApp]:
+    """A second broker (broker-b, its own store) registered with ``server``'s name server."""
+    options = broker_options(tmp_path / "store-b", broker_name="broker-b")
+    options.namesrv_addrs = [server.namesrv_address]
+    broker = BrokerApp(options)
+    server.call(broker.start())
+    assert broker.registrar is not None
+    server.call(asyncio.wait_for(broker.registrar.registered.wait(), 10))
+    try:
+        yield broker
+    finally:
+        server.call(broker.stop())
 
 
 @pytest.fixture

@@ -10,9 +10,11 @@ import time
 import zlib
 from typing import Any
 
-from rocketstore.broker.app import BackgroundServer
+from rocketstore.broker.admin_client import topic_route, update_topic
+from rocketstore.broker.app import BackgroundServer, BrokerApp
 from rocketstore.broker.client import invoke_sync, request
 from rocketstore.broker.codes import RequestCode
+from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id
 
@@ -238,3 +240,25 @@ def test_delayed_message_arrives_after_its_delay(py_client: Any, server: Backgro
         assert r["topic"] == "PyDelay"
         assert r["store_timestamp"] - r["born_timestamp"] >= 1000  # redelivered when due
         assert r["at"] - r["born_timestamp"] >= 1000
+
+
+def test_two_brokers_share_one_topic(
+    py_client: Any, server: BackgroundServer, second_broker: BrokerApp
+) -> None:
+    addresses = sorted([server.broker_address, second_broker.address])
+    assert update_topic(server.namesrv_address, TopicConfig("PyTwo", 2, 2)) == addresses
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        route = topic_route(server.namesrv_address, "PyTwo")
+        if route is not None and len(route["queueDatas"]) == 2:
+            break
+        time.sleep(0.05)
+    sent = _produce(py_client, server, "PyTwo", 20)
+    stores = [server.broker.store, second_broker.store]
+    counts = [sum(s.max_offset("PyTwo", q) for q in (0, 1)) for s in stores if s is not None]
+    assert sum(counts) == 20 and all(counts), counts  # both brokers took messages
+    run = py_client(
+        "consume", server.namesrv_address, "PyTwo", "GroupTwo", "--expect", 20, "--seconds", 40
+    )
+    received = [r for r in run.finish(70) if r["event"] == "recv"]
+    assert {r["id"] for r in received} == {s["msg_id"] for s in sent}
