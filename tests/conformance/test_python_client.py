@@ -10,6 +10,8 @@ import time
 import zlib
 from typing import Any
 
+import pytest
+
 from rocketstore.broker.admin_client import topic_route, update_topic
 from rocketstore.broker.app import BackgroundServer, BrokerApp
 from rocketstore.broker.client import invoke_sync, request
@@ -262,3 +264,29 @@ def test_two_brokers_share_one_topic(
     )
     received = [r for r in run.finish(70) if r["event"] == "recv"]
     assert {r["id"] for r in received} == {s["msg_id"] for s in sent}
+
+
+def test_acl_signed_requests(
+    py_client: Any, acl_server: BackgroundServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = ("--access-key", "RocketMQ", "--secret-key", "12345678")
+    sent = _produce(py_client, acl_server, "PyAcl", 3, *keys)
+    run = py_client(
+        "consume",
+        acl_server.namesrv_address,
+        "PyAcl",
+        "GroupAcl",
+        "--expect",
+        3,
+        "--seconds",
+        40,
+        *keys,
+    )
+    received = [r for r in run.finish(70) if r["event"] == "recv"]
+    assert {r["id"] for r in received} == {s["msg_id"] for s in sent}
+    wrong = ("--access-key", "RocketMQ", "--secret-key", "not-the-secret")
+    run = py_client("produce", acl_server.namesrv_address, "PyAcl", 1, *wrong)
+    lines = run.finish(60)
+    assert not [line for line in lines if line["event"] == "sent"]
+    refused = [r.getMessage() for r in caplog.records if "refused by ACL" in r.getMessage()]
+    assert refused and all(m.endswith("BAD_SIGNATURE") for m in refused), refused

@@ -31,6 +31,8 @@ def emit(**fields: object) -> None:
 def produce(args: argparse.Namespace) -> None:
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    if args.access_key:
+        producer.set_session_credentials(args.access_key, args.secret_key, "")
     producer.start()
     for i in range(args.count):
         msg = Message(args.topic)
@@ -111,6 +113,8 @@ def consume(args: argparse.Namespace) -> None:
 
     consumer = PushConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
+    if args.access_key:
+        consumer.set_session_credentials(args.access_key, args.secret_key, "")
     consumer.set_thread_count(2)
     consumer.subscribe(args.topic, on_message, args.expression)
     consumer.start()
@@ -150,6 +154,9 @@ def main() -> None:
     c.add_argument("--sleep-ms", type=int, default=0)
     c.add_argument("--stop-file", default="")
     c.add_argument("--linger-s", type=float, default=0)
+    for command in (p, c):
+        command.add_argument("--access-key", default="")
+        command.add_argument("--secret-key", default="")
     args = parser.parse_args()
     timer = threading.Timer(HARD_LIMIT_S, lambda: os._exit(3))
     timer.daemon = True
