@@ -290,3 +290,37 @@ def test_acl_signed_requests(
     assert not [line for line in lines if line["event"] == "sent"]
     refused = [r.getMessage() for r in caplog.records if "refused by ACL" in r.getMessage()]
     assert refused and all(m.endswith("BAD_SIGNATURE") for m in refused), refused
+
+
+def test_orderly_consumer_locks_its_queue_and_reads_in_order(
+    py_client: Any, server: BackgroundServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = server.broker.ctx
+    assert ctx is not None
+    granted: list[Any] = []
+    try_lock = ctx.locks.try_lock
+
+    def spy(group: str, queues: list[Any], client_id: str, now_ms: int | None = None) -> Any:
+        locked = try_lock(group, queues, client_id, now_ms)
+        granted.extend(locked)
+        return locked
+
+    monkeypatch.setattr(ctx.locks, "try_lock", spy)
+    sent = _produce(py_client, server, "PyOrder", 10, "--orderly")
+    assert len({stored.queue_id for stored in _stored(server, "PyOrder").values()}) == 1
+    run = py_client(
+        "consume",
+        server.namesrv_address,
+        "PyOrder",
+        "GroupO",
+        "--expect",
+        10,
+        "--seconds",
+        40,
+        "--orderly",
+    )
+    received = [r for r in run.finish(70) if r["event"] == "recv"]
+    assert [r["id"] for r in received] == [s["msg_id"] for s in sent]  # in send order
+    queue = ("PyOrder", "broker-a", received[0]["queue_id"])
+    assert queue in granted  # locked through LOCK_BATCH_MQ while consuming
+    assert ctx.locks.holder("GroupO", queue) is None  # and unlocked at shutdown

@@ -50,7 +50,10 @@ def produce(args: argparse.Namespace) -> None:
         sent_at = int(time.time() * 1000)
         for attempt in range(args.attempts):
             try:
-                result = producer.send_sync(msg)
+                if args.orderly:  # one sharding key: every message to the same queue
+                    result = producer.send_orderly(msg, 7)
+                else:
+                    result = producer.send_sync(msg)
             except Exception as e:  # the broker may be down for a while (crash test)
                 emit(event="error", i=i, attempt=attempt, error=str(e)[:200])
                 time.sleep(0.5)
@@ -111,7 +114,7 @@ def consume(args: argparse.Namespace) -> None:
             if received >= args.expect:
                 done.set()
 
-    consumer = PushConsumer(args.group)
+    consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
     if args.access_key:
         consumer.set_session_credentials(args.access_key, args.secret_key, "")
@@ -155,6 +158,7 @@ def main() -> None:
     c.add_argument("--stop-file", default="")
     c.add_argument("--linger-s", type=float, default=0)
     for command in (p, c):
+        command.add_argument("--orderly", action="store_true")
         command.add_argument("--access-key", default="")
         command.add_argument("--secret-key", default="")
     args = parser.parse_args()
