@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ class Service(Protocol):
     async def stop(self) -> None: ...
 
 
-def _bind(listen: str) -> tuple[object, str]:
+def _bind(listen: str) -> tuple[socket.socket, str]:
     host, port = parse_host(listen, what="listen address")
     sock = bind_socket(host, port)
     return sock, format_address(sock.getsockname())
@@ -64,7 +65,7 @@ class NamesrvApp:
 
     async def start(self) -> None:
         sock, self.address = _bind(self.listen)
-        await self.server.start(sock)  # type: ignore[arg-type]
+        await self.server.start(sock)
         self._housekeeping = asyncio.create_task(self._expire_loop())
 
     async def _expire_loop(self) -> None:
@@ -126,7 +127,7 @@ class BrokerApp:
             os.makedirs(opts.store_dir, exist_ok=True)
             self.store = await asyncio.to_thread(MessageStore.open, opts.store_dir, config)
         except BaseException:
-            sock.close()  # type: ignore[attr-defined]
+            sock.close()
             raise
         store = self.store
         b = opts.broker
@@ -166,7 +167,7 @@ class BrokerApp:
         self.server = RemotingServer(
             BrokerRouter(ctx).handle, name="broker", on_close=self._connection_closed
         )
-        await self.server.start(sock)  # type: ignore[arg-type]
+        await self.server.start(sock)
         if opts.namesrv_addrs:
             self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
             ctx.on_topics_changed = self.registrar.trigger

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +116,7 @@ class ClientRegistry:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         return self._remove(lambda c: now - c.last_update_ms > self.client_timeout_ms)
 
-    def _remove(self, gone: Any) -> list[str]:
+    def _remove(self, gone: Callable[[ClientChannel], bool]) -> list[str]:
         changed = []
         with self._lock:
             for group, info in list(self.consumers.items()):

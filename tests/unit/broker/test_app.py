@@ -3,6 +3,7 @@ CLI's clean shutdown on SIGTERM (store closed, no abort file)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -11,10 +12,15 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.client import invoke_sync, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.registration import register_request_body
+from rocketstore.cli.main import main
+from rocketstore.errors import ConfigError
 from rocketstore.paths import ABORT_FILE
 from rocketstore.store import MessageStore
 
@@ -137,3 +143,27 @@ def test_shutdown_answers_held_pulls_and_finishes_in_flight_work(tmp_path: Path)
     held.join(10)
     assert answers == [ResponseCode.PULL_NOT_FOUND]
     assert time.monotonic() - started < 10  # not the 30 s suspend time
+
+
+def test_bad_addresses_are_refused_with_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "s")
+    assert main(["--store", store, "serve", "--listen", "localhost"]) == 1
+    assert "--listen: expected 'ip:port'" in capsys.readouterr().err
+    assert main(["broker", "--namesrv", "1.2.3:9876"]) == 1
+    assert "--namesrv" in capsys.readouterr().err
+    wildcard = BrokerOptions(store, listen="0.0.0.0:0")
+    with pytest.raises(ConfigError, match="--advertise"):
+        asyncio.run(BrokerApp(wildcard).start())
+    assert not (tmp_path / "s" / ABORT_FILE).exists()
+
+
+def test_registration_body_carries_the_topic_table(tmp_path: Path) -> None:
+    with BackgroundServer(BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0")) as server:
+        assert server.broker.ctx is not None
+        body = json.loads(register_request_body(server.broker.ctx))
+        wrapper = body["topicConfigSerializeWrapper"]
+        assert wrapper["topicConfigTable"]["TBW102"]["perm"] == 7
+        assert set(wrapper["dataVersion"]) >= {"counter", "timestamp"}
+        assert body["filterServerList"] == []

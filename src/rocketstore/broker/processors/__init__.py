@@ -1,4 +1,4 @@
-"""Request processors, one module per request group; :func:`build_router` maps codes.
+"""Request processors, one module per request group (``broker.router`` maps codes to them).
 
 Layer: broker. Each processor is ``async (ctx, request, connection) -> response``, callable
 directly in tests without sockets.
