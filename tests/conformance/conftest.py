@@ -153,7 +153,12 @@ def broker_options(store: Path, **broker: Any) -> BrokerOptions:
         str(store),
         listen="127.0.0.1:0",
         broker=BrokerConfig(**broker),
-        store_config=StoreConfig(message_delay_level=DELAY_LEVELS, flush_disk_type="SYNC_FLUSH"),
+        store_config=StoreConfig(
+            message_delay_level=DELAY_LEVELS,
+            flush_disk_type="SYNC_FLUSH",
+            # The default 1 GiB CommitLog file is preallocated: keep test stores small.
+            mapped_file_size_commit_log=64 * 1024 * 1024,
+        ),
     )
 
 

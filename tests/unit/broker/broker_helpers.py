@@ -22,6 +22,8 @@ from rocketstore.format.message import MessageExt
 from rocketstore.store import MessageStore
 
 BROKER_ADDR = "127.0.0.1:10911"
+# Small CommitLog files: the default 1 GiB file is preallocated on disk, per test store.
+SMALL_FILES = {"mapped_file_size_commit_log": 8 * 1024 * 1024}
 CLIENT_ADDR = "10.1.2.3:45678"
 T = TypeVar("T")
 
@@ -37,8 +39,12 @@ class FakeConnection:
         self.sent.append(cmd)
 
 
+def small_store() -> StoreConfig:
+    return StoreConfig(**SMALL_FILES)  # type: ignore[arg-type]
+
+
 def make_context(root: Path, *, auto_create: bool = True, **store: Any) -> BrokerContext:
-    config = StoreConfig(store_host=BROKER_ADDR, **store)
+    config = StoreConfig(store_host=BROKER_ADDR, **{**SMALL_FILES, **store})
     message_store = MessageStore.open(root, config)
     broker = BrokerConfig(auto_create_topic_enable=auto_create)
     return BrokerContext(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from broker_helpers import small_store
 
 from rocketstore.broker.admin_client import (
     AdminError,
@@ -31,7 +36,9 @@ def _eventually(probe: Callable[[], T | None], timeout_s: float = 5) -> T | None
 
 
 def test_update_list_route_and_delete(tmp_path: Path) -> None:
-    with BackgroundServer(BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0")) as server:
+    with BackgroundServer(
+        BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store())
+    ) as server:
         namesrv = server.namesrv_address
         assert master_addresses(namesrv) == {"broker-a": server.broker_address}
         assert master_addresses(namesrv, "DefaultCluster") == {"broker-a": server.broker_address}

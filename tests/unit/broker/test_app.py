@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from broker_helpers import small_store
+
 from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.client import invoke_sync, request
@@ -40,7 +44,9 @@ def _send(broker: str, topic: str, body: bytes) -> dict[str, str]:
 
 def test_serve_registers_routes_and_stops_cleanly(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    with BackgroundServer(BrokerOptions(str(store), listen="127.0.0.1:0")) as server:
+    with BackgroundServer(
+        BrokerOptions(str(store), listen="127.0.0.1:0", store_config=small_store())
+    ) as server:
         route = _route(server.namesrv_address, "TBW102")
         assert route is not None and route["queueDatas"][0]["perm"] == 7
         assert route["brokerDatas"][0]["brokerAddrs"] == {"0": server.broker_address}
@@ -57,11 +63,14 @@ def test_serve_registers_routes_and_stops_cleanly(tmp_path: Path) -> None:
 
 
 def test_two_brokers_serve_one_topic(tmp_path: Path) -> None:
-    server = BackgroundServer(BrokerOptions(str(tmp_path / "a"), listen="127.0.0.1:0")).start()
+    server = BackgroundServer(
+        BrokerOptions(str(tmp_path / "a"), listen="127.0.0.1:0", store_config=small_store())
+    ).start()
     try:
         options = BrokerOptions(
             str(tmp_path / "b"),
             listen="127.0.0.1:0",
+            store_config=small_store(),
             namesrv_addrs=[server.namesrv_address],
             broker=BrokerConfig(broker_name="broker-b"),
         )
@@ -121,7 +130,9 @@ def test_cli_serve_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_shutdown_answers_held_pulls_and_finishes_in_flight_work(tmp_path: Path) -> None:
-    server = BackgroundServer(BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0")).start()
+    server = BackgroundServer(
+        BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store())
+    ).start()
     answers: list[int] = []
     try:
         _send(server.broker_address, "Held", b"x")
@@ -160,7 +171,9 @@ def test_bad_addresses_are_refused_with_a_clear_error(
 
 
 def test_registration_body_carries_the_topic_table(tmp_path: Path) -> None:
-    with BackgroundServer(BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0")) as server:
+    with BackgroundServer(
+        BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store())
+    ) as server:
         assert server.broker.ctx is not None
         body = json.loads(register_request_body(server.broker.ctx))
         wrapper = body["topicConfigSerializeWrapper"]
