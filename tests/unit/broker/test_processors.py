@@ -179,6 +179,8 @@ def test_pull_statuses(ctx: BrokerContext) -> None:
     )
     tagged = _pull(ctx, "TP", 0, 0, sysFlag=4, subscription="other")
     assert tagged.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    sql = _pull(ctx, "TP", 0, 0, sysFlag=4, subscription="a > 1", expressionType="SQL92")
+    assert sql.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "SQL92" in (sql.remark or "")
 
 
 def test_held_pull_answers_when_a_message_arrives(ctx: BrokerContext) -> None:

@@ -46,6 +46,7 @@ class PullHeader:
     commit_offset: int
     suspend_timeout_ms: int
     subscription: str | None
+    expression_type: str
 
     @classmethod
     def parse(cls, ext: dict[str, str]) -> PullHeader:
@@ -59,6 +60,7 @@ class PullHeader:
             commit_offset=ext_int(ext, "commitOffset", 0),
             suspend_timeout_ms=ext_int(ext, "suspendTimeoutMillis", 15_000),
             subscription=ext.get("subscription"),
+            expression_type=ext.get("expressionType", "TAG"),
         )
 
 
@@ -122,6 +124,12 @@ async def pull_message(
     # The consumer's progress rides on the pull; stored before any hold, as RocketMQ does.
     if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
         ctx.offsets.commit(header.group, header.topic, header.queue_id, header.commit_offset)
+    if header.expression_type.upper() not in ("", "TAG"):
+        # SQL92 (or class) filters need the broker to evaluate properties: not supported.
+        return cmd.response(
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+            f"expression type {header.expression_type} is not supported, only TAG",
+        )
     tags = _subscription(ctx, header)
     result, body = await ctx.run(_read, ctx, header, tags)
     code = response_code(result, header.queue_offset)
