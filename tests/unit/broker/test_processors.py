@@ -435,3 +435,17 @@ def test_acl_rejects_unsigned_and_wrongly_signed_requests(ctx: BrokerContext) ->
     assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, signed).code == ResponseCode.SUCCESS
     forged = {**signed, "Signature": sign({**query, "AccessKey": "rocketmq2"}, b"", "wrong")}
     assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, forged).code == ResponseCode.NO_PERMISSION
+
+
+def test_send_to_retry_topic_past_max_reconsume_goes_to_dlq(ctx: BrokerContext) -> None:
+    ext = send_v2("%RETRY%G", reconsume_times=3, max_reconsume_times=3, properties="DELAY\x013")
+    answer = call(ctx, RequestCode.SEND_MESSAGE_V2, ext, b"dead")
+    assert answer.code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+    [dead] = _dlq(ctx)
+    assert dead.body == b"dead" and "DELAY" not in dead.properties
+    assert ctx.topics.get("%DLQ%G") is not None
+    below = send_v2("%RETRY%G", reconsume_times=1, max_reconsume_times=3)
+    assert call(ctx, RequestCode.SEND_MESSAGE_V2, below, b"again").code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+    assert ctx.store.max_offset("%RETRY%G", 0) == 1

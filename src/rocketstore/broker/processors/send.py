@@ -162,8 +162,9 @@ def _retry_target(
         max_times = DEFAULT_MAX_RECONSUME_TIMES
     if header.reconsume_times < max_times:
         return topic, queue_id, False
-    ctx.topics.create_on_send_back(dlq_topic(group), 1, PERM_READ | PERM_WRITE)
-    ctx.topics_changed()
+    if dlq_topic(group) not in ctx.topics:
+        ctx.topics.create_on_send_back(dlq_topic(group), 1, PERM_READ | PERM_WRITE)
+        ctx.topics_changed()
     return dlq_topic(group), 0, True
 
 

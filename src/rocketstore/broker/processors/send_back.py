@@ -74,11 +74,10 @@ async def consumer_send_back(
     message, to_dlq = retry_message(
         original, group, delay_level, max_times, ext.get("originMsgId") or None
     )
-    if to_dlq:
-        ctx.topics.create_on_send_back(message.topic, 1, PERM_WRITE)
-    else:
-        ctx.topics.create_on_send_back(message.topic, 1, PERM_READ | PERM_WRITE)
-    ctx.topics_changed()
+    if message.topic not in ctx.topics:
+        perm = PERM_WRITE if to_dlq else PERM_READ | PERM_WRITE
+        ctx.topics.create_on_send_back(message.topic, 1, perm)
+        ctx.topics_changed()
     result = await ctx.run(ctx.store.put, message, None, ctx.broker_addr)
     if result.status is PutStatus.PUT_OK:
         return cmd.response(ResponseCode.SUCCESS)
