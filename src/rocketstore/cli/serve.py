@@ -52,28 +52,42 @@ def _broker_options(func: FuncT) -> FuncT:
             "--listen",
             default="127.0.0.1:10911",
             show_default=True,
-            help="Broker address to listen on (loopback unless told otherwise).",
+            help="Broker address to listen on (loopback unless told otherwise). "
+            "Example: --listen 0.0.0.0:10911",
         ),
         click.option(
             "--advertise",
             default=None,
             metavar="IP",
             help="IP clients reach the broker at, when listening on 0.0.0.0 (also written "
-            "into every stored message as its store host).",
+            "into every stored message as its store host). Example: --advertise 192.168.1.20",
         ),
-        click.option("--broker-name", default="broker-a", show_default=True),
-        click.option("--cluster", default="DefaultCluster", show_default=True),
+        click.option(
+            "--broker-name",
+            default="broker-a",
+            show_default=True,
+            help="brokerName, unique per broker behind a name server. "
+            "Example: --broker-name broker-b",
+        ),
+        click.option(
+            "--cluster",
+            default="DefaultCluster",
+            show_default=True,
+            help="brokerClusterName. Example: --cluster ProdCluster",
+        ),
         click.option(
             "--flush",
             type=click.Choice(FLUSH_TYPES),
             default="ASYNC_FLUSH",
             show_default=True,
-            help="SYNC_FLUSH answers a send only once the message is on disk.",
+            help="SYNC_FLUSH answers a send only once the message is on disk. "
+            "Example: --flush SYNC_FLUSH",
         ),
         click.option(
             "--no-auto-create",
             is_flag=True,
-            help="Refuse sends to unknown topics (autoCreateTopicEnable=false).",
+            help="Refuse sends to unknown topics (autoCreateTopicEnable=false). "
+            "Example: --no-auto-create",
         ),
         click.option(
             "--offset-persist-ms",
@@ -81,14 +95,16 @@ def _broker_options(func: FuncT) -> FuncT:
             default=5000,
             show_default=True,
             help="How often committed consumer offsets are written to "
-            "config/consumerOffset.json (RocketMQ's flushConsumerOffsetInterval).",
+            "config/consumerOffset.json (RocketMQ's flushConsumerOffsetInterval). "
+            "Example: --offset-persist-ms 1000",
         ),
         click.option(
             "--acl",
             "acl_file",
             default=None,
             metavar="FILE",
-            help="plain_acl.yml (or JSON) with accounts: every request must be signed.",
+            help="plain_acl.yml (or JSON) with accounts: every request must be signed. "
+            "Example: --acl conf/plain_acl.yml",
         ),
     ]
     for option in reversed(options):
@@ -130,7 +146,7 @@ def _run(services: list[Service], ready: Callable[[], None]) -> None:
     "--namesrv-listen",
     default="127.0.0.1:9876",
     show_default=True,
-    help="Name server address to listen on.",
+    help="Name server address to listen on. Example: --namesrv-listen 0.0.0.0:9876",
 )
 @click.pass_obj
 def serve(obj: CliContext, /, namesrv_listen: str, **kwargs: Any) -> None:
@@ -158,7 +174,12 @@ def serve(obj: CliContext, /, namesrv_listen: str, **kwargs: Any) -> None:
 
 
 @click.command("namesrv")
-@click.option("--listen", default="127.0.0.1:9876", show_default=True)
+@click.option(
+    "--listen",
+    default="127.0.0.1:9876",
+    show_default=True,
+    help="Address to listen on (loopback unless told otherwise). Example: --listen 0.0.0.0:9876",
+)
 def namesrv(listen: str) -> None:
     """Run a name server alone; brokers register with it (rocketstore broker --namesrv).
 
@@ -180,7 +201,7 @@ def namesrv(listen: str) -> None:
     "namesrv_addrs",
     required=True,
     metavar="HOST:PORT[;HOST:PORT]",
-    help="Name server(s) to register with.",
+    help="Name server(s) to register with. Example: --namesrv 10.0.0.5:9876;10.0.0.6:9876",
 )
 @_broker_options
 @click.pass_obj
