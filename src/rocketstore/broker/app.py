@@ -48,7 +48,10 @@ class Service(Protocol):
 
 def _bind(listen: str) -> tuple[socket.socket, str]:
     host, port = parse_host(listen, what="listen address")
-    sock = bind_socket(host, port)
+    try:
+        sock = bind_socket(host, port)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot listen on {listen}: {e.strerror}") from e
     return sock, format_address(sock.getsockname())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -180,3 +181,12 @@ def test_registration_body_carries_the_topic_table(tmp_path: Path) -> None:
         assert wrapper["topicConfigTable"]["TBW102"]["perm"] == 7
         assert set(wrapper["dataVersion"]) >= {"counter", "timestamp"}
         assert body["filterServerList"] == []
+
+
+def test_a_busy_port_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        assert main(["--store", str(tmp_path / "s"), "namesrv", "--listen", address]) == 1
+    assert f"cannot listen on {address}" in capsys.readouterr().err
