@@ -4,6 +4,7 @@ CLI's clean shutdown on SIGTERM (store closed, no abort file)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
 import socket
@@ -190,3 +191,26 @@ def test_a_busy_port_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         address = f"127.0.0.1:{busy.getsockname()[1]}"
         assert main(["--store", str(tmp_path / "s"), "namesrv", "--listen", address]) == 1
     assert f"cannot listen on {address}" in capsys.readouterr().err
+
+
+def test_a_delayed_message_survives_a_restart(tmp_path: Path) -> None:
+    config = dataclasses.replace(small_store(), message_delay_level="1s 2s 3s")
+    options = BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=config)
+    born = str(int(time.time() * 1000))
+    ext = {"a": "PG", "b": "Later", "c": "TBW102", "d": "1", "e": "0", "f": "0", "g": born}
+    ext |= {"h": "0", "i": "DELAY\x011", "j": "0", "k": "false"}
+    with BackgroundServer(options) as server:
+        answer = invoke_sync(server.broker_address, request(RequestCode.SEND_MESSAGE_V2, ext, b"z"))
+        assert answer.code == ResponseCode.SUCCESS
+        store = server.broker.store
+        assert store is not None and store.max_offset("Later", 0) == 0  # not due yet
+    options = dataclasses.replace(options, namesrv_addrs=[])
+    with BackgroundServer(options) as server:
+        store = server.broker.store
+        assert store is not None
+        deadline = time.monotonic() + 10
+        while store.max_offset("Later", 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        delivered = store.get_messages("g", "Later", 0, 0, 1).messages
+        assert [m.body for m in delivered] == [b"z"]
+        assert delivered[0].store_timestamp - delivered[0].born_timestamp >= 1000
