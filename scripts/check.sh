@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
-scripts/setup.sh dev,spark,bench
+scripts/setup.sh dev,spark,bench,conformance
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff format --check"; ruff format --check src tests benchmarks
 echo "== ruff check";          ruff check src tests benchmarks

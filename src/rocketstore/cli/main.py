@@ -16,6 +16,8 @@ import click
 from rocketstore.cli import browse, export, messages, queues, send, stats, tools
 from rocketstore.cli.context import CliContext
 from rocketstore.cli.demo import demo
+from rocketstore.cli.serve import register as register_serve
+from rocketstore.cli.topic_admin import register as register_topic_admin
 from rocketstore.errors import StoreError
 
 # How ``rocketstore --help`` groups the commands (anything unlisted goes under "Other").
@@ -33,7 +35,10 @@ SECTIONS = (
             "sendMessage",
         ),
     ),
-    ("Topics and queues", ("topicList", "topicStatus", "queryCq")),
+    (
+        "Topics and queues",
+        ("topicList", "topicStatus", "queryCq", "updateTopic", "deleteTopic", "topicRoute"),
+    ),
     ("Store tools", ("check", "rebuild", "stats", "dump", "export")),
 )
 
@@ -106,6 +111,8 @@ def cli(ctx: click.Context, store_dir: str, as_json: bool, debug: bool) -> None:
 cli.add_command(demo)
 for module in (messages, browse, queues, send, tools, stats, export):
     module.register(cli)
+register_topic_admin(cli)
+register_serve(cli)
 
 
 def _error(message: str) -> int:

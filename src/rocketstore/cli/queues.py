@@ -1,12 +1,16 @@
 """Topic and queue commands with mqadmin's names: topicList, topicStatus, queryCq.
 
-Layer: cli. Read-only: never takes the writer lock.
+Layer: cli. Read-only: never takes the writer lock (topicList also reads
+config/topics.json, as a broker keeps it).
 """
 
 from __future__ import annotations
 
+import os
+
 import click
 
+from rocketstore.broker.topic_config import read_topics_file
 from rocketstore.cli.context import (
     BROKER_NAME,
     CliContext,
@@ -18,24 +22,40 @@ from rocketstore.cli.context import (
 )
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format import record as rec
+from rocketstore.paths import COMMITLOG_DIR
 
 
 @click.command("topicList", short_help="The topics in the store.")
 @click.pass_obj
 def topic_list(ctx: CliContext) -> None:
-    """Every topic that has a consume queue, one per line (--json adds the queue ids).
+    """Every topic that has a consume queue or an entry in config/topics.json, one per
+    line (--json adds the queue ids, and the queue counts and perm when configured).
 
     \b
     Example:
       rocketstore --store /var/rocketmq/store topicList
     """
-    with ctx.open_read_only() as store:
-        topics = store.topics()
-    for topic, queue_ids in topics.items():
-        if ctx.as_json:
-            ctx.emit({"topic": topic, "queueIds": queue_ids})
-        else:
+    root = ctx.store_dir
+    configured = read_topics_file(root) if os.path.isdir(root) else None
+    queues: dict[str, list[int]] = {}
+    if configured is None or os.path.isdir(os.path.join(root, COMMITLOG_DIR)):
+        # A store whose topics were created before its first message has only config/.
+        with ctx.open_read_only() as store:
+            queues = store.topics()
+    configs = configured.topics if configured is not None else {}
+    for topic in sorted(set(queues) | set(configs)):
+        if not ctx.as_json:
             click.echo(topic)
+            continue
+        row: dict[str, object] = {"topic": topic, "queueIds": queues.get(topic, [])}
+        config = configs.get(topic)
+        if config is not None:
+            row.update(
+                readQueueNums=config.read_queue_nums,
+                writeQueueNums=config.write_queue_nums,
+                perm=config.perm,
+            )
+        ctx.emit(row)
 
 
 @click.command("topicStatus", short_help="Min and max offset and last update of each queue.")

@@ -1,0 +1,1 @@
+"""Real RocketMQ client scripts the broker workload runs in subprocesses."""

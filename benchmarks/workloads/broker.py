@@ -1,0 +1,85 @@
+"""Produce and consume rates through a real RocketMQ client against ``rocketstore serve``.
+
+Layer: benchmark workload. A name server and broker run in this process (a background
+event loop, as ``rocketstore serve`` runs them); the Python ``rocketmq`` 0.4.4 client runs
+in a subprocess: a producer calling ``send_sync`` one message at a time, then a push
+consumer (clustering) reading everything back. The client's own start-up is outside the
+timing. Skipped when the client is not installed (``pip install -e '.[conformance]'``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+
+from benchmarks.common import FLUSH_MODES, Row, Scratch, Sizes, row, skipped
+
+log = logging.getLogger(__name__)
+
+NAME = "broker"
+SYSTEM = "rocketstore serve"
+CLIENT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "clients", "rocketmq_py.py")
+BODY_BYTES = 100
+
+
+def _client(home: str, *args: object) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, CLIENT, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HOME": home},
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"client {args[0]} failed ({done.returncode}): {done.stderr[-500:]}")
+    result: dict[str, float] = json.loads(lines[-1])
+    return result
+
+
+def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
+    count = max(200, sizes.put_messages // 4)
+    cases = [f"{BODY_BYTES} B, {mode}, Python rocketmq 0.4.4 client" for mode in FLUSH_MODES]
+    if importlib.util.find_spec("rocketmq") is None:
+        reason = "skipped: Python rocketmq client not installed ([conformance] extra)"
+        return [skipped(NAME, case, SYSTEM, reason) for case in cases]
+    from rocketstore.broker.app import BackgroundServer, BrokerOptions
+    from rocketstore.config import StoreConfig
+
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as home:
+        for mode, case in zip(FLUSH_MODES, cases, strict=True):
+            produce_rates, consume_rates = [], []
+            for repetition in range(sizes.repeat):
+                with scratch.directory("broker") as directory:
+                    options = BrokerOptions(
+                        directory,
+                        listen="127.0.0.1:0",
+                        store_config=StoreConfig(flush_disk_type=mode),
+                    )
+                    with BackgroundServer(options) as server:
+                        namesrv = server.namesrv_address
+                        sent = _client(home, "produce", namesrv, "BenchTopic", count, BODY_BYTES)
+                        produce_rates.append(sent["messages"] / sent["seconds"])
+                        got = _client(
+                            home, "consume", namesrv, "BenchTopic", "bench", count + 1, 300
+                        )
+                        if got["messages"] < count + 1:
+                            raise RuntimeError(f"consumed {got['messages']} of {count + 1}")
+                        consume_rates.append(got["messages"] / got["seconds"])
+                log.info(
+                    "broker %s run %d: produce %.0f msg/s, consume %.0f msg/s",
+                    mode,
+                    repetition,
+                    produce_rates[-1],
+                    consume_rates[-1],
+                )
+            rows.append(row(NAME, case, SYSTEM, "produce rate (send_sync)", "msg/s", produce_rates))
+            rows.append(row(NAME, case, SYSTEM, "consume rate (push)", "msg/s", consume_rates))
+    return rows

@@ -1,0 +1,118 @@
+"""Topic administration of running brokers through a name server (what mqadmin's
+``updateTopic -n``, ``deleteTopic -n``, ``topicList -n`` and ``topicRoute -n`` do).
+
+Layer: broker. Blocking calls for command-line tools: each is a few one-shot requests
+(:func:`~rocketstore.broker.client.invoke_sync`). Failures raise :class:`AdminError`
+naming the server and its remark.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rocketstore.broker.client import invoke_sync, request
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.broker.topic_config import TopicConfig
+from rocketstore.errors import StoreError
+
+MASTER_ID = "0"
+
+
+class AdminError(StoreError):
+    """A broker or name server refused an admin request, or answered nonsense."""
+
+
+def _call(address: str, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+    answer = invoke_sync(address, cmd, timeout_s)
+    if answer.code != ResponseCode.SUCCESS:
+        raise AdminError(
+            f"{address} refused request {cmd.code}: code {answer.code}, {answer.remark or ''}"
+        )
+    return answer
+
+
+def _json(answer: RemotingCommand, what: str) -> Any:
+    try:
+        return json.loads(answer.body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise AdminError(f"{what}: the answer is not JSON: {e}") from e
+
+
+def topic_route(namesrv: str, topic: str, timeout_s: float = 5.0) -> dict[str, Any] | None:
+    """The topic's route (TopicRouteData), None when no broker serves it."""
+    cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    answer = invoke_sync(namesrv, cmd, timeout_s)
+    if answer.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    if answer.code != ResponseCode.SUCCESS:
+        raise AdminError(f"{namesrv}: route of {topic}: code {answer.code}, {answer.remark}")
+    route: dict[str, Any] = _json(answer, f"route of {topic}")
+    return route
+
+
+def topic_list(namesrv: str, timeout_s: float = 5.0) -> list[str]:
+    answer = _call(namesrv, request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), timeout_s)
+    topics = _json(answer, "topic list").get("topicList", [])
+    return sorted(str(t) for t in topics)
+
+
+def master_addresses(
+    namesrv: str, cluster: str | None = None, timeout_s: float = 5.0
+) -> dict[str, str]:
+    """Broker name -> master address, of one cluster or of all."""
+    answer = _call(namesrv, request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout_s)
+    info = _json(answer, "cluster info")
+    names: set[str] | None = None
+    if cluster is not None:
+        clusters = info.get("clusterAddrTable", {})
+        if cluster not in clusters:
+            raise AdminError(f"{namesrv}: no cluster {cluster!r} (known: {sorted(clusters)})")
+        names = set(clusters[cluster])
+    masters = {}
+    for name, data in info.get("brokerAddrTable", {}).items():
+        address = data.get("brokerAddrs", {}).get(MASTER_ID)
+        if address and (names is None or name in names):
+            masters[name] = address
+    return masters
+
+
+def update_topic(
+    namesrv: str,
+    config: TopicConfig,
+    *,
+    cluster: str | None = None,
+    broker_addr: str | None = None,
+    timeout_s: float = 5.0,
+) -> list[str]:
+    """Create or change ``config`` on one broker (``broker_addr``) or on every master (of
+    ``cluster``); the addresses changed."""
+    config.validate()
+    targets = [broker_addr] if broker_addr else sorted(master_addresses(namesrv, cluster).values())
+    if not targets:
+        raise AdminError(f"{namesrv}: no broker is registered")
+    ext = {
+        "topic": config.topic_name,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(config.read_queue_nums),
+        "writeQueueNums": str(config.write_queue_nums),
+        "perm": str(config.perm),
+        "topicFilterType": config.topic_filter_type,
+        "topicSysFlag": str(config.topic_sys_flag),
+        "order": "true" if config.order else "false",
+    }
+    for address in targets:
+        _call(address, request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext), timeout_s)
+    return targets
+
+
+def delete_topic(
+    namesrv: str, topic: str, *, cluster: str | None = None, timeout_s: float = 5.0
+) -> list[str]:
+    """Delete ``topic`` from every master (of ``cluster``) and from the name server."""
+    targets = sorted(master_addresses(namesrv, cluster).values())
+    for address in targets:
+        _call(address, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), timeout_s)
+    _call(namesrv, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}), timeout_s)
+    return targets

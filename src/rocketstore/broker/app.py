@@ -1,0 +1,336 @@
+"""Wiring: a name server, a broker over a store, or both in one process (``serve``).
+
+Layer: broker (top). Opens the store and part of the broker's state, starts the servers,
+the schedule service, the persist and housekeeping timers and the name server
+registration; ``stop`` undoes it in order, so a Ctrl-C or SIGTERM leaves a cleanly closed
+store (no abort file) and persisted offsets. :class:`BackgroundServer` runs the same in a
+thread for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from rocketstore.broker.acl import AclConfig
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.consumer_offsets import ConsumerOffsets
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.namesrv import NameServer, RouteTable
+from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
+from rocketstore.broker.router import BrokerRouter
+from rocketstore.broker.schedule import ScheduleService
+from rocketstore.broker.server import Connection, RemotingServer, bind_socket, format_address
+from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.config import StoreConfig, parse_host
+from rocketstore.errors import ConfigError
+from rocketstore.store import MessageStore
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL_MS = 10_000
+
+T = TypeVar("T")
+
+
+class Service(Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+def _bind(listen: str) -> tuple[socket.socket, str]:
+    host, port = parse_host(listen, what="listen address")
+    try:
+        sock = bind_socket(host, port)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot listen on {listen}: {e.strerror}") from e
+    return sock, format_address(sock.getsockname())
+
+
+class NamesrvApp:
+    def __init__(self, listen: str = "127.0.0.1:9876", broker_timeout_ms: int = 120_000):
+        self.listen = listen
+        self.table = RouteTable(broker_timeout_ms)
+        self.namesrv = NameServer(self.table)
+        self.server = RemotingServer(
+            self.namesrv.handle, name="namesrv", on_close=self.table.connection_closed
+        )
+        self.address = ""
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        sock, self.address = _bind(self.listen)
+        await self.server.start(sock)
+        self._housekeeping = asyncio.create_task(self._expire_loop())
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_MS / 1000)
+            self.table.expire()
+
+    async def stop(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        await self.server.stop()
+
+
+@dataclass
+class BrokerOptions:
+    store_dir: str
+    listen: str = "127.0.0.1:10911"
+    namesrv_addrs: list[str] = field(default_factory=list)
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    store_config: StoreConfig | None = None
+    # The address published to clients when listening on a wildcard address.
+    advertise_host: str | None = None
+    acl_file: str | None = None
+    register_interval_ms: int = REGISTER_INTERVAL_MS
+    schedule_enable: bool = True
+
+
+class BrokerApp:
+    def __init__(self, options: BrokerOptions):
+        self.options = options
+        self.store: MessageStore | None = None
+        self.ctx: BrokerContext | None = None
+        self.server: RemotingServer | None = None
+        self.schedule: ScheduleService | None = None
+        self.registrar: Registrar | None = None
+        self.address = ""
+        self._timers: list[asyncio.Task[None]] = []
+
+    def _advertised(self, bound: str) -> str:
+        host, port = parse_host(bound)
+        if self.options.advertise_host:
+            host = self.options.advertise_host
+        elif host in ("0.0.0.0", "::"):
+            raise ConfigError(
+                "listening on a wildcard address needs --advertise HOST: the address clients "
+                "reach this broker at (it is also written into every stored message)"
+            )
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    async def start(self) -> None:
+        opts = self.options
+        opts.broker.validate()
+        sock, bound = _bind(opts.listen)
+        try:
+            self.address = self._advertised(bound)
+            config = (opts.store_config or StoreConfig()).replace(store_host=self.address)
+            os.makedirs(opts.store_dir, exist_ok=True)
+            self.store = await asyncio.to_thread(MessageStore.open, opts.store_dir, config)
+        except BaseException:
+            sock.close()
+            raise
+        store = self.store
+        b = opts.broker
+        topics = TopicConfigManager(
+            opts.store_dir,
+            auto_create_topic_enable=b.auto_create_topic_enable,
+            default_topic_queue_nums=b.default_topic_queue_nums,
+            cluster_name=b.broker_cluster_name,
+            broker_name=b.broker_name,
+            cluster_topic_enable=b.cluster_topic_enable,
+            broker_topic_enable=b.broker_topic_enable,
+            trace_topic_enable=b.trace_topic_enable,
+            trace_topic_name=b.msg_trace_topic_name,
+        )
+        acl = AclConfig.load(opts.acl_file) if opts.acl_file else None
+        ctx = BrokerContext(
+            store=store,
+            topics=topics,
+            offsets=ConsumerOffsets(opts.store_dir),
+            config=b,
+            broker_addr=self.address,
+            acl=acl,
+        )
+        self.ctx = ctx
+        ctx.waiters.bind(asyncio.get_running_loop())
+        previous = store.dispatcher.on_progress
+
+        def on_dispatched(offset: int) -> None:
+            if previous is not None:
+                previous(offset)
+            ctx.waiters.notify(offset)
+
+        store.dispatcher.on_progress = on_dispatched
+        if opts.schedule_enable:
+            self.schedule = ScheduleService(store, opts.store_dir)
+            self.schedule.start()
+        self.server = RemotingServer(
+            BrokerRouter(ctx).handle, name="broker", on_close=self._connection_closed
+        )
+        await self.server.start(sock)
+        if opts.namesrv_addrs:
+            self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
+            ctx.on_topics_changed = self.registrar.trigger
+            self.registrar.start()
+        self._timers = [
+            asyncio.create_task(self._persist_loop()),
+            asyncio.create_task(self._housekeeping_loop()),
+        ]
+        log.info("broker %s serving %s at %s", b.broker_name, opts.store_dir, self.address)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        if self.ctx is None:
+            return
+        for group in self.ctx.clients.connection_closed(conn):
+            self.ctx.notify_consumers_changed(group)
+
+    async def _persist_loop(self) -> None:
+        assert self.ctx is not None
+        interval = self.options.broker.flush_consumer_offset_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(self.ctx.offsets.persist)
+            except OSError as e:
+                log.error("persisting consumer offsets failed: %s", e)
+
+    async def _housekeeping_loop(self) -> None:
+        assert self.ctx is not None
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_MS / 1000)
+            for group in self.ctx.clients.expire():
+                self.ctx.notify_consumers_changed(group)
+
+    async def stop(self) -> None:
+        for task in self._timers:
+            task.cancel()
+        for task in self._timers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._timers = []
+        if self.registrar is not None:
+            await self.registrar.stop()
+        if self.ctx is not None:
+            self.ctx.waiters.close()  # held pulls answer now instead of at their timeout
+        if self.server is not None:
+            await self.server.stop()
+        if self.schedule is not None:
+            await asyncio.to_thread(self.schedule.shutdown)
+        if self.ctx is not None:
+            await asyncio.to_thread(self.ctx.offsets.persist)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)
+            log.info("broker stopped; store %s closed", self.options.store_dir)
+
+
+async def run_until_signal(
+    services: list[Service], on_ready: Callable[[], None] | None = None
+) -> None:
+    """Start the services in order, wait for SIGINT/SIGTERM, stop them in reverse order."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    started: list[Service] = []
+    try:
+        for service in services:
+            await service.start()
+            started.append(service)
+        if on_ready is not None:
+            on_ready()
+        await stop.wait()
+    finally:
+        for service in reversed(started):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("stopping %s failed", type(service).__name__)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+class ServeApp:
+    """``rocketstore serve``: a name server and one broker registered with it."""
+
+    def __init__(self, options: BrokerOptions, namesrv_listen: str = "127.0.0.1:9876"):
+        self.options = options
+        self.namesrv = NamesrvApp(namesrv_listen)
+        self.broker: BrokerApp | None = None
+
+    async def start(self) -> None:
+        await self.namesrv.start()
+        self.options.namesrv_addrs = [self.namesrv.address]
+        self.broker = BrokerApp(self.options)
+        try:
+            await self.broker.start()
+            assert self.broker.registrar is not None
+            await asyncio.wait_for(self.broker.registrar.registered.wait(), 10)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self.broker is not None:
+            await self.broker.stop()
+        await self.namesrv.stop()
+
+
+class BackgroundServer:
+    """``serve`` in a background event loop thread (tests, benchmarks).
+
+    ``start()`` returns once both servers listen and the broker registered; ``stop()``
+    shuts them down as SIGTERM would.
+    """
+
+    def __init__(self, options: BrokerOptions, namesrv_listen: str = "127.0.0.1:0"):
+        self.app = ServeApp(options, namesrv_listen)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="broker-loop", daemon=True
+        )
+
+    @property
+    def namesrv_address(self) -> str:
+        return self.app.namesrv.address
+
+    @property
+    def broker_address(self) -> str:
+        return self.app.broker.address if self.app.broker else ""
+
+    @property
+    def broker(self) -> BrokerApp:
+        assert self.app.broker is not None
+        return self.app.broker
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout_s: float = 30) -> T:
+        """Run a coroutine in the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def start(self, timeout_s: float = 30) -> BackgroundServer:
+        self._thread.start()
+        try:
+            self.call(self.app.start(), timeout_s)
+        except BaseException:
+            self._stop_loop(timeout_s)
+            raise
+        return self
+
+    def stop(self, timeout_s: float = 30) -> None:
+        try:
+            self.call(self.app.stop(), timeout_s)
+        finally:
+            self._stop_loop(timeout_s)
+
+    def _stop_loop(self, timeout_s: float) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout_s)
+        self.loop.close()
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,203 @@
+"""The broker's settings and the JSON files it keeps under ``<store>/config/``.
+
+Layer: broker (above the store). Plain synchronous code: the state managers
+(:mod:`.topic_config`, :mod:`.consumer_offsets`, :mod:`.schedule`) read and write their
+files through :func:`load_config_file` and :func:`persist_config_file`, which follow
+RocketMQ's ``ConfigManager``:
+
+* writing goes to ``NAME.tmp`` (fsync), the previous file is copied to ``NAME.bak``, and
+  the tmp file is renamed over ``NAME`` (``MixAll.string2File``), so a crash at any point
+  leaves a complete ``NAME`` or ``NAME.bak``;
+* loading falls back to ``NAME.bak`` when ``NAME`` is missing, empty or unreadable.
+
+Unlike RocketMQ, an unreadable ``NAME`` with no usable ``.bak`` is an error
+(:class:`~rocketstore.errors.CorruptDataError` naming the file), not an empty table:
+silently starting from nothing would reset every consumer to its first offset.
+
+RocketMQ writes these files with fastjson, which puts integer map keys unquoted
+(``{0:12}``), a form no standard JSON parser accepts; :func:`parse_fastjson` reads it.
+rocketstore writes standard JSON in fastjson's pretty layout (tabs, no space after ``:``),
+which fastjson reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rocketstore.errors import ConfigError, CorruptDataError
+from rocketstore.files.atomic import write_atomic
+from rocketstore.paths import CONFIG_DIR
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TOPICS_FILE = "topics.json"
+CONSUMER_OFFSET_FILE = "consumerOffset.json"
+DELAY_OFFSET_FILE = "delayOffset.json"
+BACKUP_SUFFIX = ".bak"
+
+
+@dataclass
+class BrokerConfig:
+    """The few ``BrokerConfig`` settings the state components need (RocketMQ's names in
+    snake_case; defaults are RocketMQ 4.9.8's unless noted)."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    auto_create_topic_enable: bool = True
+    # RocketMQ defaults to 8; rocketstore to 4, the clients' own default queue count
+    # (``defaultTopicQueueNums`` of DefaultMQProducer), so small deployments stay small.
+    default_topic_queue_nums: int = 4
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    flush_consumer_offset_interval_ms: int = 5000
+    flush_delay_offset_interval_ms: int = 10_000
+
+    def validate(self) -> BrokerConfig:
+        for name in ("broker_cluster_name", "broker_name", "msg_trace_topic_name"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+        if not isinstance(self.default_topic_queue_nums, int) or not (
+            1 <= self.default_topic_queue_nums <= 1024
+        ):
+            raise ConfigError(
+                f"default_topic_queue_nums must be 1..1024, got {self.default_topic_queue_nums!r}"
+            )
+        return self
+
+
+def config_dir(store_root: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(store_root), CONFIG_DIR)
+
+
+def config_file_path(store_root: str | os.PathLike[str], name: str) -> str:
+    return os.path.join(config_dir(store_root), name)
+
+
+# --- fastjson-tolerant parsing --------------------------------------------------------
+
+# A JSON string literal, or an unquoted integer key after '{' or ','. Strings are matched
+# first so that text inside them is never rewritten.
+_BARE_INT_KEY = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?\d+)(\s*:)', re.DOTALL)
+
+
+def _quote_int_keys(match: re.Match[str]) -> str:
+    if match.group(1) is not None:
+        return match.group(1)
+    return f'{match.group(2)}"{match.group(3)}"{match.group(4)}'
+
+
+def parse_fastjson(text: str) -> Any:
+    """Parse JSON as fastjson writes it (unquoted integer map keys allowed).
+
+    Raises ``ValueError`` (``json.JSONDecodeError``) on anything else that is not JSON.
+    """
+    return json.loads(_BARE_INT_KEY.sub(_quote_int_keys, text))
+
+
+def dump_pretty(obj: Any) -> str:
+    """Standard JSON in fastjson's pretty layout: tab indent, ``"key":value``."""
+    return json.dumps(obj, indent="\t", separators=(",", ":"), ensure_ascii=False)
+
+
+# --- loading and persisting -----------------------------------------------------------
+
+# One lock per file path, so two managers of one file (or a persist racing a shutdown
+# persist) never interleave their tmp/bak/rename steps.
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(path: str) -> threading.Lock:
+    key = os.path.realpath(path)
+    with _PATH_LOCKS_GUARD:
+        lock = _PATH_LOCKS.get(key)
+        if lock is None:
+            lock = _PATH_LOCKS[key] = threading.Lock()
+        return lock
+
+
+def _read_text(path: str) -> str | None:
+    """The file's text; None when it is missing or blank (RocketMQ treats both alike)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    text = data.decode("utf-8")
+    return text if text.strip() else None
+
+
+def _decode_file(path: str, decode: Callable[[Any], T]) -> T | None:
+    """Parse and decode one file: None if missing or blank; ValueError saying what is
+    wrong otherwise."""
+    try:
+        text = _read_text(path)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text: {e}") from e
+    if text is None:
+        return None
+    try:
+        parsed = parse_fastjson(text)
+    except ValueError as e:
+        raise ValueError(f"not valid JSON: {e}") from e
+    try:
+        return decode(parsed)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ValueError(f"unexpected content: {e}") from e
+
+
+def load_config_file(path: str, what: str, decode: Callable[[Any], T]) -> T | None:
+    """``decode`` applied to the parsed ``path``, or to ``path.bak`` when ``path`` is
+    missing, blank or bad; None when neither file exists (a fresh store).
+
+    ``decode`` raises ValueError (or TypeError/KeyError) on content it does not accept.
+    ``what`` names the table in messages ("topic config"). A bad ``path`` without a good
+    backup raises CorruptDataError naming both files.
+    """
+    backup = path + BACKUP_SUFFIX
+    try:
+        loaded = _decode_file(path, decode)
+    except (ValueError, OSError) as e:
+        problem: str | None = str(e)
+        log.warning("%s: %s; trying %s", path, problem, backup)
+    else:
+        if loaded is not None:
+            return loaded
+        problem = None
+    try:
+        from_backup = _decode_file(backup, decode)
+    except (ValueError, OSError) as e:
+        backup_problem = str(e)
+        from_backup = None
+    else:
+        backup_problem = "missing"
+    if from_backup is not None:
+        log.warning("%s: %s loaded from the backup %s", path, what, backup)
+        return from_backup
+    if problem is None and backup_problem == "missing":
+        return None
+    raise CorruptDataError(
+        f"{what} file is unusable ({problem or 'missing'}) and so is its backup {backup} "
+        f"({backup_problem}); repair or remove them to start from an empty table",
+        path=path,
+    )
+
+
+def persist_config_file(path: str, obj: Any) -> None:
+    """Write ``obj`` atomically, keeping the previous file as ``.bak``."""
+    data = dump_pretty(obj).encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with _path_lock(path):
+        write_atomic(path, data, keep_backup=True)

@@ -1,0 +1,159 @@
+"""A small remoting client: the broker's link to its name servers, and admin tools' and
+tests' way to talk to a running broker.
+
+Layer: broker. ``RemotingClient`` is asyncio (requests matched to answers by opaque);
+``invoke_sync`` is a blocking one-shot request for command-line tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+
+from rocketstore.broker.remoting import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FLAG_ONEWAY,
+    ProtocolError,
+    RemotingCommand,
+    decode_command,
+    encode_command,
+    frame_length,
+)
+from rocketstore.config import parse_host
+from rocketstore.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+# The version our requests carry (MQVersion.Version.V4_9_8's ordinal in 4.9.8), so a Java
+# name server or broker applies its 4.9 rules to us.
+CLIENT_VERSION = 433
+_opaques = itertools.count(1)
+
+
+class RemotingClientError(StoreError):
+    """A request could not be sent or got no answer in time."""
+
+
+def request(
+    code: int, ext_fields: dict[str, str] | None = None, body: bytes = b""
+) -> RemotingCommand:
+    return RemotingCommand(
+        code=code,
+        opaque=next(_opaques),
+        ext_fields=dict(ext_fields or {}),
+        body=body,
+        language="PYTHON",
+        version=CLIENT_VERSION,
+    )
+
+
+class RemotingClient:
+    """One connection to one server; ``invoke`` may be called concurrently."""
+
+    def __init__(self, address: str, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+        self.address = address
+        self.max_frame_bytes = max_frame_bytes
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._connect_lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        async with self._connect_lock:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            host, port = parse_host(self.address)
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+            except OSError as e:
+                raise RemotingClientError(f"cannot connect to {self.address}: {e}") from e
+            self._writer = writer
+            self._reader_task = asyncio.create_task(self._read_loop(reader))
+            return writer
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                prefix = await reader.readexactly(4)
+                length = frame_length(prefix, self.max_frame_bytes)
+                assert length is not None
+                cmd = decode_command(await reader.readexactly(length))
+                future = self._pending.pop(cmd.opaque, None) if cmd.is_response else None
+                if future is not None and not future.done():
+                    future.set_result(cmd)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ProtocolError) as e:
+            log.debug("connection to %s ended: %s", self.address, e)
+        finally:
+            self._fail_pending(f"connection to {self.address} closed")
+            if self._writer is not None:
+                self._writer.close()
+
+    def _fail_pending(self, why: str) -> None:
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(RemotingClientError(why))
+
+    async def invoke(self, cmd: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
+        writer = await self._connect()
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = future
+        writer.write(encode_command(cmd))
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError as e:
+            raise RemotingClientError(
+                f"no answer from {self.address} to request code {cmd.code} in {timeout_s}s"
+            ) from e
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        writer = await self._connect()
+        cmd.flag |= FLAG_ONEWAY
+        writer.write(encode_command(cmd))
+        await writer.drain()
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader_task
+        self._writer = None
+        self._reader_task = None
+
+
+def invoke_sync(address: str, cmd: RemotingCommand, timeout_s: float = 5.0) -> RemotingCommand:
+    """Send one request on a fresh connection and wait for its answer (blocking)."""
+    host, port = parse_host(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(encode_command(cmd))
+            while True:
+                prefix = _recv_exactly(sock, 4)
+                length = frame_length(prefix, DEFAULT_MAX_FRAME_BYTES)
+                assert length is not None
+                answer = decode_command(_recv_exactly(sock, length))
+                if answer.is_response and answer.opaque == cmd.opaque:
+                    return answer
+    except OSError as e:
+        raise RemotingClientError(f"request code {cmd.code} to {address} failed: {e}") from e
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise RemotingClientError("the server closed the connection")
+        chunks += chunk
+    return bytes(chunks)

@@ -1,0 +1,88 @@
+"""Everything a request processor needs: the store, the broker's state and its clients.
+
+Layer: broker. Wiring only; :mod:`rocketstore.broker.app` builds one per broker and the
+processors (``broker.processors``) read and change the state through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from rocketstore.broker.acl import AclConfig
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.client_registry import ClientRegistry
+from rocketstore.broker.codes import RequestCode
+from rocketstore.broker.consumer_offsets import ConsumerOffsets
+from rocketstore.broker.long_polling import PullWaiters
+from rocketstore.broker.queue_locks import QueueLocks
+from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
+from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.store import MessageStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# PullMessageProcessor's hold limits: a held pull waits at most its suspend time, capped here
+# so a client asking for hours cannot pin a task forever.
+MAX_SUSPEND_MS = 60_000
+# Retries before a message goes to the group's DLQ (SubscriptionGroupConfig.retryMaxTimes).
+DEFAULT_MAX_RECONSUME_TIMES = 16
+
+
+@runtime_checkable
+class CommandSink(Protocol):
+    """Where the broker can push a command to a client (a server Connection)."""
+
+    def send(self, cmd: RemotingCommand) -> None: ...
+
+
+@dataclass
+class BrokerContext:
+    store: MessageStore
+    topics: TopicConfigManager
+    offsets: ConsumerOffsets
+    config: BrokerConfig
+    broker_addr: str  # "ip:port" clients reach us at; also the STOREHOST of every record
+    clients: ClientRegistry = field(default_factory=ClientRegistry)
+    locks: QueueLocks = field(default_factory=QueueLocks)
+    waiters: PullWaiters = field(default_factory=PullWaiters)
+    acl: AclConfig | None = None
+    long_polling_enable: bool = True
+    short_polling_ms: int = 1000
+    # Called when the topic table changed, so the name servers learn it at once.
+    on_topics_changed: Callable[[], None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def broker_name(self) -> str:
+        return self.config.broker_name
+
+    @property
+    def cluster_name(self) -> str:
+        return self.config.broker_cluster_name
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run blocking store work (disk reads, a SYNC_FLUSH put) off the event loop."""
+        return await asyncio.to_thread(fn, *args)
+
+    def topics_changed(self) -> None:
+        if self.on_topics_changed is not None:
+            self.on_topics_changed()
+
+    def notify_consumers_changed(self, group: str) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED to every client of ``group`` (one-way), so they
+        rebalance now rather than at their next 20 s rebalance."""
+        for connection in self.clients.consumer_connections(group):
+            if isinstance(connection, CommandSink):
+                connection.send(
+                    RemotingCommand(
+                        code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                        flag=FLAG_ONEWAY,
+                        ext_fields={"consumerGroup": group},
+                    )
+                )

@@ -1,0 +1,287 @@
+"""The name server: brokers register their topics here, clients look routes up.
+
+Layer: broker. :class:`RouteTable` is plain synchronous state (RouteInfoManager's rules,
+unit-tested without sockets); :class:`NameServer` answers the requests over it.
+
+Several brokers may register the same topic: its route then lists each broker's queues,
+and producers and consumers spread over them (RocketMQ's way to outgrow one machine).
+A broker leaves the table when it unregisters, when the connection it registered on closes,
+or when it has not re-registered for ``broker_timeout_ms`` (RocketMQ: 120 s).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
+from rocketstore.broker.server import Connection
+from rocketstore.paths import RETRY_PREFIX
+
+log = logging.getLogger(__name__)
+
+BROKER_TIMEOUT_MS = 120_000
+MASTER_ID = 0
+PERM_READ_WRITE = 6
+
+
+@dataclass
+class BrokerEntry:
+    cluster: str
+    name: str
+    addrs: dict[int, str] = field(default_factory=dict)  # broker id -> "ip:port"
+
+
+@dataclass
+class LiveBroker:
+    name: str
+    broker_id: int
+    last_update_ms: int
+    data_version: dict[str, Any]
+    ha_server_addr: str
+    connection: object | None
+
+
+def queue_data(broker_name: str, topic_config: dict[str, Any]) -> dict[str, Any]:
+    """A route's QueueData from a TopicConfig as brokers serialise it."""
+
+    def number(name: str, default: int) -> int:
+        value = topic_config.get(name, default)
+        return (
+            int(value)
+            if isinstance(value, int | str) and str(value).lstrip("-").isdigit()
+            else default
+        )
+
+    return {
+        "brokerName": broker_name,
+        "readQueueNums": number("readQueueNums", 4),
+        "writeQueueNums": number("writeQueueNums", 4),
+        "perm": number("perm", PERM_READ_WRITE),
+        "topicSysFlag": number("topicSysFlag", 0),
+    }
+
+
+class RouteTable:
+    """Brokers, their addresses and the queues each serves per topic. Thread-safe."""
+
+    def __init__(self, broker_timeout_ms: int = BROKER_TIMEOUT_MS):
+        self.broker_timeout_ms = broker_timeout_ms
+        self._lock = threading.RLock()
+        self.brokers: dict[str, BrokerEntry] = {}
+        self.live: dict[str, LiveBroker] = {}  # by broker address
+        self.topics: dict[str, dict[str, dict[str, Any]]] = {}  # topic -> broker -> queues
+
+    def register(
+        self,
+        *,
+        cluster: str,
+        broker_name: str,
+        broker_addr: str,
+        broker_id: int,
+        topic_configs: dict[str, dict[str, Any]],
+        data_version: dict[str, Any] | None = None,
+        ha_server_addr: str = "",
+        connection: object | None = None,
+        now_ms: int | None = None,
+    ) -> str:
+        """Record a broker's registration; return its master's address ("" if none)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            entry = self.brokers.get(broker_name)
+            if entry is None:
+                entry = self.brokers[broker_name] = BrokerEntry(cluster, broker_name)
+            entry.cluster = cluster
+            # One address has one id (a restarted broker may come back with another id).
+            for old_id, addr in list(entry.addrs.items()):
+                if addr == broker_addr and old_id != broker_id:
+                    del entry.addrs[old_id]
+            entry.addrs[broker_id] = broker_addr
+            if broker_id == MASTER_ID:
+                for queues in self.topics.values():
+                    queues.pop(broker_name, None)
+                for topic, config in topic_configs.items():
+                    self.topics.setdefault(topic, {})[broker_name] = queue_data(broker_name, config)
+                self._drop_empty_topics()
+            self.live[broker_addr] = LiveBroker(
+                broker_name, broker_id, now, dict(data_version or {}), ha_server_addr, connection
+            )
+            return entry.addrs.get(MASTER_ID, "") if broker_id != MASTER_ID else ""
+
+    def unregister(self, broker_name: str, broker_addr: str, broker_id: int) -> None:
+        with self._lock:
+            self.live.pop(broker_addr, None)
+            entry = self.brokers.get(broker_name)
+            if entry is None:
+                return
+            if entry.addrs.get(broker_id) == broker_addr:
+                del entry.addrs[broker_id]
+            if not entry.addrs:
+                del self.brokers[broker_name]
+                for queues in self.topics.values():
+                    queues.pop(broker_name, None)
+                self._drop_empty_topics()
+            log.info("broker %s (%s, id %d) left", broker_name, broker_addr, broker_id)
+
+    def _drop_empty_topics(self) -> None:
+        for topic in [t for t, queues in self.topics.items() if not queues]:
+            del self.topics[topic]
+
+    def connection_closed(self, connection: object) -> None:
+        """Forget brokers that registered on a connection that is now closed."""
+        with self._lock:
+            for addr, live in list(self.live.items()):
+                if live.connection is connection:
+                    self.unregister(live.name, addr, live.broker_id)
+
+    def expire(self, now_ms: int | None = None) -> list[str]:
+        """Forget brokers that have not re-registered in time; their addresses."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        gone = []
+        with self._lock:
+            for addr, live in list(self.live.items()):
+                if now - live.last_update_ms > self.broker_timeout_ms:
+                    log.warning("broker %s (%s) expired", live.name, addr)
+                    self.unregister(live.name, addr, live.broker_id)
+                    gone.append(addr)
+        return gone
+
+    def route(self, topic: str) -> dict[str, Any] | None:
+        """TopicRouteData for ``topic``; None when no broker serves it.
+
+        A ``%RETRY%<group>`` topic nobody registered yet is served by every master: a
+        consumer asks for it before its first heartbeat makes the broker create it.
+        """
+        with self._lock:
+            queues = dict(self.topics.get(topic, {}))
+            if not queues and topic.startswith(RETRY_PREFIX):
+                queues = {
+                    name: queue_data(name, {"readQueueNums": 1, "writeQueueNums": 1})
+                    for name, entry in self.brokers.items()
+                    if MASTER_ID in entry.addrs
+                }
+            if not queues:
+                return None
+            names = sorted(n for n in queues if n in self.brokers)
+            if not names:
+                return None
+            return {
+                "orderTopicConf": None,
+                "queueDatas": [queues[name] for name in names],
+                "brokerDatas": [self._broker_data(self.brokers[name]) for name in names],
+                "filterServerTable": {},
+            }
+
+    @staticmethod
+    def _broker_data(entry: BrokerEntry) -> dict[str, Any]:
+        return {
+            "cluster": entry.cluster,
+            "brokerName": entry.name,
+            "brokerAddrs": {str(i): addr for i, addr in sorted(entry.addrs.items())},
+        }
+
+    def cluster_info(self) -> dict[str, Any]:
+        with self._lock:
+            clusters: dict[str, list[str]] = {}
+            for entry in self.brokers.values():
+                clusters.setdefault(entry.cluster, []).append(entry.name)
+            return {
+                "brokerAddrTable": {n: self._broker_data(e) for n, e in self.brokers.items()},
+                "clusterAddrTable": {c: sorted(names) for c, names in clusters.items()},
+            }
+
+    def topic_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self.topics)
+
+    def delete_topic(self, topic: str) -> bool:
+        with self._lock:
+            return self.topics.pop(topic, None) is not None
+
+
+def _json_body(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+class NameServer:
+    """Answers name server requests over a :class:`RouteTable`."""
+
+    def __init__(self, table: RouteTable | None = None):
+        self.table = table or RouteTable()
+
+    async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        return self.handle_sync(cmd, conn)
+
+    def handle_sync(self, cmd: RemotingCommand, conn: object | None) -> RemotingCommand:
+        ext = cmd.ext_fields
+        code = cmd.code
+        if code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            topic = ext_str(ext, "topic")
+            route = self.table.route(topic)
+            if route is None:
+                return cmd.response(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"No topic route info in name server for the topic: {topic}",
+                )
+            return cmd.response(ResponseCode.SUCCESS, body=_json_body(route))
+        if code == RequestCode.REGISTER_BROKER:
+            return self._register(cmd, conn)
+        if code == RequestCode.UNREGISTER_BROKER:
+            self.table.unregister(
+                ext_str(ext, "brokerName"), ext_str(ext, "brokerAddr"), ext_int(ext, "brokerId")
+            )
+            return cmd.response(ResponseCode.SUCCESS)
+        if code == RequestCode.GET_BROKER_CLUSTER_INFO:
+            return cmd.response(ResponseCode.SUCCESS, body=_json_body(self.table.cluster_info()))
+        if code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:
+            body = _json_body({"topicList": self.table.topic_names()})
+            return cmd.response(ResponseCode.SUCCESS, body=body)
+        if code == RequestCode.DELETE_TOPIC_IN_NAMESRV:
+            self.table.delete_topic(ext_str(ext, "topic"))
+            return cmd.response(ResponseCode.SUCCESS)
+        if code == RequestCode.GET_KV_CONFIG:
+            return cmd.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {ext.get('namespace')} Key: {ext.get('key')}",
+            )
+        return cmd.response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {code} not supported"
+        )
+
+    def _register(self, cmd: RemotingCommand, conn: object | None) -> RemotingCommand:
+        ext = cmd.ext_fields
+        if ext.get("compressed", "false").lower() == "true":
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, "compressed broker registration is not supported"
+            )
+        try:
+            body = json.loads(cmd.body.decode("utf-8")) if cmd.body else {}
+        except (UnicodeDecodeError, ValueError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad registration body: {e}")
+        wrapper = body.get("topicConfigSerializeWrapper", {}) if isinstance(body, dict) else {}
+        wrapper = wrapper if isinstance(wrapper, dict) else {}
+        table = wrapper.get("topicConfigTable", {})
+        table = (
+            {str(k): v for k, v in table.items() if isinstance(v, dict)}
+            if isinstance(table, dict)
+            else {}
+        )
+        version = wrapper.get("dataVersion")
+        master = self.table.register(
+            cluster=ext_str(ext, "clusterName"),
+            broker_name=ext_str(ext, "brokerName"),
+            broker_addr=ext_str(ext, "brokerAddr"),
+            broker_id=ext_int(ext, "brokerId"),
+            topic_configs=table,
+            data_version=version if isinstance(version, dict) else None,
+            ha_server_addr=ext.get("haServerAddr", ""),
+            connection=conn,
+        )
+        return cmd.response(
+            ResponseCode.SUCCESS, ext_fields={"haServerAddr": "", "masterAddr": master}
+        )

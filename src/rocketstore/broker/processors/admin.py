@@ -1,0 +1,64 @@
+"""Topic administration through a running broker: UPDATE_AND_CREATE_TOPIC (17),
+DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21).
+
+Layer: broker processors. Changes reach the name servers at once (``topics_changed``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
+from rocketstore.broker.server import Connection
+from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
+from rocketstore.errors import ConfigError
+
+
+async def update_and_create_topic(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    ext = cmd.ext_fields
+    topic = ext_str(ext, "topic")
+    if topic == ctx.cluster_name:
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words."
+        )
+    try:
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=ext_int(ext, "readQueueNums", 4),
+            write_queue_nums=ext_int(ext, "writeQueueNums", 4),
+            perm=ext_int(ext, "perm", 6),
+            topic_sys_flag=ext_int(ext, "topicSysFlag", 0),
+            order=ext_bool(ext, "order"),
+            topic_filter_type=ext.get("topicFilterType", SINGLE_TAG),
+        )
+        ctx.topics.update(config)
+    except ConfigError as e:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+    ctx.topics_changed()
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def delete_topic(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    topic = ext_str(cmd.ext_fields, "topic")
+    ctx.topics.delete(topic)
+    ctx.offsets.remove_topic(topic)
+    ctx.topics_changed()
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+def topic_config_wrapper(ctx: BrokerContext) -> bytes:
+    """TopicConfigSerializeWrapper: the topic table and its data version."""
+    document = encode_topics_file(ctx.topics.all(), ctx.topics.data_version)
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
+
+
+async def get_all_topic_config(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUCCESS, body=topic_config_wrapper(ctx))

@@ -1,0 +1,78 @@
+"""Client membership: HEART_BEAT (34), UNREGISTER_CLIENT (35),
+GET_CONSUMER_LIST_BY_GROUP (38).
+
+Layer: broker processors. A consumer's heartbeat registers it in its group and creates the
+group's ``%RETRY%`` topic; a change of membership is pushed to the group's clients
+(NOTIFY_CONSUMER_IDS_CHANGED) so they rebalance at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from rocketstore.broker.broker_config import parse_fastjson
+from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, ext_str
+from rocketstore.broker.server import Connection
+from rocketstore.broker.topic_config import retry_topic
+
+log = logging.getLogger(__name__)
+
+
+def parse_heartbeat(body: bytes) -> dict[str, Any]:
+    try:
+        data = parse_fastjson(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RequestFieldError(f"heartbeat body is not JSON: {e}") from e
+    if not isinstance(data, dict) or not isinstance(data.get("clientID"), str):
+        raise RequestFieldError("heartbeat body has no clientID")
+    return data
+
+
+def _groups(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    items = data.get(key) or []
+    return [g for g in items if isinstance(g, dict) and isinstance(g.get("groupName"), str)]
+
+
+async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    data = parse_heartbeat(cmd.body)
+    client_id = data["clientID"]
+    for consumer in _groups(data, "consumerDataSet"):
+        group = consumer["groupName"]
+        if retry_topic(group) not in ctx.topics:
+            ctx.topics.create_retry_topic(group)
+            ctx.topics_changed()
+        if ctx.clients.register_consumer(group, client_id, conn, consumer):
+            log.info("consumer %s joined group %s from %s", client_id, group, conn.peer)
+            ctx.notify_consumers_changed(group)
+    for producer in _groups(data, "producerDataSet"):
+        ctx.clients.register_producer(producer["groupName"], client_id, conn)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def unregister_client(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    ext = cmd.ext_fields
+    client_id = ext_str(ext, "clientID")
+    group = ext.get("consumerGroup", "")
+    if ctx.clients.unregister(
+        client_id, consumer_group=group, producer_group=ext.get("producerGroup", "")
+    ):
+        log.info("consumer %s left group %s", client_id, group)
+        ctx.notify_consumers_changed(group)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def get_consumer_list(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    group = ext_str(cmd.ext_fields, "consumerGroup")
+    ids = ctx.clients.consumer_ids(group)
+    if not ids:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+    body = json.dumps({"consumerIdList": ids}, separators=(",", ":")).encode("utf-8")
+    return cmd.response(ResponseCode.SUCCESS, body=body)

@@ -1,0 +1,76 @@
+"""QUERY_MESSAGE (12) by key or unique key, and VIEW_MESSAGE_BY_ID (33) by CommitLog offset.
+
+Layer: broker processors. Both answer with raw CommitLog records, as a Java broker does.
+"""
+
+from __future__ import annotations
+
+from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
+from rocketstore.broker.server import Connection
+from rocketstore.format.message import MessageExt
+
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+
+def _records(ctx: BrokerContext, messages: list[MessageExt]) -> bytes:
+    chunks = []
+    for message in messages:
+        raw = ctx.store.commitlog.read(message.commit_log_offset, message.size)
+        if raw is not None:
+            chunks.append(raw)
+    return b"".join(chunks)
+
+
+async def query_message(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    ext = cmd.ext_fields
+    topic, key = ext_str(ext, "topic"), ext_str(ext, "key")
+    max_num = ext_int(ext, "maxNum", ctx.store.config.default_query_max_num)
+    begin = ext_int(ext, "beginTimestamp", 0)
+    end = ext_int(ext, "endTimestamp", 2**63 - 1)
+    unique = ext_bool(ext, UNIQUE_KEY_QUERY)
+
+    def find() -> tuple[bytes, int, int]:
+        if unique:
+            found = ctx.store.query_by_unique_key(topic, key)
+        else:
+            limit = min(max(max_num, 1), ctx.store.config.max_msgs_num_batch)
+            found = ctx.store.query_messages(topic, key, limit, begin, end)
+        index = ctx.store.index
+        last = index.files[-1] if index.files else None
+        last_update = last.end_timestamp if last is not None else 0
+        last_offset = last.end_phy_offset if last is not None else 0
+        return _records(ctx, found), last_update, last_offset
+
+    body, last_update, last_offset = await ctx.run(find)
+    ext_out = {
+        "indexLastUpdateTimestamp": last_update,
+        "indexLastUpdatePhyoffset": last_offset,
+    }
+    if not body:
+        return cmd.response(
+            ResponseCode.QUERY_NOT_FOUND,
+            "can not find message, maybe time range not correct",
+            ext_out,
+        )
+    return cmd.response(ResponseCode.SUCCESS, None, ext_out, body)
+
+
+async def view_message_by_id(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    offset = ext_int(cmd.ext_fields, "offset")
+    message = await ctx.run(ctx.store.look_message, offset)
+    raw = (
+        ctx.store.commitlog.read(message.commit_log_offset, message.size)
+        if message is not None
+        else None
+    )
+    if raw is None:
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
+        )
+    return cmd.response(ResponseCode.SUCCESS, body=raw)

@@ -1,0 +1,278 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+Layer: broker processors. Checks the topic (creating it from TBW102 when the client asks
+and auto-creation is on), routes retries past their limit to the group's DLQ, stores the
+message with the client's address as born host and answers msgId/queueId/queueOffset.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.context import DEFAULT_MAX_RECONSUME_TIMES, BrokerContext
+from rocketstore.broker.processors.message_batch import decode_batch
+from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
+from rocketstore.broker.server import Connection
+from rocketstore.broker.topic_config import (
+    MULTI_TAG,
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_READ,
+    PERM_WRITE,
+    TopicConfig,
+    dlq_topic,
+    topic_name_problem,
+)
+from rocketstore.format import properties as props
+from rocketstore.format import sysflag
+from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.message import Message
+from rocketstore.paths import RETRY_PREFIX
+from rocketstore.put_path import PutResult
+from rocketstore.status import PutStatus
+
+# SendMessageRequestHeaderV2's one-letter names (a compact header for every send).
+V2_NAMES = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+
+PUT_STATUS_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+# Stored, but not as durable as asked: the client still gets the ids (SendStatus tells it).
+_STORED = (
+    PutStatus.PUT_OK,
+    PutStatus.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE,
+)
+
+
+@dataclass
+class SendHeader:
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str
+    reconsume_times: int
+    unit_mode: bool
+    max_reconsume_times: int | None
+
+    @classmethod
+    def parse(cls, ext: dict[str, str]) -> SendHeader:
+        if "b" in ext and "topic" not in ext:
+            ext = {V2_NAMES.get(k, k): v for k, v in ext.items()}
+        max_times = ext.get("maxReconsumeTimes")
+        return cls(
+            producer_group=ext.get("producerGroup", ""),
+            topic=ext_str(ext, "topic"),
+            default_topic=ext.get("defaultTopic", "TBW102"),
+            default_topic_queue_nums=ext_int(ext, "defaultTopicQueueNums", 4),
+            queue_id=ext_int(ext, "queueId"),
+            sys_flag=ext_int(ext, "sysFlag", 0),
+            born_timestamp=ext_int(ext, "bornTimestamp", 0),
+            flag=ext_int(ext, "flag", 0),
+            properties=ext.get("properties", ""),
+            reconsume_times=ext_int(ext, "reconsumeTimes", 0),
+            unit_mode=ext_bool(ext, "unitMode"),
+            max_reconsume_times=None if not max_times else ext_int(ext, "maxReconsumeTimes"),
+        )
+
+
+def _error(cmd: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+    return cmd.response(code, remark)
+
+
+def check_topic(
+    ctx: BrokerContext, cmd: RemotingCommand, header: SendHeader
+) -> TopicConfig | RemotingCommand:
+    """SendMessageProcessor.msgCheck: the topic's config, or the error response."""
+    topic = header.topic
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        return _error(cmd, ResponseCode.SYSTEM_ERROR, problem)
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        return _error(
+            cmd, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+        )
+    config = ctx.topics.get(topic)
+    if config is None:
+        created = topic not in ctx.topics
+        config = ctx.topics.create_on_send(
+            topic, header.default_topic, header.default_topic_queue_nums
+        )
+        if config is None and topic.startswith(RETRY_PREFIX):
+            config = ctx.topics.create_on_send_back(topic, 1, PERM_READ | PERM_WRITE)
+        if config is None:
+            return _error(
+                cmd, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if created:
+            ctx.topics_changed()
+    if not config.writeable:
+        return _error(
+            cmd,
+            ResponseCode.NO_PERMISSION,
+            f"the topic[{topic}] sending message is forbidden",
+        )
+    if header.queue_id >= max(config.read_queue_nums, config.write_queue_nums):
+        return _error(
+            cmd,
+            ResponseCode.SYSTEM_ERROR,
+            f"request queueId[{header.queue_id}] is illegal, {config.describe()} "
+            f"Producer: {cmd.ext_fields.get('a', cmd.ext_fields.get('producerGroup', ''))}",
+        )
+    return config
+
+
+def _retry_target(
+    ctx: BrokerContext, header: SendHeader, topic: str, queue_id: int
+) -> tuple[str, int, bool]:
+    """handleRetryAndDLQ: a retry message past its max reconsume times goes to the DLQ."""
+    if not topic.startswith(RETRY_PREFIX):
+        return topic, queue_id, False
+    group = topic[len(RETRY_PREFIX) :]
+    max_times = header.max_reconsume_times
+    if max_times is None:
+        max_times = DEFAULT_MAX_RECONSUME_TIMES
+    if header.reconsume_times < max_times:
+        return topic, queue_id, False
+    if dlq_topic(group) not in ctx.topics:
+        ctx.topics.create_on_send_back(dlq_topic(group), 1, PERM_READ | PERM_WRITE)
+        ctx.topics_changed()
+    return dlq_topic(group), 0, True
+
+
+def ordered_properties(properties: dict[str, str]) -> dict[str, str]:
+    """Properties in the order a Java broker writes them (HashMap iteration order)."""
+    return {k: properties[k] for k in java_hashmap_order(list(properties))}
+
+
+def put_response(cmd: RemotingCommand, results: list[PutResult], queue_id: int) -> RemotingCommand:
+    first = results[0]
+    code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
+    if first.status not in _STORED:
+        remark = first.reason or f"put message failed: {first.status.value}"
+        return cmd.response(code, remark)
+    ext = {
+        "msgId": ",".join(r.msg_id for r in results),
+        "queueId": queue_id,
+        "queueOffset": first.queue_offset,
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }
+    return cmd.response(code, None, ext)
+
+
+async def send_message(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    header = SendHeader.parse(cmd.ext_fields)
+    checked = check_topic(ctx, cmd, header)
+    if isinstance(checked, RemotingCommand):
+        return checked
+    config = checked
+    if sysflag.transaction_type(header.sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
+        return cmd.response(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{ctx.broker_name}] sending transaction message is forbidden "
+            "(rocketstore has no transaction support)",
+        )
+    queue_id = header.queue_id
+    if queue_id < 0:
+        queue_id = random.randrange(max(config.write_queue_nums, 1))
+    topic, queue_id, to_dlq = _retry_target(ctx, header, header.topic, queue_id)
+    properties = props.decode_properties_str(header.properties)
+    if to_dlq:
+        properties.pop(props.DELAY, None)
+    properties[props.CLUSTER] = ctx.cluster_name
+    # WAIT=true only asks the broker to answer after storing; RocketMQ does not store it.
+    properties.pop(props.WAIT, None)
+    sys_flag = header.sys_flag
+    if config.topic_filter_type == MULTI_TAG:
+        sys_flag |= sysflag.MULTI_TAGS_FLAG
+    message = Message(
+        topic=topic,
+        body=cmd.body,
+        queue_id=queue_id,
+        flag=header.flag,
+        sys_flag=sys_flag,
+        properties=ordered_properties(properties),
+        born_timestamp=header.born_timestamp,
+        born_host=conn.peer,
+        reconsume_times=header.reconsume_times,
+    )
+    result = await ctx.run(ctx.store.put, message, None, ctx.broker_addr)
+    return put_response(cmd, [result], queue_id)
+
+
+async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    header = SendHeader.parse(cmd.ext_fields)
+    checked = check_topic(ctx, cmd, header)
+    if isinstance(checked, RemotingCommand):
+        return checked
+    if header.topic.startswith(RETRY_PREFIX):
+        return cmd.response(
+            ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
+        )
+    queue_id = header.queue_id
+    if queue_id < 0:
+        queue_id = random.randrange(max(checked.write_queue_nums, 1))
+    entries = decode_batch(cmd.body)
+    if not entries:
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+    # Properties of the batch itself (CLUSTER, and what the client put on the batch) go on
+    # every message, as RocketMQ's batch encoder appends them.
+    shared = props.decode_properties_str(header.properties)
+    shared[props.CLUSTER] = ctx.cluster_name
+    shared.pop(props.WAIT, None)
+    sys_flag = header.sys_flag
+    if checked.topic_filter_type == MULTI_TAG:
+        sys_flag |= sysflag.MULTI_TAGS_FLAG
+    messages = []
+    for entry in entries:
+        properties = {
+            **entry.properties,
+            **{k: v for k, v in shared.items() if k not in entry.properties},
+        }
+        properties.pop(props.WAIT, None)
+        messages.append(
+            Message(
+                topic=header.topic,
+                body=entry.body,
+                queue_id=queue_id,
+                flag=entry.flag,
+                sys_flag=sys_flag,
+                properties=properties,
+                born_timestamp=header.born_timestamp,
+                born_host=conn.peer,
+                reconsume_times=header.reconsume_times,
+            )
+        )
+    results = await ctx.run(ctx.store.put_batch, messages, None, ctx.broker_addr)
+    return put_response(cmd, results, queue_id)

@@ -1,0 +1,85 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer returns a message it failed to consume.
+
+Layer: broker processors. The message is stored again in ``%RETRY%<group>`` with a delay
+level (3 + reconsumeTimes unless the client chose one), RETRY_TOPIC naming its first topic,
+ORIGIN_MESSAGE_ID its first id and reconsumeTimes + 1; the schedule service brings it
+back when due. Past the max reconsume times (or with a negative level) it goes to
+``%DLQ%<group>`` instead.
+"""
+
+from __future__ import annotations
+
+from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.context import DEFAULT_MAX_RECONSUME_TIMES, BrokerContext
+from rocketstore.broker.processors.send import PUT_STATUS_CODES, ordered_properties
+from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
+from rocketstore.broker.server import Connection
+from rocketstore.broker.topic_config import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+from rocketstore.format import properties as props
+from rocketstore.format.message import Message, MessageExt
+from rocketstore.status import PutStatus
+
+# The first retry delay level: 3 = 10 s with the default levels.
+FIRST_RETRY_DELAY_LEVEL = 3
+
+
+def retry_message(
+    original: MessageExt,
+    group: str,
+    delay_level: int,
+    max_reconsume_times: int,
+    origin_msg_id: str | None,
+) -> tuple[Message, bool]:
+    """The message to store for a send-back, and whether it goes to the DLQ."""
+    properties = dict(original.properties)
+    properties.setdefault(props.RETRY_TOPIC, original.topic)
+    properties.pop(props.WAIT, None)
+    to_dlq = original.reconsume_times >= max_reconsume_times or delay_level < 0
+    if to_dlq:
+        topic = dlq_topic(group)
+        properties.pop(props.DELAY, None)
+    else:
+        topic = retry_topic(group)
+        if delay_level == 0:
+            delay_level = FIRST_RETRY_DELAY_LEVEL + original.reconsume_times
+        properties[props.DELAY] = str(delay_level)
+    properties[props.ORIGIN_MESSAGE_ID] = (
+        properties.get(props.ORIGIN_MESSAGE_ID) or origin_msg_id or original.msg_id
+    )
+    message = Message(
+        topic=topic,
+        body=original.body or b"",
+        queue_id=0,
+        flag=original.flag,
+        sys_flag=original.sys_flag,
+        properties=ordered_properties(properties),
+        born_timestamp=original.born_timestamp,
+        born_host=original.born_host,
+        reconsume_times=original.reconsume_times + 1,
+    )
+    return message, to_dlq
+
+
+async def consumer_send_back(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    ext = cmd.ext_fields
+    offset = ext_int(ext, "offset")
+    group = ext_str(ext, "group")
+    delay_level = ext_int(ext, "delayLevel", 0)
+    max_times = ext_int(ext, "maxReconsumeTimes", DEFAULT_MAX_RECONSUME_TIMES)
+    original = await ctx.run(ctx.store.look_message, offset)
+    if original is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+    message, to_dlq = retry_message(
+        original, group, delay_level, max_times, ext.get("originMsgId") or None
+    )
+    if message.topic not in ctx.topics:
+        perm = PERM_WRITE if to_dlq else PERM_READ | PERM_WRITE
+        ctx.topics.create_on_send_back(message.topic, 1, perm)
+        ctx.topics_changed()
+    result = await ctx.run(ctx.store.put, message, None, ctx.broker_addr)
+    if result.status is PutStatus.PUT_OK:
+        return cmd.response(ResponseCode.SUCCESS)
+    code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+    return cmd.response(code, result.reason or result.status.value)

@@ -1,0 +1,96 @@
+"""The broker's registration with its name servers (BrokerOuterAPI.registerBrokerAll).
+
+Layer: broker. Registers at start, every ``interval_ms`` (RocketMQ: 30 s) and at once when
+the topic table changes; unregisters on shutdown. One persistent connection per name
+server, so a killed broker leaves the route table as soon as that connection drops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from rocketstore.broker.client import RemotingClient, RemotingClientError, request
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.processors.admin import topic_config_wrapper
+
+log = logging.getLogger(__name__)
+
+REGISTER_INTERVAL_MS = 30_000
+MASTER_ID = 0
+
+
+def register_request_body(ctx: BrokerContext) -> bytes:
+    wrapper = json.loads(topic_config_wrapper(ctx))
+    return json.dumps(
+        {"topicConfigSerializeWrapper": wrapper, "filterServerList": []}, separators=(",", ":")
+    ).encode("utf-8")
+
+
+class Registrar:
+    def __init__(
+        self, ctx: BrokerContext, namesrv_addrs: list[str], interval_ms: int = REGISTER_INTERVAL_MS
+    ):
+        self.ctx = ctx
+        self.clients = [RemotingClient(addr) for addr in namesrv_addrs]
+        self.interval_ms = interval_ms
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.registered = asyncio.Event()
+
+    def trigger(self) -> None:
+        """Thread-safe enough for the loop's own thread (processors run there)."""
+        self._wake.set()
+
+    def _ext(self) -> dict[str, str]:
+        return {
+            "brokerName": self.ctx.broker_name,
+            "brokerAddr": self.ctx.broker_addr,
+            "clusterName": self.ctx.cluster_name,
+            "haServerAddr": "",
+            "brokerId": str(MASTER_ID),
+            "compressed": "false",
+        }
+
+    async def register_once(self) -> None:
+        body = register_request_body(self.ctx)
+        for client in self.clients:
+            try:
+                answer = await client.invoke(
+                    request(RequestCode.REGISTER_BROKER, self._ext(), body), 5.0
+                )
+            except RemotingClientError as e:
+                log.warning("register with name server %s failed: %s", client.address, e)
+                continue
+            if answer.code != ResponseCode.SUCCESS:
+                log.warning(
+                    "name server %s refused registration: %s", client.address, answer.remark
+                )
+                continue
+            self.registered.set()
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            await self.register_once()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_ms / 1000)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        ext = self._ext()
+        for client in self.clients:
+            with contextlib.suppress(RemotingClientError, OSError):
+                await client.invoke(request(RequestCode.UNREGISTER_BROKER, ext), 2.0)
+            await client.close()

@@ -1,0 +1,79 @@
+"""The broker's request router: request code -> processor, with the ACL check in front.
+
+Layer: broker. Codes without a processor get REQUEST_CODE_NOT_SUPPORTED, as RocketMQ
+answers them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from rocketstore.broker.acl import verify
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.processors import (
+    admin,
+    clients,
+    locks,
+    offsets,
+    pull,
+    query,
+    send,
+    send_back,
+)
+from rocketstore.broker.remoting import ProtocolError, RemotingCommand
+from rocketstore.broker.server import Connection
+
+log = logging.getLogger(__name__)
+
+Processor = Callable[[BrokerContext, RemotingCommand, Connection], Awaitable[RemotingCommand]]
+
+PROCESSORS: dict[int, Processor] = {
+    RequestCode.SEND_MESSAGE: send.send_message,
+    RequestCode.SEND_MESSAGE_V2: send.send_message,
+    RequestCode.SEND_BATCH_MESSAGE: send.send_batch,
+    RequestCode.PULL_MESSAGE: pull.pull_message,
+    RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
+    RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
+    RequestCode.GET_MAX_OFFSET: offsets.get_max_offset,
+    RequestCode.GET_MIN_OFFSET: offsets.get_min_offset,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset_by_timestamp,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: offsets.get_earliest_msg_store_time,
+    RequestCode.HEART_BEAT: clients.heart_beat,
+    RequestCode.UNREGISTER_CLIENT: clients.unregister_client,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: clients.get_consumer_list,
+    RequestCode.CONSUMER_SEND_MSG_BACK: send_back.consumer_send_back,
+    RequestCode.QUERY_MESSAGE: query.query_message,
+    RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
+    RequestCode.LOCK_BATCH_MQ: locks.lock_batch,
+    RequestCode.UNLOCK_BATCH_MQ: locks.unlock_batch,
+    RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
+    RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+    RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+}
+
+
+class BrokerRouter:
+    def __init__(self, ctx: BrokerContext):
+        self.ctx = ctx
+
+    async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        processor = PROCESSORS.get(cmd.code)
+        if processor is None:
+            return cmd.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported"
+            )
+        if self.ctx.acl is not None:
+            check = verify(cmd.ext_fields, cmd.body, self.ctx.acl)
+            if not check.ok:
+                log.warning(
+                    "request code %d from %s refused by ACL: %s", cmd.code, conn.peer, check.value
+                )
+                return cmd.response(ResponseCode.NO_PERMISSION, f"ACL check failed: {check.value}")
+        try:
+            return await processor(self.ctx, cmd, conn)
+        except ProtocolError as e:
+            # A missing or mistyped field, or a malformed body: this request fails, the
+            # connection stays usable (RocketMQ answers RemotingCommandException so).
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))

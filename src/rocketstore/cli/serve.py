@@ -1,0 +1,237 @@
+"""``serve``, ``namesrv`` and ``broker``: run RocketMQ's name server and broker over a store.
+
+Layer: cli. Options and messages only; the servers live in :mod:`rocketstore.broker.app`.
+Every command runs until Ctrl-C or SIGTERM and then shuts down cleanly (store closed, no
+abort file, offsets persisted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from rocketstore.broker.app import (
+    BrokerApp,
+    BrokerOptions,
+    NamesrvApp,
+    ServeApp,
+    Service,
+    run_until_signal,
+)
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.cli.context import CliContext, CliError
+from rocketstore.config import FLUSH_TYPES, StoreConfig, parse_host
+from rocketstore.errors import ConfigError
+
+FuncT = Callable[..., Any]
+
+
+def _address(value: str, what: str) -> str:
+    try:
+        parse_host(value, what=what)
+    except ConfigError as e:
+        raise CliError(str(e)) from e
+    return value
+
+
+def _broker_options(func: FuncT) -> FuncT:
+    """The options ``serve`` and ``broker`` share."""
+    options = [
+        click.option(
+            "--store",
+            "store_override",
+            default=None,
+            metavar="DIR",
+            help="Store directory (overrides the global --store). Example: --store ./store",
+        ),
+        click.option(
+            "--listen",
+            default="127.0.0.1:10911",
+            show_default=True,
+            help="Broker address to listen on (loopback unless told otherwise). "
+            "Example: --listen 0.0.0.0:10911",
+        ),
+        click.option(
+            "--advertise",
+            default=None,
+            metavar="IP",
+            help="IP clients reach the broker at, when listening on 0.0.0.0 (also written "
+            "into every stored message as its store host). Example: --advertise 192.168.1.20",
+        ),
+        click.option(
+            "--broker-name",
+            default="broker-a",
+            show_default=True,
+            help="brokerName, unique per broker behind a name server. "
+            "Example: --broker-name broker-b",
+        ),
+        click.option(
+            "--cluster",
+            default="DefaultCluster",
+            show_default=True,
+            help="brokerClusterName. Example: --cluster ProdCluster",
+        ),
+        click.option(
+            "--flush",
+            type=click.Choice(FLUSH_TYPES),
+            default="ASYNC_FLUSH",
+            show_default=True,
+            help="SYNC_FLUSH answers a send only once the message is on disk. "
+            "Example: --flush SYNC_FLUSH",
+        ),
+        click.option(
+            "--no-auto-create",
+            is_flag=True,
+            help="Refuse sends to unknown topics (autoCreateTopicEnable=false). "
+            "Example: --no-auto-create",
+        ),
+        click.option(
+            "--offset-persist-ms",
+            type=click.IntRange(min=100),
+            default=5000,
+            show_default=True,
+            help="How often committed consumer offsets are written to "
+            "config/consumerOffset.json (RocketMQ's flushConsumerOffsetInterval). "
+            "Example: --offset-persist-ms 1000",
+        ),
+        click.option(
+            "--acl",
+            "acl_file",
+            default=None,
+            metavar="FILE",
+            help="plain_acl.yml (or JSON) with accounts: every request must be signed. "
+            "Example: --acl conf/plain_acl.yml",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
+    store_dir = kwargs["store_override"] or obj.store_dir
+    broker = BrokerConfig(
+        broker_cluster_name=kwargs["cluster"],
+        broker_name=kwargs["broker_name"],
+        auto_create_topic_enable=not kwargs["no_auto_create"],
+        flush_consumer_offset_interval_ms=kwargs["offset_persist_ms"],
+    )
+    return BrokerOptions(
+        store_dir=store_dir,
+        listen=_address(kwargs["listen"], "--listen"),
+        broker=broker,
+        store_config=StoreConfig(flush_disk_type=kwargs["flush"]),
+        advertise_host=kwargs["advertise"],
+        acl_file=kwargs["acl_file"],
+    )
+
+
+def _run(services: list[Service], ready: Callable[[], None]) -> None:
+    logging.getLogger("rocketstore").setLevel(logging.INFO)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.NOTSET)
+    asyncio.run(run_until_signal(services, ready))
+    click.echo("rocketstore: stopped", err=True)
+
+
+@click.command("serve")
+@_broker_options
+@click.option(
+    "--namesrv-listen",
+    default="127.0.0.1:9876",
+    show_default=True,
+    help="Name server address to listen on. Example: --namesrv-listen 0.0.0.0:9876",
+)
+@click.pass_obj
+def serve(obj: CliContext, /, namesrv_listen: str, **kwargs: Any) -> None:
+    """Run a name server and a broker over the store, in one process.
+
+    Point any RocketMQ 4.x client at the name server address (docs/broker.md).
+
+    \b
+    Example:
+      rocketstore serve --store ./store
+      rocketstore serve --listen 127.0.0.1:10911 --namesrv-listen 127.0.0.1:9876
+    """
+    options = _make_options(obj, kwargs)
+    app = ServeApp(options, _address(namesrv_listen, "--namesrv-listen"))
+
+    def ready() -> None:
+        click.echo(
+            f"rocketstore: name server {app.namesrv.address}, broker "
+            f"{app.broker.address if app.broker else '?'} over {options.store_dir} "
+            "(Ctrl-C stops)",
+            err=True,
+        )
+
+    _run([app], ready)
+
+
+@click.command("namesrv")
+@click.option(
+    "--listen",
+    default="127.0.0.1:9876",
+    show_default=True,
+    help="Address to listen on (loopback unless told otherwise). Example: --listen 0.0.0.0:9876",
+)
+def namesrv(listen: str) -> None:
+    """Run a name server alone; brokers register with it (rocketstore broker --namesrv).
+
+    \b
+    Example:
+      rocketstore namesrv --listen 127.0.0.1:9876
+    """
+    app = NamesrvApp(_address(listen, "--listen"))
+
+    def ready() -> None:
+        click.echo(f"rocketstore: name server {app.address} (Ctrl-C stops)", err=True)
+
+    _run([app], ready)
+
+
+@click.command("broker")
+@click.option(
+    "--namesrv",
+    "namesrv_addrs",
+    required=True,
+    metavar="HOST:PORT[;HOST:PORT]",
+    help="Name server(s) to register with. Example: --namesrv 10.0.0.5:9876;10.0.0.6:9876",
+)
+@_broker_options
+@click.pass_obj
+def broker(obj: CliContext, /, namesrv_addrs: str, **kwargs: Any) -> None:
+    """Run a broker over the store, registered with name servers started apart.
+
+    Several brokers (distinct --broker-name and store) registering with one name server
+    share a topic's queues between them.
+
+    \b
+    Example:
+      rocketstore --store ./store-a broker --namesrv 127.0.0.1:9876 --broker-name broker-a
+      rocketstore --store ./store-b broker --namesrv 127.0.0.1:9876 --broker-name broker-b \\
+          --listen 127.0.0.1:10921
+    """
+    options = _make_options(obj, kwargs)
+    addrs = [a.strip() for a in namesrv_addrs.split(";") if a.strip()]
+    options.namesrv_addrs = [_address(a, "--namesrv") for a in addrs]
+    app = BrokerApp(options)
+
+    def ready() -> None:
+        click.echo(
+            f"rocketstore: broker {options.broker.broker_name} at {app.address} over "
+            f"{options.store_dir}, registered with {', '.join(addrs)} (Ctrl-C stops)",
+            err=True,
+        )
+
+    _run([app], ready)
+
+
+def register(cli: click.Group) -> None:
+    for command in (serve, namesrv, broker):
+        cli.add_command(command)

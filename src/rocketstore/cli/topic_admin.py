@@ -1,0 +1,375 @@
+"""Topic administration with mqadmin's names: updateTopic, deleteTopic, topicRoute.
+
+Layer: cli. Offline, these work on ``config/topics.json`` of a stopped store (the file a
+broker reads at start). Changing it takes the store's writer lock for the moment of the
+edit, so it fails cleanly while a broker or writer runs. Each command parses its options
+into a small dataclass and hands it to an ``*_offline`` function: a command that talks to
+a running broker (``-n NAMESRV``) can take the same dataclass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from rocketstore.broker.topic_config import (
+    PERM_INHERIT,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    TopicConfig,
+    TopicConfigManager,
+    route_data,
+    topic_name_problem,
+)
+from rocketstore.cli.context import CliContext, CliError
+from rocketstore.config import parse_host
+from rocketstore.errors import ConfigError, StoreLockedError
+from rocketstore.files.lock import DirectoryLock
+from rocketstore.paths import COMMITLOG_DIR, CONFIG_DIR
+
+T = TypeVar("T")
+
+# mqadmin's UpdateTopicSubCommand starts from 8 read and 8 write queues, perm 6.
+MQADMIN_DEFAULT_QUEUE_NUMS = 8
+DEFAULT_BROKER_ADDR = "127.0.0.1:10911"
+DEFAULT_BROKER_NAME = "broker-a"
+DEFAULT_CLUSTER = "DefaultCluster"
+# TopicSysFlag bits set by mqadmin's -u / -s.
+FLAG_UNIT = 1
+FLAG_UNIT_SUB = 2
+# mqadmin's topicRoute -l table.
+ROUTE_LIST_FORMAT = "{:<45} {:<32} {:<50} {:<10} {:<11} {:<5}"
+
+
+@dataclass(frozen=True)
+class UpdateTopicOptions:
+    """updateTopic's options; None means "not given"."""
+
+    topic: str
+    read_queue_nums: int | None = None
+    write_queue_nums: int | None = None
+    perm: int | None = None
+    order: bool | None = None
+    unit: bool | None = None
+    has_unit_sub: bool | None = None
+
+
+@dataclass(frozen=True)
+class RouteOptions:
+    topic: str
+    broker_addr: str = DEFAULT_BROKER_ADDR
+    broker_name: str = DEFAULT_BROKER_NAME
+    cluster: str = DEFAULT_CLUSTER
+
+
+# --- offline operations --------------------------------------------------------------
+
+
+def _check_store_dir(root: str, *, create: bool) -> None:
+    if not os.path.exists(root):
+        if not create:
+            raise CliError(f"store directory {root} does not exist (use --store DIR)")
+        os.makedirs(root)
+        return
+    if not os.path.isdir(root):
+        raise CliError(f"{root} is not a directory")
+    known = (COMMITLOG_DIR, CONFIG_DIR)
+    if os.listdir(root) and not any(os.path.isdir(os.path.join(root, d)) for d in known):
+        raise CliError(f"{root} is not a store directory (no {COMMITLOG_DIR}/ or {CONFIG_DIR}/)")
+
+
+@contextlib.contextmanager
+def offline_edit(root: str) -> Iterator[None]:
+    """Hold the store's writer lock while the config is edited."""
+    lock = DirectoryLock(root)
+    try:
+        lock.acquire()
+    except StoreLockedError as e:
+        raise CliError(
+            f"{e}: a broker or writer is running on this store; stop it first "
+            "(topics.json is read at start and rewritten by the broker)"
+        ) from e
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _bit(flags: int, bit: int, value: bool | None) -> int:
+    if value is None:
+        return flags
+    return flags | bit if value else flags & ~bit
+
+
+def update_topic_offline(root: str, options: UpdateTopicOptions) -> TopicConfig:
+    """Create or change a topic in ``root/config/topics.json``.
+
+    A new topic starts from mqadmin's defaults (8 read and 8 write queues, perm 6); an
+    existing one keeps every value not given (mqadmin would reset them to the defaults).
+    """
+    problem = topic_name_problem(options.topic)
+    if problem is not None:
+        raise CliError(f"topic {options.topic!r}: {problem}")
+    _check_store_dir(root, create=True)
+    with offline_edit(root):
+        manager = TopicConfigManager(root)
+        if manager.is_system_topic(options.topic):
+            raise CliError(f"The topic[{options.topic}] is conflict with system topic.")
+        current = manager.get(options.topic) or TopicConfig(
+            options.topic, MQADMIN_DEFAULT_QUEUE_NUMS, MQADMIN_DEFAULT_QUEUE_NUMS
+        )
+        sys_flag = _bit(current.topic_sys_flag, FLAG_UNIT, options.unit)
+        sys_flag = _bit(sys_flag, FLAG_UNIT_SUB, options.has_unit_sub)
+        config = TopicConfig(
+            topic_name=options.topic,
+            read_queue_nums=_given(options.read_queue_nums, current.read_queue_nums),
+            write_queue_nums=_given(options.write_queue_nums, current.write_queue_nums),
+            perm=_given(options.perm, current.perm),
+            topic_sys_flag=sys_flag,
+            order=_given(options.order, current.order),
+            topic_filter_type=current.topic_filter_type,
+            extra=current.extra,
+        )
+        try:
+            manager.update(config)
+        except ConfigError as e:
+            raise CliError(str(e)) from e
+        return config
+
+
+def _given(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+def delete_topic_offline(root: str, topic: str) -> None:
+    """Remove a topic from ``root/config/topics.json``.
+
+    The topic's messages and consume queues stay until retention removes them: deleting
+    queue files offline would be undone by recovery, which rebuilds a missing queue from
+    the CommitLog.
+    """
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise CliError(f"topic {topic!r}: {problem}")
+    _check_store_dir(root, create=False)
+    with offline_edit(root):
+        manager = TopicConfigManager(root)
+        if manager.is_system_topic(topic):
+            raise CliError(f"The topic[{topic}] is conflict with system topic.")
+        if not manager.delete(topic):
+            raise CliError(f"topic {topic!r} is not in {manager.path}")
+
+
+def topic_route_offline(root: str, options: RouteOptions) -> dict[str, Any]:
+    """The route a name server would give for the topic, from the store's topic config
+    (built-in topics such as TBW102 included)."""
+    try:
+        parse_host(options.broker_addr, what="--broker-addr")
+    except ConfigError as e:
+        raise CliError(str(e)) from e
+    _check_store_dir(root, create=False)
+    manager = TopicConfigManager(
+        root, cluster_name=options.cluster, broker_name=options.broker_name
+    )
+    config = manager.get(options.topic)
+    if config is None:
+        raise CliError(f"No topic route info in name server for the topic: {options.topic}")
+    return route_data([config], {options.broker_name: {0: options.broker_addr}}, options.cluster)
+
+
+# --- commands ------------------------------------------------------------------------
+
+
+def _parse_bool(name: str, value: str | None) -> bool | None:
+    """mqadmin reads these with Boolean.parseBoolean; here anything but true/false is an
+    error rather than a silent false."""
+    if value is None:
+        return None
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise click.BadParameter(f"expected true or false, got {value!r}", param_hint=name)
+    return lowered == "true"
+
+
+_PERM_HELP = "Permission: 2 (write), 4 (read), 6 (read and write); +1 lets topics inherit it."
+
+
+@click.command("updateTopic", short_help="Create a topic or change its queues and perm.")
+@click.option("-t", "--topic", required=True, help="Topic name. Example: -t OrderEvents")
+@click.option(
+    "-r",
+    "--readQueueNums",
+    "read_queue_nums",
+    type=click.IntRange(min=0, max=65535),
+    help="Read queue count [new topics: 8]. Example: -r 4",
+)
+@click.option(
+    "-w",
+    "--writeQueueNums",
+    "write_queue_nums",
+    type=click.IntRange(min=0, max=65535),
+    help="Write queue count [new topics: 8]. Example: -w 4",
+)
+@click.option(
+    "-p",
+    "--perm",
+    type=click.IntRange(min=0, max=PERM_PRIORITY | PERM_READ | PERM_WRITE | PERM_INHERIT),
+    help=f"{_PERM_HELP} [new topics: 6]. Example: -p 6",
+)
+@click.option("-o", "--order", help="Orderly topic, true|false. Example: -o true")
+@click.option("-u", "--unit", help="Unit topic, true|false (a topicSysFlag bit). Example: -u false")
+@click.option(
+    "-s",
+    "--hasUnitSub",
+    "has_unit_sub",
+    help="Has unit sub, true|false (a topicSysFlag bit). Example: -s false",
+)
+@click.option(
+    "-b",
+    "--brokerAddr",
+    "broker_addr",
+    hidden=True,
+    help="Accepted, ignored offline. Example: -b 127.0.0.1:10911",
+)
+@click.option(
+    "-c",
+    "--clusterName",
+    "cluster",
+    hidden=True,
+    help="Accepted, ignored offline. Example: -c DefaultCluster",
+)
+@click.pass_obj
+def update_topic(
+    ctx: CliContext,
+    topic: str,
+    read_queue_nums: int | None,
+    write_queue_nums: int | None,
+    perm: int | None,
+    order: str | None,
+    unit: str | None,
+    has_unit_sub: str | None,
+    broker_addr: str | None,
+    cluster: str | None,
+) -> None:
+    """Create TOPIC in the store's config/topics.json, or change it. The store must not
+    be running (the command takes its writer lock). A new topic gets mqadmin's defaults
+    (8 read and 8 write queues, perm 6); an existing one keeps what is not given.
+
+    \b
+    Example:
+      rocketstore --store ./store updateTopic -t OrderEvents -r 8 -w 8 -p 6
+    """
+    options = UpdateTopicOptions(
+        topic=topic.strip(),
+        read_queue_nums=read_queue_nums,
+        write_queue_nums=write_queue_nums,
+        perm=perm,
+        order=_parse_bool("-o", order),
+        unit=_parse_bool("-u", unit),
+        has_unit_sub=_parse_bool("-s", has_unit_sub),
+    )
+    config = update_topic_offline(ctx.store_dir, options)
+    if ctx.as_json:
+        ctx.emit({"store": ctx.store_dir, **config.to_json()})
+        return
+    click.echo(f"create topic to {ctx.store_dir} success.")
+    click.echo(config.describe())
+
+
+@click.command("deleteTopic", short_help="Remove a topic from the store's topic config.")
+@click.option("-t", "--topic", required=True, help="Topic name. Example: -t OrderEvents")
+@click.option(
+    "-c",
+    "--clusterName",
+    "cluster",
+    hidden=True,
+    help="Accepted, ignored offline. Example: -c DefaultCluster",
+)
+@click.pass_obj
+def delete_topic(ctx: CliContext, topic: str, cluster: str | None) -> None:
+    """Remove TOPIC from the store's config/topics.json (the store must not be running).
+    Its messages and consume queues stay until retention deletes them.
+
+    \b
+    Example:
+      rocketstore --store ./store deleteTopic -t OrderEvents
+    """
+    delete_topic_offline(ctx.store_dir, topic.strip())
+    if ctx.as_json:
+        ctx.emit({"store": ctx.store_dir, "topic": topic.strip(), "deleted": True})
+        return
+    click.echo(f"delete topic [{topic.strip()}] from store [{ctx.store_dir}] success.")
+
+
+@click.command("topicRoute", short_help="The route a name server gives for a topic.")
+@click.option("-t", "--topic", required=True, help="Topic name. Example: -t OrderEvents")
+@click.option(
+    "-l",
+    "--list",
+    "as_list",
+    is_flag=True,
+    help="Print mqadmin's table instead of JSON. Example: -l",
+)
+@click.option(
+    "--broker-addr",
+    default=DEFAULT_BROKER_ADDR,
+    show_default=True,
+    help="Broker address to show (the broker's --listen). Example: --broker-addr 10.0.0.5:10911",
+)
+@click.option(
+    "--broker-name",
+    default=DEFAULT_BROKER_NAME,
+    show_default=True,
+    help="Broker name to show. Example: --broker-name broker-b",
+)
+@click.option(
+    "--cluster",
+    default=DEFAULT_CLUSTER,
+    show_default=True,
+    help="Cluster name to show. Example: --cluster ProdCluster",
+)
+@click.pass_obj
+def topic_route(
+    ctx: CliContext, topic: str, as_list: bool, broker_addr: str, broker_name: str, cluster: str
+) -> None:
+    """The TopicRouteData a name server would return for TOPIC, from the store's
+    config/topics.json (read only; works beside a running broker).
+
+    \b
+    Example:
+      rocketstore --store ./store topicRoute -t OrderEvents
+    """
+    options = RouteOptions(topic.strip(), broker_addr, broker_name, cluster)
+    route = topic_route_offline(ctx.store_dir, options)
+    if ctx.as_json:
+        ctx.emit(route)
+        return
+    if not as_list:
+        click.echo(json.dumps(route, indent="\t", separators=(",", ":")))
+        return
+    click.echo(
+        ROUTE_LIST_FORMAT.format(
+            "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"
+        )
+    )
+    queue_data: dict[str, Any] = route["queueDatas"][0]
+    read, write = queue_data["readQueueNums"], queue_data["writeQueueNums"]
+    click.echo(
+        ROUTE_LIST_FORMAT.format(
+            cluster, broker_name, f"{{0={broker_addr}}}", read, write, queue_data["perm"]
+        )
+    )
+    click.echo("-" * 158)
+    click.echo(ROUTE_LIST_FORMAT.format("Total:", 1, "", read, write, ""))
+
+
+def register(group: click.Group) -> None:
+    for command in (update_topic, delete_topic, topic_route):
+        group.add_command(command)

@@ -1,0 +1,190 @@
+"""updateTopic, deleteTopic, topicRoute and topicList over config/topics.json, through the
+console script."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from cli_helpers import CONFIG, Run
+
+from rocketstore import Message, MessageStore
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager, read_topics_file
+
+Cli = Callable[..., Run]
+
+
+def small_store(root: Path) -> Path:
+    with MessageStore.open(root, CONFIG) as store:
+        for queue_id in range(2):
+            assert store.put(Message("Existing", b"x", queue_id=queue_id)).ok
+        store.wait_dispatched()
+    return root
+
+
+def configured(root: Path) -> dict[str, TopicConfig]:
+    loaded = read_topics_file(root)
+    assert loaded is not None
+    return loaded.topics
+
+
+def test_update_topic_creates_with_mqadmin_defaults(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "new-store"  # topics may be created before the first message
+    run = cli("--store", root, "updateTopic", "-t", "OrderEvents")
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [
+        f"create topic to {root} success.",
+        "TopicConfig [topicName=OrderEvents, readQueueNums=8, writeQueueNums=8, perm=RW-, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]",
+    ]
+    topics = configured(root)
+    assert topics["OrderEvents"] == TopicConfig("OrderEvents", 8, 8, 6)
+    assert topics["TBW102"].perm == 7  # the built-in topics are written with it
+
+
+def test_update_topic_changes_only_what_is_given(tmp_path: Path, cli: Cli) -> None:
+    root = small_store(tmp_path / "store")
+    assert cli("--store", root, "updateTopic", "-t", "T", "-r", "4", "-w", "4").code == 0
+    run = cli("--store", root, "updateTopic", "-t", "T", "-w", "2", "-p", "4", "-o", "true")
+    assert run.code == 0, run.err
+    run = cli("--store", root, "updateTopic", "-t", "T", "-u", "true", "-s", "TRUE")
+    assert run.code == 0, run.err
+    assert configured(root)["T"] == TopicConfig("T", 4, 2, 4, topic_sys_flag=3, order=True)
+    run = cli("--store", root, "--json", "updateTopic", "-t", "T", "-s", "false")
+    assert run.json_lines()[0]["topicSysFlag"] == 1
+    assert run.json_lines()[0]["readQueueNums"] == 4
+
+
+def test_update_topic_keeps_a_rocketmq_files_other_entries(tmp_path: Path, cli: Cli) -> None:
+    root = small_store(tmp_path / "store")
+    (root / "config").mkdir()
+    (root / "config" / "topics.json").write_text(
+        '{"dataVersion":{"counter":7,"timestamp":1},"topicConfigTable":{"Old":{'
+        '"order":false,"perm":6,"readQueueNums":2,"topicFilterType":"SINGLE_TAG",'
+        '"topicName":"Old","topicSysFlag":0,"writeQueueNums":2}}}'
+    )
+    assert cli("--store", root, "updateTopic", "-t", "New", "-r", "1", "-w", "1").code == 0
+    loaded = read_topics_file(root)
+    assert loaded is not None
+    assert loaded.topics["Old"] == TopicConfig("Old", 2, 2, 6)
+    assert loaded.topics["New"] == TopicConfig("New", 1, 1, 6)
+    assert loaded.data_version.counter == 8
+    assert (root / "config" / "topics.json.bak").exists()
+
+
+def test_update_topic_refusals(tmp_path: Path, cli: Cli) -> None:
+    root = small_store(tmp_path / "store")
+    run = cli("--store", root, "updateTopic", "-t", "TBW102", "-p", "6")
+    assert run.code == 1
+    assert run.err.strip() == (
+        "rocketstore: error: The topic[TBW102] is conflict with system topic."
+    )
+    run = cli("--store", root, "updateTopic", "-t", "bad.name")
+    assert run.code == 1 and "illegal characters" in run.err
+    run = cli("--store", root, "updateTopic", "-t", "T", "-o", "yes")
+    assert run.code == 2 and "expected true or false" in run.err
+    run = cli("--store", root, "updateTopic", "-t", "T", "-p", "99")
+    assert run.code == 2
+    not_a_store = tmp_path / "other"
+    not_a_store.mkdir()
+    (not_a_store / "notes.txt").write_text("x")
+    run = cli("--store", not_a_store, "updateTopic", "-t", "T")
+    assert run.code == 1 and "is not a store directory" in run.err
+
+
+def test_running_store_is_refused(tmp_path: Path, cli: Cli) -> None:
+    root = small_store(tmp_path / "store")
+    with MessageStore.open(root, CONFIG):
+        for args in (("updateTopic", "-t", "T"), ("deleteTopic", "-t", "Existing")):
+            run = cli("--store", root, *args)
+            assert run.code == 1
+            assert "a broker or writer is running on this store; stop it first" in run.err
+        # Reading the route does not need the lock.
+        assert cli("--store", root, "topicRoute", "-t", "TBW102").code == 0
+    assert read_topics_file(root) is None
+
+
+def test_delete_topic(tmp_path: Path, cli: Cli) -> None:
+    root = small_store(tmp_path / "store")
+    TopicConfigManager(root).update(TopicConfig("Existing", 2, 2))
+    run = cli("--store", root, "deleteTopic", "-t", "Existing")
+    assert run.code == 0, run.err
+    assert run.out.strip() == f"delete topic [Existing] from store [{root}] success."
+    assert "Existing" not in configured(root)
+    # Its messages stay until retention: the queues are still there.
+    with MessageStore.open(root, CONFIG, read_only=True) as store:
+        assert store.max_offset("Existing", 1) == 1
+    run = cli("--store", root, "deleteTopic", "-t", "Existing")
+    assert run.code == 1 and "'Existing' is not in" in run.err
+    run = cli("--store", root, "deleteTopic", "-t", "SCHEDULE_TOPIC_XXXX")
+    assert run.code == 1 and "conflict with system topic" in run.err
+    run = cli("--store", tmp_path / "missing", "deleteTopic", "-t", "X")
+    assert run.code == 1 and "does not exist" in run.err
+
+
+def test_topic_route(tmp_path: Path, cli: Cli) -> None:
+    root = small_store(tmp_path / "store")
+    TopicConfigManager(root).update(TopicConfig("Orders", 4, 2, 6))
+    run = cli("--store", root, "topicRoute", "-t", "Orders", "--broker-addr", "10.0.0.5:10911")
+    assert run.code == 0, run.err
+    assert run.out.startswith('{\n\t"brokerDatas":[')
+    route = json.loads(run.out)
+    assert route["queueDatas"] == [
+        {
+            "brokerName": "broker-a",
+            "perm": 6,
+            "readQueueNums": 4,
+            "topicSysFlag": 0,
+            "writeQueueNums": 2,
+        }
+    ]
+    assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.5:10911"}
+    run = cli("--store", root, "topicRoute", "-t", "Orders", "-l")
+    lines = run.out.splitlines()
+    assert lines[0].split() == [
+        "#ClusterName",
+        "#BrokerName",
+        "#BrokerAddrs",
+        "#ReadQueue",
+        "#WriteQueue",
+        "#Perm",
+    ]
+    assert lines[1].split() == ["DefaultCluster", "broker-a", "{0=127.0.0.1:10911}", "4", "2", "6"]
+    assert lines[2] == "-" * 158
+    assert lines[3].split() == ["Total:", "1", "4", "2"]
+    # Built-in topics resolve without any topics.json.
+    tbw = cli("--store", small_store(tmp_path / "fresh"), "--json", "topicRoute", "-t", "TBW102")
+    assert tbw.json_lines()[0]["queueDatas"][0]["perm"] == 7
+    run = cli("--store", root, "topicRoute", "-t", "Nope")
+    assert run.code == 1
+    assert "No topic route info in name server for the topic: Nope" in run.err
+    run = cli("--store", root, "topicRoute", "-t", "Orders", "--broker-addr", "nohost")
+    assert run.code == 1 and "--broker-addr" in run.err
+
+
+def test_topic_list_adds_configured_topics(tmp_path: Path, cli: Cli) -> None:
+    root = small_store(tmp_path / "store")
+    TopicConfigManager(root).update(TopicConfig("Planned", 2, 2, 6))
+    run = cli("--store", root, "topicList")
+    assert run.code == 0, run.err
+    listed = run.out.split()
+    assert {"Existing", "Planned", "TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(listed)
+    assert listed == sorted(listed)
+    rows = {row["topic"]: row for row in cli("--store", root, "--json", "topicList").json_lines()}
+    assert rows["Existing"] == {"topic": "Existing", "queueIds": [0, 1]}
+    assert rows["Planned"] == {
+        "topic": "Planned",
+        "queueIds": [],
+        "readQueueNums": 2,
+        "writeQueueNums": 2,
+        "perm": 6,
+    }
+
+
+def test_topic_list_of_a_store_with_only_config(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "store"
+    assert cli("--store", root, "updateTopic", "-t", "Planned").code == 0
+    run = cli("--store", root, "topicList")
+    assert run.code == 0, run.err
+    assert "Planned" in run.out.split()

@@ -1,0 +1,194 @@
+"""Fixtures for the conformance tests: a broker and name server on loopback (free ports,
+in a background loop), and bounded real-client subprocesses.
+
+Clients: the Python ``rocketmq`` 0.4.4 package (extra ``conformance``) and ali-ons
+(``tests/conformance/js``, installed once per session with npm). A test skips, saying why,
+only when its client cannot be installed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.config import StoreConfig
+
+HERE = Path(__file__).parent
+PY_CLIENT = HERE / "py" / "client.py"
+JS_DIR = HERE / "js"
+# Level 1 = 1 s as RocketMQ; the retry levels (3 + reconsumeTimes) shortened to 1-2 s so a
+# retried message comes back within the test's time.
+DELAY_LEVELS = "1s 1s 1s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s"
+
+
+@dataclass
+class ClientRun:
+    """A client subprocess whose JSON stdout lines are collected as they come."""
+
+    process: subprocess.Popen[str]
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            text = raw.strip()
+            if text.startswith("{"):
+                try:
+                    self.lines.append(json.loads(text))
+                except ValueError:
+                    self.stderr.append(text)
+
+    def _pump_err(self) -> None:
+        assert self.process.stderr is not None
+        for raw in self.process.stderr:
+            self.stderr.append(raw.rstrip())
+
+    def start_pumps(self) -> ClientRun:
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_err, daemon=True).start()
+        return self
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [line for line in list(self.lines) if line.get("event") == name]
+
+    def wait_for(self, name: str, count: int, timeout_s: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while len(self.events(name)) < count and time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                time.sleep(0.2)  # let the pump drain
+                break
+            time.sleep(0.05)
+        return self.events(name)
+
+    def finish(self, timeout_s: float) -> list[dict[str, Any]]:
+        """Wait for the process (killing it past ``timeout_s``); all its lines."""
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail(f"client ran past {timeout_s}s; stderr tail: {self.stderr[-5:]}")
+        time.sleep(0.1)
+        return list(self.lines)
+
+
+@pytest.fixture(scope="session")
+def client_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """HOME for the clients: the C++ client writes its logs under it."""
+    return tmp_path_factory.mktemp("client-home")
+
+
+@pytest.fixture(scope="session")
+def py_client(client_home: Path) -> Any:
+    if importlib.util.find_spec("rocketmq") is None:
+        pytest.skip(
+            "the Python rocketmq 0.4.4 client is not installed (pip install -e '.[conformance]')"
+        )
+
+    def start(*args: object) -> ClientRun:
+        env = {**os.environ, "HOME": str(client_home)}
+        process = subprocess.Popen(
+            [sys.executable, str(PY_CLIENT), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        return ClientRun(process).start_pumps()
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def js_client(client_home: Path) -> Any:
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        pytest.skip("npm/node are not installed: the ali-ons client cannot run")
+    if not (JS_DIR / "node_modules" / "ali-ons").is_dir():
+        command = "ci" if (JS_DIR / "package-lock.json").exists() else "install"
+        done = subprocess.run(
+            [npm, command, "--no-audit", "--no-fund"],
+            check=False,
+            cwd=JS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode != 0:
+            pytest.fail(f"npm {command} failed in {JS_DIR}: {done.stderr[-2000:]}")
+
+    def start(script: str, *args: object, env_extra: dict[str, str] | None = None) -> ClientRun:
+        env = {**os.environ, "HOME": str(client_home), **(env_extra or {})}
+        process = subprocess.Popen(
+            [node, str(JS_DIR / script), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=JS_DIR,
+        )
+        return ClientRun(process).start_pumps()
+
+    return start
+
+
+def broker_options(store: Path, **broker: Any) -> BrokerOptions:
+    return BrokerOptions(
+        str(store),
+        listen="127.0.0.1:0",
+        broker=BrokerConfig(**broker),
+        store_config=StoreConfig(
+            message_delay_level=DELAY_LEVELS,
+            flush_disk_type="SYNC_FLUSH",
+            # The default 1 GiB CommitLog file is preallocated: keep test stores small.
+            mapped_file_size_commit_log=64 * 1024 * 1024,
+        ),
+    )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[BackgroundServer]:
+    with BackgroundServer(broker_options(tmp_path / "store")) as running:
+        yield running
+
+
+@pytest.fixture
+def second_broker(server: BackgroundServer, tmp_path: Path) -> Iterator[BrokerApp]:
+    """A second broker (broker-b, its own store) registered with ``server``'s name server."""
+    options = broker_options(tmp_path / "store-b", broker_name="broker-b")
+    options.namesrv_addrs = [server.namesrv_address]
+    broker = BrokerApp(options)
+    server.call(broker.start())
+    assert broker.registrar is not None
+    server.call(asyncio.wait_for(broker.registrar.registered.wait(), 10))
+    try:
+        yield broker
+    finally:
+        server.call(broker.stop())
+
+
+@pytest.fixture
+def acl_server(tmp_path: Path) -> Iterator[BackgroundServer]:
+    """A broker that checks every request's signature (account RocketMQ / 12345678)."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    admin: true\n")
+    options = broker_options(tmp_path / "store")
+    options.acl_file = str(acl)
+    with BackgroundServer(options) as running:
+        yield running

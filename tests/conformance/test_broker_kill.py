@@ -1,0 +1,121 @@
+"""Kill -9 of the broker process during a produce/consume run with the Python client, then
+a restart on the same ports: no acknowledged message is lost (SYNC_FLUSH), no committed
+consumer offset goes back, and the clients carry on."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rocketstore.store import MessageStore
+
+TOPIC = "KillTopic"
+GROUP = "KillGroup"
+TOTAL = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve(store: Path, broker: int, namesrv: int) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "rocketstore.cli.main", "serve", "--store", str(store)]
+    command += ["--listen", f"127.0.0.1:{broker}", "--namesrv-listen", f"127.0.0.1:{namesrv}"]
+    command += ["--flush", "SYNC_FLUSH", "--offset-persist-ms", "500"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if "Ctrl-C stops" in line:
+            return process
+        assert line or process.poll() is None, "serve exited early"
+    raise AssertionError("serve did not start in time")
+
+
+def _offsets(store: Path) -> dict[int, int]:
+    path = store / "config" / "consumerOffset.json"
+    if not path.exists():
+        return {}
+    table = json.loads(path.read_text())["offsetTable"].get(f"{TOPIC}@{GROUP}", {})
+    return {int(k): int(v) for k, v in table.items()}
+
+
+def _wait(condition: Any, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_kill_9_loses_no_acknowledged_message(py_client: Any, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    broker_port, namesrv_port = _free_port(), _free_port()
+    namesrv = f"127.0.0.1:{namesrv_port}"
+    server = _serve(store, broker_port, namesrv_port)
+    stop = tmp_path / "stop"
+    producer = consumer = None
+    try:
+        producer = py_client("produce", namesrv, TOPIC, TOTAL, "--pause-ms", 30, "--attempts", 60)
+        # The consumer starts once the topic exists (its route lookup would otherwise
+        # wait for the client's next 30 s name server poll).
+        assert _wait(lambda: producer.events("sent"), 30), producer.stderr[-5:]
+        consumer = py_client(
+            "consume",
+            namesrv,
+            TOPIC,
+            GROUP,
+            "--expect",
+            10**6,
+            "--seconds",
+            80,
+            "--stop-file",
+            stop,
+        )
+        assert _wait(lambda: len(producer.events("sent")) >= 80 and _offsets(store), 40), (
+            producer.stderr[-5:]
+        )
+        before = _offsets(store)
+        acked_before_kill = len(producer.events("sent"))
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+        assert (store / "abort").exists()  # it really died without shutting down
+        time.sleep(1)
+        server = _serve(store, broker_port, namesrv_port)
+        producer.finish(80)
+        sent = producer.events("sent")
+        assert len(sent) > acked_before_kill and sent[-1]["i"] == TOTAL - 1, producer.stderr[-5:]
+        acked = {s["msg_id"] for s in sent}
+        assert _wait(lambda: acked <= {r["id"] for r in consumer.events("recv")}, 40)
+        stop.write_text("stop")
+        consumer.finish(40)
+    finally:
+        stop.write_text("stop")
+        for run in (producer, consumer):
+            if run is not None and run.process.poll() is None:
+                run.process.kill()
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+    assert not (store / "abort").exists()
+    after = _offsets(store)
+    assert all(after.get(q, -1) >= offset for q, offset in before.items()), (before, after)
+    with MessageStore.open(store, read_only=True) as reopened:
+        stored = set()
+        for queue_id in reopened.topics()[TOPIC]:
+            offset = 0
+            while offset < reopened.max_offset(TOPIC, queue_id):
+                result = reopened.get_messages("check", TOPIC, queue_id, offset, 32)
+                stored.update(message.uniq_key for message in result.messages)
+                offset = result.next_begin_offset
+            assert after[queue_id] == reopened.max_offset(TOPIC, queue_id)  # all consumed
+    assert acked <= stored

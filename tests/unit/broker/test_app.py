@@ -1,0 +1,216 @@
+"""Wiring: serve in a background loop, several brokers behind one name server, and the
+CLI's clean shutdown on SIGTERM (store closed, no abort file)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from broker_helpers import small_store
+
+from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.client import invoke_sync, request
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.registration import register_request_body
+from rocketstore.cli.main import main
+from rocketstore.errors import ConfigError
+from rocketstore.paths import ABORT_FILE
+from rocketstore.store import MessageStore
+
+
+def _route(namesrv: str, topic: str) -> dict | None:
+    answer = invoke_sync(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    return json.loads(answer.body) if answer.code == ResponseCode.SUCCESS else None
+
+
+def _send(broker: str, topic: str, body: bytes) -> dict[str, str]:
+    ext = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1"}
+    ext |= {"h": "0", "i": "", "j": "0", "k": "false"}
+    answer = invoke_sync(broker, request(RequestCode.SEND_MESSAGE_V2, ext, body))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return answer.ext_fields
+
+
+def test_serve_registers_routes_and_stops_cleanly(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with BackgroundServer(
+        BrokerOptions(str(store), listen="127.0.0.1:0", store_config=small_store())
+    ) as server:
+        route = _route(server.namesrv_address, "TBW102")
+        assert route is not None and route["queueDatas"][0]["perm"] == 7
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": server.broker_address}
+        assert _route(server.namesrv_address, "Fresh") is None
+        _send(server.broker_address, "Fresh", b"x")  # auto-created, registered at once
+        deadline = time.monotonic() + 5
+        while _route(server.namesrv_address, "Fresh") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _route(server.namesrv_address, "Fresh") is not None
+        assert (store / ABORT_FILE).exists()  # running
+    assert not (store / ABORT_FILE).exists()
+    topics = json.loads((store / "config" / "topics.json").read_text())
+    assert "Fresh" in topics["topicConfigTable"]
+
+
+def test_two_brokers_serve_one_topic(tmp_path: Path) -> None:
+    server = BackgroundServer(
+        BrokerOptions(str(tmp_path / "a"), listen="127.0.0.1:0", store_config=small_store())
+    ).start()
+    try:
+        options = BrokerOptions(
+            str(tmp_path / "b"),
+            listen="127.0.0.1:0",
+            store_config=small_store(),
+            namesrv_addrs=[server.namesrv_address],
+            broker=BrokerConfig(broker_name="broker-b"),
+        )
+        second = BrokerApp(options)
+        server.call(second.start())
+        _send(server.broker_address, "Shared", b"a")
+        _send(second.address, "Shared", b"b")
+        deadline = time.monotonic() + 5
+        route = None
+        while time.monotonic() < deadline:
+            route = _route(server.namesrv_address, "Shared")
+            if route is not None and len(route["queueDatas"]) == 2:
+                break
+            time.sleep(0.05)
+        assert route is not None
+        assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
+        addrs = sorted(b["brokerAddrs"]["0"] for b in route["brokerDatas"])
+        assert addrs == sorted([server.broker_address, second.address])
+        server.call(second.stop())  # unregisters
+        route = _route(server.namesrv_address, "Shared")
+        assert route is not None and [q["brokerName"] for q in route["queueDatas"]] == ["broker-a"]
+    finally:
+        server.stop()
+
+
+def test_cli_serve_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    command = [sys.executable, "-m", "rocketstore.cli.main", "serve", "--store", str(store)]
+    command += ["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"]
+    process = subprocess.Popen(
+        command,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "Ctrl-C stops" not in line and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            assert line or process.poll() is None, "serve exited early"
+        namesrv = line.split("name server ")[1].split(",")[0]
+        broker = line.split(", broker ")[1].split(" ")[0]
+        assert _route(namesrv, "TBW102") is not None
+        msg_id = _send(broker, "CliTopic", b"kept")["msgId"]
+        assert (store / ABORT_FILE).exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert not (store / ABORT_FILE).exists()
+    with MessageStore.open(store, read_only=True) as reopened:
+        message = reopened.view_message(msg_id)
+        assert message is not None and message.body == b"kept"
+
+
+def test_shutdown_answers_held_pulls_and_finishes_in_flight_work(tmp_path: Path) -> None:
+    server = BackgroundServer(
+        BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store())
+    ).start()
+    answers: list[int] = []
+    try:
+        _send(server.broker_address, "Held", b"x")
+        ext = {"consumerGroup": "G", "topic": "Held", "queueId": "0", "queueOffset": "1"}
+        ext |= {"maxMsgNums": "32", "sysFlag": "2", "suspendTimeoutMillis": "30000"}
+
+        def pull() -> None:
+            cmd = request(RequestCode.PULL_MESSAGE, ext)
+            answers.append(invoke_sync(server.broker_address, cmd, 40).code)
+
+        held = threading.Thread(target=pull)
+        held.start()
+        deadline = time.monotonic() + 5
+        while server.broker.ctx.waiters.held == 0 and time.monotonic() < deadline:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        started = time.monotonic()
+    finally:
+        server.stop()
+    held.join(10)
+    assert answers == [ResponseCode.PULL_NOT_FOUND]
+    assert time.monotonic() - started < 10  # not the 30 s suspend time
+
+
+def test_bad_addresses_are_refused_with_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "s")
+    assert main(["--store", store, "serve", "--listen", "localhost"]) == 1
+    assert "--listen: expected 'ip:port'" in capsys.readouterr().err
+    assert main(["broker", "--namesrv", "1.2.3:9876"]) == 1
+    assert "--namesrv" in capsys.readouterr().err
+    wildcard = BrokerOptions(store, listen="0.0.0.0:0")
+    with pytest.raises(ConfigError, match="--advertise"):
+        asyncio.run(BrokerApp(wildcard).start())
+    assert not (tmp_path / "s" / ABORT_FILE).exists()
+
+
+def test_registration_body_carries_the_topic_table(tmp_path: Path) -> None:
+    with BackgroundServer(
+        BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store())
+    ) as server:
+        assert server.broker.ctx is not None
+        body = json.loads(register_request_body(server.broker.ctx))
+        wrapper = body["topicConfigSerializeWrapper"]
+        assert wrapper["topicConfigTable"]["TBW102"]["perm"] == 7
+        assert set(wrapper["dataVersion"]) >= {"counter", "timestamp"}
+        assert body["filterServerList"] == []
+
+
+def test_a_busy_port_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        assert main(["--store", str(tmp_path / "s"), "namesrv", "--listen", address]) == 1
+    assert f"cannot listen on {address}" in capsys.readouterr().err
+
+
+def test_a_delayed_message_survives_a_restart(tmp_path: Path) -> None:
+    config = dataclasses.replace(small_store(), message_delay_level="1s 2s 3s")
+    options = BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=config)
+    born = str(int(time.time() * 1000))
+    ext = {"a": "PG", "b": "Later", "c": "TBW102", "d": "1", "e": "0", "f": "0", "g": born}
+    ext |= {"h": "0", "i": "DELAY\x011", "j": "0", "k": "false"}
+    with BackgroundServer(options) as server:
+        answer = invoke_sync(server.broker_address, request(RequestCode.SEND_MESSAGE_V2, ext, b"z"))
+        assert answer.code == ResponseCode.SUCCESS
+        store = server.broker.store
+        assert store is not None and store.max_offset("Later", 0) == 0  # not due yet
+    options = dataclasses.replace(options, namesrv_addrs=[])
+    with BackgroundServer(options) as server:
+        store = server.broker.store
+        assert store is not None
+        deadline = time.monotonic() + 10
+        while store.max_offset("Later", 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        delivered = store.get_messages("g", "Later", 0, 0, 1).messages
+        assert [m.body for m in delivered] == [b"z"]
+        assert delivered[0].store_timestamp - delivered[0].born_timestamp >= 1000

@@ -1,0 +1,145 @@
+"""The name server's route table and request handling, without sockets."""
+
+from __future__ import annotations
+
+import json
+
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.namesrv import NameServer, RouteTable
+from rocketstore.broker.remoting import RemotingCommand
+
+TOPIC_A = {"topicName": "A", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+TBW102 = {"topicName": "TBW102", "readQueueNums": 8, "writeQueueNums": 8, "perm": 7}
+
+
+def _register(
+    table: RouteTable, name: str, addr: str, topics: dict, conn: object = None, now: int = 0
+) -> None:
+    table.register(
+        cluster="DefaultCluster",
+        broker_name=name,
+        broker_addr=addr,
+        broker_id=0,
+        topic_configs=topics,
+        connection=conn,
+        now_ms=now,
+    )
+
+
+def test_route_matches_the_layout_clients_accept() -> None:
+    table = RouteTable()
+    _register(table, "broker-a", "127.0.0.1:10911", {"A": TOPIC_A, "TBW102": TBW102})
+    assert table.route("A") == {
+        "orderTopicConf": None,
+        "queueDatas": [
+            {
+                "brokerName": "broker-a",
+                "readQueueNums": 4,
+                "writeQueueNums": 4,
+                "perm": 6,
+                "topicSysFlag": 0,
+            }
+        ],
+        "brokerDatas": [
+            {
+                "cluster": "DefaultCluster",
+                "brokerName": "broker-a",
+                "brokerAddrs": {"0": "127.0.0.1:10911"},
+            }
+        ],
+        "filterServerTable": {},
+    }
+    route = table.route("TBW102")
+    assert route is not None and route["queueDatas"][0]["perm"] == 7
+    assert table.route("B") is None
+
+
+def test_two_brokers_share_a_topic_and_leave_separately() -> None:
+    table = RouteTable()
+    conn_b = object()
+    _register(table, "broker-a", "127.0.0.1:1", {"A": TOPIC_A})
+    _register(table, "broker-b", "127.0.0.1:2", {"A": TOPIC_A}, conn=conn_b)
+    route = table.route("A")
+    assert route is not None
+    assert [q["brokerName"] for q in route["queueDatas"]] == ["broker-a", "broker-b"]
+    assert [b["brokerAddrs"]["0"] for b in route["brokerDatas"]] == ["127.0.0.1:1", "127.0.0.1:2"]
+    table.connection_closed(conn_b)  # a killed broker's connection drops
+    route = table.route("A")
+    assert route is not None and [q["brokerName"] for q in route["queueDatas"]] == ["broker-a"]
+    table.unregister("broker-a", "127.0.0.1:1", 0)
+    assert table.route("A") is None
+
+
+def test_reregistration_replaces_the_topic_set() -> None:
+    table = RouteTable()
+    _register(table, "broker-a", "127.0.0.1:1", {"A": TOPIC_A})
+    _register(
+        table, "broker-a", "127.0.0.1:1", {"B": {**TOPIC_A, "topicName": "B", "readQueueNums": 2}}
+    )
+    assert table.route("A") is None
+    route = table.route("B")
+    assert route is not None and route["queueDatas"][0]["readQueueNums"] == 2
+
+
+def test_brokers_expire_without_heartbeats() -> None:
+    table = RouteTable(broker_timeout_ms=1000)
+    _register(table, "broker-a", "127.0.0.1:1", {"A": TOPIC_A}, now=0)
+    _register(table, "broker-b", "127.0.0.1:2", {"A": TOPIC_A}, now=900)
+    assert table.expire(now_ms=1500) == ["127.0.0.1:1"]
+    route = table.route("A")
+    assert route is not None and len(route["queueDatas"]) == 1
+
+
+def test_retry_topic_resolves_before_any_broker_knows_it() -> None:
+    table = RouteTable()
+    _register(table, "broker-a", "127.0.0.1:1", {})
+    route = table.route("%RETRY%G")
+    assert route is not None
+    assert route["queueDatas"][0]["readQueueNums"] == 1
+    assert table.route("%DLQ%G") is None
+
+
+def test_name_server_requests() -> None:
+    ns = NameServer()
+    body = json.dumps(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": {"A": TOPIC_A},
+                "dataVersion": {"counter": 1},
+            }
+        }
+    ).encode()
+    ext = {
+        "brokerName": "broker-a",
+        "brokerAddr": "127.0.0.1:1",
+        "clusterName": "C",
+        "brokerId": "0",
+        "compressed": "false",
+    }
+    answer = ns.handle_sync(
+        RemotingCommand(RequestCode.REGISTER_BROKER, 1, ext_fields=ext, body=body), None
+    )
+    assert answer.code == ResponseCode.SUCCESS and answer.opaque == 1
+    answer = ns.handle_sync(
+        RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": "A"}), None
+    )
+    assert answer.code == ResponseCode.SUCCESS
+    assert json.loads(answer.body)["brokerDatas"][0]["cluster"] == "C"
+    answer = ns.handle_sync(
+        RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": "Z"}), None
+    )
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST and "Z" in (answer.remark or "")
+    answer = ns.handle_sync(RemotingCommand(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), None)
+    assert json.loads(answer.body) == {"topicList": ["A"]}
+    answer = ns.handle_sync(RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), None)
+    assert json.loads(answer.body)["clusterAddrTable"] == {"C": ["broker-a"]}
+    answer = ns.handle_sync(
+        RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext_fields={"topic": "A"}), None
+    )
+    assert answer.code == ResponseCode.SUCCESS and ns.table.route("A") is None
+    answer = ns.handle_sync(RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=ext), None)
+    assert answer.code == ResponseCode.SUCCESS and not ns.table.brokers
+    answer = ns.handle_sync(RemotingCommand(9999), None)
+    assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    bad = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=ext, body=b"{not json")
+    assert ns.handle_sync(bad, None).code == ResponseCode.SYSTEM_ERROR

@@ -1,0 +1,451 @@
+"""Broker processors called directly (no sockets): send, pull with long polling, offsets,
+heartbeat, send-back, query, view, locks, admin, unsupported codes and ACL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from broker_helpers import (
+    BROKER_ADDR,
+    CLIENT_ADDR,
+    FakeConnection,
+    call,
+    decode_records,
+    inflate,
+    make_context,
+    run,
+    send_v2,
+)
+
+from rocketstore.broker.acl import AclConfig, sign
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.processors.message_batch import BatchEntry, encode_batch
+from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUSPEND
+from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.broker.router import BrokerRouter
+from rocketstore.format.message_id import offset_msg_id
+
+PROPS = (
+    "KEYS\x01order-1 order-2\x02TAGS\x01tagA"
+    "\x02UNIQ_KEY\x01AC11000100002A9F0000000000000001\x02WAIT\x01true"
+)
+
+
+@pytest.fixture
+def ctx(tmp_path: Path):
+    context = make_context(tmp_path / "store")
+    yield context
+    context.store.close()
+
+
+def _pull(
+    ctx: BrokerContext, topic: str, queue_id: int, offset: int, **extra: object
+) -> RemotingCommand:
+    ext = {
+        "consumerGroup": "G",
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": 32,
+        "sysFlag": 0,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": 0,
+        "subscription": "*",
+        "subVersion": 0,
+        **extra,
+    }
+    return call(ctx, RequestCode.PULL_MESSAGE, ext)
+
+
+def test_send_v2_then_pull_gives_back_every_field(ctx: BrokerContext) -> None:
+    body = zlib.compress(b"hello " * 50)
+    answer = call(
+        ctx,
+        RequestCode.SEND_MESSAGE_V2,
+        send_v2("TopicA", queue_id=2, properties=PROPS, sys_flag=1),
+        body,
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert answer.ext_fields["queueId"] == "2" and answer.ext_fields["queueOffset"] == "0"
+    msg_id = answer.ext_fields["msgId"]
+    assert msg_id == offset_msg_id(BROKER_ADDR, 0)
+    assert ctx.topics.get("TopicA") is not None  # auto-created from TBW102
+    ctx.store.wait_dispatched()
+    pulled = _pull(ctx, "TopicA", 2, 0)
+    assert pulled.code == ResponseCode.SUCCESS
+    assert pulled.ext_fields["nextBeginOffset"] == "1"
+    assert (pulled.ext_fields["minOffset"], pulled.ext_fields["maxOffset"]) == ("0", "1")
+    [message] = decode_records(pulled.body)
+    assert message.body == body  # stored compressed, unchanged
+    assert inflate(message) == b"hello " * 50
+    assert offset_msg_id(message.store_host, message.commit_log_offset) == msg_id
+    assert message.born_host == CLIENT_ADDR and message.store_host == BROKER_ADDR
+    assert message.tags == "tagA" and message.keys == "order-1 order-2"
+    assert message.properties["CLUSTER"] == "DefaultCluster"
+    assert "WAIT" not in message.properties
+    assert message.born_timestamp == 1_700_000_000_000
+
+
+def test_send_v1_header_names_and_random_queue(ctx: BrokerContext) -> None:
+    ext = {
+        "producerGroup": "PG",
+        "topic": "T1",
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": 2,
+        "queueId": -1,
+        "sysFlag": 0,
+        "bornTimestamp": 1,
+        "flag": 3,
+        "properties": "",
+    }
+    answer = call(ctx, RequestCode.SEND_MESSAGE, ext, b"x")
+    assert answer.code == ResponseCode.SUCCESS
+    assert 0 <= int(answer.ext_fields["queueId"]) < 2
+
+
+def test_send_errors(tmp_path: Path) -> None:
+    ctx = make_context(tmp_path / "s", auto_create=False)
+    try:
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("Unknown"), b"x")
+        assert answer.code == ResponseCode.TOPIC_NOT_EXIST and "Unknown" in (answer.remark or "")
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("SCHEDULE_TOPIC_XXXX"), b"x")
+        assert answer.code == ResponseCode.NO_PERMISSION
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("bad topic!"), b"x")
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, {"a": "PG"}, b"x")
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "'topic'" in (answer.remark or "")
+        answer = call(
+            ctx,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {"topic": "Known", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6},
+        )
+        assert answer.code == ResponseCode.SUCCESS
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("Known", queue_id=5), b"x")
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "queueId[5]" in (answer.remark or "")
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("Known", sys_flag=4), b"x")
+        assert answer.code == ResponseCode.NO_PERMISSION  # prepared transaction message
+    finally:
+        ctx.store.close()
+
+
+def test_send_batch(ctx: BrokerContext) -> None:
+    entries = [
+        BatchEntry(0, f"m{i}".encode(), {"KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"}) for i in range(3)
+    ]
+    answer = call(
+        ctx,
+        RequestCode.SEND_BATCH_MESSAGE,
+        send_v2("TB", queue_id=1, properties="WAIT\x01true"),
+        encode_batch(entries),
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    ids = answer.ext_fields["msgId"].split(",")
+    assert len(ids) == 3
+    ctx.store.wait_dispatched()
+    messages = decode_records(_pull(ctx, "TB", 1, 0).body)
+    assert [m.body for m in messages] == [b"m0", b"m1", b"m2"]
+    assert [m.queue_offset for m in messages] == [0, 1, 2]
+    assert [offset_msg_id(m.store_host, m.commit_log_offset) for m in messages] == ids
+    assert all(m.properties["CLUSTER"] == "DefaultCluster" for m in messages)
+    bad = call(ctx, RequestCode.SEND_BATCH_MESSAGE, send_v2("TB"), b"\0\0\0\x05")
+    assert bad.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_pull_statuses(ctx: BrokerContext) -> None:
+    assert _pull(ctx, "Nope", 0, 0).code == ResponseCode.TOPIC_NOT_EXIST
+    call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TP"), b"x")
+    ctx.store.wait_dispatched()
+    assert _pull(ctx, "TP", 9, 0).code == ResponseCode.SYSTEM_ERROR
+    assert _pull(ctx, "TP", 1, 0).code == ResponseCode.PULL_NOT_FOUND  # empty queue at 0
+    assert _pull(ctx, "TP", 1, 5).code == ResponseCode.PULL_OFFSET_MOVED  # empty queue, 5
+    answer = _pull(ctx, "TP", 0, 1)
+    assert (
+        answer.code == ResponseCode.PULL_NOT_FOUND and answer.ext_fields["nextBeginOffset"] == "1"
+    )
+    answer = _pull(ctx, "TP", 0, 7)
+    assert (
+        answer.code == ResponseCode.PULL_OFFSET_MOVED
+        and answer.ext_fields["nextBeginOffset"] == "1"
+    )
+    tagged = _pull(ctx, "TP", 0, 0, sysFlag=4, subscription="other")
+    assert tagged.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    sql = _pull(ctx, "TP", 0, 0, sysFlag=4, subscription="a > 1", expressionType="SQL92")
+    assert sql.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "SQL92" in (sql.remark or "")
+
+
+def test_held_pull_answers_when_a_message_arrives(ctx: BrokerContext) -> None:
+    call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TL"), b"first")
+    ctx.store.wait_dispatched()
+    router = BrokerRouter(ctx)
+    pull = RemotingCommand(
+        RequestCode.PULL_MESSAGE,
+        ext_fields={
+            "consumerGroup": "G",
+            "topic": "TL",
+            "queueId": "0",
+            "queueOffset": "1",
+            "maxMsgNums": "32",
+            "sysFlag": str(FLAG_SUSPEND | FLAG_COMMIT_OFFSET),
+            "commitOffset": "1",
+            "suspendTimeoutMillis": "15000",
+            "subscription": "*",
+        },
+    )
+
+    async def scenario() -> tuple[RemotingCommand | None, float]:
+        conn = FakeConnection()
+        held = asyncio.create_task(router.handle(pull, conn))  # type: ignore[arg-type]
+        await asyncio.sleep(0.2)
+        assert not held.done() and ctx.waiters.held == 1
+        started = time.monotonic()
+        answer = await router.handle(
+            RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2,
+                ext_fields={k: str(v) for k, v in send_v2("TL").items()},
+                body=b"second",
+            ),
+            conn,
+        )  # type: ignore[arg-type]
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        result = await asyncio.wait_for(held, 5)
+        return result, time.monotonic() - started
+
+    answer, waited = run(ctx, scenario)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_records(answer.body)] == [b"second"]
+    assert waited < 5
+    assert ctx.offsets.query("G", "TL", 0) == 1  # the commit riding on the pull
+
+
+def test_held_pull_times_out_with_not_found(ctx: BrokerContext) -> None:
+    call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TT"), b"x")
+    ctx.store.wait_dispatched()
+    answer = _pull(ctx, "TT", 0, 1, sysFlag=FLAG_SUSPEND, suspendTimeoutMillis=100)
+    assert answer.code == ResponseCode.PULL_NOT_FOUND
+
+
+def test_consumer_offsets(ctx: BrokerContext) -> None:
+    query = {"consumerGroup": "G", "topic": "TO", "queueId": 0}
+    assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, query).ext_fields["offset"] == "0"
+    answer = call(ctx, RequestCode.UPDATE_CONSUMER_OFFSET, {**query, "commitOffset": 12})
+    assert answer.code == ResponseCode.SUCCESS
+    assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, query).ext_fields["offset"] == "12"
+    for _ in range(3):
+        call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TO"), b"x")
+    ctx.store.wait_dispatched()
+    queue = {"topic": "TO", "queueId": 0}
+    assert call(ctx, RequestCode.GET_MAX_OFFSET, queue).ext_fields["offset"] == "3"
+    assert call(ctx, RequestCode.GET_MIN_OFFSET, queue).ext_fields["offset"] == "0"
+    found = call(ctx, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {**queue, "timestamp": 0})
+    assert found.ext_fields["offset"] == "0"
+    earliest = call(ctx, RequestCode.GET_EARLIEST_MSG_STORETIME, queue)
+    assert int(earliest.ext_fields["timestamp"]) > 0
+
+
+def test_heartbeat_registers_and_notifies_the_group(ctx: BrokerContext) -> None:
+    def beat(client_id: str, conn: FakeConnection) -> None:
+        body = json.dumps(
+            {
+                "clientID": client_id,
+                "consumerDataSet": [
+                    {
+                        "groupName": "G",
+                        "consumeType": "CONSUME_PASSIVELY",
+                        "messageModel": "CLUSTERING",
+                        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                        "subscriptionDataSet": [
+                            {
+                                "topic": "T",
+                                "subString": "*",
+                                "tagsSet": [],
+                                "codeSet": [],
+                                "subVersion": 1,
+                            }
+                        ],
+                        "unitMode": False,
+                    }
+                ],
+                "producerDataSet": [{"groupName": "PG"}],
+            }
+        ).encode()
+        assert call(ctx, RequestCode.HEART_BEAT, body=body, conn=conn).code == ResponseCode.SUCCESS
+
+    c1, c2 = FakeConnection(peer="10.0.0.1:1"), FakeConnection(peer="10.0.0.2:2")
+    beat("c1", c1)
+    assert ctx.topics.get("%RETRY%G") is not None
+    beat("c2", c2)
+    assert [cmd.code for cmd in c1.sent] == [RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] * 2
+    assert c1.sent[-1].is_oneway and c1.sent[-1].ext_fields == {"consumerGroup": "G"}
+    listed = call(ctx, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
+    assert json.loads(listed.body) == {"consumerIdList": ["c1", "c2"]}
+    assert (
+        call(ctx, RequestCode.UNREGISTER_CLIENT, {"clientID": "c2", "consumerGroup": "G"}).code == 0
+    )
+    listed = call(ctx, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
+    assert json.loads(listed.body) == {"consumerIdList": ["c1"]}
+    assert (
+        call(ctx, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "X"}).code
+        == ResponseCode.SYSTEM_ERROR
+    )
+    assert call(ctx, RequestCode.HEART_BEAT, body=b"[]").code == ResponseCode.SYSTEM_ERROR
+
+
+def test_send_back_retries_then_dead_letters(ctx: BrokerContext) -> None:
+    call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TR", properties=PROPS), b"payload")
+    ctx.store.wait_dispatched()
+    [original] = decode_records(_pull(ctx, "TR", 0, 0).body)
+    origin_id = offset_msg_id(original.store_host, original.commit_log_offset)
+    back = {
+        "offset": original.commit_log_offset,
+        "group": "G",
+        "delayLevel": 0,
+        "originMsgId": origin_id,
+        "originTopic": "TR",
+        "maxReconsumeTimes": 2,
+    }
+    assert call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, back).code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+    [scheduled] = decode_records(_pull_schedule(ctx, 3))
+    assert scheduled.properties["REAL_TOPIC"] == "%RETRY%G"
+    assert scheduled.properties["RETRY_TOPIC"] == "TR"
+    assert scheduled.properties["ORIGIN_MESSAGE_ID"] == origin_id
+    assert scheduled.properties["DELAY"] == "3"  # 3 + reconsumeTimes
+    assert scheduled.reconsume_times == 1
+    assert scheduled.body == b"payload" and scheduled.born_host == CLIENT_ADDR
+    # The retried copy (reconsume_times 1 < 2) fails again: level 3 + 1.
+    back2 = {**back, "offset": scheduled.commit_log_offset}
+    assert call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, back2).code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+    second = decode_records(_pull_schedule(ctx, 4))[-1]
+    assert second.reconsume_times == 2
+    back3 = {**back, "offset": second.commit_log_offset}
+    assert call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, back3).code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+    # Past the max reconsume times: the DLQ, no delay.
+    [dead] = _dlq(ctx)
+    assert dead.topic == "%DLQ%G" and dead.reconsume_times == 3
+    assert "DELAY" not in dead.properties
+    assert dead.properties["ORIGIN_MESSAGE_ID"] == origin_id
+    missing = call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, {**back, "offset": 999_999})
+    assert missing.code == ResponseCode.SYSTEM_ERROR
+
+
+def _pull_schedule(ctx: BrokerContext, level: int) -> bytes:
+    result = ctx.store.get_messages("G", "SCHEDULE_TOPIC_XXXX", level - 1, 0, 32)
+    return b"".join(
+        ctx.store.commitlog.read(m.commit_log_offset, m.size) or b"" for m in result.messages
+    )
+
+
+def _dlq(ctx: BrokerContext) -> list:
+    result = ctx.store.get_messages("G", "%DLQ%G", 0, 0, 32)
+    return list(result.messages)
+
+
+def test_query_by_key_unique_key_and_view_by_id(ctx: BrokerContext) -> None:
+    answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TQ", properties=PROPS), b"q")
+    ctx.store.wait_dispatched()
+    query = {
+        "topic": "TQ",
+        "key": "order-2",
+        "maxNum": 32,
+        "beginTimestamp": 0,
+        "endTimestamp": 2**62,
+    }
+    found = call(ctx, RequestCode.QUERY_MESSAGE, query)
+    assert found.code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_records(found.body)] == [b"q"]
+    assert int(found.ext_fields["indexLastUpdatePhyoffset"]) >= 0
+    unique = call(
+        ctx,
+        RequestCode.QUERY_MESSAGE,
+        {**query, "key": "AC11000100002A9F0000000000000001", "_UNIQUE_KEY_QUERY": "true"},
+    )
+    assert [m.body for m in decode_records(unique.body)] == [b"q"]
+    none = call(ctx, RequestCode.QUERY_MESSAGE, {**query, "key": "nope"})
+    assert none.code == ResponseCode.QUERY_NOT_FOUND
+    offset = int(answer.ext_fields["msgId"][-16:], 16)
+    viewed = call(ctx, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+    assert [m.body for m in decode_records(viewed.body)] == [b"q"]
+    assert (
+        call(ctx, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": 12345}).code
+        == ResponseCode.SYSTEM_ERROR
+    )
+
+
+def test_lock_and_unlock_batch(ctx: BrokerContext) -> None:
+    mqs = [{"topic": "T", "brokerName": "broker-a", "queueId": i} for i in range(2)]
+    body = json.dumps(
+        {"consumerGroup": "G", "clientId": "c1", "onlyThisBroker": False, "mqSet": mqs}
+    ).encode()
+    answer = call(ctx, RequestCode.LOCK_BATCH_MQ, body=body)
+    assert json.loads(answer.body) == {"lockOKMQSet": mqs}
+    other = json.dumps({"consumerGroup": "G", "clientId": "c2", "mqSet": mqs}).encode()
+    assert json.loads(call(ctx, RequestCode.LOCK_BATCH_MQ, body=other).body) == {"lockOKMQSet": []}
+    assert call(ctx, RequestCode.UNLOCK_BATCH_MQ, body=body).code == ResponseCode.SUCCESS
+    assert json.loads(call(ctx, RequestCode.LOCK_BATCH_MQ, body=other).body) == {"lockOKMQSet": mqs}
+    assert call(ctx, RequestCode.LOCK_BATCH_MQ, body=b"{}").code == ResponseCode.SYSTEM_ERROR
+
+
+def test_admin_topic_requests(ctx: BrokerContext) -> None:
+    changed: list[int] = []
+    ctx.on_topics_changed = lambda: changed.append(1)
+    ext = {
+        "topic": "Adm",
+        "readQueueNums": 2,
+        "writeQueueNums": 2,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+    }
+    assert call(ctx, RequestCode.UPDATE_AND_CREATE_TOPIC, ext).code == ResponseCode.SUCCESS
+    table = json.loads(call(ctx, RequestCode.GET_ALL_TOPIC_CONFIG).body)["topicConfigTable"]
+    assert table["Adm"]["readQueueNums"] == 2
+    assert (
+        call(ctx, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Adm"}).code == ResponseCode.SUCCESS
+    )
+    assert ctx.topics.get("Adm") is None and len(changed) == 2
+    bad = call(ctx, RequestCode.UPDATE_AND_CREATE_TOPIC, {**ext, "perm": 99})
+    assert bad.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_unsupported_codes(ctx: BrokerContext) -> None:
+    answer = call(ctx, 37)  # END_TRANSACTION
+    assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert "37" in (answer.remark or "")
+
+
+def test_acl_rejects_unsigned_and_wrongly_signed_requests(ctx: BrokerContext) -> None:
+    ctx.acl = AclConfig.from_entries([{"accessKey": "rocketmq2", "secretKey": "12345678"}])
+    query = {"consumerGroup": "G", "topic": "T", "queueId": "0"}
+    assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, query).code == ResponseCode.NO_PERMISSION
+    signed = {**query, "AccessKey": "rocketmq2"}
+    signed["Signature"] = sign(signed, b"", "12345678")
+    assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, signed).code == ResponseCode.SUCCESS
+    forged = {**signed, "Signature": sign({**query, "AccessKey": "rocketmq2"}, b"", "wrong")}
+    assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, forged).code == ResponseCode.NO_PERMISSION
+
+
+def test_send_to_retry_topic_past_max_reconsume_goes_to_dlq(ctx: BrokerContext) -> None:
+    ext = send_v2("%RETRY%G", reconsume_times=3, max_reconsume_times=3, properties="DELAY\x013")
+    answer = call(ctx, RequestCode.SEND_MESSAGE_V2, ext, b"dead")
+    assert answer.code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+    [dead] = _dlq(ctx)
+    assert dead.body == b"dead" and "DELAY" not in dead.properties
+    assert ctx.topics.get("%DLQ%G") is not None
+    below = send_v2("%RETRY%G", reconsume_times=1, max_reconsume_times=3)
+    assert call(ctx, RequestCode.SEND_MESSAGE_V2, below, b"again").code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+    assert ctx.store.max_offset("%RETRY%G", 0) == 1

@@ -1,0 +1,130 @@
+"""The asyncio remoting server over real loopback sockets: concurrency per connection,
+hostile frames close only their connection, one-way requests get no answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+import pytest
+
+from rocketstore.broker.client import RemotingClient, RemotingClientError, request
+from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, encode_command
+from rocketstore.broker.server import Connection, RemotingServer, bind_socket
+
+SLOW, FAST, BOOM, BAD_FIELD, NOTE = 1, 2, 3, 4, 5
+
+
+class Handler:
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.notes: list[str] = []
+
+    async def __call__(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        if cmd.code == SLOW:
+            await self.release.wait()
+        if cmd.code == BOOM:
+            raise RuntimeError("kaput")
+        if cmd.code == BAD_FIELD:
+            raise RequestFieldError("the request has no 'topic' field")
+        if cmd.code == NOTE:
+            self.notes.append(cmd.ext_fields["text"])
+        return cmd.response(ResponseCode.SUCCESS, conn.peer)
+
+
+async def _server(handler: Handler, max_frame_bytes: int = 1 << 20) -> RemotingServer:
+    server = RemotingServer(handler, name="test", max_frame_bytes=max_frame_bytes)
+    await server.start(bind_socket("127.0.0.1", 0))
+    return server
+
+
+def test_requests_on_one_connection_run_concurrently() -> None:
+    async def scenario() -> None:
+        handler = Handler()
+        server = await _server(handler)
+        client = RemotingClient(server.address)
+        try:
+            slow = asyncio.create_task(client.invoke(request(SLOW), 5))
+            fast = await client.invoke(request(FAST), 5)  # answered while SLOW is held
+            assert fast.code == ResponseCode.SUCCESS and not slow.done()
+            host, port = (fast.remark or "").rsplit(":", 1)
+            assert host == "127.0.0.1" and int(port) > 0  # the client's own address
+            handler.release.set()
+            assert (await slow).code == ResponseCode.SUCCESS
+            await client.invoke_oneway(request(NOTE, {"text": "hi"}))
+            # A one-way request gets no answer; a later request still matches its own.
+            assert (await client.invoke(request(FAST), 5)).code == 0
+            assert handler.notes == ["hi"]
+            failed = await client.invoke(request(BOOM), 5)
+            assert failed.code == ResponseCode.SYSTEM_ERROR and "kaput" in (failed.remark or "")
+            bad = await client.invoke(request(BAD_FIELD), 5)
+            assert bad.code == ResponseCode.SYSTEM_ERROR and "'topic'" in (bad.remark or "")
+        finally:
+            await client.close()
+            await server.stop()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">i", 1 << 28) + b"x" * 16,  # over the frame limit
+        struct.pack(">ii", 10, 6) + b"{oops}",  # header is not JSON
+        struct.pack(">i", 1),  # length below the minimum
+        b"GET / HTTP/1.1\r\n\r\n",  # not our protocol at all
+    ],
+)
+def test_hostile_frame_closes_only_its_connection(
+    garbage: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        server = await _server(Handler(), max_frame_bytes=1024)
+        host, port = server.address.rsplit(":", 1)
+        good = RemotingClient(server.address)
+        try:
+            assert (await good.invoke(request(FAST), 5)).code == 0
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(garbage)
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+            writer.close()
+            assert (await good.invoke(request(FAST), 5)).code == 0  # others unaffected
+            assert len(server.connections) == 1
+        finally:
+            await good.close()
+            await server.stop()
+
+    with caplog.at_level(logging.WARNING, logger="rocketstore.broker.server"):
+        asyncio.run(scenario())
+    assert any("closing connection from 127.0.0.1" in r.getMessage() for r in caplog.records)
+
+
+def test_client_errors_name_the_address() -> None:
+    async def scenario() -> None:
+        sock = bind_socket("127.0.0.1", 0)
+        port = sock.getsockname()[1]
+        sock.close()
+        client = RemotingClient(f"127.0.0.1:{port}")
+        with pytest.raises(RemotingClientError, match=f"127.0.0.1:{port}"):
+            await client.invoke(request(FAST), 1)
+
+    asyncio.run(scenario())
+
+
+def test_half_frame_then_close_is_tolerated() -> None:
+    async def scenario() -> None:
+        server = await _server(Handler())
+        host, port = server.address.rsplit(":", 1)
+        frame = encode_command(request(FAST))
+        _reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(frame[: len(frame) // 2])
+        await writer.drain()
+        writer.close()
+        await asyncio.sleep(0.1)
+        assert not server.connections
+        await server.stop()
+
+    asyncio.run(scenario())
