@@ -89,8 +89,16 @@ class MessagePreparer:
         self.max_delay_level = len(delay_levels_ms(config.message_delay_level))
 
     def prepare(
-        self, message: Message, store_host: str | None, *, in_batch: bool = False
+        self,
+        message: Message,
+        store_host: str | None,
+        *,
+        in_batch: bool = False,
+        delay: bool = True,
     ) -> PreparedMessage | PutStatus:
+        """Check and encode one message. ``delay=False`` stores a message carrying DELAY
+        in its own topic as it is: RocketMQ's delivery of a due delayed message keeps DELAY
+        in the properties string (it serialises them before clearing the map entry)."""
         if not isinstance(message, Message):
             raise ConfigError(f"expected a rocketstore.Message, got {type(message).__name__}")
         topic = message.topic
@@ -109,9 +117,14 @@ class MessagePreparer:
         transaction = sysflag.transaction_type(message.sys_flag)
         if in_batch and (transaction != sysflag.TRANSACTION_NOT_TYPE or level > 0):
             return PutStatus.MESSAGE_ILLEGAL
-        if level > 0 and transaction in (
-            sysflag.TRANSACTION_NOT_TYPE,
-            sysflag.TRANSACTION_COMMIT_TYPE,
+        if (
+            delay
+            and level > 0
+            and transaction
+            in (
+                sysflag.TRANSACTION_NOT_TYPE,
+                sysflag.TRANSACTION_COMMIT_TYPE,
+            )
         ):
             message = apply_delay_rewrite(message, self.max_delay_level)
         body = bytes(message.body)

@@ -371,14 +371,23 @@ class MessageStore:
     # --- writing ------------------------------------------------------------------------
 
     def put(
-        self, msg: Message, store_timestamp: int | None = None, store_host: str | None = None
+        self,
+        msg: Message,
+        store_timestamp: int | None = None,
+        store_host: str | None = None,
+        *,
+        delay: bool = True,
     ) -> PutResult:
-        """Append one message. Expected failures come back as ``PutResult.status``."""
+        """Append one message. Expected failures come back as ``PutResult.status``.
+
+        A message with a DELAY level goes to SCHEDULE_TOPIC_XXXX (spec 1.7) unless
+        ``delay`` is False: the schedule service delivers due messages that way, with DELAY
+        still in their properties, as RocketMQ's records have it."""
         self._check_writable()
         if not self.running_flags.writeable:
             reason = self.running_flags.unwriteable_reason()
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
-        prepared = self.preparer.prepare(msg, store_host)
+        prepared = self.preparer.prepare(msg, store_host, delay=delay)
         if isinstance(prepared, PutStatus):
             return PutResult(prepared)
         return self._append([prepared], store_timestamp)[0]

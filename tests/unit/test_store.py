@@ -596,3 +596,18 @@ def test_topics_lists_queues(store):
     store.wait_dispatched()
     assert store.topics() == {TOPIC: [0, 3], "Other": [0]}
     assert os.path.isdir(os.path.join(store.root, "consumequeue", TOPIC, "3"))
+
+
+def test_put_without_delay_keeps_a_delay_property_in_its_own_topic(store):
+    """How the schedule service delivers a due message: DELAY stays in the bytes (as in
+    RocketMQ's delivered records) and the message lands in its own topic and queue."""
+    message = _message(0, properties={"TAGS": "TAG1", "DELAY": "3"}, queue_id=1)
+    result = store.put(message, BASE_MS, delay=False)
+    store.wait_dispatched()
+    assert result.ok
+    stored = store.look_message(result.commit_log_offset)
+    assert stored is not None
+    assert (stored.topic, stored.queue_id) == (TOPIC, 1)
+    assert list(stored.properties) == ["TAGS", "DELAY"]
+    assert store.max_offset(TOPIC, 1) == 1
+    assert store.max_offset("SCHEDULE_TOPIC_XXXX", 2) == 0

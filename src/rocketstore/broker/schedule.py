@@ -15,8 +15,10 @@ How it works (facts from 4.9.8):
   (the clock went back) counts as due now. The first unit not due ends the level's pass:
   the queue is in store-time order, so nothing behind it is due either.
 * Delivery rebuilds the message for its real topic and queue (body, flag, sys flag, born
-  time and host, store host and reconsume times kept; ``DELAY`` removed, so it is not
-  delayed again) and puts it through ``MessageStore.put``; only then does the level's
+  time and host, store host and reconsume times kept; the properties, ``DELAY``,
+  ``REAL_TOPIC`` and ``REAL_QID`` included, in ``java.util.HashMap`` order as RocketMQ
+  re-serialises them) and puts it through ``MessageStore.put(..., delay=False)``, so it
+  is not delayed again; only then does the level's
   offset move past it. A put refused for a passing reason (disk full) stops the level
   until the next pass; one that can never succeed (MESSAGE_ILLEGAL) skips the message.
 * Progress is ``config/delayOffset.json``: ``{"offsetTable": {"<level>": next offset}}``,
@@ -25,8 +27,8 @@ How it works (facts from 4.9.8):
   between a delivery and the next persist delivers that message again on restart
   (at-least-once, as RocketMQ).
 
-RocketMQ's record keeps ``DELAY`` in its properties string (it re-serialises the
-properties before clearing the map entry); rocketstore's delivered record does not.
+The delivered record is byte for byte RocketMQ's: it keeps ``DELAY`` in its properties
+string because RocketMQ writes that string before clearing the map entry.
 """
 
 from __future__ import annotations
@@ -141,8 +143,9 @@ def delivered_message(scheduled: MessageExt) -> Message | None:
         )
         return None
     # RocketMQ re-serialises the record's properties from a fresh java.util.HashMap, so
-    # they come out in that map's iteration order; DELAY is dropped so the delivered
-    # message is not delayed again.
+    # they come out in that map's iteration order, DELAY included: it clears DELAY from
+    # the map only after writing the properties string. The put skips the delay rewrite
+    # (store.put(..., delay=False)), so the message is not delayed again.
     ordered = java_hashmap_order(list(properties), peak_size=len(properties))
     return Message(
         topic=real_topic,
@@ -150,7 +153,7 @@ def delivered_message(scheduled: MessageExt) -> Message | None:
         queue_id=int(real_qid),
         flag=scheduled.flag,
         sys_flag=scheduled.sys_flag,
-        properties={key: properties[key] for key in ordered if key != props.DELAY},
+        properties={key: properties[key] for key in ordered},
         born_timestamp=scheduled.born_timestamp,
         born_host=scheduled.born_host,
         reconsume_times=scheduled.reconsume_times,
@@ -312,7 +315,7 @@ class ScheduleService:
                 outgoing = delivered_message(message)
             if outgoing is not None and message is not None:
                 try:
-                    result = self.store.put(outgoing, store_host=message.store_host)
+                    result = self.store.put(outgoing, store_host=message.store_host, delay=False)
                 except StoreError as e:
                     log.error("delay level %d offset %d: delivery failed: %s", level, offset, e)
                     break
