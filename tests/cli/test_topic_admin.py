@@ -188,3 +188,53 @@ def test_topic_list_of_a_store_with_only_config(tmp_path: Path, cli: Cli) -> Non
     run = cli("--store", root, "topicList")
     assert run.code == 0, run.err
     assert "Planned" in run.out.split()
+
+
+# --- through a running name server (-n) ----------------------------------------------
+
+
+def test_topic_commands_through_a_running_name_server(tmp_path: Path, cli: Cli) -> None:
+    from rocketstore.broker.app import BackgroundServer, BrokerOptions
+
+    store = tmp_path / "served"
+    options = BrokerOptions(str(store), listen="127.0.0.1:0", store_config=CONFIG)
+    with BackgroundServer(options) as server:
+        namesrv = server.namesrv_address
+        run = cli("updateTopic", "-n", namesrv, "-t", "Remote", "-r", "3", "-w", "3")
+        assert run.code == 0, run.err
+        assert run.out.splitlines()[0] == f"create topic to {server.broker_address} success."
+
+        run = cli("--json", "topicRoute", "-n", namesrv, "-t", "Remote")
+        assert run.code == 0, run.err
+        (route,) = run.json_lines()
+        (queue_data,) = route["queueDatas"]
+        assert (queue_data["readQueueNums"], queue_data["writeQueueNums"]) == (3, 3)
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": server.broker_address}
+
+        run = cli("topicRoute", "-n", namesrv, "-t", "Remote", "-l")
+        assert run.code == 0, run.err
+        assert server.broker_address in run.out and "Total:" in run.out
+
+        run = cli("topicList", "-n", namesrv)
+        assert run.code == 0, run.err
+        assert "Remote" in run.out.splitlines()
+
+        run = cli("deleteTopic", "-n", namesrv, "-t", "Remote")
+        assert run.code == 0, run.err
+        run = cli("topicRoute", "-n", namesrv, "-t", "Remote")
+        assert run.code == 1
+        assert "No topic route info in name server for the topic: Remote" in run.err
+    # The broker persisted the change in the store's own topic config.
+    assert "Remote" not in configured(store)
+
+
+def test_a_name_server_that_is_not_there_is_named(tmp_path: Path, cli: Cli) -> None:
+    run = cli("topicList", "-n", "127.0.0.1:1")
+    assert run.code == 1
+    assert "topicList through 127.0.0.1:1" in run.err
+
+
+def test_broker_flags_need_a_name_server(tmp_path: Path, cli: Cli) -> None:
+    run = cli("--store", tmp_path / "s", "updateTopic", "-t", "T", "-b", "127.0.0.1:10911")
+    assert run.code == 1
+    assert "-b and -c need -n NAMESRV" in run.err

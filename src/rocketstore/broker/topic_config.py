@@ -431,7 +431,9 @@ class TopicConfigManager:
                 return replace(existing, extra=dict(existing.extra))
             default = self._table.get(default_topic)
             if default is None:
-                log.warning("create topic %s failed: default topic %s not exist", topic, default)
+                log.warning(
+                    "create topic %s failed: default topic %s not exist", topic, default_topic
+                )
                 return None
             perm = default.perm
             if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic_enable:

@@ -40,6 +40,7 @@ SECTIONS = (
         ("topicList", "topicStatus", "queryCq", "updateTopic", "deleteTopic", "topicRoute"),
     ),
     ("Store tools", ("check", "rebuild", "stats", "dump", "export")),
+    ("Broker (RocketMQ's remoting protocol)", ("serve", "namesrv", "broker")),
 )
 
 

@@ -10,6 +10,7 @@ import os
 
 import click
 
+from rocketstore.broker import admin_client
 from rocketstore.broker.topic_config import read_topics_file
 from rocketstore.cli.context import (
     BROKER_NAME,
@@ -21,20 +22,40 @@ from rocketstore.cli.context import (
     unit_store_time,
 )
 from rocketstore.cli.timeparse import format_time
+from rocketstore.errors import StoreError
 from rocketstore.format import record as rec
 from rocketstore.paths import COMMITLOG_DIR
 
 
 @click.command("topicList", short_help="The topics in the store.")
+@click.option(
+    "-n",
+    "--namesrvAddr",
+    "namesrv",
+    help="List the topics a running name server knows instead. Example: -n 127.0.0.1:9876",
+)
 @click.pass_obj
-def topic_list(ctx: CliContext) -> None:
+def topic_list(ctx: CliContext, namesrv: str | None) -> None:
     """Every topic that has a consume queue or an entry in config/topics.json, one per
     line (--json adds the queue ids, and the queue counts and perm when configured).
+    With -n, the topics of a running name server.
 
     \b
     Example:
       rocketstore --store /var/rocketmq/store topicList
+      rocketstore topicList -n 127.0.0.1:9876
     """
+    if namesrv:
+        try:
+            names = admin_client.topic_list(namesrv)
+        except (StoreError, OSError) as e:
+            raise CliError(f"topicList through {namesrv}: {e}") from e
+        for name in names:
+            if ctx.as_json:
+                ctx.emit({"topic": name})
+            else:
+                click.echo(name)
+        return
     root = ctx.store_dir
     configured = read_topics_file(root) if os.path.isdir(root) else None
     queues: dict[str, list[int]] = {}

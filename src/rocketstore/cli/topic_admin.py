@@ -2,9 +2,10 @@
 
 Layer: cli. Offline, these work on ``config/topics.json`` of a stopped store (the file a
 broker reads at start). Changing it takes the store's writer lock for the moment of the
-edit, so it fails cleanly while a broker or writer runs. Each command parses its options
-into a small dataclass and hands it to an ``*_offline`` function: a command that talks to
-a running broker (``-n NAMESRV``) can take the same dataclass.
+edit, so it fails cleanly while a broker or writer runs. With ``-n NAMESRV`` they talk to
+running brokers through that name server instead (``rocketstore.broker.admin_client``),
+as mqadmin does. Each command parses its options into a small dataclass that both paths
+take.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
+from rocketstore.broker import admin_client
 from rocketstore.broker.topic_config import (
     PERM_INHERIT,
     PERM_PRIORITY,
@@ -30,7 +32,7 @@ from rocketstore.broker.topic_config import (
 )
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.config import parse_host
-from rocketstore.errors import ConfigError, StoreLockedError
+from rocketstore.errors import ConfigError, StoreError, StoreLockedError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.paths import COMMITLOG_DIR, CONFIG_DIR
 
@@ -184,6 +186,54 @@ def topic_route_offline(root: str, options: RouteOptions) -> dict[str, Any]:
     return route_data([config], {options.broker_name: {0: options.broker_addr}}, options.cluster)
 
 
+# --- through a name server (-n) -------------------------------------------------------
+
+
+def update_topic_online(
+    namesrv: str, options: UpdateTopicOptions, *, cluster: str | None, broker_addr: str | None
+) -> tuple[TopicConfig, list[str]]:
+    """Create or change the topic on running brokers. As with mqadmin, values not given
+    take its defaults (8 read and 8 write queues, perm 6), whatever the broker had."""
+    problem = topic_name_problem(options.topic)
+    if problem is not None:
+        raise CliError(f"topic {options.topic!r}: {problem}")
+    sys_flag = _bit(0, FLAG_UNIT, options.unit)
+    config = TopicConfig(
+        topic_name=options.topic,
+        read_queue_nums=_given(options.read_queue_nums, MQADMIN_DEFAULT_QUEUE_NUMS),
+        write_queue_nums=_given(options.write_queue_nums, MQADMIN_DEFAULT_QUEUE_NUMS),
+        perm=_given(options.perm, PERM_READ | PERM_WRITE),
+        topic_sys_flag=_bit(sys_flag, FLAG_UNIT_SUB, options.has_unit_sub),
+        order=_given(options.order, False),
+    )
+    try:
+        changed = admin_client.update_topic(
+            namesrv, config, cluster=cluster, broker_addr=broker_addr
+        )
+    except (StoreError, OSError) as e:
+        raise CliError(f"updateTopic through {namesrv}: {e}") from e
+    return config, changed
+
+
+def _online(what: str, namesrv: str) -> contextlib.AbstractContextManager[None]:
+    """Turns a failed admin call into one CLI error line naming the name server."""
+
+    @contextlib.contextmanager
+    def wrapper() -> Iterator[None]:
+        try:
+            yield
+        except (StoreError, OSError) as e:
+            raise CliError(f"{what} through {namesrv}: {e}") from e
+
+    return wrapper()
+
+
+_NAMESRV_HELP = (
+    "Name server of running brokers: act on them instead of the store directory. "
+    "Example: -n 127.0.0.1:9876"
+)
+
+
 # --- commands ------------------------------------------------------------------------
 
 
@@ -231,19 +281,18 @@ _PERM_HELP = "Permission: 2 (write), 4 (read), 6 (read and write); +1 lets topic
     "has_unit_sub",
     help="Has unit sub, true|false (a topicSysFlag bit). Example: -s false",
 )
+@click.option("-n", "--namesrvAddr", "namesrv", help=_NAMESRV_HELP)
 @click.option(
     "-b",
     "--brokerAddr",
     "broker_addr",
-    hidden=True,
-    help="Accepted, ignored offline. Example: -b 127.0.0.1:10911",
+    help="With -n: only this broker (default: every master). Example: -b 127.0.0.1:10911",
 )
 @click.option(
     "-c",
     "--clusterName",
     "cluster",
-    hidden=True,
-    help="Accepted, ignored offline. Example: -c DefaultCluster",
+    help="With -n: the masters of this cluster only. Example: -c DefaultCluster",
 )
 @click.pass_obj
 def update_topic(
@@ -255,6 +304,7 @@ def update_topic(
     order: str | None,
     unit: str | None,
     has_unit_sub: str | None,
+    namesrv: str | None,
     broker_addr: str | None,
     cluster: str | None,
 ) -> None:
@@ -262,9 +312,13 @@ def update_topic(
     be running (the command takes its writer lock). A new topic gets mqadmin's defaults
     (8 read and 8 write queues, perm 6); an existing one keeps what is not given.
 
+    With -n, the topic is created or changed on running brokers (every master, those of
+    -c, or the one of -b), and values not given take mqadmin's defaults.
+
     \b
     Example:
       rocketstore --store ./store updateTopic -t OrderEvents -r 8 -w 8 -p 6
+      rocketstore updateTopic -n 127.0.0.1:9876 -t OrderEvents -r 4 -w 4
     """
     options = UpdateTopicOptions(
         topic=topic.strip(),
@@ -275,6 +329,19 @@ def update_topic(
         unit=_parse_bool("-u", unit),
         has_unit_sub=_parse_bool("-s", has_unit_sub),
     )
+    if namesrv:
+        config, changed = update_topic_online(
+            namesrv, options, cluster=cluster, broker_addr=broker_addr
+        )
+        if ctx.as_json:
+            ctx.emit({"namesrv": namesrv, "brokers": changed, **config.to_json()})
+            return
+        for address in changed:
+            click.echo(f"create topic to {address} success.")
+        click.echo(config.describe())
+        return
+    if broker_addr or cluster:
+        raise CliError("-b and -c need -n NAMESRV (offline, the store directory is the target)")
     config = update_topic_offline(ctx.store_dir, options)
     if ctx.as_json:
         ctx.emit({"store": ctx.store_dir, **config.to_json()})
@@ -285,22 +352,36 @@ def update_topic(
 
 @click.command("deleteTopic", short_help="Remove a topic from the store's topic config.")
 @click.option("-t", "--topic", required=True, help="Topic name. Example: -t OrderEvents")
+@click.option("-n", "--namesrvAddr", "namesrv", help=_NAMESRV_HELP)
 @click.option(
     "-c",
     "--clusterName",
     "cluster",
-    hidden=True,
-    help="Accepted, ignored offline. Example: -c DefaultCluster",
+    help="With -n: the masters of this cluster only. Example: -c DefaultCluster",
 )
 @click.pass_obj
-def delete_topic(ctx: CliContext, topic: str, cluster: str | None) -> None:
+def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str | None) -> None:
     """Remove TOPIC from the store's config/topics.json (the store must not be running).
     Its messages and consume queues stay until retention deletes them.
+
+    With -n, the topic is deleted from the running masters (of -c) and the name server.
 
     \b
     Example:
       rocketstore --store ./store deleteTopic -t OrderEvents
+      rocketstore deleteTopic -n 127.0.0.1:9876 -t OrderEvents
     """
+    if namesrv:
+        with _online("deleteTopic", namesrv):
+            changed = admin_client.delete_topic(namesrv, topic.strip(), cluster=cluster)
+        if ctx.as_json:
+            ctx.emit({"namesrv": namesrv, "topic": topic.strip(), "brokers": changed})
+            return
+        click.echo(f"delete topic [{topic.strip()}] from cluster [{cluster or '*'}] success.")
+        click.echo(f"delete topic [{topic.strip()}] from NameServer success.")
+        return
+    if cluster:
+        raise CliError("-c needs -n NAMESRV (offline, the store directory is the target)")
     delete_topic_offline(ctx.store_dir, topic.strip())
     if ctx.as_json:
         ctx.emit({"store": ctx.store_dir, "topic": topic.strip(), "deleted": True})
@@ -317,6 +398,7 @@ def delete_topic(ctx: CliContext, topic: str, cluster: str | None) -> None:
     is_flag=True,
     help="Print mqadmin's table instead of JSON. Example: -l",
 )
+@click.option("-n", "--namesrvAddr", "namesrv", help=_NAMESRV_HELP)
 @click.option(
     "--broker-addr",
     default=DEFAULT_BROKER_ADDR,
@@ -337,17 +419,33 @@ def delete_topic(ctx: CliContext, topic: str, cluster: str | None) -> None:
 )
 @click.pass_obj
 def topic_route(
-    ctx: CliContext, topic: str, as_list: bool, broker_addr: str, broker_name: str, cluster: str
+    ctx: CliContext,
+    topic: str,
+    as_list: bool,
+    namesrv: str | None,
+    broker_addr: str,
+    broker_name: str,
+    cluster: str,
 ) -> None:
     """The TopicRouteData a name server would return for TOPIC, from the store's
     config/topics.json (read only; works beside a running broker).
 
+    With -n, the route comes from that running name server.
+
     \b
     Example:
       rocketstore --store ./store topicRoute -t OrderEvents
+      rocketstore topicRoute -n 127.0.0.1:9876 -t OrderEvents -l
     """
-    options = RouteOptions(topic.strip(), broker_addr, broker_name, cluster)
-    route = topic_route_offline(ctx.store_dir, options)
+    if namesrv:
+        with _online("topicRoute", namesrv):
+            found = admin_client.topic_route(namesrv, topic.strip())
+        if found is None:
+            raise CliError(f"No topic route info in name server for the topic: {topic.strip()}")
+        route = found
+    else:
+        options = RouteOptions(topic.strip(), broker_addr, broker_name, cluster)
+        route = topic_route_offline(ctx.store_dir, options)
     if ctx.as_json:
         ctx.emit(route)
         return
@@ -359,15 +457,25 @@ def topic_route(
             "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"
         )
     )
-    queue_data: dict[str, Any] = route["queueDatas"][0]
-    read, write = queue_data["readQueueNums"], queue_data["writeQueueNums"]
-    click.echo(
-        ROUTE_LIST_FORMAT.format(
-            cluster, broker_name, f"{{0={broker_addr}}}", read, write, queue_data["perm"]
+    brokers = {b["brokerName"]: b for b in route.get("brokerDatas", [])}
+    total_read = total_write = 0
+    queue_datas: list[dict[str, Any]] = route.get("queueDatas", [])
+    for queue_data in queue_datas:
+        name = queue_data["brokerName"]
+        broker = brokers.get(name, {})
+        addresses = ", ".join(f"{k}={v}" for k, v in sorted(broker.get("brokerAddrs", {}).items()))
+        read, write = queue_data["readQueueNums"], queue_data["writeQueueNums"]
+        total_read += read
+        total_write += write
+        click.echo(
+            ROUTE_LIST_FORMAT.format(
+                broker.get("cluster", ""), name, f"{{{addresses}}}", read, write, queue_data["perm"]
+            )
         )
-    )
     click.echo("-" * 158)
-    click.echo(ROUTE_LIST_FORMAT.format("Total:", 1, "", read, write, ""))
+    click.echo(
+        ROUTE_LIST_FORMAT.format("Total:", len(queue_datas), "", total_read, total_write, "")
+    )
 
 
 def register(group: click.Group) -> None:
