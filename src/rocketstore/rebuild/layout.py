@@ -1,0 +1,239 @@
+"""Driver-side layout: join the ranges' scan results into one CommitLog walk, then lay out
+the consume-queue and index-file tasks.
+
+Layer: rebuild. Pure bookkeeping over small results; reads at most one spilled index entry
+per index file (the entry whose values the next file inherits).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rocketstore.errors import CorruptDataError
+from rocketstore.rebuild.passes import (
+    IndexTask,
+    KeyPiece,
+    QueueBuild,
+    QueuePiece,
+    QueueTask,
+    ScanResult,
+)
+from rocketstore.rebuild.plan import CommitLogRange
+from rocketstore.rebuild.records import CorruptRegion, Stop
+
+
+class RangesDoNotJoinError(CorruptDataError):
+    """Two ranges disagree about where a record starts (or data is missing between them)."""
+
+
+@dataclass
+class Walk:
+    """The ranges whose records are dispatched, in order, and what was skipped."""
+
+    used: list[ScanResult] = field(default_factory=list)
+    corrupt: list[CorruptRegion] = field(default_factory=list)
+    end_offset: int = 0  # where the CommitLog's data ends
+    records: int = 0
+
+
+def join_ranges(
+    ranges: list[CommitLogRange],
+    results: list[ScanResult],
+    file_size: int,
+    *,
+    skip_corrupt: bool,
+    describe: object = None,
+) -> Walk:
+    """Check that each range's walk ends where the next range's first record starts, and
+    collect the corrupt regions (``skip_corrupt``) or fail on the first one.
+
+    ``describe(offset)`` (optional) says why the record at ``offset`` is invalid; it is
+    called when a range predicted a record start that the next range did not find.
+    """
+    walk = Walk()
+    expected: int | None = None  # next record start predicted by the previous range
+    pending: tuple[int, str] | None = None  # an open corrupt region: start, reason
+    ended: int | None = None  # zeros where a record should start (end of data)
+    current_file = -1
+    skip_file = False
+
+    def gap(start: int, until: int | None, reason: str) -> None:
+        if not skip_corrupt:
+            raise RangesDoNotJoinError(reason, position=start)
+        walk.corrupt.append(CorruptRegion(start, None if until is None else until - start,
+                                          reason))  # fmt: skip
+
+    for part, result in zip(ranges, results, strict=True):
+        if part.file_offset != current_file:
+            # A new file: whatever was open in the previous one ends with it.
+            if pending is not None:
+                gap(pending[0], current_file + file_size, pending[1])
+                pending = None
+            if expected is not None and expected < current_file + file_size:
+                gap(expected, current_file + file_size, _why(describe, expected))
+            current_file, skip_file = part.file_offset, False
+            expected = part.file_offset if ended is None else None
+        if skip_file:
+            continue  # after a blank: the rest of the file holds nothing
+        first = None if result.first_position is None else part.file_offset + result.first_position
+        if first is not None:
+            if ended is not None:
+                gap(ended, first, f"zero bytes at {ended} where a record should start, "
+                                  "but records follow")  # fmt: skip
+                ended = None
+            elif pending is not None:
+                gap(pending[0], first, pending[1])
+                pending = None
+            elif expected is not None and first != expected:
+                if first > expected:
+                    gap(expected, first, _why(describe, expected))
+                else:
+                    raise RangesDoNotJoinError(
+                        f"{part.describe()} found a record at {first} inside the record "
+                        f"that starts at {expected}",
+                        position=first,
+                    )
+            walk.used.append(result)
+            walk.records += result.records
+            walk.corrupt.extend(result.corrupt)
+        elif result.stop == Stop.END_OF_DATA:
+            # A file that starts with zero bytes (one pre-created before a crash).
+            if ended is None and pending is None and expected is not None:
+                ended = part.file_offset + result.stop_position
+            expected = None
+            continue
+        elif expected is not None and expected < part.end_offset:
+            if pending is None and ended is None:
+                pending = (expected, _why(describe, expected))
+            expected = None
+            continue
+        else:
+            continue  # no record starts here (inside a big record, or after the data)
+        stop_at = part.file_offset + result.stop_position
+        expected = None
+        if result.stop == Stop.BOUNDARY:
+            expected = stop_at
+            walk.end_offset = stop_at
+        elif result.stop == Stop.BLANK:
+            skip_file = True
+            walk.end_offset = part.file_offset + file_size
+        elif result.stop == Stop.END_OF_DATA:
+            ended = stop_at
+            walk.end_offset = stop_at
+        else:
+            pending = (stop_at, result.stop_reason)
+            walk.end_offset = stop_at
+    if pending is not None:
+        gap(pending[0], None, pending[1])
+    if expected is not None and expected < current_file + file_size:
+        gap(expected, None, _why(describe, expected))
+    return walk
+
+
+def _why(describe: object, offset: int) -> str:
+    if callable(describe):
+        reason = describe(offset)
+        if reason:
+            return str(reason)
+    return f"no valid record at {offset}"
+
+
+# --- consume queues -----------------------------------------------------------------------
+
+
+def queue_tasks(walk: Walk, directory: str, file_size: int, groups: int) -> list[QueueTask]:
+    """Every queue's pieces in CommitLog order, queues dealt into ``groups`` tasks of about
+    equal unit counts (largest first)."""
+    pieces: dict[tuple[str, int], list[QueuePiece]] = {}
+    for result in walk.used:
+        if result.units_path is None:
+            continue
+        for span in result.queues:
+            key = (span.topic, span.queue_id)
+            pieces.setdefault(key, []).append(QueuePiece(result.units_path, span.start, span.count))
+    builds = [QueueBuild(t, q, tuple(p)) for (t, q), p in sorted(pieces.items())]
+    builds.sort(key=lambda b: -sum(p.count for p in b.pieces))
+    buckets: list[list[QueueBuild]] = [[] for _ in range(max(1, min(groups, len(builds))))]
+    loads = [0] * len(buckets)
+    for build in builds:
+        target = loads.index(min(loads))
+        buckets[target].append(build)
+        loads[target] += sum(p.count for p in build.pieces)
+    return [QueueTask(directory, file_size, tuple(b)) for b in buckets if b]
+
+
+# --- index files --------------------------------------------------------------------------
+
+
+@dataclass
+class IndexLayout:
+    tasks: list[IndexTask]
+    entries: int
+
+
+def index_file_count(entries: int, records: int, per_file: int, trailing: int) -> int:
+    """How many files the live index service would have created (spec 4.4, 15.2): one as
+    soon as any record is dispatched; the next when a record (or the rest of one's keys)
+    comes after a file filled up."""
+    if records == 0:
+        return 0
+    if entries == 0:
+        return 1
+    files = math.ceil(entries / per_file)
+    if entries % per_file == 0 and trailing > 0:
+        files += 1
+    return files
+
+
+def index_tasks(
+    walk: Walk, directory: str, names: list[str], hash_slot_num: int, index_num: int
+) -> IndexLayout:
+    """One task per index file; ``names`` gives at least as many file names as needed."""
+    per_file = index_num - 1
+    counts = [r.key_count for r in walk.used]
+    total = sum(counts)
+    trailing = 0
+    for result in reversed(walk.used):
+        if result.key_count:
+            trailing += result.records_after_last_key
+            break
+        trailing += result.records
+    files = index_file_count(total, walk.records, per_file, trailing)
+    bounds = np.cumsum([0, *counts])  # global entry number where each range's entries start
+    tasks: list[IndexTask] = []
+    for number in range(files):
+        first, last = number * per_file, min((number + 1) * per_file, total)
+        pieces: list[KeyPiece] = []
+        for i, result in enumerate(walk.used):
+            low, high = int(bounds[i]), int(bounds[i + 1])
+            if result.keys_path is None or high <= first or low >= last:
+                continue
+            begin, end = max(first, low), min(last, high)
+            pieces.append(KeyPiece(result.keys_path, begin - low, end - begin))
+        inherit_offset = inherit_timestamp = 0
+        if number > 0:
+            inherit_offset, inherit_timestamp = _entry_at(walk, bounds, first - 1)
+        tasks.append(
+            IndexTask(
+                number,
+                f"{directory}/{names[number]}",
+                hash_slot_num,
+                index_num,
+                inherit_offset,
+                inherit_timestamp,
+                tuple(pieces),
+            )
+        )
+    return IndexLayout(tasks, total)
+
+
+def _entry_at(walk: Walk, bounds: np.ndarray, entry: int) -> tuple[int, int]:
+    """(CommitLog offset, store timestamp) of global index entry ``entry``."""
+    i = int(np.searchsorted(bounds, entry, side="right")) - 1
+    path = walk.used[i].keys_path
+    assert path is not None
+    row = np.load(path, mmap_mode="r")[entry - int(bounds[i])]
+    return int(row["offset"]), int(row["store_timestamp"])

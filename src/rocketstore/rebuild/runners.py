@@ -1,0 +1,89 @@
+"""Where the tasks run: in this process, or on a pool of local processes. (Spark's runner
+lives in :mod:`rocketstore.spark.rebuild`, the only place that may import pyspark.)
+
+Layer: rebuild. A runner maps a pass function over tasks and returns the results in task
+order; ``on_done(i)`` is called as task ``i`` finishes (progress bars).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+OnDone = Callable[[int], None]
+
+
+class TaskRunner(Protocol):
+    name: str
+    workers: int
+
+    def map(
+        self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone | None = None
+    ) -> list[R]: ...
+
+
+class SerialRunner:
+    """Runs every task in the calling process (tests, tiny stores, debugging)."""
+
+    name = "serial"
+    workers = 1
+
+    def map(
+        self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone | None = None
+    ) -> list[R]:
+        results = []
+        for i, task in enumerate(tasks):
+            results.append(fn(task))
+            if on_done is not None:
+                on_done(i)
+        return results
+
+
+class ProcessRunner:
+    """A ``ProcessPoolExecutor`` with one worker per core, kept for the whole job so the
+    workers' imports are paid once. Use as a context manager."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> ProcessRunner:
+        self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def map(
+        self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone | None = None
+    ) -> list[R]:
+        if self._pool is None:
+            raise RuntimeError("ProcessRunner is used outside its `with` block")
+        futures: dict[Future[Any], int] = {
+            self._pool.submit(fn, task): i for i, task in enumerate(tasks)
+        }
+        results: list[Any] = [None] * len(tasks)
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = futures[future]
+                results[i] = future.result()
+                if on_done is not None:
+                    on_done(i)
+        return results
