@@ -9,7 +9,6 @@ the CommitLog and write into the temporary directory).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import mmap
 import os
@@ -42,7 +41,7 @@ from rocketstore.rebuild.passes import (
     queue_pass,
     scan_pass,
 )
-from rocketstore.rebuild.plan import MAX_RANGE_BYTES, make_settings, plan_ranges
+from rocketstore.rebuild.plan import MAX_RANGE_BYTES, commitlog_files, make_settings, plan_ranges
 from rocketstore.rebuild.records import CorruptRegion, check_record
 from rocketstore.rebuild.runners import TaskRunner
 from rocketstore.recovery.checkpoint_file import CheckpointFile
@@ -101,6 +100,7 @@ def rebuild_store(
     started = time.monotonic()
     path = os.path.abspath(os.fspath(root))
     config = (config or StoreConfig()).validate()
+    commitlog_files(path)  # NotAStoreError before anything is locked or created
     lock = None if lock_held else DirectoryLock(path)
     if lock is not None:
         lock.acquire()
@@ -175,9 +175,7 @@ class _Job:
             results,
             geometry.commit_log_file_size,
             skip_corrupt=skip_corrupt,
-            describe=lambda offset: describe_offset(
-                self.root, geometry.commit_log_file_size, offset
-            ),
+            inspect=lambda offset: inspect_offset(self.root, geometry.commit_log_file_size, offset),
         )
         report.phase_seconds["scan"] = time.monotonic() - clock
         report.records = walk.records
@@ -275,19 +273,23 @@ def _write_checkpoint(root: str, last_store_timestamp: int, index_end: int | Non
     checkpoint.flush()
 
 
-def describe_offset(root: str, file_size: int, offset: int) -> str | None:
-    """Why the bytes at CommitLog ``offset`` are not a valid record (for error messages)."""
+def inspect_offset(root: str, file_size: int, offset: int) -> str | None:
+    """Why the bytes at CommitLog ``offset`` are not a valid record; None when they are
+    zero (the end of the data)."""
     first = offset - offset % file_size
     path = os.path.join(root, COMMITLOG_DIR, offset_to_file_name(first))
-    with (
-        contextlib.suppress(OSError, ValueError),
-        open(path, "rb") as handle,
-        mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
-    ):
-        view = memoryview(mapped)
-        try:
-            reason = check_record(view, first, offset - first, len(mapped))
-        finally:
-            view.release()
-        return None if reason is None else f"{reason} (offset {offset})"
-    return None
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset - first)
+            head = handle.read(8)
+            if len(head) == 8 and not any(head):
+                return None
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    reason = check_record(view, first, offset - first, len(mapped))
+                finally:
+                    view.release()
+    except (OSError, ValueError) as e:
+        return f"unreadable: {e}"
+    return f"{reason or 'no record'} (offset {offset})"

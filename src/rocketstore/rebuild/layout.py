@@ -8,6 +8,7 @@ per index file (the entry whose values the next file inherits).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,19 +40,25 @@ class Walk:
     records: int = 0
 
 
+# Says what is at a CommitLog offset where a record was expected but not found: the
+# reason it is not a valid record, or None when the bytes there are zero (end of data).
+Inspect = Callable[[int], str | None]
+
+
 def join_ranges(
     ranges: list[CommitLogRange],
     results: list[ScanResult],
     file_size: int,
     *,
     skip_corrupt: bool,
-    describe: object = None,
+    inspect: Inspect,
 ) -> Walk:
     """Check that each range's walk ends where the next range's first record starts, and
     collect the corrupt regions (``skip_corrupt``) or fail on the first one.
 
-    ``describe(offset)`` (optional) says why the record at ``offset`` is invalid; it is
-    called when a range predicted a record start that the next range did not find.
+    A range only validates the records that start inside it, so a record start predicted
+    by one range and not found by the next means the record there is invalid (or the data
+    ends there, if its bytes are zero).
     """
     walk = Walk()
     expected: int | None = None  # next record start predicted by the previous range
@@ -63,82 +70,78 @@ def join_ranges(
     def gap(start: int, until: int | None, reason: str) -> None:
         if not skip_corrupt:
             raise RangesDoNotJoinError(reason, position=start)
-        walk.corrupt.append(CorruptRegion(start, None if until is None else until - start,
-                                          reason))  # fmt: skip
+        length = None if until is None else until - start
+        walk.corrupt.append(CorruptRegion(start, length, reason))
+
+    def missing(at: int) -> None:
+        """No record where one was predicted: end of data or the start of damage."""
+        nonlocal ended, pending
+        reason = inspect(at)
+        if reason is None:
+            ended = at if ended is None else ended
+        else:
+            pending = (at, reason)
 
     for part, result in zip(ranges, results, strict=True):
         if part.file_offset != current_file:
             # A new file: whatever was open in the previous one ends with it.
+            if expected is not None and expected < current_file + file_size:
+                missing(expected)
             if pending is not None:
                 gap(pending[0], current_file + file_size, pending[1])
                 pending = None
-            if expected is not None and expected < current_file + file_size:
-                gap(expected, current_file + file_size, _why(describe, expected))
             current_file, skip_file = part.file_offset, False
             expected = part.file_offset if ended is None else None
         if skip_file:
             continue  # after a blank: the rest of the file holds nothing
-        first = None if result.first_position is None else part.file_offset + result.first_position
-        if first is not None:
-            if ended is not None:
-                gap(ended, first, f"zero bytes at {ended} where a record should start, "
-                                  "but records follow")  # fmt: skip
-                ended = None
-            elif pending is not None:
-                gap(pending[0], first, pending[1])
-                pending = None
-            elif expected is not None and first != expected:
-                if first > expected:
-                    gap(expected, first, _why(describe, expected))
-                else:
-                    raise RangesDoNotJoinError(
-                        f"{part.describe()} found a record at {first} inside the record "
-                        f"that starts at {expected}",
-                        position=first,
-                    )
-            walk.used.append(result)
-            walk.records += result.records
-            walk.corrupt.extend(result.corrupt)
-        elif result.stop == Stop.END_OF_DATA:
-            # A file that starts with zero bytes (one pre-created before a crash).
-            if ended is None and pending is None and expected is not None:
-                ended = part.file_offset + result.stop_position
-            expected = None
-            continue
-        elif expected is not None and expected < part.end_offset:
-            if pending is None and ended is None:
-                pending = (expected, _why(describe, expected))
-            expected = None
-            continue
-        else:
+        first = None
+        if result.first_position is not None:
+            first = part.file_offset + result.first_position
+        if first is None:
+            if result.stop == Stop.END_OF_DATA:  # a file that starts with zero bytes
+                if expected is not None:
+                    ended = expected if ended is None else ended
+                expected = None
+            elif expected is not None and expected < part.end_offset:
+                missing(expected)
+                expected = None
             continue  # no record starts here (inside a big record, or after the data)
+        if expected is not None and first > expected:
+            missing(expected)
+        elif expected is not None and first < expected:
+            raise RangesDoNotJoinError(
+                f"{part.describe()} found a record at {first} inside the record that starts "
+                f"at {expected}",
+                position=first,
+            )
+        if ended is not None:
+            gap(ended, first, f"zero bytes at {ended} where a record should start, but "
+                              "records follow")  # fmt: skip
+            ended = None
+        if pending is not None:
+            gap(pending[0], first, pending[1])
+            pending = None
+        walk.used.append(result)
+        walk.records += result.records
+        walk.corrupt.extend(result.corrupt)
         stop_at = part.file_offset + result.stop_position
         expected = None
+        if result.records:
+            walk.end_offset = stop_at
         if result.stop == Stop.BOUNDARY:
             expected = stop_at
-            walk.end_offset = stop_at
         elif result.stop == Stop.BLANK:
             skip_file = True
             walk.end_offset = part.file_offset + file_size
         elif result.stop == Stop.END_OF_DATA:
             ended = stop_at
-            walk.end_offset = stop_at
         else:
             pending = (stop_at, result.stop_reason)
-            walk.end_offset = stop_at
+    if expected is not None and expected < current_file + file_size:
+        missing(expected)
     if pending is not None:
         gap(pending[0], None, pending[1])
-    if expected is not None and expected < current_file + file_size:
-        gap(expected, None, _why(describe, expected))
     return walk
-
-
-def _why(describe: object, offset: int) -> str:
-    if callable(describe):
-        reason = describe(offset)
-        if reason:
-            return str(reason)
-    return f"no valid record at {offset}"
 
 
 # --- consume queues -----------------------------------------------------------------------

@@ -142,3 +142,57 @@ def checkpoint_of(root: Path) -> tuple[int, int, int]:
 def last_store_timestamp(root: Path) -> int:
     with MessageStore.open(root, small_config(), read_only=True) as store:
         return store.commitlog.last_store_timestamp()
+
+
+def dispatch_reference(
+    source: Path, target: Path, skip: dict[int, int], config: StoreConfig
+) -> None:
+    """What the store's own dispatcher writes for ``source``'s CommitLog without the records
+    in ``skip`` (offset -> size before they were damaged): every other record, in CommitLog
+    order, through ``MessageStore._dispatch_batch`` of an empty store at ``target``."""
+    from rocketstore.format import record as rec
+
+    with MessageStore.open(target, config) as store:
+        commitlog = source / "commitlog"
+        for name in sorted(os.listdir(commitlog)):
+            data = (commitlog / name).read_bytes()
+            views = []
+            position = 0
+            base = int(name)
+            while position + 8 <= len(data):
+                if base + position in skip:
+                    position += skip[base + position]
+                    continue
+                if not any(data[position : position + 8]):
+                    break  # the end of the data
+                view = rec.read_record(data, position)
+                if isinstance(view, rec.Blank):
+                    break
+                views.append(view)
+                position += view.size
+            if views:
+                store._dispatch_batch(data, views)
+
+
+def record_offsets(root: Path, config: StoreConfig) -> list[tuple[int, int]]:
+    """(offset, size) of every record, in CommitLog order."""
+    with MessageStore.open(root, config, read_only=True) as store:
+        found = []
+        offset = store.min_commit_log_offset()
+        end = store.max_commit_log_offset()
+        while offset < end:
+            got = store.commitlog.read_record(offset)
+            if got is None:
+                offset = store.commitlog.roll_next_file(offset)
+                continue
+            found.append((offset, got[1].size))
+            offset += got[1].size
+        return found
+
+
+def damage(root: Path, offset: int, at: int, value: bytes, file_size: int) -> None:
+    """Overwrite bytes ``at`` bytes into the record at CommitLog ``offset``."""
+    path = root / "commitlog" / f"{offset - offset % file_size:020d}"
+    with open(path, "r+b") as f:
+        f.seek(offset % file_size + at)
+        f.write(value)
