@@ -22,8 +22,9 @@ def small_config(**changes: object) -> StoreConfig:
     config = StoreConfig(
         mapped_file_size_commit_log=16 * 1024,  # many files, each ending in a blank
         mapped_file_size_consume_queue=8 * 20,  # 8 units a file
-        max_hash_slot_num=16,
-        max_index_num=41,  # 40 entries a file: many rolled index files
+        max_hash_slot_num=10,
+        max_index_num=40,  # 39 entries a file: many rolled index files (4 per slot, so
+        # the engine and the CLI find this geometry from the file size)
     )
     return config.replace(**changes) if changes else config
 
