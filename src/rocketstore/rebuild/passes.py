@@ -33,14 +33,20 @@ from rocketstore.format.javahash import index_key_hash_many, tags_code
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE
 from rocketstore.index import IndexFile
 from rocketstore.paths import COMMITLOG_DIR, SCHEDULE_TOPIC, offset_to_file_name
+from rocketstore.rebuild import properties as bulk
 from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
-from rocketstore.rebuild.records import CorruptRegion, Records, TopicTable, scan_range
+from rocketstore.rebuild.records import (
+    GATHER_RECORDS,
+    CorruptRegion,
+    Records,
+    TopicTable,
+    scan_range,
+)
 
 SCAN_DIR = "scan"
 UNIT_DTYPE = np.dtype(
     [("queue_offset", "<i8"), ("offset", "<i8"), ("size", "<i8"), ("tags_code", "<i8")]
 )
-ENTRY_DTYPE = np.dtype([("key_hash", "<i8"), ("offset", "<i8"), ("store_timestamp", "<i8")])
 # A CQ unit on disk: CommitLog offset, size, tagsCode (big-endian).
 _CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 _BLANK_UNIT = np.array([(0, 0x7FFFFFFF, 0)], dtype=_CQ_DTYPE)
@@ -162,11 +168,16 @@ def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
     key_count = 0
     after_last_key = count
     if count:
-        tags, uniq, keys = _read_properties(mapped, records, topics, settings)
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        codes, entries = _read_properties(raw, mapped, records, topics, settings)
         if settings.queues:
-            units_path, queues = _spill_units(task, records, topics, tags)
-        if settings.index:
-            keys_path, key_count, after_last_key = _spill_keys(task, records, topics, uniq, keys)
+            units_path, queues = _spill_units(task, records, topics, codes)
+        if settings.index and len(entries):
+            entries["offset"] += part.file_offset
+            keys_path = _spill_path(task, "keys")
+            np.save(keys_path, entries, allow_pickle=False)
+            key_count = len(entries)
+            after_last_key = count - 1 - int(entries["record"][-1])
     return ScanResult(
         number=part.number,
         first_position=found.first_position,
@@ -187,39 +198,140 @@ def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
 
 
 def _read_properties(
-    mapped: mmap.mmap, records: Records, topics: TopicTable, settings: RebuildSettings
-) -> tuple[npt.NDArray[np.int64], list[bytes | None], list[bytes | None]]:
-    """tagsCode, UNIQ_KEY and KEYS of every record: the one per-record loop (a slice and a
-    few C-speed searches each)."""
+    raw: npt.NDArray[np.uint8],
+    mapped: mmap.mmap,
+    records: Records,
+    topics: TopicTable,
+    settings: RebuildSettings,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.void]]:
+    """Every record's tagsCode, and the index entries in dispatch order (``record`` holds
+    the record number, ``offset`` the position in the file). Vectorised
+    (:mod:`.properties`) in chunks; the few records it does not cover go one by one."""
     count = len(records)
     codes = np.zeros(count, dtype=np.int64)
-    uniq: list[bytes | None] = [None] * count
-    keys: list[bytes | None] = [None] * count
-    schedule = topics.ids.get(SCHEDULE_TOPIC.encode())
-    starts = records.properties_position.tolist()
-    lengths = records.properties_length.tolist()
-    topic_ids = records.topic_id.tolist()
-    stamps = records.store_timestamp.tolist()
-    levels = settings.delay_levels_ms
-    code_cache: dict[bytes | None, int] = {None: 0}
-    for i in range(count):
-        length = lengths[i]
-        if not length:
-            continue
-        start = starts[i]
-        data = b"\x02" + mapped[start : start + length]
-        uniq[i] = _property(data, _UNIQ)
-        keys[i] = _property(data, _KEYS)
-        code = 0
-        if topic_ids[i] == schedule and _DELAY in data:
-            code = _delay_tags_code(_property(data, _DELAY), stamps[i], levels)
-        if not code:
-            tag = _property(data, _TAGS)
-            code = code_cache.get(tag, -1) if tag is not None else 0
-            if code == -1 and tag is not None:
-                code = code_cache[tag] = _tags_code_of(tag)
-        codes[i] = code
-    return codes, uniq, keys
+    parts: list[npt.NDArray[np.void]] = []
+    schedule = topics.ids.get(SCHEDULE_TOPIC.encode(), -1)
+    prefixes = bulk.prefix_hashes(topics.names)
+    rollback = (records.sys_flag & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE
+    for first in range(0, count, GATHER_RECORDS):
+        last = min(count, first + GATHER_RECORDS)
+        chunk = slice(first, last)
+        data, block_start = bulk.gather(
+            raw, records.properties_position[chunk], records.properties_length[chunk]
+        )
+        slow = np.maximum.reduceat(data, block_start) >= 0x80
+        slow |= records.topic_id[chunk] == schedule
+        found = bulk.segments(data, block_start)
+        size = last - first
+        tags = bulk.find_last(data, found, b"TAGS", size)
+        has = (tags >= 0) & ~slow
+        picked = tags[has]
+        codes[first:last][has] = bulk.to_signed(
+            bulk.hash_spans(data, found.value_start[picked], found.value_length[picked])
+        )
+        if settings.index:
+            parts.append(_entries_bulk(data, found, records, chunk, slow, rollback, prefixes))
+        for i in np.flatnonzero(slow).tolist():
+            code, entry_rows = _record_slowly(mapped, records, first + i, topics, settings)
+            codes[first + i] = code
+            if settings.index and entry_rows is not None:
+                parts.append(entry_rows)
+    if not parts:
+        return codes, np.empty(0, dtype=_WORK_ENTRY)
+    entries = np.concatenate(parts)
+    entries = entries[np.lexsort((entries["order"], entries["record"]))]
+    return codes, entries
+
+
+_WORK_ENTRY = np.dtype(
+    [
+        ("key_hash", "<i8"),
+        ("offset", "<i8"),
+        ("store_timestamp", "<i8"),
+        ("record", "<i8"),
+        ("order", "<i8"),
+    ]
+)
+
+
+def _entry_rows(
+    records: Records,
+    owners: npt.NDArray[np.int64],
+    order: npt.NDArray[np.int64],
+    hashes: npt.NDArray[np.int64],
+) -> npt.NDArray[np.void]:
+    rows = np.empty(len(owners), dtype=_WORK_ENTRY)
+    rows["key_hash"] = hashes
+    rows["offset"] = records.position[owners]
+    rows["store_timestamp"] = records.store_timestamp[owners]
+    rows["record"] = owners
+    rows["order"] = order
+    return rows
+
+
+def _entries_bulk(
+    data: npt.NDArray[np.uint8],
+    found: bulk.Segments,
+    records: Records,
+    chunk: slice,
+    slow: npt.NDArray[np.bool_],
+    rollback: npt.NDArray[np.bool_],
+    prefixes: npt.NDArray[np.uint64],
+) -> npt.NDArray[np.void]:
+    """``topic#UNIQ_KEY`` (order -1, first) and each KEYS token (ordered by position) of the
+    chunk's records; ROLLBACK records get none (spec 4.4)."""
+    size = len(slow)
+    first = chunk.start or 0
+    eligible = ~slow & ~rollback[chunk]
+    uniq = bulk.find_last(data, found, b"UNIQ_KEY", size)
+    keys = bulk.find_last(data, found, b"KEYS", size)
+    with_uniq = np.flatnonzero(eligible & (uniq >= 0))
+    u = uniq[with_uniq]
+    u_hash = bulk.hash_spans(data, found.value_start[u], found.value_length[u])
+    with_keys = np.flatnonzero(eligible & (keys >= 0))
+    k = keys[with_keys]
+    tokens = bulk.key_tokens(data, with_keys, found.value_start[k], found.value_length[k])
+    owners = np.concatenate((with_uniq, tokens.owner)) + first
+    value_hash = np.concatenate((u_hash, tokens.value_hash))
+    length = np.concatenate((found.value_length[u], tokens.length))
+    order = np.concatenate((np.full(len(u), -1, dtype=np.int64), tokens.order))
+    prefix = prefixes[records.topic_id[owners]] if len(owners) else np.zeros(0, np.uint64)
+    hashes = bulk.index_hash(bulk.combine(prefix, value_hash, length))
+    return _entry_rows(records, owners, order, hashes)
+
+
+def _record_slowly(
+    mapped: mmap.mmap, records: Records, i: int, topics: TopicTable, settings: RebuildSettings
+) -> tuple[int, npt.NDArray[np.void] | None]:
+    """tagsCode and index entries of one record, decoded like the dispatcher does (records
+    with non-ASCII properties, delayed messages)."""
+    start = int(records.properties_position[i])
+    data = b"\x02" + mapped[start : start + int(records.properties_length[i])]
+    topic = topics.names[int(records.topic_id[i])]
+    code = 0
+    if topic == SCHEDULE_TOPIC and _DELAY in data:
+        code = _delay_tags_code(
+            _property(data, _DELAY), int(records.store_timestamp[i]), settings.delay_levels_ms
+        )
+    if not code:
+        code = _tags_code_of(_property(data, _TAGS))
+    flag = int(records.sys_flag[i])
+    if (flag & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE:
+        return code, None
+    texts: list[str] = []
+    uniq = _property(data, _UNIQ)
+    if uniq:
+        texts.append(f"{topic}#{uniq.decode('utf-8', errors='replace')}")
+    keys = _property(data, _KEYS)
+    if keys:
+        for token in keys.decode("utf-8", errors="replace").split(props.KEY_SEPARATOR):
+            if token:
+                texts.append(f"{topic}#{token}")
+    if not texts:
+        return code, None
+    owners = np.full(len(texts), i, dtype=np.int64)
+    order = np.arange(len(texts), dtype=np.int64) - (1 if uniq else 0)
+    return code, _entry_rows(records, owners, order, index_key_hash_many(texts))
 
 
 def _spill_units(
@@ -255,46 +367,6 @@ def _spill_units(
     path = _spill_path(task, "units")
     np.save(path, units, allow_pickle=False)
     return path, spans
-
-
-def _spill_keys(
-    task: ScanTask,
-    records: Records,
-    topics: TopicTable,
-    uniq: list[bytes | None],
-    keys: list[bytes | None],
-) -> tuple[str | None, int, int]:
-    """Index entries in dispatch order: ``topic#UNIQ_KEY`` first, then each KEYS token;
-    ROLLBACK records get none (spec 4.4)."""
-    flags = records.sys_flag.tolist()
-    names = [t + "#" for t in topics.names]
-    topic_ids = records.topic_id.tolist()
-    texts: list[str] = []
-    owners: list[int] = []
-    for i in range(len(records)):
-        if (flags[i] & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE:
-            continue
-        prefix = names[topic_ids[i]]
-        value = uniq[i]
-        if value:
-            texts.append(prefix + value.decode("utf-8", errors="replace"))
-            owners.append(i)
-        value = keys[i]
-        if value:
-            for token in value.decode("utf-8", errors="replace").split(props.KEY_SEPARATOR):
-                if token:
-                    texts.append(prefix + token)
-                    owners.append(i)
-    if not texts:
-        return None, 0, len(records)
-    owner = np.asarray(owners, dtype=np.int64)
-    entries = np.empty(len(texts), dtype=ENTRY_DTYPE)
-    entries["key_hash"] = index_key_hash_many(texts)
-    entries["offset"] = task.commit_range.file_offset + records.position[owner]
-    entries["store_timestamp"] = records.store_timestamp[owner]
-    path = _spill_path(task, "keys")
-    np.save(path, entries, allow_pickle=False)
-    return path, len(texts), len(records) - 1 - int(owner[-1])
 
 
 def _spill_path(task: ScanTask, kind: str) -> str:
