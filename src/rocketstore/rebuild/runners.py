@@ -7,6 +7,7 @@ order; ``on_done(i)`` is called as task ``i`` finishes (progress bars).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -56,7 +57,10 @@ class ProcessRunner:
         self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> ProcessRunner:
-        self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        # forkserver: workers never inherit the caller's threads, sockets or locks (a
+        # plain fork of a process holding, say, a py4j connection breaks that connection).
+        context = multiprocessing.get_context("forkserver")
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         return self
 
     def __exit__(
