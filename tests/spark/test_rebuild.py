@@ -20,12 +20,14 @@ from rebuild_helpers import (
     checkpoint_of,
     damage,
     dispatch_reference,
+    files_under,
+    index_files,
     record_offsets,
     small_config,
 )
 from spark_helpers import store_rows
 
-from rocketstore.rebuild.driver import rebuild_store
+from rocketstore.rebuild.driver import RebuildFailedError, rebuild_store
 from rocketstore.spark.rebuild import SparkRunner, export_parquet
 
 
@@ -83,3 +85,14 @@ def test_export_parquet_dataset_reads_back(spark: Any, store_path: Path, tmp_pat
         for r in want
     }
     assert all(r["date"] == utc_dates[(r["topic"], r["partition"], r["offset"])] for r in rows)
+
+
+def test_spark_failed_task_leaves_the_store(spark: Any, reference: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(reference, copy)
+    offset, _ = record_offsets(copy, small_config())[50]
+    damage(copy, offset, 4, b"\x00\x00\x00\x01", small_config().mapped_file_size_commit_log)
+    before = files_under(copy, "consumequeue"), index_files(copy)
+    with pytest.raises(RebuildFailedError, match=f"position {offset}"):
+        rebuild_store(copy, SparkRunner(spark.sparkContext), config=small_config())
+    assert (files_under(copy, "consumequeue"), index_files(copy)) == before

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.config import StoreConfig
-from rocketstore.errors import StoreError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.paths import (
     CHECKPOINT_FILE,
@@ -43,19 +42,17 @@ from rocketstore.rebuild.passes import (
 )
 from rocketstore.rebuild.plan import MAX_RANGE_BYTES, commitlog_files, make_settings, plan_ranges
 from rocketstore.rebuild.records import CorruptRegion, check_record
-from rocketstore.rebuild.runners import TaskRunner
+from rocketstore.rebuild.runners import RebuildFailedError, TaskRunner
 from rocketstore.recovery.checkpoint_file import CheckpointFile
 
 log = logging.getLogger(__name__)
+
+__all__ = ["RebuildFailedError", "RebuildReport", "rebuild_store"]
 
 WORK_PREFIX = ".rebuild-parallel-"
 # Called with (phase, amount done, total) as tasks finish: phase is "scan", "queues" or
 # "index"; amounts are bytes of CommitLog for the scan and tasks otherwise.
 ProgressCallback = Callable[[str, int, int], None]
-
-
-class RebuildFailedError(StoreError):
-    """A rebuild task failed; the store's queues and index were left as they were."""
 
 
 @dataclass

@@ -47,22 +47,21 @@ def powers_of_31(n: int) -> npt.NDArray[np.uint64]:
 def hash_spans(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.uint64]:
-    """Java's String.hashCode (mod 2**32, unsigned) of the ASCII spans ``data[s:s+l]``."""
+    """Java's String.hashCode (mod 2**32, unsigned) of the ASCII spans ``data[s:s+l]``.
+
+    Spans are grouped by length (keys of one kind mostly share it): each group is one
+    (spans x length) matrix times the powers of 31, summed per row; a sum of at most
+    32767 products below 2**40 cannot overflow 64 bits."""
     out = np.zeros(len(starts), dtype=np.uint64)
-    keep = lengths > 0
-    if not np.any(keep):
+    if not len(starts):
         return out
-    starts, lengths = starts[keep], lengths[keep]
-    total = int(lengths.sum())
-    ends = np.cumsum(lengths)
-    first = ends - lengths
-    owner = np.repeat(np.arange(len(starts)), lengths)
-    within = np.arange(total, dtype=np.int64) - first[owner]
-    units = data[starts[owner] + within].astype(np.uint64)
-    weights = powers_of_31(int(lengths.max()))[lengths[owner] - 1 - within]
-    products = (units * weights) & _MASK
-    sums = np.add.reduceat(products, first) & _MASK
-    out[keep] = sums
+    for length in np.unique(lengths).tolist():
+        if length <= 0:
+            continue
+        rows = np.flatnonzero(lengths == length)
+        matrix = data[starts[rows][:, None] + np.arange(length, dtype=np.int64)]
+        weights = powers_of_31(length)[::-1]
+        out[rows] = (matrix.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64) & _MASK
     return out
 
 

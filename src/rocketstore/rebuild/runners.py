@@ -10,14 +10,21 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, ProcessPoolExecutor, wait
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
+
+from rocketstore.errors import StoreError
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 OnDone = Callable[[int], None]
+
+
+class RebuildFailedError(StoreError):
+    """A rebuild task failed (or its worker died); the store's queues and index were left
+    as they were."""
 
 
 class TaskRunner(Protocol):
@@ -87,7 +94,10 @@ class ProcessRunner:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 i = futures[future]
-                results[i] = future.result()
+                try:
+                    results[i] = future.result()
+                except BrokenExecutor as e:
+                    raise RebuildFailedError(f"a worker process died: {e}") from e
                 if on_done is not None:
                     on_done(i)
         return results

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from rocketstore.rebuild.runners import OnDone
+from rocketstore.rebuild.runners import OnDone, RebuildFailedError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,7 +39,11 @@ class SparkRunner:
             return []
         name = getattr(fn, "__name__", "task")
         self.sc.setJobDescription(f"rocketstore rebuild: {name} ({len(tasks)} tasks)")
-        results: list[R] = self.sc.parallelize(list(tasks), len(tasks)).map(fn).collect()
+        try:
+            results: list[R] = self.sc.parallelize(list(tasks), len(tasks)).map(fn).collect()
+        except Exception as e:  # py4j wraps whatever went wrong on the executors
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise RebuildFailedError(f"Spark job {name} failed: {first}") from e
         if on_done is not None:
             for i in range(len(results)):
                 on_done(i)
