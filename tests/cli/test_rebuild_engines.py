@@ -88,3 +88,15 @@ def test_skip_corrupt_reports_each_skipped_record(copy: Path, cli: Cli) -> None:
     assert {(s["offset"], s["length"]) for s in skipped} == set(victims.items())
     assert all("illegal magic code" in s["reason"] for s in skipped)
     assert lines[-1]["records"] == len(offsets) - 2
+
+
+def test_export_engine_flags(copy: Path, cli: Cli, tmp_path: Path) -> None:
+    jsonl = cli("--store", copy, "export", "--engine", "spark", "--format", "jsonl", tmp_path / "x")
+    assert jsonl.code == 2 and "--engine spark writes --format parquet" in jsonl.err
+    ranged = cli(
+        "--store", copy, "export", "--engine", "spark", "--format", "parquet", "--from", "0",
+        tmp_path / "y",
+    )  # fmt: skip
+    assert ranged.code == 2 and "--from/--to are not supported" in ranged.err
+    master = cli("--store", copy, "export", "--format", "jsonl", "--master", "local", "-")
+    assert master.code == 2 and "--master needs --engine spark" in master.err

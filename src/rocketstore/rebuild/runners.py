@@ -55,7 +55,8 @@ class SerialRunner:
 
 class ProcessRunner:
     """A ``ProcessPoolExecutor`` with one worker per core, kept for the whole job so the
-    workers' imports are paid once. Use as a context manager."""
+    workers' imports are paid once. Use as a context manager; as with any process pool, a
+    script using it needs an ``if __name__ == "__main__":`` guard (workers re-import it)."""
 
     name = "local"
 
