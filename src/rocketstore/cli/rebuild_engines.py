@@ -82,4 +82,12 @@ def run_parallel(
         else:
             click.echo(f"skipped corrupt CommitLog data at {region.offset} ({length}): "
                        f"{region.reason}")  # fmt: skip
+    for region in report.torn_tail:
+        text = (f"note: the CommitLog ends with unreadable bytes at {region.offset} "
+                f"({region.reason}): a torn write, not dispatched (the store's recovery cuts "
+                "it, as the single engine does)")  # fmt: skip
+        if ctx.as_json:
+            ctx.emit({"type": "note", "offset": region.offset, "text": text})
+        else:
+            click.echo(text, err=True)
     return report

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.config import StoreConfig
+from rocketstore.errors import CorruptDataError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.paths import (
     CHECKPOINT_FILE,
@@ -68,6 +69,7 @@ class RebuildReport:
     commit_log_min: int = 0
     commit_log_end: int = 0
     corrupt: list[CorruptRegion] = field(default_factory=list)
+    torn_tail: list[CorruptRegion] = field(default_factory=list)  # not dispatched, no error
     rebuilt_queues: bool = True
     rebuilt_index: bool = True
     seconds: float = 0.0
@@ -167,16 +169,26 @@ class _Job:
             "scan", scan_pass, [ScanTask(settings, r) for r in ranges],
             [r.end - r.start for r in ranges],
         )  # fmt: skip
-        walk = join_ranges(
-            ranges,
-            results,
-            geometry.commit_log_file_size,
-            skip_corrupt=skip_corrupt,
-            inspect=lambda offset: inspect_offset(self.root, geometry.commit_log_file_size, offset),
-        )
+        try:
+            walk = join_ranges(
+                ranges,
+                results,
+                geometry.commit_log_file_size,
+                skip_corrupt=skip_corrupt,
+                inspect=lambda offset: inspect_offset(
+                    self.root, geometry.commit_log_file_size, offset
+                ),
+            )
+        except CorruptDataError as e:
+            raise RebuildFailedError(str(e)) from e
         report.phase_seconds["scan"] = time.monotonic() - clock
         report.records = walk.records
         report.corrupt = walk.corrupt
+        report.torn_tail = walk.torn_tail
+        for region in walk.torn_tail:
+            log.warning("CommitLog data ends with unreadable bytes at %d (%s): a torn write, "
+                        "not dispatched; the store's recovery cuts it", region.offset,
+                        region.reason)  # fmt: skip
         report.commit_log_min = ranges[0].file_offset if ranges else 0
         report.commit_log_end = walk.end_offset
         for region in walk.corrupt:

@@ -7,6 +7,7 @@ per index file (the entry whose values the next file inherits).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ class Walk:
     corrupt: list[CorruptRegion] = field(default_factory=list)
     end_offset: int = 0  # where the CommitLog's data ends
     records: int = 0
+    # Unreadable bytes after the last valid record (a write torn by a crash): not
+    # dispatched, as recovery would cut them; never an error.
+    torn_tail: list[CorruptRegion] = field(default_factory=list)
 
 
 # Says what is at a CommitLog offset where a record was expected but not found: the
@@ -54,7 +58,9 @@ def join_ranges(
     inspect: Inspect,
 ) -> Walk:
     """Check that each range's walk ends where the next range's first record starts, and
-    collect the corrupt regions (``skip_corrupt``) or fail on the first one.
+    collect the corrupt regions: with ``skip_corrupt`` they are listed, otherwise the
+    first one fails the job. Damage after the last valid record is a torn tail (listed
+    in ``torn_tail``, never an error: recovery cuts it, and so would the single engine).
 
     A range only validates the records that start inside it, so a record start predicted
     by one range and not found by the next means the record there is invalid (or the data
@@ -66,12 +72,21 @@ def join_ranges(
     ended: int | None = None  # zeros where a record should start (end of data)
     current_file = -1
     skip_file = False
+    # Regions not yet known to be followed by a valid record.
+    unconfirmed: list[CorruptRegion] = []
+
+    starts = [r.first_offset for r in ranges]
+
+    def confirm(region: CorruptRegion) -> None:
+        if not skip_corrupt:
+            where = ranges[max(0, bisect.bisect_right(starts, region.offset) - 1)]
+            raise RangesDoNotJoinError(f"{where.describe()}: {region.reason}",
+                                       position=region.offset)  # fmt: skip
+        walk.corrupt.append(region)
 
     def gap(start: int, until: int | None, reason: str) -> None:
-        if not skip_corrupt:
-            raise RangesDoNotJoinError(reason, position=start)
         length = None if until is None else until - start
-        walk.corrupt.append(CorruptRegion(start, length, reason))
+        unconfirmed.append(CorruptRegion(start, length, reason))
 
     def missing(at: int) -> None:
         """No record where one was predicted: end of data or the start of damage."""
@@ -121,9 +136,14 @@ def join_ranges(
         if pending is not None:
             gap(pending[0], first, pending[1])
             pending = None
+        if result.records or result.corrupt:
+            for region in unconfirmed:  # a valid record follows them
+                confirm(region)
+            unconfirmed.clear()
+        for region in result.corrupt:
+            confirm(region)
         walk.used.append(result)
         walk.records += result.records
-        walk.corrupt.extend(result.corrupt)
         stop_at = part.file_offset + result.stop_position
         expected = None
         if result.records:
@@ -141,6 +161,7 @@ def join_ranges(
         missing(expected)
     if pending is not None:
         gap(pending[0], None, pending[1])
+    walk.torn_tail = unconfirmed
     return walk
 
 

@@ -158,7 +158,9 @@ def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
         part.start,
         part.end,
         len(mapped),
-        skip_corrupt=settings.skip_corrupt,
+        # Damage is always stepped over here; the driver decides whether it fails the job
+        # (it may be a torn tail, which is not an error).
+        skip_corrupt=True,
         topics=topics,
     )
     records = found.records

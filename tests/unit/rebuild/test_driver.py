@@ -219,3 +219,20 @@ def test_skip_corrupt_rebuilds_everything_around_the_damage(
     dispatch_reference(copy, expected, victims, small_config())
     assert_same_queues(copy, expected)
     assert_same_index(copy, expected)
+
+
+def test_a_torn_tail_is_not_dispatched_and_not_an_error(copy: Path, tmp_path: Path) -> None:
+    """Damage after the last valid record (a write cut by a crash) ends the data, as the
+    store's recovery (and the single engine) treats it; it is reported, never skipped
+    silently, and fails nothing even without --skip-corrupt."""
+    offsets = record_offsets(copy, small_config())
+    offset, size = offsets[-1]
+    damage(copy, offset, 0, b"\x00\x00\x00\x00", FILE_SIZE)  # TOTALSIZE not yet published
+    report = rebuild_store(copy, SerialRunner(), config=small_config(), max_range_bytes=2000)
+    assert [(r.offset, r.length) for r in report.torn_tail] == [(offset, None)]
+    assert report.corrupt == []
+    assert report.records == len(offsets) - 1
+    expected = tmp_path / "expected"
+    dispatch_reference(copy, expected, {offset: size}, small_config())
+    assert_same_queues(copy, expected)
+    assert_same_index(copy, expected)
