@@ -103,7 +103,13 @@ def rebuild_store(
     lock = None if lock_held else DirectoryLock(path)
     if lock is not None:
         lock.acquire()
-    work = tempfile.mkdtemp(prefix=WORK_PREFIX, dir=path)
+    try:
+        clear_stale_work(path)
+        work = tempfile.mkdtemp(prefix=WORK_PREFIX, dir=path)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
     try:
         job = _Job(path, work, runner, config, on_progress)
         report = job.run(
@@ -229,6 +235,25 @@ class _Job:
         _write_checkpoint(self.root, last_stamp, index_end if index else None)
         report.phase_seconds["swap"] = time.monotonic() - clock
         return report
+
+
+def clear_stale_work(root: str) -> list[str]:
+    """Remove the work directories of rebuilds that died (the caller holds the lock, so no
+    rebuild is running). A rebuild killed between moving an old directory aside and moving
+    the new one in leaves the old one in its work directory: it is put back first."""
+    removed = []
+    for name in sorted(os.listdir(root)):
+        stale = os.path.join(root, name)
+        if not name.startswith(WORK_PREFIX) or not os.path.isdir(stale):
+            continue
+        for part in (CONSUME_QUEUE_DIR, INDEX_DIR):
+            aside = os.path.join(stale, f"old-{part}")
+            if os.path.isdir(aside) and not os.path.exists(os.path.join(root, part)):
+                log.warning("putting back %s/ left aside by a rebuild that died", part)
+                os.rename(aside, os.path.join(root, part))
+        shutil.rmtree(stale, ignore_errors=True)
+        removed.append(name)
+    return removed
 
 
 def _index_names(count: int) -> list[str]:

@@ -236,3 +236,31 @@ def test_a_torn_tail_is_not_dispatched_and_not_an_error(copy: Path, tmp_path: Pa
     dispatch_reference(copy, expected, {offset: size}, small_config())
     assert_same_queues(copy, expected)
     assert_same_index(copy, expected)
+
+
+def test_work_left_by_a_dead_rebuild_is_cleared(copy: Path, reference: Path) -> None:
+    """A rebuild killed mid-swap: the old queues sit in its work directory and the store has
+    none; the next rebuild puts them back before anything else, then clears the leftovers."""
+    stale = copy / f"{driver.WORK_PREFIX}dead"
+    (stale / "scan").mkdir(parents=True)
+    (stale / "scan" / "000000-units.npy").write_bytes(b"spill")
+    os.rename(copy / CONSUME_QUEUE_DIR, stale / f"old-{CONSUME_QUEUE_DIR}")
+    assert driver.clear_stale_work(str(copy)) == [stale.name]
+    assert not stale.exists()
+    assert_same_queues(copy, reference)
+    (copy / f"{driver.WORK_PREFIX}other").mkdir()
+    rebuild_store(copy, SerialRunner(), config=small_config())
+    assert leftovers(copy) == []
+    assert_same_queues(copy, reference)
+
+
+def test_index_disabled_builds_no_index(tmp_path: Path) -> None:
+    config = small_config(message_index_enable=False)
+    root = tmp_path / "store"
+    build_store(root, rounds=6, config=config)
+    assert index_files(root) == []
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    report = rebuild_store(copy, SerialRunner(), config=config)
+    assert report.index_files == 0 and index_files(copy) == []
+    assert_same_queues(copy, root)
