@@ -20,7 +20,7 @@ from collections.abc import Callable
 from benchmarks import machine, report
 from benchmarks.common import FULL, QUICK, Row, Scratch, Sizes
 from benchmarks.systems import durability_notes
-from benchmarks.workloads import broker, consume, dispatch, put, query, recovery, scale
+from benchmarks.workloads import broker, consume, dispatch, put, query, rebuild, recovery, scale
 
 log = logging.getLogger("benchmarks")
 
@@ -37,6 +37,7 @@ WORKLOADS: dict[str, Workload] = {
     "recovery": recovery.run,
     "scale": scale.run,
     "broker": broker.run,
+    "rebuild": rebuild.run,
 }
 
 
@@ -61,6 +62,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="message counts for the scale workload (default 100000,1000000; 10000000 "
         "adds about 10 minutes and runs for rocketstore, sqlite3 and lmdb only)",
     )
+    run.add_argument(
+        "--rebuild-mib",
+        metavar="N[,N]",
+        help="CommitLog sizes in MiB for the rebuild workload (default 2048)",
+    )
     commands.add_parser("list", help="list the workloads")
     return parser.parse_args(argv)
 
@@ -82,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale_counts:
         counts = tuple(int(n.replace("_", "")) for n in args.scale_counts.split(","))
         sizes = dataclasses.replace(sizes, scale_counts=counts)
+    if args.rebuild_mib:
+        mib = tuple(int(n) * 1024 * 1024 for n in args.rebuild_mib.split(","))
+        sizes = dataclasses.replace(sizes, rebuild_bytes=mib)
     default_out = os.path.join(DEFAULT_OUT, "quick") if args.quick else DEFAULT_OUT
     out_dir = os.path.abspath(args.out or default_out)
     os.makedirs(out_dir, exist_ok=True)

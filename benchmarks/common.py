@@ -48,6 +48,7 @@ class Sizes:
     fsync_ops: int
     scale_counts: tuple[int, ...]
     scale_query_ops: int
+    rebuild_bytes: tuple[int, ...] = (2 * GIB,)  # CommitLog sizes for the rebuild workload
 
 
 FULL = Sizes(
@@ -81,6 +82,7 @@ QUICK = Sizes(
     fsync_ops=10,
     scale_counts=(1_000, 4_000),
     scale_query_ops=50,
+    rebuild_bytes=(8 * MIB,),
 )
 
 

@@ -348,6 +348,18 @@ def targets(rows: list[Row]) -> list[Target]:
             False,
         )
     )
+    single = find.first("rebuild", "2048 MiB", "rocketstore (single)", "rebuild time")
+    for engine in ("spark local[2], job", "spark local[2], first job + session start"):
+        out.append(
+            _target(
+                f"rebuild of a 2 GiB CommitLog, {engine}",
+                "single-process dispatcher time / parallel rebuild time (s)",
+                single,
+                find.first("rebuild", "2048 MiB", f"rocketstore ({engine})", "rebuild time"),
+                1.6,
+                True,
+            )
+        )
     return out
 
 

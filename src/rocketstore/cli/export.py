@@ -123,12 +123,27 @@ def dump(ctx: CliContext, start: int | None, end: int | None, topics: tuple[str,
     help="jsonl: dump's JSON lines; parquet: one row per record (needs pyarrow). "
     "Example: --format parquet",
 )
-@click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--engine",
+    type=click.Choice(["single", "spark"]),
+    default="single",
+    show_default=True,
+    help="single: one file, read here; spark: a Parquet dataset partitioned by topic and "
+    "date, written by Spark through the rocketstore data source. Example: --engine spark",
+)
+@click.option(
+    "--master",
+    default=None,
+    help="Spark master for --engine spark (default local[*]). Example: --master local[2]",
+)
+@click.argument("out", type=click.Path(allow_dash=True))
 @_range_options
 @click.pass_obj
 def export(
     ctx: CliContext,
     fmt: str,
+    engine: str,
+    master: str | None,
     out: str,
     topics: tuple[str, ...],
     start: int | None,
@@ -137,11 +152,22 @@ def export(
     """Write every record (or those of some topics) to OUT as JSON lines or Parquet
     (OUT '-' is stdout, jsonl only). The file appears only once complete.
 
+    With --engine spark, OUT is a directory: a Parquet dataset partitioned by topic and
+    date (UTC) holding the data source's default topics (or those of -t).
+
     \b
     Example:
       rocketstore --store ./store export --format jsonl messages.jsonl
       rocketstore --store ./store export --format parquet -t OrderEvents orders.parquet
+      rocketstore --store ./store export --engine spark --format parquet ./dataset
     """
+    if engine == "spark":
+        _export_spark(ctx, fmt, master, out, topics, start, end)
+        return
+    if master is not None:
+        raise click.BadParameter("--master needs --engine spark", param_hint="--master")
+    if os.path.isdir(out):
+        raise click.BadParameter(f"{out} is a directory", param_hint="OUT")
     if start is not None and end is not None and end <= start:
         raise click.BadParameter(f"--to {end} must be after --from {start}", param_hint="--to")
     if fmt == "parquet" and out == "-":
@@ -171,6 +197,38 @@ def export(
         ctx.emit({"type": "summary", "format": fmt, "out": out, "records": count, "bytes": size})
     else:
         click.echo(f"exported {count} records to {out} ({fmt}, {size} bytes)")
+
+
+def _export_spark(
+    ctx: CliContext,
+    fmt: str,
+    master: str | None,
+    out: str,
+    topics: tuple[str, ...],
+    start: int | None,
+    end: int | None,
+) -> None:
+    if fmt != "parquet":
+        raise click.BadParameter("--engine spark writes --format parquet", param_hint="--format")
+    if start is not None or end is not None:
+        raise click.BadParameter("--from/--to are not supported with --engine spark")
+    if out == "-" or os.path.exists(out):
+        raise click.BadParameter(f"{out} must be a new directory", param_hint="OUT")
+    root = ctx.require_store_dir()
+    try:
+        from rocketstore.spark.rebuild import export_parquet, spark_session  # noqa: PLC0415
+    except ImportError as e:
+        raise CliError(
+            f"--engine spark needs pyspark ({e}); pip install 'rocketstore[spark]'"
+        ) from e
+    with spark_session(master, "rocketstore export") as spark:
+        count = export_parquet(spark, root, out, topics)
+    if ctx.as_json:
+        ctx.emit(
+            {"type": "summary", "format": fmt, "engine": "spark", "out": out, "records": count}
+        )
+    else:
+        click.echo(f"exported {count} records to {out} (parquet dataset by topic and date)")
 
 
 def _write_jsonl(records: Iterator[ScannedRecord], stream: IO[str]) -> int:

@@ -17,6 +17,7 @@ from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.progress import enabled as progress_enabled
 from rocketstore.cli.progress import progress
 from rocketstore.cli.rebuild import RebuildOutcome, cut_commitlog, held_lock, rebuild
+from rocketstore.cli.rebuild_engines import ENGINES, run_parallel
 from rocketstore.cli.scan import CommitLogScan, ScanIssue
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.paths import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
@@ -230,23 +231,83 @@ def _say_rebuilt(ctx: CliContext, outcome: RebuildOutcome, kind: str) -> None:
 @click.command("rebuild", short_help="Rebuild consume queues and index from the CommitLog.")
 @click.option("--queues", is_flag=True, help="Rebuild the consume queues. Example: --queues")
 @click.option("--index", is_flag=True, help="Rebuild the index files. Example: --index")
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="single",
+    show_default=True,
+    help="single: the store's own dispatcher in this process; local: the parallel rebuild "
+    "on one process per core; spark: the parallel rebuild on Spark. Example: --engine local",
+)
+@click.option(
+    "--master",
+    default=None,
+    help="Spark master for --engine spark (default local[*]). Example: --master local[2]",
+)
+@click.option(
+    "--skip-corrupt",
+    is_flag=True,
+    help="With --engine local or spark: skip records that fail validation, list each "
+    "(offset, length, reason) and rebuild everything around them. Example: --skip-corrupt",
+)
 @click.pass_obj
-def rebuild_command(ctx: CliContext, queues: bool, index: bool) -> None:
+def rebuild_command(
+    ctx: CliContext,
+    queues: bool,
+    index: bool,
+    engine: str,
+    master: str | None,
+    skip_corrupt: bool,
+) -> None:
     """Rebuild consume queues and/or index from the CommitLog (both when neither flag is
-    given), with the store's own recovery. Takes the writer lock; the old files are kept
-    until the rebuild succeeded and put back if it fails.
+    given). Takes the writer lock; the old files are kept until the rebuild succeeded and
+    put back (or never touched) if it fails.
 
-    Refuses when the CommitLog has corrupt data followed by readable records (recovery
-    would cut them): run `check` first.
+    The default engine is the store's own recovery, which refuses when the CommitLog has
+    corrupt data followed by readable records (it would cut them): run `check` first, or
+    use a parallel engine with --skip-corrupt. The parallel engines (docs/spark.md) write
+    the same bytes as the dispatcher, from CommitLog ranges read in parallel.
 
     \b
     Example:
       rocketstore --store ./store rebuild
       rocketstore --store ./store rebuild --index
+      rocketstore --store ./store rebuild --engine local --skip-corrupt
+      rocketstore --store ./store rebuild --engine spark --master local[2]
     """
     if not queues and not index:
         queues = index = True
+    if master is not None and engine != "spark":
+        raise click.BadParameter("--master needs --engine spark", param_hint="--master")
+    if skip_corrupt and engine == "single":
+        raise click.BadParameter(
+            "--skip-corrupt needs --engine local or spark", param_hint="--skip-corrupt"
+        )
     root = ctx.require_store_dir()
+    if engine != "single":
+        report = run_parallel(
+            ctx,
+            root,
+            engine=engine,
+            master=master,
+            queues=queues,
+            index=index,
+            skip_corrupt=skip_corrupt,
+        )
+        outcome = RebuildOutcome(
+            rebuilt_queues=queues,
+            rebuilt_index=index,
+            queues=report.queues,
+            queue_units=report.queue_units,
+            index_files=report.index_files,
+            index_entries=report.index_entries,
+            redispatched_records=report.records,
+            commit_log_min=report.commit_log_min,
+            commit_log_end=report.commit_log_end,
+            seconds=report.seconds,
+        )
+        _say_rebuilt(ctx, outcome, "rebuild")
+        return
     lock: DirectoryLock | None = held_lock(root)
     try:
         scan = CommitLogScan(root, check_crc=False)

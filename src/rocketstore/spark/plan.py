@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from rocketstore.rebuild.plan import split_spans
 from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
 from rocketstore.spark.pushdown import Pushed
 from rocketstore.store import MessageStore
@@ -161,11 +162,7 @@ def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[Commi
     piece = file_size
     if options.min_partitions and len(spans) < options.min_partitions:
         piece = max(1, math.ceil(total / options.min_partitions))
-    partitions = []
-    for first, start, end in spans:
-        for cut in range(start, end, piece):
-            partitions.append(CommitLogPartition(first, cut, min(cut + piece, end)))
-    return partitions
+    return [CommitLogPartition(*span) for span in split_spans(spans, piece)]
 
 
 def index_usable(store: MessageStore) -> bool:

@@ -1,0 +1,538 @@
+"""The pass functions: each runs on one task (in a worker process or a Spark executor) and
+returns a small picklable result.
+
+Layer: rebuild. Three kinds of task:
+
+1. :func:`scan_pass` (one per CommitLog range): decodes and validates the range's records,
+   spills their consume-queue units (grouped by queue) and index entries (hashed) to two
+   ``.npy`` files in the work directory, and returns counts. It is the "count" pass of the
+   index: the driver lays out the index files from these counts.
+2. :func:`queue_pass` (one per group of queues): writes each queue's files from the spilled
+   units, following the dispatcher's ``ConsumeQueue.put`` rules.
+3. :func:`index_pass` (one per index file): writes one index file from its share of the
+   spilled entries with :meth:`IndexFile.put_keys_bulk`, so the bytes are the dispatcher's.
+
+Expected failures (corrupt data, I/O) come back as :class:`TaskFailure` naming the task, so
+a process pool or Spark never has to pickle an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketstore.errors import StoreError
+from rocketstore.format import properties as props
+from rocketstore.format import sysflag
+from rocketstore.format.javahash import index_key_hash_many, tags_code
+from rocketstore.format.queue_unit import CQ_UNIT_SIZE
+from rocketstore.index import IndexFile
+from rocketstore.paths import COMMITLOG_DIR, SCHEDULE_TOPIC, offset_to_file_name
+from rocketstore.rebuild import properties as bulk
+from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
+from rocketstore.rebuild.records import (
+    GATHER_RECORDS,
+    CorruptRegion,
+    Records,
+    TopicTable,
+    scan_range,
+)
+
+SCAN_DIR = "scan"
+UNIT_DTYPE = np.dtype(
+    [("queue_offset", "<i8"), ("offset", "<i8"), ("size", "<i8"), ("tags_code", "<i8")]
+)
+# A CQ unit on disk: CommitLog offset, size, tagsCode (big-endian).
+_CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+_BLANK_UNIT = np.array([(0, 0x7FFFFFFF, 0)], dtype=_CQ_DTYPE)
+_UNIQ = b"\x02" + props.UNIQ_KEY.encode() + b"\x01"
+_KEYS = b"\x02" + props.KEYS.encode() + b"\x01"
+_TAGS = b"\x02" + props.TAGS.encode() + b"\x01"
+_DELAY = b"\x02" + props.DELAY.encode() + b"\x01"
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task that could not do its work: what it was working on and why."""
+
+    task: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class QueueSpan:
+    topic: str
+    queue_id: int
+    start: int  # first row in the range's units file
+    count: int
+
+
+@dataclass
+class ScanResult:
+    """What one range holds, in CommitLog order (positions are file positions)."""
+
+    number: int
+    first_position: int | None
+    stop: str
+    stop_position: int
+    stop_reason: str
+    corrupt: list[CorruptRegion]
+    records: int
+    last_store_timestamp: int  # of the range's last record (0 if none)
+    queues: list[QueueSpan]
+    key_count: int
+    records_after_last_key: int  # records after the last one that had index keys
+    units_path: str | None
+    keys_path: str | None
+    bytes_scanned: int = 0
+    topics: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    settings: RebuildSettings
+    commit_range: CommitLogRange
+
+
+def _property(data: bytes, marker: bytes) -> bytes | None:
+    """The value of a property in ``b"\\x02" + properties``, as RocketMQ's decoder keeps it:
+    the last well-formed ``name\\x01value`` segment wins; an empty value is no value."""
+    high = len(data)
+    while True:
+        at = data.rfind(marker, 0, high)
+        if at < 0:
+            return None
+        begin = at + len(marker)
+        finish = data.find(b"\x02", begin)
+        if finish < 0:
+            finish = len(data)
+        if finish > begin:
+            return data[begin:finish]
+        high = at + len(marker) - 1
+
+
+def _delay_tags_code(value: bytes | None, store_timestamp: int, levels: tuple[int, ...]) -> int:
+    """tagsCode of a SCHEDULE_TOPIC_XXXX record: its delivery time (spec 3.2)."""
+    if value is None:
+        return 0
+    try:
+        level = min(int(value.decode("utf-8", errors="replace")), len(levels))
+    except ValueError:
+        return 0
+    return store_timestamp + levels[level - 1] if level > 0 else 0
+
+
+def _tags_code_of(text: bytes | None) -> int:
+    return tags_code(text.decode("utf-8", errors="replace")) if text else 0
+
+
+def scan_pass(task: ScanTask) -> ScanResult | TaskFailure:
+    """Pass 1 over one CommitLog range (see the module docstring)."""
+    part = task.commit_range
+    settings = task.settings
+    path = os.path.join(settings.root, COMMITLOG_DIR, offset_to_file_name(part.file_offset))
+    try:
+        with open(path, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            return _scan(task, mapped)
+        finally:
+            with contextlib.suppress(BufferError):  # numpy views alive: the GC unmaps it
+                mapped.close()
+    except (StoreError, OSError) as e:
+        return TaskFailure(part.describe(), str(e))
+
+
+def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
+    part, settings = task.commit_range, task.settings
+    buf = memoryview(mapped)
+    topics = TopicTable()
+    found = scan_range(
+        buf,
+        part.file_offset,
+        part.start,
+        part.end,
+        len(mapped),
+        # Damage is always stepped over here; the driver decides whether it fails the job
+        # (it may be a torn tail, which is not an error).
+        skip_corrupt=True,
+        topics=topics,
+    )
+    records = found.records
+    count = len(records)
+    units_path = keys_path = None
+    queues: list[QueueSpan] = []
+    key_count = 0
+    after_last_key = count
+    if count:
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        codes, entries = _read_properties(raw, mapped, records, topics, settings)
+        if settings.queues:
+            units_path, queues = _spill_units(task, records, topics, codes)
+        if settings.index and len(entries):
+            entries["offset"] += part.file_offset
+            keys_path = _spill_path(task, "keys")
+            np.save(keys_path, entries, allow_pickle=False)
+            key_count = len(entries)
+            after_last_key = count - 1 - int(entries["record"][-1])
+    return ScanResult(
+        number=part.number,
+        first_position=found.first_position,
+        stop=found.stop,
+        stop_position=found.stop_position,
+        stop_reason=found.stop_reason,
+        corrupt=found.corrupt,
+        records=count,
+        last_store_timestamp=int(records.store_timestamp[-1]) if count else 0,
+        queues=queues,
+        key_count=key_count,
+        records_after_last_key=after_last_key,
+        units_path=units_path,
+        keys_path=keys_path,
+        bytes_scanned=part.end - part.start,
+        topics=list(topics.names),
+    )
+
+
+def _read_properties(
+    raw: npt.NDArray[np.uint8],
+    mapped: mmap.mmap,
+    records: Records,
+    topics: TopicTable,
+    settings: RebuildSettings,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.void]]:
+    """Every record's tagsCode, and the index entries in dispatch order (``record`` holds
+    the record number, ``offset`` the position in the file). Vectorised
+    (:mod:`.properties`) in chunks; the few records it does not cover go one by one."""
+    count = len(records)
+    codes = np.zeros(count, dtype=np.int64)
+    parts: list[npt.NDArray[np.void]] = []
+    schedule = topics.ids.get(SCHEDULE_TOPIC.encode(), -1)
+    prefixes = bulk.prefix_hashes(topics.names)
+    rollback = (records.sys_flag & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE
+    for first in range(0, count, GATHER_RECORDS):
+        last = min(count, first + GATHER_RECORDS)
+        chunk = slice(first, last)
+        data, block_start = bulk.gather(
+            raw, records.properties_position[chunk], records.properties_length[chunk]
+        )
+        slow = np.maximum.reduceat(data, block_start) >= 0x80
+        slow |= records.topic_id[chunk] == schedule
+        found = bulk.segments(data, block_start)
+        size = last - first
+        tags = bulk.find_last(data, found, b"TAGS", size)
+        has = (tags >= 0) & ~slow
+        picked = tags[has]
+        codes[first:last][has] = bulk.to_signed(
+            bulk.hash_spans(data, found.value_start[picked], found.value_length[picked])
+        )
+        if settings.index:
+            parts.append(_entries_bulk(data, found, records, chunk, slow, rollback, prefixes))
+        for i in np.flatnonzero(slow).tolist():
+            code, entry_rows = _record_slowly(mapped, records, first + i, topics, settings)
+            codes[first + i] = code
+            if settings.index and entry_rows is not None:
+                parts.append(entry_rows)
+    if not parts:
+        return codes, np.empty(0, dtype=_WORK_ENTRY)
+    entries = np.concatenate(parts)
+    entries = entries[np.lexsort((entries["order"], entries["record"]))]
+    return codes, entries
+
+
+_WORK_ENTRY = np.dtype(
+    [
+        ("key_hash", "<i8"),
+        ("offset", "<i8"),
+        ("store_timestamp", "<i8"),
+        ("record", "<i8"),
+        ("order", "<i8"),
+    ]
+)
+
+
+def _entry_rows(
+    records: Records,
+    owners: npt.NDArray[np.int64],
+    order: npt.NDArray[np.int64],
+    hashes: npt.NDArray[np.int64],
+) -> npt.NDArray[np.void]:
+    rows = np.empty(len(owners), dtype=_WORK_ENTRY)
+    rows["key_hash"] = hashes
+    rows["offset"] = records.position[owners]
+    rows["store_timestamp"] = records.store_timestamp[owners]
+    rows["record"] = owners
+    rows["order"] = order
+    return rows
+
+
+def _entries_bulk(
+    data: npt.NDArray[np.uint8],
+    found: bulk.Segments,
+    records: Records,
+    chunk: slice,
+    slow: npt.NDArray[np.bool_],
+    rollback: npt.NDArray[np.bool_],
+    prefixes: npt.NDArray[np.uint64],
+) -> npt.NDArray[np.void]:
+    """``topic#UNIQ_KEY`` (order -1, first) and each KEYS token (ordered by position) of the
+    chunk's records; ROLLBACK records get none (spec 4.4)."""
+    size = len(slow)
+    first = chunk.start or 0
+    eligible = ~slow & ~rollback[chunk]
+    uniq = bulk.find_last(data, found, b"UNIQ_KEY", size)
+    keys = bulk.find_last(data, found, b"KEYS", size)
+    with_uniq = np.flatnonzero(eligible & (uniq >= 0))
+    u = uniq[with_uniq]
+    u_hash = bulk.hash_spans(data, found.value_start[u], found.value_length[u])
+    with_keys = np.flatnonzero(eligible & (keys >= 0))
+    k = keys[with_keys]
+    tokens = bulk.key_tokens(data, with_keys, found.value_start[k], found.value_length[k])
+    owners = np.concatenate((with_uniq, tokens.owner)) + first
+    value_hash = np.concatenate((u_hash, tokens.value_hash))
+    length = np.concatenate((found.value_length[u], tokens.length))
+    order = np.concatenate((np.full(len(u), -1, dtype=np.int64), tokens.order))
+    prefix = prefixes[records.topic_id[owners]] if len(owners) else np.zeros(0, np.uint64)
+    hashes = bulk.index_hash(bulk.combine(prefix, value_hash, length))
+    return _entry_rows(records, owners, order, hashes)
+
+
+def _record_slowly(
+    mapped: mmap.mmap, records: Records, i: int, topics: TopicTable, settings: RebuildSettings
+) -> tuple[int, npt.NDArray[np.void] | None]:
+    """tagsCode and index entries of one record, decoded like the dispatcher does (records
+    with non-ASCII properties, delayed messages)."""
+    start = int(records.properties_position[i])
+    data = b"\x02" + mapped[start : start + int(records.properties_length[i])]
+    topic = topics.names[int(records.topic_id[i])]
+    code = 0
+    if topic == SCHEDULE_TOPIC and _DELAY in data:
+        code = _delay_tags_code(
+            _property(data, _DELAY), int(records.store_timestamp[i]), settings.delay_levels_ms
+        )
+    if not code:
+        code = _tags_code_of(_property(data, _TAGS))
+    flag = int(records.sys_flag[i])
+    if (flag & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE:
+        return code, None
+    texts: list[str] = []
+    uniq = _property(data, _UNIQ)
+    if uniq:
+        texts.append(f"{topic}#{uniq.decode('utf-8', errors='replace')}")
+    keys = _property(data, _KEYS)
+    if keys:
+        for token in keys.decode("utf-8", errors="replace").split(props.KEY_SEPARATOR):
+            if token:
+                texts.append(f"{topic}#{token}")
+    if not texts:
+        return code, None
+    owners = np.full(len(texts), i, dtype=np.int64)
+    order = np.arange(len(texts), dtype=np.int64) - (1 if uniq else 0)
+    return code, _entry_rows(records, owners, order, index_key_hash_many(texts))
+
+
+def _spill_units(
+    task: ScanTask, records: Records, topics: TopicTable, codes: npt.NDArray[np.int64]
+) -> tuple[str | None, list[QueueSpan]]:
+    queued = (records.sys_flag & sysflag.TRANSACTION_MASK) != sysflag.TRANSACTION_PREPARED_TYPE
+    queued &= (records.sys_flag & sysflag.TRANSACTION_MASK) != sysflag.TRANSACTION_ROLLBACK_TYPE
+    rows = np.nonzero(queued)[0]
+    if not len(rows):
+        return None, []
+    # Group by (topic, queue id), CommitLog order kept inside each group (stable sort).
+    group_key = records.topic_id[rows] * (1 << 32) + (records.queue_id[rows] & 0xFFFFFFFF)
+    order = np.argsort(group_key, kind="stable")
+    rows = rows[order]
+    units = np.empty(len(rows), dtype=UNIT_DTYPE)
+    units["queue_offset"] = records.queue_offset[rows]
+    units["offset"] = task.commit_range.file_offset + records.position[rows]
+    units["size"] = records.size[rows]
+    units["tags_code"] = codes[rows]
+    sorted_keys = group_key[order]
+    cuts = np.nonzero(np.diff(sorted_keys))[0] + 1
+    firsts = np.concatenate(([0], cuts)).tolist()
+    ends = [*cuts.tolist(), len(rows)]
+    spans = [
+        QueueSpan(
+            topics.names[int(records.topic_id[rows[s]])],
+            int(records.queue_id[rows[s]]),
+            s,
+            e - s,
+        )
+        for s, e in zip(firsts, ends, strict=True)
+    ]
+    path = _spill_path(task, "units")
+    np.save(path, units, allow_pickle=False)
+    return path, spans
+
+
+def _spill_path(task: ScanTask, kind: str) -> str:
+    directory = os.path.join(task.settings.work_dir, SCAN_DIR)
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, f"{task.commit_range.number:06d}-{kind}.npy")
+
+
+# --- pass 2: consume queues ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueuePiece:
+    units_path: str
+    start: int
+    count: int
+
+
+@dataclass(frozen=True)
+class QueueBuild:
+    topic: str
+    queue_id: int
+    pieces: tuple[QueuePiece, ...]  # in CommitLog order
+
+
+@dataclass(frozen=True)
+class QueueTask:
+    directory: str  # the new consumequeue/ directory
+    file_size: int
+    queues: tuple[QueueBuild, ...]
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    queues: int
+    units: int
+    files: int
+
+
+def queue_pass(task: QueueTask) -> QueueResult | TaskFailure:
+    units = files = 0
+    for queue in task.queues:
+        try:
+            written, created = _build_queue(task, queue)
+        except (StoreError, OSError) as e:
+            return TaskFailure(f"consume queue {queue.topic}-{queue.queue_id}", str(e))
+        units += written
+        files += created
+    return QueueResult(len(task.queues), units, files)
+
+
+def _load_pieces(pieces: tuple[QueuePiece, ...]) -> npt.NDArray[np.void]:
+    parts = [np.load(p.units_path, mmap_mode="r")[p.start : p.start + p.count] for p in pieces]
+    return np.concatenate(parts) if len(parts) > 1 else np.array(parts[0])
+
+
+def queue_layout(
+    queue_offsets: npt.NDArray[np.int64], file_size: int
+) -> tuple[int, int, npt.NDArray[np.bool_]]:
+    """Where the dispatcher puts a queue's units (spec 3.4, for units in CommitLog order):
+    returns (first file's start, blank units before the first unit, which units are
+    written). A first unit at offset q != 0 blank-fills its file up to q; a later unit whose
+    offset is below the write position is a duplicate and skipped; one above it is written
+    at the write position anyway ("logic queue order maybe wrong")."""
+    count = len(queue_offsets)
+    written = np.ones(count, dtype=bool)
+    first = int(queue_offsets[0])
+    expect = first * CQ_UNIT_SIZE
+    file_start = expect - expect % file_size
+    fill = (expect % file_size) // CQ_UNIT_SIZE if first != 0 else 0
+    if count > 1 and not np.all(np.diff(queue_offsets) == 1):
+        current = expect + CQ_UNIT_SIZE if first != 0 else CQ_UNIT_SIZE
+        for i in range(1, count):
+            q = int(queue_offsets[i])
+            if q != 0 and q * CQ_UNIT_SIZE < current:
+                written[i] = False
+                continue
+            current += CQ_UNIT_SIZE
+    return file_start, fill, written
+
+
+def _build_queue(task: QueueTask, queue: QueueBuild) -> tuple[int, int]:
+    units = _load_pieces(queue.pieces)
+    file_start, fill, written = queue_layout(units["queue_offset"], task.file_size)
+    kept = units[written]
+    data = np.empty(fill + len(kept), dtype=_CQ_DTYPE)
+    data[:fill] = _BLANK_UNIT
+    data["offset"][fill:] = kept["offset"]
+    data["size"][fill:] = kept["size"]
+    data["tags_code"][fill:] = kept["tags_code"]
+    payload = data.tobytes()
+    directory = os.path.join(task.directory, queue.topic, str(queue.queue_id))
+    os.makedirs(directory, exist_ok=True)
+    created = 0
+    for at in range(0, len(payload), task.file_size):
+        name = offset_to_file_name(file_start + at)
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(payload[at : at + task.file_size])
+            f.truncate(task.file_size)  # full size, sparse beyond the data, as the engine
+        created += 1
+    return len(kept), created
+
+
+# --- pass 2: index files ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyPiece:
+    keys_path: str
+    start: int
+    count: int
+
+
+@dataclass(frozen=True)
+class IndexTask:
+    number: int
+    path: str
+    hash_slot_num: int
+    index_num: int
+    inherit_offset: int  # the previous file's end values (0 for the first file)
+    inherit_timestamp: int
+    pieces: tuple[KeyPiece, ...]
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    number: int
+    entries: int
+    end_timestamp: int
+
+
+def index_pass(task: IndexTask) -> IndexResult | TaskFailure:
+    try:
+        os.makedirs(os.path.dirname(task.path), exist_ok=True)
+        index_file = IndexFile(
+            task.path,
+            task.hash_slot_num,
+            task.index_num,
+            writable=True,
+            create=True,
+            end_phy_offset=task.inherit_offset,
+            end_timestamp=task.inherit_timestamp,
+        )
+        try:
+            entries = 0
+            if task.pieces:
+                parts = [
+                    np.load(p.keys_path, mmap_mode="r")[p.start : p.start + p.count]
+                    for p in task.pieces
+                ]
+                rows = np.concatenate(parts)
+                entries = index_file.put_keys_bulk(
+                    rows["key_hash"].astype(np.int64),
+                    rows["offset"].astype(np.int64),
+                    rows["store_timestamp"].astype(np.int64),
+                )
+                if entries != len(rows):
+                    raise StoreError(
+                        f"index file {task.number} took {entries} of {len(rows)} entries"
+                    )
+            index_file.flush()
+            end = index_file.end_timestamp
+        finally:
+            index_file.close()
+    except (StoreError, OSError) as e:
+        return TaskFailure(f"index file {task.number}", str(e))
+    return IndexResult(task.number, entries, end)

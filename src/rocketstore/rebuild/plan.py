@@ -1,0 +1,178 @@
+"""The rebuild plan: CommitLog files cut into byte ranges, and the settings every task needs.
+
+Layer: rebuild (above the store). Only lists files and reads sizes; no record is decoded
+here. A range ``(file_offset, start, end)`` owns the records that *start* at positions
+[start, end) of one CommitLog file, the same contract as the Spark source's commitlog
+partitions (which use :func:`split_spans` too). Everything is a small frozen dataclass, so
+plans and tasks pickle cheaply to worker processes and Spark executors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from dataclasses import dataclass
+
+from rocketstore.config import StoreConfig, delay_levels_ms
+from rocketstore.errors import ConfigError, NotAStoreError
+from rocketstore.files.mapped_file_queue import detect_file_size
+from rocketstore.format.index_layout import file_size as index_file_size
+from rocketstore.format.index_layout import geometry_from_size
+from rocketstore.paths import (
+    COMMITLOG_DIR,
+    CONSUME_QUEUE_DIR,
+    INDEX_DIR,
+    is_index_file_name,
+    is_offset_file_name,
+)
+
+# Ranges are at most this big: small enough to balance two to a few dozen workers, big
+# enough that the per-task overhead (a process or a Spark task) stays negligible.
+MAX_RANGE_BYTES = 64 * 1024 * 1024
+MIN_RANGE_BYTES = 1024 * 1024
+
+Span = tuple[int, int, int]  # file offset (its name), start position, end position
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """File sizes of the structures being rebuilt (taken from existing files)."""
+
+    commit_log_file_size: int
+    queue_file_size: int
+    hash_slot_num: int
+    index_num: int
+
+
+@dataclass(frozen=True)
+class RebuildSettings:
+    """What every task needs besides its own range: the store, the output directory and
+    the rules that make the output byte-identical to the dispatcher's."""
+
+    root: str  # the store directory (absolute)
+    work_dir: str  # the temporary directory inside the store root
+    geometry: Geometry
+    delay_levels_ms: tuple[int, ...]
+    queues: bool
+    index: bool
+    skip_corrupt: bool
+
+
+@dataclass(frozen=True)
+class CommitLogRange:
+    """Records starting at positions [start, end) of the CommitLog file ``file_offset``."""
+
+    number: int  # the range's place in CommitLog order
+    file_offset: int
+    start: int
+    end: int
+    is_last_file: bool
+
+    @property
+    def first_offset(self) -> int:
+        return self.file_offset + self.start
+
+    @property
+    def end_offset(self) -> int:
+        return self.file_offset + self.end
+
+    def describe(self) -> str:
+        return f"CommitLog range [{self.first_offset}, {self.end_offset})"
+
+
+def split_spans(spans: list[Span], piece_bytes: int) -> list[Span]:
+    """Cut each ``(file_offset, start, end)`` into pieces of at most ``piece_bytes``."""
+    if piece_bytes <= 0:
+        raise ConfigError(f"piece size must be positive, got {piece_bytes}")
+    pieces: list[Span] = []
+    for first, start, end in spans:
+        for cut in range(start, end, piece_bytes):
+            pieces.append((first, cut, min(cut + piece_bytes, end)))
+    return pieces
+
+
+def even_piece_bytes(total_bytes: int, pieces: int, ceiling: int) -> int:
+    """About ``total_bytes / pieces``, never above ``ceiling`` nor below 1."""
+    if pieces <= 0:
+        return ceiling
+    return max(1, min(ceiling, math.ceil(total_bytes / pieces)))
+
+
+def commitlog_files(root: str) -> list[tuple[int, int]]:
+    """(file offset, file length) of every CommitLog file, in offset order."""
+    directory = os.path.join(root, COMMITLOG_DIR)
+    if not os.path.isdir(directory):
+        raise NotAStoreError(f"{root} is not a store directory (no {COMMITLOG_DIR}/)")
+    names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
+    return [(int(n), os.path.getsize(os.path.join(directory, n))) for n in names]
+
+
+def detect_geometry(root: str, config: StoreConfig) -> Geometry:
+    """File sizes from the store's own files (as the engine adopts them), else ``config``."""
+    commitlog_size = detect_file_size(os.path.join(root, COMMITLOG_DIR))
+    queue_size = config.consume_queue_file_size
+    queue_base = os.path.join(root, CONSUME_QUEUE_DIR)
+    for directory, _dirs, names in sorted(os.walk(queue_base)):
+        found = sorted(n for n in names if is_offset_file_name(n))
+        if found:
+            queue_size = os.path.getsize(os.path.join(directory, found[0]))
+            break
+    slots, entries = config.max_hash_slot_num, config.max_index_num
+    index_base = os.path.join(root, INDEX_DIR)
+    if os.path.isdir(index_base):
+        names = sorted(n for n in os.listdir(index_base) if is_index_file_name(n))
+        if names:
+            size = os.path.getsize(os.path.join(index_base, names[-1]))
+            with contextlib.suppress(ValueError):  # unknown: the configured one is used
+                slots, entries = geometry_from_size(size)
+            if size == index_file_size(config.max_hash_slot_num, config.max_index_num):
+                slots, entries = config.max_hash_slot_num, config.max_index_num
+    return Geometry(
+        commit_log_file_size=commitlog_size or config.mapped_file_size_commit_log,
+        queue_file_size=queue_size,
+        hash_slot_num=slots,
+        index_num=entries,
+    )
+
+
+def plan_ranges(
+    root: str, file_size: int, pieces: int, max_range_bytes: int
+) -> list[CommitLogRange]:
+    """The whole CommitLog (every file, up to its length) cut into about ``pieces`` ranges
+    of at most ``max_range_bytes``. Where data really ends is found by the scan."""
+    files = commitlog_files(root)
+    for offset, length in files:
+        if length != file_size:
+            raise ConfigError(
+                f"CommitLog file {offset:020d} is {length} bytes, expected {file_size}"
+            )
+    spans: list[Span] = [(offset, 0, length) for offset, length in files if length > 0]
+    total = sum(end - start for _, start, end in spans)
+    piece = even_piece_bytes(total, pieces, max_range_bytes)
+    piece = max(piece, min(MIN_RANGE_BYTES, max_range_bytes))
+    last_file = files[-1][0] if files else -1
+    return [
+        CommitLogRange(number, first, start, end, first == last_file)
+        for number, (first, start, end) in enumerate(split_spans(spans, piece))
+    ]
+
+
+def make_settings(
+    root: str,
+    work_dir: str,
+    config: StoreConfig,
+    *,
+    queues: bool,
+    index: bool,
+    skip_corrupt: bool,
+) -> RebuildSettings:
+    return RebuildSettings(
+        root=os.path.abspath(root),
+        work_dir=work_dir,
+        geometry=detect_geometry(root, config),
+        delay_levels_ms=tuple(delay_levels_ms(config.message_delay_level)),
+        queues=queues,
+        index=index and config.message_index_enable,
+        skip_corrupt=skip_corrupt,
+    )

@@ -1,0 +1,93 @@
+"""Planning (ranges, geometry) and the task runners."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from rebuild_helpers import build_store, small_config
+
+from rocketstore import StoreConfig
+from rocketstore.errors import ConfigError, NotAStoreError
+from rocketstore.rebuild.plan import (
+    Geometry,
+    commitlog_files,
+    detect_geometry,
+    plan_ranges,
+    split_spans,
+)
+from rocketstore.rebuild.runners import ProcessRunner, SerialRunner
+
+
+def test_split_spans_cuts_each_file_separately() -> None:
+    spans = [(0, 0, 10), (100, 0, 100), (200, 40, 45)]
+    assert split_spans(spans, 40) == [
+        (0, 0, 10),
+        (100, 0, 40),
+        (100, 40, 80),
+        (100, 80, 100),
+        (200, 40, 45),
+    ]
+    with pytest.raises(ConfigError, match="piece size must be positive"):
+        split_spans(spans, 0)
+
+
+def test_plan_covers_every_file_in_order(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    build_store(root, rounds=10)
+    files = commitlog_files(str(root))
+    file_size = small_config().mapped_file_size_commit_log
+    ranges = plan_ranges(str(root), file_size, pieces=7, max_range_bytes=5000)
+    assert [r.number for r in ranges] == list(range(len(ranges)))
+    for offset, _length in files:
+        mine = [r for r in ranges if r.file_offset == offset]
+        assert mine[0].start == 0 and mine[-1].end == file_size
+        assert all(a.end == b.start for a, b in itertools.pairwise(mine))
+        assert all(r.end - r.start <= 5000 for r in mine)
+    assert [r.is_last_file for r in ranges].count(True) == len(
+        [r for r in ranges if r.file_offset == files[-1][0]]
+    )
+    with pytest.raises(ConfigError, match="expected 999"):
+        plan_ranges(str(root), 999, pieces=2, max_range_bytes=5000)
+
+
+def test_geometry_comes_from_the_files(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    build_store(root, rounds=4)
+    found = detect_geometry(str(root), StoreConfig())
+    config = small_config()
+    assert found == Geometry(
+        config.mapped_file_size_commit_log,
+        config.consume_queue_file_size,
+        config.max_hash_slot_num,
+        config.max_index_num,
+    )
+    with pytest.raises(NotAStoreError, match="no commitlog/"):
+        commitlog_files(str(tmp_path / "nothing"))
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+@pytest.mark.parametrize("make", [SerialRunner, lambda: ProcessRunner(2)])
+def test_runners_keep_task_order_and_report_each_task(make: object) -> None:
+    runner = make()  # type: ignore[operator]
+    done: list[int] = []
+    if isinstance(runner, ProcessRunner):
+        with runner:
+            results = runner.map(_square, list(range(9)), done.append)
+    else:
+        results = runner.map(_square, list(range(9)), done.append)
+    assert results == [x * x for x in range(9)]
+    assert sorted(done) == list(range(9))
+
+
+def test_process_runner_outside_its_block() -> None:
+    with pytest.raises(RuntimeError, match="outside its `with` block"):
+        ProcessRunner(1).map(_square, [1])

@@ -1,0 +1,154 @@
+"""The rebuild's bulk decoders against the scalar codecs: records of a range (numpy header
+decode and validation vs ``read_record``), property values and hashes (numpy vs
+``decode_properties`` and Java's hashCode), and fuzzed bytes."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketstore.format import record as rec
+from rocketstore.format.javahash import index_key_hash, tags_code
+from rocketstore.format.properties import decode_properties, split_keys
+from rocketstore.rebuild import properties as bulk
+from rocketstore.rebuild.passes import queue_layout
+from rocketstore.rebuild.records import RangeCorruptError, Stop, TopicTable, scan_range
+
+FILE = 4096
+BASE = 3 * FILE
+
+# Property text: names and values from a small alphabet that includes the separators, so
+# malformed, duplicated and empty segments all occur.
+_text = st.text(alphabet="TAGSKEYUNIQ_ \x01\x02ab#é", max_size=40)
+_props = st.one_of(
+    _text,
+    st.lists(
+        st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X", ""]), _text), max_size=6
+    ).map(lambda pairs: "\x02".join(f"{k}\x01{v}" for k, v in pairs)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_props, min_size=1, max_size=8), st.sampled_from(["T", "Töpic", "%RETRY%g"]))
+def test_bulk_properties_match_the_scalar_decoder(texts: list[str], topic: str) -> None:
+    blobs = [t.encode("utf-8") for t in texts]
+    raw = np.frombuffer(b"\x00" + b"".join(blobs), dtype=np.uint8)
+    lengths = np.array([len(b) for b in blobs], dtype=np.int64)
+    positions = 1 + np.cumsum(lengths) - lengths
+    data, block_start = bulk.gather(raw, positions, lengths)
+    found = bulk.segments(data, block_start)
+    prefix = bulk.prefix_hashes([topic])
+    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
+        last = bulk.find_last(data, found, name.encode(), len(blobs))
+        for i, blob in enumerate(blobs):
+            want = decode_properties(blob).get(name)
+            if last[i] < 0:
+                assert want is None
+                continue
+            start, length = found.value_start[last[i]], found.value_length[last[i]]
+            got = bytes(data[start : start + length]).decode("utf-8", errors="replace")
+            assert got == want
+            if blob.isascii():
+                h = bulk.hash_spans(data, np.array([start]), np.array([length]))
+                if name == "TAGS":
+                    assert int(bulk.to_signed(h)[0]) == tags_code(want)
+                whole = bulk.combine(prefix, h, np.array([length]))
+                assert int(bulk.index_hash(whole)[0]) == index_key_hash(f"{topic}#{want}")
+            if name == "KEYS" and blob.isascii():
+                tokens = bulk.key_tokens(data, np.array([i]), np.array([start]), np.array([length]))
+                prefixes = prefix[[0] * len(tokens.owner)]
+                hashes = bulk.index_hash(bulk.combine(prefixes, tokens.value_hash, tokens.length))
+                assert hashes.tolist() == [index_key_hash(f"{topic}#{k}") for k in split_keys(want)]
+
+
+def _record(topic: bytes, offset: int, v6: bool, props: bytes = b"TAGS\x01a") -> bytes:
+    return rec.encode_record(
+        topic=topic,
+        body=b"body" * (offset % 7),
+        properties=props,
+        queue_id=offset % 3,
+        flag=0,
+        queue_offset=offset // 100,
+        physical_offset=offset,
+        sys_flag=0,
+        born_timestamp=1,
+        born_host=bytes(20) if v6 else bytes(8),
+        store_timestamp=offset + 5,
+        store_host=bytes(8),
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+        body_crc=0,
+    )
+
+
+def _file(shapes: list[tuple[bytes, bool]]) -> tuple[bytes, list[int]]:
+    data = bytearray()
+    starts = []
+    for topic, v6 in shapes:
+        record = _record(topic, BASE + len(data), v6)
+        if len(data) + len(record) + 8 > FILE:
+            break
+        starts.append(len(data))
+        data += record
+    data += rec.encode_blank(FILE - len(data))
+    return bytes(data + bytes(FILE - len(data))), starts
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([b"A", b"Bb", b"\xc3\xa9t"]), st.booleans()), max_size=40),
+    st.integers(0, FILE - 1),
+    st.integers(1, FILE),
+)
+def test_range_scan_finds_the_records_starting_in_the_range(
+    shapes: list[tuple[bytes, bool]], start: int, width: int
+) -> None:
+    data, starts = _file(shapes)
+    end = min(FILE, start + width)
+    topics = TopicTable()
+    found = scan_range(memoryview(data), BASE, start, end, FILE, skip_corrupt=False, topics=topics)
+    want = [s for s in starts if start <= s < end]
+    assert found.records.position.tolist() == want
+    for i, position in enumerate(want):
+        view = rec.read_record(data, position)
+        assert not isinstance(view, rec.Blank)
+        assert topics.names[found.records.topic_id[i]] == view.topic
+        assert found.records.store_timestamp[i] == view.store_timestamp
+        assert found.records.properties_position[i] == view.properties_position
+    if want:
+        assert found.stop in (Stop.BOUNDARY, Stop.BLANK)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=600), st.integers(0, 599))
+def test_range_scan_of_arbitrary_bytes(noise: bytes, at: int) -> None:
+    data, _ = _file([(b"A", False)] * 20)
+    damaged = bytearray(data)
+    damaged[at : at + len(noise)] = noise
+    damaged = damaged[:FILE]
+    view = memoryview(bytes(damaged))
+    with contextlib.suppress(RangeCorruptError):  # the only error allowed out
+        scan_range(view, BASE, 0, FILE, FILE, skip_corrupt=False, topics=TopicTable())
+    found = scan_range(view, BASE, 0, FILE, FILE, skip_corrupt=True, topics=TopicTable())
+    for region in found.corrupt:
+        assert region.reason and region.length and region.length > 0
+
+
+@pytest.mark.parametrize(
+    ("offsets", "file_size", "want"),
+    [
+        ([0, 1, 2], 160, (0, 0, [True, True, True])),
+        ([11, 12], 160, (160, 3, [True, True])),  # first unit in the 2nd file: blank fill
+        ([5, 4, 6, 9], 160, (0, 5, [True, False, True, True])),  # 4 is a duplicate
+        ([0, 0, 3], 160, (0, 0, [True, True, True])),  # offset 0 is never checked
+    ],
+)
+def test_queue_layout_follows_the_put_rules(
+    offsets: list[int], file_size: int, want: tuple[int, int, list[bool]]
+) -> None:
+    start, fill, written = queue_layout(np.array(offsets, dtype=np.int64), file_size)
+    assert (start, fill, written.tolist()) == want
