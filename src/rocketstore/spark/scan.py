@@ -18,7 +18,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from rocketstore.errors import CorruptDataError, IncompleteDataError, NotAStoreError
+from rocketstore.errors import (
+    CorruptDataError,
+    DataLossError,
+    IncompleteDataError,
+    NotAStoreError,
+)
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
@@ -120,7 +125,10 @@ def _queue_rows(
     while offset < part.end:
         raw = queue.units_from(offset, (part.end - offset) * 20)
         if raw is None:  # removed by retention (or a hole): go on with the next file
-            offset = max(queue.next_file_offset(offset), queue.min_offset())
+            skip_to = max(queue.next_file_offset(offset), queue.min_offset())
+            if part.fail_on_data_loss:
+                _lost(part, offset, min(skip_to, part.end), "its consume queue file is gone")
+            offset = skip_to
             continue
         units = decode_units(raw)
         for i in range(len(units)):
@@ -132,12 +140,22 @@ def _queue_rows(
                 continue
             found = store.commitlog.read_record(physical)
             if found is None or found[1].size != size:
+                if part.fail_on_data_loss:
+                    _lost(part, offset + i, offset + i + 1, "its CommitLog record is gone")
                 continue  # the record went with retention
             data, view = found
             message = rec.to_message_ext(data, view, read_body=include_body)
             if subscription.match_tags(message.tags) and _accepts(pushed, message, offset + i):
                 yield message, offset + i
         offset += max(len(units), 1)
+
+
+def _lost(part: QueuePartition, first: int, end: int, why: str) -> None:
+    raise DataLossError(
+        f"the streaming query lost messages: topic {part.topic!r} queue {part.queue_id}: "
+        f"offsets [{first}, {end}) were removed while the batch was read ({why}). "
+        "Restart with failOnDataLoss=false to skip them"
+    )
 
 
 def _key_rows(
