@@ -18,6 +18,7 @@ before anything reaches the store.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import uuid
@@ -53,6 +54,14 @@ def job_dir(store_path: str, job_id: str) -> str:
 
 def new_job_id() -> str:
     return uuid.uuid4().hex
+
+
+def sink_job_id(sink_id: str) -> str:
+    """A streaming sink's staging directory name. Spark pickles the stream writer for the
+    tasks once but builds a new one for every micro-batch commit, so the name comes from
+    the sink id, which both know; micro-batches run one after another, and each commit or
+    abort empties the directory."""
+    return "sink-" + hashlib.sha256(sink_id.encode("utf-8")).hexdigest()[:24]
 
 
 def remove_job(store_path: str, job_id: str) -> None:

@@ -1,9 +1,10 @@
 """Batch and streaming writers of the ``rocketstore`` data source (docs/spark.md, Writing).
 
 Layer: spark (top). Tasks stage their rows (:mod:`.staging`); the driver's commit appends
-them through the store (:mod:`.commit`); abort removes what the tasks staged. Each job
-(or micro-batch) gets its own staging directory, named on the driver when Spark asks for
-the writer, so two jobs never mix files.
+them through the store (:mod:`.commit`); abort removes what the tasks staged. A batch job
+gets its own staging directory, named on the driver when Spark asks for the writer (Spark
+hands that same writer to the tasks and to the commit); a streaming sink uses one
+directory per sink id (see :func:`.staging.sink_job_id`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pyspark.sql.datasource import (
 )
 
 from rocketstore.spark.commit import commit_staged
-from rocketstore.spark.staging import new_job_id, remove_job, stage
+from rocketstore.spark.staging import new_job_id, remove_job, sink_job_id, stage
 from rocketstore.spark.write_options import WriteColumns, WriteOptions
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,8 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
         self.options = options
         self.columns = columns
-        # One staging directory per micro-batch: Spark builds one writer per batch.
-        self.job_id = new_job_id()
+        assert options.sink_id is not None  # parse_write_options requires it
+        self.job_id = sink_job_id(options.sink_id)
 
     def write(self, iterator: Iterator[Any]) -> StagedFile:
         path, rows = stage(iterator, self.columns, self.options, self.job_id)
