@@ -20,7 +20,7 @@ from collections.abc import Callable
 from benchmarks import machine, report
 from benchmarks.common import FULL, QUICK, Row, Scratch, Sizes
 from benchmarks.systems import durability_notes
-from benchmarks.workloads import consume, dispatch, put, query, recovery, scale
+from benchmarks.workloads import consume, dispatch, put, query, recovery, scale, spark_read
 
 log = logging.getLogger("benchmarks")
 
@@ -36,6 +36,7 @@ WORKLOADS: dict[str, Workload] = {
     "query": query.run,
     "recovery": recovery.run,
     "scale": scale.run,
+    "spark": spark_read.run,
 }
 
 
