@@ -89,9 +89,9 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
         try:
             reads = {
                 QUEUE_MODE: lambda: spark.read.format("rocketstore").load(store_dir),
-                COMMITLOG_MODE: lambda: spark.read.format("rocketstore")
-                .option("mode", "commitlog")
-                .load(store_dir),
+                COMMITLOG_MODE: lambda: (
+                    spark.read.format("rocketstore").option("mode", "commitlog").load(store_dir)
+                ),
             }
             parquet_dir = os.path.join(directory, "parquet")
             reads[QUEUE_MODE]().write.parquet(parquet_dir)

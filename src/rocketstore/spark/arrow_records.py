@@ -40,6 +40,16 @@ def _be(buf: npt.NDArray[np.uint8], positions: Int64s, width: int) -> Int64s:
     return raw.view(f">i{width}").ravel().astype(np.int64)
 
 
+# Fixed fields of a record with IPv4 hosts: TOTALSIZE .. BODYLEN (see format.record).
+HEADER_BYTES = 88
+
+
+def _field(header: npt.NDArray[np.uint8], at: int, width: int) -> Int64s:
+    """Signed big-endian ints of ``width`` bytes at column ``at`` of the header rows."""
+    raw = np.ascontiguousarray(header[:, at : at + width])
+    return raw.view(f">i{width}").ravel().astype(np.int64)
+
+
 def _gather(
     buf: npt.NDArray[np.uint8], region: bytes, starts: Int64s, lengths: Int64s, kind: Any
 ) -> Any:
@@ -80,30 +90,33 @@ def _constant_or_gather(
     return _gather(buf, region, starts, lengths, pa.string())
 
 
-def _hosts(buf: npt.NDArray[np.uint8], positions: Int64s) -> Any:
+def _hosts(header: npt.NDArray[np.uint8], at: int) -> Any:
     """``ip:port`` of IPv4 host fields, formatted once per distinct value."""
     import pyarrow as pa  # noqa: PLC0415
 
-    packed = _be(buf, positions, 8).astype(np.uint64)
+    packed = _field(header, at, 8).astype(np.uint64)
     distinct, inverse = np.unique(packed, return_inverse=True)
     texts = [decode_host(int(v).to_bytes(8, "big")) for v in distinct.tolist()]
     return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
 
 
-def _msg_ids(buf: npt.NDArray[np.uint8], host_positions: Int64s, physical: Int64s) -> Any:
+_HEX_PAIRS = np.array(
+    [int.from_bytes(f"{b:02X}".encode(), "little") for b in range(256)], dtype="<u2"
+)  # byte -> its two upper-case hex digits, as one little-endian uint16
+
+
+def _msg_ids(header: npt.NDArray[np.uint8], physical: Int64s) -> Any:
     """offsetMsgId: 8 bytes of store host and 8 of offset as 32 upper-case hex digits."""
     import pyarrow as pa  # noqa: PLC0415
 
-    raw = np.empty((len(physical), 16), dtype=np.uint8)
-    raw[:, :8] = buf[np.minimum(host_positions[:, None] + np.arange(8), len(buf) - 1)]
-    raw[:, 8:] = physical.astype(">i8").view(np.uint8).reshape(-1, 8)
-    digits = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-    text = np.empty((len(physical), 32), dtype=np.uint8)
-    text[:, 0::2] = digits[raw >> 4]
-    text[:, 1::2] = digits[raw & 0x0F]
-    offsets = np.arange(0, 32 * len(physical) + 1, 32, dtype=np.int32)
+    rows = len(physical)
+    raw = np.empty((rows, 16), dtype=np.uint8)
+    raw[:, :8] = header[:, 64:72]
+    raw[:, 8:] = physical.astype(">i8").view(np.uint8).reshape(rows, 8)
+    text = _HEX_PAIRS[raw]  # (rows, 16) uint16 = (rows, 32) ASCII bytes
+    offsets = np.arange(0, 32 * rows + 1, 32, dtype=np.int32)
     return pa.Array.from_buffers(
-        pa.string(), len(physical), [None, pa.py_buffer(offsets), pa.py_buffer(text.tobytes())]
+        pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(text.tobytes())]
     )
 
 
@@ -186,10 +199,11 @@ def decode_records(
     buf = np.frombuffer(region, dtype=np.uint8)
     if rows == 0 or int(positions.max()) + rec.FIXED_OVERHEAD_V4 > len(buf):
         return None
-    total = _be(buf, positions, 4)
-    magic = _be(buf, positions + rec.POS_MAGIC, 4)
-    sys_flag = _be(buf, positions + rec.POS_SYSFLAG, 4)
-    physical = _be(buf, positions + rec.POS_PHYSICALOFFSET, 8)
+    header = buf[np.minimum(positions[:, None] + np.arange(HEADER_BYTES), len(buf) - 1)]
+    total = _field(header, rec.POS_TOTALSIZE, 4)
+    magic = _field(header, rec.POS_MAGIC, 4)
+    sys_flag = _field(header, rec.POS_SYSFLAG, 4)
+    physical = _field(header, rec.POS_PHYSICALOFFSET, 8)
     v2 = magic == rec.MESSAGE_MAGIC_V2
     if (
         np.any(total != expected_sizes)
@@ -200,9 +214,8 @@ def decode_records(
     ):
         return None
     # IPv4 hosts from here on: the layout of the module docstring of format.record.
-    store_host_at = positions + 64
-    body_length = _be(buf, positions + 84, 4)
-    body_at = positions + 88
+    body_length = _field(header, 84, 4)
+    body_at = positions + HEADER_BYTES
     topic_length_at = body_at + body_length
     topic_length = np.where(v2, _be(buf, topic_length_at, 2), _be(buf, topic_length_at, 1))
     topic_at = topic_length_at + np.where(v2, 2, 1)
@@ -232,25 +245,23 @@ def decode_records(
         if include_body
         else pa.nulls(rows, pa.binary()),
         "topic": topic,
-        "partition": pa.array(_be(buf, positions + rec.POS_QUEUEID, 4).astype(np.int32)),
+        "partition": pa.array(_field(header, rec.POS_QUEUEID, 4).astype(np.int32)),
         "offset": pa.array(queue_offsets.astype(np.int64)),
-        "timestamp": pa.array(_be(buf, positions + 56, 8) * 1000).cast(timestamp),
+        "timestamp": pa.array(_field(header, 56, 8) * 1000).cast(timestamp),
         "timestampType": pa.array(np.full(rows, TIMESTAMP_TYPE_LOG_APPEND_TIME, np.int32)),
         "keys": _keys_list(key, rows),
         "tags": wanted[props.TAGS],
-        "msgId": _msg_ids(buf, store_host_at, physical),
+        "msgId": _msg_ids(header, physical),
         "uniqKey": wanted[props.UNIQ_KEY],
         "commitLogOffset": pa.array(physical),
         "size": pa.array(total.astype(np.int32)),
-        "bornTimestamp": pa.array(_be(buf, positions + rec.POS_BORNTIMESTAMP, 8) * 1000).cast(
-            timestamp
-        ),
-        "bornHost": _hosts(buf, positions + rec.POS_BORNHOST),
-        "storeHost": _hosts(buf, store_host_at),
+        "bornTimestamp": pa.array(_field(header, rec.POS_BORNTIMESTAMP, 8) * 1000).cast(timestamp),
+        "bornHost": _hosts(header, rec.POS_BORNHOST),
+        "storeHost": _hosts(header, 64),
         "sysFlag": pa.array(sys_flag.astype(np.int32)),
-        "flag": pa.array(_be(buf, positions + rec.POS_FLAG, 4).astype(np.int32)),
-        "reconsumeTimes": pa.array(_be(buf, positions + 72, 4).astype(np.int32)),
-        "bodyCRC": pa.array(_be(buf, positions + rec.POS_BODYCRC, 4).astype(np.int32)),
+        "flag": pa.array(_field(header, rec.POS_FLAG, 4).astype(np.int32)),
+        "reconsumeTimes": pa.array(_field(header, 72, 4).astype(np.int32)),
+        "bodyCRC": pa.array(_field(header, rec.POS_BODYCRC, 4).astype(np.int32)),
         "properties": properties,
     }
     schema = arrow_schema()
