@@ -109,7 +109,12 @@ def test_same_rows_as_the_reference_or_none(messages, include_body):
 
 def test_typical_records_decode_column_wise():
     records = [
-        _encode("Orders", b"x" * size, f"KEYS\x01k{i} shared\x02UNIQ_KEY\x01U{i}\x02TAGS\x01T")
+        _encode(
+            "Orders",
+            b"x" * size,
+            f"KEYS\x01k{i} shared\x02UNIQ_KEY\x01U{i}\x02TAGS\x01T",
+            born=f"10.0.0.{i % 3}:{4000 + i}",  # several born hosts: formatted per value
+        )
         for i, size in enumerate([0, 1, 12, 13, 100, 5000])
     ]
     region, positions = _region(records)

@@ -95,6 +95,9 @@ def _hosts(header: npt.NDArray[np.uint8], at: int) -> Any:
     import pyarrow as pa  # noqa: PLC0415
 
     packed = _field(header, at, 8).astype(np.uint64)
+    if np.all(packed == packed[0]):  # the usual case: one store host, one producer host
+        text = decode_host(int(packed[0]).to_bytes(8, "big"))
+        return pa.array([text] * len(packed), pa.string())
     distinct, inverse = np.unique(packed, return_inverse=True)
     texts = [decode_host(int(v).to_bytes(8, "big")) for v in distinct.tolist()]
     return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
@@ -118,6 +121,15 @@ def _msg_ids(header: npt.NDArray[np.uint8], physical: Int64s) -> Any:
     return pa.Array.from_buffers(
         pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(text.tobytes())]
     )
+
+
+def _timestamps(millis: Int64s) -> Any:
+    """Epoch milliseconds as Arrow timestamp[us, UTC], built on the numpy buffer."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    micros = np.ascontiguousarray(millis * 1000, dtype=np.int64)
+    kind = pa.timestamp("us", tz="UTC")
+    return pa.Array.from_buffers(kind, len(micros), [None, pa.py_buffer(micros)])
 
 
 def _properties(text: Any, rows: int) -> tuple[Any, dict[str, Any]] | None:
@@ -238,7 +250,6 @@ def decode_records(
         return None
     properties, wanted = decoded
     key = wanted[props.KEYS]
-    timestamp = pa.timestamp("us", tz="UTC")
     columns = {
         "key": key,
         "value": _gather(buf, region, body_at, body_length, pa.binary())
@@ -247,7 +258,7 @@ def decode_records(
         "topic": topic,
         "partition": pa.array(_field(header, rec.POS_QUEUEID, 4).astype(np.int32)),
         "offset": pa.array(queue_offsets.astype(np.int64)),
-        "timestamp": pa.array(_field(header, 56, 8) * 1000).cast(timestamp),
+        "timestamp": _timestamps(_field(header, 56, 8)),
         "timestampType": pa.array(np.full(rows, TIMESTAMP_TYPE_LOG_APPEND_TIME, np.int32)),
         "keys": _keys_list(key, rows),
         "tags": wanted[props.TAGS],
@@ -255,7 +266,7 @@ def decode_records(
         "uniqKey": wanted[props.UNIQ_KEY],
         "commitLogOffset": pa.array(physical),
         "size": pa.array(total.astype(np.int32)),
-        "bornTimestamp": pa.array(_field(header, rec.POS_BORNTIMESTAMP, 8) * 1000).cast(timestamp),
+        "bornTimestamp": _timestamps(_field(header, rec.POS_BORNTIMESTAMP, 8)),
         "bornHost": _hosts(header, rec.POS_BORNHOST),
         "storeHost": _hosts(header, 64),
         "sysFlag": pa.array(sys_flag.astype(np.int32)),
