@@ -181,9 +181,8 @@ def _queue_batches(
             continue
         units = decode_units(raw)
         count = len(units)
-        if count == 0:
-            break
-        batches = _decode_units(store, units, offset, include_body)
+        batches = _decode_units(store, units, offset, include_body) if count else None
+        count = max(count, 1)  # a cut unit at a file's end: the reference path steps over it
         if batches is None:
             stretch = dataclasses.replace(part, start=offset, end=offset + count)
             rows = _queue_rows(store, stretch, MATCH_ALL, pushed, include_body)
