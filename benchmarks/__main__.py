@@ -20,7 +20,17 @@ from collections.abc import Callable
 from benchmarks import machine, report
 from benchmarks.common import FULL, QUICK, Row, Scratch, Sizes
 from benchmarks.systems import durability_notes
-from benchmarks.workloads import broker, consume, dispatch, put, query, rebuild, recovery, scale
+from benchmarks.workloads import (
+    broker,
+    consume,
+    dispatch,
+    put,
+    query,
+    rebuild,
+    recovery,
+    scale,
+    spark_read,
+)
 
 log = logging.getLogger("benchmarks")
 
@@ -38,6 +48,7 @@ WORKLOADS: dict[str, Workload] = {
     "scale": scale.run,
     "broker": broker.run,
     "rebuild": rebuild.run,
+    "spark": spark_read.run,
 }
 
 

@@ -338,6 +338,17 @@ def targets(rows: list[Row]) -> list[Target]:
                 True,
             )
         )
+    spark_case = "batch read, 100 B"
+    out.append(
+        _target(
+            "Spark batch read (queue mode), 100 B",
+            "rocketstore read rate / spark.read.parquet of the same rows (rows/s)",
+            find.first("spark", spark_case, "rocketstore (queue mode)", "read rate"),
+            find.first("spark", spark_case, "parquet", "read rate"),
+            0.5,
+            True,
+        )
+    )
     out.append(
         _target(
             "recovery after SIGKILL",

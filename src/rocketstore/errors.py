@@ -66,3 +66,8 @@ class MessageTooLargeError(StoreError):
 
 class NotAStoreError(StoreError):
     """A directory does not look like a RocketMQ/rocketstore store directory."""
+
+
+class DataLossError(StoreError):
+    """Messages a reader still needed were removed (by retention) or its queue went back;
+    the message names the topic, queue and offsets (Spark's ``failOnDataLoss``)."""

@@ -283,6 +283,15 @@ class MessageStore:
             for index_file in self.index.files[-1:]:
                 index_file.refresh_header()
 
+    def refresh(self) -> None:
+        """Read-only store: see now what a writer appended, new queues and files included
+        (other calls list directories at most every 50 ms). A writer sees everything."""
+        if self._closed:
+            raise StoreClosedError(f"store {self.root} is closed")
+        if self.read_only:
+            self._ro_listed_at = 0.0
+            self._refresh_read_only()
+
     _ro_listed_at = 0.0
     _ro_min_offset = -2
     _ro_end = 0

@@ -1,4 +1,5 @@
-"""PySpark data source ``rocketstore``: read a store directory as a DataFrame (docs/spark.md).
+"""PySpark data source ``rocketstore``: read a store directory as a DataFrame or a stream,
+and append DataFrames and streams to it (docs/spark.md).
 
 Layer: top (beside the CLI). The only package that imports pyspark, and only when a
 function here is called, so ``import rocketstore`` (and this package) never needs it::

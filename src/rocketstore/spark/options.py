@@ -48,6 +48,8 @@ KNOWN_OPTIONS = frozenset(
 )
 # Streaming options: accepted (so one option map serves both) but unused by batch reads.
 STREAMING_OPTIONS = frozenset(("maxoffsetspertrigger", "failondataloss"))
+# Options Spark itself adds to a streaming query's source and sink option maps.
+SPARK_ADDED_OPTIONS = frozenset(("checkpointlocation",))
 
 
 def is_default_topic(topic: str) -> bool:
@@ -235,10 +237,10 @@ def _parse_bound(options: Mapping[str, str], which: str, default: int) -> Bound:
     return Bound(default)
 
 
-def parse_options(raw_options: Mapping[str, str]) -> ReadOptions:
+def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST) -> ReadOptions:
     """Check every read option; ConfigError names the first bad one and its value."""
     options = {k.lower(): v for k, v in raw_options.items()}
-    unknown = sorted(set(options) - KNOWN_OPTIONS - STREAMING_OPTIONS)
+    unknown = sorted(set(options) - KNOWN_OPTIONS - STREAMING_OPTIONS - SPARK_ADDED_OPTIONS)
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown} for the rocketstore data source")
     path = options.get("path")
@@ -250,7 +252,7 @@ def parse_options(raw_options: Mapping[str, str]) -> ReadOptions:
     if mode not in (MODE_QUEUE, MODE_COMMITLOG):
         raise ConfigError(f"option mode={options['mode']!r} must be 'queue' or 'commitlog'")
     selection = _parse_selection(options)
-    start = _parse_bound(options, "starting", EARLIEST)
+    start = _parse_bound(options, "starting", default_start)
     end = _parse_bound(options, "ending", LATEST)
     for bound, name in ((start, "starting"), (end, "ending")):
         for topic in sorted(bound.topics()):
@@ -284,3 +286,35 @@ def _check_commitlog_bounds(start: Bound, end: Bound) -> None:
         raise ConfigError("startingOffsets=latest (-1) is not supported with mode=commitlog")
     if end.default == EARLIEST or EARLIEST in end.offsets.values():
         raise ConfigError("endingOffsets=earliest (-2) is not supported with mode=commitlog")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """A streaming read: the read options plus admission control and data-loss handling."""
+
+    read: ReadOptions
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+
+
+def parse_stream_options(raw_options: Mapping[str, str]) -> StreamOptions:
+    """Streaming reads start at ``latest`` by default (as Kafka's source does), read
+    through the consume queues and have no end."""
+    options = {k.lower(): v for k, v in raw_options.items()}
+    for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        if name.lower() in options:
+            raise ConfigError(
+                f"option {name}={options[name.lower()]!r} is for batch reads; "
+                "a streaming query has no end"
+            )
+    if options.get("mode", MODE_QUEUE).strip().lower() != MODE_QUEUE:
+        raise ConfigError(
+            f"option mode={options['mode']!r}: streaming reads go through the consume queues "
+            "(mode=queue)"
+        )
+    read = parse_options(raw_options, default_start=LATEST)
+    return StreamOptions(
+        read=read,
+        max_offsets_per_trigger=_int_option(options, "maxOffsetsPerTrigger", 1),
+        fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
+    )

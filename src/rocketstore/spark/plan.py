@@ -35,6 +35,9 @@ class QueuePartition(InputPartition):
     queue_id: int
     start: int  # first queue offset
     end: int  # exclusive
+    # Streaming reads with failOnDataLoss: a unit or record removed by retention between
+    # planning and reading fails the task instead of being skipped.
+    fail_on_data_loss: bool = False
 
     @property
     def count(self) -> int:
@@ -59,7 +62,9 @@ class CommitLogPartition(InputPartition):
 QueueRange = tuple[str, int, int, int]  # topic, queue id, start, end
 
 
-def _resolve(store: MessageStore, bound: Bound, topic: str, qid: int, low: int, high: int) -> int:
+def resolve_bound(
+    store: MessageStore, bound: Bound, topic: str, qid: int, low: int, high: int
+) -> int:
     """A bound's queue offset for one queue, clamped into [low, high]."""
     if bound.timestamp_ms is not None:
         return store.offset_by_time(topic, qid, bound.timestamp_ms, "lower")
@@ -83,8 +88,8 @@ def queue_ranges(store: MessageStore, options: ReadOptions, pushed: Pushed) -> l
         if pushed.queue_ids is not None and qid not in pushed.queue_ids:
             continue
         low, high = store.min_offset(topic, qid), store.max_offset(topic, qid)
-        start = _resolve(store, options.start, topic, qid, low, high)
-        end = _resolve(store, options.end, topic, qid, low, high)
+        start = resolve_bound(store, options.start, topic, qid, low, high)
+        end = resolve_bound(store, options.end, topic, qid, low, high)
         if pushed.offset_min is not None:
             start = max(start, pushed.offset_min)
         if pushed.offset_max is not None:
@@ -101,7 +106,10 @@ def queue_ranges(store: MessageStore, options: ReadOptions, pushed: Pushed) -> l
 
 
 def split_ranges(
-    ranges: list[QueueRange], max_records: int | None, min_partitions: int | None
+    ranges: list[QueueRange],
+    max_records: int | None,
+    min_partitions: int | None,
+    fail_on_data_loss: bool = False,
 ) -> list[QueuePartition]:
     """One partition per range, split so none exceeds ``max_records`` and, when
     ``min_partitions`` asks for more, cut into pieces of about total / min_partitions."""
@@ -114,7 +122,8 @@ def split_ranges(
     for topic, qid, start, end in ranges:
         step = piece or (end - start)
         for first in range(start, end, step):
-            partitions.append(QueuePartition(topic, qid, first, min(first + step, end)))
+            last = min(first + step, end)
+            partitions.append(QueuePartition(topic, qid, first, last, fail_on_data_loss))
     return partitions
 
 

@@ -10,6 +10,7 @@ costly to repeat: they validate the CommitLog's tail).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import mmap
 import os
@@ -18,13 +19,21 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from rocketstore.errors import CorruptDataError, IncompleteDataError, NotAStoreError
+import numpy as np
+
+from rocketstore.errors import (
+    CorruptDataError,
+    DataLossError,
+    IncompleteDataError,
+    NotAStoreError,
+)
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
 from rocketstore.format.queue_unit import decode_units
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
+from rocketstore.spark.arrow_records import decode_records
 from rocketstore.spark.columns import RowBuffer
 from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
 from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
@@ -32,6 +41,11 @@ from rocketstore.spark.pushdown import Pushed
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
+
+FAST_CHUNK_UNITS = 8192  # consume-queue units decoded column-wise at a time
+MAX_REGION_BYTES = 16 * 1024 * 1024  # CommitLog bytes copied out per record batch
+MATCH_ALL = parse_subscription(None)
+NOTHING_PUSHED = Pushed()
 
 _STORES: dict[str, MessageStore] = {}
 _STORES_LOCK = threading.Lock()
@@ -80,6 +94,8 @@ def read_partition(
     partition: object, options: ReadOptions, pushed: Pushed
 ) -> Iterator[Any]:  # pyarrow.RecordBatch
     subscription = parse_subscription(options.tags)
+    if isinstance(partition, QueuePartition) and subscription.matches_all:
+        return _queue_batches(open_store(options.path), partition, pushed, options.include_body)
     if isinstance(partition, QueuePartition):
         store = open_store(options.path)
         rows = _queue_rows(store, partition, subscription, pushed, options.include_body)
@@ -120,7 +136,10 @@ def _queue_rows(
     while offset < part.end:
         raw = queue.units_from(offset, (part.end - offset) * 20)
         if raw is None:  # removed by retention (or a hole): go on with the next file
-            offset = max(queue.next_file_offset(offset), queue.min_offset())
+            skip_to = max(queue.next_file_offset(offset), queue.min_offset())
+            if part.fail_on_data_loss:
+                _lost(part, offset, min(skip_to, part.end), "its consume queue file is gone")
+            offset = skip_to
             continue
         units = decode_units(raw)
         for i in range(len(units)):
@@ -132,12 +151,132 @@ def _queue_rows(
                 continue
             found = store.commitlog.read_record(physical)
             if found is None or found[1].size != size:
+                if part.fail_on_data_loss:
+                    _lost(part, offset + i, offset + i + 1, "its CommitLog record is gone")
                 continue  # the record went with retention
             data, view = found
             message = rec.to_message_ext(data, view, read_body=include_body)
             if subscription.match_tags(message.tags) and _accepts(pushed, message, offset + i):
                 yield message, offset + i
         offset += max(len(units), 1)
+
+
+def _queue_batches(
+    store: MessageStore, part: QueuePartition, pushed: Pushed, include_body: bool
+) -> Iterator[Any]:
+    """Units [start, end) of one queue decoded column-wise (:mod:`.arrow_records`); a
+    stretch that decoder declines goes through :func:`_queue_rows` instead."""
+    store.max_offset(part.topic, part.queue_id)  # refresh what a live writer appended
+    queue = store.queues.get((part.topic, part.queue_id))
+    if queue is None:
+        return
+    offset = part.start
+    while offset < part.end:
+        raw = queue.units_from(offset, min(part.end - offset, FAST_CHUNK_UNITS) * 20)
+        if raw is None:  # removed by retention (or a hole): go on with the next file
+            skip_to = max(queue.next_file_offset(offset), queue.min_offset())
+            if part.fail_on_data_loss:
+                _lost(part, offset, min(skip_to, part.end), "its consume queue file is gone")
+            offset = skip_to
+            continue
+        units = decode_units(raw)
+        count = len(units)
+        batches = _decode_units(store, units, offset, include_body) if count else None
+        count = max(count, 1)  # a cut unit at a file's end: the reference path steps over it
+        if batches is None:
+            stretch = dataclasses.replace(part, start=offset, end=offset + count)
+            rows = _queue_rows(store, stretch, MATCH_ALL, pushed, include_body)
+            yield from _batches(rows, include_body)
+        else:
+            for batch in batches:
+                kept = _apply_pushed(batch, pushed)
+                if kept.num_rows:
+                    yield kept
+        offset += count
+
+
+def _decode_units(
+    store: MessageStore, units: Any, first_offset: int, include_body: bool
+) -> list[Any] | None:
+    """Record batches for decoded consume-queue units, or None to decode them one by one.
+    Units are cut into runs that lie in one CommitLog file and span at most
+    MAX_REGION_BYTES; each run is copied out of the file once."""
+    physical = units["offset"].astype(np.int64)
+    sizes = units["size"].astype(np.int64)
+    queue_offsets = first_offset + np.arange(len(units), dtype=np.int64)
+    real = (physical >= 0) & (sizes > 0) & (sizes != 0x7FFFFFFF)  # not blank fill
+    physical, sizes, queue_offsets = physical[real], sizes[real], queue_offsets[real]
+    file_size = store.commitlog.file_size
+    batches = []
+    begin = 0
+    while begin < len(physical):
+        file_start = int(physical[begin]) - int(physical[begin]) % file_size
+        limit = min(file_start + file_size, int(physical[begin]) + MAX_REGION_BYTES)
+        end = begin + int(np.searchsorted(physical[begin:], limit, side="left"))
+        end = max(end, begin + 1)
+        if np.any(np.diff(physical[begin:end]) <= 0):
+            return None  # not in CommitLog order: leave it to the reference path
+        low = int(physical[begin])
+        high = int(physical[end - 1] + sizes[end - 1])
+        mapped = store.commitlog.files.find(low)
+        if mapped is None or high - mapped.file_from_offset > mapped.wrote_position:
+            return None
+        region = mapped.read_held(low - mapped.file_from_offset, high - low)
+        if region is None:
+            return None
+        batch = decode_records(
+            region,
+            physical[begin:end] - low,
+            physical[begin:end],
+            sizes[begin:end],
+            queue_offsets[begin:end],
+            include_body,
+        )
+        if batch is None:
+            return None
+        batches.append(batch)
+        begin = end
+    return batches
+
+
+def _apply_pushed(batch: Any, pushed: Pushed) -> Any:
+    """The rows of ``batch`` that pushed offset and time bounds accept (topic and queue
+    bounds were applied when the partition was planned)."""
+    if pushed == NOTHING_PUSHED:
+        return batch
+    import pyarrow as pa  # noqa: PLC0415
+
+    offsets = batch.column("offset").to_numpy()
+    times_ms = batch.column("timestamp").cast(pa.int64()).to_numpy() // 1000
+    keep = np.ones(batch.num_rows, dtype=bool)
+    if pushed.offset_min is not None:
+        keep &= offsets >= pushed.offset_min
+    if pushed.offset_max is not None:
+        keep &= offsets < pushed.offset_max
+    if pushed.time_min_ms is not None:
+        keep &= times_ms >= pushed.time_min_ms
+    if pushed.time_max_ms is not None:
+        keep &= times_ms < pushed.time_max_ms
+    if pushed.topics is not None or pushed.queue_ids is not None:
+        topics = batch.column("topic").to_pylist()
+        queue_ids = batch.column("partition").to_numpy()
+        keep &= np.array(
+            [
+                (pushed.topics is None or t in pushed.topics)
+                and (pushed.queue_ids is None or int(q) in pushed.queue_ids)
+                for t, q in zip(topics, queue_ids, strict=True)
+            ],
+            dtype=bool,
+        )
+    return batch if keep.all() else batch.filter(pa.array(keep))
+
+
+def _lost(part: QueuePartition, first: int, end: int, why: str) -> None:
+    raise DataLossError(
+        f"the streaming query lost messages: topic {part.topic!r} queue {part.queue_id}: "
+        f"offsets [{first}, {end}) were removed while the batch was read ({why}). "
+        "Restart with failOnDataLoss=false to skip them"
+    )
 
 
 def _key_rows(

@@ -1,7 +1,9 @@
-"""The ``rocketstore`` PySpark data source: batch reads of a store directory.
+"""The ``rocketstore`` PySpark data source: batch and streaming reads and writes of a store
+directory.
 
-Layer: spark (top); the only module that subclasses pyspark's data source classes. Option
-parsing lives in :mod:`.options`, planning in :mod:`.plan`, row reading in :mod:`.scan`.
+Layer: spark (top). Option parsing lives in :mod:`.options` and :mod:`.write_options`,
+planning in :mod:`.plan`, row reading in :mod:`.scan`, streaming reads in :mod:`.stream`,
+writes in :mod:`.write`.
 
 Spark fails every query of a reader that defines ``pushFilters`` while
 ``spark.sql.python.filterPushdown.enabled`` is off, so :meth:`RocketStoreDataSource.reader`
@@ -18,13 +20,29 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import datasource as ds
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+)
 
+from rocketstore.errors import ConfigError
 from rocketstore.spark import columns
-from rocketstore.spark.options import MODE_COMMITLOG, ReadOptions, parse_options
+from rocketstore.spark.options import (
+    MODE_COMMITLOG,
+    ReadOptions,
+    parse_options,
+    parse_stream_options,
+)
 from rocketstore.spark.plan import index_usable, plan_commitlog_read, plan_queue_read
 from rocketstore.spark.pushdown import Pushed, push_filters
 from rocketstore.spark.scan import open_store, read_partition
+from rocketstore.spark.stream import RocketStoreStreamReader
+from rocketstore.spark.write import RocketStoreStreamWriter, RocketStoreWriter
+from rocketstore.spark.write_options import WriteColumns, check_columns, parse_write_options
 
 SOURCE_NAME = "rocketstore"
 PUSHDOWN_SUPPORTED = hasattr(ds, "Filter")  # pyspark >= 4.1
@@ -41,11 +59,39 @@ class RocketStoreDataSource(DataSource):
         parse_options(self.options)  # a bad option fails at load(), before any planning
         return columns.spark_schema()
 
+    # Whether filters are pushed when the ``pushdown`` option is not given. Spark fails
+    # every query of a pushing reader while its pushdown setting is off, and a source
+    # cannot see that setting: register() turns it on; the auto-registered shim
+    # (pyspark_rocketstore) cannot, so it pushes only when asked.
+    pushdown_by_default = True
+
     def reader(self, schema: Any) -> DataSourceReader:
         options = parse_options(self.options)
-        if PUSHDOWN_SUPPORTED and options.pushdown:
+        given = any(name.lower() == "pushdown" for name in self.options)
+        pushdown = options.pushdown if given else self.pushdown_by_default
+        if PUSHDOWN_SUPPORTED and pushdown:
             return PushdownReader(options)
         return RocketStoreReader(options)
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
+        return RocketStoreStreamReader(parse_stream_options(self.options))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
+        options = parse_write_options(self.options, streaming=False)
+        return RocketStoreWriter(options, _write_columns(schema, options, overwrite))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
+        options = parse_write_options(self.options, streaming=True)
+        return RocketStoreStreamWriter(options, _write_columns(schema, options, overwrite))
+
+
+def _write_columns(schema: Any, options: Any, overwrite: bool) -> WriteColumns:
+    if overwrite:
+        raise ConfigError(
+            "the rocketstore sink only appends (a message log cannot be overwritten): "
+            "use .mode('append') / outputMode('append')"
+        )
+    return check_columns(((f.name, f.dataType.simpleString()) for f in schema.fields), options)
 
 
 class RocketStoreReader(DataSourceReader):

@@ -1,0 +1,114 @@
+"""Spark batch read: ``format("rocketstore")`` against ``spark.read.parquet`` of the same rows.
+
+Layer: benchmark workload. One store of 1,000,000 messages of 100 B (20,000 with
+``--quick``; keys and UNIQ_KEY set, four queues) is read with every column materialised
+(the ``noop`` sink, so nothing is collected to the driver) in ``mode=queue`` and
+``mode=commitlog``; the same rows, written once to Parquet (snappy) in the same session,
+are read the same way. One local[2] session for all of it (4 GiB driver, default JIT:
+the test suite's ``TieredStopAtLevel=1`` would cut throughput); a warm-up read first, so
+JVM start, the Python workers and their store opens are not timed.
+
+The target (issue 6): the queue-mode read rate is at least half of Parquet's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from benchmarks.common import DataSet, Row, Scratch, Sizes, row, skipped
+from benchmarks.systems.rocketstore_system import RocketstoreAdapter
+from benchmarks.workloads.support import load
+
+log = logging.getLogger(__name__)
+
+NAME = "spark"
+BODY = 100
+FULL_COUNT = 1_000_000
+QUICK_COUNT = 20_000
+QUEUE_MODE = "rocketstore (queue mode)"
+COMMITLOG_MODE = "rocketstore (commitlog mode)"
+PARQUET = "parquet"
+SYSTEMS = (QUEUE_MODE, COMMITLOG_MODE, PARQUET)
+
+
+def case_name(count: int) -> str:
+    return f"batch read, {BODY} B, {count:,} messages"
+
+
+def _session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from rocketstore.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rocketstore-benchmark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def _read_seconds(df: Any) -> float:
+    """Every row and column materialised, nothing collected."""
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
+    count = QUICK_COUNT if sizes.quick else FULL_COUNT
+    case = case_name(count)
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError:
+        return [skipped(NAME, case, system, "skipped: not installed") for system in SYSTEMS]
+    rows: list[Row] = []
+    with scratch.directory("spark") as directory:
+        store_dir = os.path.join(directory, "store")
+        adapter = RocketstoreAdapter(store_dir, "ASYNC_FLUSH")
+        try:
+            load(adapter, DataSet(BODY), count)
+        finally:
+            adapter.close()
+        spark = _session()
+        try:
+            reads = {
+                QUEUE_MODE: lambda: spark.read.format("rocketstore").load(store_dir),
+                COMMITLOG_MODE: lambda: (
+                    spark.read.format("rocketstore").option("mode", "commitlog").load(store_dir)
+                ),
+            }
+            parquet_dir = os.path.join(directory, "parquet")
+            reads[QUEUE_MODE]().write.parquet(parquet_dir)
+            reads[PARQUET] = lambda: spark.read.parquet(parquet_dir)
+            for system, make in reads.items():
+                if make().count() != count:  # warm-up, and a check of what is read
+                    raise RuntimeError(f"{system} read the wrong number of rows")
+            seconds: dict[str, list[float]] = {system: [] for system in reads}
+            for _ in range(sizes.repeat):
+                for system, make in reads.items():  # interleaved: drift hits all alike
+                    seconds[system].append(_read_seconds(make()))
+        finally:
+            spark.stop()
+    for system, values in seconds.items():
+        rates = [count / s for s in values]
+        result = row(NAME, case, system, "read rate", "rows/s", rates)
+        assert result.stat is not None
+        log.info("spark %s %s: %.0f rows/s", case, system, result.stat.median)
+        rows.append(result)
+    return rows

@@ -1,0 +1,279 @@
+"""CommitLog records -> one Arrow record batch, decoded column-wise with numpy and Arrow
+compute (the hot path of a Spark read).
+
+Layer: spark (top). Pure: works on a byte buffer and record positions; no store, no I/O.
+The per-record decoder (:mod:`rocketstore.format.record` + :class:`.columns.RowBuffer`)
+stays the reference: :func:`decode_records` gives the same rows or returns None, and the
+caller then decodes that stretch the slow way. None is returned for what is rare and
+fiddly column-wise: a record that does not check out (removed by retention, overwritten,
+corrupt), an IPv6 host, a property name repeated in one record, text that is not UTF-8.
+
+Fixed fields are gathered for all records at once (big-endian, per-record positions: an
+IPv6 born host shifts later fields). Bodies, topics and properties are copied out through
+Arrow binary-view arrays over the copied CommitLog region. Properties are split with Arrow
+kernels by RocketMQ's rule (segments between 0x02; a segment is kept when its first 0x01
+has text on both sides); hosts are formatted once per distinct value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketstore.format import properties as props
+from rocketstore.format import record as rec
+from rocketstore.format import sysflag
+from rocketstore.format.hosts import decode_host
+from rocketstore.spark.columns import TIMESTAMP_TYPE_LOG_APPEND_TIME, arrow_schema
+
+Int64s = npt.NDArray[np.int64]
+_V6_FLAGS = sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG
+
+
+def _be(buf: npt.NDArray[np.uint8], positions: Int64s, width: int) -> Int64s:
+    """Signed big-endian ints of ``width`` bytes at ``positions`` (clipped into the buffer:
+    a garbage length must not raise here; the record checks reject it afterwards)."""
+    index = np.minimum(positions[:, None] + np.arange(width), len(buf) - 1)
+    raw = np.ascontiguousarray(buf[index])
+    return raw.view(f">i{width}").ravel().astype(np.int64)
+
+
+# Fixed fields of a record with IPv4 hosts: TOTALSIZE .. BODYLEN (see format.record).
+HEADER_BYTES = 88
+
+
+def _field(header: npt.NDArray[np.uint8], at: int, width: int) -> Int64s:
+    """Signed big-endian ints of ``width`` bytes at column ``at`` of the header rows."""
+    raw = np.ascontiguousarray(header[:, at : at + width])
+    return raw.view(f">i{width}").ravel().astype(np.int64)
+
+
+def _gather(
+    buf: npt.NDArray[np.uint8], region: bytes, starts: Int64s, lengths: Int64s, kind: Any
+) -> Any:
+    """The byte ranges as an Arrow array of ``kind`` (binary or string; a string cast
+    checks UTF-8 and raises ArrowInvalid). Built as a binary *view* array over the region
+    (16 bytes per value, no copy of the values), which Arrow's cast then compacts: about
+    three times faster than joining Python slices."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    rows = len(starts)
+    views = np.zeros((rows, 16), dtype=np.uint8)
+    views[:, 0:4] = lengths.astype("<i4").view(np.uint8).reshape(rows, 4)
+    head = buf[np.minimum(starts[:, None] + np.arange(12), len(buf) - 1)]
+    short = lengths <= 12  # inlined in the view, zero padded
+    if short.any():
+        views[short, 4:16] = head[short] * (np.arange(12) < lengths[short][:, None])
+    long = ~short  # length, 4-byte prefix, buffer index 0, offset
+    views[long, 4:8] = head[long, :4]
+    views[long, 12:16] = starts[long].astype("<i4").view(np.uint8).reshape(-1, 4)
+    array = pa.Array.from_buffers(
+        pa.binary_view(), rows, [None, pa.py_buffer(views), pa.py_buffer(region)]
+    )
+    return array.cast(kind)
+
+
+def _constant_or_gather(
+    buf: npt.NDArray[np.uint8], region: bytes, starts: Int64s, lengths: Int64s
+) -> Any:
+    """The topic column: one topic repeated (a queue's records all have it) or gathered."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    width = int(lengths[0])
+    if np.all(lengths == width):
+        text = buf[np.minimum(starts[:, None] + np.arange(width), len(buf) - 1)]
+        if np.all(text == text[0]):
+            value = text[0].tobytes().decode("utf-8")  # UnicodeDecodeError: see caller
+            return pa.array([value] * len(starts), pa.string())
+    return _gather(buf, region, starts, lengths, pa.string())
+
+
+def _hosts(header: npt.NDArray[np.uint8], at: int) -> Any:
+    """``ip:port`` of IPv4 host fields, formatted once per distinct value."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    packed = _field(header, at, 8).astype(np.uint64)
+    if np.all(packed == packed[0]):  # the usual case: one store host, one producer host
+        text = decode_host(int(packed[0]).to_bytes(8, "big"))
+        return pa.array([text] * len(packed), pa.string())
+    distinct, inverse = np.unique(packed, return_inverse=True)
+    texts = [decode_host(int(v).to_bytes(8, "big")) for v in distinct.tolist()]
+    return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
+
+
+_HEX_PAIRS = np.array(
+    [int.from_bytes(f"{b:02X}".encode(), "little") for b in range(256)], dtype="<u2"
+)  # byte -> its two upper-case hex digits, as one little-endian uint16
+
+
+def _msg_ids(header: npt.NDArray[np.uint8], physical: Int64s) -> Any:
+    """offsetMsgId: 8 bytes of store host and 8 of offset as 32 upper-case hex digits."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    rows = len(physical)
+    raw = np.empty((rows, 16), dtype=np.uint8)
+    raw[:, :8] = header[:, 64:72]
+    raw[:, 8:] = physical.astype(">i8").view(np.uint8).reshape(rows, 8)
+    text = _HEX_PAIRS[raw]  # (rows, 16) uint16 = (rows, 32) ASCII bytes
+    offsets = np.arange(0, 32 * rows + 1, 32, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(text.tobytes())]
+    )
+
+
+def _timestamps(millis: Int64s) -> Any:
+    """Epoch milliseconds as Arrow timestamp[us, UTC], built on the numpy buffer."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    micros = np.ascontiguousarray(millis * 1000, dtype=np.int64)
+    kind = pa.timestamp("us", tz="UTC")
+    return pa.Array.from_buffers(kind, len(micros), [None, pa.py_buffer(micros)])
+
+
+def _properties(text: Any, rows: int) -> tuple[Any, dict[str, Any]] | None:
+    """The properties column as map<string,string> and the KEYS, TAGS and UNIQ_KEY
+    columns; None when a record repeats a name (the reference decoder then keeps the last
+    value at the first position, which a map array cannot say)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    segments = pc.split_pattern(text, props.PROPERTY_SEPARATOR)
+    flat = segments.flatten()
+    parent = np.asarray(segments.value_parent_indices())
+    has_separator = np.asarray(pc.match_substring(flat, props.NAME_VALUE_SEPARATOR))
+    if not has_separator.all():
+        flat = flat.filter(pa.array(has_separator))
+        parent = parent[has_separator]
+    pairs = pc.split_pattern(flat, props.NAME_VALUE_SEPARATOR, max_splits=1)
+    names, values = pc.list_element(pairs, 0), pc.list_element(pairs, 1)
+    keep = np.asarray(
+        pc.and_(pc.greater(pc.binary_length(names), 0), pc.greater(pc.binary_length(values), 0))
+    )
+    if not keep.all():
+        mask = pa.array(keep)
+        names, values, parent = names.filter(mask), values.filter(mask), parent[keep]
+    # Names repeat across records (KEYS, TAGS ...): number them once, then a record that
+    # repeats a name shows up as a repeated (record, name number) pair.
+    encoded = names.dictionary_encode()
+    codes = np.asarray(encoded.indices).astype(np.int64)
+    distinct = encoded.dictionary.to_pylist()
+    pair = parent.astype(np.int64) * max(len(distinct), 1) + codes
+    if len(pair) > 1 and np.any(np.diff(np.sort(pair)) == 0):
+        return None
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(np.bincount(parent, minlength=rows), out=offsets[1:])
+    kind = pa.map_(pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string()))
+    mapped = pa.MapArray.from_arrays(pa.array(offsets), names, values, type=kind)
+    wanted = {}
+    for name in (props.KEYS, props.TAGS, props.UNIQ_KEY):
+        where = np.full(rows, -1, dtype=np.int64)
+        if name in distinct:
+            entries = np.flatnonzero(codes == distinct.index(name))
+            where[parent[entries]] = entries
+        wanted[name] = values.take(pa.array(where, mask=where < 0))
+    return mapped, wanted
+
+
+def _keys_list(keys: Any, rows: int) -> Any:
+    """KEYS split on spaces, empty tokens dropped; [] where there is no KEYS."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    tokens = pc.split_pattern(pc.fill_null(keys, ""), props.KEY_SEPARATOR)
+    flat = tokens.flatten()
+    parent = np.asarray(tokens.value_parent_indices())
+    nonempty = np.asarray(pc.greater(pc.binary_length(flat), 0))
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(np.bincount(parent[nonempty], minlength=rows), out=offsets[1:])
+    kind = pa.list_(pa.field("element", pa.string()))
+    return pa.ListArray.from_arrays(pa.array(offsets), flat.filter(pa.array(nonempty)), type=kind)
+
+
+def decode_records(
+    region: bytes,
+    positions: Int64s,
+    expected_offsets: Int64s,
+    expected_sizes: Int64s,
+    queue_offsets: Int64s,
+    include_body: bool,
+) -> Any | None:
+    """Records at ``positions`` of ``region`` as a RecordBatch of the read schema, or None.
+
+    ``expected_offsets`` / ``expected_sizes`` are what the consume queue says (CommitLog
+    offset and size): a record that disagrees, or whose lengths do not add up to its
+    size, makes the whole call return None.
+    """
+    import pyarrow as pa  # noqa: PLC0415
+
+    rows = len(positions)
+    buf = np.frombuffer(region, dtype=np.uint8)
+    if rows == 0 or int(positions.max()) + rec.FIXED_OVERHEAD_V4 > len(buf):
+        return None
+    header = buf[np.minimum(positions[:, None] + np.arange(HEADER_BYTES), len(buf) - 1)]
+    total = _field(header, rec.POS_TOTALSIZE, 4)
+    magic = _field(header, rec.POS_MAGIC, 4)
+    sys_flag = _field(header, rec.POS_SYSFLAG, 4)
+    physical = _field(header, rec.POS_PHYSICALOFFSET, 8)
+    v2 = magic == rec.MESSAGE_MAGIC_V2
+    if (
+        np.any(total != expected_sizes)
+        or np.any(physical != expected_offsets)
+        or np.any((magic != rec.MESSAGE_MAGIC_V1) & ~v2)
+        or np.any(sys_flag & _V6_FLAGS)
+        or int((positions + total).max()) > len(buf)
+    ):
+        return None
+    # IPv4 hosts from here on: the layout of the module docstring of format.record.
+    body_length = _field(header, 84, 4)
+    body_at = positions + HEADER_BYTES
+    topic_length_at = body_at + body_length
+    topic_length = np.where(v2, _be(buf, topic_length_at, 2), _be(buf, topic_length_at, 1))
+    topic_at = topic_length_at + np.where(v2, 2, 1)
+    properties_length = _be(buf, topic_at + topic_length, 2)
+    properties_at = topic_at + topic_length + 2
+    if (
+        np.any(body_length < 0)
+        or np.any(topic_length < 0)
+        or np.any(properties_length < 0)
+        or np.any(properties_at + properties_length != positions + total)
+    ):
+        return None
+    try:
+        topic = _constant_or_gather(buf, region, topic_at, topic_length)
+        text = _gather(buf, region, properties_at, properties_length, pa.string())
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None  # not UTF-8: the reference decoder replaces bad bytes
+    decoded = _properties(text, rows)
+    if decoded is None:
+        return None
+    properties, wanted = decoded
+    key = wanted[props.KEYS]
+    columns = {
+        "key": key,
+        "value": _gather(buf, region, body_at, body_length, pa.binary())
+        if include_body
+        else pa.nulls(rows, pa.binary()),
+        "topic": topic,
+        "partition": pa.array(_field(header, rec.POS_QUEUEID, 4).astype(np.int32)),
+        "offset": pa.array(queue_offsets.astype(np.int64)),
+        "timestamp": _timestamps(_field(header, 56, 8)),
+        "timestampType": pa.array(np.full(rows, TIMESTAMP_TYPE_LOG_APPEND_TIME, np.int32)),
+        "keys": _keys_list(key, rows),
+        "tags": wanted[props.TAGS],
+        "msgId": _msg_ids(header, physical),
+        "uniqKey": wanted[props.UNIQ_KEY],
+        "commitLogOffset": pa.array(physical),
+        "size": pa.array(total.astype(np.int32)),
+        "bornTimestamp": _timestamps(_field(header, rec.POS_BORNTIMESTAMP, 8)),
+        "bornHost": _hosts(header, rec.POS_BORNHOST),
+        "storeHost": _hosts(header, 64),
+        "sysFlag": pa.array(sys_flag.astype(np.int32)),
+        "flag": pa.array(_field(header, rec.POS_FLAG, 4).astype(np.int32)),
+        "reconsumeTimes": pa.array(_field(header, 72, 4).astype(np.int32)),
+        "bodyCRC": pa.array(_field(header, rec.POS_BODYCRC, 4).astype(np.int32)),
+        "properties": properties,
+    }
+    schema = arrow_schema()
+    return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)

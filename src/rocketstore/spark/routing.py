@@ -1,0 +1,68 @@
+"""Which queue a written message goes to when the row names none (pure Python).
+
+Layer: spark (top). No I/O.
+
+- A row with a ``queueId`` goes to that queue (it may be a new queue of the topic).
+- A row with keys goes to ``abs(hashCode(KEYS) % n)``, Java's ``String.hashCode`` of the
+  KEYS text as stored and Java's remainder (sign of the dividend), which is what RocketMQ's
+  ``SelectMessageQueueByHash`` producers compute: messages with the same KEYS land in the
+  same queue whether Spark or a Java producer wrote them.
+- A row without keys goes round robin, starting where the topic's message count points
+  (sum of its queues' max offsets mod n), so repeated small jobs do not all fill queue 0.
+
+``n`` is the topic's ``writeQueueNums`` when the store's ``config/topics.json`` (a
+broker's topic table) has the topic; else the larger of option ``queueNums`` and the
+topic's highest queue id + 1 (a topic written with 4 queues whose queue 3 is still empty
+keeps 4 queues, so the same keys keep going to the same queues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rocketstore.format.javahash import java_string_hash
+
+
+def queue_count(existing: Sequence[int] | None, queue_nums: int, configured: int | None) -> int:
+    """Write queues of a topic (see the module docstring)."""
+    if configured:
+        return configured
+    return max(max(existing) + 1, queue_nums) if existing else queue_nums
+
+
+def hash_queue(keys: str, count: int) -> int:
+    # Java's % keeps the dividend's sign and RocketMQ takes abs() of the remainder: the same
+    # as abs(h) % count for every h, Integer.MIN_VALUE included (Python ints do not wrap).
+    return abs(java_string_hash(keys)) % count
+
+
+class QueueChooser:
+    """Chooses queues for one job's messages, topic by topic."""
+
+    def __init__(
+        self,
+        store_topics: Mapping[str, Sequence[int]],
+        message_counts: Mapping[str, int],
+        queue_nums: int,
+        configured: Mapping[str, int] | None = None,
+    ) -> None:
+        self._topics = store_topics
+        self._counts = message_counts
+        self._queue_nums = queue_nums
+        self._configured = configured or {}
+        self._next: dict[str, int] = {}
+
+    def count(self, topic: str) -> int:
+        return queue_count(self._topics.get(topic), self._queue_nums, self._configured.get(topic))
+
+    def choose(self, topic: str, queue_id: int | None, keys: str | None) -> int:
+        if queue_id is not None:
+            return queue_id
+        count = self.count(topic)
+        if keys:
+            return hash_queue(keys, count)
+        turn = self._next.get(topic)
+        if turn is None:
+            turn = self._counts.get(topic, 0)
+        self._next[topic] = turn + 1
+        return turn % count
