@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -96,6 +96,19 @@ def _quote_int_keys(match: re.Match[str]) -> str:
     if match.group(1) is not None:
         return match.group(1)
     return f'{match.group(2)}"{match.group(3)}"{match.group(4)}'
+
+
+def offset_table_of(obj: Any, shape: str) -> Mapping[Any, Any]:
+    """The ``offsetTable`` object of a parsed consumerOffset.json or delayOffset.json (both
+    files wrap their table the same way); ValueError says what is wrong."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    raw = obj.get("offsetTable", {})
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"offsetTable must be an object{shape}")
+    return raw
 
 
 def parse_fastjson(text: str) -> Any:

@@ -22,6 +22,7 @@ from rocketstore.broker.broker_config import (
     CONSUMER_OFFSET_FILE,
     config_file_path,
     load_config_file,
+    offset_table_of,
     persist_config_file,
 )
 from rocketstore.errors import ConfigError
@@ -48,13 +49,7 @@ def split_key(key: str) -> tuple[str, str]:
 
 def decode_offset_file(obj: Any) -> OffsetTable:
     """Validate and convert a parsed consumerOffset.json; ValueError says what is wrong."""
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    raw = obj.get("offsetTable", {})
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise ValueError("offsetTable must be an object")
+    raw = offset_table_of(obj, "")
     table: OffsetTable = {}
     for key, queues in raw.items():
         topic, group = split_key(str(key))

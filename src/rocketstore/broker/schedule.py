@@ -44,6 +44,7 @@ from rocketstore.broker.broker_config import (
     DELAY_OFFSET_FILE,
     config_file_path,
     load_config_file,
+    offset_table_of,
     persist_config_file,
 )
 from rocketstore.config import DEFAULT_DELAY_LEVELS, delay_levels_ms
@@ -93,13 +94,7 @@ def queue_id_to_level(queue_id: int) -> int:
 
 def decode_delay_offset_file(obj: Any) -> dict[int, int]:
     """Validate and convert a parsed delayOffset.json; ValueError says what is wrong."""
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    raw = obj.get("offsetTable", {})
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise ValueError("offsetTable must be an object of level -> offset")
+    raw = offset_table_of(obj, " of level -> offset")
     table: dict[int, int] = {}
     for level, offset in raw.items():
         try:
