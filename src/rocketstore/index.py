@@ -262,9 +262,12 @@ class IndexFile:
         return result
 
     def repair_uncounted_writes(self) -> int:
-        """Undo a put_key cut short by a crash after it wrote an entry and its slot but
-        before the header counted it: such a slot points at an uncounted entry, whose
-        ``prev_index`` still holds the chain head the slot had. Returns slots restored."""
+        """Undo puts cut short by a crash after they wrote entries and slots but before the
+        header counted them: such a slot points at an uncounted entry. Its ``prev_index``
+        leads, through any other uncounted entries of the same slot (a bulk put links the
+        entries of one slot to each other), to the chain head the slot had before; the slot
+        gets that head back and the uncounted entries are zeroed. Returns slots restored.
+        """
         slots = np.frombuffer(
             self._file.mm, dtype=">i4", count=self.hash_slot_num, offset=layout.HEADER_SIZE
         )
@@ -272,17 +275,16 @@ class IndexFile:
         mm = self._file.mm
         for slot in bad.tolist():
             number = int(slots[slot])
-            previous = 0
-            if number < self.index_num:
-                entry = layout.decode_entry(mm, layout.entry_position(self.hash_slot_num, number))
-                if 0 < entry.prev_index < self.index_count:
-                    previous = entry.prev_index
-                mm[
-                    layout.entry_position(self.hash_slot_num, number) : layout.entry_position(
-                        self.hash_slot_num, number
-                    )
-                    + layout.ENTRY_SIZE
-                ] = bytes(layout.ENTRY_SIZE)
+            steps = 0
+            # Entries are written before the slots that point at them, so every uncounted
+            # entry a slot reaches was written whole; the walk is bounded all the same.
+            while self.index_count <= number < self.index_num and steps < self.index_num:
+                position = layout.entry_position(self.hash_slot_num, number)
+                entry = layout.decode_entry(mm, position)
+                mm[position : position + layout.ENTRY_SIZE] = bytes(layout.ENTRY_SIZE)
+                number = entry.prev_index
+                steps += 1
+            previous = number if 0 < number < self.index_count else 0
             layout.pack_slot_into(mm, layout.slot_position(slot), previous)
         del slots
         return len(bad)

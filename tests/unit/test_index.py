@@ -4,8 +4,10 @@ section 4 (header, numbering from 1, slot chains, rollover, ROLLBACK and dedup).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rocketstore.format import index_layout as layout
@@ -384,3 +386,51 @@ def test_bulk_indexing_writes_the_same_bytes_as_one_by_one(tmp_path: Path, seed:
     assert _index_bytes(tmp_path / "one" / "index") == _index_bytes(tmp_path / "bulk" / "index")
     one.close()
     bulk.close()
+
+
+# --- puts cut short by a crash ----------------------------------------------------------------
+
+
+def _cut_short(index_file: IndexFile, put: Callable[[], object]) -> None:
+    """Run ``put`` but leave the header as it was, as a kill between the entry and slot
+    writes and the header write does."""
+    header = bytes(index_file._file.mm[: layout.HEADER_SIZE])
+    put()
+    index_file._file.mm[: layout.HEADER_SIZE] = header
+
+
+def _reopened(index_file: IndexFile) -> IndexFile:
+    path, slots, number = index_file.path, index_file.hash_slot_num, index_file.index_num
+    index_file.close()
+    return IndexFile(path, slots, number, writable=True, create=False)
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_repair_restores_chains_cut_short_puts_left(tmp_path, bulk):
+    """Counted entries stay reachable after a put of several keys of the same slots was cut
+    short: each slot gets back the head it had (a bulk put links its own entries of one
+    slot to each other, so the walk must go through all of them)."""
+    index_file = _new_file(tmp_path, slots=4, number=100)
+    keys = [f"k{i}" for i in range(12)]  # 12 keys over 4 slots: several per slot
+    for i, key in enumerate(keys):
+        assert index_file.put_key(key, 1000 + i, BASE_MS)
+    before = _file_bytes(index_file)
+    late = [f"late{i}" for i in range(10)]
+    hashes = np.array([_key_hash(k) for k in late], dtype=np.int64)
+    offsets = np.arange(5000, 5010, dtype=np.int64)
+    stamps = np.full(10, BASE_MS, dtype=np.int64)
+    if bulk:
+        _cut_short(index_file, lambda: index_file.put_keys_bulk(hashes, offsets, stamps))
+    else:
+        _cut_short(index_file, lambda: index_file.put_key(late[0], 5000, BASE_MS))
+    index_file = _reopened(index_file)
+    assert index_file.repair_uncounted_writes() > 0
+    assert _file_bytes(index_file) == before, "the file is as before the cut-short put"
+    for i, key in enumerate(keys):
+        assert index_file.select_phy_offsets(key, 10, 0, 2**62) == [1000 + i]
+    # And it goes on: the next puts link to the restored heads.
+    assert index_file.put_keys_bulk(hashes, offsets, stamps) == 10
+    for i, key in enumerate(late):
+        assert index_file.select_phy_offsets(key, 10, 0, 2**62) == [5000 + i]
+    for i, key in enumerate(keys):
+        assert index_file.select_phy_offsets(key, 10, 0, 2**62) == [1000 + i]
