@@ -68,7 +68,12 @@ kill -9 "$PID"
 wait "$PID" || true
 test -e "$ST/crashed/abort" || { echo "crashed store has no abort file" >&2; exit 1; }
 
-for name in basic crashed; do
+# 3. recovered: a copy of the crashed store reopened by RocketMQ (abnormal recovery), read
+#    back and shut down normally: what rocketstore's recovery of `crashed` must reproduce.
+cp -a "$ST/crashed" "$ST/recovered"
+java "${JOPTS[@]}" -cp "$RUN_CP" GoldenHarness recover "$ST/recovered" "$ST/recovered.json"
+
+for name in basic crashed recovered; do
     # Fixed owner, mode and mtime so that a rebuild changes the tarball only when bytes do.
     tar --sort=name --owner=0 --group=0 --numeric-owner --mode='u=rwX,go=rX' \
         --mtime='2024-01-01 00:00:00' -C "$ST" -cf - "$name" | gzip -n -9 > "$OUT/$name.tar.gz"
