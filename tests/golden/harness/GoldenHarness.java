@@ -175,6 +175,24 @@ public final class GoldenHarness {
                     put("%RETRY%GroupG", 0, body(i, 80), r, 0, 0, 3, "127.0.0.1:40005", STORE_HOST,
                         0L);
                     break;
+                case 70: // non-ASCII TAGS and KEYS: UTF-8 lengths, UTF-16 String.hashCode
+                    Map<String, String> u = new LinkedHashMap<>();
+                    u.put("TAGS", "\u6807\u7b7e");
+                    u.put("KEYS", "\u952e-70 \ud83d\ude00-70 cl\u00e9");
+                    u.put("UNIQ_KEY", uniqKey(20_000 + i));
+                    put("TopicA", 3, body(i, 120), u, 0, 0, 0, "127.0.0.1:40007", STORE_HOST, 0L);
+                    break;
+                case 100: // one queue past 300 units: its ConsumeQueue rolls to a second file
+                    for (int k = 0; k < 320; k++) {
+                        Map<String, String> q = new LinkedHashMap<>();
+                        q.put("TAGS", "roll" + (k % 3));
+                        if (k % 40 == 0) {
+                            q.put("KEYS", "roll-" + k);
+                        }
+                        put("TopicRoll", 0, body(k, 16 + k % 32), q, 0, 0, 0, "127.0.0.1:40008",
+                            STORE_HOST, 0L);
+                    }
+                    break;
                 case 90: // a second large body later: another rollover
                     put("TopicLarge", 0, body(i, 30_000), keyed("large-2", i), 0, 0, 0,
                         "127.0.0.1:40002", STORE_HOST, 0L);
@@ -347,9 +365,10 @@ public final class GoldenHarness {
         String[][] queues = {
             {"TopicA", "0"}, {"TopicA", "1"}, {"TopicB", "1"}, {"TopicBatch", "0"},
             {"TopicTx", "0"}, {"TopicTx", "1"}, {"SCHEDULE_TOPIC_XXXX", "2"}, {"NoSuchTopic", "0"},
+            {"TopicRoll", "0"},
         };
         for (String[] q : queues) {
-            for (long offset : new long[] {0, 3, 10_000}) {
+            for (long offset : new long[] {0, 3, 298, 300, 319, 320, 10_000}) {
                 GetMessageResult g = store.getMessage("GoldenGroup", q[0], Integer.parseInt(q[1]),
                     offset, 4, null);
                 List<Long> offsets = new ArrayList<>();
@@ -369,7 +388,8 @@ public final class GoldenHarness {
         String[][] keys = {
             {"TopicA", "shared-3"}, {"TopicA", "key-7"}, {"TopicB", "shared-2"},
             {"TopicLarge", "large-1"}, {"TopicBatch", "batch-41-2"}, {"TopicTx", "tx-1"},
-            {"TopicA", "no-such-key"}, {"TopicA", uniqKey(12)},
+            {"TopicA", "no-such-key"}, {"TopicA", uniqKey(12)}, {"TopicA", "\ud83d\ude00-70"},
+            {"TopicRoll", "roll-280"},
         };
         for (String[] k : keys) {
             QueryMessageResult r = store.queryMessage(k[0], k[1], 32, 0, Long.MAX_VALUE);
