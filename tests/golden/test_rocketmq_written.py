@@ -27,6 +27,7 @@ import pytest
 from rocketstore import MessageStore
 from rocketstore.config import StoreConfig
 from rocketstore.format import properties as props
+from rocketstore.format.checkpoint import decode_checkpoint, encode_checkpoint
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.status import GetStatus
 
@@ -560,3 +561,14 @@ def test_differences_are_named_by_field() -> None:
     changed[40 + 16 * 4 + 20 + 5] = 7
     lines = describe_differences("index", "ix", bytes(changed), index, 16)
     assert "header indexCount" in lines[0] and "entry 1: phyOffset" in lines[1]
+
+
+@pytest.mark.parametrize("name", STORES)
+def test_checkpoint_reads_and_encodes_as_rocketmq_wrote_it(name: str, tmp_path: Path) -> None:
+    manifest = load_manifest(name)
+    raw = (extract(name, tmp_path) / "checkpoint").read_bytes()
+    checkpoint = decode_checkpoint(raw)
+    assert encode_checkpoint(checkpoint) == raw
+    times = [e["storeTimestamp"] for e in manifest["messages"]]
+    for value in checkpoint[:3]:
+        assert min(times) <= value <= max(times), (name, checkpoint)
