@@ -9,6 +9,7 @@
  * Usage: GoldenHarness normal <storeDir> <manifest.json>
  *        GoldenHarness crash  <storeDir> <manifest.json>   (prints READY, then waits for kill -9)
  *        GoldenHarness recover <storeDir> <manifest.json>  (reopens a crashed store, no puts)
+ *        GoldenHarness list <storeDir> <listing.txt>       (every message of every queue)
  */
 
 import java.io.File;
@@ -92,6 +93,14 @@ public final class GoldenHarness {
         }
         store.start();
         GoldenHarness h = new GoldenHarness(store);
+        if (mode.equals("list")) {
+            // Reads any store (e.g. one rocketstore wrote): every queue, every message.
+            h.waitDispatched();
+            h.listQueues(root, manifest);
+            store.shutdown();
+            System.out.println("DONE");
+            return;
+        }
         if (!mode.equals("recover")) {
             // "recover" only opens a store left by "crash": load() and start() run
             // RocketMQ's abnormal recovery; then the same reads and a normal shutdown.
@@ -400,6 +409,45 @@ public final class GoldenHarness {
             queries.add("{\"topic\":" + str(k[0]) + ",\"key\":" + str(k[1])
                 + ",\"maxCount\":32,\"commitLogOffsets\":" + offsets + "}");
             r.release();
+        }
+    }
+
+    /** One line per message reachable through the consume queues, in queue order:
+     * topic, queueId, queueOffset, commitLogOffset, size, msgId, bodyCRC, storeTimestamp. */
+    private void listQueues(String root, String out) throws Exception {
+        List<String> lines = new ArrayList<>();
+        File[] topics = new File(root, "consumequeue").listFiles();
+        java.util.Arrays.sort(topics);
+        for (File topicDir : topics) {
+            File[] queueDirs = topicDir.listFiles();
+            java.util.Arrays.sort(queueDirs);
+            for (File queueDir : queueDirs) {
+                String topic = topicDir.getName();
+                int queueId = Integer.parseInt(queueDir.getName());
+                long offset = store.getMinOffsetInQueue(topic, queueId);
+                long max = store.getMaxOffsetInQueue(topic, queueId);
+                lines.add("# " + topic + " " + queueId + " min " + offset + " max " + max);
+                while (offset < max) {
+                    GetMessageResult g = store.getMessage("GoldenGroup", topic, queueId, offset,
+                        32, null);
+                    if (g.getMessageBufferList() == null || g.getMessageBufferList().isEmpty()) {
+                        lines.add("! " + g.getStatus() + " at " + offset);
+                        g.release();
+                        break;
+                    }
+                    for (ByteBuffer b : g.getMessageBufferList()) {
+                        MessageExt m = MessageDecoder.decode(b.slice(), true, false);
+                        lines.add(topic + " " + queueId + " " + m.getQueueOffset() + " "
+                            + m.getCommitLogOffset() + " " + m.getStoreSize() + " "
+                            + m.getMsgId() + " " + m.getBodyCRC() + " " + m.getStoreTimestamp());
+                    }
+                    offset = g.getNextBeginOffset();
+                    g.release();
+                }
+            }
+        }
+        try (Writer w = new OutputStreamWriter(new FileOutputStream(out), StandardCharsets.UTF_8)) {
+            w.write(String.join("\n", lines) + "\n");
         }
     }
 

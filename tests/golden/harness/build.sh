@@ -3,7 +3,8 @@
 # Not run by CI. Nothing of RocketMQ (sources, classes, jars) and none of the stand-ins
 # below is committed: everything is built in a scratch directory outside the repository.
 #
-# Usage: tests/golden/harness/build.sh ROCKETMQ_GIT_DIR SCRATCH_DIR STANDINS_DIR
+# Usage: [ROCKETSTORE_PYTHON=.venv/bin/python] \
+#        tests/golden/harness/build.sh ROCKETMQ_GIT_DIR SCRATCH_DIR STANDINS_DIR
 #   ROCKETMQ_GIT_DIR  a clone (bare is fine) of github.com/apache/rocketmq with the tag
 #                     rocketmq-all-4.9.8
 #   SCRATCH_DIR       an empty directory outside the repository
@@ -80,3 +81,17 @@ for name in basic crashed recovered; do
     cp "$ST/$name.json" "$OUT/$name.json"
 done
 ls -l "$OUT"
+
+# 4. the other way round (only with ROCKETSTORE_PYTHON, e.g. .venv/bin/python): rocketstore
+#    writes the basic workload, RocketMQ opens it and lists every queue; the listing must be
+#    the one RocketMQ gives for its own store (checked once per rebuild, nothing is kept).
+#    It runs after the copy above: rewrite_basic.py reads the manifest from the corpus.
+if [ -n "${ROCKETSTORE_PYTHON:-}" ]; then
+    "$ROCKETSTORE_PYTHON" "$HERE/rewrite_basic.py" "$ST/by-rocketstore"
+    cp -a "$ST/basic" "$ST/basic-for-listing"
+    java "${JOPTS[@]}" -cp "$RUN_CP" GoldenHarness list "$ST/by-rocketstore" "$ST/ours.txt"
+    java "${JOPTS[@]}" -cp "$RUN_CP" GoldenHarness list "$ST/basic-for-listing" "$ST/theirs.txt"
+    diff "$ST/ours.txt" "$ST/theirs.txt"
+    echo "RocketMQ reads the rocketstore-written store as its own ($(wc -l < "$ST/ours.txt") lines)"
+fi
+
