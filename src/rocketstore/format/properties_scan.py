@@ -1,7 +1,7 @@
 """TAGS, UNIQ_KEY and KEYS of many records at once, with numpy: tagsCodes and index key
 hashes without a Python loop over records.
 
-Layer: rebuild. Pure functions over the bytes of a CommitLog file. The properties of every
+Layer: format. Pure functions over the bytes of a CommitLog file. The properties of every
 record are gathered into one array, each prefixed with a 0x02 so that every property
 segment starts after a 0x02. Then, exactly as RocketMQ's ``string2messageProperties``
 (and :func:`rocketstore.format.properties.decode_properties_str`): a segment's name runs to

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketstore.format import properties_scan as bulk
 from rocketstore.format import record as rec
 from rocketstore.format.javahash import index_key_hash, tags_code
 from rocketstore.format.properties import decode_properties, split_keys
-from rocketstore.rebuild import properties as bulk
+from rocketstore.format.record_scan import RangeCorruptError, Stop, TopicTable, scan_range
 from rocketstore.rebuild.passes import queue_layout
-from rocketstore.rebuild.records import RangeCorruptError, Stop, TopicTable, scan_range
 
 FILE = 4096
 BASE = 3 * FILE

@@ -1,7 +1,7 @@
 """Decoding the records of one CommitLog range in bulk: record starts, header fields and
 validation as numpy arrays.
 
-Layer: rebuild. Pure functions over a buffer holding one whole CommitLog file (an mmap);
+Layer: format. Pure functions over a buffer holding one whole CommitLog file (an mmap);
 no files are opened here. Record starts are a chain (each TOTALSIZE leads to the next), so
 they are walked one header at a time; everything else (the fixed header fields, the body,
 topic and properties lengths, the checks of :func:`rocketstore.format.record.read_record`,
@@ -131,6 +131,10 @@ class Records:
     properties_position: npt.NDArray[np.int64]
     properties_length: npt.NDArray[np.int64]
     topic_id: npt.NDArray[np.int64]  # index into the scan's TopicTable
+    # The body, for recovery's CRC check (the stored CRC as the record holds it).
+    body_position: npt.NDArray[np.int64]
+    body_length: npt.NDArray[np.int64]
+    body_crc: npt.NDArray[np.int64]
 
     def __len__(self) -> int:
         return len(self.position)
@@ -139,15 +143,55 @@ class Records:
     def concat(parts: list[Records]) -> Records:
         if not parts:
             empty = np.zeros(0, dtype=np.int64)
-            return Records(*([empty] * 11))
+            return Records(*([empty] * len(Records.__dataclass_fields__)))
         if len(parts) == 1:
             return parts[0]
         names = [f for f in Records.__dataclass_fields__]
         return Records(*(np.concatenate([getattr(p, n) for p in parts]) for n in names))
 
     def take(self, count: int) -> Records:
+        return self.slice(0, count)
+
+    def slice(self, start: int, stop: int) -> Records:
         names = [f for f in Records.__dataclass_fields__]
-        return Records(*(getattr(self, n)[:count] for n in names))
+        return Records(*(getattr(self, n)[start:stop] for n in names))
+
+    def commit_log_offsets(self, base: int) -> npt.NDArray[np.int64]:
+        """Each record's CommitLog offset, ``base`` being that of buffer position 0."""
+        return base + self.position
+
+
+def queue_groups(
+    records: Records, topics: TopicTable
+) -> list[tuple[npt.NDArray[np.int64], str, int]]:
+    """The records that get a consume-queue unit (NOT and COMMIT, not PREPARED or
+    ROLLBACK), grouped by queue: (row numbers in CommitLog order, topic, queue id) per
+    queue, queues ordered by (topic id, queue id)."""
+    kind = records.sys_flag & sysflag.TRANSACTION_MASK
+    queued = (kind == sysflag.TRANSACTION_NOT_TYPE) | (kind == sysflag.TRANSACTION_COMMIT_TYPE)
+    rows = np.flatnonzero(queued)
+    if not len(rows):
+        return []
+    group_key = records.topic_id[rows] * (1 << 32) + (records.queue_id[rows] & 0xFFFFFFFF)
+    if np.all(group_key == group_key[0]):
+        return [
+            (rows, topics.names[int(records.topic_id[rows[0]])], int(records.queue_id[rows[0]]))
+        ]
+    order = np.argsort(group_key, kind="stable")  # CommitLog order kept inside a group
+    rows = rows[order]
+    sorted_keys = group_key[order]
+    cuts = (np.flatnonzero(np.diff(sorted_keys)) + 1).tolist()
+    groups = []
+    for begin, end in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+        first = int(rows[begin])
+        groups.append(
+            (
+                rows[begin:end],
+                topics.names[int(records.topic_id[first])],
+                int(records.queue_id[first]),
+            )
+        )
+    return groups
 
 
 @dataclass
@@ -348,6 +392,9 @@ def _decode_chunk(
         properties_position=props_position,
         properties_length=props_length,
         topic_id=topic_id,
+        body_position=position + _HEADER_SIZE,
+        body_length=body_length,
+        body_crc=header["body_crc"].astype(np.int64),
     )
     # Records the vectorised path does not cover (IPv6 hosts, v2 magic) or rejected: decide
     # one by one with the scalar decoder, which also gives the reason.
@@ -375,6 +422,9 @@ def _fill_scalar(
     records.properties_position[i] = view.properties_position
     records.properties_length[i] = view.properties_length
     records.topic_id[i] = topics.intern(view.topic.encode("utf-8"))
+    records.body_position[i] = view.body_position
+    records.body_length[i] = view.body_length
+    records.body_crc[i] = view.body_crc
 
 
 def scan_range(
