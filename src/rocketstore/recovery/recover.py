@@ -195,16 +195,30 @@ def _scan_file(
 def _first_crc_mismatch(buf: memoryview, records: Records) -> tuple[int, str] | None:
     """The first record whose body does not match its stored CRC (0 means "not set" and
     passes, RocketMQ #9121), with the reason; None if all match."""
-    rows = np.flatnonzero((records.body_crc != 0) & (records.body_length > 0))
+    checked = (records.body_crc != 0) & (records.body_length > 0)
+    rows = np.flatnonzero(checked) if not checked.all() else np.arange(len(records))
     crc32 = zlib.crc32
-    positions = records.body_position[rows].tolist()
-    lengths = records.body_length[rows].tolist()
-    stored = records.body_crc[rows].tolist()
-    for k, (at, length, expected) in enumerate(zip(positions, lengths, stored, strict=True)):
-        actual = crc32(buf[at : at + length]) & CRC_MASK
-        if actual != expected:
-            return int(rows[k]), f"body CRC mismatch: stored {expected}, computed {actual}"
-    return None
+    starts = records.body_position[rows]
+    # One C call per body, over slices of the mapping (no copies); compared in bulk.
+    actual = (
+        np.fromiter(
+            (
+                crc32(buf[a:b])
+                for a, b in zip(
+                    starts.tolist(), (starts + records.body_length[rows]).tolist(), strict=True
+                )
+            ),
+            dtype=np.int64,
+            count=len(rows),
+        )
+        & CRC_MASK
+    )
+    bad = np.flatnonzero(actual != records.body_crc[rows])
+    if not len(bad):
+        return None
+    k = int(bad[0])
+    stored = int(records.body_crc[rows[k]])
+    return int(rows[k]), f"body CRC mismatch: stored {stored}, computed {int(actual[k])}"
 
 
 def abnormal_start_index(commitlog: CommitLog, checkpoint: Checkpoint) -> int:

@@ -1,6 +1,6 @@
-"""The rebuild's bulk decoders against the scalar codecs: records of a range (numpy header
-decode and validation vs ``read_record``), property values and hashes (numpy vs
-``decode_properties`` and Java's hashCode), and fuzzed bytes."""
+"""The bulk decoders (record scan, properties) against the scalar codecs: records of a
+range (numpy header decode and validation vs ``read_record``), property values and hashes
+(numpy vs ``decode_properties`` and Java's hashCode), and fuzzed bytes."""
 
 from __future__ import annotations
 
