@@ -273,7 +273,8 @@ def find_record_start(
     for magic in (_V1, _V2, _BLANK):
         at = start
         while at < best:
-            hit = finder(magic, at + 4, best + 4)
+            # The magic of a start before `best` ends at best + 7 at the latest.
+            hit = finder(magic, at + 4, best + 7)
             if hit < 0:
                 break
             candidate = hit - 4

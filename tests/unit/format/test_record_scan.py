@@ -152,3 +152,17 @@ def test_queue_layout_follows_the_put_rules(
 ) -> None:
     start, fill, written = queue_layout(np.array(offsets, dtype=np.int64), file_size)
     assert (start, fill, written.tolist()) == want
+
+
+@pytest.mark.parametrize("before_end", [1, 2, 3, 4])
+def test_a_record_starting_in_the_last_bytes_of_a_range_is_found(before_end: int) -> None:
+    """Its magic lies past the range end (it starts 4 bytes into the record): the search
+    for it must reach that far."""
+    data, starts = _file([(b"A", False), (b"Bb", False), (b"A", False)])
+    last = starts[-1]
+    start, end = last - 50, last + before_end
+    found = scan_range(
+        memoryview(data), BASE, start, end, FILE, skip_corrupt=False, topics=TopicTable()
+    )
+    assert found.first_position == last
+    assert found.records.position.tolist() == [last]
