@@ -135,7 +135,7 @@ def dispatch_facts(
     codes = np.zeros(count, dtype=np.int64)
     parts: list[npt.NDArray[np.void]] = []
     schedule = topics.ids.get(SCHEDULE_TOPIC.encode(), -1)
-    prefixes = bulk.prefix_hashes(topics.names)
+    prefixes = topics.prefix_hashes()
     transaction = records.sys_flag & sysflag.TRANSACTION_MASK
     rollback = transaction == sysflag.TRANSACTION_ROLLBACK_TYPE
     for first in range(0, count, GATHER_RECORDS):

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
+from rocketstore.format.properties_scan import prefix_hashes
 
 _HEAD8 = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _PHYSICAL = struct.Struct(">q")
@@ -87,6 +88,15 @@ class TopicTable:
     def __init__(self) -> None:
         self.ids: dict[bytes, int] = {}
         self.names: list[str] = []
+        self._prefixes: list[int] = []
+
+    def prefix_hashes(self) -> npt.NDArray[np.uint64]:
+        """Java hash of ``topic + "#"`` per topic id (mod 2**32), the start of every index
+        key; extended as topics arrive, since the dispatcher's table lives as long as it."""
+        new = self.names[len(self._prefixes) :]
+        if new:
+            self._prefixes.extend(prefix_hashes(new).tolist())
+        return np.array(self._prefixes, dtype=np.uint64)
 
     def intern(self, topic_bytes: bytes) -> int:
         """The topic's id; -1 when the bytes are not UTF-8 (a corrupt record)."""

@@ -20,12 +20,11 @@ from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.errors import FileRemovedError
-from rocketstore.format import properties as props
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.crc import CRC_MASK
-from rocketstore.format.dispatch_facts import dispatch_facts
+from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
 from rocketstore.format.record_scan import (
     Records,
     Stop,
@@ -386,7 +385,10 @@ def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end
     data, view = located
     if not sysflag.gets_index_entry(view.sys_flag):
         return 0
-    keys = _index_keys(data, view)
+    start = view.properties_position
+    properties = b"\x02" + bytes(data[start : start + view.properties_length])
+    # The keys in the order the dispatcher puts them (the tagsCode is not needed here).
+    _code, keys = record_facts(properties, view.topic, view.sys_flag, view.store_timestamp, ())
     present = 0
     for index_file in reversed(index.files):
         trailing = index_file.trailing_entries_at(offset)
@@ -399,13 +401,3 @@ def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end
         while not current.put_key(key, offset, view.store_timestamp):
             current = index.current_file()
     return len(missing)
-
-
-def _index_keys(data: bytes, view: rec.RecordView) -> list[str]:
-    """The ``topic#key`` strings the index holds for a record, in the order they are put."""
-    properties = rec.record_properties(data, view)
-    keys = []
-    if properties.get(props.UNIQ_KEY):
-        keys.append(f"{view.topic}#{properties[props.UNIQ_KEY]}")
-    keys.extend(f"{view.topic}#{k}" for k in props.split_keys(properties.get(props.KEYS)))
-    return keys

@@ -5,7 +5,8 @@ Layer: services. Reads the CommitLog from ``dispatched_offset`` up to its max of
 chunks and hands each chunk's run of records to ``handle`` at once, decoded and validated in
 bulk (:mod:`rocketstore.format.record_scan`: numpy over the whole run, not a Python decode
 per record); blanks roll to the next file; corrupt bytes skip the rest of the readable slice
-as a RocketMQ master does.
+as a RocketMQ master does. A record counts as corrupt here by recovery's rules, which
+include PHYSICALOFFSET == its position and the 8-byte file tail rule.
 """
 
 from __future__ import annotations
