@@ -12,6 +12,9 @@ import logging
 import os
 from collections.abc import Callable
 
+import numpy as np
+import numpy.typing as npt
+
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format.queue_unit import (
     BLANK_UNIT,
@@ -20,6 +23,7 @@ from rocketstore.format.queue_unit import (
     decode_unit,
     decode_units,
     encode_unit,
+    encode_units,
 )
 from rocketstore.paths import consume_queue_dir
 from rocketstore.status import Boundary
@@ -89,6 +93,62 @@ class ConsumeQueue:
         mapped.append(encode_unit(commit_log_offset, size, tags_code))
         self.max_physic_offset = commit_log_offset + size
         return PutOutcome.WRITTEN
+
+    def put_many(
+        self,
+        commit_log_offsets: npt.NDArray[np.int64],
+        sizes: npt.NDArray[np.int64],
+        tags_codes: npt.NDArray[np.int64],
+        queue_offsets: npt.NDArray[np.int64],
+    ) -> int:
+        """``put`` for a run of units in CommitLog order; the same bytes, in one write per
+        file for the usual run (queue offsets that continue the queue one by one). Units
+        that need a rule (the first unit of a queue, duplicates, a gap) go through ``put``.
+        Returns how many units were written."""
+        count = len(commit_log_offsets)
+        written = i = 0
+        while i < count:
+            run = self._continuing_run(commit_log_offsets, sizes, queue_offsets, i)
+            if run == 0:
+                outcome = self.put(
+                    int(commit_log_offsets[i]),
+                    int(sizes[i]),
+                    int(tags_codes[i]),
+                    int(queue_offsets[i]),
+                )
+                written += outcome == PutOutcome.WRITTEN
+                i += 1
+                continue
+            end = i + run
+            mapped = self.files.last_file_for_write()
+            mapped.append(encode_units(commit_log_offsets[i:end], sizes[i:end], tags_codes[i:end]))
+            self.max_physic_offset = int(commit_log_offsets[end - 1] + sizes[end - 1])
+            written += run
+            i = end
+        return written
+
+    def _continuing_run(
+        self,
+        commit_log_offsets: npt.NDArray[np.int64],
+        sizes: npt.NDArray[np.int64],
+        queue_offsets: npt.NDArray[np.int64],
+        i: int,
+    ) -> int:
+        """How many units from ``i`` ``put`` would append as they come: the queue has a
+        file, the first unit is past ``max_physic_offset`` (so are the later ones, being in
+        CommitLog order), and the queue offsets are the write position's, one by one, within
+        the file that has room."""
+        if not self.files.files:
+            return 0
+        if int(commit_log_offsets[i] + sizes[i]) <= self.max_physic_offset:
+            return 0
+        mapped = self.files.last_file_for_write()
+        current = mapped.file_from_offset + mapped.wrote_position
+        room = (self.file_size - mapped.wrote_position) // CQ_UNIT_SIZE
+        wanted = queue_offsets[i : i + room]
+        expected = current // CQ_UNIT_SIZE + np.arange(len(wanted), dtype=np.int64)
+        differs = np.flatnonzero(wanted != expected)
+        return int(differs[0]) if len(differs) else len(wanted)
 
     def flush(self, least_pages: int = 0) -> bool:
         return self.files.flush(least_pages)

@@ -528,40 +528,65 @@ class IndexService:
         return current
 
     def build_index_batch(self, records: list[DispatchedKeys]) -> None:
-        """``build_index`` for a run of records (CommitLog order) in vectorised bulk: one
-        hashing pass and one write per file. Files, entries and rollovers are those of
-        indexing the records one by one, including the rule that a record arriving after
-        a file filled up creates the next file even when it has no keys."""
-        current = self.current_file()
+        """``build_index`` for a run of records (CommitLog order), through
+        :meth:`build_index_hashed`."""
+        if not records:
+            self.current_file()
+            return
         keys: list[str] = []
-        owners: list[int] = []
-        for number, record in enumerate(records):
-            if self._already_indexed(record.commit_log_offset, current):
-                continue
+        offsets: list[int] = []
+        stamps: list[int] = []
+        for record in records:
             if not sysflag.gets_index_entry(record.sys_flag):
                 continue
-            if record.uniq_key:
-                keys.append(f"{record.topic}#{record.uniq_key}")
-                owners.append(number)
-            for key in split_keys(record.keys):
-                keys.append(f"{record.topic}#{key}")
-                owners.append(number)
-        if not keys:
-            return
-        hashes = index_key_hash_many(keys)
-        owner = np.asarray(owners, dtype=np.int64)
-        offsets = np.fromiter(
-            (records[i].commit_log_offset for i in owners), dtype=np.int64, count=len(owners)
+            texts = [f"{record.topic}#{record.uniq_key}"] if record.uniq_key else []
+            texts.extend(f"{record.topic}#{key}" for key in split_keys(record.keys))
+            keys.extend(texts)
+            offsets.extend([record.commit_log_offset] * len(texts))
+            stamps.extend([record.store_timestamp] * len(texts))
+        self.build_index_hashed(
+            index_key_hash_many(keys) if keys else np.zeros(0, dtype=np.int64),
+            np.asarray(offsets, dtype=np.int64),
+            np.asarray(stamps, dtype=np.int64),
+            last_offset=records[-1].commit_log_offset,
         )
-        stamps = np.fromiter(
-            (records[i].store_timestamp for i in owners), dtype=np.int64, count=len(owners)
-        )
+
+    def build_index_hashed(
+        self,
+        key_hashes: npt.NDArray[np.int64],
+        phy_offsets: npt.NDArray[np.int64],
+        store_timestamps: npt.NDArray[np.int64],
+        *,
+        last_offset: int,
+    ) -> int:
+        """Index a run of records in bulk from their entries (hashes already computed, in
+        put order: by record, UNIQ_KEY first); ``last_offset`` is the run's last record,
+        with entries or not. Files, entries and rollovers are those of ``build_index`` one
+        record at a time, including the rule that a record arriving after a file filled up
+        creates the next file even when it has no keys. Returns the entries put."""
+        current = self.current_file()
+        if not len(key_hashes):
+            return 0
+        # _already_indexed, for every entry at once (the file's end only moves to offsets
+        # of this run, which grow, so testing against the end before the run is the same).
+        end = current.end_phy_offset
+        keep = phy_offsets > end
+        if not any(f.entry_count for f in self.files):
+            keep |= phy_offsets == end
+        if not keep.all():
+            key_hashes, phy_offsets = key_hashes[keep], phy_offsets[keep]
+            store_timestamps = store_timestamps[keep]
+        if not len(key_hashes):
+            return 0
         done = 0
-        while done < len(keys):
+        while done < len(key_hashes):
             current = self.current_file()
-            done += current.put_keys_bulk(hashes[done:], offsets[done:], stamps[done:])
-        if current.is_write_full and int(owner[-1]) < len(records) - 1:
-            self.current_file()  # a later record of the batch would have created it
+            done += current.put_keys_bulk(
+                key_hashes[done:], phy_offsets[done:], store_timestamps[done:]
+            )
+        if current.is_write_full and int(phy_offsets[-1]) < last_offset:
+            self.current_file()  # a later record of the run would have created it
+        return done
 
     # --- reading ----------------------------------------------------------------------
 

@@ -32,21 +32,19 @@ from rocketstore.errors import (
 )
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
-from rocketstore.format import properties as props
 from rocketstore.format import record as rec
-from rocketstore.format import sysflag
+from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.index_layout import file_size, geometry_from_size
-from rocketstore.format.javahash import tags_code
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
+from rocketstore.format.record_scan import queue_groups
 from rocketstore.format.subscription import parse_subscription
-from rocketstore.index import DispatchedKeys, IndexService
+from rocketstore.index import IndexService
 from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
     COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
-    SCHEDULE_TOPIC,
     index_dir,
     is_index_file_name,
 )
@@ -55,7 +53,7 @@ from rocketstore.queries import KeyQuery
 from rocketstore.read_path import GetResult, MessageReader
 from rocketstore.recovery.checkpoint_file import CheckpointFile
 from rocketstore.recovery.recover import RecoveryReport, recover_store, scan_valid_end
-from rocketstore.services.dispatcher import Dispatcher
+from rocketstore.services.dispatcher import Dispatcher, DispatchRun
 from rocketstore.services.flusher import Flusher
 from rocketstore.services.retention import RetentionReport, RetentionService
 from rocketstore.status import Boundary, PutStatus, RunningFlags
@@ -92,7 +90,7 @@ class MessageStore:
         self.recovery_report = RecoveryReport()
         self._delay_levels_ms = delay_levels_ms(config.message_delay_level)
         self.dispatcher = Dispatcher(
-            self.commitlog, self._dispatch_batch, 0, interval_ms=config.dispatch_interval_ms
+            self.commitlog, self._dispatch_run, 0, interval_ms=config.dispatch_interval_ms
         )
         self.flusher = Flusher(
             self.commitlog,
@@ -298,53 +296,47 @@ class MessageStore:
 
     # --- dispatch -----------------------------------------------------------------------
 
-    def _dispatch_batch(self, data: bytes, views: list[rec.RecordView]) -> None:
-        """Queue units and index entries for a run of records (CommitLog order).
+    def _dispatch_run(self, run: DispatchRun) -> None:
+        """Queue units and index entries for a run of records (CommitLog order), in bulk:
+        each queue's units in one write, the index entries through ``put_keys_bulk``.
 
         A failure marks the store unwriteable (RocketMQ's WRITE_LOGICS_QUEUE_ERROR /
         WRITE_INDEX_FILE_ERROR) and stops the dispatcher; nothing acknowledged is lost,
         since the CommitLog holds it and recovery re-dispatches.
         """
-        keyed: list[DispatchedKeys] = []
+        records = run.records
+        index = self.config.message_index_enable
         try:
-            for view in views:
-                properties = rec.record_properties(data, view)
-                if sysflag.gets_queue_entry(view.sys_flag):
-                    code = self._tags_code(view, properties)
-                    queue = self._queue(view.topic, view.queue_id, create=True)
-                    assert queue is not None
-                    queue.put(view.physical_offset, view.size, code, view.queue_offset)
-                keyed.append(
-                    DispatchedKeys(
-                        topic=view.topic,
-                        commit_log_offset=view.physical_offset,
-                        store_timestamp=view.store_timestamp,
-                        sys_flag=view.sys_flag,
-                        uniq_key=properties.get(props.UNIQ_KEY),
-                        keys=properties.get(props.KEYS),
-                    )
+            facts = dispatch_facts(
+                run.data, records, run.topics, self._delay_levels_ms, index=index
+            )
+            offsets = records.commit_log_offsets(run.base)
+            for rows, topic, queue_id in queue_groups(records, run.topics):
+                queue = self._queue(topic, queue_id, create=True)
+                assert queue is not None
+                queue.put_many(
+                    offsets[rows],
+                    records.size[rows],
+                    facts.tags_codes[rows],
+                    records.queue_offset[rows],
                 )
         except (OSError, StoreError):
             self.running_flags |= RunningFlags.WRITE_LOGICS_QUEUE_ERROR
             raise
-        self.live_logics_timestamp = views[-1].store_timestamp
+        self.live_logics_timestamp = int(records.store_timestamp[-1])
         crash_point(AFTER_DISPATCH_QUEUE_BEFORE_INDEX)
-        if self.config.message_index_enable:
+        if index:
+            entries = facts.entries
             try:
-                self.index.build_index_batch(keyed)
+                self.index.build_index_hashed(
+                    entries["key_hash"],
+                    entries["offset"] + run.base,
+                    entries["store_timestamp"],
+                    last_offset=int(offsets[-1]),
+                )
             except (OSError, StoreError):
                 self.running_flags |= RunningFlags.WRITE_INDEX_FILE_ERROR
                 raise
-
-    def _tags_code(self, view: rec.RecordView, properties: dict[str, str]) -> int:
-        if view.topic == SCHEDULE_TOPIC and props.DELAY in properties:
-            try:
-                level = min(int(properties[props.DELAY]), len(self._delay_levels_ms))
-            except ValueError:
-                level = 0
-            if level > 0:
-                return view.store_timestamp + self._delay_levels_ms[level - 1]
-        return tags_code(properties.get(props.TAGS))
 
     def _queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
         key = (topic, queue_id)

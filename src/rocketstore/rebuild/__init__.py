@@ -11,8 +11,8 @@ Everything here writes the same bytes as the store's dispatcher (docs/spark.md,
             report = rebuild_store("/data/store", runner)
 """
 
+from rocketstore.format.record_scan import CorruptRegion
 from rocketstore.rebuild.driver import RebuildReport, rebuild_store
-from rocketstore.rebuild.records import CorruptRegion
 from rocketstore.rebuild.runners import ProcessRunner, RebuildFailedError, SerialRunner
 
 __all__ = [

@@ -22,6 +22,7 @@ from typing import Any
 from rocketstore.config import StoreConfig
 from rocketstore.errors import CorruptDataError
 from rocketstore.files.lock import DirectoryLock
+from rocketstore.format.record_scan import CorruptRegion, check_record
 from rocketstore.paths import (
     CHECKPOINT_FILE,
     COMMITLOG_DIR,
@@ -42,7 +43,6 @@ from rocketstore.rebuild.passes import (
     scan_pass,
 )
 from rocketstore.rebuild.plan import MAX_RANGE_BYTES, commitlog_files, make_settings, plan_ranges
-from rocketstore.rebuild.records import CorruptRegion, check_record
 from rocketstore.rebuild.runners import RebuildFailedError, TaskRunner
 from rocketstore.recovery.checkpoint_file import CheckpointFile
 

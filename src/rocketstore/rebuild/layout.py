@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rocketstore.errors import CorruptDataError
+from rocketstore.format.record_scan import CorruptRegion, Stop
 from rocketstore.rebuild.passes import (
     IndexTask,
     KeyPiece,
@@ -24,7 +25,6 @@ from rocketstore.rebuild.passes import (
     ScanResult,
 )
 from rocketstore.rebuild.plan import CommitLogRange
-from rocketstore.rebuild.records import CorruptRegion, Stop
 
 
 class RangesDoNotJoinError(CorruptDataError):

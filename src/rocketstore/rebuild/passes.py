@@ -27,33 +27,25 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.errors import StoreError
-from rocketstore.format import properties as props
-from rocketstore.format import sysflag
-from rocketstore.format.javahash import index_key_hash_many, tags_code
+from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE
-from rocketstore.index import IndexFile
-from rocketstore.paths import COMMITLOG_DIR, SCHEDULE_TOPIC, offset_to_file_name
-from rocketstore.rebuild import properties as bulk
-from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
-from rocketstore.rebuild.records import (
-    GATHER_RECORDS,
+from rocketstore.format.queue_unit import UNIT_DTYPE as _CQ_DTYPE
+from rocketstore.format.record_scan import (
     CorruptRegion,
     Records,
     TopicTable,
+    queue_groups,
     scan_range,
 )
+from rocketstore.index import IndexFile
+from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
+from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
 
 SCAN_DIR = "scan"
 UNIT_DTYPE = np.dtype(
     [("queue_offset", "<i8"), ("offset", "<i8"), ("size", "<i8"), ("tags_code", "<i8")]
 )
-# A CQ unit on disk: CommitLog offset, size, tagsCode (big-endian).
-_CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 _BLANK_UNIT = np.array([(0, 0x7FFFFFFF, 0)], dtype=_CQ_DTYPE)
-_UNIQ = b"\x02" + props.UNIQ_KEY.encode() + b"\x01"
-_KEYS = b"\x02" + props.KEYS.encode() + b"\x01"
-_TAGS = b"\x02" + props.TAGS.encode() + b"\x01"
-_DELAY = b"\x02" + props.DELAY.encode() + b"\x01"
 
 
 @dataclass(frozen=True)
@@ -99,38 +91,6 @@ class ScanTask:
     commit_range: CommitLogRange
 
 
-def _property(data: bytes, marker: bytes) -> bytes | None:
-    """The value of a property in ``b"\\x02" + properties``, as RocketMQ's decoder keeps it:
-    the last well-formed ``name\\x01value`` segment wins; an empty value is no value."""
-    high = len(data)
-    while True:
-        at = data.rfind(marker, 0, high)
-        if at < 0:
-            return None
-        begin = at + len(marker)
-        finish = data.find(b"\x02", begin)
-        if finish < 0:
-            finish = len(data)
-        if finish > begin:
-            return data[begin:finish]
-        high = at + len(marker) - 1
-
-
-def _delay_tags_code(value: bytes | None, store_timestamp: int, levels: tuple[int, ...]) -> int:
-    """tagsCode of a SCHEDULE_TOPIC_XXXX record: its delivery time (spec 3.2)."""
-    if value is None:
-        return 0
-    try:
-        level = min(int(value.decode("utf-8", errors="replace")), len(levels))
-    except ValueError:
-        return 0
-    return store_timestamp + levels[level - 1] if level > 0 else 0
-
-
-def _tags_code_of(text: bytes | None) -> int:
-    return tags_code(text.decode("utf-8", errors="replace")) if text else 0
-
-
 def scan_pass(task: ScanTask) -> ScanResult | TaskFailure:
     """Pass 1 over one CommitLog range (see the module docstring)."""
     part = task.commit_range
@@ -170,8 +130,8 @@ def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
     key_count = 0
     after_last_key = count
     if count:
-        raw = np.frombuffer(buf, dtype=np.uint8)
-        codes, entries = _read_properties(raw, mapped, records, topics, settings)
+        facts = dispatch_facts(buf, records, topics, settings.delay_levels_ms, index=settings.index)
+        codes, entries = facts.tags_codes, facts.entries
         if settings.queues:
             units_path, queues = _spill_units(task, records, topics, codes)
         if settings.index and len(entries):
@@ -179,7 +139,7 @@ def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
             keys_path = _spill_path(task, "keys")
             np.save(keys_path, entries, allow_pickle=False)
             key_count = len(entries)
-            after_last_key = count - 1 - int(entries["record"][-1])
+            after_last_key = facts.records_after_last_key(count)
     return ScanResult(
         number=part.number,
         first_position=found.first_position,
@@ -199,173 +159,23 @@ def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
     )
 
 
-def _read_properties(
-    raw: npt.NDArray[np.uint8],
-    mapped: mmap.mmap,
-    records: Records,
-    topics: TopicTable,
-    settings: RebuildSettings,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.void]]:
-    """Every record's tagsCode, and the index entries in dispatch order (``record`` holds
-    the record number, ``offset`` the position in the file). Vectorised
-    (:mod:`.properties`) in chunks; the few records it does not cover go one by one."""
-    count = len(records)
-    codes = np.zeros(count, dtype=np.int64)
-    parts: list[npt.NDArray[np.void]] = []
-    schedule = topics.ids.get(SCHEDULE_TOPIC.encode(), -1)
-    prefixes = bulk.prefix_hashes(topics.names)
-    rollback = (records.sys_flag & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE
-    for first in range(0, count, GATHER_RECORDS):
-        last = min(count, first + GATHER_RECORDS)
-        chunk = slice(first, last)
-        data, block_start = bulk.gather(
-            raw, records.properties_position[chunk], records.properties_length[chunk]
-        )
-        slow = np.maximum.reduceat(data, block_start) >= 0x80
-        slow |= records.topic_id[chunk] == schedule
-        found = bulk.segments(data, block_start)
-        size = last - first
-        tags = bulk.find_last(data, found, b"TAGS", size)
-        has = (tags >= 0) & ~slow
-        picked = tags[has]
-        codes[first:last][has] = bulk.to_signed(
-            bulk.hash_spans(data, found.value_start[picked], found.value_length[picked])
-        )
-        if settings.index:
-            parts.append(_entries_bulk(data, found, records, chunk, slow, rollback, prefixes))
-        for i in np.flatnonzero(slow).tolist():
-            code, entry_rows = _record_slowly(mapped, records, first + i, topics, settings)
-            codes[first + i] = code
-            if settings.index and entry_rows is not None:
-                parts.append(entry_rows)
-    if not parts:
-        return codes, np.empty(0, dtype=_WORK_ENTRY)
-    entries = np.concatenate(parts)
-    entries = entries[np.lexsort((entries["order"], entries["record"]))]
-    return codes, entries
-
-
-_WORK_ENTRY = np.dtype(
-    [
-        ("key_hash", "<i8"),
-        ("offset", "<i8"),
-        ("store_timestamp", "<i8"),
-        ("record", "<i8"),
-        ("order", "<i8"),
-    ]
-)
-
-
-def _entry_rows(
-    records: Records,
-    owners: npt.NDArray[np.int64],
-    order: npt.NDArray[np.int64],
-    hashes: npt.NDArray[np.int64],
-) -> npt.NDArray[np.void]:
-    rows = np.empty(len(owners), dtype=_WORK_ENTRY)
-    rows["key_hash"] = hashes
-    rows["offset"] = records.position[owners]
-    rows["store_timestamp"] = records.store_timestamp[owners]
-    rows["record"] = owners
-    rows["order"] = order
-    return rows
-
-
-def _entries_bulk(
-    data: npt.NDArray[np.uint8],
-    found: bulk.Segments,
-    records: Records,
-    chunk: slice,
-    slow: npt.NDArray[np.bool_],
-    rollback: npt.NDArray[np.bool_],
-    prefixes: npt.NDArray[np.uint64],
-) -> npt.NDArray[np.void]:
-    """``topic#UNIQ_KEY`` (order -1, first) and each KEYS token (ordered by position) of the
-    chunk's records; ROLLBACK records get none (spec 4.4)."""
-    size = len(slow)
-    first = chunk.start or 0
-    eligible = ~slow & ~rollback[chunk]
-    uniq = bulk.find_last(data, found, b"UNIQ_KEY", size)
-    keys = bulk.find_last(data, found, b"KEYS", size)
-    with_uniq = np.flatnonzero(eligible & (uniq >= 0))
-    u = uniq[with_uniq]
-    u_hash = bulk.hash_spans(data, found.value_start[u], found.value_length[u])
-    with_keys = np.flatnonzero(eligible & (keys >= 0))
-    k = keys[with_keys]
-    tokens = bulk.key_tokens(data, with_keys, found.value_start[k], found.value_length[k])
-    owners = np.concatenate((with_uniq, tokens.owner)) + first
-    value_hash = np.concatenate((u_hash, tokens.value_hash))
-    length = np.concatenate((found.value_length[u], tokens.length))
-    order = np.concatenate((np.full(len(u), -1, dtype=np.int64), tokens.order))
-    prefix = prefixes[records.topic_id[owners]] if len(owners) else np.zeros(0, np.uint64)
-    hashes = bulk.index_hash(bulk.combine(prefix, value_hash, length))
-    return _entry_rows(records, owners, order, hashes)
-
-
-def _record_slowly(
-    mapped: mmap.mmap, records: Records, i: int, topics: TopicTable, settings: RebuildSettings
-) -> tuple[int, npt.NDArray[np.void] | None]:
-    """tagsCode and index entries of one record, decoded like the dispatcher does (records
-    with non-ASCII properties, delayed messages)."""
-    start = int(records.properties_position[i])
-    data = b"\x02" + mapped[start : start + int(records.properties_length[i])]
-    topic = topics.names[int(records.topic_id[i])]
-    code = 0
-    if topic == SCHEDULE_TOPIC and _DELAY in data:
-        code = _delay_tags_code(
-            _property(data, _DELAY), int(records.store_timestamp[i]), settings.delay_levels_ms
-        )
-    if not code:
-        code = _tags_code_of(_property(data, _TAGS))
-    flag = int(records.sys_flag[i])
-    if (flag & sysflag.TRANSACTION_MASK) == sysflag.TRANSACTION_ROLLBACK_TYPE:
-        return code, None
-    texts: list[str] = []
-    uniq = _property(data, _UNIQ)
-    if uniq:
-        texts.append(f"{topic}#{uniq.decode('utf-8', errors='replace')}")
-    keys = _property(data, _KEYS)
-    if keys:
-        for token in keys.decode("utf-8", errors="replace").split(props.KEY_SEPARATOR):
-            if token:
-                texts.append(f"{topic}#{token}")
-    if not texts:
-        return code, None
-    owners = np.full(len(texts), i, dtype=np.int64)
-    order = np.arange(len(texts), dtype=np.int64) - (1 if uniq else 0)
-    return code, _entry_rows(records, owners, order, index_key_hash_many(texts))
-
-
 def _spill_units(
     task: ScanTask, records: Records, topics: TopicTable, codes: npt.NDArray[np.int64]
 ) -> tuple[str | None, list[QueueSpan]]:
-    queued = (records.sys_flag & sysflag.TRANSACTION_MASK) != sysflag.TRANSACTION_PREPARED_TYPE
-    queued &= (records.sys_flag & sysflag.TRANSACTION_MASK) != sysflag.TRANSACTION_ROLLBACK_TYPE
-    rows = np.nonzero(queued)[0]
-    if not len(rows):
+    groups = queue_groups(records, topics)
+    if not groups:
         return None, []
-    # Group by (topic, queue id), CommitLog order kept inside each group (stable sort).
-    group_key = records.topic_id[rows] * (1 << 32) + (records.queue_id[rows] & 0xFFFFFFFF)
-    order = np.argsort(group_key, kind="stable")
-    rows = rows[order]
+    rows = np.concatenate([g[0] for g in groups])
     units = np.empty(len(rows), dtype=UNIT_DTYPE)
     units["queue_offset"] = records.queue_offset[rows]
     units["offset"] = task.commit_range.file_offset + records.position[rows]
     units["size"] = records.size[rows]
     units["tags_code"] = codes[rows]
-    sorted_keys = group_key[order]
-    cuts = np.nonzero(np.diff(sorted_keys))[0] + 1
-    firsts = np.concatenate(([0], cuts)).tolist()
-    ends = [*cuts.tolist(), len(rows)]
-    spans = [
-        QueueSpan(
-            topics.names[int(records.topic_id[rows[s]])],
-            int(records.queue_id[rows[s]]),
-            s,
-            e - s,
-        )
-        for s, e in zip(firsts, ends, strict=True)
-    ]
+    spans = []
+    start = 0
+    for group_rows, topic, queue_id in groups:
+        spans.append(QueueSpan(topic, queue_id, start, len(group_rows)))
+        start += len(group_rows)
     path = _spill_path(task, "units")
     np.save(path, units, allow_pickle=False)
     return path, spans

@@ -7,21 +7,37 @@ accepted (#9121), an illegal magic ends the scan instead of looping (#289).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from rocketstore.commitlog import CommitLog
-from rocketstore.config import StoreConfig
+from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
-from rocketstore.errors import CorruptDataError, IncompleteDataError
-from rocketstore.format import properties as props
+from rocketstore.errors import FileRemovedError
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
+from rocketstore.format.crc import CRC_MASK
+from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
+from rocketstore.format.record_scan import (
+    Records,
+    Stop,
+    TopicTable,
+    check_record,
+    decode_run,
+    queue_groups,
+    walk_starts,
+)
 from rocketstore.index import IndexService
 
 log = logging.getLogger(__name__)
+_HEAD8 = struct.Struct(">ii")
 
 
 @dataclass
@@ -54,12 +70,13 @@ class RecoveryReport:
         )
 
 
-SCAN_CHUNK_BYTES = 8 * 1024 * 1024  # the largest read of a scan
-# The first read of a scan. A read-only store scans from its last known end before every
-# read, where there is usually nothing new: copying 8 MiB there cost ~0.6 ms a call. Each
-# full chunk doubles the next one, so long scans reach SCAN_CHUNK_BYTES after a few reads.
-SCAN_FIRST_CHUNK_BYTES = 16 * 1024
-_ZERO_HEAD = bytes(8)
+# Bytes of records walked per step of a scan: bounds the list of record starts (a 1 GiB
+# file of small records would otherwise make a list of millions of ints).
+SCAN_WINDOW_BYTES = 32 * 1024 * 1024
+
+# Receives each run of valid records: the file's buffer (valid only during the call), the
+# file's CommitLog offset, the records (file positions) and the scan's topic table.
+RecordsHandler = Callable[[memoryview, int, Records, TopicTable], None]
 
 
 def scan_valid_end(
@@ -68,14 +85,17 @@ def scan_valid_end(
     *,
     check_crc: bool,
     report: RecoveryReport,
-    on_record: Callable[[bytes, rec.RecordView], None] | None = None,
+    on_records: RecordsHandler | None = None,
     start_offset: int | None = None,
 ) -> int:
     """Walk records from file ``start_index`` (or from ``start_offset``, a record
     boundary); return the offset after the last valid one.
 
-    Files are read in chunks, never whole. A blank moves to the next file; anything
-    invalid stops the walk, with the reason in ``report``.
+    Each file is read in place through its mapping (no copies) and validated in bulk
+    (:mod:`rocketstore.format.record_scan`): magic, sizes, PHYSICALOFFSET == position and
+    the 8-byte tail rule for a whole run at once, then the body CRC of each record (a stored
+    CRC of 0 is accepted). A blank moves to the next file; anything invalid stops the walk,
+    with the reason in ``report``.
     """
     files = commitlog.files.files
     if not files:
@@ -90,59 +110,34 @@ def scan_valid_end(
         index = max(0, min(start_index, len(files) - 1))
         offset = files[index].file_from_offset
     size = commitlog.file_size
-
-    def stop(at: int, reason: str) -> int:
-        report.stop_offset = at
-        report.stop_reason = reason
-        return at
-
-    chunk_bytes = SCAN_FIRST_CHUNK_BYTES
+    topics = TopicTable()
     while index < len(files):
         mapped = files[index]
-        position = offset - mapped.file_from_offset
-        while position < size:
-            chunk = mapped.read(position, chunk_bytes)
-            chunk_bytes = min(chunk_bytes * 2, SCAN_CHUNK_BYTES)
-            cursor = 0
-            while cursor < len(chunk):
-                at = mapped.file_from_offset + position + cursor
-                if chunk[cursor : cursor + 8] == _ZERO_HEAD:
-                    # The usual end (a read-only store asks on every call): no exception.
-                    return stop(at, "end of data")
-                try:
-                    view = rec.read_record(chunk, cursor, check_crc=check_crc)
-                except IncompleteDataError as e:
-                    if position + cursor + e.needed <= size and (
-                        cursor > 0 or len(chunk) < min(e.needed, SCAN_CHUNK_BYTES)
-                    ):
-                        # The record continues past this chunk: read again from its start,
-                        # at least as much as it needs.
-                        chunk_bytes = max(chunk_bytes, min(e.needed, SCAN_CHUNK_BYTES))
-                        break
-                    if _all_zero(chunk, cursor):
-                        return stop(at, "end of data")
-                    return stop(at, str(e))
-                except CorruptDataError as e:
-                    return stop(at, "end of data" if _all_zero(chunk, cursor) else str(e))
-                if isinstance(view, rec.Blank):
-                    if view.remaining != size - (position + cursor):
-                        return stop(at, f"blank record with wrong length {view.remaining}")
-                    position = size
-                    break
-                if view.physical_offset != at:
-                    return stop(at, f"stale record: PHYSICALOFFSET {view.physical_offset} at {at}")
-                record_end = position + cursor + view.size
-                if size - record_end < rec.END_FILE_MIN_BLANK_LENGTH and record_end != size:
-                    return stop(at, "record leaves less than 8 bytes before the file end")
-                report.records_scanned += 1
-                if on_record is not None:
-                    on_record(chunk, view)
-                cursor += view.size
-            else:
-                position += cursor
-                continue
-            if position < size:
-                position += cursor
+        if not mapped.hold():
+            raise FileRemovedError(f"{mapped.path} is closed")
+        try:
+            buf = memoryview(mapped.mm)
+            try:
+                stopped = _scan_file(
+                    buf,
+                    mapped.file_from_offset,
+                    offset - mapped.file_from_offset,
+                    size,
+                    check_crc=check_crc,
+                    report=report,
+                    topics=topics,
+                    on_records=on_records,
+                )
+            finally:
+                with contextlib.suppress(BufferError):  # a view outlived the scan: GC frees it
+                    buf.release()
+        finally:
+            mapped.release()
+        if stopped is not None:
+            at, reason = stopped
+            report.stop_offset = mapped.file_from_offset + at
+            report.stop_reason = reason
+            return mapped.file_from_offset + at
         # File finished (blank or exactly full): continue with the next file, if any.
         if index + 1 >= len(files):
             return mapped.file_from_offset + size
@@ -151,8 +146,67 @@ def scan_valid_end(
     return offset
 
 
-def _all_zero(data: bytes, position: int) -> bool:
-    return not any(data[position : position + 8])
+def _scan_file(
+    buf: memoryview,
+    base: int,
+    position: int,
+    size: int,
+    *,
+    check_crc: bool,
+    report: RecoveryReport,
+    topics: TopicTable,
+    on_records: RecordsHandler | None,
+) -> tuple[int, str] | None:
+    """Validate one file's records from ``position``: None when the file is finished (a
+    correct blank, or records up to its very end), else where the walk stopped and why."""
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    while position < size:
+        window_end = min(size, position + SCAN_WINDOW_BYTES)
+        starts, stop_at, why = walk_starts(buf, position, window_end, size)
+        records, valid = decode_run(buf, raw, base, starts, size, topics)
+        reason = ""
+        if check_crc and len(records):
+            bad = _first_crc_mismatch(buf, records)
+            if bad is not None:
+                valid, reason = bad
+                records = records.take(valid)
+        if len(records):
+            report.records_scanned += len(records)
+            if on_records is not None:
+                on_records(buf, base, records, topics)
+        if valid < len(starts):
+            bad_at = starts[valid]
+            return bad_at, reason or check_record(buf, base, bad_at, size) or "invalid record"
+        if why == Stop.BOUNDARY:
+            position = stop_at
+        elif why == Stop.BLANK:
+            remaining = _HEAD8.unpack_from(buf, stop_at)[0]
+            if remaining != size - stop_at:
+                return stop_at, f"blank record with wrong length {remaining}"
+            return None
+        elif why == Stop.END_OF_DATA or not any(buf[stop_at : stop_at + 8]):
+            return stop_at, "end of data"
+        else:
+            return stop_at, check_record(buf, base, stop_at, size) or "invalid record header"
+    return None
+
+
+def _first_crc_mismatch(buf: memoryview, records: Records) -> tuple[int, str] | None:
+    """The first record whose body does not match its stored CRC (0 means "not set" and
+    passes, RocketMQ #9121), with the reason; None if all match."""
+    checked = (records.body_crc != 0) & (records.body_length > 0)
+    rows = np.flatnonzero(checked) if not checked.all() else np.arange(len(records))
+    starts = records.body_position[rows]
+    ends = starts + records.body_length[rows]
+    # One C call per body over a slice of the mapping (no copy), no Python frame between.
+    bodies = map(buf.__getitem__, map(slice, starts.tolist(), ends.tolist()))
+    actual = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=len(rows)) & CRC_MASK
+    bad = np.flatnonzero(actual != records.body_crc[rows])
+    if not len(bad):
+        return None
+    k = int(bad[0])
+    stored = int(records.body_crc[rows[k]])
+    return int(rows[k]), f"body CRC mismatch: stored {stored}, computed {int(actual[k])}"
 
 
 def abnormal_start_index(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
@@ -226,30 +280,47 @@ def recover_store(
     commitlog_min = max(commitlog.min_offset(), 0)
     missing_from: list[int] = []
 
-    def on_record(data: bytes, view: rec.RecordView) -> None:
+    levels_ms = delay_levels_ms(config.message_delay_level)
+
+    def on_records(buf: memoryview, base: int, records: Records, topics: TopicTable) -> None:
+        """Note the first record (in CommitLog order) a queue or the index is missing."""
         if missing_from:
             return
-        queue_key = f"{view.topic}-{view.queue_id}"
-        if sysflag.gets_queue_entry(view.sys_flag) and view.queue_offset >= queue_next.get(
-            queue_key, 0
-        ):
-            if queue_key not in queue_next and view.queue_offset > 0:
-                # The whole queue is gone (its directory deleted): its earlier records lie
-                # before this scan, so rebuild from the start of the CommitLog.
-                missing_from.append(commitlog_min)
-            else:
-                missing_from.append(view.physical_offset)
-            return
-        if (
-            config.message_index_enable
-            and (index_empty or view.physical_offset > index_end)
-            and sysflag.gets_index_entry(view.sys_flag)
-            and _index_keys(data, view)
-        ):
-            missing_from.append(view.physical_offset)
+        offsets = records.commit_log_offsets(base)
+        count = len(records)
+        first_queue, queue_value = count, 0
+        for rows, topic, queue_id in queue_groups(records, topics):
+            queue_key = f"{topic}-{queue_id}"
+            missing = np.flatnonzero(records.queue_offset[rows] >= queue_next.get(queue_key, 0))
+            if len(missing) and int(rows[missing[0]]) < first_queue:
+                first_queue = int(rows[missing[0]])
+                if queue_key not in queue_next and records.queue_offset[first_queue] > 0:
+                    # The whole queue is gone (its directory deleted): its earlier records
+                    # lie before this scan, so rebuild from the start of the CommitLog.
+                    queue_value = commitlog_min
+                else:
+                    queue_value = int(offsets[first_queue])
+        first_index = count
+        if config.message_index_enable:
+            # Offsets grow, so the records past the index's end are a suffix; only those
+            # before the first queue miss can matter.
+            past = 0 if index_empty else int(np.searchsorted(offsets, index_end, side="right"))
+            if past < first_queue:
+                tail = records.slice(past, first_queue)
+                facts = dispatch_facts(buf, tail, topics, levels_ms, index=True)
+                if len(facts.entries):
+                    first_index = past + int(facts.entries["record"][0])
+        if first_queue < count and first_queue < first_index:
+            missing_from.append(queue_value)
+        elif first_index < count:
+            missing_from.append(int(offsets[first_index]))
 
     end = scan_valid_end(
-        commitlog, start, check_crc=config.check_crc_on_recover, report=report, on_record=on_record
+        commitlog,
+        start,
+        check_crc=config.check_crc_on_recover,
+        report=report,
+        on_records=on_records,
     )
     scan_start = files[start].file_from_offset if files else 0
     if config.message_index_enable and index_empty and scan_start > commitlog_min:
@@ -303,7 +374,10 @@ def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end
     data, view = located
     if not sysflag.gets_index_entry(view.sys_flag):
         return 0
-    keys = _index_keys(data, view)
+    start = view.properties_position
+    properties = b"\x02" + bytes(data[start : start + view.properties_length])
+    # The keys in the order the dispatcher puts them (the tagsCode is not needed here).
+    _code, keys = record_facts(properties, view.topic, view.sys_flag, view.store_timestamp, ())
     present = 0
     for index_file in reversed(index.files):
         trailing = index_file.trailing_entries_at(offset)
@@ -316,13 +390,3 @@ def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end
         while not current.put_key(key, offset, view.store_timestamp):
             current = index.current_file()
     return len(missing)
-
-
-def _index_keys(data: bytes, view: rec.RecordView) -> list[str]:
-    """The ``topic#key`` strings the index holds for a record, in the order they are put."""
-    properties = rec.record_properties(data, view)
-    keys = []
-    if properties.get(props.UNIQ_KEY):
-        keys.append(f"{view.topic}#{properties[props.UNIQ_KEY]}")
-    keys.extend(f"{view.topic}#{k}" for k in props.split_keys(properties.get(props.KEYS)))
-    return keys

@@ -7,12 +7,17 @@ Also imported by tests/spark/test_rebuild.py and tests/cli/test_rebuild_engines.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import decode_checkpoint
 from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR
+
+# The one-record-at-a-time dispatch reference lives with the dispatcher's tests.
+sys.path.insert(0, str(Path(__file__).parents[1] / "services"))
+from per_record_dispatch import dispatch_per_record
 
 BASE_MS = 1_700_000_000_000
 LAYOUT = {"Orders": 4, "Payments": 2, "%RETRY%groupA": 1}
@@ -150,7 +155,7 @@ def dispatch_reference(
 ) -> None:
     """What the store's own dispatcher writes for ``source``'s CommitLog without the records
     in ``skip`` (offset -> size before they were damaged): every other record, in CommitLog
-    order, through ``MessageStore._dispatch_batch`` of an empty store at ``target``."""
+    order, dispatched one by one (``per_record_dispatch``) into an empty store at ``target``."""
     from rocketstore.format import record as rec
 
     with MessageStore.open(target, config) as store:
@@ -172,7 +177,7 @@ def dispatch_reference(
                 views.append(view)
                 position += view.size
             if views:
-                store._dispatch_batch(data, views)
+                dispatch_per_record(store, data, views)
 
 
 def record_offsets(root: Path, config: StoreConfig) -> list[tuple[int, int]]:

@@ -1,6 +1,6 @@
-"""The rebuild's bulk decoders against the scalar codecs: records of a range (numpy header
-decode and validation vs ``read_record``), property values and hashes (numpy vs
-``decode_properties`` and Java's hashCode), and fuzzed bytes."""
+"""The bulk decoders (record scan, properties) against the scalar codecs: records of a
+range (numpy header decode and validation vs ``read_record``), property values and hashes
+(numpy vs ``decode_properties`` and Java's hashCode), and fuzzed bytes."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketstore.format import properties_scan as bulk
 from rocketstore.format import record as rec
 from rocketstore.format.javahash import index_key_hash, tags_code
 from rocketstore.format.properties import decode_properties, split_keys
-from rocketstore.rebuild import properties as bulk
+from rocketstore.format.record_scan import RangeCorruptError, Stop, TopicTable, scan_range
 from rocketstore.rebuild.passes import queue_layout
-from rocketstore.rebuild.records import RangeCorruptError, Stop, TopicTable, scan_range
 
 FILE = 4096
 BASE = 3 * FILE
@@ -152,3 +152,17 @@ def test_queue_layout_follows_the_put_rules(
 ) -> None:
     start, fill, written = queue_layout(np.array(offsets, dtype=np.int64), file_size)
     assert (start, fill, written.tolist()) == want
+
+
+@pytest.mark.parametrize("before_end", [1, 2, 3, 4])
+def test_a_record_starting_in_the_last_bytes_of_a_range_is_found(before_end: int) -> None:
+    """Its magic lies past the range end (it starts 4 bytes into the record): the search
+    for it must reach that far."""
+    data, starts = _file([(b"A", False), (b"Bb", False), (b"A", False)])
+    last = starts[-1]
+    start, end = last - 50, last + before_end
+    found = scan_range(
+        memoryview(data), BASE, start, end, FILE, skip_corrupt=False, topics=TopicTable()
+    )
+    assert found.first_position == last
+    assert found.records.position.tolist() == [last]

@@ -1,7 +1,7 @@
 """Decoding the records of one CommitLog range in bulk: record starts, header fields and
 validation as numpy arrays.
 
-Layer: rebuild. Pure functions over a buffer holding one whole CommitLog file (an mmap);
+Layer: format. Pure functions over a buffer holding one whole CommitLog file (an mmap);
 no files are opened here. Record starts are a chain (each TOTALSIZE leads to the next), so
 they are walked one header at a time; everything else (the fixed header fields, the body,
 topic and properties lengths, the checks of :func:`rocketstore.format.record.read_record`,
@@ -27,6 +27,7 @@ import numpy.typing as npt
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
+from rocketstore.format.properties_scan import prefix_hashes
 
 _HEAD8 = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _PHYSICAL = struct.Struct(">q")
@@ -57,9 +58,28 @@ HEADER_DTYPE = np.dtype(
     ]
 )
 _HEADER_SIZE = HEADER_DTYPE.itemsize
-_GATHER = np.arange(_HEADER_SIZE, dtype=np.int64)
 # Records decoded per numpy gather: bounds the index matrix to about 23 MB.
 GATHER_RECORDS = 32768
+
+
+_EMPTY_HEADERS = np.zeros(0, dtype=HEADER_DTYPE)
+
+
+def _headers_at(raw: npt.NDArray[np.uint8], positions: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """The fixed headers at ``positions`` (each with 88 bytes in ``raw``), copied out.
+
+    ``raw`` is seen as overlapping headers, one starting at every byte (a stride of 1), so
+    a fancy index copies just the 88 bytes of each record: ten times faster than gathering
+    through a (records x 88) matrix of byte indices."""
+    if len(raw) < _HEADER_SIZE:
+        return np.zeros(len(positions), dtype=HEADER_DTYPE)
+    every_byte = np.ndarray(
+        shape=(len(raw) - _HEADER_SIZE + 1,),
+        dtype=HEADER_DTYPE,
+        buffer=raw,
+        strides=(1,),
+    )
+    return every_byte[positions]
 
 
 class TopicTable:
@@ -68,6 +88,15 @@ class TopicTable:
     def __init__(self) -> None:
         self.ids: dict[bytes, int] = {}
         self.names: list[str] = []
+        self._prefixes: list[int] = []
+
+    def prefix_hashes(self) -> npt.NDArray[np.uint64]:
+        """Java hash of ``topic + "#"`` per topic id (mod 2**32), the start of every index
+        key; extended as topics arrive, since the dispatcher's table lives as long as it."""
+        new = self.names[len(self._prefixes) :]
+        if new:
+            self._prefixes.extend(prefix_hashes(new).tolist())
+        return np.array(self._prefixes, dtype=np.uint64)
 
     def intern(self, topic_bytes: bytes) -> int:
         """The topic's id; -1 when the bytes are not UTF-8 (a corrupt record)."""
@@ -131,6 +160,10 @@ class Records:
     properties_position: npt.NDArray[np.int64]
     properties_length: npt.NDArray[np.int64]
     topic_id: npt.NDArray[np.int64]  # index into the scan's TopicTable
+    # The body, for recovery's CRC check (the stored CRC as the record holds it).
+    body_position: npt.NDArray[np.int64]
+    body_length: npt.NDArray[np.int64]
+    body_crc: npt.NDArray[np.int64]
 
     def __len__(self) -> int:
         return len(self.position)
@@ -139,15 +172,55 @@ class Records:
     def concat(parts: list[Records]) -> Records:
         if not parts:
             empty = np.zeros(0, dtype=np.int64)
-            return Records(*([empty] * 11))
+            return Records(*([empty] * len(Records.__dataclass_fields__)))
         if len(parts) == 1:
             return parts[0]
         names = [f for f in Records.__dataclass_fields__]
         return Records(*(np.concatenate([getattr(p, n) for p in parts]) for n in names))
 
     def take(self, count: int) -> Records:
+        return self.slice(0, count)
+
+    def slice(self, start: int, stop: int) -> Records:
         names = [f for f in Records.__dataclass_fields__]
-        return Records(*(getattr(self, n)[:count] for n in names))
+        return Records(*(getattr(self, n)[start:stop] for n in names))
+
+    def commit_log_offsets(self, base: int) -> npt.NDArray[np.int64]:
+        """Each record's CommitLog offset, ``base`` being that of buffer position 0."""
+        return base + self.position
+
+
+def queue_groups(
+    records: Records, topics: TopicTable
+) -> list[tuple[npt.NDArray[np.int64], str, int]]:
+    """The records that get a consume-queue unit (NOT and COMMIT, not PREPARED or
+    ROLLBACK), grouped by queue: (row numbers in CommitLog order, topic, queue id) per
+    queue, queues ordered by (topic id, queue id)."""
+    kind = records.sys_flag & sysflag.TRANSACTION_MASK
+    queued = (kind == sysflag.TRANSACTION_NOT_TYPE) | (kind == sysflag.TRANSACTION_COMMIT_TYPE)
+    rows = np.flatnonzero(queued)
+    if not len(rows):
+        return []
+    group_key = records.topic_id[rows] * (1 << 32) + (records.queue_id[rows] & 0xFFFFFFFF)
+    if np.all(group_key == group_key[0]):
+        return [
+            (rows, topics.names[int(records.topic_id[rows[0]])], int(records.queue_id[rows[0]]))
+        ]
+    order = np.argsort(group_key, kind="stable")  # CommitLog order kept inside a group
+    rows = rows[order]
+    sorted_keys = group_key[order]
+    cuts = (np.flatnonzero(np.diff(sorted_keys)) + 1).tolist()
+    groups = []
+    for begin, end in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+        first = int(rows[begin])
+        groups.append(
+            (
+                rows[begin:end],
+                topics.names[int(records.topic_id[first])],
+                int(records.queue_id[first]),
+            )
+        )
+    return groups
 
 
 @dataclass
@@ -210,7 +283,8 @@ def find_record_start(
     for magic in (_V1, _V2, _BLANK):
         at = start
         while at < best:
-            hit = finder(magic, at + 4, best + 4)
+            # The magic of a start before `best` ends at best + 7 at the latest.
+            hit = finder(magic, at + 4, best + 7)
             if hit < 0:
                 break
             candidate = hit - 4
@@ -308,9 +382,8 @@ def _decode_chunk(
     topics: TopicTable,
 ) -> tuple[Records, int]:
     count = len(position)
-    fits = position + _HEADER_SIZE <= file_size
-    safe = np.where(fits, position, 0)
-    header = raw[safe[:, None] + _GATHER].view(HEADER_DTYPE).reshape(count)
+    fits = position + _HEADER_SIZE <= min(file_size, len(raw))
+    header = _headers_at(raw, np.where(fits, position, 0)) if count else _EMPTY_HEADERS
     total = header["total"].astype(np.int64)
     magic = header["magic"]
     flags = header["sys_flag"].astype(np.int64)
@@ -348,6 +421,9 @@ def _decode_chunk(
         properties_position=props_position,
         properties_length=props_length,
         topic_id=topic_id,
+        body_position=position + _HEADER_SIZE,
+        body_length=body_length,
+        body_crc=header["body_crc"].astype(np.int64),
     )
     # Records the vectorised path does not cover (IPv6 hosts, v2 magic) or rejected: decide
     # one by one with the scalar decoder, which also gives the reason.
@@ -375,6 +451,9 @@ def _fill_scalar(
     records.properties_position[i] = view.properties_position
     records.properties_length[i] = view.properties_length
     records.topic_id[i] = topics.intern(view.topic.encode("utf-8"))
+    records.body_position[i] = view.body_position
+    records.body_length[i] = view.body_length
+    records.body_crc[i] = view.body_crc
 
 
 def scan_range(
