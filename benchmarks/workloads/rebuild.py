@@ -97,7 +97,14 @@ def local(root: str) -> None:
     from rocketstore.rebuild.runners import ProcessRunner
 
     with ProcessRunner() as runner:
-        rebuild_store(root, runner)
+        _log_phases("local", rebuild_store(root, runner))
+
+
+def _log_phases(name: str, report: Any) -> None:
+    phases = ", ".join(
+        f"{phase} {seconds:.2f} s" for phase, seconds in report.phase_seconds.items()
+    )
+    log.info("rebuild %s phases: %s (%d ranges)", name, phases, report.ranges)
 
 
 def _warm(_: int) -> int:
@@ -126,8 +133,10 @@ def spark_job(session: Any, root: str) -> float:
     from rocketstore.spark.rebuild import SparkRunner
 
     start = time.perf_counter()
-    rebuild_store(root, SparkRunner(session.sparkContext))
-    return time.perf_counter() - start
+    report = rebuild_store(root, SparkRunner(session.sparkContext))
+    seconds = time.perf_counter() - start
+    _log_phases("spark", report)
+    return seconds
 
 
 def _have_spark() -> bool:

@@ -29,7 +29,7 @@ from rocketstore.paths import (
 
 # Ranges are at most this big: small enough to balance two to a few dozen workers, big
 # enough that the per-task overhead (a process or a Spark task) stays negligible.
-MAX_RANGE_BYTES = 64 * 1024 * 1024
+MAX_RANGE_BYTES = 256 * 1024 * 1024  # larger ranges: fewer Spark tasks, each with a fixed cost
 MIN_RANGE_BYTES = 1024 * 1024
 
 Span = tuple[int, int, int]  # file offset (its name), start position, end position
