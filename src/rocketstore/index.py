@@ -34,6 +34,14 @@ _ENTRY_DTYPE = np.dtype(
 )
 
 
+def _order_by_slot(slots: npt.NDArray[np.int64], count: int) -> npt.NDArray[np.int64]:
+    """Positions of a batch grouped by slot, in batch order within each slot."""
+    if count < (1 << 31) and int(slots.max(initial=0)) < (1 << 32):
+        keys = (slots << 31) | np.arange(count, dtype=np.int64)
+        return np.argsort(keys).astype(np.int64, copy=False)
+    return np.argsort(slots, kind="stable").astype(np.int64, copy=False)
+
+
 class IndexFile:
     """One index file. Header values are kept in memory and written through as they change,
     the way RocketMQ's IndexHeader does (so the bytes match a 4.9 broker's)."""
@@ -165,7 +173,6 @@ class IndexFile:
         stamps = store_timestamps[:count]
         mm = self._file.mm
         first_number = self.index_count
-        numbers = np.arange(first_number, first_number + count, dtype=np.int64)
         slots = hashes % self.hash_slot_num
         slot_table = np.frombuffer(
             mm, dtype=">i4", count=self.hash_slot_num, offset=layout.HEADER_SIZE
@@ -173,13 +180,17 @@ class IndexFile:
         heads = slot_table[slots].astype(np.int64)
         heads[(heads <= 0) | (heads >= first_number)] = 0
         # Previous entry of the same slot within the batch, else the slot's old head.
-        order = np.argsort(slots, kind="stable")
+        # Entries grouped by slot, in batch order within a slot: one plain sort of
+        # (slot, position) keys, which are unique, so it gives a stable sort's order at
+        # about a third of its cost.
+        order = _order_by_slot(slots, count)
         sorted_slots = slots[order]
         same_as_before = np.zeros(count, dtype=bool)
         same_as_before[1:] = sorted_slots[1:] == sorted_slots[:-1]
-        prev = heads.copy()
-        prev_sorted = prev[order]
-        prev_sorted[same_as_before] = numbers[order][np.nonzero(same_as_before)[0] - 1]
+        prev_sorted = heads[order]
+        following = np.nonzero(same_as_before)[0]
+        prev_sorted[following] = order[following - 1] + first_number
+        prev = np.empty(count, dtype=np.int64)
         prev[order] = prev_sorted
         # Time differences in seconds from the header's begin time; the first entry of an
         # empty file uses the inherited begin time, then begin becomes its own time.
@@ -208,9 +219,9 @@ class IndexFile:
         last_in_group = np.ones(count, dtype=bool)
         last_in_group[:-1] = sorted_slots[1:] != sorted_slots[:-1]
         group_slots = sorted_slots[last_in_group]
-        slot_table[group_slots] = numbers[order][last_in_group]
+        slot_table[group_slots] = order[last_in_group] + first_number
         first_in_group = ~same_as_before
-        self.hash_slot_count += int(np.count_nonzero(heads[order][first_in_group] == 0))
+        self.hash_slot_count += int(np.count_nonzero(prev_sorted[first_in_group] == 0))
         del slot_table
         self.index_count += count
         changes.update(
