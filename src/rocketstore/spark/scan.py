@@ -128,20 +128,7 @@ def _queue_rows(
     include_body: bool,
 ) -> Iterator[tuple[MessageExt, int]]:
     """Units [start, end) of one queue; tagsCode first, then the record's real tag."""
-    store.max_offset(part.topic, part.queue_id)  # refresh what a live writer appended
-    queue = store.queues.get((part.topic, part.queue_id))
-    if queue is None:
-        return
-    offset = part.start
-    while offset < part.end:
-        raw = queue.units_from(offset, (part.end - offset) * 20)
-        if raw is None:  # removed by retention (or a hole): go on with the next file
-            skip_to = max(queue.next_file_offset(offset), queue.min_offset())
-            if part.fail_on_data_loss:
-                _lost(part, offset, min(skip_to, part.end), "its consume queue file is gone")
-            offset = skip_to
-            continue
-        units = decode_units(raw)
+    for offset, units in _unit_chunks(store, part, None):
         for i in range(len(units)):
             physical = int(units[i]["offset"])
             size = int(units[i]["size"])
@@ -158,6 +145,31 @@ def _queue_rows(
             message = rec.to_message_ext(data, view, read_body=include_body)
             if subscription.match_tags(message.tags) and _accepts(pushed, message, offset + i):
                 yield message, offset + i
+
+
+def _unit_chunks(
+    store: MessageStore, part: QueuePartition, max_units: int | None
+) -> Iterator[tuple[int, Any]]:
+    """(first queue offset, decoded units) for the units [start, end) of one queue, at most
+    ``max_units`` at a time; a file retention removed is stepped over (or, with
+    failOnDataLoss, reported). A chunk with no whole unit (a unit cut at a file's end)
+    comes out empty, and the next one starts one offset further."""
+    store.max_offset(part.topic, part.queue_id)  # refresh what a live writer appended
+    queue = store.queues.get((part.topic, part.queue_id))
+    if queue is None:
+        return
+    offset = part.start
+    while offset < part.end:
+        wanted = part.end - offset if max_units is None else min(part.end - offset, max_units)
+        raw = queue.units_from(offset, wanted * 20)
+        if raw is None:  # removed by retention (or a hole): go on with the next file
+            skip_to = max(queue.next_file_offset(offset), queue.min_offset())
+            if part.fail_on_data_loss:
+                _lost(part, offset, min(skip_to, part.end), "its consume queue file is gone")
+            offset = skip_to
+            continue
+        units = decode_units(raw)
+        yield offset, units
         offset += max(len(units), 1)
 
 
@@ -166,20 +178,7 @@ def _queue_batches(
 ) -> Iterator[Any]:
     """Units [start, end) of one queue decoded column-wise (:mod:`.arrow_records`); a
     stretch that decoder declines goes through :func:`_queue_rows` instead."""
-    store.max_offset(part.topic, part.queue_id)  # refresh what a live writer appended
-    queue = store.queues.get((part.topic, part.queue_id))
-    if queue is None:
-        return
-    offset = part.start
-    while offset < part.end:
-        raw = queue.units_from(offset, min(part.end - offset, FAST_CHUNK_UNITS) * 20)
-        if raw is None:  # removed by retention (or a hole): go on with the next file
-            skip_to = max(queue.next_file_offset(offset), queue.min_offset())
-            if part.fail_on_data_loss:
-                _lost(part, offset, min(skip_to, part.end), "its consume queue file is gone")
-            offset = skip_to
-            continue
-        units = decode_units(raw)
+    for offset, units in _unit_chunks(store, part, FAST_CHUNK_UNITS):
         count = len(units)
         batches = _decode_units(store, units, offset, include_body) if count else None
         count = max(count, 1)  # a cut unit at a file's end: the reference path steps over it
@@ -192,7 +191,6 @@ def _queue_batches(
                 kept = _apply_pushed(batch, pushed)
                 if kept.num_rows:
                     yield kept
-        offset += count
 
 
 def _decode_units(
