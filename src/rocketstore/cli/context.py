@@ -8,14 +8,17 @@ take the writer lock; only ``sendMessage``, ``rebuild`` and ``check --repair`` w
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 import click
 
 from rocketstore.config import StoreConfig
+from rocketstore.errors import StoreError
 from rocketstore.paths import COMMITLOG_DIR
 from rocketstore.store import MessageStore
 
@@ -44,6 +47,16 @@ class CliError(click.ClickException):
 
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"rocketstore: error: {self.format_message()}", err=True)
+
+
+@contextlib.contextmanager
+def through_namesrv(what: str, namesrv: str) -> Iterator[None]:
+    """Turns a failed call to a running name server or broker (``-n``) into one CLI error
+    line naming the command and the name server."""
+    try:
+        yield
+    except (StoreError, OSError) as e:
+        raise CliError(f"{what} through {namesrv}: {e}") from e
 
 
 @dataclass

@@ -19,10 +19,10 @@ from rocketstore.cli.context import (
     queue_bounds,
     require_queue,
     require_topic,
+    through_namesrv,
     unit_store_time,
 )
 from rocketstore.cli.timeparse import format_time
-from rocketstore.errors import StoreError
 from rocketstore.format import record as rec
 from rocketstore.paths import COMMITLOG_DIR
 
@@ -46,10 +46,8 @@ def topic_list(ctx: CliContext, namesrv: str | None) -> None:
       rocketstore topicList -n 127.0.0.1:9876
     """
     if namesrv:
-        try:
+        with through_namesrv("topicList", namesrv):
             names = admin_client.topic_list(namesrv)
-        except (StoreError, OSError) as e:
-            raise CliError(f"topicList through {namesrv}: {e}") from e
         for name in names:
             if ctx.as_json:
                 ctx.emit({"topic": name})

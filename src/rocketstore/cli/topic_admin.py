@@ -30,9 +30,9 @@ from rocketstore.broker.topic_config import (
     route_data,
     topic_name_problem,
 )
-from rocketstore.cli.context import CliContext, CliError
+from rocketstore.cli.context import CliContext, CliError, through_namesrv
 from rocketstore.config import parse_host
-from rocketstore.errors import ConfigError, StoreError, StoreLockedError
+from rocketstore.errors import ConfigError, StoreLockedError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.paths import COMMITLOG_DIR, CONFIG_DIR
 
@@ -206,26 +206,11 @@ def update_topic_online(
         topic_sys_flag=_bit(sys_flag, FLAG_UNIT_SUB, options.has_unit_sub),
         order=_given(options.order, False),
     )
-    try:
+    with through_namesrv("updateTopic", namesrv):
         changed = admin_client.update_topic(
             namesrv, config, cluster=cluster, broker_addr=broker_addr
         )
-    except (StoreError, OSError) as e:
-        raise CliError(f"updateTopic through {namesrv}: {e}") from e
     return config, changed
-
-
-def _online(what: str, namesrv: str) -> contextlib.AbstractContextManager[None]:
-    """Turns a failed admin call into one CLI error line naming the name server."""
-
-    @contextlib.contextmanager
-    def wrapper() -> Iterator[None]:
-        try:
-            yield
-        except (StoreError, OSError) as e:
-            raise CliError(f"{what} through {namesrv}: {e}") from e
-
-    return wrapper()
 
 
 _NAMESRV_HELP = (
@@ -372,7 +357,7 @@ def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str 
       rocketstore deleteTopic -n 127.0.0.1:9876 -t OrderEvents
     """
     if namesrv:
-        with _online("deleteTopic", namesrv):
+        with through_namesrv("deleteTopic", namesrv):
             changed = admin_client.delete_topic(namesrv, topic.strip(), cluster=cluster)
         if ctx.as_json:
             ctx.emit({"namesrv": namesrv, "topic": topic.strip(), "brokers": changed})
@@ -438,7 +423,7 @@ def topic_route(
       rocketstore topicRoute -n 127.0.0.1:9876 -t OrderEvents -l
     """
     if namesrv:
-        with _online("topicRoute", namesrv):
+        with through_namesrv("topicRoute", namesrv):
             found = admin_client.topic_route(namesrv, topic.strip())
         if found is None:
             raise CliError(f"No topic route info in name server for the topic: {topic.strip()}")
