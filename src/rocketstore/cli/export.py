@@ -17,6 +17,7 @@ import click
 
 from rocketstore.cli.context import CliContext, CliError, json_line
 from rocketstore.cli.progress import progress
+from rocketstore.cli.rebuild_engines import spark_rebuild_module
 from rocketstore.cli.scan import CommitLogScan, ScannedRecord
 from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
@@ -215,14 +216,9 @@ def _export_spark(
     if out == "-" or os.path.exists(out):
         raise click.BadParameter(f"{out} must be a new directory", param_hint="OUT")
     root = ctx.require_store_dir()
-    try:
-        from rocketstore.spark.rebuild import export_parquet, spark_session  # noqa: PLC0415
-    except ImportError as e:
-        raise CliError(
-            f"--engine spark needs pyspark ({e}); pip install 'rocketstore[spark]'"
-        ) from e
-    with spark_session(master, "rocketstore export") as spark:
-        count = export_parquet(spark, root, out, topics)
+    spark_rebuild = spark_rebuild_module()
+    with spark_rebuild.spark_session(master, "rocketstore export") as spark:
+        count = spark_rebuild.export_parquet(spark, root, out, topics)
     if ctx.as_json:
         ctx.emit(
             {"type": "summary", "format": fmt, "engine": "spark", "out": out, "records": count}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 
 import click
 
@@ -22,20 +23,27 @@ from rocketstore.rebuild.runners import ProcessRunner, TaskRunner
 ENGINES = ("single", "local", "spark")
 
 
+def spark_rebuild_module() -> ModuleType:
+    """:mod:`rocketstore.spark.rebuild` for ``--engine spark`` (rebuild and export), or a
+    CLI error saying how to install pyspark."""
+    try:
+        import rocketstore.spark.rebuild as spark_rebuild  # noqa: PLC0415
+    except ImportError as e:
+        raise CliError(
+            f"--engine spark needs pyspark ({e}); pip install 'rocketstore[spark]'"
+        ) from e
+    return spark_rebuild
+
+
 @contextmanager
 def _runner(engine: str, master: str | None) -> Iterator[TaskRunner]:
     if engine == "local":
         with ProcessRunner() as runner:
             yield runner
         return
-    try:
-        from rocketstore.spark.rebuild import SparkRunner, spark_session  # noqa: PLC0415
-    except ImportError as e:
-        raise CliError(
-            f"--engine spark needs pyspark ({e}); pip install 'rocketstore[spark]'"
-        ) from e
-    with spark_session(master, "rocketstore rebuild") as session:
-        yield SparkRunner(session.sparkContext)
+    spark_rebuild = spark_rebuild_module()
+    with spark_rebuild.spark_session(master, "rocketstore rebuild") as session:
+        yield spark_rebuild.SparkRunner(session.sparkContext)
 
 
 def run_parallel(
