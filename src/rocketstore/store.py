@@ -284,11 +284,8 @@ class MessageStore:
     def refresh(self) -> None:
         """Read-only store: see now what a writer appended, new queues and files included
         (other calls list directories at most every 50 ms). A writer sees everything."""
-        if self._closed:
-            raise StoreClosedError(f"store {self.root} is closed")
-        if self.read_only:
-            self._ro_listed_at = 0.0
-            self._refresh_read_only()
+        self._ro_listed_at = 0.0  # list the directories now, not in up to 50 ms
+        self._check_open()
 
     _ro_listed_at = 0.0
     _ro_min_offset = -2
