@@ -138,6 +138,9 @@ def test_shutdown_answers_held_pulls_and_finishes_in_flight_work(tmp_path: Path)
     answers: list[int] = []
     try:
         _send(server.broker_address, "Held", b"x")
+        # The send returns once the CommitLog holds the message; its queue unit comes with
+        # the dispatcher. Pulled before that, offset 1 is "moved" (21), not "held" (19).
+        server.broker.ctx.store.wait_dispatched()  # type: ignore[union-attr]
         ext = {"consumerGroup": "G", "topic": "Held", "queueId": "0", "queueOffset": "1"}
         ext |= {"maxMsgNums": "32", "sysFlag": "2", "suspendTimeoutMillis": "30000"}
 
