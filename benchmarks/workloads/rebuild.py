@@ -180,7 +180,9 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                 session.sparkContext.parallelize(range(workers), workers).map(_warm).collect()
                 session_seconds = time.perf_counter() - start
             try:
-                for repetition in range(sizes.repeat if total <= 512 * MIB else 1):
+                # Every size is repeated (the engines interleaved): one run of each was
+                # too noisy for a ratio (the first rebuild after the writes ran slowest).
+                for repetition in range(sizes.repeat):
                     for name, fn in (("single", single), ("local", local)):
                         start = time.perf_counter()
                         fn(root)

@@ -3,16 +3,28 @@ section 4 (header, numbering from 1, slot chains, rollover, ROLLBACK and dedup).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from rocketstore import index as index_module
+from rocketstore.errors import ConfigError
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
-from rocketstore.index import DispatchedKeys, IndexFile, IndexService
+from rocketstore.index import (
+    DispatchedKeys,
+    EntryPoint,
+    IndexFile,
+    IndexService,
+    RunChainer,
+    write_blocks,
+)
 
 BASE_MS = 1_700_000_000_000
 LONG_MAX = 2**63 - 1
@@ -434,3 +446,82 @@ def test_repair_restores_chains_cut_short_puts_left(tmp_path, bulk):
         assert index_file.select_phy_offsets(key, 10, 0, 2**62) == [5000 + i]
     for i, key in enumerate(keys):
         assert index_file.select_phy_offsets(key, 10, 0, 2**62) == [1000 + i]
+
+
+# --- blocks written apart, then linked (the parallel rebuild) -----------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hashes=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=300),
+    cuts=st.lists(st.integers(1, 299), max_size=5),
+    chunk=st.integers(1, 40),
+    inherited=st.sampled_from([0, BASE_MS - 5_000]),
+    slots=st.sampled_from([1, 7, 64]),
+)
+def test_parts_chained_apart_then_linked_equal_one_bulk_put(
+    tmp_path_factory: pytest.TempPathFactory,
+    hashes: list[int],
+    cuts: list[int],
+    chunk: int,
+    inherited: int,
+    slots: int,
+) -> None:
+    """A file's entries cut into parts, each chained alone (in chunks, as a rebuild
+    part does), written by ``write_block`` and joined by ``link_blocks``: the bytes of one
+    ``put_keys_bulk`` of them all into a new file."""
+    directory = tmp_path_factory.mktemp("parts")
+    count = len(hashes)
+    key_hashes = np.array(hashes, dtype=np.int64)
+    offsets = np.arange(count, dtype=np.int64) * 100 + 7_000
+    stamps = BASE_MS + np.arange(count, dtype=np.int64) * 777
+    number = count + 1 + 3  # room to spare
+    first_file = 20_000_000_000_000_000
+    expected = IndexFile(str(directory / str(first_file)), slots, number, writable=True,
+                         create=True, end_phy_offset=6_000, end_timestamp=inherited)  # fmt: skip
+    assert expected.put_keys_bulk(key_hashes, offsets, stamps) == count
+    path = str(directory / str(first_file + 1))
+    bounds = sorted({0, count, *(c for c in cuts if c < count)})
+    runs = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module, "CHAIN_CHUNK", chunk)
+        for low, high in itertools.pairwise(bounds):
+            # Each part in up to three segments, as a part made of several ranges' spills.
+            middle = (low + high) // 2
+            segments = [
+                (key_hashes[a:b], offsets[a:b], stamps[a:b])
+                for a, b in ((low, middle), (middle, middle), (middle, high))
+            ]
+            chainer = RunChainer(
+                hash_slot_num=slots,
+                first_number=1 + low,
+                begin_timestamp=inherited if low == 0 else int(stamps[0]),
+                opens_file=low == 0,
+            )
+            blocks = (block for seg in segments for block in chainer.chunks(*seg))
+            assert write_blocks(path, slots, blocks) == high - low
+            assert chainer.first == EntryPoint(int(offsets[low]), int(stamps[low]))
+            assert chainer.last == EntryPoint(int(offsets[high - 1]), int(stamps[high - 1]))
+            runs.append(chainer.runs)
+    os.truncate(path, layout.file_size(slots, number))
+    linked = IndexFile(path, slots, number, writable=True, create=True,
+                       end_phy_offset=6_000, end_timestamp=inherited)  # fmt: skip
+    linked.link_blocks(
+        runs,
+        first=EntryPoint(int(offsets[0]), int(stamps[0])),
+        last=EntryPoint(int(offsets[-1]), int(stamps[-1])),
+        entries=count,
+    )
+    assert _file_bytes(linked) == _file_bytes(expected)
+    linked.close()
+    expected.close()
+
+
+def test_link_blocks_needs_a_fresh_file_and_room(tmp_path: Path) -> None:
+    index_file = _new_file(tmp_path, slots=4, number=5)
+    point = EntryPoint(1, BASE_MS)
+    with pytest.raises(ConfigError, match="do not fit 4"):
+        index_file.link_blocks([], first=point, last=point, entries=5)
+    assert index_file.put_key("k", 1, BASE_MS)
+    with pytest.raises(ConfigError, match="needs a fresh file"):
+        index_file.link_blocks([], first=point, last=point, entries=1)

@@ -31,19 +31,29 @@ from rocketstore.paths import (
     index_file_name,
     offset_to_file_name,
 )
-from rocketstore.rebuild.layout import index_tasks, join_ranges, queue_tasks
+from rocketstore.rebuild.layout import (
+    MIN_INDEX_PART_ENTRIES,
+    index_tasks,
+    join_ranges,
+    link_tasks,
+    queue_tasks,
+)
 from rocketstore.rebuild.passes import (
+    IndexPartResult,
+    IndexPartTask,
     IndexResult,
     QueueResult,
+    QueueTask,
     ScanResult,
     ScanTask,
     TaskFailure,
+    build_pass,
     index_pass,
-    queue_pass,
     scan_pass,
 )
 from rocketstore.rebuild.plan import MAX_RANGE_BYTES, commitlog_files, make_settings, plan_ranges
-from rocketstore.rebuild.runners import RebuildFailedError, TaskRunner
+from rocketstore.rebuild.runners import RebuildFailedError, SerialRunner, TaskRunner
+from rocketstore.rebuild.scratch import make_scratch
 from rocketstore.recovery.checkpoint_file import CheckpointFile
 
 log = logging.getLogger(__name__)
@@ -51,8 +61,9 @@ log = logging.getLogger(__name__)
 __all__ = ["RebuildFailedError", "RebuildReport", "rebuild_store"]
 
 WORK_PREFIX = ".rebuild-parallel-"
-# Called with (phase, amount done, total) as tasks finish: phase is "scan", "queues" or
-# "index"; amounts are bytes of CommitLog for the scan and tasks otherwise.
+# Called with (phase, amount done, total) as tasks finish: phase is "scan" (amounts in
+# bytes of CommitLog), "build" (consume queues and index entries written; in tasks) or
+# "link" (index files finished; in files).
 ProgressCallback = Callable[[str, int, int], None]
 
 
@@ -84,8 +95,11 @@ def rebuild_store(
     index: bool = True,
     skip_corrupt: bool = False,
     config: StoreConfig | None = None,
-    ranges_per_worker: int = 4,
+    ranges_per_worker: int = 2,
     max_range_bytes: int = MAX_RANGE_BYTES,
+    index_parts: int | None = None,
+    min_index_part_entries: int = MIN_INDEX_PART_ENTRIES,
+    scratch: bool | None = None,
     lock_held: bool = False,
     on_progress: ProgressCallback | None = None,
 ) -> RebuildReport:
@@ -94,7 +108,11 @@ def rebuild_store(
 
     Raises RebuildFailedError (naming the CommitLog range or the file, and the reason)
     when a task fails; corrupt records fail the job unless ``skip_corrupt``, which skips
-    them and lists them in the report.
+    them and lists them in the report. Index entries are written in about
+    ``index_parts`` parallel parts (default: one a worker) of at least
+    ``min_index_part_entries`` each. ``scratch`` puts the scan's spills in RAM-backed
+    scratch space (see :mod:`rocketstore.rebuild.scratch`); by default when the runner's
+    tasks all run on this machine.
     """
     started = time.monotonic()
     path = os.path.abspath(os.fspath(root))
@@ -103,24 +121,31 @@ def rebuild_store(
     lock = None if lock_held else DirectoryLock(path)
     if lock is not None:
         lock.acquire()
+    spills: str | None = None
     try:
         clear_stale_work(path)
         work = tempfile.mkdtemp(prefix=WORK_PREFIX, dir=path)
+        if runner.local if scratch is None else scratch:
+            spills = make_scratch(sum(length for _offset, length in commitlog_files(path)))
     except BaseException:
         if lock is not None:
             lock.release()
         raise
     try:
-        job = _Job(path, work, runner, config, on_progress)
+        job = _Job(path, work, runner, config, on_progress, spills)
         report = job.run(
             queues=queues,
             index=index,
             skip_corrupt=skip_corrupt,
             pieces=max(1, runner.workers * ranges_per_worker),
             max_range_bytes=max_range_bytes,
+            index_parts=index_parts or runner.workers,
+            min_index_part_entries=min_index_part_entries,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if spills is not None:
+            shutil.rmtree(spills, ignore_errors=True)
         if lock is not None:
             lock.release()
     report.seconds = time.monotonic() - started
@@ -135,7 +160,9 @@ class _Job:
         runner: TaskRunner,
         config: StoreConfig,
         on_progress: ProgressCallback | None,
+        spills: str | None,
     ):
+        self.spills = spills
         self.root = root
         self.work = work
         self.runner = runner
@@ -143,7 +170,9 @@ class _Job:
         self.on_progress = on_progress
 
     def _map(self, phase: str, fn: Callable[[Any], Any], tasks: Sequence[Any],
-             weights: Sequence[int]) -> list[Any]:  # fmt: skip
+             weights: Sequence[int], *, here: bool = False) -> list[Any]:  # fmt: skip
+        """Run ``tasks`` on the runner, or in this process when ``here`` (short work
+        whose own time is below what starting a job costs the engine)."""
         total = sum(weights)
         done = [0]
 
@@ -152,7 +181,7 @@ class _Job:
             if self.on_progress is not None:
                 self.on_progress(phase, done[0], total)
 
-        results = self.runner.map(fn, tasks, finished)
+        results = (SerialRunner() if here else self.runner).map(fn, tasks, finished)
         failures = [r for r in results if isinstance(r, TaskFailure)]
         if failures:
             first = failures[0]
@@ -161,10 +190,24 @@ class _Job:
         return results
 
     def run(
-        self, *, queues: bool, index: bool, skip_corrupt: bool, pieces: int, max_range_bytes: int
+        self,
+        *,
+        queues: bool,
+        index: bool,
+        skip_corrupt: bool,
+        pieces: int,
+        max_range_bytes: int,
+        index_parts: int,
+        min_index_part_entries: int,
     ) -> RebuildReport:
         settings = make_settings(
-            self.root, self.work, self.config, queues=queues, index=index, skip_corrupt=skip_corrupt
+            self.root,
+            self.work,
+            self.config,
+            queues=queues,
+            index=index,
+            skip_corrupt=skip_corrupt,
+            spill_dir=self.spills,
         )
         geometry = settings.geometry
         report = RebuildReport(self.runner.name, rebuilt_queues=queues, rebuilt_index=index)
@@ -200,30 +243,49 @@ class _Job:
         for region in walk.corrupt:
             log.warning("skipped corrupt CommitLog bytes at %d: %s", region.offset, region.reason)
 
+        # Two jobs: the consume queues and the index entries (cut into parts over every
+        # worker) side by side, then each index file's parts linked. Fewer jobs cost the
+        # engine less than more, smaller ones.
         clock = time.monotonic()
         new_queues = os.path.join(self.work, CONSUME_QUEUE_DIR)
-        if queues:
-            tasks = queue_tasks(walk, new_queues, geometry.queue_file_size, self.runner.workers)
-            done: list[QueueResult] = self._map("queues", queue_pass, tasks, [1] * len(tasks))
-            report.queues = sum(r.queues for r in done)
-            report.queue_units = sum(r.units for r in done)
-            report.queue_files = sum(r.files for r in done)
-        report.phase_seconds["queues"] = time.monotonic() - clock
-
-        clock = time.monotonic()
         new_index = os.path.join(self.work, INDEX_DIR)
-        index_end = 0
+        build: list[QueueTask | IndexPartTask] = []
+        layout = None
         if settings.index:
             entries = sum(r.key_count for r in walk.used)
             names = _index_names(entries // max(1, geometry.index_num - 1) + 2)
-            layout = index_tasks(walk, new_index, names, geometry.hash_slot_num, geometry.index_num)
+            layout = index_tasks(
+                walk,
+                new_index,
+                names,
+                geometry.hash_slot_num,
+                geometry.index_num,
+                parts=index_parts,
+                spill_dir=settings.spill_dir,
+                min_part_entries=min_index_part_entries,
+            )
+            build.extend(layout.parts)
+        if queues:  # after the index parts, which are the longer tasks
+            build.extend(queue_tasks(walk, new_queues, geometry.queue_file_size,
+                                     self.runner.workers))  # fmt: skip
+        done = self._map("build", build_pass, build, [1] * len(build))
+        queue_results = [r for r in done if isinstance(r, QueueResult)]
+        report.queues = sum(r.queues for r in queue_results)
+        report.queue_units = sum(r.units for r in queue_results)
+        report.queue_files = sum(r.files for r in queue_results)
+        report.phase_seconds["build"] = time.monotonic() - clock
+
+        clock = time.monotonic()
+        index_end = 0
+        if layout is not None:
+            files = link_tasks(layout, [r for r in done if isinstance(r, IndexPartResult)])
             built: list[IndexResult] = self._map(
-                "index", index_pass, layout.tasks, [1] * len(layout.tasks)
+                "link", index_pass, files, [1] * len(files), here=self.runner.local
             )
             report.index_files = len(built)
             report.index_entries = sum(r.entries for r in built)
             index_end = max((r.end_timestamp for r in built), default=0)
-        report.phase_seconds["index"] = time.monotonic() - clock
+        report.phase_seconds["link"] = time.monotonic() - clock
 
         clock = time.monotonic()
         swap = [(CONSUME_QUEUE_DIR, new_queues)] if queues else []

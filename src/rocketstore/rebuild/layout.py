@@ -8,6 +8,7 @@ per index file (the entry whose values the next file inherits).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ import numpy as np
 from rocketstore.errors import CorruptDataError
 from rocketstore.format.record_scan import CorruptRegion, Stop
 from rocketstore.rebuild.passes import (
+    IndexPartResult,
+    IndexPartTask,
     IndexTask,
     KeyPiece,
     QueueBuild,
@@ -25,6 +28,10 @@ from rocketstore.rebuild.passes import (
     ScanResult,
 )
 from rocketstore.rebuild.plan import CommitLogRange
+
+# An index file is cut into parts written in parallel (one wave over the workers), but
+# never into parts so small that a task's fixed cost outweighs its work.
+MIN_INDEX_PART_ENTRIES = 262_144
 
 
 class RangesDoNotJoinError(CorruptDataError):
@@ -194,7 +201,8 @@ def queue_tasks(walk: Walk, directory: str, file_size: int, groups: int) -> list
 
 @dataclass
 class IndexLayout:
-    tasks: list[IndexTask]
+    files: list[IndexTask]  # parts still empty: filled from the part results
+    parts: list[IndexPartTask]
     entries: int
 
 
@@ -213,9 +221,19 @@ def index_file_count(entries: int, records: int, per_file: int, trailing: int) -
 
 
 def index_tasks(
-    walk: Walk, directory: str, names: list[str], hash_slot_num: int, index_num: int
+    walk: Walk,
+    directory: str,
+    names: list[str],
+    hash_slot_num: int,
+    index_num: int,
+    *,
+    parts: int = 1,
+    spill_dir: str = "",
+    min_part_entries: int = MIN_INDEX_PART_ENTRIES,
 ) -> IndexLayout:
-    """One task per index file; ``names`` gives at least as many file names as needed."""
+    """One task per index file, and the entries cut into about ``parts`` parts of equal
+    size (one a worker), parts never crossing a file and never below ``min_part_entries``
+    unless a file holds fewer; ``names`` gives at least as many file names as needed."""
     per_file = index_num - 1
     counts = [r.key_count for r in walk.used]
     total = sum(counts)
@@ -225,33 +243,66 @@ def index_tasks(
             trailing += result.records_after_last_key
             break
         trailing += result.records
-    files = index_file_count(total, walk.records, per_file, trailing)
+    file_count = index_file_count(total, walk.records, per_file, trailing)
     bounds = np.cumsum([0, *counts])  # global entry number where each range's entries start
-    tasks: list[IndexTask] = []
-    for number in range(files):
+    part_size = max(1, min_part_entries, math.ceil(total / max(1, parts)))
+    files: list[IndexTask] = []
+    part_tasks: list[IndexPartTask] = []
+    for number in range(file_count):
         first, last = number * per_file, min((number + 1) * per_file, total)
-        pieces: list[KeyPiece] = []
-        for i, result in enumerate(walk.used):
-            low, high = int(bounds[i]), int(bounds[i + 1])
-            if result.keys_path is None or high <= first or low >= last:
-                continue
-            begin, end = max(first, low), min(last, high)
-            pieces.append(KeyPiece(result.keys_path, begin - low, end - begin))
+        path = f"{directory}/{names[number]}"
         inherit_offset = inherit_timestamp = 0
         if number > 0:
             inherit_offset, inherit_timestamp = _entry_at(walk, bounds, first - 1)
-        tasks.append(
-            IndexTask(
-                number,
-                f"{directory}/{names[number]}",
-                hash_slot_num,
-                index_num,
-                inherit_offset,
-                inherit_timestamp,
-                tuple(pieces),
+        files.append(IndexTask(number, path, hash_slot_num, index_num, inherit_offset,
+                               inherit_timestamp))  # fmt: skip
+        if last <= first:
+            continue
+        cuts = math.ceil((last - first) / part_size)
+        file_begin = _entry_at(walk, bounds, first)[1] if cuts > 1 else 0
+        for k in range(cuts):
+            low = first + (last - first) * k // cuts
+            high = first + (last - first) * (k + 1) // cuts
+            part_tasks.append(
+                IndexPartTask(
+                    file_number=number,
+                    part=k,
+                    path=path,
+                    hash_slot_num=hash_slot_num,
+                    first_number=1 + low - first,
+                    begin_timestamp=inherit_timestamp if k == 0 else file_begin,
+                    pieces=_key_pieces(walk, bounds, low, high),
+                    spill_dir=spill_dir or directory,
+                )
             )
-        )
-    return IndexLayout(tasks, total)
+    return IndexLayout(files, part_tasks, total)
+
+
+def link_tasks(layout: IndexLayout, written: list[IndexPartResult]) -> list[IndexTask]:
+    """The index files' tasks with their parts' results (in entry order) filled in."""
+    by_file: dict[int, list[IndexPartResult]] = {}
+    for part in written:
+        by_file.setdefault(part.file_number, []).append(part)
+    return [
+        dataclasses.replace(f, parts=tuple(sorted(by_file.get(f.number, []), key=_part_order)))
+        for f in layout.files
+    ]
+
+
+def _part_order(part: IndexPartResult) -> int:
+    return part.part
+
+
+def _key_pieces(walk: Walk, bounds: np.ndarray, first: int, last: int) -> tuple[KeyPiece, ...]:
+    """The spilled entries with global numbers [first, last), in order."""
+    pieces: list[KeyPiece] = []
+    for i, result in enumerate(walk.used):
+        low, high = int(bounds[i]), int(bounds[i + 1])
+        if result.keys_path is None or high <= first or low >= last:
+            continue
+        begin, end = max(first, low), min(last, high)
+        pieces.append(KeyPiece(result.keys_path, begin - low, end - begin))
+    return tuple(pieces)
 
 
 def _entry_at(walk: Walk, bounds: np.ndarray, entry: int) -> tuple[int, int]:

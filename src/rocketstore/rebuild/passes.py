@@ -1,7 +1,7 @@
 """The pass functions: each runs on one task (in a worker process or a Spark executor) and
 returns a small picklable result.
 
-Layer: rebuild. Three kinds of task:
+Layer: rebuild. Four kinds of task:
 
 1. :func:`scan_pass` (one per CommitLog range): decodes and validates the range's records,
    spills their consume-queue units (grouped by queue) and index entries (hashed) to two
@@ -9,8 +9,13 @@ Layer: rebuild. Three kinds of task:
    index: the driver lays out the index files from these counts.
 2. :func:`queue_pass` (one per group of queues): writes each queue's files from the spilled
    units, following the dispatcher's ``ConsumeQueue.put`` rules.
-3. :func:`index_pass` (one per index file): writes one index file from its share of the
-   spilled entries with :meth:`IndexFile.put_keys_bulk`, so the bytes are the dispatcher's.
+3. :func:`index_part_pass` (one per part of an index file; a file is cut into parts so one
+   big file is built on every worker): writes the part's entries into the file, each
+   chained to the previous entry of its slot within the part, and spills the part's slot
+   runs (oldest and newest entry per slot).
+4. :func:`index_pass` (one per index file, after its parts): joins the parts' chains and
+   fills the slot table and header (:meth:`IndexFile.link_blocks`), so the bytes are those
+   of the dispatcher putting every entry in order.
 
 Expected failures (corrupt data, I/O) come back as :class:`TaskFailure` naming the task, so
 a process pool or Spark never has to pickle an exception.
@@ -21,12 +26,14 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from rocketstore.errors import StoreError
+from rocketstore.format import index_layout
 from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE
 from rocketstore.format.queue_unit import UNIT_DTYPE as _CQ_DTYPE
@@ -37,11 +44,17 @@ from rocketstore.format.record_scan import (
     queue_groups,
     scan_range,
 )
-from rocketstore.index import IndexFile
+from rocketstore.index import (
+    ChainedBlock,
+    EntryPoint,
+    IndexFile,
+    RunChainer,
+    SlotRuns,
+    write_blocks,
+)
 from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
 from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
 
-SCAN_DIR = "scan"
 UNIT_DTYPE = np.dtype(
     [("queue_offset", "<i8"), ("offset", "<i8"), ("size", "<i8"), ("tags_code", "<i8")]
 )
@@ -182,7 +195,7 @@ def _spill_units(
 
 
 def _spill_path(task: ScanTask, kind: str) -> str:
-    directory = os.path.join(task.settings.work_dir, SCAN_DIR)
+    directory = task.settings.spill_dir
     os.makedirs(directory, exist_ok=True)
     return os.path.join(directory, f"{task.commit_range.number:06d}-{kind}.npy")
 
@@ -293,14 +306,52 @@ class KeyPiece:
 
 
 @dataclass(frozen=True)
+class IndexPartTask:
+    """Entries ``first_number`` onwards of one index file, written as one block chained
+    within itself; several parts of a file are written in parallel."""
+
+    file_number: int
+    part: int  # the part's place in its file
+    path: str
+    hash_slot_num: int
+    first_number: int  # entry number of the part's first entry (1 for a file's first)
+    # Header begin time the part's time differences count from: the inherited time for a
+    # file's first part (whose first entry then becomes the begin), else the file's first
+    # entry's store time.
+    begin_timestamp: int
+    pieces: tuple[KeyPiece, ...]
+    spill_dir: str
+
+    @property
+    def opens_file(self) -> bool:
+        return self.first_number == 1
+
+    def describe(self) -> str:
+        return f"index file {self.file_number} part {self.part}"
+
+
+@dataclass(frozen=True)
+class IndexPartResult:
+    file_number: int
+    part: int
+    entries: int
+    runs_path: str  # the part's SlotRuns, for the file's link step
+    first: EntryPoint
+    last: EntryPoint
+
+
+@dataclass(frozen=True)
 class IndexTask:
+    """One index file: created with the previous file's end values, then its parts linked
+    into one set of chains, its slot table and header filled."""
+
     number: int
     path: str
     hash_slot_num: int
     index_num: int
     inherit_offset: int  # the previous file's end values (0 for the first file)
     inherit_timestamp: int
-    pieces: tuple[KeyPiece, ...]
+    parts: tuple[IndexPartResult, ...] = ()  # in entry order
 
 
 @dataclass(frozen=True)
@@ -310,9 +361,57 @@ class IndexResult:
     end_timestamp: int
 
 
-def index_pass(task: IndexTask) -> IndexResult | TaskFailure:
+def index_part_pass(task: IndexPartTask) -> IndexPartResult | TaskFailure:
+    """Write one part's entries into its index file and spill its slot runs."""
+    chainer = RunChainer(
+        hash_slot_num=task.hash_slot_num,
+        first_number=task.first_number,
+        begin_timestamp=task.begin_timestamp,
+        opens_file=task.opens_file,
+    )
+
+    def blocks() -> Iterator[tuple[int, ChainedBlock]]:
+        for piece in task.pieces:
+            rows = np.load(piece.keys_path, mmap_mode="r")[piece.start : piece.start + piece.count]
+            yield from chainer.chunks(rows["key_hash"], rows["offset"], rows["store_timestamp"])
+
     try:
         os.makedirs(os.path.dirname(task.path), exist_ok=True)
+        entries = write_blocks(task.path, task.hash_slot_num, blocks())
+        if chainer.first is None or chainer.last is None:
+            raise StoreError("an index part with no entries")
+        runs = chainer.runs
+        os.makedirs(task.spill_dir, exist_ok=True)
+        runs_path = os.path.join(task.spill_dir, f"{task.file_number:06d}-{task.part:04d}-runs.npz")
+        # Slots and entry numbers are below 2**31: int32 halves what the link step reads.
+        np.savez(
+            runs_path,
+            slots=runs.slots.astype(np.int32),
+            firsts=runs.firsts.astype(np.int32),
+            lasts=runs.lasts.astype(np.int32),
+        )
+    except (StoreError, OSError, ValueError) as e:
+        return TaskFailure(task.describe(), str(e))
+    return IndexPartResult(
+        task.file_number, task.part, entries, runs_path, chainer.first, chainer.last
+    )
+
+
+def _load_runs(path: str) -> SlotRuns:
+    with np.load(path, allow_pickle=False) as runs:
+        return SlotRuns(runs["slots"], runs["firsts"], runs["lasts"])
+
+
+def index_pass(task: IndexTask) -> IndexResult | TaskFailure:
+    """Create one index file (or finish the one its parts wrote): link the parts' chains,
+    fill the slot table and the header."""
+    try:
+        os.makedirs(os.path.dirname(task.path), exist_ok=True)
+        size = index_layout.file_size(task.hash_slot_num, task.index_num)
+        if os.path.exists(task.path) and os.path.getsize(task.path) < size:
+            os.truncate(task.path, size)  # the parts wrote entries only: now full size
+        # create=True keeps the parts' entries (an existing file is not re-created) and
+        # writes the header a new file starts with, as the live index service does.
         index_file = IndexFile(
             task.path,
             task.hash_slot_num,
@@ -323,26 +422,25 @@ def index_pass(task: IndexTask) -> IndexResult | TaskFailure:
             end_timestamp=task.inherit_timestamp,
         )
         try:
-            entries = 0
-            if task.pieces:
-                parts = [
-                    np.load(p.keys_path, mmap_mode="r")[p.start : p.start + p.count]
-                    for p in task.pieces
-                ]
-                rows = np.concatenate(parts)
-                entries = index_file.put_keys_bulk(
-                    rows["key_hash"].astype(np.int64),
-                    rows["offset"].astype(np.int64),
-                    rows["store_timestamp"].astype(np.int64),
+            entries = sum(p.entries for p in task.parts)
+            if task.parts:
+                index_file.link_blocks(
+                    (_load_runs(p.runs_path) for p in task.parts),
+                    first=task.parts[0].first,
+                    last=task.parts[-1].last,
+                    entries=entries,
                 )
-                if entries != len(rows):
-                    raise StoreError(
-                        f"index file {task.number} took {entries} of {len(rows)} entries"
-                    )
             index_file.flush()
             end = index_file.end_timestamp
         finally:
             index_file.close()
-    except (StoreError, OSError) as e:
+    except (StoreError, OSError, ValueError) as e:
         return TaskFailure(f"index file {task.number}", str(e))
     return IndexResult(task.number, entries, end)
+
+
+def build_pass(task: QueueTask | IndexPartTask) -> QueueResult | IndexPartResult | TaskFailure:
+    """The second job's tasks: consume queues and index entries are written side by side."""
+    if isinstance(task, QueueTask):
+        return queue_pass(task)
+    return index_part_pass(task)

@@ -25,11 +25,15 @@ from rocketstore.paths import (
     INDEX_DIR,
     is_index_file_name,
     is_offset_file_name,
+    offset_to_file_name,
 )
 
+SCAN_DIR = "scan"  # the scan's spills, when they stay in the work directory
+
 # Ranges are at most this big: small enough to balance two to a few dozen workers, big
-# enough that the per-task overhead (a process or a Spark task) stays negligible.
-MAX_RANGE_BYTES = 256 * 1024 * 1024  # larger ranges: fewer Spark tasks, each with a fixed cost
+# enough that the per-task overhead stays small (a Spark task costs about 55 ms of a slot
+# on local[2], as much as scanning 25 MiB).
+MAX_RANGE_BYTES = 512 * 1024 * 1024
 MIN_RANGE_BYTES = 1024 * 1024
 
 Span = tuple[int, int, int]  # file offset (its name), start position, end position
@@ -52,6 +56,7 @@ class RebuildSettings:
 
     root: str  # the store directory (absolute)
     work_dir: str  # the temporary directory inside the store root
+    spill_dir: str  # where the scan's intermediate files go (work_dir/scan, or scratch)
     geometry: Geometry
     delay_levels_ms: tuple[int, ...]
     queues: bool
@@ -152,10 +157,32 @@ def plan_ranges(
     piece = even_piece_bytes(total, pieces, max_range_bytes)
     piece = max(piece, min(MIN_RANGE_BYTES, max_range_bytes))
     last_file = files[-1][0] if files else -1
+    cut = _join_zero_tail(root, split_spans(spans, piece), last_file)
     return [
         CommitLogRange(number, first, start, end, first == last_file)
-        for number, (first, start, end) in enumerate(split_spans(spans, piece))
+        for number, (first, start, end) in enumerate(cut)
     ]
+
+
+def _join_zero_tail(root: str, spans: list[Span], last_file: int) -> list[Span]:
+    """One range for the last file's pieces that start with zero bytes, as do all pieces
+    after them, to the file's end: usually the unwritten rest of the file, then looked
+    through by one task instead of one per piece. (Records may still lie there, after a
+    long zero run inside a body: the joined range holds the same bytes.)"""
+    mine = [i for i, span in enumerate(spans) if span[0] == last_file]
+    if len(mine) < 2:
+        return spans
+    path = os.path.join(root, COMMITLOG_DIR, offset_to_file_name(last_file))
+    join = None
+    with open(path, "rb") as handle:
+        for i in reversed(mine[1:]):
+            handle.seek(spans[i][1])
+            if any(handle.read(8)):
+                break
+            join = i
+    if join is None or join == mine[-1]:
+        return spans
+    return [*spans[:join], (last_file, spans[join][1], spans[mine[-1]][2])]
 
 
 def make_settings(
@@ -166,10 +193,12 @@ def make_settings(
     queues: bool,
     index: bool,
     skip_corrupt: bool,
+    spill_dir: str | None = None,
 ) -> RebuildSettings:
     return RebuildSettings(
         root=os.path.abspath(root),
         work_dir=work_dir,
+        spill_dir=spill_dir or os.path.join(work_dir, SCAN_DIR),
         geometry=detect_geometry(root, config),
         delay_levels_ms=tuple(delay_levels_ms(config.message_delay_level)),
         queues=queues,

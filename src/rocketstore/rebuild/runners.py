@@ -30,6 +30,7 @@ class RebuildFailedError(StoreError):
 class TaskRunner(Protocol):
     name: str
     workers: int
+    local: bool  # every task runs on this machine (intermediate files may stay local)
 
     def map(
         self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone | None = None
@@ -41,6 +42,7 @@ class SerialRunner:
 
     name = "serial"
     workers = 1
+    local = True
 
     def map(
         self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone | None = None
@@ -59,6 +61,7 @@ class ProcessRunner:
     script using it needs an ``if __name__ == "__main__":`` guard (workers re-import it)."""
 
     name = "local"
+    local = True
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or os.cpu_count() or 1

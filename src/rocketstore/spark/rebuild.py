@@ -31,6 +31,8 @@ class SparkRunner:
     def __init__(self, spark_context: Any):
         self.sc = spark_context
         self.workers = max(1, int(spark_context.defaultParallelism))
+        # A local master runs every task here; any other may run them on other machines.
+        self.local = str(spark_context.master).startswith("local")
 
     def map(
         self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone | None = None

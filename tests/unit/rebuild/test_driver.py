@@ -30,7 +30,7 @@ from rebuild_helpers import (
 from rocketstore import Message, MessageStore
 from rocketstore.errors import NotAStoreError
 from rocketstore.paths import CONSUME_QUEUE_DIR, INDEX_DIR
-from rocketstore.rebuild import driver
+from rocketstore.rebuild import driver, passes
 from rocketstore.rebuild.driver import RebuildFailedError, rebuild_store
 from rocketstore.rebuild.passes import TaskFailure
 from rocketstore.rebuild.runners import ProcessRunner, SerialRunner
@@ -73,9 +73,31 @@ def test_serial_rebuild_is_byte_identical(copy: Path, reference: Path, range_byt
     assert leftovers(copy) == []
 
 
+@pytest.mark.parametrize("parts", [2, 3, 17, 400])
+def test_index_files_written_in_parts_are_byte_identical(
+    copy: Path, reference: Path, parts: int
+) -> None:
+    """Each file's entries written as separate blocks, then linked: parts that split a
+    slot's chain, parts of one entry, files cut into different numbers of parts."""
+    shutil.rmtree(copy / INDEX_DIR)
+    report = rebuild_store(
+        copy,
+        SerialRunner(),
+        queues=False,
+        config=small_config(),
+        index_parts=parts,
+        min_index_part_entries=1,
+    )
+    assert report.index_entries > parts
+    assert_same_index(copy, reference)
+    assert checkpoint_of(copy) == checkpoint_of(reference)
+
+
 def test_process_pool_rebuild_is_byte_identical(copy: Path, reference: Path) -> None:
     with ProcessRunner(2) as runner:
-        report = rebuild_store(copy, runner, config=small_config(), max_range_bytes=3000)
+        report = rebuild_store(
+            copy, runner, config=small_config(), max_range_bytes=3000, min_index_part_entries=5
+        )
     assert report.engine == "local"
     assert_same_queues(copy, reference)
     assert_same_index(copy, reference)
@@ -169,12 +191,16 @@ def test_corrupt_record_fails_the_job_and_leaves_the_store_untouched(
     assert leftovers(copy) == []
 
 
-def test_a_failed_index_task_leaves_the_store_untouched(
-    copy: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("module", "step"),
+    [(passes, "index_part_pass"), (driver, "index_pass"), (passes, "queue_pass")],
+)
+def test_a_failed_index_or_queue_task_leaves_the_store_untouched(
+    copy: Path, monkeypatch: pytest.MonkeyPatch, module: object, step: str
 ) -> None:
     queues, index = files_under(copy, CONSUME_QUEUE_DIR), index_files(copy)
     checkpoint = (copy / "checkpoint").read_bytes()
-    monkeypatch.setattr(driver, "index_pass", lambda task: TaskFailure("index file 3", "disk"))
+    monkeypatch.setattr(module, step, lambda task: TaskFailure("index file 3", "disk"))
     with pytest.raises(RebuildFailedError, match="index file 3: disk"):
         rebuild_store(copy, SerialRunner(), config=small_config())
     assert files_under(copy, CONSUME_QUEUE_DIR) == queues

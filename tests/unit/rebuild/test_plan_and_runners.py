@@ -56,6 +56,22 @@ def test_plan_covers_every_file_in_order(tmp_path: Path) -> None:
         plan_ranges(str(root), 999, pieces=2, max_range_bytes=5000)
 
 
+def test_the_last_files_zero_tail_is_one_range(tmp_path: Path) -> None:
+    """Pieces of the last file from the first that starts with zeros to its end are one
+    range; zeros inside the data of an earlier piece change nothing."""
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    file_size = 10_000
+    data = bytearray(file_size)
+    data[:3_500] = b"\x01" * 3_500
+    data[1_000:1_008] = bytes(8)  # a zero run at a piece start inside the data
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data))
+    ranges = plan_ranges(str(root), file_size, pieces=10, max_range_bytes=1_000)
+    assert [(r.start, r.end) for r in ranges] == [
+        (0, 1_000), (1_000, 2_000), (2_000, 3_000), (3_000, 4_000), (4_000, 10_000)
+    ]  # fmt: skip
+
+
 def test_geometry_comes_from_the_files(tmp_path: Path) -> None:
     root = tmp_path / "store"
     build_store(root, rounds=4)
