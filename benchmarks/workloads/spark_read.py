@@ -8,6 +8,11 @@ are read the same way. One local[2] session for all of it (4 GiB driver, default
 the test suite's ``TieredStopAtLevel=1`` would cut throughput); a warm-up read first, so
 JVM start, the Python workers and their store opens are not timed.
 
+A fourth reader is the ceiling of Spark's Python data source path on this machine: a
+source with the same schema and partition count that yields pre-decoded batches, doing no
+work per row (``spark_ceiling``). What separates it from Parquet is Spark's; what separates
+``rocketstore`` from it is ours.
+
 The target (issue 6): the queue-mode read rate is at least half of Parquet's.
 """
 
@@ -32,7 +37,8 @@ QUICK_COUNT = 20_000
 QUEUE_MODE = "rocketstore (queue mode)"
 COMMITLOG_MODE = "rocketstore (commitlog mode)"
 PARQUET = "parquet"
-SYSTEMS = (QUEUE_MODE, COMMITLOG_MODE, PARQUET)
+CEILING = "python source ceiling (pre-decoded batches)"
+SYSTEMS = (QUEUE_MODE, COMMITLOG_MODE, PARQUET, CEILING)
 
 
 def case_name(count: int) -> str:
@@ -59,6 +65,13 @@ def _session() -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    from pyspark import cloudpickle
+
+    from benchmarks.workloads import spark_ceiling
+
+    # Spark's Python workers cannot import ``benchmarks``: ship the ceiling source by value.
+    cloudpickle.register_pickle_by_value(spark_ceiling)
+    spark.dataSource.register(spark_ceiling.CeilingSource)
     return spark
 
 
@@ -96,6 +109,14 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
             parquet_dir = os.path.join(directory, "parquet")
             reads[QUEUE_MODE]().write.parquet(parquet_dir)
             reads[PARQUET] = lambda: spark.read.parquet(parquet_dir)
+            partitions = reads[QUEUE_MODE]().rdd.getNumPartitions()
+            reads[CEILING] = lambda: (
+                spark.read.format("rocketstore-ceiling")
+                .option("store", store_dir)
+                .option("rows", count)
+                .option("partitions", partitions)
+                .load()
+            )
             for system, make in reads.items():
                 if make().count() != count:  # warm-up, and a check of what is read
                     raise RuntimeError(f"{system} read the wrong number of rows")

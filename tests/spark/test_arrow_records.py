@@ -83,7 +83,12 @@ property_text = st.lists(
         st.tuples(
             st.sampled_from(["Orders", "Pay", "T\u00e9"]),
             st.binary(max_size=40),
-            st.one_of(property_text, st.sampled_from(["", "\x02", "KEYS\x01a b\x02", "x\x01"])),
+            st.one_of(
+                property_text,
+                st.sampled_from(["", "\x02", "KEYS\x01a b\x02", "x\x01"]),
+                # Raw text: separators anywhere (doubled, leading, trailing, 0x01 in values).
+                st.text(alphabet="ab\x01\x02\u00e9", max_size=14),
+            ),
         ),
         min_size=1,
         max_size=12,

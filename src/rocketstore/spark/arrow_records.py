@@ -50,6 +50,35 @@ def _field(header: npt.NDArray[np.uint8], at: int, width: int) -> Int64s:
     return raw.view(f">i{width}").ravel().astype(np.int64)
 
 
+def _rows_at(buf: npt.NDArray[np.uint8], starts: Int64s, width: int) -> npt.NDArray[np.uint8]:
+    """``width`` bytes at each start, one row each (starts at most ``len(buf) - width``):
+    rows of a sliding-window view, copied row by row without a per-byte index array."""
+    return np.lib.stride_tricks.sliding_window_view(buf, width)[starts]
+
+
+_TWELVE = np.arange(12)
+
+
+def _prefixes(buf: npt.NDArray[np.uint8], starts: Int64s) -> npt.NDArray[np.int32]:
+    """The 4 bytes at each start as a little-endian int32 (a view's prefix)."""
+    return np.ascontiguousarray(_heads(buf, starts)[:, :4]).view("<i4").ravel()
+
+
+def _heads(buf: npt.NDArray[np.uint8], starts: Int64s) -> npt.NDArray[np.uint8]:
+    """The 12 bytes at each start (zeros past the buffer's end)."""
+    limit = len(buf) - 12
+    if limit >= 0 and (not len(starts) or int(starts.max()) <= limit):
+        return _rows_at(buf, starts, 12)
+    heads = np.zeros((len(starts), 12), dtype=np.uint8)
+    inside = starts <= limit
+    if limit >= 0:
+        heads[inside] = _rows_at(buf, starts[inside], 12)
+    for row in np.flatnonzero(~inside).tolist():  # the last values of the buffer: few
+        tail = buf[int(starts[row]) : int(starts[row]) + 12]
+        heads[row, : len(tail)] = tail
+    return heads
+
+
 def _gather(
     buf: npt.NDArray[np.uint8], region: bytes, starts: Int64s, lengths: Int64s, kind: Any
 ) -> Any:
@@ -60,19 +89,34 @@ def _gather(
     import pyarrow as pa  # noqa: PLC0415
 
     rows = len(starts)
-    views = np.zeros((rows, 16), dtype=np.uint8)
-    views[:, 0:4] = lengths.astype("<i4").view(np.uint8).reshape(rows, 4)
-    head = buf[np.minimum(starts[:, None] + np.arange(12), len(buf) - 1)]
-    short = lengths <= 12  # inlined in the view, zero padded
-    if short.any():
-        views[short, 4:16] = head[short] * (np.arange(12) < lengths[short][:, None])
-    long = ~short  # length, 4-byte prefix, buffer index 0, offset
-    views[long, 4:8] = head[long, :4]
-    views[long, 12:16] = starts[long].astype("<i4").view(np.uint8).reshape(-1, 4)
+    # As a long value: length, 4-byte prefix, buffer index 0, offset (int32 columns).
+    words = np.empty((rows, 4), dtype="<i4")
+    words[:, 0] = lengths
+    words[:, 1] = _prefixes(buf, starts)
+    words[:, 2] = 0
+    words[:, 3] = starts
+    views = words.view(np.uint8)
+    short = np.flatnonzero(lengths <= 12)
+    if len(short):  # inlined instead: the value's bytes, zero padded
+        heads = _heads(buf, starts[short])
+        views[short, 4:16] = heads * (lengths[short][:, None] > _TWELVE)
     array = pa.Array.from_buffers(
         pa.binary_view(), rows, [None, pa.py_buffer(views), pa.py_buffer(region)]
     )
     return array.cast(kind)
+
+
+def _repeated(value: str, rows: int) -> Any:
+    """A string column holding ``value`` in every row, built on its buffers."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    data = value.encode("utf-8")
+    offsets = np.arange(0, len(data) * (rows + 1), len(data) or 1, dtype=np.int32)
+    if not data:
+        offsets = np.zeros(rows + 1, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data * rows)]
+    )
 
 
 def _constant_or_gather(
@@ -82,11 +126,11 @@ def _constant_or_gather(
     import pyarrow as pa  # noqa: PLC0415
 
     width = int(lengths[0])
-    if np.all(lengths == width):
-        text = buf[np.minimum(starts[:, None] + np.arange(width), len(buf) - 1)]
+    if width > 0 and np.all(lengths == width) and int(starts.max()) + width <= len(buf):
+        text = _rows_at(buf, starts, width)
         if np.all(text == text[0]):
             value = text[0].tobytes().decode("utf-8")  # UnicodeDecodeError: see caller
-            return pa.array([value] * len(starts), pa.string())
+            return _repeated(value, len(starts))
     return _gather(buf, region, starts, lengths, pa.string())
 
 
@@ -96,8 +140,7 @@ def _hosts(header: npt.NDArray[np.uint8], at: int) -> Any:
 
     packed = _field(header, at, 8).astype(np.uint64)
     if np.all(packed == packed[0]):  # the usual case: one store host, one producer host
-        text = decode_host(int(packed[0]).to_bytes(8, "big"))
-        return pa.array([text] * len(packed), pa.string())
+        return _repeated(decode_host(int(packed[0]).to_bytes(8, "big")), len(packed))
     distinct, inverse = np.unique(packed, return_inverse=True)
     texts = [decode_host(int(v).to_bytes(8, "big")) for v in distinct.tolist()]
     return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
@@ -211,7 +254,7 @@ def decode_records(
     buf = np.frombuffer(region, dtype=np.uint8)
     if rows == 0 or int(positions.max()) + rec.FIXED_OVERHEAD_V4 > len(buf):
         return None
-    header = buf[np.minimum(positions[:, None] + np.arange(HEADER_BYTES), len(buf) - 1)]
+    header = _rows_at(buf, positions, HEADER_BYTES)
     total = _field(header, rec.POS_TOTALSIZE, 4)
     magic = _field(header, rec.POS_MAGIC, 4)
     sys_flag = _field(header, rec.POS_SYSFLAG, 4)
