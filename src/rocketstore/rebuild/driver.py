@@ -39,15 +39,16 @@ from rocketstore.rebuild.layout import (
     queue_tasks,
 )
 from rocketstore.rebuild.passes import (
+    BuildResult,
+    BuildTask,
     IndexPartResult,
-    IndexPartTask,
     IndexResult,
     QueueResult,
-    QueueTask,
     ScanResult,
     ScanTask,
     TaskFailure,
     build_pass,
+    bundle_tasks,
     index_pass,
     scan_pass,
 )
@@ -182,11 +183,7 @@ class _Job:
                 self.on_progress(phase, done[0], total)
 
         results = (SerialRunner() if here else self.runner).map(fn, tasks, finished)
-        failures = [r for r in results if isinstance(r, TaskFailure)]
-        if failures:
-            first = failures[0]
-            more = f" (and {len(failures) - 1} more failed tasks)" if len(failures) > 1 else ""
-            raise RebuildFailedError(f"{first.task}: {first.reason}{more}")
+        _raise_first_failure(results)
         return results
 
     def run(
@@ -249,7 +246,7 @@ class _Job:
         clock = time.monotonic()
         new_queues = os.path.join(self.work, CONSUME_QUEUE_DIR)
         new_index = os.path.join(self.work, INDEX_DIR)
-        build: list[QueueTask | IndexPartTask] = []
+        build: list[BuildTask] = []
         layout = None
         if settings.index:
             entries = sum(r.key_count for r in walk.used)
@@ -265,10 +262,15 @@ class _Job:
                 min_part_entries=min_index_part_entries,
             )
             build.extend(layout.parts)
-        if queues:  # after the index parts, which are the longer tasks
+        if queues:
             build.extend(queue_tasks(walk, new_queues, geometry.queue_file_size,
                                      self.runner.workers))  # fmt: skip
-        done = self._map("build", build_pass, build, [1] * len(build))
+        bundles = bundle_tasks(build, self.runner.workers)
+        bundled: list[list[BuildResult]] = self._map(
+            "build", build_pass, bundles, [len(b.tasks) for b in bundles]
+        )
+        done = [result for results in bundled for result in results]
+        _raise_first_failure(done)
         queue_results = [r for r in done if isinstance(r, QueueResult)]
         report.queues = sum(r.queues for r in queue_results)
         report.queue_units = sum(r.units for r in queue_results)
@@ -297,6 +299,14 @@ class _Job:
         _write_checkpoint(self.root, last_stamp, index_end if index else None)
         report.phase_seconds["swap"] = time.monotonic() - clock
         return report
+
+
+def _raise_first_failure(results: Sequence[object]) -> None:
+    failures = [r for r in results if isinstance(r, TaskFailure)]
+    if failures:
+        first = failures[0]
+        more = f" (and {len(failures) - 1} more failed tasks)" if len(failures) > 1 else ""
+        raise RebuildFailedError(f"{first.task}: {first.reason}{more}")
 
 
 def clear_stale_work(root: str) -> list[str]:

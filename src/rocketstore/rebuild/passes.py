@@ -439,8 +439,39 @@ def index_pass(task: IndexTask) -> IndexResult | TaskFailure:
     return IndexResult(task.number, entries, end)
 
 
-def build_pass(task: QueueTask | IndexPartTask) -> QueueResult | IndexPartResult | TaskFailure:
-    """The second job's tasks: consume queues and index entries are written side by side."""
+BuildTask = QueueTask | IndexPartTask
+BuildResult = QueueResult | IndexPartResult | TaskFailure
+
+
+@dataclass(frozen=True)
+class BuildBundle:
+    """Second-job tasks run one after another as one runner task: consume queues and index
+    parts side by side, one bundle a worker (a Spark task costs a slot tens of ms)."""
+
+    tasks: tuple[BuildTask, ...]
+
+
+def build_pass(bundle: BuildBundle) -> list[BuildResult]:
+    return [
+        queue_pass(task) if isinstance(task, QueueTask) else index_part_pass(task)
+        for task in bundle.tasks
+    ]
+
+
+def build_cost(task: BuildTask) -> int:
+    """A task's work, in about the same unit for both kinds (an index entry costs about
+    two and a half queue units)."""
     if isinstance(task, QueueTask):
-        return queue_pass(task)
-    return index_part_pass(task)
+        return 2 * sum(piece.count for queue in task.queues for piece in queue.pieces)
+    return 5 * sum(piece.count for piece in task.pieces)
+
+
+def bundle_tasks(tasks: list[BuildTask], bundles: int) -> list[BuildBundle]:
+    """``tasks`` dealt into at most ``bundles`` bundles of about equal cost (largest first)."""
+    loads = [0] * max(1, min(bundles, len(tasks)))
+    dealt: list[list[BuildTask]] = [[] for _ in loads]
+    for task in sorted(tasks, key=build_cost, reverse=True):
+        target = loads.index(min(loads))
+        dealt[target].append(task)
+        loads[target] += build_cost(task)
+    return [BuildBundle(tuple(b)) for b in dealt if b]

@@ -107,3 +107,30 @@ def test_runners_keep_task_order_and_report_each_task(make: object) -> None:
 def test_process_runner_outside_its_block() -> None:
     with pytest.raises(RuntimeError, match="outside its `with` block"):
         ProcessRunner(1).map(_square, [1])
+
+
+def test_build_tasks_are_dealt_into_balanced_bundles() -> None:
+    from rocketstore.rebuild.passes import (
+        IndexPartTask,
+        KeyPiece,
+        QueueBuild,
+        QueuePiece,
+        QueueTask,
+        build_cost,
+        bundle_tasks,
+    )
+
+    def part(n: int, entries: int) -> IndexPartTask:
+        return IndexPartTask(0, n, "f", 4, 1, 0, (KeyPiece("k", 0, entries),), "s")
+
+    def queue(units: int) -> QueueTask:
+        return QueueTask("d", 20, (QueueBuild("T", 0, (QueuePiece("u", 0, units),)),))
+
+    tasks = [part(0, 100), part(1, 100), queue(240), queue(10)]
+    bundles = bundle_tasks(tasks, 2)
+    assert len(bundles) == 2
+    assert sorted(map(id, (t for b in bundles for t in b.tasks))) == sorted(map(id, tasks))
+    loads = [sum(build_cost(t) for t in b.tasks) for b in bundles]
+    assert sorted(loads) == [520, 980]  # largest first, each to the lightest bundle
+    assert len(bundle_tasks(tasks[:1], 8)) == 1
+    assert bundle_tasks([], 2) == []
