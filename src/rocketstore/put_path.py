@@ -87,6 +87,27 @@ class MessagePreparer:
     def __init__(self, config: StoreConfig):
         self.config = config
         self.max_delay_level = len(delay_levels_ms(config.message_delay_level))
+        # Topics that passed the name checks, with their UTF-8 bytes: a store sees few
+        # topics and every put would check and encode its topic again.
+        self._topics: dict[str, bytes] = {}
+
+    def _topic_bytes(self, topic: object) -> bytes | None:
+        """The topic's UTF-8 bytes, or None when it is not a legal topic name."""
+        if isinstance(topic, str):
+            known = self._topics.get(topic)
+            if known is not None:
+                return known
+        if (
+            not isinstance(topic, str)
+            or not topic
+            or len(topic) > self.config.max_topic_length
+            or not TOPIC_PATTERN.match(topic)
+        ):
+            return None
+        encoded = topic.encode("utf-8")
+        if len(self._topics) < 65536:
+            self._topics[topic] = encoded
+        return encoded
 
     def prepare(
         self,
@@ -101,13 +122,7 @@ class MessagePreparer:
         in the properties string (it serialises them before clearing the map entry)."""
         if not isinstance(message, Message):
             raise ConfigError(f"expected a rocketstore.Message, got {type(message).__name__}")
-        topic = message.topic
-        if (
-            not isinstance(topic, str)
-            or not topic
-            or len(topic) > self.config.max_topic_length
-            or not TOPIC_PATTERN.match(topic)
-        ):
+        if self._topic_bytes(message.topic) is None:
             return PutStatus.MESSAGE_ILLEGAL
         if not 0 <= message.queue_id <= 0x7FFFFFFF:
             return PutStatus.MESSAGE_ILLEGAL
@@ -141,7 +156,9 @@ class MessagePreparer:
             stored_by = encode_host(store_host or self.config.store_host)
         except ConfigError:
             return PutStatus.MESSAGE_ILLEGAL
-        topic_bytes = message.topic.encode("utf-8")
+        topic_bytes = self._topic_bytes(message.topic)
+        if topic_bytes is None:  # the delay rewrite's topic is always legal
+            return PutStatus.MESSAGE_ILLEGAL
         length = record_length(
             len(body),
             len(topic_bytes),

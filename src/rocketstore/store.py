@@ -56,7 +56,7 @@ from rocketstore.recovery.recover import RecoveryReport, recover_store, scan_val
 from rocketstore.services.dispatcher import Dispatcher, DispatchRun
 from rocketstore.services.flusher import Flusher
 from rocketstore.services.retention import RetentionReport, RetentionService
-from rocketstore.status import Boundary, PutStatus, RunningFlags
+from rocketstore.status import AppendStatus, Boundary, PutStatus, RunningFlags
 
 log = logging.getLogger(__name__)
 
@@ -438,7 +438,7 @@ class MessageStore:
             status = self.flusher.flush_sync(last.commit_log_offset + last.size)
         results = []
         for item in appended:
-            if item.status.name != "PUT_OK":
+            if item.status is not AppendStatus.PUT_OK:
                 results.append(PutResult(PutStatus.UNKNOWN_ERROR))
                 continue
             results.append(
