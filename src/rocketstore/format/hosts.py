@@ -17,20 +17,7 @@ _PORT = struct.Struct(">i")
 
 @functools.lru_cache(maxsize=4096)
 def encode_host(host: str) -> bytes:
-    """``"1.2.3.4:80"`` -> 8 bytes; ``"[::1]:80"`` -> 20 bytes. ConfigError if malformed.
-    Memoised: every put encodes a born host and the store host, and there are few."""
-    raw = _ENCODED.get(host)
-    if raw is None:
-        raw = _encode_host(host)
-        if len(_ENCODED) < 65536:
-            _ENCODED[host] = raw
-    return raw
-
-
-_ENCODED: dict[str, bytes] = {}
-
-
-def _encode_host(host: str) -> bytes:
+    """``"1.2.3.4:80"`` -> 8 bytes; ``"[::1]:80"`` -> 20 bytes. ConfigError if malformed."""
     ip, port = parse_host(host)
     try:
         if ":" in ip:
