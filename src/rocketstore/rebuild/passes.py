@@ -291,6 +291,11 @@ def _build_queue(task: QueueTask, queue: QueueBuild) -> tuple[int, int]:
         with open(os.path.join(directory, name), "wb") as f:
             f.write(payload[at : at + task.file_size])
             f.truncate(task.file_size)  # full size, sparse beyond the data, as the engine
+            f.flush()
+            # Durable before the swap, as the index files are (and as the store's own
+            # dispatcher leaves its queues when it closes): the checkpoint written after
+            # the swap says the queues cover every record.
+            os.fsync(f.fileno())
         created += 1
     return len(kept), created
 

@@ -290,3 +290,30 @@ def test_index_disabled_builds_no_index(tmp_path: Path) -> None:
     report = rebuild_store(copy, SerialRunner(), config=config)
     assert report.index_files == 0 and index_files(copy) == []
     assert_same_queues(copy, root)
+
+
+def test_queue_files_are_synced_before_the_swap(
+    copy: Path, reference: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every consume-queue file written is fsynced (and index files flushed) before the
+    new directories are swapped in and the checkpoint says they cover every record."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)  # every fsync, whoever makes it
+    swapped: list[bool] = []
+    real_swap = driver._swap_in
+
+    def swap_in(root: str, work: str, swap: list[tuple[str, str]]) -> None:
+        written = sorted(str(p) for p in Path(work, CONSUME_QUEUE_DIR).rglob("*") if p.is_file())
+        swapped.append(bool(written) and set(written) <= set(synced))
+        real_swap(root, work, swap)
+
+    monkeypatch.setattr(driver, "_swap_in", swap_in)
+    rebuild_store(copy, SerialRunner(), config=small_config())
+    assert swapped == [True]
+    assert_same_queues(copy, reference)
