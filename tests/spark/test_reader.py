@@ -194,6 +194,45 @@ def test_commitlog_mode_splits_inside_files_at_record_boundaries(store_path):
     assert _ids(rows) == _ids(store_rows(store_path))
 
 
+def test_commitlog_mode_damage_fails_only_the_partition_it_starts_in(store_copy):
+    """Each partition finds its first record by the self-located offset (no walk from the
+    file's start): a damaged record fails the partition it starts in, with its position;
+    the partitions after it still read their records."""
+    from rocketstore.errors import CorruptDataError
+
+    options = {"path": str(store_copy), "mode": "commitlog", "minPartitions": "20"}
+    with MessageStore.open(store_copy, read_only=True) as store:
+        offsets = sorted(
+            m.commit_log_offset
+            for t, qs in store.topics().items()
+            for q in qs
+            for m in store.get_messages("g", t, q, 0, 10_000).messages
+        )
+    victim = offsets[len(offsets) // 2]
+    first_file = sorted((store_copy / "commitlog").iterdir())[0]
+    file_size = first_file.stat().st_size
+    assert victim < file_size  # the damage is in the first file
+    with open(first_file, "r+b") as f:
+        f.seek(victim + 4)
+        f.write(b"\x00\x11\x22\x33")  # the magic code
+    source = RocketStoreDataSource(options)
+    reader = source.reader(source.schema())
+    failed, read_after = [], 0
+    for part in reader.partitions():
+        try:
+            rows = sum(batch.num_rows for batch in reader.read(part))
+        except CorruptDataError as e:
+            failed.append((part, e))
+            continue
+        if part.file_offset == 0 and part.start > victim:
+            read_after += rows
+    assert len(failed) == 1
+    part, error = failed[0]
+    assert part.file_offset == 0 and part.start <= victim < part.end
+    assert str(victim) in str(error)
+    assert read_after > 0
+
+
 def test_commitlog_mode_options_as_record_filters(store_path):
     path = str(store_path)
     with MessageStore.open(store_path, read_only=True) as store:
