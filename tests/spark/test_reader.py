@@ -405,3 +405,61 @@ def test_pushdown_option_false_gives_the_plain_reader(store_path):
     source = RocketStoreDataSource({"path": str(store_path), "pushdown": "false"})
     reader = source.reader(source.schema())
     assert type(reader) is RocketStoreReader
+
+
+COMMITLOG_OPTION_SETS = [
+    {},
+    {"tags": "TagA || TagC"},
+    {"topics": "Orders,%RETRY%groupA"},
+    {"topicPattern": "Pay.*"},
+    {"assign": '{"Orders": [1, 3]}'},
+    {
+        "startingOffsets": '{"Orders": {"0": 5, "2": 12}}',
+        "endingOffsets": '{"Orders": {"0": 20}}',
+    },
+    {"startingTimestamp": str(BASE_MS + 1_000), "endingTimestamp": str(BASE_MS + 2_000)},
+    {"includeBody": "false", "minPartitions": "7"},
+]
+
+
+@pytest.mark.parametrize("options", COMMITLOG_OPTION_SETS)
+def test_commitlog_mode_column_wise_equals_record_by_record(
+    store_path, options, monkeypatch: pytest.MonkeyPatch
+):
+    """The column-wise CommitLog read gives the rows of the per-record reference path,
+    in the same order, for every kind of option it applies itself."""
+    from rocketstore.spark import scan
+
+    common = {"path": str(store_path), "mode": "commitlog", **options}
+    fast = read_all(common)
+    monkeypatch.setattr(scan, "decode_records", lambda *args: None)  # every chunk declined
+    slow = read_all(common)
+    assert fast == slow
+    assert fast or options.get("startingOffsets")  # every set but one selects rows
+
+
+def test_commitlog_mode_column_wise_with_records_it_declines(tmp_path, monkeypatch):
+    """IPv6 hosts, a repeated property name, a delayed and a rolled-back record among
+    ordinary ones: the chunks holding them go record by record, the others column-wise,
+    and the rows are the reference's."""
+    from rocketstore.format import sysflag
+    from rocketstore.spark import scan
+
+    root = tmp_path / "store"
+    with MessageStore.open(root) as store:
+        for i in range(300):
+            msg = Message("Mixed", f"m{i}".encode(), queue_id=i % 2,
+                          properties={"KEYS": f"k{i}", "TAGS": "T"})  # fmt: skip
+            if i == 40:
+                msg.born_host = "[2001:db8::1]:9876"
+            if i == 80:
+                msg.properties["DELAY"] = "2"
+            if i == 120:
+                msg.sys_flag = sysflag.TRANSACTION_ROLLBACK_TYPE
+            assert store.put(msg, BASE_MS + i).ok
+    monkeypatch.setattr(scan, "COMMITLOG_CHUNK_BYTES", 4096)  # many chunks
+    options = {"path": str(root), "mode": "commitlog", "topics": "Mixed"}
+    fast = read_all(options)
+    monkeypatch.setattr(scan, "decode_records", lambda *args: None)
+    assert fast == read_all(options)
+    assert len(fast) == 298  # not the delayed one (it is in SCHEDULE_TOPIC) nor the rollback

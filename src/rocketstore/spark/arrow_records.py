@@ -106,6 +106,13 @@ def _gather(
     return array.cast(kind)
 
 
+def queue_offsets_at(region: bytes, positions: Int64s) -> Int64s:
+    """QUEUEOFFSET of the records at ``positions`` (each a whole record in ``region``)."""
+    buf = np.frombuffer(region, dtype=np.uint8)
+    raw = np.ascontiguousarray(_rows_at(buf, positions + rec.POS_QUEUEOFFSET, 8))
+    return raw.view(">i8").ravel().astype(np.int64)
+
+
 def _repeated(value: str, rows: int) -> Any:
     """A string column holding ``value`` in every row, built on its buffers."""
     import pyarrow as pa  # noqa: PLC0415
