@@ -154,9 +154,15 @@ def plan_queue_read(
     return split_ranges(ranges, options.max_records_per_partition, options.min_partitions)
 
 
+# A partition finds its first record without reading what lies before it, so cutting a
+# file costs nothing: 128 MiB, Spark's spark.sql.files.maxPartitionBytes default.
+COMMITLOG_PARTITION_BYTES = 128 * 1024 * 1024
+
+
 def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[CommitLogPartition]:
-    """File ranges of the CommitLog up to its validated end; files are cut into pieces of
-    about total / ``minPartitions`` bytes when more partitions than files are asked for."""
+    """File ranges of the CommitLog up to its validated end, at most
+    COMMITLOG_PARTITION_BYTES each (as Spark's own file sources cut files); smaller pieces
+    of about total / ``minPartitions`` bytes when that asks for more partitions."""
     file_size = store.commitlog.file_size
     low, high = store.min_commit_log_offset(), store.max_commit_log_offset()
     if low < 0 or high <= low:
@@ -168,9 +174,9 @@ def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[Commi
         if end > start:
             spans.append((first, start, end))
     total = sum(end - start for _, start, end in spans)
-    piece = file_size
+    piece = min(file_size, COMMITLOG_PARTITION_BYTES)
     if options.min_partitions and len(spans) < options.min_partitions:
-        piece = max(1, math.ceil(total / options.min_partitions))
+        piece = min(piece, max(1, math.ceil(total / options.min_partitions)))
     return [CommitLogPartition(*span) for span in split_spans(spans, piece)]
 
 
