@@ -10,6 +10,7 @@ costly to repeat: they validate the CommitLog's tail).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import mmap
@@ -17,7 +18,7 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -307,44 +308,75 @@ def _key_rows(
             yield message, message.queue_offset
 
 
+class _Bounds(NamedTuple):
+    """A queue's read bounds from the options: queue offsets and store times (ms), each
+    inclusive at the start and exclusive at the end, None where unbounded."""
+
+    offset_min: int | None
+    offset_max: int | None
+    time_min: int | None
+    time_max: int | None
+
+    def accepts(self, queue_offset: int, store_ms: int) -> bool:
+        return (
+            (self.offset_min is None or queue_offset >= self.offset_min)
+            and (self.offset_max is None or queue_offset < self.offset_max)
+            and (self.time_min is None or store_ms >= self.time_min)
+            and (self.time_max is None or store_ms < self.time_max)
+        )
+
+
+def _bounds(options: ReadOptions, topic: str, qid: int) -> _Bounds:
+    """The options' numeric offsets and timestamps for one queue (there is no queue to
+    resolve -2/-1 against in ``mode=commitlog``: those bound nothing here)."""
+    found: list[int | None] = []
+    for bound in (options.start, options.end):
+        offset = bound.offsets.get((topic, qid))
+        found.append(None if offset in (None, EARLIEST, LATEST) else offset)
+    stamps = [b.timestamp_ms if b.timestamp_ms is not None else b.timestamps.get((topic, qid))
+              for b in (options.start, options.end)]  # fmt: skip
+    return _Bounds(found[0], found[1], stamps[0], stamps[1])
+
+
 def _within_options(options: ReadOptions, view: rec.RecordView) -> bool:
     """The options' selection and bounds, checked per record (no queue to resolve them)."""
     topic, qid = view.topic, view.queue_id
     if not options.selection.accepts(topic, qid):
         return False
-    for bound, is_start in ((options.start, True), (options.end, False)):
-        offset = bound.offsets.get((topic, qid))
-        if offset is not None and offset not in (EARLIEST, LATEST):
-            outside = view.queue_offset < offset if is_start else view.queue_offset >= offset
-            if outside:
-                return False
-        stamp = bound.timestamp_ms
-        if stamp is None:
-            stamp = bound.timestamps.get((topic, qid))
-        if stamp is not None:
-            early = view.store_timestamp < stamp if is_start else view.store_timestamp >= stamp
-            if early:
-                return False
-    return True
+    return _bounds(options, topic, qid).accepts(view.queue_offset, view.store_timestamp)
 
 
 def _commitlog_rows(
     part: CommitLogPartition, options: ReadOptions, subscription: Subscription, pushed: Pushed
 ) -> Iterator[tuple[MessageExt, int]]:
+    with _mapped_commitlog_file(options, part) as mapped:
+        if mapped is not None:
+            view, path, length = mapped
+            yield from _scan_file(view, path, length, part, options, subscription, pushed)
+
+
+@contextlib.contextmanager
+def _mapped_commitlog_file(
+    options: ReadOptions, part: CommitLogPartition
+) -> Iterator[tuple[memoryview, str, int] | None]:
+    """The partition's CommitLog file mapped read-only (view, path, length); None when it
+    is empty or went with retention before it was read."""
     path = os.path.join(options.path, COMMITLOG_DIR, offset_to_file_name(part.file_offset))
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed in the finally below
     except FileNotFoundError:
         log.warning("%s went with retention before it was read", path)
+        yield None
         return
     try:
         length = os.fstat(handle.fileno()).st_size
         if length == 0:
+            yield None
             return
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         view = memoryview(mapped)
         try:
-            yield from _scan_file(view, path, length, part, options, subscription, pushed)
+            yield view, path, length
         finally:
             view.release()
             mapped.close()
@@ -423,25 +455,10 @@ def _commitlog_batches(
     records at a time, the options applied to each batch. A chunk that decoder declines
     goes through the per-record path; so does damage, which that path reports with its
     position."""
-    path = os.path.join(options.path, COMMITLOG_DIR, offset_to_file_name(part.file_offset))
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed in the finally below
-    except FileNotFoundError:
-        log.warning("%s went with retention before it was read", path)
-        return
-    try:
-        length = os.fstat(handle.fileno()).st_size
-        if length == 0:
-            return
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        view = memoryview(mapped)
-        try:
+    with _mapped_commitlog_file(options, part) as mapped:
+        if mapped is not None:
+            view, path, length = mapped
             yield from _chunked(view, path, length, part, options, subscription, pushed)
-        finally:
-            view.release()
-            mapped.close()
-    finally:
-        handle.close()
 
 
 def _chunked(
@@ -523,17 +540,17 @@ def _filter_chunk(
         if not options.selection.accepts(topic, qid):
             keep &= ~mine
             continue
-        for bound, is_start in ((options.start, True), (options.end, False)):
-            offset = bound.offsets.get((topic, qid))
-            if offset is not None and offset not in (EARLIEST, LATEST):
-                outside = offsets < offset if is_start else offsets >= offset
-                keep &= ~(mine & outside)
-            stamp = bound.timestamp_ms
-            if stamp is None:
-                stamp = bound.timestamps.get((topic, qid))
-            if stamp is not None:
-                early = store_ms < stamp if is_start else store_ms >= stamp
-                keep &= ~(mine & early)
+        low, high, early, late = _bounds(options, topic, qid)
+        outside = np.zeros(len(offsets), dtype=bool)
+        if low is not None:
+            outside |= offsets < low
+        if high is not None:
+            outside |= offsets >= high
+        if early is not None:
+            outside |= store_ms < early
+        if late is not None:
+            outside |= store_ms >= late
+        keep &= ~(mine & outside)
     if not subscription.matches_all:
         tags = batch.column("tags")
         wanted = [t for t in tags.unique().to_pylist() if subscription.match_tags(t)]
