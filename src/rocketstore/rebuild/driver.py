@@ -126,7 +126,7 @@ def rebuild_store(
     try:
         clear_stale_work(path)
         work = tempfile.mkdtemp(prefix=WORK_PREFIX, dir=path)
-        if runner.local if scratch is None else scratch:
+        if _is_local(runner) if scratch is None else scratch:
             spills = make_scratch(sum(length for _offset, length in commitlog_files(path)))
     except BaseException:
         if lock is not None:
@@ -282,7 +282,7 @@ class _Job:
         if layout is not None:
             files = link_tasks(layout, [r for r in done if isinstance(r, IndexPartResult)])
             built: list[IndexResult] = self._map(
-                "link", index_pass, files, [1] * len(files), here=self.runner.local
+                "link", index_pass, files, [1] * len(files), here=_is_local(self.runner)
             )
             report.index_files = len(built)
             report.index_entries = sum(r.entries for r in built)
@@ -299,6 +299,12 @@ class _Job:
         _write_checkpoint(self.root, last_stamp, index_end if index else None)
         report.phase_seconds["swap"] = time.monotonic() - clock
         return report
+
+
+def _is_local(runner: TaskRunner) -> bool:
+    """Whether every task of ``runner`` runs on this machine (a runner written before the
+    ``local`` attribute existed is taken as not local: the safe answer)."""
+    return bool(getattr(runner, "local", False))
 
 
 def _raise_first_failure(results: Sequence[object]) -> None:

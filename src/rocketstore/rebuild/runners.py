@@ -30,7 +30,9 @@ class RebuildFailedError(StoreError):
 class TaskRunner(Protocol):
     name: str
     workers: int
-    local: bool  # every task runs on this machine (intermediate files may stay local)
+    # Every task runs on this machine: intermediate files may stay in local scratch and
+    # short steps run in the caller. Optional: a runner without it counts as not local.
+    local: bool
 
     def map(
         self, fn: Callable[[T], R], tasks: Sequence[T], on_done: OnDone | None = None

@@ -77,3 +77,37 @@ def test_rebuild_spills_to_scratch_and_removes_it(
     assert list(root.iterdir()) == []  # removed with the job
     assert_same_queues(copy, reference)
     assert_same_index(copy, reference)
+
+
+def test_a_runner_without_the_local_attribute_counts_as_not_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner written against the protocol before ``local`` existed still works: its
+    spills stay in the store's work directory and every step runs through it."""
+    reference = tmp_path / "store"
+    build_store(reference, rounds=5)
+    copy = tmp_path / "copy"
+    shutil.copytree(reference, copy)
+    from rocketstore.rebuild import driver
+
+    def no_scratch(_bytes: int) -> str:
+        raise AssertionError("scratch made for a runner not known to be local")
+
+    monkeypatch.setattr(driver, "make_scratch", no_scratch)
+
+    class OldRunner:
+        name = "old"
+        workers = 2
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def map(self, fn, tasks, on_done=None):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            return SerialRunner().map(fn, tasks, on_done)
+
+    runner = OldRunner()
+    rebuild_store(copy, runner, config=small_config())  # type: ignore[arg-type]
+    assert runner.calls == 3  # scan, build and link all went through it
+    assert_same_queues(copy, reference)
+    assert_same_index(copy, reference)
