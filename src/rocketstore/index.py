@@ -66,17 +66,16 @@ class ChainedBlock(NamedTuple):
     entries: npt.NDArray[np.void]  # _ENTRY_DTYPE, big-endian: the file's bytes
     runs: SlotRuns
 
-    @property
-    def slots(self) -> npt.NDArray[np.int64]:
-        return self.runs.slots
 
-    @property
-    def firsts(self) -> npt.NDArray[np.int64]:
-        return self.runs.firsts
-
-    @property
-    def lasts(self) -> npt.NDArray[np.int64]:
-        return self.runs.lasts
+def _join_runs(
+    newest: npt.NDArray[np.integer], runs: SlotRuns
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.integer]]:
+    """Move ``newest`` (per slot: the newest entry so far, 0 for none) past a block's
+    runs; return which of the runs follow an earlier entry of their slot, and that entry
+    (the prev_index of the run's oldest entry, where it follows one)."""
+    heads = newest[runs.slots]
+    newest[runs.slots] = runs.lasts
+    return heads != 0, heads
 
 
 def time_diffs(
@@ -190,12 +189,11 @@ class RunChainer:
                 hash_slot_num=self.hash_slot_num,
                 first_number=number,
             )
-            heads = self._newest[block.slots]
-            linked = heads != 0
-            block.entries["prev_index"][block.firsts[linked] - number] = heads[linked]
-            opened = ~linked
-            self._oldest[block.slots[opened]] = block.firsts[opened]
-            self._newest[block.slots] = block.lasts
+            runs = block.runs
+            linked, heads = _join_runs(self._newest, runs)
+            block.entries["prev_index"][runs.firsts[linked] - number] = heads[linked]
+            opened = ~linked  # slots this run had not touched yet
+            self._oldest[runs.slots[opened]] = runs.firsts[opened]
             self.next_number += len(block.entries)
             yield number, block
 
@@ -369,12 +367,13 @@ class IndexFile:
         )
         # Link each slot's oldest entry of the block to the slot's head, when the head is
         # an entry of this file (anything else is an empty slot or leftover garbage).
-        heads = slot_table[block.slots].astype(np.int64)
+        runs = block.runs
+        heads = slot_table[runs.slots].astype(np.int64)
         valid = (heads > 0) & (heads < first_number)
-        block.entries["prev_index"][block.firsts[valid] - first_number] = heads[valid]
+        block.entries["prev_index"][runs.firsts[valid] - first_number] = heads[valid]
         position = layout.entry_position(self.hash_slot_num, first_number)
         mm[position : position + count * layout.ENTRY_SIZE] = block.entries.tobytes()
-        slot_table[block.slots] = block.lasts
+        slot_table[runs.slots] = runs.lasts
         del slot_table
         self.hash_slot_count += len(heads) - int(np.count_nonzero(valid))
         self.index_count += count
@@ -394,7 +393,7 @@ class IndexFile:
     def link_blocks(self, blocks: Iterable[SlotRuns], *, first: EntryPoint, last: EntryPoint,
                     entries: int) -> None:  # fmt: skip
         """Finish a fresh file whose entries were written as consecutive blocks by
-        :func:`write_block` (in parallel, each chained only within itself): link each
+        :func:`write_blocks` (in parallel, each chained only within itself): link each
         block's oldest entry of a slot to the newest of the earlier blocks, fill the slot
         table and write the header. The bytes are those of putting every entry in order."""
         if self.index_count != 1:
@@ -412,10 +411,8 @@ class IndexFile:
             offset=layout.entry_position(self.hash_slot_num, 0),
         )
         for runs in blocks:
-            heads = newest[runs.slots]
-            linked = heads != 0
+            linked, heads = _join_runs(newest, runs)
             table["prev_index"][runs.firsts[linked]] = heads[linked]
-            newest[runs.slots] = runs.lasts
         del table
         slot_table = np.frombuffer(
             mm, dtype=">i4", count=self.hash_slot_num, offset=layout.HEADER_SIZE

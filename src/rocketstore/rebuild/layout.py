@@ -26,6 +26,7 @@ from rocketstore.rebuild.passes import (
     QueuePiece,
     QueueTask,
     ScanResult,
+    deal,
 )
 from rocketstore.rebuild.plan import CommitLogRange
 
@@ -186,14 +187,12 @@ def queue_tasks(walk: Walk, directory: str, file_size: int, groups: int) -> list
             key = (span.topic, span.queue_id)
             pieces.setdefault(key, []).append(QueuePiece(result.units_path, span.start, span.count))
     builds = [QueueBuild(t, q, tuple(p)) for (t, q), p in sorted(pieces.items())]
-    builds.sort(key=lambda b: -sum(p.count for p in b.pieces))
-    buckets: list[list[QueueBuild]] = [[] for _ in range(max(1, min(groups, len(builds))))]
-    loads = [0] * len(buckets)
-    for build in builds:
-        target = loads.index(min(loads))
-        buckets[target].append(build)
-        loads[target] += sum(p.count for p in build.pieces)
-    return [QueueTask(directory, file_size, tuple(b)) for b in buckets if b]
+    dealt = deal(builds, groups, _units)
+    return [QueueTask(directory, file_size, tuple(b)) for b in dealt]
+
+
+def _units(build: QueueBuild) -> int:
+    return sum(piece.count for piece in build.pieces)
 
 
 # --- index files --------------------------------------------------------------------------
@@ -228,7 +227,7 @@ def index_tasks(
     index_num: int,
     *,
     parts: int = 1,
-    spill_dir: str = "",
+    spill_dir: str,
     min_part_entries: int = MIN_INDEX_PART_ENTRIES,
 ) -> IndexLayout:
     """One task per index file, and the entries cut into about ``parts`` parts of equal
@@ -272,7 +271,7 @@ def index_tasks(
                     first_number=1 + low - first,
                     begin_timestamp=inherit_timestamp if k == 0 else file_begin,
                     pieces=_key_pieces(walk, bounds, low, high),
-                    spill_dir=spill_dir or directory,
+                    spill_dir=spill_dir,
                 )
             )
     return IndexLayout(files, part_tasks, total)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -473,10 +474,19 @@ def build_cost(task: BuildTask) -> int:
 
 def bundle_tasks(tasks: list[BuildTask], bundles: int) -> list[BuildBundle]:
     """``tasks`` dealt into at most ``bundles`` bundles of about equal cost (largest first)."""
-    loads = [0] * max(1, min(bundles, len(tasks)))
-    dealt: list[list[BuildTask]] = [[] for _ in loads]
-    for task in sorted(tasks, key=build_cost, reverse=True):
+    return [BuildBundle(tuple(b)) for b in deal(tasks, bundles, build_cost)]
+
+
+T = TypeVar("T")
+
+
+def deal(items: list[T], groups: int, cost: Callable[[T], int]) -> list[list[T]]:
+    """``items`` dealt into at most ``groups`` non-empty groups of about equal cost: the
+    costliest first, each to the group with the least so far (ties keep their order)."""
+    loads = [0] * max(1, min(groups, len(items)))
+    dealt: list[list[T]] = [[] for _ in loads]
+    for item in sorted(items, key=cost, reverse=True):
         target = loads.index(min(loads))
-        dealt[target].append(task)
-        loads[target] += build_cost(task)
-    return [BuildBundle(tuple(b)) for b in dealt if b]
+        dealt[target].append(item)
+        loads[target] += cost(item)
+    return [group for group in dealt if group]

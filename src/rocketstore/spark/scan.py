@@ -349,10 +349,17 @@ def _within_options(options: ReadOptions, view: rec.RecordView) -> bool:
 def _commitlog_rows(
     part: CommitLogPartition, options: ReadOptions, subscription: Subscription, pushed: Pushed
 ) -> Iterator[tuple[MessageExt, int]]:
+    """A CommitLog partition record by record (the reference path; reads with pushed key
+    filters take it)."""
     with _mapped_commitlog_file(options, part) as mapped:
-        if mapped is not None:
-            view, path, length = mapped
-            yield from _scan_file(view, path, length, part, options, subscription, pushed)
+        if mapped is None:
+            return
+        view, path, length = mapped
+        first = _first_record(view, length, part)
+        if first is not None:
+            end = min(part.end, length)
+            yield from _scan_records(view, path, length, first, end, options, subscription,
+                                     pushed)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -382,22 +389,6 @@ def _mapped_commitlog_file(
             mapped.close()
     finally:
         handle.close()
-
-
-def _scan_file(
-    buf: memoryview,
-    path: str,
-    length: int,
-    part: CommitLogPartition,
-    options: ReadOptions,
-    subscription: Subscription,
-    pushed: Pushed,
-) -> Iterator[tuple[MessageExt, int]]:
-    end = min(part.end, length)
-    first = _first_record(buf, length, part)
-    if first is None:
-        return
-    yield from _scan_records(buf, path, length, first, end, options, subscription, pushed)
 
 
 def _first_record(buf: memoryview, length: int, part: CommitLogPartition) -> int | None:
