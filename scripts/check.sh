@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up the dev environment, then runs every check CI runs:
-# ruff format --check, ruff check, mypy --strict, lint-imports (layers), pytest, and the
-# benchmark suite's --quick smoke run (tiny sizes, no timing checks: the scripts still run).
+# ruff format --check, ruff check, mypy --strict, lint-imports (layers), pytest (with the C
+# extension, then the engine's unit and property tests again on the pure-Python paths), and
+# the benchmark suite's --quick smoke run (tiny sizes, no timing checks: the scripts still run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
@@ -11,5 +12,9 @@ echo "== ruff format --check"; ruff format --check src tests benchmarks
 echo "== ruff check";          ruff check src tests benchmarks
 echo "== mypy --strict";       mypy
 echo "== lint-imports";        lint-imports
+echo "== C extension";         python -c 'from rocketstore.format.native import native
+assert native is not None, "rocketstore.format._native was not built (is a C compiler installed?)"
+print("built; CRC by", native.crc_backend())'
 echo "== pytest";              python -m pytest "$@"
+echo "== pytest, pure Python";  ROCKETSTORE_PURE_PYTHON=1 python -m pytest tests/unit tests/property "$@"
 echo "== benchmarks --quick";  python -m benchmarks run --quick --out "$(mktemp -d)" >/dev/null

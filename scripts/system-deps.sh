@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the system packages the checks need when the machine lacks them:
-# a JDK for Spark (pyspark runs a JVM) and Node.js + npm for the ali-ons conformance client.
+# a JDK for Spark (pyspark runs a JVM), Node.js + npm for the ali-ons conformance client and
+# a C compiler for rocketstore's extension (rocketstore/format/_native.c).
 # Uses apt-get (as root, or through sudo); on other systems it says what is missing.
 set -euo pipefail
 missing=()
 command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || missing+=(openjdk-17-jre-headless)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: please install: ${missing[*]} (no apt-get here)" >&2

@@ -20,7 +20,9 @@ from rocketstore.files.mapped_file import MappedFile
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
+from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
+from rocketstore.format.native import native
 from rocketstore.paths import commitlog_dir
 from rocketstore.status import AppendStatus
 
@@ -90,6 +92,36 @@ class PreparedMessage:
         return cls(topic, queue_id, flags, store_host, template)
 
 
+# EncodedBatch and AppendedBatch are made on every put: plain slots classes, as a frozen
+# dataclass's __init__ costs a microsecond more.
+@dataclass(slots=True)
+class EncodedBatch:
+    """Messages encoded in one go by the C extension (see ``MessagePreparer.encode``):
+    the records back to back in ``blob``, with zeros where QUEUEOFFSET, PHYSICALOFFSET
+    and STORETIMESTAMP go; ``meta`` holds (length, sysflag) native int32 pairs and
+    ``keys`` the "topic-queueId" of each record."""
+
+    blob: bytearray
+    meta: bytes
+    keys: list[str]
+    body_bytes: int
+    store_host: bytes
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+@dataclass(slots=True)
+class AppendedBatch:
+    """Where an encoded batch landed: its records follow each other from
+    ``commit_log_offset``; ``queue_offsets`` holds one native int64 per record."""
+
+    commit_log_offset: int
+    queue_offsets: bytes
+    store_timestamp: int
+    end_offset: int
+
+
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record position 20
 _STAMP = struct.Struct(">q")
 _NO_SIZE = bytes(4)
@@ -155,15 +187,9 @@ class CommitLog:
         total = sum(m.length for m in messages)
         with self.put_lock:
             timestamp = now_ms() if store_timestamp is None else store_timestamp
-            mapped = self.files.last_file_for_write(0)
-            if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
-                remaining = mapped.free_bytes
-                mapped.write_at(mapped.wrote_position, rec.encode_blank(remaining))
-                mapped.wrote_position = self.file_size
-                mapped = self.files.last_file_for_write(0)
-                if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
-                    # Cannot happen: callers reject messages larger than a file.
-                    return [Appended(AppendStatus.UNKNOWN_ERROR) for _ in messages]
+            mapped = self._file_with_room(total)
+            if mapped is None:
+                return [Appended(AppendStatus.UNKNOWN_ERROR) for _ in messages]
             pending_offsets: dict[str, int] = {}
             results: list[Appended] = []
             blob = bytearray(b"".join(m.template for m in messages))
@@ -201,6 +227,53 @@ class CommitLog:
         if self.on_append is not None:
             self.on_append(new_max)
         return results
+
+    def append_encoded(
+        self, batch: EncodedBatch, store_timestamp: int | None
+    ) -> AppendedBatch | None:
+        """``append`` for a batch the C extension encoded: the same queue offsets, stamps,
+        file roll and sizes-last copy, done by ``_native.append_encoded``. None if the
+        batch cannot fit in a file (callers reject such batches first)."""
+        assert native is not None
+        total = len(batch.blob)
+        with self.put_lock:
+            timestamp = now_ms() if store_timestamp is None else store_timestamp
+            mapped = self._file_with_room(total)
+            if mapped is None:
+                return None
+            position = mapped.wrote_position
+            start = mapped.file_from_offset + position
+            queue_offsets = native.append_encoded(
+                mapped.mm,
+                position,
+                batch.blob,
+                batch.meta,
+                batch.keys,
+                self.topic_queue_table,
+                start,
+                timestamp,
+            )
+            # In-process readers go by the write position: move it only once all is in.
+            mapped.wrote_position = position + total
+            mapped.store_timestamp = timestamp
+            new_max = self.max_offset()
+        if self.on_append is not None:
+            self.on_append(new_max)
+        return AppendedBatch(start, queue_offsets, timestamp, start + total)
+
+    def _file_with_room(self, total: int) -> MappedFile | None:
+        """The file to append ``total`` bytes to (under the put lock): the last one, or a
+        new one after closing the last with an END_OF_FILE blank when the bytes do not fit
+        with 8 to spare. None if they would not fit even in an empty file."""
+        mapped = self.files.last_file_for_write(0)
+        if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
+            remaining = mapped.free_bytes
+            mapped.write_at(mapped.wrote_position, rec.encode_blank(remaining))
+            mapped.wrote_position = self.file_size
+            mapped = self.files.last_file_for_write(0)
+            if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
+                return None  # cannot happen: callers reject messages larger than a file
+        return mapped
 
     @staticmethod
     def _write_sizes_last(mapped: MappedFile, blob: bytearray, starts: list[int]) -> None:
@@ -284,6 +357,72 @@ class CommitLog:
         if isinstance(view, rec.Blank) or view.physical_offset != offset or view.size != size:
             return None
         return data, view
+
+    def read_message(
+        self, offset: int, *, size: int | None = None, read_body: bool = True
+    ) -> MessageExt | None:
+        """The message whose record is at ``offset`` (of ``size`` bytes when given), or
+        None as ``read_record`` gives None. Decoded in place from the mapping by the C
+        extension when it can, else through ``read_record``."""
+        if native is not None:
+            mapped = self.files.find(offset)
+            if mapped is None or not mapped.hold():
+                return None
+            try:  # the reference keeps the mapping open while C reads it
+                found = rec.fast_message_ext(
+                    mapped.mm,
+                    offset - mapped.file_from_offset,
+                    mapped.wrote_position,
+                    offset,
+                    size,
+                    read_body=read_body,
+                )
+            except FileRemovedError:
+                return None
+            finally:
+                mapped.release()
+            if found is not None:
+                return found
+        located = self.read_record(offset, size=size)
+        if located is None:
+            return None
+        return rec.to_message_ext(located[0], located[1], read_body=read_body)
+
+    def read_messages(self, offsets: list[int], sizes: list[int]) -> list[MessageExt | None]:
+        """``read_message`` of each (offset, size), decoding the records of each file in
+        one C call when the extension is built."""
+        if native is None:
+            return [self.read_message(o, size=s) for o, s in zip(offsets, sizes, strict=True)]
+        found: list[MessageExt | None] = []
+        at = 0
+        while at < len(offsets):
+            mapped = self.files.find(offsets[at])
+            if mapped is None or not mapped.hold():
+                found.append(None)
+                at += 1
+                continue
+            end = mapped.file_from_offset + self.file_size
+            stop = at + 1
+            while stop < len(offsets) and mapped.file_from_offset <= offsets[stop] < end:
+                stop += 1
+            try:  # the reference keeps the mapping open while C reads it
+                found += rec.fast_message_exts(
+                    mapped.mm,
+                    mapped.file_from_offset,
+                    mapped.wrote_position,
+                    offsets[at:stop],
+                    sizes[at:stop],
+                )
+            except FileRemovedError:
+                found += [None] * (stop - at)
+            finally:
+                mapped.release()
+            at = stop
+        # What C left (uncommon or missing records) goes through the Python decoder.
+        return [
+            m if m is not None else self.read_message(o, size=s)
+            for m, o, s in zip(found, offsets, sizes, strict=True)
+        ]
 
     def store_time_at(self, offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``offset`` without decoding it; -1 if absent."""

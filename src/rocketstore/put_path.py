@@ -7,9 +7,10 @@ expected-failure PutStatus; applies the 4.9 delay rewrite.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rocketstore.commitlog import PreparedMessage
+from rocketstore.commitlog import AppendedBatch, EncodedBatch, PreparedMessage
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
@@ -18,6 +19,7 @@ from rocketstore.format.crc import masked_crc32
 from rocketstore.format.hosts import encode_host
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message
+from rocketstore.format.native import native
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH, record_length
 from rocketstore.paths import SCHEDULE_TOPIC, TOPIC_PATTERN
 from rocketstore.status import PutStatus
@@ -81,6 +83,24 @@ def apply_delay_rewrite(message: Message, max_level: int) -> Message:
     )
 
 
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _java_fields_fit(message: Message) -> bool:
+    """The int fields fit the Java int/long they are stored as (a record cannot hold
+    anything else)."""
+    fields = (
+        (message.queue_id, _INT32),
+        (message.flag, _INT32),
+        (message.sys_flag, _INT32),
+        (message.reconsume_times, _INT32),
+        (message.prepared_transaction_offset, _INT64),
+        (0 if message.born_timestamp is None else message.born_timestamp, _INT64),
+    )
+    return all(isinstance(v, int) and lo <= v <= hi for v, (lo, hi) in fields)
+
+
 class MessagePreparer:
     """Validates and encodes messages; one per store (holds parsed config)."""
 
@@ -90,6 +110,50 @@ class MessagePreparer:
         # Topics that passed the name checks, with their UTF-8 bytes: a store sees few
         # topics and every put would check and encode its topic again.
         self._topics: dict[str, bytes] = {}
+        # Born and store hosts that encoded, and "topic-queueId" keys by (topic, queue id):
+        # the C encoder takes these tables and leaves anything not in them to prepare().
+        self._hosts: dict[str, bytes] = {}
+        self._queue_keys: dict[tuple[str, int], str] = {}
+        self._max_record = config.max_message_size + MAX_RECORD_EXTRA
+
+    def _host_bytes(self, host: str) -> bytes:
+        """``encode_host``, remembered for hosts that encode (ConfigError otherwise)."""
+        known = self._hosts.get(host)
+        if known is None:
+            known = encode_host(host)
+            if len(self._hosts) < 65536:
+                self._hosts[host] = known
+        return known
+
+    def encode(
+        self, messages: Sequence[Message], store_host: str | None, *, in_batch: bool
+    ) -> EncodedBatch | None:
+        """All of ``messages`` checked and encoded by the C extension, or None when it is
+        not built or some message is not the common case (no DELAY, a known topic and born
+        host, ints in range...): then ``prepare`` each, whose checks define the outcome."""
+        if native is None:
+            return None
+        try:
+            stored_by = self._host_bytes(store_host or self.config.store_host)
+        except ConfigError:
+            return None
+        encoded = native.encode_batch(
+            messages,
+            Message,
+            self._topics,
+            self._hosts,
+            self._queue_keys,
+            stored_by,
+            self.config.max_message_size,
+            self._max_record,
+            self.config.mapped_file_size_commit_log,
+            in_batch,
+            time.time_ns() // 1_000_000,
+        )
+        if encoded is None:
+            return None
+        blob, meta, keys, body_bytes = encoded
+        return EncodedBatch(blob, meta, keys, body_bytes, stored_by)
 
     def _topic_bytes(self, topic: object) -> bytes | None:
         """The topic's UTF-8 bytes, or None when it is not a legal topic name."""
@@ -124,7 +188,7 @@ class MessagePreparer:
             raise ConfigError(f"expected a rocketstore.Message, got {type(message).__name__}")
         if self._topic_bytes(message.topic) is None:
             return PutStatus.MESSAGE_ILLEGAL
-        if not 0 <= message.queue_id <= 0x7FFFFFFF:
+        if not 0 <= message.queue_id <= 0x7FFFFFFF or not _java_fields_fit(message):
             return PutStatus.MESSAGE_ILLEGAL
         level = delay_level(message.properties)
         if level is None:
@@ -152,8 +216,8 @@ class MessagePreparer:
         if len(properties_bytes) > MAX_PROPERTIES_LENGTH:
             return PutStatus.PROPERTIES_SIZE_EXCEEDED
         try:
-            born_host = encode_host(message.born_host)
-            stored_by = encode_host(store_host or self.config.store_host)
+            born_host = self._host_bytes(message.born_host)
+            stored_by = self._host_bytes(store_host or self.config.store_host)
         except ConfigError:
             return PutStatus.MESSAGE_ILLEGAL
         topic_bytes = self._topic_bytes(message.topic)
@@ -166,7 +230,7 @@ class MessagePreparer:
             born_host_length=len(born_host),
             store_host_length=len(stored_by),
         )
-        if length > self.config.max_message_size + MAX_RECORD_EXTRA:
+        if length > self._max_record:
             return PutStatus.MESSAGE_ILLEGAL
         if length + 8 > self.config.mapped_file_size_commit_log:
             return PutStatus.MESSAGE_ILLEGAL  # could never fit in one CommitLog file
@@ -188,3 +252,20 @@ class MessagePreparer:
             reconsume_times=message.reconsume_times,
             prepared_transaction_offset=message.prepared_transaction_offset,
         )
+
+
+def encoded_results(
+    batch: EncodedBatch, appended: AppendedBatch, status: PutStatus
+) -> list[PutResult]:
+    """One PutResult per record of an appended encoded batch (made in C)."""
+    assert native is not None
+    results: list[PutResult] = native.put_results(
+        PutResult,
+        status,
+        batch.meta,
+        appended.queue_offsets,
+        appended.commit_log_offset,
+        appended.store_timestamp,
+        batch.store_host,
+    )
+    return results

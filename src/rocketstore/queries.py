@@ -10,7 +10,6 @@ from __future__ import annotations
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
-from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
 from rocketstore.index import IndexService
 
@@ -34,13 +33,11 @@ class KeyQuery:
             if offset in seen:
                 continue
             seen.add(offset)
-            located = self.commitlog.read_record(offset)
-            if located is None:
+            message = self.commitlog.read_message(offset)
+            if message is None:
                 continue  # removed by retention, or an index entry past a recovered end
-            data, view = located
-            if view.topic != topic or not begin_ms <= view.store_timestamp <= end_ms:
+            if message.topic != topic or not begin_ms <= message.store_timestamp <= end_ms:
                 continue
-            message = rec.to_message_ext(data, view)
             if unique:
                 if message.uniq_key != key:
                     continue

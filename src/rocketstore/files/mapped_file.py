@@ -17,6 +17,7 @@ import numpy as np
 
 from rocketstore.crashpoints import DURING_FILE_PREALLOCATION, crash_point
 from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
+from rocketstore.format.native import native
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,24 @@ class MappedFile:
             return position
         finally:
             del view
+
+    def prefault(self, position: int, end: int) -> bool:
+        """Have the kernel take the write faults of [position, end) now, bytes unchanged
+        (``_native.populate_write``), so a later copy into them does not stop for each
+        page: a preallocated file's first write to a page costs several microseconds.
+        False when that is not possible here (no C extension, an old kernel, a read-only
+        or closed file); the writer then takes the faults itself, as before."""
+        if native is None or not self.writable or not self.hold():
+            return False
+        try:
+            end = min(end, self.file_size)
+            if end <= position:
+                return True
+            return native.populate_write(self.mm, position, end - position) == 0
+        except FileRemovedError:
+            return False
+        finally:
+            self.release()
 
     def flush(self, least_pages: int = 0) -> int:
         """msync the dirty range if at least ``least_pages`` pages are dirty (0: any).

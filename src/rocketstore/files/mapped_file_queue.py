@@ -145,6 +145,9 @@ class MappedFileQueue:
     def last_file_for_write(self, start_offset: int = 0) -> MappedFile:
         """The last file if it has room, else a new one (the first at the file boundary of
         ``start_offset`` when the queue is empty)."""
+        files = self.files
+        if files and not files[-1].is_full:  # the usual case, without the lock: only the
+            return files[-1]  # writer calling this appends files or fills the last one
         with self._lock:
             last = self.last
             if last is not None and not last.is_full:

@@ -24,6 +24,7 @@ from rocketstore.format import properties as props
 from rocketstore.format import properties_scan as bulk
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import index_key_hash_many, tags_code
+from rocketstore.format.native import native
 from rocketstore.format.record_scan import GATHER_RECORDS, Records, TopicTable
 from rocketstore.paths import SCHEDULE_TOPIC
 
@@ -130,6 +131,8 @@ def dispatch_facts(
     """tagsCodes of every record of ``records`` (all in ``buf``) and, with ``index``, the
     index entries of every record not rolled back, in dispatch order. Vectorised in chunks
     of GATHER_RECORDS; the few records it does not cover go one by one."""
+    if native is not None:
+        return _dispatch_facts_native(buf, records, topics, levels_ms, index=index)
     raw = np.frombuffer(buf, dtype=np.uint8)
     count = len(records)
     codes = np.zeros(count, dtype=np.int64)
@@ -163,6 +166,48 @@ def dispatch_facts(
     if not parts:
         return DispatchFacts(codes, np.empty(0, dtype=ENTRY_DTYPE))
     entries = np.concatenate(parts)
+    if len(parts) > 1:
+        entries = entries[np.lexsort((entries["order"], entries["record"]))]
+    return DispatchFacts(codes, entries)
+
+
+def _dispatch_facts_native(
+    buf: bytes | memoryview,
+    records: Records,
+    topics: TopicTable,
+    levels_ms: Sequence[int],
+    *,
+    index: bool,
+) -> DispatchFacts:
+    """``dispatch_facts`` with the per-record work in C; the records it leaves (non-ASCII
+    properties, SCHEDULE_TOPIC) go one by one as in the numpy path."""
+    assert native is not None
+    count = len(records)
+    codes = np.empty(count, dtype=np.int64)
+    slow = np.empty(count, dtype=np.uint8)
+    columns = [
+        np.ascontiguousarray(column, dtype=np.int64)
+        for column in (
+            records.properties_position,
+            records.properties_length,
+            records.topic_id,
+            records.sys_flag,
+            records.position,
+            records.store_timestamp,
+        )
+    ]
+    schedule = topics.ids.get(SCHEDULE_TOPIC.encode(), -1)
+    prefixes = np.ascontiguousarray(topics.prefix_hashes(), dtype=np.uint64)
+    found = native.dispatch_facts(buf, columns, prefixes, schedule, index, codes, slow)
+    parts = [np.frombuffer(found, dtype=ENTRY_DTYPE)]
+    for i in np.flatnonzero(slow).tolist():
+        code, rows = _one_slowly(buf, records, i, topics, levels_ms)
+        codes[i] = code
+        if index and rows is not None:
+            parts.append(rows)
+    if not index:
+        return DispatchFacts(codes, np.empty(0, dtype=ENTRY_DTYPE))
+    entries = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
     if len(parts) > 1:
         entries = entries[np.lexsort((entries["order"], entries["record"]))]
     return DispatchFacts(codes, entries)

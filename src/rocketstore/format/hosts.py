@@ -48,6 +48,11 @@ def decode_host(data: bytes | memoryview) -> str:
 _HOSTS: dict[bytes, str] = {}
 
 
+def decoded_hosts() -> dict[bytes, str]:
+    """The memo of ``decode_host`` (encoded bytes -> text), read by the C decoder."""
+    return _HOSTS
+
+
 def _decode_host(raw: bytes) -> str:
     if len(raw) == 8:
         ip = socket.inet_ntop(socket.AF_INET, raw[:4])

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from rocketstore.format.native import native
+
 _MASK32 = 0xFFFFFFFF
 _INT_MIN = -(2**31)
 
@@ -37,6 +39,9 @@ def utf16_units(text: str) -> list[int]:
 
 def java_string_hash(text: str) -> int:
     """``String.hashCode()``: h = sum(c[i] * 31**(n-1-i)) mod 2**32, as a signed int."""
+    if native is not None:
+        found: int = native.java_hash(text)
+        return found
     h = 0
     for unit in utf16_units(text):
         h = (31 * h + unit) & _MASK32

@@ -27,15 +27,17 @@ with the position) and the blank (a ``Blank`` result).
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import NamedTuple
 
 from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError
 from rocketstore.format import sysflag
 from rocketstore.format.crc import masked_crc32
-from rocketstore.format.hosts import decode_host
+from rocketstore.format.hosts import decode_host, decoded_hosts
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
+from rocketstore.format.native import native
 from rocketstore.format.properties import decode_properties
 
 MESSAGE_MAGIC_V1 = -626843481  # 0xDAA320A7
@@ -359,6 +361,64 @@ def to_message_ext(
         prepared_transaction_offset=view.prepared_transaction_offset,
         magic_code=view.magic,
     )
+
+
+def fast_message_ext(
+    buf: bytes | bytearray | memoryview | mmap.mmap,
+    position: int,
+    limit: int,
+    offset: int,
+    size: int | None,
+    *,
+    read_body: bool = True,
+) -> MessageExt | None:
+    """``to_message_ext(buf, read_record(buf, position))`` done by the C extension, for a
+    v1 record at CommitLog ``offset`` (and of ``size``, when given) within ``limit``. None
+    when the extension is not built or leaves the record to the Python decoder (anything
+    uncommon or malformed; a topic or host seen for the first time)."""
+    if native is None:
+        return None
+    found: MessageExt | None = native.decode_message(
+        buf,
+        position,
+        limit,
+        offset,
+        -1 if size is None else size,
+        read_body,
+        MessageExt,
+        _TOPICS,
+        decoded_hosts(),
+        decode_properties,
+    )
+    return found
+
+
+def fast_message_exts(
+    buf: bytes | bytearray | memoryview | mmap.mmap,
+    base: int,
+    limit: int,
+    offsets: list[int],
+    sizes: list[int],
+    *,
+    read_body: bool = True,
+) -> list[MessageExt | None]:
+    """``fast_message_ext`` for records of one file mapped as ``buf`` (its first byte at
+    CommitLog offset ``base``), in one call: None for each record left to Python."""
+    if native is None:
+        return [None] * len(offsets)
+    found: list[MessageExt | None] = native.decode_messages(
+        buf,
+        base,
+        limit,
+        offsets,
+        sizes,
+        read_body,
+        MessageExt,
+        _TOPICS,
+        decoded_hosts(),
+        decode_properties,
+    )
+    return found
 
 
 def decode_message(

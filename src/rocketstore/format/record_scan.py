@@ -27,6 +27,7 @@ import numpy.typing as npt
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
+from rocketstore.format.native import native
 from rocketstore.format.properties_scan import prefix_hashes
 
 _HEAD8 = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
@@ -326,12 +327,38 @@ def _is_start(buf: memoryview, base: int, position: int, file_size: int, magic: 
     return bool(check_record(buf, base, position, file_size) is None)
 
 
+_STOPS = (Stop.BOUNDARY, Stop.BLANK, Stop.END_OF_DATA, Stop.CORRUPT)  # the C codes, in order
+
+
+def walk_start_array(
+    buf: memoryview, position: int, end: int, file_size: int
+) -> tuple[npt.NDArray[np.int64], int, str]:
+    """:func:`walk_starts` with the starts as an int64 array (what :func:`decode_run`
+    takes), walked in C when the extension is built."""
+    if native is None:
+        starts, stop_at, stop = _walk_starts_python(buf, position, end, file_size)
+        return np.asarray(starts, dtype=np.int64), stop_at, stop
+    # Every record is at least FIXED_OVERHEAD_V4 bytes: this many starts always fit.
+    out = np.empty(max(0, end - position) // rec.FIXED_OVERHEAD_V4 + 2, dtype=np.int64)
+    count, stop_at, code = native.walk_starts(buf, position, end, file_size, out)
+    return out[:count], stop_at, _STOPS[code]
+
+
 def walk_starts(
     buf: memoryview, position: int, end: int, file_size: int
 ) -> tuple[list[int], int, str]:
     """Follow TOTALSIZE from ``position`` while records start before ``end``. Returns the
     starts, where the walk stopped and why (only the header's magic and size are looked
     at; :func:`decode_run` validates the rest)."""
+    if native is not None:
+        starts, stop_at, stop = walk_start_array(buf, position, end, file_size)
+        return starts.tolist(), stop_at, stop
+    return _walk_starts_python(buf, position, end, file_size)
+
+
+def _walk_starts_python(
+    buf: memoryview, position: int, end: int, file_size: int
+) -> tuple[list[int], int, str]:
     starts: list[int] = []
     append = starts.append
     unpack = _HEAD8.unpack_from
@@ -357,7 +384,7 @@ def decode_run(
     buf: memoryview,
     raw: npt.NDArray[np.uint8],
     base: int,
-    starts: list[int],
+    starts: list[int] | npt.NDArray[np.int64],
     file_size: int,
     topics: TopicTable,
 ) -> tuple[Records, int]:
@@ -383,6 +410,8 @@ def _decode_chunk(
     file_size: int,
     topics: TopicTable,
 ) -> tuple[Records, int]:
+    if native is not None:
+        return _decode_chunk_native(buf, base, position, file_size, topics)
     count = len(position)
     fits = position + _HEADER_SIZE <= min(file_size, len(raw))
     header = _headers_at(raw, np.where(fits, position, 0)) if count else _EMPTY_HEADERS
@@ -427,14 +456,45 @@ def _decode_chunk(
         body_length=body_length,
         body_crc=header["body_crc"].astype(np.int64),
     )
-    # Records the vectorised path does not cover (IPv6 hosts, v2 magic) or rejected: decide
-    # one by one with the scalar decoder, which also gives the reason.
-    for i in np.nonzero(~ok)[0].tolist():
-        pos = int(position[i])
+    return _finish_scalar(buf, base, records, np.flatnonzero(~ok), file_size, topics)
+
+
+def _finish_scalar(
+    buf: memoryview,
+    base: int,
+    records: Records,
+    rejected: npt.NDArray[np.intp],
+    file_size: int,
+    topics: TopicTable,
+) -> tuple[Records, int]:
+    """Records the bulk path does not cover (IPv6 hosts, v2 magic) or rejected: decide
+    one by one with the scalar decoder, which also gives the reason. Returns the records
+    and how many of them, from the first, are valid."""
+    for i in rejected.tolist():
+        pos = int(records.position[i])
         if check_record(buf, base, pos, file_size) is not None:
             return records, i
         _fill_scalar(buf, records, i, pos, topics)
-    return records, count
+    return records, len(records)
+
+
+def _decode_chunk_native(
+    buf: memoryview,
+    base: int,
+    position: npt.NDArray[np.int64],
+    file_size: int,
+    topics: TopicTable,
+) -> tuple[Records, int]:
+    """``_decode_chunk`` with the per-record checks in C (the same checks, in the same
+    order of fields; topics are interned into ``topics`` as they appear)."""
+    assert native is not None
+    count = len(position)
+    table = np.empty((len(Records.__dataclass_fields__), count), dtype=np.int64)
+    ok = np.empty(count, dtype=np.uint8)
+    positions = np.ascontiguousarray(position, dtype=np.int64)
+    native.decode_chunk(buf, base, positions, file_size, topics.ids, topics.names, table, ok)
+    records = Records(*table)
+    return _finish_scalar(buf, base, records, np.flatnonzero(ok == 0), file_size, topics)
 
 
 def _fill_scalar(
@@ -486,12 +546,12 @@ def scan_range(
     if first is None:
         return RangeScan(Records.concat([]), None, Stop.BOUNDARY, end)
     while True:
-        starts, position, stop = walk_starts(buf, position, end, file_size)
+        starts, position, stop = walk_start_array(buf, position, end, file_size)
         records, valid = decode_run(buf, raw, base, starts, file_size, topics)
         parts.append(records)
         bad_at: int | None = None
         if valid < len(starts):
-            bad_at = starts[valid]
+            bad_at = int(starts[valid])
         elif stop == Stop.CORRUPT:
             bad_at = position
         elif stop == Stop.BLANK:

@@ -25,6 +25,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.crc import CRC_MASK
 from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
+from rocketstore.format.native import native
 from rocketstore.format.record_scan import (
     Records,
     Stop,
@@ -32,7 +33,7 @@ from rocketstore.format.record_scan import (
     check_record,
     decode_run,
     queue_groups,
-    walk_starts,
+    walk_start_array,
 )
 from rocketstore.index import IndexService
 
@@ -166,7 +167,7 @@ def _scan_file(
     raw = np.frombuffer(buf, dtype=np.uint8)
     while position < size:
         window_end = min(size, position + SCAN_WINDOW_BYTES)
-        starts, stop_at, why = walk_starts(buf, position, window_end, size)
+        starts, stop_at, why = walk_start_array(buf, position, window_end, size)
         records, valid = decode_run(buf, raw, base, starts, size, topics)
         reason = ""
         if check_crc and len(records):
@@ -179,7 +180,7 @@ def _scan_file(
             if on_records is not None:
                 on_records(buf, base, records, topics)
         if valid < len(starts):
-            bad_at = starts[valid]
+            bad_at = int(starts[valid])
             return bad_at, reason or check_record(buf, base, bad_at, size) or "invalid record"
         if why == Stop.BOUNDARY:
             position = stop_at
@@ -198,6 +199,18 @@ def _scan_file(
 def _first_crc_mismatch(buf: memoryview, records: Records) -> tuple[int, str] | None:
     """The first record whose body does not match its stored CRC (0 means "not set" and
     passes, RocketMQ #9121), with the reason; None if all match."""
+    if native is not None:
+        found = native.crc_mismatch(
+            buf,
+            np.ascontiguousarray(records.body_position),
+            np.ascontiguousarray(records.body_length),
+            np.ascontiguousarray(records.body_crc),
+        )
+        if found is None:
+            return None
+        row, computed = found
+        stored = int(records.body_crc[row])
+        return row, f"body CRC mismatch: stored {stored}, computed {computed}"
     checked = (records.body_crc != 0) & (records.body_length > 0)
     rows = np.flatnonzero(checked) if not checked.all() else np.arange(len(records))
     starts = records.body_position[rows]

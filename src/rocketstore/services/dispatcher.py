@@ -28,7 +28,7 @@ from rocketstore.format.record_scan import (
     TopicTable,
     check_record,
     decode_run,
-    walk_starts,
+    walk_start_array,
 )
 
 log = logging.getLogger(__name__)
@@ -128,11 +128,11 @@ class Dispatcher:
         # The chunk runs at most to its file's end; the 8-byte tail rule needs that end.
         file_end = file_size - base % file_size
         buf = memoryview(chunk)
-        starts, position, stop = walk_starts(buf, 0, len(chunk), len(chunk))
+        starts, position, stop = walk_start_array(buf, 0, len(chunk), len(chunk))
         records, valid = decode_run(buf, _as_array(chunk), base, starts, file_end, self.topics)
         next_offset: int | None = None
         if valid < len(starts):
-            self._skip_corrupt(chunk, base, starts[valid])
+            self._skip_corrupt(chunk, base, int(starts[valid]))
             position = len(chunk)
         elif stop == Stop.BLANK:
             next_offset = self.commitlog.roll_next_file(base + position)
@@ -172,7 +172,8 @@ class Dispatcher:
     # --- thread -----------------------------------------------------------------------
 
     def wakeup(self, _max_offset: int = 0) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes the condition's lock: skip when done
+            self._wake.set()
 
     def start(self) -> None:
         if self._thread is not None:

@@ -1,0 +1,1372 @@
+/*
+ * rocketstore.format._native: the per-record loops of the hot paths, in C.
+ *
+ * Layer: format (pure codecs over buffers; no files, no clock, no threads). Every
+ * function here has a Python twin in rocketstore.format or rocketstore.commitlog that
+ * defines its meaning; this module only runs the common case faster. Where a record or a
+ * message is anything but common (an IPv6 host, a v2 magic, a DELAY property, a value
+ * out of range, a corrupt byte) the function hands the case back to Python (returns None
+ * or stops where it is), so the exact checks and error messages stay in one place.
+ *
+ * Byte layout (big-endian, IPv4 hosts), as in rocketstore/format/record.py:
+ *   0 TOTALSIZE  4 MAGIC  8 BODYCRC  12 QUEUEID  16 FLAG  20 QUEUEOFFSET  28 PHYSICALOFFSET
+ *   36 SYSFLAG  40 BORNTIMESTAMP  48 BORNHOST  56 STORETIMESTAMP  64 STOREHOST
+ *   72 RECONSUMETIMES  76 PREPAREDOFFSET  84 BODYLEN  88 BODY, TOPICLEN, TOPIC, PROPLEN, PROPS
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC_V1 ((int32_t)0xDAA320A7)
+#define MAGIC_V2 ((int32_t)0xDAA320AB)
+#define BLANK_MAGIC ((int32_t)0xCBD43194)
+#define FIXED_OVERHEAD_V4 91
+#define HEADER_V4 88
+#define END_FILE_MIN_BLANK 8
+#define MAX_PROPERTIES 32767
+#define V6_FLAGS 0x30
+#define BORN_V6 0x10
+#define STORE_V6 0x20
+#define TRANSACTION_MASK 0xC
+#define CRC_MASK 0x7FFFFFFFu
+
+/* ---- big-endian fields ------------------------------------------------------------ */
+
+static inline int32_t get_i32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+static inline int64_t get_i64(const uint8_t *p) {
+    return (int64_t)(((uint64_t)(uint32_t)get_i32(p) << 32) | (uint32_t)get_i32(p + 4));
+}
+
+static inline void put_i32(uint8_t *p, int32_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (uint8_t)(u >> 24);
+    p[1] = (uint8_t)(u >> 16);
+    p[2] = (uint8_t)(u >> 8);
+    p[3] = (uint8_t)u;
+}
+
+static inline void put_i64(uint8_t *p, int64_t v) {
+    put_i32(p, (int32_t)((uint64_t)v >> 32));
+    put_i32(p + 4, (int32_t)(uint64_t)v);
+}
+
+/* ---- CRC32 -------------------------------------------------------------------------- */
+/* zlib's crc32 (the one zlib.crc32 runs) is looked up in the already loaded libz, so
+ * building needs no zlib headers; a table-driven CRC is the fallback. */
+
+typedef unsigned long (*zlib_crc32_fn)(unsigned long, const unsigned char *, unsigned int);
+static zlib_crc32_fn zlib_crc32 = NULL;
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = crc_table[0][n];
+        for (int t = 1; t < 8; t++) {
+            c = crc_table[0][c & 0xFF] ^ (c >> 8);
+            crc_table[t][n] = c;
+        }
+    }
+    const char *names[] = {"libz.so.1", "libz.so", NULL};
+    for (int i = 0; names[i] != NULL && zlib_crc32 == NULL; i++) {
+        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (lib != NULL) zlib_crc32 = (zlib_crc32_fn)dlsym(lib, "crc32");
+    }
+}
+
+static uint32_t crc32_table(uint32_t crc, const uint8_t *p, size_t n) {
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                             ((uint32_t)p[3] << 24));
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+              crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+              crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* RocketMQ's body CRC: zlib CRC32 & 0x7FFFFFFF, 0 for an empty body. */
+static uint32_t masked_crc(const uint8_t *p, size_t n) {
+    if (n == 0) return 0;
+    uint32_t crc = 0;
+    if (zlib_crc32 != NULL) {
+        while (n > 0) {
+            unsigned int step = n > 0x40000000u ? 0x40000000u : (unsigned int)n;
+            crc = (uint32_t)zlib_crc32(crc, p, step);
+            p += step;
+            n -= step;
+        }
+    } else {
+        crc = crc32_table(0, p, n);
+    }
+    return crc & CRC_MASK;
+}
+
+static PyObject *py_masked_crc32(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = masked_crc((const uint8_t *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *py_crc_backend(PyObject *self, PyObject *unused) {
+    return PyUnicode_FromString(zlib_crc32 != NULL ? "zlib" : "table");
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static PyObject *s_topic, *s_body, *s_queue_id, *s_flag, *s_sys_flag, *s_properties,
+    *s_born_timestamp, *s_born_host, *s_reconsume_times, *s_prepared_offset, *s_delay;
+
+/* An int field within [lo, hi]; 0 with *ok cleared (no Python error) when it is not. */
+static int64_t bounded(PyObject *value, int64_t lo, int64_t hi, int *ok) {
+    if (value == NULL || !PyLong_CheckExact(value)) {
+        *ok = 0;
+        return 0;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0 || v < lo || v > hi) {
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        *ok = 0;
+        return 0;
+    }
+    return (int64_t)v;
+}
+
+/* ---- put: encode a batch of messages ------------------------------------------------ */
+
+typedef struct {
+    int32_t length;
+    int32_t sys_flag;
+} RecordMeta;
+
+/* Append the properties string (name \x01 value \x02 ..., no trailing \x02) of a dict of
+ * str to str at *out. Returns its length, -1 for "not the common case" (a non-str, a
+ * DELAY entry, too long, or text that is not UTF-8 encodable) and -2 for an error. */
+static Py_ssize_t encode_properties(PyObject *props, PyObject *out, Py_ssize_t at) {
+    Py_ssize_t pos = 0, length = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(props, &pos, &name, &value)) {
+        if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value)) return -1;
+        if (PyUnicode_Compare(name, s_delay) == 0) return -1;
+        Py_ssize_t name_len, value_len;
+        const char *name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+        if (name_utf8 == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        const char *value_utf8 = PyUnicode_AsUTF8AndSize(value, &value_len);
+        if (value_utf8 == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        Py_ssize_t need = name_len + value_len + 2;
+        if (length + need - 1 > MAX_PROPERTIES) return -1;
+        if (PyByteArray_GET_SIZE(out) < at + length + need &&
+            PyByteArray_Resize(out, (at + length + need) * 2) < 0)
+            return -2;
+        char *p = PyByteArray_AS_STRING(out) + at + length;
+        memcpy(p, name_utf8, (size_t)name_len);
+        p[name_len] = '\x01';
+        memcpy(p + name_len + 1, value_utf8, (size_t)value_len);
+        p[name_len + 1 + value_len] = '\x02';
+        length += need;
+    }
+    return length > 0 ? length - 1 : 0; /* drop the trailing separator */
+}
+
+/*
+ * encode_batch(messages, message_type, topics, hosts, queue_keys, store_host, max_body,
+ *              max_record, file_size, in_batch, now_ms)
+ *   -> (blob: bytearray, meta: bytes, keys: list[str], body_bytes: int) or None
+ *
+ * Encodes each Message as MessagePreparer.prepare + PreparedMessage.encode do, with
+ * QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP left zero. ``topics`` and ``hosts`` map
+ * names already checked by Python to their encoded bytes; ``queue_keys`` caches the
+ * "topic-queueId" strings by (topic, queue id). meta holds (length, sysflag) int32 pairs
+ * in native order. None means some message needs Python's path (its checks decide).
+ */
+static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
+    PyObject *messages, *message_type, *topics, *hosts, *queue_keys, *store_host;
+    long long max_body, max_record, file_size, now_ms;
+    int in_batch;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!SLLLpL", &messages, &message_type, &PyDict_Type,
+                          &topics, &PyDict_Type, &hosts, &PyDict_Type, &queue_keys,
+                          &store_host, &max_body, &max_record, &file_size, &in_batch, &now_ms))
+        return NULL;
+    Py_ssize_t store_len = PyBytes_GET_SIZE(store_host);
+    if (store_len != 8 && store_len != 20) {
+        PyErr_SetString(PyExc_ValueError, "store host must be 8 or 20 encoded bytes");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(messages, "messages must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *blob = PyByteArray_FromStringAndSize(NULL, 0);
+    PyObject *meta = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(RecordMeta));
+    PyObject *keys = PyList_New(count);
+    PyObject *result = NULL;
+    if (blob == NULL || meta == NULL || keys == NULL) goto done;
+    RecordMeta *metas = (RecordMeta *)PyBytes_AS_STRING(meta);
+    Py_ssize_t at = 0;
+    long long body_total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *msg = items[i];
+        if ((PyObject *)Py_TYPE(msg) != message_type) goto fallback;
+        PyObject *fields = PyObject_GenericGetDict(msg, NULL);
+        if (fields == NULL) goto done;
+        /* Borrowed references from the instance dict, which lives while msg does. */
+        PyObject *topic = PyDict_GetItemWithError(fields, s_topic);
+        PyObject *body = PyDict_GetItemWithError(fields, s_body);
+        PyObject *queue_id_obj = PyDict_GetItemWithError(fields, s_queue_id);
+        PyObject *flag_obj = PyDict_GetItemWithError(fields, s_flag);
+        PyObject *sys_flag_obj = PyDict_GetItemWithError(fields, s_sys_flag);
+        PyObject *props = PyDict_GetItemWithError(fields, s_properties);
+        PyObject *born_obj = PyDict_GetItemWithError(fields, s_born_timestamp);
+        PyObject *born_host = PyDict_GetItemWithError(fields, s_born_host);
+        PyObject *reconsume_obj = PyDict_GetItemWithError(fields, s_reconsume_times);
+        PyObject *prepared_obj = PyDict_GetItemWithError(fields, s_prepared_offset);
+        Py_DECREF(fields);
+        if (PyErr_Occurred()) goto done;
+        if (topic == NULL || !PyUnicode_CheckExact(topic) || body == NULL ||
+            !PyBytes_CheckExact(body) || props == NULL || !PyDict_CheckExact(props) ||
+            born_host == NULL || !PyUnicode_CheckExact(born_host) || born_obj == NULL)
+            goto fallback;
+        int ok = 1;
+        int64_t queue_id = bounded(queue_id_obj, 0, 0x7FFFFFFF, &ok);
+        int64_t flag = bounded(flag_obj, INT32_MIN, INT32_MAX, &ok);
+        int64_t sys_flag = bounded(sys_flag_obj, INT32_MIN, INT32_MAX, &ok);
+        int64_t reconsume = bounded(reconsume_obj, INT32_MIN, INT32_MAX, &ok);
+        int64_t prepared = bounded(prepared_obj, INT64_MIN, INT64_MAX, &ok);
+        int64_t born = born_obj == Py_None ? now_ms : bounded(born_obj, INT64_MIN, INT64_MAX, &ok);
+        if (!ok) goto fallback;
+        if (in_batch && (sys_flag & TRANSACTION_MASK) != 0) goto fallback;
+        PyObject *topic_bytes = PyDict_GetItemWithError(topics, topic);
+        PyObject *born_bytes = PyDict_GetItemWithError(hosts, born_host);
+        if (PyErr_Occurred()) goto done;
+        if (topic_bytes == NULL || born_bytes == NULL || !PyBytes_CheckExact(topic_bytes) ||
+            !PyBytes_CheckExact(born_bytes))
+            goto fallback;
+        Py_ssize_t topic_len = PyBytes_GET_SIZE(topic_bytes);
+        Py_ssize_t born_len = PyBytes_GET_SIZE(born_bytes);
+        Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+        if (topic_len < 1 || topic_len > 127 || (born_len != 8 && born_len != 20) ||
+            body_len > max_body)
+            goto fallback;
+        /* Fixed part first, then the properties written where they end up. */
+        Py_ssize_t fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_len + 8 + store_len + 4 + 8 +
+                           4 + body_len + 1 + topic_len + 2;
+        if (PyByteArray_GET_SIZE(blob) < at + fixed &&
+            PyByteArray_Resize(blob, (at + fixed) * 2 + 4096) < 0)
+            goto done;
+        Py_ssize_t props_len = encode_properties(props, blob, at + fixed);
+        if (props_len == -2) goto done;
+        if (props_len < 0) goto fallback;
+        int64_t total = (int64_t)fixed + props_len;
+        if (total > max_record || total + END_FILE_MIN_BLANK > file_size) goto fallback;
+        sys_flag &= ~(int64_t)V6_FLAGS;
+        if (born_len == 20) sys_flag |= BORN_V6;
+        if (store_len == 20) sys_flag |= STORE_V6;
+        uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(blob) + at;
+        const uint8_t *body_data = (const uint8_t *)PyBytes_AS_STRING(body);
+        put_i32(p, (int32_t)total);
+        put_i32(p + 4, MAGIC_V1);
+        put_i32(p + 8, (int32_t)masked_crc(body_data, (size_t)body_len));
+        put_i32(p + 12, (int32_t)queue_id);
+        put_i32(p + 16, (int32_t)flag);
+        put_i64(p + 20, 0);
+        put_i64(p + 28, 0);
+        put_i32(p + 36, (int32_t)sys_flag);
+        put_i64(p + 40, born);
+        uint8_t *q = p + 48;
+        memcpy(q, PyBytes_AS_STRING(born_bytes), (size_t)born_len);
+        q += born_len;
+        put_i64(q, 0);
+        q += 8;
+        memcpy(q, PyBytes_AS_STRING(store_host), (size_t)store_len);
+        q += store_len;
+        put_i32(q, (int32_t)reconsume);
+        put_i64(q + 4, prepared);
+        put_i32(q + 12, (int32_t)body_len);
+        q += 16;
+        memcpy(q, body_data, (size_t)body_len);
+        q += body_len;
+        *q++ = (uint8_t)topic_len;
+        memcpy(q, PyBytes_AS_STRING(topic_bytes), (size_t)topic_len);
+        q += topic_len;
+        q[0] = (uint8_t)(props_len >> 8);
+        q[1] = (uint8_t)props_len;
+        metas[i].length = (int32_t)total;
+        body_total += body_len;
+        metas[i].sys_flag = (int32_t)sys_flag;
+        at += total;
+        /* "topic-queueId", cached per (topic, queue id object). */
+        PyObject *cache_key = PyTuple_Pack(2, topic, queue_id_obj);
+        if (cache_key == NULL) goto done;
+        PyObject *key = PyDict_GetItemWithError(queue_keys, cache_key);
+        if (key == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(cache_key);
+                goto done;
+            }
+            key = PyUnicode_FromFormat("%U-%lld", topic, (long long)queue_id);
+            if (key == NULL || PyDict_SetItem(queue_keys, cache_key, key) < 0) {
+                Py_XDECREF(key);
+                Py_DECREF(cache_key);
+                goto done;
+            }
+        } else {
+            Py_INCREF(key);
+        }
+        Py_DECREF(cache_key);
+        PyList_SET_ITEM(keys, i, key);
+    }
+    if (PyByteArray_Resize(blob, at) < 0) goto done;
+    result = Py_BuildValue("OOOL", blob, meta, keys, body_total);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(seq);
+    Py_XDECREF(blob);
+    Py_XDECREF(meta);
+    Py_XDECREF(keys);
+    return result;
+}
+
+/*
+ * append_encoded(dest, position, blob, meta, keys, table, physical_start, timestamp)
+ *   -> queue offsets (bytes of int64, native order)
+ *
+ * CommitLog.append's work under the writer lock for an encoded batch: give each record its
+ * queue offset (NOT and COMMIT records only; "topic-queueId" counters in ``table``, which
+ * is updated), its PHYSICALOFFSET and the STORETIMESTAMP, then copy the batch into
+ * ``dest`` at ``position`` with every TOTALSIZE written after all other bytes (see
+ * CommitLog._write_sizes_last for why).
+ */
+static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
+    PyObject *dest_obj, *blob_obj, *meta_obj, *keys, *table;
+    Py_ssize_t position;
+    long long physical_start, timestamp;
+    if (!PyArg_ParseTuple(args, "OnOSO!O!LL", &dest_obj, &position, &blob_obj, &meta_obj,
+                          &PyList_Type, &keys, &PyDict_Type, &table, &physical_start,
+                          &timestamp))
+        return NULL;
+    Py_buffer dest, blob;
+    if (PyObject_GetBuffer(dest_obj, &dest, PyBUF_WRITABLE) < 0) return NULL;
+    if (PyObject_GetBuffer(blob_obj, &blob, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&dest);
+        return NULL;
+    }
+    PyObject *result = NULL, *pending = NULL;
+    Py_ssize_t count = PyList_GET_SIZE(keys);
+    const RecordMeta *metas = (const RecordMeta *)PyBytes_AS_STRING(meta_obj);
+    if (PyBytes_GET_SIZE(meta_obj) != count * (Py_ssize_t)sizeof(RecordMeta)) {
+        PyErr_SetString(PyExc_ValueError, "meta and keys disagree");
+        goto done;
+    }
+    if (position < 0 || position + blob.len > dest.len) {
+        PyErr_SetString(PyExc_ValueError, "batch does not fit in the file");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, count * 8);
+    pending = PyDict_New();
+    if (result == NULL || pending == NULL) goto done;
+    int64_t *queue_offsets = (int64_t *)PyBytes_AS_STRING(result);
+    uint8_t *src = (uint8_t *)blob.buf;
+    Py_ssize_t at = 0;
+    /* Next queue offsets of the batch's first queues, kept in C (a batch mostly goes to a
+     * few queues); further queues count in the ``pending`` dict. Keys are borrowed from
+     * ``keys``, which outlives the call. */
+    enum { LOCAL_KEYS = 64 };
+    PyObject *local_keys[LOCAL_KEYS];
+    int64_t local_next[LOCAL_KEYS];
+    int local_count = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int32_t length = metas[i].length;
+        int32_t flag = metas[i].sys_flag;
+        if (length < FIXED_OVERHEAD_V4 || at + length > blob.len) {
+            PyErr_SetString(PyExc_ValueError, "meta does not describe the blob");
+            goto fail;
+        }
+        int32_t kind = flag & TRANSACTION_MASK;
+        int64_t queue_offset = 0;
+        if (kind == 0x0 || kind == 0x8) { /* NOT and COMMIT get a queue entry */
+            PyObject *key = PyList_GET_ITEM(keys, i);
+            int slot = -1;
+            for (int k = 0; k < local_count && slot < 0; k++)
+                if (local_keys[k] == key) slot = k;
+            for (int k = 0; k < local_count && slot < 0; k++) {
+                int same = PyObject_RichCompareBool(local_keys[k], key, Py_EQ);
+                if (same < 0) goto fail;
+                if (same) slot = k;
+            }
+            if (slot >= 0) {
+                queue_offset = local_next[slot]++;
+            } else {
+                PyObject *known = PyDict_GetItemWithError(pending, key);
+                if (known == NULL && !PyErr_Occurred())
+                    known = PyDict_GetItemWithError(table, key);
+                if (PyErr_Occurred()) goto fail;
+                if (known != NULL) {
+                    queue_offset = PyLong_AsLongLong(known);
+                    if (queue_offset == -1 && PyErr_Occurred()) goto fail;
+                }
+                if (local_count < LOCAL_KEYS) {
+                    local_keys[local_count] = key;
+                    local_next[local_count++] = queue_offset + 1;
+                } else {
+                    PyObject *next = PyLong_FromLongLong(queue_offset + 1);
+                    if (next == NULL || PyDict_SetItem(pending, key, next) < 0) {
+                        Py_XDECREF(next);
+                        goto fail;
+                    }
+                    Py_DECREF(next);
+                }
+            }
+        }
+        queue_offsets[i] = queue_offset;
+        uint8_t *record = src + at;
+        put_i64(record + 20, queue_offset);
+        put_i64(record + 28, physical_start + at);
+        put_i64(record + ((flag & BORN_V6) ? 68 : 56), timestamp);
+        at += length;
+    }
+    if (at != blob.len) {
+        PyErr_SetString(PyExc_ValueError, "meta does not cover the blob");
+        goto fail;
+    }
+    uint8_t *out = (uint8_t *)dest.buf + position;
+    /* A large copy (and any page faults of a fresh file) runs without the GIL, so the
+     * dispatcher's thread works meanwhile; a small one keeps it, as getting it back from
+     * a busy thread costs more than the copy. Both buffers stay exported until released:
+     * neither the mapping nor the blob can go away or move. */
+    PyThreadState *released = blob.len >= (1 << 16) ? PyEval_SaveThread() : NULL;
+    at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) { /* everything but the sizes */
+        memset(out + at, 0, 4);
+        memcpy(out + at + 4, src + at + 4, (size_t)metas[i].length - 4);
+        at += metas[i].length;
+    }
+    at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) { /* then the sizes: a record is whole once set */
+        memcpy(out + at, src + at, 4);
+        at += metas[i].length;
+    }
+    if (released != NULL) PyEval_RestoreThread(released);
+    for (int k = 0; k < local_count; k++) {
+        PyObject *next = PyLong_FromLongLong(local_next[k]);
+        if (next == NULL || PyDict_SetItem(pending, local_keys[k], next) < 0) {
+            Py_XDECREF(next);
+            goto fail;
+        }
+        Py_DECREF(next);
+    }
+    if (PyDict_Update(table, pending) < 0) goto fail;
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    Py_XDECREF(pending);
+    PyBuffer_Release(&dest);
+    PyBuffer_Release(&blob);
+    return result;
+}
+
+/* offsetMsgId: store host bytes + 8-byte offset as upper-case hex. */
+static PyObject *msg_id(const uint8_t *host, Py_ssize_t host_len, int64_t offset) {
+    static const char digits[] = "0123456789ABCDEF";
+    char text[2 * (20 + 8)];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < host_len; i++) {
+        text[n++] = digits[host[i] >> 4];
+        text[n++] = digits[host[i] & 0xF];
+    }
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        uint8_t b = (uint8_t)((uint64_t)offset >> shift);
+        text[n++] = digits[b >> 4];
+        text[n++] = digits[b & 0xF];
+    }
+    return PyUnicode_DecodeASCII(text, n, NULL);
+}
+
+static PyObject *s_status, *s_commit_log_offset, *s_queue_offset, *s_msg_id,
+    *s_store_timestamp, *s_size, *s_reason, *s_empty;
+
+/*
+ * put_results(result_type, status, meta, queue_offsets, physical_start, timestamp,
+ *             store_host) -> list of result_type
+ *
+ * One PutResult per record, made without running the frozen dataclass's __init__ (which
+ * would cost more than the whole append): the object is allocated and its slots set as
+ * object.__setattr__ would.
+ */
+static PyObject *py_put_results(PyObject *self, PyObject *args) {
+    PyTypeObject *type;
+    PyObject *status, *meta_obj, *offsets_obj, *store_host;
+    long long physical_start, timestamp;
+    if (!PyArg_ParseTuple(args, "O!OSSLLS", &PyType_Type, &type, &status, &meta_obj,
+                          &offsets_obj, &physical_start, &timestamp, &store_host))
+        return NULL;
+    Py_ssize_t count = PyBytes_GET_SIZE(meta_obj) / (Py_ssize_t)sizeof(RecordMeta);
+    if (PyBytes_GET_SIZE(offsets_obj) != count * 8) {
+        PyErr_SetString(PyExc_ValueError, "queue offsets and meta disagree");
+        return NULL;
+    }
+    const RecordMeta *metas = (const RecordMeta *)PyBytes_AS_STRING(meta_obj);
+    const int64_t *queue_offsets = (const int64_t *)PyBytes_AS_STRING(offsets_obj);
+    const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(store_host);
+    Py_ssize_t host_len = PyBytes_GET_SIZE(store_host);
+    PyObject *list = PyList_New(count);
+    PyObject *stamp = PyLong_FromLongLong(timestamp);
+    if (list == NULL || stamp == NULL) goto fail;
+    int64_t offset = physical_start;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *obj = type->tp_alloc(type, 0);
+        if (obj == NULL) goto fail;
+        PyList_SET_ITEM(list, i, obj);
+        PyObject *values[7];
+        values[0] = Py_NewRef(status);
+        values[1] = PyLong_FromLongLong(offset);
+        values[2] = PyLong_FromLongLong(queue_offsets[i]);
+        values[3] = msg_id(host, host_len, offset);
+        values[4] = Py_NewRef(stamp);
+        values[5] = PyLong_FromLong(metas[i].length);
+        values[6] = Py_NewRef(s_empty);
+        PyObject *names[7] = {s_status,          s_commit_log_offset, s_queue_offset, s_msg_id,
+                              s_store_timestamp, s_size,              s_reason};
+        int failed = 0;
+        for (int k = 0; k < 7; k++) {
+            if (values[k] == NULL || (!failed && PyObject_GenericSetAttr(obj, names[k],
+                                                                         values[k]) < 0))
+                failed = 1;
+            Py_XDECREF(values[k]);
+        }
+        if (failed) goto fail;
+        offset += metas[i].length;
+    }
+    Py_DECREF(stamp);
+    return list;
+fail:
+    Py_XDECREF(stamp);
+    Py_XDECREF(list);
+    return NULL;
+}
+
+/* ---- scans: walking and decoding a CommitLog file ---------------------------------- */
+
+enum { STOP_BOUNDARY = 0, STOP_BLANK = 1, STOP_END_OF_DATA = 2, STOP_CORRUPT = 3 };
+
+/*
+ * walk_starts(buf, position, end, file_size, out) -> (count, stop_at, stop)
+ *
+ * record_scan.walk_starts: follow TOTALSIZE from ``position`` while records start before
+ * ``end``, writing each start into ``out`` (int64). Stops early with STOP_BOUNDARY when
+ * ``out`` is full; the caller continues from ``stop_at``.
+ */
+static PyObject *py_walk_starts(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *out_obj;
+    Py_ssize_t position, end, file_size;
+    if (!PyArg_ParseTuple(args, "OnnnO", &buf_obj, &position, &end, &file_size, &out_obj))
+        return NULL;
+    Py_buffer buf, out;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (file_size > buf.len) file_size = buf.len;
+    const uint8_t *data = (const uint8_t *)buf.buf;
+    int64_t *starts = (int64_t *)out.buf;
+    Py_ssize_t capacity = out.len / 8, count = 0;
+    int stop = STOP_BOUNDARY;
+    while (position < end) {
+        if (count == capacity) break;
+        if (position < 0 || position + 8 > file_size) {
+            stop = STOP_CORRUPT;
+            break;
+        }
+        int32_t total = get_i32(data + position);
+        int32_t magic = get_i32(data + position + 4);
+        if (magic == MAGIC_V1 || magic == MAGIC_V2) {
+            if (total < FIXED_OVERHEAD_V4 || position + total > file_size) {
+                stop = STOP_CORRUPT;
+                break;
+            }
+            starts[count++] = position;
+            position += total;
+        } else if (magic == BLANK_MAGIC) {
+            stop = STOP_BLANK;
+            break;
+        } else if (total == 0 && magic == 0) {
+            stop = STOP_END_OF_DATA;
+            break;
+        } else {
+            stop = STOP_CORRUPT;
+            break;
+        }
+    }
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&out);
+    return Py_BuildValue("nni", count, position, stop);
+}
+
+/* Rows of the int64 table that decode_chunk fills (record_scan.Records' fields). */
+enum {
+    F_POSITION, F_SIZE, F_QUEUE_ID, F_QUEUE_OFFSET, F_SYS_FLAG, F_STORE_TIMESTAMP,
+    F_TOPIC_POSITION, F_TOPIC_LENGTH, F_PROPS_POSITION, F_PROPS_LENGTH, F_TOPIC_ID,
+    F_BODY_POSITION, F_BODY_LENGTH, F_BODY_CRC, F_COUNT
+};
+
+/* The id of the topic bytes in ``ids`` (bytes -> int), interning new ones (valid UTF-8
+ * only) into ``ids`` and ``names``; -1 for undecodable bytes, -2 on error. */
+static long long intern_topic(PyObject *ids, PyObject *names, const uint8_t *p, Py_ssize_t n) {
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, n);
+    if (raw == NULL) return -2;
+    PyObject *found = PyDict_GetItemWithError(ids, raw);
+    long long id;
+    if (found != NULL) {
+        id = PyLong_AsLongLong(found);
+    } else if (PyErr_Occurred()) {
+        id = -2;
+    } else {
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+        if (name == NULL) {
+            PyErr_Clear();
+            id = -1;
+        } else {
+            id = PyList_GET_SIZE(names);
+            PyObject *id_obj = PyLong_FromLongLong(id);
+            if (id_obj == NULL || PyDict_SetItem(ids, raw, id_obj) < 0 ||
+                PyList_Append(names, name) < 0)
+                id = -2;
+            Py_XDECREF(id_obj);
+            Py_DECREF(name);
+        }
+    }
+    Py_DECREF(raw);
+    return id;
+}
+
+/*
+ * decode_chunk(buf, base, positions, file_size, ids, names, table, ok)
+ *
+ * record_scan._decode_chunk's vectorised part: for each record start in ``positions``
+ * (int64), fill column i of ``table`` (int64, F_COUNT rows x len(positions)) with the
+ * record's fields and set ok[i] (uint8) when it is a valid, self-located v1 record with
+ * IPv4 hosts whose topic is UTF-8. Rows with ok 0 are decided by Python.
+ */
+static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *pos_obj, *ids, *names, *table_obj, *ok_obj;
+    long long base;
+    Py_ssize_t file_size;
+    if (!PyArg_ParseTuple(args, "OLOnO!O!OO", &buf_obj, &base, &pos_obj, &file_size,
+                          &PyDict_Type, &ids, &PyList_Type, &names, &table_obj, &ok_obj))
+        return NULL;
+    Py_buffer buf, pos, table, okb;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(pos_obj, &pos, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(table_obj, &table, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&pos);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(ok_obj, &okb, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&pos);
+        PyBuffer_Release(&table);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = pos.len / 8;
+    if (table.len != n * 8 * F_COUNT || okb.len != n) {
+        PyErr_SetString(PyExc_ValueError, "table or ok has the wrong size");
+        goto done;
+    }
+    const uint8_t *data = (const uint8_t *)buf.buf;
+    const int64_t *positions = (const int64_t *)pos.buf;
+    int64_t *col = (int64_t *)table.buf;
+    uint8_t *ok = (uint8_t *)okb.buf;
+    Py_ssize_t limit = file_size < buf.len ? file_size : buf.len;
+    /* Consecutive records mostly share a topic: compare with the last one first. */
+    Py_ssize_t last_topic_at = -1, last_topic_len = -1;
+    long long last_topic_id = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = positions[i];
+        ok[i] = 0;
+        for (int f = 0; f < F_COUNT; f++) col[f * n + i] = 0;
+        col[F_POSITION * n + i] = p;
+        if (p < 0 || p + HEADER_V4 > limit) continue;
+        const uint8_t *r = data + p;
+        int32_t total = get_i32(r);
+        int32_t flag = get_i32(r + 36);
+        int32_t body_len = get_i32(r + 84);
+        col[F_SIZE * n + i] = total;
+        col[F_QUEUE_ID * n + i] = get_i32(r + 12);
+        col[F_QUEUE_OFFSET * n + i] = get_i64(r + 20);
+        col[F_SYS_FLAG * n + i] = flag;
+        col[F_STORE_TIMESTAMP * n + i] = get_i64(r + 56);
+        col[F_BODY_POSITION * n + i] = p + HEADER_V4;
+        col[F_BODY_LENGTH * n + i] = body_len;
+        col[F_BODY_CRC * n + i] = get_i32(r + 8);
+        if (get_i32(r + 4) != MAGIC_V1 || (flag & V6_FLAGS) != 0) continue;
+        if (total < FIXED_OVERHEAD_V4 || p + total > file_size || p + total > buf.len) continue;
+        if (body_len < 0 || body_len > total - FIXED_OVERHEAD_V4) continue;
+        int64_t topic_len = (int8_t)r[HEADER_V4 + body_len];
+        int64_t topic_at = p + HEADER_V4 + body_len + 1;
+        if (topic_len < 0 || topic_at + topic_len + 2 > p + total) continue;
+        const uint8_t *pl = data + topic_at + topic_len;
+        int64_t props_len = (int16_t)(((uint16_t)pl[0] << 8) | pl[1]);
+        col[F_TOPIC_POSITION * n + i] = topic_at;
+        col[F_TOPIC_LENGTH * n + i] = topic_len;
+        col[F_PROPS_POSITION * n + i] = topic_at + topic_len + 2;
+        col[F_PROPS_LENGTH * n + i] = props_len;
+        if (props_len < 0) continue;
+        if (FIXED_OVERHEAD_V4 + body_len + topic_len + props_len != total) continue;
+        if (get_i64(r + 28) != base + p) continue;
+        int64_t record_end = p + total;
+        if (file_size - record_end < END_FILE_MIN_BLANK && record_end != file_size) continue;
+        long long topic_id;
+        if (topic_len == last_topic_len &&
+            memcmp(data + topic_at, data + last_topic_at, (size_t)topic_len) == 0) {
+            topic_id = last_topic_id;
+        } else {
+            topic_id = intern_topic(ids, names, data + topic_at, (Py_ssize_t)topic_len);
+            if (topic_id == -2) goto done;
+            if (topic_id >= 0) {
+                last_topic_at = (Py_ssize_t)topic_at;
+                last_topic_len = (Py_ssize_t)topic_len;
+                last_topic_id = topic_id;
+            }
+        }
+        col[F_TOPIC_ID * n + i] = topic_id;
+        if (topic_id < 0) continue;
+        ok[i] = 1;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&okb);
+    return result;
+}
+
+/*
+ * crc_mismatch(buf, body_position, body_length, body_crc) -> (row, computed) or None
+ *
+ * The first record (int64 columns) whose body's masked CRC differs from the stored one;
+ * a stored CRC of 0 or an empty body is not checked (RocketMQ #9121).
+ */
+static PyObject *py_crc_mismatch(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *pos_obj, *len_obj, *crc_obj;
+    if (!PyArg_ParseTuple(args, "OOOO", &buf_obj, &pos_obj, &len_obj, &crc_obj)) return NULL;
+    Py_buffer buf, pos, len, crc;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(pos_obj, &pos, PyBUF_SIMPLE) < 0) goto r1;
+    if (PyObject_GetBuffer(len_obj, &len, PyBUF_SIMPLE) < 0) goto r2;
+    if (PyObject_GetBuffer(crc_obj, &crc, PyBUF_SIMPLE) < 0) goto r3;
+    PyObject *result = NULL;
+    Py_ssize_t n = pos.len / 8;
+    if (len.len != n * 8 || crc.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "columns differ in length");
+        goto r4;
+    }
+    const uint8_t *data = (const uint8_t *)buf.buf;
+    const int64_t *body_at = (const int64_t *)pos.buf;
+    const int64_t *body_len = (const int64_t *)len.buf;
+    const int64_t *stored = (const int64_t *)crc.buf;
+    Py_ssize_t bad = -1;
+    uint32_t computed = 0;
+    int out_of_range = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (stored[i] == 0 || body_len[i] <= 0) continue;
+        if (body_at[i] < 0 || body_at[i] + body_len[i] > buf.len) {
+            out_of_range = 1;
+            break;
+        }
+        uint32_t actual = masked_crc(data + body_at[i], (size_t)body_len[i]);
+        if ((int64_t)actual != stored[i]) {
+            bad = i;
+            computed = actual;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (out_of_range) {
+        PyErr_SetString(PyExc_ValueError, "a body lies outside the buffer");
+    } else if (bad < 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = Py_BuildValue("nk", bad, (unsigned long)computed);
+    }
+r4:
+    PyBuffer_Release(&crc);
+r3:
+    PyBuffer_Release(&len);
+r2:
+    PyBuffer_Release(&pos);
+r1:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ---- reads: one record into a MessageExt ------------------------------------------- */
+
+static PyObject *s_ext_names[18];
+static const char *ext_names[18] = {
+    "topic", "queue_id", "queue_offset", "commit_log_offset", "size", "body", "properties",
+    "msg_id", "sys_flag", "flag", "body_crc", "born_timestamp", "born_host",
+    "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset",
+    "magic_code",
+};
+
+/* A cached str for some bytes (topics, hosts): a new reference, or NULL without an error
+ * when ``cache`` does not know them (the Python path decodes and fills it). */
+static PyObject *cached_text(PyObject *cache, const uint8_t *p, Py_ssize_t n) {
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, n);
+    if (raw == NULL) return NULL;
+    PyObject *text = PyDict_GetItemWithError(cache, raw);
+    Py_DECREF(raw);
+    return Py_XNewRef(text);
+}
+
+/* decode_properties_str for ASCII text (characters are bytes, so RocketMQ's rules apply
+ * to bytes): segments split by \x02, kept when >= 3 long with the first \x01 after the
+ * first character and before the last. NULL with *ascii cleared for other text. */
+static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] & 0x80) {
+            *ascii = 0;
+            return NULL;
+        }
+    }
+    PyObject *result = PyDict_New();
+    if (result == NULL) return NULL;
+    Py_ssize_t index = 0;
+    while (index < n) {
+        const uint8_t *found = memchr(p + index, '\x02', (size_t)(n - index));
+        Py_ssize_t end = found != NULL ? found - p : n;
+        if (end - index >= 3) {
+            const uint8_t *sep = memchr(p + index, '\x01', (size_t)(end - index));
+            Py_ssize_t at = sep != NULL ? sep - p : -1;
+            if (index < at && at < end - 1) {
+                PyObject *key = PyUnicode_DecodeASCII((const char *)p + index, at - index, NULL);
+                PyObject *value =
+                    PyUnicode_DecodeASCII((const char *)p + at + 1, end - at - 1, NULL);
+                if (key == NULL || value == NULL || PyDict_SetItem(result, key, value) < 0) {
+                    Py_XDECREF(key);
+                    Py_XDECREF(value);
+                    Py_DECREF(result);
+                    return NULL;
+                }
+                Py_DECREF(key);
+                Py_DECREF(value);
+            }
+        }
+        index = end + 1;
+    }
+    return result;
+}
+
+/*
+ * decode_message(buf, position, limit, expect_offset, expect_size, read_body, ext_type,
+ *                topics, hosts, decode_properties) -> MessageExt or None
+ *
+ * record.read_record + record.to_message_ext for the record at ``position`` of ``buf``
+ * (readable up to ``limit``): a v1 record whose PHYSICALOFFSET is ``expect_offset`` and,
+ * when ``expect_size`` >= 0, whose size is that. None hands the record to Python: a blank,
+ * a v2 magic, anything malformed, or a topic or host ``topics``/``hosts`` (bytes -> str
+ * caches) do not hold yet. Non-ASCII properties go through ``decode_properties``.
+ */
+typedef struct {
+    PyTypeObject *ext_type;
+    PyObject *topics, *hosts, *decode_props;
+    int read_body;
+} DecodeContext;
+
+/* One record as a MessageExt (new reference), None (new reference) for Python's path, or
+ * NULL with an error set. ``data`` is readable up to ``limit``. */
+static PyObject *decode_one(const DecodeContext *ctx, const uint8_t *data, Py_ssize_t limit,
+                            Py_ssize_t position, int64_t expect_offset,
+                            Py_ssize_t expect_size) {
+    PyTypeObject *ext_type = ctx->ext_type;
+    PyObject *topics = ctx->topics, *hosts = ctx->hosts, *decode_props = ctx->decode_props;
+    int read_body = ctx->read_body;
+    PyObject *result = NULL;
+    PyObject *values[18] = {NULL};
+    if (position < 0 || position + HEADER_V4 > limit) goto fallback;
+    const uint8_t *r = data + position;
+    int32_t total = get_i32(r);
+    if (get_i32(r + 4) != MAGIC_V1 || total < FIXED_OVERHEAD_V4 || position + total > limit)
+        goto fallback;
+    if (expect_size >= 0 && total != expect_size) goto fallback;
+    if (get_i64(r + 28) != expect_offset) goto fallback;
+    int32_t flag = get_i32(r + 36);
+    Py_ssize_t born_len = (flag & BORN_V6) ? 20 : 8;
+    Py_ssize_t store_len = (flag & STORE_V6) ? 20 : 8;
+    Py_ssize_t p = 48;
+    const uint8_t *born_host = r + p;
+    p += born_len;
+    int64_t store_timestamp = get_i64(r + p);
+    p += 8;
+    const uint8_t *store_host = r + p;
+    p += store_len;
+    int32_t reconsume = get_i32(r + p);
+    int64_t prepared = get_i64(r + p + 4);
+    int32_t body_len = get_i32(r + p + 12);
+    p += 16;
+    if (body_len < 0 || p + body_len + 1 > total) goto fallback;
+    Py_ssize_t body_at = p;
+    p += body_len;
+    int topic_len = (int8_t)r[p];
+    p += 1;
+    if (topic_len < 0 || p + topic_len + 2 > total) goto fallback;
+    Py_ssize_t topic_at = p;
+    p += topic_len;
+    int props_len = (int16_t)(((uint16_t)r[p] << 8) | r[p + 1]);
+    p += 2;
+    if (props_len < 0 || p + props_len != total) goto fallback;
+    values[0] = cached_text(topics, r + topic_at, topic_len);
+    values[12] = cached_text(hosts, born_host, born_len);
+    values[14] = cached_text(hosts, store_host, store_len);
+    if (PyErr_Occurred()) goto done;
+    if (values[0] == NULL || values[12] == NULL || values[14] == NULL) goto fallback;
+    int ascii = 1;
+    values[6] = ascii_properties(r + p, props_len, &ascii);
+    if (values[6] == NULL) {
+        if (ascii) goto done;
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)r + p, props_len);
+        if (raw == NULL) goto done;
+        values[6] = PyObject_CallOneArg(decode_props, raw);
+        Py_DECREF(raw);
+        if (values[6] == NULL) goto done;
+    }
+    values[1] = PyLong_FromLong(get_i32(r + 12));
+    values[2] = PyLong_FromLongLong(get_i64(r + 20));
+    values[3] = PyLong_FromLongLong(expect_offset);
+    values[4] = PyLong_FromLong(total);
+    values[5] = read_body ? PyBytes_FromStringAndSize((const char *)r + body_at, body_len)
+                          : Py_NewRef(Py_None);
+    values[7] = msg_id(store_host, store_len, expect_offset);
+    values[8] = PyLong_FromLong(flag);
+    values[9] = PyLong_FromLong(get_i32(r + 16));
+    values[10] = PyLong_FromLong(get_i32(r + 8));
+    values[11] = PyLong_FromLongLong(get_i64(r + 40));
+    values[13] = PyLong_FromLongLong(store_timestamp);
+    values[15] = PyLong_FromLong(reconsume);
+    values[16] = PyLong_FromLongLong(prepared);
+    values[17] = PyLong_FromLong(MAGIC_V1);
+    for (int k = 0; k < 18; k++)
+        if (values[k] == NULL) goto done;
+    PyObject *obj = ext_type->tp_alloc(ext_type, 0);
+    if (obj == NULL) goto done;
+    for (int k = 0; k < 18; k++) {
+        if (PyObject_GenericSetAttr(obj, s_ext_names[k], values[k]) < 0) {
+            Py_DECREF(obj);
+            goto done;
+        }
+    }
+    result = obj;
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < 18; k++) Py_XDECREF(values[k]);
+    return result;
+}
+
+static PyObject *py_decode_message(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *ext_type_obj;
+    Py_ssize_t position, limit;
+    long long expect_offset;
+    Py_ssize_t expect_size;
+    DecodeContext ctx;
+    if (!PyArg_ParseTuple(args, "OnnLnpO!O!O!O", &buf_obj, &position, &limit, &expect_offset,
+                          &expect_size, &ctx.read_body, &PyType_Type, &ext_type_obj,
+                          &PyDict_Type, &ctx.topics, &PyDict_Type, &ctx.hosts,
+                          &ctx.decode_props))
+        return NULL;
+    ctx.ext_type = (PyTypeObject *)ext_type_obj;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (limit > buf.len) limit = buf.len;
+    PyObject *result = decode_one(&ctx, (const uint8_t *)buf.buf, limit, position,
+                                  expect_offset, expect_size);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/*
+ * decode_messages(buf, base, limit, offsets, sizes, read_body, ext_type, topics, hosts,
+ *                 decode_properties) -> list of MessageExt or None
+ *
+ * decode_message for each CommitLog offset (with its size) in a file mapped as ``buf``
+ * whose first byte is CommitLog offset ``base``; None where Python must decide.
+ */
+static PyObject *py_decode_messages(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *offsets, *sizes, *ext_type_obj;
+    long long base;
+    Py_ssize_t limit;
+    DecodeContext ctx;
+    if (!PyArg_ParseTuple(args, "OLnO!O!pO!O!O!O", &buf_obj, &base, &limit, &PyList_Type,
+                          &offsets, &PyList_Type, &sizes, &ctx.read_body, &PyType_Type,
+                          &ext_type_obj, &PyDict_Type, &ctx.topics, &PyDict_Type, &ctx.hosts,
+                          &ctx.decode_props))
+        return NULL;
+    ctx.ext_type = (PyTypeObject *)ext_type_obj;
+    Py_ssize_t n = PyList_GET_SIZE(offsets);
+    if (PyList_GET_SIZE(sizes) != n) {
+        PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");
+        return NULL;
+    }
+    Py_buffer buf;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (limit > buf.len) limit = buf.len;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, i));
+        Py_ssize_t size = PyLong_AsSsize_t(PyList_GET_ITEM(sizes, i));
+        if (PyErr_Occurred()) goto fail;
+        PyObject *one = decode_one(&ctx, (const uint8_t *)buf.buf, limit,
+                                   (Py_ssize_t)(offset - base), offset, size);
+        if (one == NULL) goto fail;
+        PyList_SET_ITEM(list, i, one);
+    }
+    PyBuffer_Release(&buf);
+    return list;
+fail:
+    Py_XDECREF(list);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+/* ---- Java's String.hashCode -------------------------------------------------------- */
+
+/* java_hash(text) -> int: over the UTF-16 code units Java sees (astral characters as
+ * surrogate pairs, lone surrogates as themselves), as a signed 32-bit int. */
+static PyObject *py_java_hash(PyObject *self, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "java_hash takes a str");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    uint32_t h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return PyLong_FromLong((int32_t)h);
+}
+
+/* ---- dispatch facts: tagsCode and index entries ------------------------------------- */
+
+/* The value of the last segment of ``p[0:n]`` (properties, segments split by \x02) that
+ * starts with ``name`` \x01 and has a non-empty value: dispatch_facts.property_value. */
+static int last_value(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t name_len,
+                      Py_ssize_t *start, Py_ssize_t *length) {
+    int found = 0;
+    Py_ssize_t at = 0;
+    while (at <= n) {
+        const uint8_t *stop = at < n ? memchr(p + at, '\x02', (size_t)(n - at)) : NULL;
+        Py_ssize_t end = stop != NULL ? stop - p : n;
+        Py_ssize_t value_at = at + name_len + 1;
+        if (end - at > name_len + 1 && memcmp(p + at, name, (size_t)name_len) == 0 &&
+            p[at + name_len] == '\x01') {
+            *start = value_at;
+            *length = end - value_at;
+            found = 1;
+        }
+        at = end + 1;
+    }
+    return found;
+}
+
+static inline uint32_t hash_bytes(uint32_t h, const uint8_t *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) h = 31 * h + p[i];
+    return h;
+}
+
+/* index_key_hash: abs of the signed hash, and Integer.MIN_VALUE (whose abs is itself in
+ * Java) as 0. */
+static inline int64_t key_hash(uint32_t h) {
+    int32_t v = (int32_t)h;
+    if (v == INT32_MIN) return 0;
+    return v < 0 ? -(int64_t)v : v;
+}
+
+typedef struct {
+    int64_t key_hash, offset, store_timestamp, record, order;
+} Entry;
+
+typedef struct {
+    Entry *rows;
+    Py_ssize_t count, capacity;
+} Entries;
+
+static int add_entry(Entries *e, int64_t hash, int64_t offset, int64_t stamp, int64_t record,
+                     int64_t order) {
+    if (e->count == e->capacity) {
+        Py_ssize_t grown = e->capacity ? e->capacity * 2 : 1024;
+        Entry *rows = PyMem_Realloc(e->rows, (size_t)grown * sizeof(Entry));
+        if (rows == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        e->rows = rows;
+        e->capacity = grown;
+    }
+    Entry *row = &e->rows[e->count++];
+    row->key_hash = hash;
+    row->offset = offset;
+    row->store_timestamp = stamp;
+    row->record = record;
+    row->order = order;
+    return 0;
+}
+
+/*
+ * dispatch_facts(buf, columns, prefixes, schedule_id, index, codes, slow) -> entries bytes
+ *
+ * dispatch_facts.dispatch_facts for records with ASCII properties outside SCHEDULE_TOPIC:
+ * ``columns`` is a sequence of int64 arrays (properties position and length, topic id,
+ * sys flag, position, store timestamp); ``prefixes`` (uint64 per topic id) the Java hash of
+ * "topic#". Fills codes (int64 tagsCode) and slow (uint8: 1 for records Python must do)
+ * and returns the index entries (ENTRY_DTYPE rows, little-endian int64 x 5) in (record,
+ * order) order: UNIQ_KEY first (order -1), then each KEYS token.
+ */
+static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
+    PyObject *buf_obj, *columns, *prefixes_obj, *codes_obj, *slow_obj;
+    long long schedule_id;
+    int index;
+    if (!PyArg_ParseTuple(args, "OOOLpOO", &buf_obj, &columns, &prefixes_obj, &schedule_id,
+                          &index, &codes_obj, &slow_obj))
+        return NULL;
+    enum { C_PROPS_POS, C_PROPS_LEN, C_TOPIC, C_FLAG, C_POSITION, C_STAMP, C_COUNT };
+    Py_buffer views[C_COUNT + 4];
+    int held = 0;
+    PyObject *result = NULL;
+    Entries entries = {NULL, 0, 0};
+    PyObject *seq = PySequence_Fast(columns, "columns must be a sequence");
+    if (seq == NULL) return NULL;
+    if (PySequence_Fast_GET_SIZE(seq) != C_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "dispatch_facts takes six columns");
+        goto done;
+    }
+    PyObject *objects[C_COUNT + 4];
+    for (int k = 0; k < C_COUNT; k++) objects[k] = PySequence_Fast_GET_ITEM(seq, k);
+    objects[C_COUNT] = buf_obj;
+    objects[C_COUNT + 1] = prefixes_obj;
+    objects[C_COUNT + 2] = codes_obj;
+    objects[C_COUNT + 3] = slow_obj;
+    for (; held < C_COUNT + 4; held++) {
+        int flags = held >= C_COUNT + 2 ? PyBUF_WRITABLE : PyBUF_SIMPLE;
+        if (PyObject_GetBuffer(objects[held], &views[held], flags) < 0) goto done;
+    }
+    Py_ssize_t n = views[C_PROPS_POS].len / 8;
+    for (int k = 0; k < C_COUNT; k++) {
+        if (views[k].len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "columns differ in length");
+            goto done;
+        }
+    }
+    if (views[C_COUNT + 2].len != n * 8 || views[C_COUNT + 3].len != n) {
+        PyErr_SetString(PyExc_ValueError, "codes or slow has the wrong length");
+        goto done;
+    }
+    const uint8_t *data = (const uint8_t *)views[C_COUNT].buf;
+    Py_ssize_t data_len = views[C_COUNT].len;
+    const uint64_t *prefixes = (const uint64_t *)views[C_COUNT + 1].buf;
+    Py_ssize_t topic_count = views[C_COUNT + 1].len / 8;
+    const int64_t *col[C_COUNT];
+    for (int k = 0; k < C_COUNT; k++) col[k] = (const int64_t *)views[k].buf;
+    int64_t *codes = (int64_t *)views[C_COUNT + 2].buf;
+    uint8_t *slow = (uint8_t *)views[C_COUNT + 3].buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t at = col[C_PROPS_POS][i], len = col[C_PROPS_LEN][i];
+        int64_t topic = col[C_TOPIC][i];
+        codes[i] = 0;
+        slow[i] = 1;
+        if (at < 0 || len < 0 || at + len > data_len || topic < 0 || topic >= topic_count ||
+            topic == schedule_id)
+            continue;
+        const uint8_t *p = data + at;
+        int ascii = 1;
+        for (int64_t k = 0; k < len; k++) {
+            if (p[k] & 0x80) {
+                ascii = 0;
+                break;
+            }
+        }
+        if (!ascii) continue;
+        slow[i] = 0;
+        Py_ssize_t v_at, v_len;
+        if (last_value(p, len, "TAGS", 4, &v_at, &v_len))
+            codes[i] = (int32_t)hash_bytes(0, p + v_at, v_len);
+        if (!index || (col[C_FLAG][i] & TRANSACTION_MASK) == 0xC) continue; /* ROLLBACK */
+        uint32_t prefix = (uint32_t)prefixes[topic];
+        int64_t offset = col[C_POSITION][i], stamp = col[C_STAMP][i];
+        if (last_value(p, len, "UNIQ_KEY", 8, &v_at, &v_len) &&
+            add_entry(&entries, key_hash(hash_bytes(prefix, p + v_at, v_len)), offset, stamp,
+                      i, -1) < 0)
+            goto done;
+        if (last_value(p, len, "KEYS", 4, &v_at, &v_len)) {
+            int64_t order = 0;
+            Py_ssize_t t = v_at, end = v_at + v_len;
+            while (t < end) {
+                const uint8_t *space = memchr(p + t, ' ', (size_t)(end - t));
+                Py_ssize_t token_end = space != NULL ? space - p : end;
+                if (token_end > t &&
+                    add_entry(&entries, key_hash(hash_bytes(prefix, p + t, token_end - t)),
+                              offset, stamp, i, order++) < 0)
+                    goto done;
+                t = token_end + 1;
+            }
+        }
+    }
+    result = PyBytes_FromStringAndSize(NULL, entries.count * (Py_ssize_t)sizeof(Entry));
+    if (result != NULL) {
+        uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+        for (Py_ssize_t r = 0; r < entries.count; r++) { /* little-endian, as ENTRY_DTYPE */
+            const int64_t *fields = &entries.rows[r].key_hash;
+            for (int f = 0; f < 5; f++) {
+                uint64_t v = (uint64_t)fields[f];
+                for (int b = 0; b < 8; b++) *out++ = (uint8_t)(v >> (8 * b));
+            }
+        }
+    }
+done:
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    PyMem_Free(entries.rows);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---- page tables ahead of the writer ------------------------------------------------ */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/*
+ * populate_write(buf, start, length) -> 0 or an errno
+ *
+ * madvise(MADV_POPULATE_WRITE) over [start, start + length) of a shared file mapping:
+ * the kernel takes the write faults now (allocating the page-cache pages of the
+ * preallocated file's unwritten extents) without changing a byte, so the writer later
+ * copies into pages already mapped. Runs without the GIL. EINVAL on kernels before 5.14.
+ */
+static PyObject *py_populate_write(PyObject *self, PyObject *args) {
+    PyObject *buf_obj;
+    Py_ssize_t start, length;
+    if (!PyArg_ParseTuple(args, "Onn", &buf_obj, &start, &length)) return NULL;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0) return NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    int error = 0;
+    if (start < 0 || length < 0 || start + length > buf.len) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "range outside the mapping");
+        return NULL;
+    }
+    uintptr_t first = ((uintptr_t)buf.buf + (uintptr_t)start) & ~(uintptr_t)(page - 1);
+    uintptr_t last = (uintptr_t)buf.buf + (uintptr_t)(start + length);
+    if (last > first) {
+        Py_BEGIN_ALLOW_THREADS
+        if (madvise((void *)first, (size_t)(last - first), MADV_POPULATE_WRITE) != 0)
+            error = errno;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&buf);
+    return PyLong_FromLong(error);
+}
+
+/* ---- module ------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"masked_crc32", py_masked_crc32, METH_O, "zlib CRC32 & 0x7FFFFFFF (0 when empty)."},
+    {"crc_backend", py_crc_backend, METH_NOARGS, "'zlib' or 'table': which CRC runs."},
+    {"encode_batch", py_encode_batch, METH_VARARGS, "Encode messages into one blob."},
+    {"append_encoded", py_append_encoded, METH_VARARGS, "Stamp and copy an encoded batch."},
+    {"put_results", py_put_results, METH_VARARGS, "PutResult objects of an appended batch."},
+    {"walk_starts", py_walk_starts, METH_VARARGS, "Record starts by TOTALSIZE."},
+    {"decode_chunk", py_decode_chunk, METH_VARARGS, "Fields of records at given starts."},
+    {"crc_mismatch", py_crc_mismatch, METH_VARARGS, "First body whose CRC differs."},
+    {"decode_message", py_decode_message, METH_VARARGS, "A record as a MessageExt."},
+    {"decode_messages", py_decode_messages, METH_VARARGS, "Records of one file as MessageExt."},
+    {"java_hash", py_java_hash, METH_O, "Java's String.hashCode of a str."},
+    {"dispatch_facts", py_dispatch_facts, METH_VARARGS, "tagsCodes and index entries."},
+    {"populate_write", py_populate_write, METH_VARARGS, "Write-fault pages in, unchanged."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "Hot loops of rocketstore's codecs, in C.", -1, methods,
+};
+
+#define INTERN(var, text)                                                                  \
+    do {                                                                                   \
+        var = PyUnicode_InternFromString(text);                                            \
+        if (var == NULL) return NULL;                                                      \
+    } while (0)
+
+PyMODINIT_FUNC PyInit__native(void) {
+    crc_init();
+    INTERN(s_topic, "topic");
+    INTERN(s_body, "body");
+    INTERN(s_queue_id, "queue_id");
+    INTERN(s_flag, "flag");
+    INTERN(s_sys_flag, "sys_flag");
+    INTERN(s_properties, "properties");
+    INTERN(s_born_timestamp, "born_timestamp");
+    INTERN(s_born_host, "born_host");
+    INTERN(s_reconsume_times, "reconsume_times");
+    INTERN(s_prepared_offset, "prepared_transaction_offset");
+    INTERN(s_delay, "DELAY");
+    INTERN(s_status, "status");
+    INTERN(s_commit_log_offset, "commit_log_offset");
+    INTERN(s_queue_offset, "queue_offset");
+    INTERN(s_msg_id, "msg_id");
+    INTERN(s_store_timestamp, "store_timestamp");
+    INTERN(s_size, "size");
+    INTERN(s_reason, "reason");
+    INTERN(s_empty, "");
+    for (int k = 0; k < 18; k++) INTERN(s_ext_names[k], ext_names[k]);
+    return PyModule_Create(&module);
+}

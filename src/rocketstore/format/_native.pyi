@@ -1,0 +1,102 @@
+# Types of the C extension built from _native.c (see rocketstore.format.native).
+from collections.abc import Sequence
+from typing import Any
+
+from _typeshed import ReadableBuffer, WriteableBuffer
+
+def masked_crc32(data: ReadableBuffer, /) -> int: ...
+def crc_backend() -> str: ...
+def encode_batch(
+    messages: Sequence[object],
+    message_type: type,
+    topics: dict[str, bytes],
+    hosts: dict[str, bytes],
+    queue_keys: dict[tuple[str, int], str],
+    store_host: bytes,
+    max_body: int,
+    max_record: int,
+    file_size: int,
+    in_batch: bool,
+    now_ms: int,
+    /,
+) -> tuple[bytearray, bytes, list[str], int] | None: ...
+def append_encoded(
+    dest: WriteableBuffer,
+    position: int,
+    blob: bytearray,
+    meta: bytes,
+    keys: list[str],
+    table: dict[str, int],
+    physical_start: int,
+    timestamp: int,
+    /,
+) -> bytes: ...
+def put_results(
+    result_type: type[Any],
+    status: object,
+    meta: bytes,
+    queue_offsets: bytes,
+    physical_start: int,
+    timestamp: int,
+    store_host: bytes,
+    /,
+) -> list[Any]: ...
+def walk_starts(
+    buf: ReadableBuffer, position: int, end: int, file_size: int, out: WriteableBuffer, /
+) -> tuple[int, int, int]: ...
+def decode_chunk(
+    buf: ReadableBuffer,
+    base: int,
+    positions: ReadableBuffer,
+    file_size: int,
+    ids: dict[bytes, int],
+    names: list[str],
+    table: WriteableBuffer,
+    ok: WriteableBuffer,
+    /,
+) -> None: ...
+def crc_mismatch(
+    buf: ReadableBuffer,
+    body_position: ReadableBuffer,
+    body_length: ReadableBuffer,
+    body_crc: ReadableBuffer,
+    /,
+) -> tuple[int, int] | None: ...
+def decode_message(
+    buf: ReadableBuffer,
+    position: int,
+    limit: int,
+    expect_offset: int,
+    expect_size: int,
+    read_body: bool,
+    ext_type: type[Any],
+    topics: dict[bytes, str],
+    hosts: dict[bytes, str],
+    decode_properties: Any,
+    /,
+) -> Any: ...
+def java_hash(text: str, /) -> int: ...
+def dispatch_facts(
+    buf: ReadableBuffer,
+    columns: Sequence[ReadableBuffer],
+    prefixes: ReadableBuffer,
+    schedule_id: int,
+    index: bool,
+    codes: WriteableBuffer,
+    slow: WriteableBuffer,
+    /,
+) -> bytes: ...
+def decode_messages(
+    buf: ReadableBuffer,
+    base: int,
+    limit: int,
+    offsets: list[int],
+    sizes: list[int],
+    read_body: bool,
+    ext_type: type[Any],
+    topics: dict[bytes, str],
+    hosts: dict[bytes, str],
+    decode_properties: Any,
+    /,
+) -> list[Any]: ...
+def populate_write(buf: WriteableBuffer, start: int, length: int, /) -> int: ...

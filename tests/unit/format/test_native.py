@@ -1,0 +1,264 @@
+"""The C extension against the pure-Python paths that define its behaviour: the same
+CommitLog bytes and PutResults for the same puts (including every case it hands back to
+Python), the same walk, decode and CRC verdicts over valid, torn and corrupted files."""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore import commitlog as commitlog_module
+from rocketstore import put_path as put_path_module
+from rocketstore.format import native as native_module
+from rocketstore.format import record_scan
+from rocketstore.format.crc import masked_crc32
+from rocketstore.format.record_scan import Records, TopicTable, decode_run
+from rocketstore.paths import commitlog_dir
+from rocketstore.recovery import recover as recover_module
+
+native = native_module.native
+pytestmark = pytest.mark.skipif(native is None, reason="the C extension is not built")
+
+FILE_SIZE = 64 * 1024
+STAMP = 1_700_000_000_000
+# Modules that picked up the extension at import: patched to None for the Python path.
+_USERS = (put_path_module, commitlog_module, record_scan, recover_module)
+
+
+def _set_native(value: object) -> None:
+    for module in _USERS:
+        module.native = value  # type: ignore[attr-defined]
+
+
+class _PythonPaths:
+    def __enter__(self) -> None:
+        _set_native(None)
+
+    def __exit__(self, *exc: object) -> None:
+        _set_native(native)
+
+
+def _config() -> StoreConfig:
+    return StoreConfig(mapped_file_size_commit_log=FILE_SIZE, message_index_enable=False)
+
+
+def _commitlog_bytes(root: Path) -> bytes:
+    directory = commitlog_dir(str(root))
+    if not os.path.isdir(directory):
+        return b""  # nothing was ever appended
+    return b"".join((Path(directory) / name).read_bytes() for name in sorted(os.listdir(directory)))
+
+
+def _run(root: Path, calls: list[list[Message]], *, python: bool) -> list[object]:
+    store = MessageStore.open(str(root), _config())
+    outcomes: list[object] = []
+    try:
+        if python:
+            _set_native(None)
+        for call in calls:
+            if len(call) == 1:
+                outcomes.append(store.put(call[0], store_timestamp=STAMP))
+            else:
+                outcomes.append(store.put_batch(call, store_timestamp=STAMP))
+    finally:
+        _set_native(native)
+        store.close()
+    return outcomes
+
+
+def _same_both_ways(tmp_path: Path, calls: list[list[Message]]) -> list[object]:
+    fast = _run(tmp_path / "native", calls, python=False)
+    slow = _run(tmp_path / "python", calls, python=True)
+    assert fast == slow
+    assert _commitlog_bytes(tmp_path / "native") == _commitlog_bytes(tmp_path / "python")
+    return fast
+
+
+_topics = st.sampled_from(["TopicA", "Topic_B-1", "%RETRY%group", "a" * 127, "Töpic"])
+_values = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+_properties = st.dictionaries(
+    st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "WAIT", "custom", "ключ"]), _values, max_size=5
+)
+_hosts = st.sampled_from(["127.0.0.1:50000", "10.1.2.3:10911", "[::1]:9876", "[fe80::1]:1"])
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    return Message(
+        draw(_topics),
+        draw(st.binary(max_size=300)),
+        queue_id=draw(st.integers(0, 7)),
+        flag=draw(st.integers(-(2**31), 2**31 - 1)),
+        sys_flag=draw(st.sampled_from([0, 0, 0x1, 0x2, 0x30])),
+        properties=draw(_properties),
+        born_timestamp=draw(st.integers(0, 2**62)),
+        born_host=draw(_hosts),
+        reconsume_times=draw(st.integers(0, 16)),
+        prepared_transaction_offset=draw(st.integers(-(2**63), 2**63 - 1)),
+    )
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.lists(messages(), min_size=1, max_size=12), min_size=1, max_size=6))
+def test_puts_write_the_same_bytes_and_results(
+    tmp_path_factory: pytest.TempPathFactory, calls: list[list[Message]]
+) -> None:
+    _same_both_ways(tmp_path_factory.mktemp("puts"), calls)
+
+
+def test_batches_roll_files_the_same_way(tmp_path: Path) -> None:
+    # Each batch of 40 x ~1.2 KB does not fit in what a 64 KiB file has left at some point.
+    calls = [
+        [Message("T", bytes([i]) * 1100, i % 3, properties={"KEYS": "k"}, born_timestamp=1)] * 40
+        for i in range(5)
+    ]
+    outcomes = _same_both_ways(tmp_path, calls)
+    offsets = [r.commit_log_offset for batch in outcomes for r in batch]  # type: ignore[attr-defined]
+    assert any(o % FILE_SIZE == 0 for o in offsets[1:])  # a roll happened
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        Message("T", b"x", properties={"DELAY": "3"}),  # the 4.9 delay rewrite
+        Message("T", b"x", properties={"DELAY": "abc"}),  # MESSAGE_ILLEGAL
+        Message("bad topic!", b"x"),  # illegal topic name
+        Message("T", bytearray(b"x")),  # a body that is not bytes
+        Message("T", b"x", flag=2**31),  # out of the int32 range
+        Message("T", b"x", queue_id=-1),
+        Message("T", b"x", born_host="not a host"),
+        Message("T", b"x", properties={"KEYS": None}),  # type: ignore[dict-item]
+        Message("T", b"x", properties={"K": "v" * 40_000}),  # PROPERTIES_SIZE_EXCEEDED
+        Message("T", b"x" * 5_000_000),  # larger than max_message_size
+        Message("T", b"x", sys_flag=0x4),  # a PREPARED transaction record
+    ],
+)
+def test_uncommon_messages_get_the_python_outcome(tmp_path: Path, odd: Message) -> None:
+    odd.born_timestamp = STAMP  # compared byte for byte: no "now"
+    plain = Message("T", b"plain", properties={"KEYS": "k"}, born_timestamp=STAMP)
+    calls = [[plain], [odd], [plain, odd], [plain, plain]]
+    _same_both_ways(tmp_path, calls)
+
+
+def test_born_timestamp_none_means_now(tmp_path: Path) -> None:
+    store = MessageStore.open(str(tmp_path), _config())
+    try:
+        before = time.time_ns() // 1_000_000
+        result = store.put(Message("T", b"x"))
+        after = time.time_ns() // 1_000_000
+        found = store.look_message(result.commit_log_offset)
+    finally:
+        store.close()
+    assert found is not None and before <= found.born_timestamp <= after
+
+
+def test_text_that_cannot_be_encoded_fails_both_ways(tmp_path: Path) -> None:
+    odd = Message("T", b"x", properties={"bad": "\ud800"}, born_timestamp=STAMP)
+    for python in (False, True):
+        with pytest.raises(UnicodeEncodeError):
+            _run(tmp_path / str(python), [[odd]], python=python)
+
+
+def test_encode_batch_hands_back_what_it_does_not_know() -> None:
+    assert native is not None
+    args = ({}, {}, {}, bytes(8), 4 << 20, (4 << 20) + 65536, 1 << 30, True, 0)
+    message = Message("T", b"x")
+    assert native.encode_batch([message], Message, *args) is None  # unknown topic
+    known = ({"T": b"T"}, {"127.0.0.1:50000": bytes(8)}, {}, *args[3:])
+    blob, _meta, keys, body_bytes = native.encode_batch([message], Message, *known)
+    assert keys == ["T-0"] and body_bytes == 1 and len(blob) == 91 + 1 + 1
+    # In a batch, transaction records go to Python (which refuses them there).
+    assert native.encode_batch([Message("T", b"x", sys_flag=0x8)], Message, *known) is None
+
+
+def test_crc_matches_zlib() -> None:
+    assert native is not None
+    for data in (b"", b"a", bytes(range(256)) * 33, os.urandom(100_001)):
+        assert native.masked_crc32(data) == masked_crc32(data)
+        assert masked_crc32(data) == (zlib.crc32(data) & 0x7FFFFFFF if data else 0)
+
+
+# --- scans ----------------------------------------------------------------------------
+
+
+def _file_of_records(tmp_path: Path, count: int) -> bytes:
+    store = MessageStore.open(str(tmp_path / "scan"), _config())
+    try:
+        for i in range(count):
+            host = "[::1]:1" if i % 7 == 3 else "127.0.0.1:50000"
+            store.put(
+                Message(f"T{i % 3}", os.urandom(i % 50), queue_id=i % 2, born_host=host),
+                store_timestamp=STAMP,
+            )
+    finally:
+        store.close()
+    return _commitlog_bytes(tmp_path / "scan")[:FILE_SIZE]
+
+
+def _scan_both_ways(data: bytes, base: int) -> None:
+    buf = memoryview(data)
+    fast = record_scan.walk_start_array(buf, 0, len(data), len(data))
+    with _PythonPaths():
+        slow = record_scan.walk_start_array(buf, 0, len(data), len(data))
+    assert fast[0].tolist() == slow[0].tolist() and fast[1:] == slow[1:]
+    raw = np.frombuffer(data, dtype=np.uint8)
+    fast_topics, slow_topics = TopicTable(), TopicTable()
+    got, valid = decode_run(buf, raw, base, fast[0], len(data), fast_topics)
+    with _PythonPaths():
+        want, want_valid = decode_run(buf, raw, base, slow[0], len(data), slow_topics)
+    assert valid == want_valid
+    for name in Records.__dataclass_fields__:
+        if name == "topic_id":
+            names_got = [fast_topics.names[i] for i in got.topic_id[:valid]]
+            names_want = [slow_topics.names[i] for i in want.topic_id[:valid]]
+            assert names_got == names_want
+        else:
+            assert getattr(got, name)[:valid].tolist() == getattr(want, name)[:valid].tolist()
+    crc_args = (got.body_position[:valid], got.body_length[:valid], got.body_crc[:valid])
+    fast_crc = recover_module._first_crc_mismatch(buf, got.take(valid))
+    with _PythonPaths():
+        slow_crc = recover_module._first_crc_mismatch(buf, got.take(valid))
+    assert fast_crc == slow_crc, crc_args
+
+
+def test_scans_agree_on_a_written_file(tmp_path: Path) -> None:
+    _scan_both_ways(_file_of_records(tmp_path, 200), 0)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_scans_agree_on_damaged_files(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    clean = _CLEAN.get("file")
+    if clean is None:
+        clean = _CLEAN["file"] = _file_of_records(tmp_path_factory.mktemp("clean"), 120)
+    damaged = bytearray(clean)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, 12_000))
+        damaged[at] = data.draw(st.integers(0, 255))
+    _scan_both_ways(bytes(damaged), data.draw(st.sampled_from([0, FILE_SIZE])))
+
+
+_CLEAN: dict[str, bytes] = {}
+
+
+def test_walk_resumes_where_a_full_output_stopped(tmp_path: Path) -> None:
+    assert native is not None
+    data = _file_of_records(tmp_path, 3)
+    first_size = int.from_bytes(data[:4], "big")
+    out = np.empty(1, dtype=np.int64)
+    assert native.walk_starts(data, 0, len(data), len(data), out) == (1, first_size, 0)
+    assert native.walk_starts(bytes(200), 0, 200, 200, out) == (0, 0, 2)  # zeros: no data
