@@ -191,7 +191,8 @@ class MappedFile:
             end = min(end, self.file_size)
             if end <= position:
                 return True
-            return native.populate_write(self.mm, position, end - position) == 0
+            error: int = native.populate_write(self.mm, position, end - position)
+            return error == 0
         except FileRemovedError:
             return False
         finally:
