@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore import commitlog as commitlog_module
 from rocketstore import put_path as put_path_module
+from rocketstore.format import dispatch_facts as dispatch_facts_module
+from rocketstore.format import javahash as javahash_module
 from rocketstore.format import native as native_module
+from rocketstore.format import record as record_module
 from rocketstore.format import record_scan
 from rocketstore.format.crc import masked_crc32
 from rocketstore.format.record_scan import Records, TopicTable, decode_run
@@ -30,7 +33,15 @@ pytestmark = pytest.mark.skipif(native is None, reason="the C extension is not b
 FILE_SIZE = 64 * 1024
 STAMP = 1_700_000_000_000
 # Modules that picked up the extension at import: patched to None for the Python path.
-_USERS = (put_path_module, commitlog_module, record_scan, recover_module)
+_USERS = (
+    put_path_module,
+    commitlog_module,
+    record_scan,
+    recover_module,
+    record_module,
+    javahash_module,
+    dispatch_facts_module,
+)
 
 
 def _set_native(value: object) -> None:
@@ -262,3 +273,56 @@ def test_walk_resumes_where_a_full_output_stopped(tmp_path: Path) -> None:
     out = np.empty(1, dtype=np.int64)
     assert native.walk_starts(data, 0, len(data), len(data), out) == (1, first_size, 0)
     assert native.walk_starts(bytes(200), 0, 200, 200, out) == (0, 0, 2)  # zeros: no data
+
+
+# --- reads ----------------------------------------------------------------------------
+
+
+def _everything_read(store: MessageStore) -> list[object]:
+    """Every pull, look-up and key query of the test store, as plain values."""
+    seen: list[object] = []
+    for queue_id in range(3):
+        for tags in (None, "A", "A || B"):
+            offset = 0
+            while True:
+                got = store.get_messages("g", "T", queue_id, offset, max_count=7, tags=tags)
+                seen.append((got.status, got.next_begin_offset, got.messages))
+                if not got.messages:
+                    break
+                offset = got.next_begin_offset
+    for number in range(0, 60, 7):
+        seen.append(store.query_messages("T", f"k{number}"))
+    return seen
+
+
+def test_reads_agree_both_ways(tmp_path: Path) -> None:
+    store = MessageStore.open(str(tmp_path), _config().replace(message_index_enable=True))
+    try:
+        for number in range(60):
+            properties = {"KEYS": f"k{number} shared", "TAGS": "AB"[number % 2]}
+            if number % 5 == 0:
+                properties["note"] = "ünïcode"  # non-ASCII properties: decoded by Python
+            if number % 9 == 0:
+                properties["odd"] = "a\x01b"  # a value holding the name/value separator
+            host = "[::1]:7" if number % 4 == 0 else "10.0.0.1:7"
+            message = Message(
+                "T", bytes([number]) * number, number % 3, properties=properties, born_host=host
+            )
+            store.put(message, store_timestamp=STAMP)
+        store.wait_dispatched()
+        fast = _everything_read(store)
+        with _PythonPaths():
+            slow = _everything_read(store)
+    finally:
+        store.close()
+    assert fast == slow
+    assert any(messages for _status, _next, messages in fast[:3])  # type: ignore[misc]
+
+
+def test_java_hash_matches_python() -> None:
+    assert native is not None
+    texts = ["", "a", "TopicA#key-1", "Töpic#ü", "😀 astral", "\ud800 lone", "x" * 1000]
+    for text in texts:
+        with _PythonPaths():
+            want = javahash_module.java_string_hash(text)
+        assert native.java_hash(text) == want
