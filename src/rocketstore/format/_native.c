@@ -460,11 +460,9 @@ static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
         goto fail;
     }
     uint8_t *out = (uint8_t *)dest.buf + position;
-    /* A large copy (and any page faults of a fresh file) runs without the GIL, so the
-     * dispatcher's thread works meanwhile; a small one keeps it, as getting it back from
-     * a busy thread costs more than the copy. Both buffers stay exported until released:
-     * neither the mapping nor the blob can go away or move. */
-    PyThreadState *released = blob.len >= (1 << 16) ? PyEval_SaveThread() : NULL;
+    /* The copy keeps the GIL: releasing it lets the busy dispatcher thread in, and the
+     * writer then waits for a whole switch interval (5 ms) to get it back, far longer
+     * than the copy (the prefaulter has taken the page faults out of it). */
     at = 0;
     for (Py_ssize_t i = 0; i < count; i++) { /* everything but the sizes */
         memset(out + at, 0, 4);
@@ -476,7 +474,6 @@ static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
         memcpy(out + at, src + at, 4);
         at += metas[i].length;
     }
-    if (released != NULL) PyEval_RestoreThread(released);
     for (int k = 0; k < local_count; k++) {
         PyObject *next = PyLong_FromLongLong(local_next[k]);
         if (next == NULL || PyDict_SetItem(pending, local_keys[k], next) < 0) {
@@ -603,6 +600,7 @@ static PyObject *py_walk_starts(PyObject *self, PyObject *args) {
     int64_t *starts = (int64_t *)out.buf;
     Py_ssize_t capacity = out.len / 8, count = 0;
     int stop = STOP_BOUNDARY;
+    Py_BEGIN_ALLOW_THREADS /* the dispatcher's walk runs beside the writer */
     while (position < end) {
         if (count == capacity) break;
         if (position < 0 || position + 8 > file_size) {
@@ -629,6 +627,7 @@ static PyObject *py_walk_starts(PyObject *self, PyObject *args) {
             break;
         }
     }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     PyBuffer_Release(&out);
     return Py_BuildValue("nni", count, position, stop);
@@ -717,6 +716,9 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
     /* Consecutive records mostly share a topic: compare with the last one first. */
     Py_ssize_t last_topic_at = -1, last_topic_len = -1;
     long long last_topic_id = -1;
+    int failed = 0;
+    /* Without the GIL but to intern a new topic: the dispatcher runs beside the writer. */
+    PyThreadState *released = PyEval_SaveThread();
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t p = positions[i];
         ok[i] = 0;
@@ -757,8 +759,13 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
             memcmp(data + topic_at, data + last_topic_at, (size_t)topic_len) == 0) {
             topic_id = last_topic_id;
         } else {
+            PyEval_RestoreThread(released);
             topic_id = intern_topic(ids, names, data + topic_at, (Py_ssize_t)topic_len);
-            if (topic_id == -2) goto done;
+            released = PyEval_SaveThread();
+            if (topic_id == -2) {
+                failed = 1;
+                break;
+            }
             if (topic_id >= 0) {
                 last_topic_at = (Py_ssize_t)topic_at;
                 last_topic_len = (Py_ssize_t)topic_len;
@@ -769,7 +776,8 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
         if (topic_id < 0) continue;
         ok[i] = 1;
     }
-    result = Py_NewRef(Py_None);
+    PyEval_RestoreThread(released);
+    if (!failed) result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&buf);
     PyBuffer_Release(&pos);
@@ -1144,11 +1152,8 @@ static int add_entry(Entries *e, int64_t hash, int64_t offset, int64_t stamp, in
                      int64_t order) {
     if (e->count == e->capacity) {
         Py_ssize_t grown = e->capacity ? e->capacity * 2 : 1024;
-        Entry *rows = PyMem_Realloc(e->rows, (size_t)grown * sizeof(Entry));
-        if (rows == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        Entry *rows = PyMem_RawRealloc(e->rows, (size_t)grown * sizeof(Entry));
+        if (rows == NULL) return -1; /* the caller raises MemoryError, with the GIL */
         e->rows = rows;
         e->capacity = grown;
     }
@@ -1218,7 +1223,9 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
     for (int k = 0; k < C_COUNT; k++) col[k] = (const int64_t *)views[k].buf;
     int64_t *codes = (int64_t *)views[C_COUNT + 2].buf;
     uint8_t *slow = (uint8_t *)views[C_COUNT + 3].buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int out_of_memory = 0;
+    Py_BEGIN_ALLOW_THREADS /* plain C over exported buffers: runs beside the writer */
+    for (Py_ssize_t i = 0; i < n && !out_of_memory; i++) {
         int64_t at = col[C_PROPS_POS][i], len = col[C_PROPS_LEN][i];
         int64_t topic = col[C_TOPIC][i];
         codes[i] = 0;
@@ -1245,8 +1252,8 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
         if (last_value(p, len, "UNIQ_KEY", 8, &v_at, &v_len) &&
             add_entry(&entries, key_hash(hash_bytes(prefix, p + v_at, v_len)), offset, stamp,
                       i, -1) < 0)
-            goto done;
-        if (last_value(p, len, "KEYS", 4, &v_at, &v_len)) {
+            out_of_memory = 1;
+        if (!out_of_memory && last_value(p, len, "KEYS", 4, &v_at, &v_len)) {
             int64_t order = 0;
             Py_ssize_t t = v_at, end = v_at + v_len;
             while (t < end) {
@@ -1254,11 +1261,18 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
                 Py_ssize_t token_end = space != NULL ? space - p : end;
                 if (token_end > t &&
                     add_entry(&entries, key_hash(hash_bytes(prefix, p + t, token_end - t)),
-                              offset, stamp, i, order++) < 0)
-                    goto done;
+                              offset, stamp, i, order++) < 0) {
+                    out_of_memory = 1;
+                    break;
+                }
                 t = token_end + 1;
             }
         }
+    }
+    Py_END_ALLOW_THREADS
+    if (out_of_memory) {
+        PyErr_NoMemory();
+        goto done;
     }
     result = PyBytes_FromStringAndSize(NULL, entries.count * (Py_ssize_t)sizeof(Entry));
     if (result != NULL) {
@@ -1273,7 +1287,7 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
     }
 done:
     for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    PyMem_Free(entries.rows);
+    PyMem_RawFree(entries.rows);
     Py_DECREF(seq);
     return result;
 }
