@@ -22,6 +22,7 @@ from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.mapped_file import MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
+from rocketstore.format.native import native
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
 from rocketstore.format.properties import split_keys
@@ -354,10 +355,22 @@ class IndexFile:
         stamps = store_timestamps[:count]
         first_number = self.index_count
         opens_file = first_number <= 1
+        diffs = time_diffs(stamps, self.header.begin_timestamp, opens_file=opens_file)
+        if native is not None:
+            taken = native.index_put(
+                self._file.mm,
+                self.hash_slot_num,
+                first_number,
+                np.ascontiguousarray(key_hashes[:count], dtype=np.int64),
+                np.ascontiguousarray(offsets, dtype=np.int64),
+                diffs,
+            )
+            self._after_put(taken, count, offsets, stamps, opens_file=opens_file)
+            return count
         block = chain_block(
             key_hashes[:count],
             offsets,
-            time_diffs(stamps, self.header.begin_timestamp, opens_file=opens_file),
+            diffs,
             hash_slot_num=self.hash_slot_num,
             first_number=first_number,
         )
@@ -375,7 +388,23 @@ class IndexFile:
         mm[position : position + count * layout.ENTRY_SIZE] = block.entries.tobytes()
         slot_table[runs.slots] = runs.lasts
         del slot_table
-        self.hash_slot_count += len(heads) - int(np.count_nonzero(valid))
+        self._after_put(
+            len(heads) - int(np.count_nonzero(valid)), count, offsets, stamps, opens_file=opens_file
+        )
+        return count
+
+    def _after_put(
+        self,
+        taken_slots: int,
+        count: int,
+        offsets: npt.NDArray[np.int64],
+        stamps: npt.NDArray[np.int64],
+        *,
+        opens_file: bool,
+    ) -> None:
+        """The header after ``count`` entries went in, ``taken_slots`` of them into slots
+        that had no entry of this file."""
+        self.hash_slot_count += taken_slots
         self.index_count += count
         changes: dict[str, int] = {}
         if opens_file:
@@ -388,7 +417,6 @@ class IndexFile:
             end_timestamp=int(stamps[-1]),
         )
         self._set(**changes)
-        return count
 
     def link_blocks(self, blocks: Iterable[SlotRuns], *, first: EntryPoint, last: EntryPoint,
                     entries: int) -> None:  # fmt: skip

@@ -796,11 +796,11 @@ static PyObject *py_crc_mismatch(PyObject *self, PyObject *args) {
     PyObject *buf_obj, *pos_obj, *len_obj, *crc_obj;
     if (!PyArg_ParseTuple(args, "OOOO", &buf_obj, &pos_obj, &len_obj, &crc_obj)) return NULL;
     Py_buffer buf, pos, len, crc;
+    PyObject *result = NULL;
     if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
     if (PyObject_GetBuffer(pos_obj, &pos, PyBUF_SIMPLE) < 0) goto r1;
     if (PyObject_GetBuffer(len_obj, &len, PyBUF_SIMPLE) < 0) goto r2;
     if (PyObject_GetBuffer(crc_obj, &crc, PyBUF_SIMPLE) < 0) goto r3;
-    PyObject *result = NULL;
     Py_ssize_t n = pos.len / 8;
     if (len.len != n * 8 || crc.len != n * 8) {
         PyErr_SetString(PyExc_ValueError, "columns differ in length");
@@ -1292,6 +1292,73 @@ done:
     return result;
 }
 
+/* ---- index file: putKey in a loop ---------------------------------------------------- */
+
+/*
+ * index_put(file, hash_slot_num, first_number, key_hashes, phy_offsets, time_diffs)
+ *   -> slots newly taken
+ *
+ * IndexFile.putKey for each entry in order, on the bytes of a mapped index file: entry
+ * ``first_number + k`` goes to its place after the slot table (key hash, offset, time
+ * diff, then the previous head of its slot when that is an entry number below its own,
+ * else 0), and becomes its slot's head. Counts the slots that had no valid head (the
+ * header's hashSlotCount grows by that). Runs without the GIL.
+ */
+static PyObject *py_index_put(PyObject *self, PyObject *args) {
+    PyObject *file_obj, *hash_obj, *offset_obj, *diff_obj;
+    Py_ssize_t slots, first_number;
+    if (!PyArg_ParseTuple(args, "OnnOOO", &file_obj, &slots, &first_number, &hash_obj,
+                          &offset_obj, &diff_obj))
+        return NULL;
+    Py_buffer file, hashes, offsets, diffs;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(file_obj, &file, PyBUF_WRITABLE) < 0) return NULL;
+    if (PyObject_GetBuffer(hash_obj, &hashes, PyBUF_SIMPLE) < 0) goto r1;
+    if (PyObject_GetBuffer(offset_obj, &offsets, PyBUF_SIMPLE) < 0) goto r2;
+    if (PyObject_GetBuffer(diff_obj, &diffs, PyBUF_SIMPLE) < 0) goto r3;
+    Py_ssize_t n = hashes.len / 8;
+    Py_ssize_t table_at = 40, entries_at = 40 + slots * 4;
+    if (offsets.len != n * 8 || diffs.len != n * 8 || slots <= 0 || first_number < 0 ||
+        entries_at + (first_number + n) * 20 > file.len) {
+        PyErr_SetString(PyExc_ValueError, "entries do not fit the index file");
+        goto r4;
+    }
+    uint8_t *data = (uint8_t *)file.buf;
+    const int64_t *key = (const int64_t *)hashes.buf;
+    const int64_t *offset = (const int64_t *)offsets.buf;
+    const int64_t *diff = (const int64_t *)diffs.buf;
+    Py_ssize_t taken = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t number = first_number + k;
+        int64_t slot = key[k] % slots;
+        if (slot < 0) slot += slots;
+        uint8_t *head = data + table_at + slot * 4;
+        int64_t prev = get_i32(head);
+        if (prev <= 0 || prev >= number) {
+            prev = 0;
+            taken++;
+        }
+        uint8_t *entry = data + entries_at + number * 20;
+        put_i32(entry, (int32_t)key[k]);
+        put_i64(entry + 4, offset[k]);
+        put_i32(entry + 12, (int32_t)diff[k]);
+        put_i32(entry + 16, (int32_t)prev);
+        put_i32(head, (int32_t)number);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(taken);
+r4:
+    PyBuffer_Release(&diffs);
+r3:
+    PyBuffer_Release(&offsets);
+r2:
+    PyBuffer_Release(&hashes);
+r1:
+    PyBuffer_Release(&file);
+    return result;
+}
+
 /* ---- page tables ahead of the writer ------------------------------------------------ */
 
 #ifndef MADV_POPULATE_WRITE
@@ -1347,6 +1414,7 @@ static PyMethodDef methods[] = {
     {"java_hash", py_java_hash, METH_O, "Java's String.hashCode of a str."},
     {"dispatch_facts", py_dispatch_facts, METH_VARARGS, "tagsCodes and index entries."},
     {"populate_write", py_populate_write, METH_VARARGS, "Write-fault pages in, unchanged."},
+    {"index_put", py_index_put, METH_VARARGS, "IndexFile.putKey for a run of entries."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -100,3 +100,12 @@ def decode_messages(
     /,
 ) -> list[Any]: ...
 def populate_write(buf: WriteableBuffer, start: int, length: int, /) -> int: ...
+def index_put(
+    file: WriteableBuffer,
+    hash_slot_num: int,
+    first_number: int,
+    key_hashes: ReadableBuffer,
+    phy_offsets: ReadableBuffer,
+    time_diffs: ReadableBuffer,
+    /,
+) -> int: ...

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore import commitlog as commitlog_module
+from rocketstore import index as index_module
 from rocketstore import put_path as put_path_module
 from rocketstore.format import dispatch_facts as dispatch_facts_module
 from rocketstore.format import javahash as javahash_module
@@ -41,6 +42,7 @@ _USERS = (
     record_module,
     javahash_module,
     dispatch_facts_module,
+    index_module,
 )
 
 
@@ -326,3 +328,38 @@ def test_java_hash_matches_python() -> None:
         with _PythonPaths():
             want = javahash_module.java_string_hash(text)
         assert native.java_hash(text) == want
+
+
+# --- index ----------------------------------------------------------------------------
+
+
+def _index_bytes(path: Path, calls: list[list[int]], garbage: int) -> bytes:
+    index_file = index_module.IndexFile(str(path), 7, 400, writable=True, create=True)
+    try:
+        # Leftover bytes in a slot (a number past the file's entries) must be ignored.
+        index_file._file.mm[40 + 4 * 3 : 40 + 4 * 4] = garbage.to_bytes(4, "big")
+        done = 0
+        for hashes in calls:
+            key_hashes = np.array(hashes, dtype=np.int64)
+            offsets = np.arange(done, done + len(hashes), dtype=np.int64) * 10
+            stamps = STAMP + np.arange(done, done + len(hashes), dtype=np.int64) * 1500
+            index_file.put_keys_bulk(key_hashes, offsets, stamps)
+            done += len(hashes)
+        return bytes(index_file._file.mm)
+    finally:
+        index_file.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=60), max_size=6),
+    st.sampled_from([0, 5, 10_000]),
+)
+def test_index_puts_agree_both_ways(
+    tmp_path_factory: pytest.TempPathFactory, calls: list[list[int]], garbage: int
+) -> None:
+    directory = tmp_path_factory.mktemp("index")
+    fast = _index_bytes(directory / "20000000000000000000", calls, garbage)
+    with _PythonPaths():
+        slow = _index_bytes(directory / "20000000000000000001", calls, garbage)
+    assert fast == slow
