@@ -7,11 +7,12 @@ Validation of what a caller may put happens in :mod:`rocketstore.put_checks`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from rocketstore.crashpoints import MID_BATCH_WRITE, armed, crash_point
@@ -325,6 +326,29 @@ class CommitLog:
         if position >= end:
             return None
         return mapped.read_held(position, end - position)
+
+    @contextlib.contextmanager
+    def view_to_file_end(self, offset: int, limit: int) -> Iterator[memoryview | None]:
+        """``read_to_file_end`` without the copy: a view of the mapping, valid inside the
+        block (the file is held, so retention cannot unmap it meanwhile)."""
+        mapped = self.files.find(offset)
+        if mapped is None or not mapped.hold():
+            yield None
+            return
+        view: memoryview | None = None
+        try:
+            position = offset - mapped.file_from_offset
+            end = min(mapped.wrote_position, position + limit)
+            if position < end:
+                view = memoryview(mapped.mm)[position:end]
+            yield view
+        except FileRemovedError:
+            yield None
+        finally:
+            if view is not None:
+                with contextlib.suppress(BufferError):  # an array outlived it: GC frees it
+                    view.release()
+            mapped.release()
 
     def read_record(
         self, offset: int, *, check_crc: bool = False, size: int | None = None

@@ -22,9 +22,9 @@ from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.mapped_file import MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
-from rocketstore.format.native import native
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
+from rocketstore.format.native import native
 from rocketstore.format.properties import split_keys
 from rocketstore.paths import index_dir, index_file_name, is_index_file_name
 

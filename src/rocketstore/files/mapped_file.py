@@ -17,6 +17,7 @@ import numpy as np
 
 from rocketstore.crashpoints import DURING_FILE_PREALLOCATION, crash_point
 from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
+from rocketstore.files.holes import data_spans
 from rocketstore.format.native import native
 
 log = logging.getLogger(__name__)
@@ -167,17 +168,30 @@ class MappedFile:
         """One past the last non-zero byte at or after ``position`` (``position`` if none)."""
         view = np.frombuffer(self.mm, dtype=np.uint8)
         chunk = 16 * 1024 * 1024
-        stop = self.file_size
         try:
-            while stop > position:
-                start = max(position, stop - chunk)
-                nonzero = np.flatnonzero(view[start:stop])
-                if len(nonzero):
-                    return start + int(nonzero[-1]) + 1
-                stop = start
+            # Holes (the never-written rest of a preallocated file) read as zeros: only
+            # the parts that may hold data are looked at, newest first.
+            for begin, finish in reversed(self._data_spans(position)):
+                stop = finish
+                while stop > begin:
+                    start = max(begin, stop - chunk)
+                    nonzero = np.flatnonzero(view[start:stop])
+                    if len(nonzero):
+                        return start + int(nonzero[-1]) + 1
+                    stop = start
             return position
         finally:
             del view
+
+    def _data_spans(self, position: int) -> list[tuple[int, int]]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return [(position, self.file_size)]
+        try:
+            return data_spans(fd, position, self.file_size)
+        finally:
+            os.close(fd)
 
     def prefault(self, position: int, end: int) -> bool:
         """Have the kernel take the write faults of [position, end) now, bytes unchanged

@@ -18,6 +18,7 @@ ranges join up (each range's walk must end where the next range's first record i
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -270,8 +271,20 @@ def check_record(buf: memoryview, base: int, position: int, file_size: int) -> s
     return None
 
 
+# Where data may start at or after a position of the file (the file's size if nowhere):
+# ``lseek(SEEK_DATA)``, from a caller that has the file open. Bytes before it read as
+# zeros (a hole, or a preallocated extent never written), so they need not be looked at:
+# reading them through the mapping would cost a page fault per page.
+NextData = Callable[[int], int]
+
+
 def find_record_start(
-    buf: memoryview, base: int, start: int, end: int, file_size: int
+    buf: memoryview,
+    base: int,
+    start: int,
+    end: int,
+    file_size: int,
+    next_data: NextData | None = None,
 ) -> int | None:
     """The first position in [start, end) holding a valid self-located record or a blank
     of the right length; None if there is none.
@@ -281,7 +294,7 @@ def find_record_start(
     candidate found so far, so a range inside data costs about one record's bytes.
     """
     finder = cast(Any, buf.obj).find  # an mmap or bytes: a C-speed search
-    start = _skip_zeros(buf, start, end)
+    start = _skip_zeros(buf, start, end, next_data)
     best = end
     for magic in (_V1, _V2, _BLANK):
         at = start
@@ -301,11 +314,15 @@ def find_record_start(
 _ZERO_STEP = 1024 * 1024
 
 
-def _skip_zeros(buf: memoryview, start: int, end: int) -> int:
+def _skip_zeros(buf: memoryview, start: int, end: int, next_data: NextData | None = None) -> int:
     """The start of the first megabyte-aligned step in [start, end) holding a non-zero
-    byte (``end`` if every byte is zero)."""
+    byte (``end`` if every byte is zero); holes ``next_data`` names are skipped unread."""
     at = start
     while at < end:
+        if next_data is not None:
+            at = max(at, next_data(at))
+            if at >= end:
+                return end
         step = min(end, at + _ZERO_STEP)
         if np.any(np.frombuffer(buf, dtype=np.uint8, count=step - at, offset=at)):
             return at
@@ -527,6 +544,7 @@ def scan_range(
     *,
     skip_corrupt: bool,
     topics: TopicTable,
+    next_data: NextData | None = None,
 ) -> RangeScan:
     """Every valid record starting in [start, end) of one file (``buf`` holds the file,
     ``base`` is its CommitLog offset). Invalid records raise RangeCorruptError, or with
@@ -538,7 +556,7 @@ def scan_range(
             return RangeScan(Records.concat([]), None, Stop.END_OF_DATA, 0)
         first: int | None = 0
     else:
-        first = find_record_start(buf, base, start, end, file_size)
+        first = find_record_start(buf, base, start, end, file_size, next_data)
     parts: list[Records] = []
     corrupt: list[CorruptRegion] = []
     position = first if first is not None else end
@@ -563,7 +581,7 @@ def scan_range(
         reason = check_record(buf, base, bad_at, file_size) or "invalid record header"
         if not skip_corrupt:
             raise RangeCorruptError(reason, position=base + bad_at)
-        resume = find_record_start(buf, base, bad_at + 1, end, file_size)
+        resume = find_record_start(buf, base, bad_at + 1, end, file_size, next_data)
         if resume is None:
             position, stop, stop_reason = bad_at, Stop.CORRUPT, reason
             break

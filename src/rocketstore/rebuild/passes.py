@@ -34,12 +34,14 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.errors import StoreError
+from rocketstore.files.holes import next_data_finder
 from rocketstore.format import index_layout
 from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE
 from rocketstore.format.queue_unit import UNIT_DTYPE as _CQ_DTYPE
 from rocketstore.format.record_scan import (
     CorruptRegion,
+    NextData,
     Records,
     TopicTable,
     queue_groups,
@@ -113,16 +115,16 @@ def scan_pass(task: ScanTask) -> ScanResult | TaskFailure:
     try:
         with open(path, "rb") as handle:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            return _scan(task, mapped)
-        finally:
-            with contextlib.suppress(BufferError):  # numpy views alive: the GC unmaps it
-                mapped.close()
+            try:
+                return _scan(task, mapped, next_data_finder(handle.fileno(), len(mapped)))
+            finally:
+                with contextlib.suppress(BufferError):  # numpy views alive: the GC unmaps it
+                    mapped.close()
     except (StoreError, OSError) as e:
         return TaskFailure(part.describe(), str(e))
 
 
-def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
+def _scan(task: ScanTask, mapped: mmap.mmap, next_data: NextData) -> ScanResult:
     part, settings = task.commit_range, task.settings
     buf = memoryview(mapped)
     topics = TopicTable()
@@ -136,6 +138,7 @@ def _scan(task: ScanTask, mapped: mmap.mmap) -> ScanResult:
         # (it may be a torn tail, which is not an error).
         skip_corrupt=True,
         topics=topics,
+        next_data=next_data,  # the unwritten rest of the newest file is not read
     )
     records = found.records
     count = len(records)

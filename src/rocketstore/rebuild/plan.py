@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError, NotAStoreError
+from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import detect_file_size
 from rocketstore.format.index_layout import file_size as index_file_size
 from rocketstore.format.index_layout import geometry_from_size
@@ -175,10 +176,13 @@ def _join_zero_tail(root: str, spans: list[Span], last_file: int) -> list[Span]:
     path = os.path.join(root, COMMITLOG_DIR, offset_to_file_name(last_file))
     join = None
     with open(path, "rb") as handle:
+        next_data = next_data_finder(handle.fileno(), spans[mine[-1]][2])
         for i in reversed(mine[1:]):
-            handle.seek(spans[i][1])
-            if any(handle.read(8)):
-                break
+            start = spans[i][1]
+            if next_data(start) <= start:  # may hold data: look (a hole is zeros)
+                handle.seek(start)
+                if any(handle.read(8)):
+                    break
             join = i
     if join is None or join == mine[-1]:
         return spans

@@ -46,7 +46,7 @@ class DispatchRun:
     ``records`` holds positions within ``data``, whose first byte is at CommitLog offset
     ``base``; topic ids index ``topics``, a table kept for the dispatcher's lifetime."""
 
-    data: bytes
+    data: bytes | memoryview  # valid only during the handler's call
     base: int
     records: Records
     topics: TopicTable
@@ -101,35 +101,33 @@ class Dispatcher:
                 self.dispatched_offset = min_offset
             if self.dispatched_offset >= max_offset:
                 break
-            chunk = self.commitlog.read_to_file_end(self.dispatched_offset, CHUNK_BYTES)
-            if chunk is None:
-                # The offset sits at the end of a full file: go to the next one.
-                next_start = self.commitlog.roll_next_file(self.dispatched_offset)
-                if (
-                    self.dispatched_offset % self.commitlog.file_size == 0
-                    or next_start > max_offset
-                ):
-                    break
-                self.dispatched_offset = next_start
-                continue
             before = self.dispatched_offset
-            count += self._dispatch_chunk(chunk)
-            if self.dispatched_offset == before:
-                break  # a record still being written past the readable end: next run
+            # The records are read in place through the mapping, which the view holds.
+            with self.commitlog.view_to_file_end(before, CHUNK_BYTES) as chunk:
+                if chunk is not None:
+                    count += self._dispatch_chunk(chunk)
+            if chunk is not None:
+                if self.dispatched_offset == before:
+                    break  # a record still being written past the readable end: next run
+                continue
+            # The offset sits at the end of a full file: go to the next one.
+            next_start = self.commitlog.roll_next_file(self.dispatched_offset)
+            if self.dispatched_offset % self.commitlog.file_size == 0 or next_start > max_offset:
+                break
+            self.dispatched_offset = next_start
         if count and self.on_progress is not None:
             self.on_progress(self.dispatched_offset)
         return count
 
-    def _dispatch_chunk(self, chunk: bytes) -> int:
+    def _dispatch_chunk(self, chunk: memoryview) -> int:
         """Decode every whole record of ``chunk``, hand them over as one run, and move
         ``dispatched_offset`` past them (or to the next file after a blank)."""
         base = self.dispatched_offset
         file_size = self.commitlog.file_size
         # The chunk runs at most to its file's end; the 8-byte tail rule needs that end.
         file_end = file_size - base % file_size
-        buf = memoryview(chunk)
-        starts, position, stop = walk_start_array(buf, 0, len(chunk), len(chunk))
-        records, valid = decode_run(buf, _as_array(chunk), base, starts, file_end, self.topics)
+        starts, position, stop = walk_start_array(chunk, 0, len(chunk), len(chunk))
+        records, valid = decode_run(chunk, _as_array(chunk), base, starts, file_end, self.topics)
         next_offset: int | None = None
         if valid < len(starts):
             self._skip_corrupt(chunk, base, int(starts[valid]))
@@ -146,7 +144,7 @@ class Dispatcher:
         return len(records)
 
     @staticmethod
-    def _incomplete(chunk: bytes, position: int, file_end: int) -> bool:
+    def _incomplete(chunk: memoryview, position: int, file_end: int) -> bool:
         """A record header whose record continues past the chunk (within its file): the
         rest arrives with the next chunk."""
         if position + 8 > len(chunk):
@@ -158,8 +156,8 @@ class Dispatcher:
             and position + total <= file_end
         )
 
-    def _skip_corrupt(self, chunk: bytes, base: int, position: int) -> None:
-        reason = check_record(memoryview(chunk), base, position, len(chunk))
+    def _skip_corrupt(self, chunk: memoryview, base: int, position: int) -> None:
+        reason = check_record(chunk, base, position, len(chunk))
         skipped = len(chunk) - position
         log.error(
             "dispatch: corrupt record at %d (%s); skipping %d bytes",
@@ -205,5 +203,5 @@ class Dispatcher:
             self.run_once()
 
 
-def _as_array(chunk: bytes) -> npt.NDArray[np.uint8]:
+def _as_array(chunk: memoryview) -> npt.NDArray[np.uint8]:
     return np.frombuffer(chunk, dtype=np.uint8)
