@@ -143,6 +143,9 @@ def chain_block(
 CHAIN_CHUNK = 32_768
 
 
+_NO_RUNS = SlotRuns(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
 class RunChainer:
     """Chains a long run of entries (a rebuild's share of a file) chunk by chunk against a
     private slot table, so no array of the whole run is ever built: each chunk comes out
@@ -183,6 +186,20 @@ class RunChainer:
                 self.first = EntryPoint(int(offsets[0]), int(stamps[0]))
             self.last = EntryPoint(int(offsets[-1]), int(stamps[-1]))
             number = self.next_number
+            if native is not None:
+                entries = np.empty(high - low, dtype=_ENTRY_DTYPE)
+                native.chain_private(
+                    self._newest,
+                    self._oldest,
+                    number,
+                    np.ascontiguousarray(key_hashes[low:high], dtype=np.int64),
+                    offsets,
+                    diffs,
+                    entries,
+                )
+                self.next_number += len(entries)
+                yield number, ChainedBlock(entries, _NO_RUNS)  # runs: see ``runs``
+                continue
             block = chain_block(
                 key_hashes[low:high].astype(np.int64),
                 offsets,
@@ -379,10 +396,11 @@ class IndexFile:
             mm, dtype=">i4", count=self.hash_slot_num, offset=layout.HEADER_SIZE
         )
         # Link each slot's oldest entry of the block to the slot's head, when the head is
-        # an entry of this file (anything else is an empty slot or leftover garbage).
+        # a number below that entry's own (put_key's rule; anything else is an empty slot
+        # or leftover garbage).
         runs = block.runs
         heads = slot_table[runs.slots].astype(np.int64)
-        valid = (heads > 0) & (heads < first_number)
+        valid = (heads > 0) & (heads < runs.firsts)
         block.entries["prev_index"][runs.firsts[valid] - first_number] = heads[valid]
         position = layout.entry_position(self.hash_slot_num, first_number)
         mm[position : position + count * layout.ENTRY_SIZE] = block.entries.tobytes()

@@ -525,3 +525,34 @@ def test_link_blocks_needs_a_fresh_file_and_room(tmp_path: Path) -> None:
     assert index_file.put_key("k", 1, BASE_MS)
     with pytest.raises(ConfigError, match="needs a fresh file"):
         index_file.link_blocks([], first=point, last=point, entries=1)
+
+
+@pytest.mark.parametrize("native", ["native", "python"])
+@pytest.mark.parametrize("garbage", [0, 3, 6, 10_000])
+def test_bulk_put_is_put_key_per_entry_even_over_garbage_slots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: str, garbage: int
+) -> None:
+    """A leftover slot value (a crash between slot and header writes, before repair) is a
+    valid head exactly when put_key would take it: a number below the new entry's own."""
+    if native == "python":
+        monkeypatch.setattr(index_module, "native", None)
+    hashes = [0, 7, 3, 3, 10, 3, 17]  # slot 3 of 7: entries 3, 4 and 6 (and 10 -> 3)
+    files = []
+    for name in ("one-by-one", "bulk"):
+        (tmp_path / name).mkdir()
+        index_file = _new_file(tmp_path / name, slots=7, number=20)
+        index_file._file.mm[layout.slot_position(3) : layout.slot_position(3) + 4] = (
+            garbage.to_bytes(4, "big")
+        )
+        if name == "bulk":
+            count = index_file.put_keys_bulk(
+                np.array(hashes, dtype=np.int64),
+                np.arange(len(hashes), dtype=np.int64) + 100,
+                np.full(len(hashes), BASE_MS, dtype=np.int64),
+            )
+            assert count == len(hashes)
+        else:
+            for i, key_hash in enumerate(hashes):
+                assert index_file.put_key("", 100 + i, BASE_MS, key_hash=key_hash)
+        files.append(_file_bytes(index_file))
+    assert files[0] == files[1]

@@ -1359,6 +1359,62 @@ r1:
     return result;
 }
 
+/*
+ * chain_private(newest, oldest, first_number, key_hashes, phy_offsets, time_diffs, out)
+ *
+ * index.RunChainer's chaining of a chunk against its private slot table: entry
+ * ``first_number + k`` links to ``newest[slot]`` (0 when the run has none there yet, and
+ * then it is the slot's ``oldest``), and becomes ``newest[slot]``. ``newest`` and
+ * ``oldest`` are int32 per slot; ``out`` receives the entries as the file holds them
+ * (20 big-endian bytes each). Runs without the GIL.
+ */
+static PyObject *py_chain_private(PyObject *self, PyObject *args) {
+    PyObject *objects[7];
+    Py_ssize_t first_number;
+    if (!PyArg_ParseTuple(args, "OOnOOOO", &objects[0], &objects[1], &first_number,
+                          &objects[2], &objects[3], &objects[4], &objects[5]))
+        return NULL;
+    Py_buffer views[6];
+    int held = 0;
+    PyObject *result = NULL;
+    for (; held < 6; held++) {
+        int writable = held < 2 || held == 5;
+        if (PyObject_GetBuffer(objects[held], &views[held],
+                               writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+            goto done;
+    }
+    Py_ssize_t slots = views[0].len / 4, n = views[2].len / 8;
+    if (views[1].len != views[0].len || views[3].len != n * 8 || views[4].len != n * 8 ||
+        views[5].len != n * 20 || slots <= 0) {
+        PyErr_SetString(PyExc_ValueError, "chain_private: arrays disagree in size");
+        goto done;
+    }
+    int32_t *newest = (int32_t *)views[0].buf, *oldest = (int32_t *)views[1].buf;
+    const int64_t *key = (const int64_t *)views[2].buf;
+    const int64_t *offset = (const int64_t *)views[3].buf;
+    const int64_t *diff = (const int64_t *)views[4].buf;
+    uint8_t *out = (uint8_t *)views[5].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int32_t number = (int32_t)(first_number + k);
+        int64_t slot = key[k] % slots;
+        if (slot < 0) slot += slots;
+        int32_t prev = newest[slot];
+        if (prev == 0) oldest[slot] = number;
+        uint8_t *entry = out + k * 20;
+        put_i32(entry, (int32_t)key[k]);
+        put_i64(entry + 4, offset[k]);
+        put_i32(entry + 12, (int32_t)diff[k]);
+        put_i32(entry + 16, prev);
+        newest[slot] = number;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    return result;
+}
+
 /* ---- page tables ahead of the writer ------------------------------------------------ */
 
 #ifndef MADV_POPULATE_WRITE
@@ -1415,6 +1471,7 @@ static PyMethodDef methods[] = {
     {"dispatch_facts", py_dispatch_facts, METH_VARARGS, "tagsCodes and index entries."},
     {"populate_write", py_populate_write, METH_VARARGS, "Write-fault pages in, unchanged."},
     {"index_put", py_index_put, METH_VARARGS, "IndexFile.putKey for a run of entries."},
+    {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},
     {NULL, NULL, 0, NULL},
 };
 

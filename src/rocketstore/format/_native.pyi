@@ -109,3 +109,13 @@ def index_put(
     time_diffs: ReadableBuffer,
     /,
 ) -> int: ...
+def chain_private(
+    newest: WriteableBuffer,
+    oldest: WriteableBuffer,
+    first_number: int,
+    key_hashes: ReadableBuffer,
+    phy_offsets: ReadableBuffer,
+    time_diffs: ReadableBuffer,
+    out: WriteableBuffer,
+    /,
+) -> None: ...
