@@ -912,24 +912,20 @@ static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
     return result;
 }
 
-/*
- * decode_message(buf, position, limit, expect_offset, expect_size, read_body, ext_type,
- *                topics, hosts, decode_properties) -> MessageExt or None
- *
- * record.read_record + record.to_message_ext for the record at ``position`` of ``buf``
- * (readable up to ``limit``): a v1 record whose PHYSICALOFFSET is ``expect_offset`` and,
- * when ``expect_size`` >= 0, whose size is that. None hands the record to Python: a blank,
- * a v2 magic, anything malformed, or a topic or host ``topics``/``hosts`` (bytes -> str
- * caches) do not hold yet. Non-ASCII properties go through ``decode_properties``.
- */
 typedef struct {
     PyTypeObject *ext_type;
     PyObject *topics, *hosts, *decode_props;
     int read_body;
 } DecodeContext;
 
-/* One record as a MessageExt (new reference), None (new reference) for Python's path, or
- * NULL with an error set. ``data`` is readable up to ``limit``. */
+/*
+ * record.read_record + record.to_message_ext for the record at ``position`` of ``data``
+ * (readable up to ``limit``): a v1 record whose PHYSICALOFFSET is ``expect_offset`` and,
+ * when ``expect_size`` >= 0, whose size is that. Returns a MessageExt (new reference),
+ * None (new reference) to hand the record to Python (a blank, a v2 magic, anything
+ * malformed, a topic or host the ``topics``/``hosts`` caches (bytes -> str) do not hold
+ * yet), or NULL with an error set. Non-ASCII properties go through ``decode_props``.
+ */
 static PyObject *decode_one(const DecodeContext *ctx, const uint8_t *data, Py_ssize_t limit,
                             Py_ssize_t position, int64_t expect_offset,
                             Py_ssize_t expect_size) {
@@ -1019,33 +1015,12 @@ done:
     return result;
 }
 
-static PyObject *py_decode_message(PyObject *self, PyObject *args) {
-    PyObject *buf_obj, *ext_type_obj;
-    Py_ssize_t position, limit;
-    long long expect_offset;
-    Py_ssize_t expect_size;
-    DecodeContext ctx;
-    if (!PyArg_ParseTuple(args, "OnnLnpO!O!O!O", &buf_obj, &position, &limit, &expect_offset,
-                          &expect_size, &ctx.read_body, &PyType_Type, &ext_type_obj,
-                          &PyDict_Type, &ctx.topics, &PyDict_Type, &ctx.hosts,
-                          &ctx.decode_props))
-        return NULL;
-    ctx.ext_type = (PyTypeObject *)ext_type_obj;
-    Py_buffer buf;
-    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
-    if (limit > buf.len) limit = buf.len;
-    PyObject *result = decode_one(&ctx, (const uint8_t *)buf.buf, limit, position,
-                                  expect_offset, expect_size);
-    PyBuffer_Release(&buf);
-    return result;
-}
-
 /*
  * decode_messages(buf, base, limit, offsets, sizes, read_body, ext_type, topics, hosts,
  *                 decode_properties) -> list of MessageExt or None
  *
- * decode_message for each CommitLog offset (with its size) in a file mapped as ``buf``
- * whose first byte is CommitLog offset ``base``; None where Python must decide.
+ * decode_one for each CommitLog offset (with its size, or -1 for any) in a file mapped
+ * as ``buf`` whose first byte is CommitLog offset ``base``; None where Python decides.
  */
 static PyObject *py_decode_messages(PyObject *self, PyObject *args) {
     PyObject *buf_obj, *offsets, *sizes, *ext_type_obj;
@@ -1475,7 +1450,6 @@ static PyMethodDef methods[] = {
     {"walk_starts", py_walk_starts, METH_VARARGS, "Record starts by TOTALSIZE."},
     {"decode_chunk", py_decode_chunk, METH_VARARGS, "Fields of records at given starts."},
     {"crc_mismatch", py_crc_mismatch, METH_VARARGS, "First body whose CRC differs."},
-    {"decode_message", py_decode_message, METH_VARARGS, "A record as a MessageExt."},
     {"decode_messages", py_decode_messages, METH_VARARGS, "Records of one file as MessageExt."},
     {"java_hash", py_java_hash, METH_O, "Java's String.hashCode of a str."},
     {"dispatch_facts", py_dispatch_facts, METH_VARARGS, "tagsCodes and index entries."},

@@ -62,19 +62,6 @@ def crc_mismatch(
     body_crc: ReadableBuffer,
     /,
 ) -> tuple[int, int] | None: ...
-def decode_message(
-    buf: ReadableBuffer,
-    position: int,
-    limit: int,
-    expect_offset: int,
-    expect_size: int,
-    read_body: bool,
-    ext_type: type[Any],
-    topics: dict[bytes, str],
-    hosts: dict[bytes, str],
-    decode_properties: Any,
-    /,
-) -> Any: ...
 def java_hash(text: str, /) -> int: ...
 def dispatch_facts(
     buf: ReadableBuffer,

@@ -376,21 +376,8 @@ def fast_message_ext(
     v1 record at CommitLog ``offset`` (and of ``size``, when given) within ``limit``. None
     when the extension is not built or leaves the record to the Python decoder (anything
     uncommon or malformed; a topic or host seen for the first time)."""
-    if native is None:
-        return None
-    found: MessageExt | None = native.decode_message(
-        buf,
-        position,
-        limit,
-        offset,
-        -1 if size is None else size,
-        read_body,
-        MessageExt,
-        _TOPICS,
-        decoded_hosts(),
-        decode_properties,
-    )
-    return found
+    sizes = [-1 if size is None else size]
+    return fast_message_exts(buf, offset - position, limit, [offset], sizes, read_body=read_body)[0]
 
 
 def fast_message_exts(
@@ -403,7 +390,8 @@ def fast_message_exts(
     read_body: bool = True,
 ) -> list[MessageExt | None]:
     """``fast_message_ext`` for records of one file mapped as ``buf`` (its first byte at
-    CommitLog offset ``base``), in one call: None for each record left to Python."""
+    CommitLog offset ``base``), in one call: None for each record left to Python. A size
+    of -1 is not checked."""
     if native is None:
         return [None] * len(offsets)
     found: list[MessageExt | None] = native.decode_messages(
