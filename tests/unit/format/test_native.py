@@ -5,6 +5,8 @@ Python), the same walk, decode and CRC verdicts over valid, torn and corrupted f
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -199,6 +201,38 @@ def test_crc_matches_zlib() -> None:
     for data in (b"", b"a", bytes(range(256)) * 33, os.urandom(100_001)):
         assert native.masked_crc32(data) == masked_crc32(data)
         assert masked_crc32(data) == (zlib.crc32(data) & 0x7FFFFFFF if data else 0)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 15))
+def test_crc_matches_zlib_at_any_length_and_alignment(data: bytes, skip: int) -> None:
+    """The folding CRC (multiples of 16 bytes from 64 on) and the tail after it."""
+    assert native is not None
+    view = memoryview(data)[min(skip, len(data)) :]
+    want = zlib.crc32(view) & 0x7FFFFFFF if len(view) else 0
+    assert native.masked_crc32(view) == want
+
+
+_CRC_CHECK = """
+import os, random, zlib
+from rocketstore.format.native import native
+rnd = random.Random(7)
+for _ in range(3000):
+    data = os.urandom(rnd.choice([rnd.randrange(0, 200), rnd.randrange(0, 20000)]))
+    assert native.masked_crc32(data) == (zlib.crc32(data) & 0x7FFFFFFF if data else 0)
+print(native.crc_backend())
+"""
+
+
+@pytest.mark.parametrize(
+    ("switch", "backend"), [("ROCKETSTORE_NO_CLMUL", "zlib"), ("ROCKETSTORE_CRC_TABLE", "table")]
+)
+def test_every_crc_backend_matches_zlib(switch: str, backend: str) -> None:
+    env = {**os.environ, switch: "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _CRC_CHECK], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == backend
 
 
 # --- scans ----------------------------------------------------------------------------
