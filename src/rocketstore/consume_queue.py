@@ -242,14 +242,20 @@ class ConsumeQueue:
 
     def _first_live_offset(self, min_commit_log_offset: int) -> int:
         lo, hi = self.min_offset(), self.max_offset()
-        while lo < hi:
-            mid = (lo + hi) // 2
-            unit = self.unit(mid)
-            if (
+
+        def live(offset: int) -> bool:
+            unit = self.unit(offset)
+            return (
                 unit is not None
                 and unit.is_valid
                 and unit.commit_log_offset >= min_commit_log_offset
-            ):
+            )
+
+        if lo < hi and live(lo):
+            return lo  # the usual case (nothing below the CommitLog minimum): one read
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if live(mid):
                 hi = mid
             else:
                 lo = mid + 1
