@@ -28,11 +28,12 @@ from rocketstore.errors import (
     IncompleteDataError,
     NotAStoreError,
 )
+from rocketstore.files.holes import next_data_finder
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
 from rocketstore.format.queue_unit import decode_units
-from rocketstore.format.record_scan import Stop, find_record_start, walk_starts
+from rocketstore.format.record_scan import NextData, Stop, find_record_start, walk_starts
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
@@ -354,8 +355,8 @@ def _commitlog_rows(
     with _mapped_commitlog_file(options, part) as mapped:
         if mapped is None:
             return
-        view, path, length = mapped
-        first = _first_record(view, length, part)
+        view, path, length, next_data = mapped
+        first = _first_record(view, length, part, next_data)
         if first is not None:
             end = min(part.end, length)
             yield from _scan_records(view, path, length, first, end, options, subscription,
@@ -365,9 +366,10 @@ def _commitlog_rows(
 @contextlib.contextmanager
 def _mapped_commitlog_file(
     options: ReadOptions, part: CommitLogPartition
-) -> Iterator[tuple[memoryview, str, int] | None]:
-    """The partition's CommitLog file mapped read-only (view, path, length); None when it
-    is empty or went with retention before it was read."""
+) -> Iterator[tuple[memoryview, str, int, NextData] | None]:
+    """The partition's CommitLog file mapped read-only (view, path, length, and where data
+    may start from a position on: holes are skipped unread); None when it is empty or went
+    with retention before it was read."""
     path = os.path.join(options.path, COMMITLOG_DIR, offset_to_file_name(part.file_offset))
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed in the finally below
@@ -383,7 +385,7 @@ def _mapped_commitlog_file(
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         view = memoryview(mapped)
         try:
-            yield view, path, length
+            yield view, path, length, next_data_finder(handle.fileno(), length)
         finally:
             view.release()
             mapped.close()
@@ -391,13 +393,17 @@ def _mapped_commitlog_file(
         handle.close()
 
 
-def _first_record(buf: memoryview, length: int, part: CommitLogPartition) -> int | None:
+def _first_record(
+    buf: memoryview, length: int, part: CommitLogPartition, next_data: NextData
+) -> int | None:
     """The partition's first record, found by its self-located PHYSICALOFFSET (no walk
     from the file's start, which cost every partition of a file the whole file before
-    it); None when no record starts in the partition."""
+    it); None when no record starts in the partition. The unwritten rest of the newest
+    file is skipped unread (``next_data``)."""
     if part.start == 0:
         return 0
-    return find_record_start(buf, part.file_offset, part.start, min(part.end, length), length)
+    end = min(part.end, length)
+    return find_record_start(buf, part.file_offset, part.start, end, length, next_data)
 
 
 def _scan_records(
@@ -448,8 +454,9 @@ def _commitlog_batches(
     position."""
     with _mapped_commitlog_file(options, part) as mapped:
         if mapped is not None:
-            view, path, length = mapped
-            yield from _chunked(view, path, length, part, options, subscription, pushed)
+            view, path, length, next_data = mapped
+            yield from _chunked(view, path, length, part, options, subscription, pushed,
+                                next_data)  # fmt: skip
 
 
 def _chunked(
@@ -460,9 +467,10 @@ def _chunked(
     options: ReadOptions,
     subscription: Subscription,
     pushed: Pushed,
+    next_data: NextData,
 ) -> Iterator[Any]:
     end = min(part.end, length)
-    position = _first_record(buf, length, part)
+    position = _first_record(buf, length, part, next_data)
     while position is not None and position < end:
         limit = min(end, position + COMMITLOG_CHUNK_BYTES)
         starts, stop_at, stop = walk_starts(buf, position, limit, length)
