@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -64,6 +65,38 @@ static inline void put_i32(uint8_t *p, int32_t v) {
 static inline void put_i64(uint8_t *p, int64_t v) {
     put_i32(p, (int32_t)((uint64_t)v >> 32));
     put_i32(p + 4, (int32_t)(uint64_t)v);
+}
+
+/* ---- buffers ------------------------------------------------------------------------ */
+
+/* Release ``count`` views, given as Py_buffer pointers. */
+static void release_buffers(int count, ...) {
+    va_list args;
+    va_start(args, count);
+    for (int k = 0; k < count; k++) PyBuffer_Release(va_arg(args, Py_buffer *));
+    va_end(args);
+}
+
+/* The buffers of several objects, all or none: ``count`` triples (object, Py_buffer *,
+ * flags). On failure the views already taken are released and -1 returned. */
+static int get_buffers(int count, ...) {
+    enum { MOST = 8 };
+    Py_buffer *taken[MOST];
+    va_list args;
+    va_start(args, count);
+    int k = 0;
+    for (; k < count && k < MOST; k++) {
+        PyObject *obj = va_arg(args, PyObject *);
+        Py_buffer *view = va_arg(args, Py_buffer *);
+        int flags = va_arg(args, int);
+        if (PyObject_GetBuffer(obj, view, flags) < 0) break;
+        taken[k] = view;
+    }
+    va_end(args);
+    if (k == count) return 0;
+    if (k == MOST) PyErr_SetString(PyExc_SystemError, "get_buffers: too many buffers");
+    while (k-- > 0) PyBuffer_Release(taken[k]);
+    return -1;
 }
 
 /* ---- CRC32 -------------------------------------------------------------------------- */
@@ -485,11 +518,8 @@ static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
                           &timestamp))
         return NULL;
     Py_buffer dest, blob;
-    if (PyObject_GetBuffer(dest_obj, &dest, PyBUF_WRITABLE) < 0) return NULL;
-    if (PyObject_GetBuffer(blob_obj, &blob, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&dest);
+    if (get_buffers(2, dest_obj, &dest, PyBUF_WRITABLE, blob_obj, &blob, PyBUF_WRITABLE) < 0)
         return NULL;
-    }
     PyObject *result = NULL, *pending = NULL;
     Py_ssize_t count = PyList_GET_SIZE(keys);
     const RecordMeta *metas = (const RecordMeta *)PyBytes_AS_STRING(meta_obj);
@@ -597,8 +627,7 @@ fail:
     Py_CLEAR(result);
 done:
     Py_XDECREF(pending);
-    PyBuffer_Release(&dest);
-    PyBuffer_Release(&blob);
+    release_buffers(2, &dest, &blob);
     return result;
 }
 
@@ -699,11 +728,8 @@ static PyObject *py_walk_starts(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnnnO", &buf_obj, &position, &end, &file_size, &out_obj))
         return NULL;
     Py_buffer buf, out;
-    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&buf);
+    if (get_buffers(2, buf_obj, &buf, PyBUF_SIMPLE, out_obj, &out, PyBUF_WRITABLE) < 0)
         return NULL;
-    }
     if (file_size > buf.len) file_size = buf.len;
     const uint8_t *data = (const uint8_t *)buf.buf;
     int64_t *starts = (int64_t *)out.buf;
@@ -741,8 +767,7 @@ static PyObject *py_walk_starts(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&buf);
-    PyBuffer_Release(&out);
+    release_buffers(2, &buf, &out);
     return Py_BuildValue("nni", count, position, stop);
 }
 
@@ -799,22 +824,9 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
                           &PyDict_Type, &ids, &PyList_Type, &names, &table_obj, &ok_obj))
         return NULL;
     Py_buffer buf, pos, table, okb;
-    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
-    if (PyObject_GetBuffer(pos_obj, &pos, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&buf);
+    if (get_buffers(4, buf_obj, &buf, PyBUF_SIMPLE, pos_obj, &pos, PyBUF_SIMPLE, table_obj,
+                    &table, PyBUF_WRITABLE, ok_obj, &okb, PyBUF_WRITABLE) < 0)
         return NULL;
-    }
-    if (PyObject_GetBuffer(table_obj, &table, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&buf);
-        PyBuffer_Release(&pos);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(ok_obj, &okb, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&buf);
-        PyBuffer_Release(&pos);
-        PyBuffer_Release(&table);
-        return NULL;
-    }
     PyObject *result = NULL;
     Py_ssize_t n = pos.len / 8;
     if (table.len != n * 8 * F_COUNT || okb.len != n) {
@@ -896,10 +908,7 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
     PyEval_RestoreThread(released);
     if (!failed) result = Py_NewRef(Py_None);
 done:
-    PyBuffer_Release(&buf);
-    PyBuffer_Release(&pos);
-    PyBuffer_Release(&table);
-    PyBuffer_Release(&okb);
+    release_buffers(4, &buf, &pos, &table, &okb);
     return result;
 }
 
@@ -914,14 +923,13 @@ static PyObject *py_crc_mismatch(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO", &buf_obj, &pos_obj, &len_obj, &crc_obj)) return NULL;
     Py_buffer buf, pos, len, crc;
     PyObject *result = NULL;
-    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
-    if (PyObject_GetBuffer(pos_obj, &pos, PyBUF_SIMPLE) < 0) goto r1;
-    if (PyObject_GetBuffer(len_obj, &len, PyBUF_SIMPLE) < 0) goto r2;
-    if (PyObject_GetBuffer(crc_obj, &crc, PyBUF_SIMPLE) < 0) goto r3;
+    if (get_buffers(4, buf_obj, &buf, PyBUF_SIMPLE, pos_obj, &pos, PyBUF_SIMPLE, len_obj, &len,
+                    PyBUF_SIMPLE, crc_obj, &crc, PyBUF_SIMPLE) < 0)
+        return NULL;
     Py_ssize_t n = pos.len / 8;
     if (len.len != n * 8 || crc.len != n * 8) {
         PyErr_SetString(PyExc_ValueError, "columns differ in length");
-        goto r4;
+        goto done;
     }
     const uint8_t *data = (const uint8_t *)buf.buf;
     const int64_t *body_at = (const int64_t *)pos.buf;
@@ -952,14 +960,8 @@ static PyObject *py_crc_mismatch(PyObject *self, PyObject *args) {
     } else {
         result = Py_BuildValue("nk", bad, (unsigned long)computed);
     }
-r4:
-    PyBuffer_Release(&crc);
-r3:
-    PyBuffer_Release(&len);
-r2:
-    PyBuffer_Release(&pos);
-r1:
-    PyBuffer_Release(&buf);
+done:
+    release_buffers(4, &buf, &pos, &len, &crc);
     return result;
 }
 
@@ -1406,16 +1408,15 @@ static PyObject *py_index_put(PyObject *self, PyObject *args) {
         return NULL;
     Py_buffer file, hashes, offsets, diffs;
     PyObject *result = NULL;
-    if (PyObject_GetBuffer(file_obj, &file, PyBUF_WRITABLE) < 0) return NULL;
-    if (PyObject_GetBuffer(hash_obj, &hashes, PyBUF_SIMPLE) < 0) goto r1;
-    if (PyObject_GetBuffer(offset_obj, &offsets, PyBUF_SIMPLE) < 0) goto r2;
-    if (PyObject_GetBuffer(diff_obj, &diffs, PyBUF_SIMPLE) < 0) goto r3;
+    if (get_buffers(4, file_obj, &file, PyBUF_WRITABLE, hash_obj, &hashes, PyBUF_SIMPLE,
+                    offset_obj, &offsets, PyBUF_SIMPLE, diff_obj, &diffs, PyBUF_SIMPLE) < 0)
+        return NULL;
     Py_ssize_t n = hashes.len / 8;
     Py_ssize_t table_at = 40, entries_at = 40 + slots * 4;
     if (offsets.len != n * 8 || diffs.len != n * 8 || slots <= 0 || first_number < 0 ||
         entries_at + (first_number + n) * 20 > file.len) {
         PyErr_SetString(PyExc_ValueError, "entries do not fit the index file");
-        goto r4;
+        goto done;
     }
     uint8_t *data = (uint8_t *)file.buf;
     const int64_t *key = (const int64_t *)hashes.buf;
@@ -1442,14 +1443,8 @@ static PyObject *py_index_put(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(taken);
-r4:
-    PyBuffer_Release(&diffs);
-r3:
-    PyBuffer_Release(&offsets);
-r2:
-    PyBuffer_Release(&hashes);
-r1:
-    PyBuffer_Release(&file);
+done:
+    release_buffers(4, &file, &hashes, &offsets, &diffs);
     return result;
 }
 
@@ -1463,7 +1458,7 @@ r1:
  * (20 big-endian bytes each). Runs without the GIL.
  */
 static PyObject *py_chain_private(PyObject *self, PyObject *args) {
-    PyObject *objects[7];
+    PyObject *objects[6];
     Py_ssize_t first_number;
     if (!PyArg_ParseTuple(args, "OOnOOOO", &objects[0], &objects[1], &first_number,
                           &objects[2], &objects[3], &objects[4], &objects[5]))
