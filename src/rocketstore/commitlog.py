@@ -314,23 +314,11 @@ class CommitLog:
             return None
         return mapped.read_held(position, size)  # None while retention deletes the file
 
-    def read_to_file_end(self, offset: int, limit: int | None = None) -> bytes | None:
-        """Bytes from ``offset`` to the written end of its file (at most ``limit``)."""
-        mapped = self.files.find(offset)
-        if mapped is None:
-            return None
-        position = offset - mapped.file_from_offset
-        end = mapped.wrote_position
-        if limit is not None:
-            end = min(end, position + limit)
-        if position >= end:
-            return None
-        return mapped.read_held(position, end - position)
-
     @contextlib.contextmanager
     def view_to_file_end(self, offset: int, limit: int) -> Iterator[memoryview | None]:
-        """``read_to_file_end`` without the copy: a view of the mapping, valid inside the
-        block (the file is held, so retention cannot unmap it meanwhile)."""
+        """The written bytes from ``offset`` to the end of its file (at most ``limit``), as
+        a view of the mapping valid inside the block: the file is held, so retention cannot
+        unmap it meanwhile. None when nothing is written there or the file is gone."""
         mapped = self.files.find(offset)
         if mapped is None or not mapped.hold():
             yield None
@@ -388,35 +376,28 @@ class CommitLog:
         """The message whose record is at ``offset`` (of ``size`` bytes when given), or
         None as ``read_record`` gives None. Decoded in place from the mapping by the C
         extension when it can, else through ``read_record``."""
-        if native is not None:
-            mapped = self.files.find(offset)
-            if mapped is None or not mapped.hold():
-                return None
-            try:  # the reference keeps the mapping open while C reads it
-                found = rec.fast_message_ext(
-                    mapped.mm,
-                    offset - mapped.file_from_offset,
-                    mapped.wrote_position,
-                    offset,
-                    size,
-                    read_body=read_body,
-                )
-            except FileRemovedError:
-                return None
-            finally:
-                mapped.release()
-            if found is not None:
-                return found
-        located = self.read_record(offset, size=size)
-        if located is None:
-            return None
-        return rec.to_message_ext(located[0], located[1], read_body=read_body)
+        sizes = [-1 if size is None else size]
+        found = self._decode_in_place([offset], sizes, read_body=read_body)[0]
+        return found if found is not None else self._decode_copied(offset, size, read_body)
 
     def read_messages(self, offsets: list[int], sizes: list[int]) -> list[MessageExt | None]:
         """``read_message`` of each (offset, size), decoding the records of each file in
         one C call when the extension is built."""
+        found = self._decode_in_place(offsets, sizes, read_body=True)
+        # What C left (uncommon or missing records) goes through the Python decoder.
+        return [
+            m if m is not None else self._decode_copied(o, s, True)
+            for m, o, s in zip(found, offsets, sizes, strict=True)
+        ]
+
+    def _decode_in_place(
+        self, offsets: list[int], sizes: list[int], *, read_body: bool
+    ) -> list[MessageExt | None]:
+        """The records at ``offsets`` (of ``sizes``, -1 for any) decoded by the C extension
+        straight from the mappings, one call per file; None for each record it leaves to
+        Python (all of them when it is not built)."""
         if native is None:
-            return [self.read_message(o, size=s) for o, s in zip(offsets, sizes, strict=True)]
+            return [None] * len(offsets)
         found: list[MessageExt | None] = []
         at = 0
         while at < len(offsets):
@@ -436,17 +417,20 @@ class CommitLog:
                     mapped.wrote_position,
                     offsets[at:stop],
                     sizes[at:stop],
+                    read_body=read_body,
                 )
             except FileRemovedError:
                 found += [None] * (stop - at)
             finally:
                 mapped.release()
             at = stop
-        # What C left (uncommon or missing records) goes through the Python decoder.
-        return [
-            m if m is not None else self.read_message(o, size=s)
-            for m, o, s in zip(found, offsets, sizes, strict=True)
-        ]
+        return found
+
+    def _decode_copied(self, offset: int, size: int | None, read_body: bool) -> MessageExt | None:
+        located = self.read_record(offset, size=size)
+        if located is None:
+            return None
+        return rec.to_message_ext(located[0], located[1], read_body=read_body)
 
     def store_time_at(self, offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``offset`` without decoding it; -1 if absent."""

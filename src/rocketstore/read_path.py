@@ -117,10 +117,7 @@ class MessageReader:
         result.next_begin_offset = queue_offset + index
         if offsets:
             result.status = GetStatus.FOUND
-            memory = TOTAL_PHYSICAL_MEMORY * (
-                self.config.access_message_in_memory_max_ratio / 100.0
-            )
-            result.suggest_pulling_from_slave = (commit_max - offsets[-1]) > memory
+            result.suggest_pulling_from_slave = self._in_disk(offsets[-1], commit_max)
         return True
 
     def get(
@@ -191,8 +188,5 @@ class MessageReader:
             index = len(units)
         result.next_begin_offset = queue_offset + index
         if result.messages:
-            memory = TOTAL_PHYSICAL_MEMORY * (
-                self.config.access_message_in_memory_max_ratio / 100.0
-            )
-            result.suggest_pulling_from_slave = (commit_max - last_pulled) > memory
+            result.suggest_pulling_from_slave = self._in_disk(last_pulled, commit_max)
         return result

@@ -422,10 +422,7 @@ class MessageStore:
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason) for _ in msgs]
         encoded = self._encode(msgs, store_host, in_batch=True)
         if encoded is not None:
-            if encoded.body_bytes > self.config.max_message_size or (
-                len(encoded.blob) + rec.END_FILE_MIN_BLANK_LENGTH
-                > self.config.mapped_file_size_commit_log
-            ):
+            if not self._batch_fits(encoded.body_bytes, len(encoded.blob)):
                 return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
             return self._append_encoded(encoded, store_timestamp)
         prepared: list[PreparedMessage] = []
@@ -434,14 +431,19 @@ class MessageStore:
             if isinstance(item, PutStatus):
                 return [PutResult(item) for _ in msgs]
             prepared.append(item)
-        if sum(len(m.body) for m in msgs) > self.config.max_message_size:
-            return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
-        if (
-            sum(p.length for p in prepared) + rec.END_FILE_MIN_BLANK_LENGTH
-            > self.config.mapped_file_size_commit_log
-        ):
+        body_bytes = sum(len(m.body) for m in msgs)
+        if not self._batch_fits(body_bytes, sum(p.length for p in prepared)):
             return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
         return self._append(prepared, store_timestamp)
+
+    def _batch_fits(self, body_bytes: int, record_bytes: int) -> bool:
+        """A batch's bodies within max_message_size and its records, with the 8 bytes of
+        an END_OF_FILE blank, within one CommitLog file."""
+        return (
+            body_bytes <= self.config.max_message_size
+            and record_bytes + rec.END_FILE_MIN_BLANK_LENGTH
+            <= self.config.mapped_file_size_commit_log
+        )
 
     def _encode(
         self, msgs: Sequence[Message], store_host: str | None, *, in_batch: bool
@@ -463,11 +465,16 @@ class MessageStore:
             return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in range(len(encoded))]
         if appended is None:
             return [PutResult(PutStatus.UNKNOWN_ERROR) for _ in range(len(encoded))]
-        crash_point(AFTER_APPEND_BEFORE_FLUSH)
-        status = PutStatus.PUT_OK
-        if self.config.flush_disk_type == "SYNC_FLUSH":
-            status = self.flusher.flush_sync(appended.end_offset)
+        status = self._after_append(appended.end_offset)
         return encoded_results(encoded, appended, status)
+
+    def _after_append(self, end_offset: int | None) -> PutStatus:
+        """The crash point between append and flush, then, with SYNC_FLUSH, the wait
+        until the CommitLog is durable up to ``end_offset`` (None: nothing appended)."""
+        crash_point(AFTER_APPEND_BEFORE_FLUSH)
+        if self.config.flush_disk_type == "SYNC_FLUSH" and end_offset is not None:
+            return self.flusher.flush_sync(end_offset)
+        return PutStatus.PUT_OK
 
     def _append(
         self, prepared: list[PreparedMessage], store_timestamp: int | None
@@ -479,11 +486,8 @@ class MessageStore:
             # was written; the store stays usable for a retry once space is back.
             log.error("append failed: %s", e)
             return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in prepared]
-        crash_point(AFTER_APPEND_BEFORE_FLUSH)
-        status = PutStatus.PUT_OK
-        if self.config.flush_disk_type == "SYNC_FLUSH" and appended:
-            last = appended[-1]
-            status = self.flusher.flush_sync(last.commit_log_offset + last.size)
+        last = appended[-1] if appended else None
+        status = self._after_append(last.commit_log_offset + last.size if last else None)
         results = []
         for item in appended:
             if item.status is not AppendStatus.PUT_OK:

@@ -363,23 +363,6 @@ def to_message_ext(
     )
 
 
-def fast_message_ext(
-    buf: bytes | bytearray | memoryview | mmap.mmap,
-    position: int,
-    limit: int,
-    offset: int,
-    size: int | None,
-    *,
-    read_body: bool = True,
-) -> MessageExt | None:
-    """``to_message_ext(buf, read_record(buf, position))`` done by the C extension, for a
-    v1 record at CommitLog ``offset`` (and of ``size``, when given) within ``limit``. None
-    when the extension is not built or leaves the record to the Python decoder (anything
-    uncommon or malformed; a topic or host seen for the first time)."""
-    sizes = [-1 if size is None else size]
-    return fast_message_exts(buf, offset - position, limit, [offset], sizes, read_body=read_body)[0]
-
-
 def fast_message_exts(
     buf: bytes | bytearray | memoryview | mmap.mmap,
     base: int,
@@ -389,9 +372,11 @@ def fast_message_exts(
     *,
     read_body: bool = True,
 ) -> list[MessageExt | None]:
-    """``fast_message_ext`` for records of one file mapped as ``buf`` (its first byte at
-    CommitLog offset ``base``), in one call: None for each record left to Python. A size
-    of -1 is not checked."""
+    """``to_message_ext(buf, read_record(...))`` done by the C extension for records of
+    one file mapped as ``buf`` (its first byte at CommitLog offset ``base``), readable up to
+    ``limit``: v1 records at ``offsets`` whose size is that of ``sizes`` (-1: any). None
+    for each record left to the Python decoder (anything uncommon or malformed, a topic
+    or host seen for the first time), and for all when the extension is not built."""
     if native is None:
         return [None] * len(offsets)
     found: list[MessageExt | None] = native.decode_messages(
