@@ -163,9 +163,14 @@ def dispatch_facts(
             codes[first + i] = code
             if index and rows is not None:
                 parts.append(rows)
+    return _joined(codes, parts)
+
+
+def _joined(codes: npt.NDArray[np.int64], parts: list[npt.NDArray[np.void]]) -> DispatchFacts:
+    """The facts from index entry parts (each in put order), merged into put order."""
     if not parts:
         return DispatchFacts(codes, np.empty(0, dtype=ENTRY_DTYPE))
-    entries = np.concatenate(parts)
+    entries = np.concatenate(parts)  # a copy: callers may shift the offsets in place
     if len(parts) > 1:
         entries = entries[np.lexsort((entries["order"], entries["record"]))]
     return DispatchFacts(codes, entries)
@@ -199,18 +204,13 @@ def _dispatch_facts_native(
     schedule = topics.ids.get(SCHEDULE_TOPIC.encode(), -1)
     prefixes = np.ascontiguousarray(topics.prefix_hashes(), dtype=np.uint64)
     found = native.dispatch_facts(buf, columns, prefixes, schedule, index, codes, slow)
-    parts = [np.frombuffer(found, dtype=ENTRY_DTYPE)]
+    parts = [np.frombuffer(found, dtype=ENTRY_DTYPE)] if index else []
     for i in np.flatnonzero(slow).tolist():
         code, rows = _one_slowly(buf, records, i, topics, levels_ms)
         codes[i] = code
         if index and rows is not None:
             parts.append(rows)
-    if not index:
-        return DispatchFacts(codes, np.empty(0, dtype=ENTRY_DTYPE))
-    entries = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-    if len(parts) > 1:
-        entries = entries[np.lexsort((entries["order"], entries["record"]))]
-    return DispatchFacts(codes, entries)
+    return _joined(codes, parts)
 
 
 def _entry_rows(
