@@ -6,6 +6,7 @@ expected-failure PutStatus; applies the 4.9 delay rewrite.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -137,7 +138,21 @@ class MessagePreparer:
             stored_by = self._host_bytes(store_host or self.config.store_host)
         except ConfigError:
             return None
-        encoded = native.encode_batch(
+        encoded = self._native_encode(messages, stored_by, in_batch)
+        if encoded is None and self._learn(messages):
+            # The first batch of a topic or host: the C encoder only knows the names
+            # Python has checked, and would otherwise leave the whole batch to prepare().
+            encoded = self._native_encode(messages, stored_by, in_batch)
+        if encoded is None:
+            return None
+        blob, meta, keys, body_bytes = encoded
+        return EncodedBatch(blob, meta, keys, body_bytes, stored_by)
+
+    def _native_encode(
+        self, messages: Sequence[Message], stored_by: bytes, in_batch: bool
+    ) -> tuple[bytearray, bytes, list[str], int] | None:
+        assert native is not None
+        encoded: tuple[bytearray, bytes, list[str], int] | None = native.encode_batch(
             messages,
             Message,
             self._topics,
@@ -150,10 +165,22 @@ class MessagePreparer:
             in_batch,
             time.time_ns() // 1_000_000,
         )
-        if encoded is None:
-            return None
-        blob, meta, keys, body_bytes = encoded
-        return EncodedBatch(blob, meta, keys, body_bytes, stored_by)
+        return encoded
+
+    def _learn(self, messages: Sequence[Message]) -> bool:
+        """Checks the topics and born hosts of ``messages`` that are not known yet, as
+        ``prepare`` would; True when some legal one was added to the tables."""
+        before = len(self._topics) + len(self._hosts)
+        for message in messages:
+            if not isinstance(message, Message):
+                return False
+            topic, host = message.topic, message.born_host
+            if isinstance(topic, str) and topic not in self._topics:
+                self._topic_bytes(topic)
+            if isinstance(host, str) and host not in self._hosts:
+                with contextlib.suppress(ConfigError):  # prepare() reports it
+                    self._host_bytes(host)
+        return len(self._topics) + len(self._hosts) > before
 
     def _topic_bytes(self, topic: object) -> bytes | None:
         """The topic's UTF-8 bytes, or None when it is not a legal topic name."""

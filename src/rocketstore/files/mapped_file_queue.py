@@ -46,6 +46,13 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self._lock = threading.RLock()
+        # The file that will follow the last one, made ahead of need by a background
+        # thread (RocketMQ's AllocateMappedFileService): creating and preallocating a file
+        # takes milliseconds the writer would otherwise wait for at each roll. It holds
+        # no data; close() deletes it, and after a crash recovery drops it like any file
+        # past the end of the data (truncate_dirty_files).
+        self._spare: MappedFile | None = None
+        self._made_directory = False  # by a spare, removed again if nothing else came
 
     # --- loading ------------------------------------------------------------------------
 
@@ -159,13 +166,50 @@ class MappedFileQueue:
             return self._create(create_offset)
 
     def _create(self, start_offset: int) -> MappedFile:
-        if not self.writable:
-            raise StoreError(f"{self.directory} is read-only")
-        os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, offset_to_file_name(start_offset))
-        mapped = MappedFile(path, self.file_size, writable=True, create=True, reserve=self.reserve)
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.file_from_offset == start_offset:
+            mapped = spare
+        else:
+            self._drop(spare)
+            mapped = self._new_file(start_offset)
         self.files.append(mapped)
         return mapped
+
+    def _new_file(self, start_offset: int) -> MappedFile:
+        if not self.writable:
+            raise StoreError(f"{self.directory} is read-only")
+        if not os.path.isdir(self.directory):
+            os.makedirs(self.directory, exist_ok=True)
+            self._made_directory = True
+        path = os.path.join(self.directory, offset_to_file_name(start_offset))
+        return MappedFile(path, self.file_size, writable=True, create=True, reserve=self.reserve)
+
+    def prepare_next(self, start_offset: int = 0) -> MappedFile:
+        """The spare file: the one ``last_file_for_write`` will create next (the first at
+        the file boundary of ``start_offset`` when the queue is empty), created now if it
+        does not exist yet. Errors (a full disk) are the caller's; nothing is kept then."""
+        with self._lock:
+            last = self.last
+            if last is None:
+                offset = start_offset - (start_offset % self.file_size)
+            else:
+                offset = last.file_from_offset + self.file_size
+            spare = self._spare
+            if spare is not None and spare.file_from_offset == offset:
+                return spare
+            self._spare = None
+            self._drop(spare)
+            self._spare = self._new_file(offset)
+            return self._spare
+
+    @property
+    def spare(self) -> MappedFile | None:
+        return self._spare
+
+    @staticmethod
+    def _drop(spare: MappedFile | None) -> None:
+        if spare is not None:
+            spare.destroy()
 
     def flush(self, least_pages: int = 0) -> bool:
         """Flush the file holding ``flushed_where``; True when nothing moved (RocketMQ's
@@ -205,6 +249,8 @@ class MappedFileQueue:
                     kept.append(mapped)
             self.files = kept
             self.flushed_where = min(self.flushed_where, offset)
+            spare, self._spare = self._spare, None
+            self._drop(spare)
 
     def delete_last(self) -> None:
         with self._lock:
@@ -229,14 +275,23 @@ class MappedFileQueue:
             for mapped in self.files:
                 mapped.destroy()
             self.files = []
+            spare, self._spare = self._spare, None
+            self._drop(spare)
             self.flushed_where = 0
         with contextlib.suppress(OSError):
             os.rmdir(self.directory)
 
     def close(self) -> None:
+        """Unmap every file; the spare, which holds nothing, is deleted."""
         with self._lock:
             for mapped in self.files:
                 mapped.close()
+            spare, self._spare = self._spare, None
+            self._drop(spare)
+            if spare is not None and not self.files and self._made_directory:
+                # A store opened and closed without a put leaves no directory behind.
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.directory)
 
     def mapped_memory_size(self) -> int:
         return len(self.files) * self.file_size

@@ -15,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <errno.h>
@@ -278,6 +279,57 @@ static PyObject *py_crc_backend(PyObject *self, PyObject *unused) {
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
+/*
+ * Where a slots class keeps each named attribute. Resolved once per type, it lets the hot
+ * loops read and set fields at their offsets, as the slot's member descriptor would,
+ * instead of a descriptor lookup per field (18 of them per MessageExt). ``direct`` is 0
+ * when some name is not a plain object slot of the type (a property, a subclass's
+ * override, no slots at all): callers then take the generic attribute path.
+ */
+#define MAX_LAYOUT 18
+typedef struct {
+    PyTypeObject *type; /* strong reference, so the address cannot be reused */
+    int direct;
+    Py_ssize_t offsets[MAX_LAYOUT];
+} SlotLayout;
+
+static void resolve_layout(SlotLayout *layout, PyTypeObject *type, PyObject *const *names,
+                           int n) {
+    if (layout->type == type) return;
+    int direct = n <= MAX_LAYOUT;
+    for (int k = 0; direct && k < n; k++) {
+        PyObject *descr = _PyType_Lookup(type, names[k]);
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            direct = 0;
+            break;
+        }
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type != T_OBJECT_EX || (member->flags & READONLY)) direct = 0;
+        layout->offsets[k] = member->offset;
+    }
+    Py_XSETREF(layout->type, (PyTypeObject *)Py_NewRef((PyObject *)type));
+    layout->direct = direct;
+}
+
+/* The field's object in its slot (borrowed; NULL when unset). Only with ``direct``. */
+static inline PyObject *slot_get(const SlotLayout *layout, PyObject *obj, int k) {
+    return *(PyObject **)((char *)obj + layout->offsets[k]);
+}
+
+/* Sets the fields of a new object; 0, or -1 with an error. */
+static int set_fields(const SlotLayout *layout, PyObject *obj, PyObject *const *names,
+                      PyObject *const *values, int n) {
+    for (int k = 0; k < n; k++) {
+        if (layout->direct) {
+            PyObject **slot = (PyObject **)((char *)obj + layout->offsets[k]);
+            Py_XSETREF(*slot, Py_NewRef(values[k]));
+        } else if (PyObject_GenericSetAttr(obj, names[k], values[k]) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *s_topic, *s_body, *s_queue_id, *s_flag, *s_sys_flag, *s_properties,
     *s_born_timestamp, *s_born_host, *s_reconsume_times, *s_prepared_offset, *s_delay;
 
@@ -298,6 +350,8 @@ static int64_t bounded(PyObject *value, int64_t lo, int64_t hi, int *ok) {
 }
 
 /* ---- put: encode a batch of messages ------------------------------------------------ */
+
+static SlotLayout message_layout, result_layout, ext_layout;
 
 typedef struct {
     int32_t length;
@@ -372,27 +426,33 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     PyObject *keys = PyList_New(count);
     PyObject *result = NULL;
     if (blob == NULL || meta == NULL || keys == NULL) goto done;
+    if (!PyType_Check(message_type)) {
+        PyErr_SetString(PyExc_TypeError, "message_type must be a type");
+        goto done;
+    }
+    PyObject *message_names[10] = {s_topic,    s_body,         s_queue_id,       s_flag,
+                                   s_sys_flag, s_properties,   s_born_timestamp, s_born_host,
+                                   s_reconsume_times, s_prepared_offset};
+    resolve_layout(&message_layout, (PyTypeObject *)message_type, message_names, 10);
+    /* A Message without slots (or with an overridden field) takes the Python path. */
+    if (!message_layout.direct) goto fallback;
     RecordMeta *metas = (RecordMeta *)PyBytes_AS_STRING(meta);
     Py_ssize_t at = 0;
     long long body_total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *msg = items[i];
         if ((PyObject *)Py_TYPE(msg) != message_type) goto fallback;
-        PyObject *fields = PyObject_GenericGetDict(msg, NULL);
-        if (fields == NULL) goto done;
-        /* Borrowed references from the instance dict, which lives while msg does. */
-        PyObject *topic = PyDict_GetItemWithError(fields, s_topic);
-        PyObject *body = PyDict_GetItemWithError(fields, s_body);
-        PyObject *queue_id_obj = PyDict_GetItemWithError(fields, s_queue_id);
-        PyObject *flag_obj = PyDict_GetItemWithError(fields, s_flag);
-        PyObject *sys_flag_obj = PyDict_GetItemWithError(fields, s_sys_flag);
-        PyObject *props = PyDict_GetItemWithError(fields, s_properties);
-        PyObject *born_obj = PyDict_GetItemWithError(fields, s_born_timestamp);
-        PyObject *born_host = PyDict_GetItemWithError(fields, s_born_host);
-        PyObject *reconsume_obj = PyDict_GetItemWithError(fields, s_reconsume_times);
-        PyObject *prepared_obj = PyDict_GetItemWithError(fields, s_prepared_offset);
-        Py_DECREF(fields);
-        if (PyErr_Occurred()) goto done;
+        /* Borrowed references from the message's slots, which live while msg does. */
+        PyObject *topic = slot_get(&message_layout, msg, 0);
+        PyObject *body = slot_get(&message_layout, msg, 1);
+        PyObject *queue_id_obj = slot_get(&message_layout, msg, 2);
+        PyObject *flag_obj = slot_get(&message_layout, msg, 3);
+        PyObject *sys_flag_obj = slot_get(&message_layout, msg, 4);
+        PyObject *props = slot_get(&message_layout, msg, 5);
+        PyObject *born_obj = slot_get(&message_layout, msg, 6);
+        PyObject *born_host = slot_get(&message_layout, msg, 7);
+        PyObject *reconsume_obj = slot_get(&message_layout, msg, 8);
+        PyObject *prepared_obj = slot_get(&message_layout, msg, 9);
         if (topic == NULL || !PyUnicode_CheckExact(topic) || body == NULL ||
             !PyBytes_CheckExact(body) || props == NULL || !PyDict_CheckExact(props) ||
             born_host == NULL || !PyUnicode_CheckExact(born_host) || born_obj == NULL)
@@ -675,6 +735,9 @@ static PyObject *py_put_results(PyObject *self, PyObject *args) {
     const int64_t *queue_offsets = (const int64_t *)PyBytes_AS_STRING(offsets_obj);
     const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(store_host);
     Py_ssize_t host_len = PyBytes_GET_SIZE(store_host);
+    PyObject *result_names[7] = {s_status, s_commit_log_offset, s_queue_offset, s_msg_id,
+                                 s_store_timestamp, s_size, s_reason};
+    resolve_layout(&result_layout, type, result_names, 7);
     PyObject *list = PyList_New(count);
     PyObject *stamp = PyLong_FromLongLong(timestamp);
     if (list == NULL || stamp == NULL) goto fail;
@@ -691,15 +754,10 @@ static PyObject *py_put_results(PyObject *self, PyObject *args) {
         values[4] = Py_NewRef(stamp);
         values[5] = PyLong_FromLong(metas[i].length);
         values[6] = Py_NewRef(s_empty);
-        PyObject *names[7] = {s_status,          s_commit_log_offset, s_queue_offset, s_msg_id,
-                              s_store_timestamp, s_size,              s_reason};
         int failed = 0;
-        for (int k = 0; k < 7; k++) {
-            if (values[k] == NULL || (!failed && PyObject_GenericSetAttr(obj, names[k],
-                                                                         values[k]) < 0))
-                failed = 1;
-            Py_XDECREF(values[k]);
-        }
+        for (int k = 0; k < 7; k++) failed |= values[k] == NULL;
+        if (!failed) failed = set_fields(&result_layout, obj, result_names, values, 7) < 0;
+        for (int k = 0; k < 7; k++) Py_XDECREF(values[k]);
         if (failed) goto fail;
         offset += metas[i].length;
     }
@@ -1111,11 +1169,9 @@ static PyObject *decode_one(const DecodeContext *ctx, const uint8_t *data, Py_ss
         if (values[k] == NULL) goto done;
     PyObject *obj = ext_type->tp_alloc(ext_type, 0);
     if (obj == NULL) goto done;
-    for (int k = 0; k < 18; k++) {
-        if (PyObject_GenericSetAttr(obj, s_ext_names[k], values[k]) < 0) {
-            Py_DECREF(obj);
-            goto done;
-        }
+    if (set_fields(&ext_layout, obj, s_ext_names, values, 18) < 0) {
+        Py_DECREF(obj);
+        goto done;
     }
     result = obj;
     goto done;
@@ -1144,6 +1200,7 @@ static PyObject *py_decode_messages(PyObject *self, PyObject *args) {
                           &ctx.decode_props))
         return NULL;
     ctx.ext_type = (PyTypeObject *)ext_type_obj;
+    resolve_layout(&ext_layout, ctx.ext_type, s_ext_names, 18);
     Py_ssize_t n = PyList_GET_SIZE(offsets);
     if (PyList_GET_SIZE(sizes) != n) {
         PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");

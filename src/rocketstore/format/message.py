@@ -34,7 +34,7 @@ class _WellKnownProperties:
         return self.properties.get(props.UNIQ_KEY)
 
 
-@dataclass
+@dataclass(slots=True)
 class Message(_WellKnownProperties):
     """A message to put. TAGS, KEYS and UNIQ_KEY live in ``properties``.
 

@@ -1,12 +1,20 @@
-"""Keeps the CommitLog's page tables ahead of the writer.
+"""Keeps the CommitLog's next file and page tables ahead of the writer.
 
-Layer: services. CommitLog files are preallocated (``MappedFile`` reserves their blocks so
-a full disk fails cleanly), and the first write to each page of such a file costs the
-writer a fault of several microseconds: for 1 KiB messages more than the rest of a put.
-This thread has the kernel take those faults for the next ``ahead_bytes`` past the write
-position (``MappedFile.prefault``, bytes unchanged), on the other core and without the GIL.
-It stops for good where the kernel cannot (before Linux 5.14) or the C extension is
-missing: then the writer takes the faults itself, as without it.
+Layer: services. Two waits the writer would otherwise take, both moved to this thread, on
+the other core and without the GIL:
+
+- *The next file.* Creating and preallocating a CommitLog file takes milliseconds
+  (``posix_fallocate`` of 1 GiB). When the writer comes within ``ahead_bytes`` of the end
+  of the last file (or the CommitLog has none yet), this thread creates the file that
+  follows as the queue's spare (``MappedFileQueue.prepare_next``, RocketMQ's
+  AllocateMappedFileService); the roll then takes it as it is.
+- *Page faults.* CommitLog files are preallocated (``MappedFile`` reserves their blocks so
+  a full disk fails cleanly), and the first write to each page of such a file costs a
+  fault of several microseconds: for 1 KiB messages more than the rest of a put. This
+  thread has the kernel take them for the next ``ahead_bytes`` past the write position,
+  into the spare too (``MappedFile.prefault``, bytes unchanged). Where the kernel cannot
+  (before Linux 5.14) or the C extension is missing, that part stops for good and the
+  writer takes its faults itself, as without it.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ import logging
 import threading
 
 from rocketstore.commitlog import CommitLog
+from rocketstore.errors import StoreError
+from rocketstore.files.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +36,12 @@ class Prefaulter:
         self.commitlog = commitlog
         self.ahead_bytes = ahead_bytes
         self.enabled = ahead_bytes > 0
+        # False once the kernel (or a missing C extension) showed it cannot prefault.
+        self.faults_enabled = self.enabled
         # CommitLog offset up to which pages are known to be faulted in.
         self.ready_offset = 0
+        # The end of the last file when making its successor failed (None: no failure).
+        self._spare_failed_at: int | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -38,21 +52,43 @@ class Prefaulter:
             self._wake.set()
 
     def run_once(self) -> bool:
-        """Fault in the next step ahead of the writer; True if there is more to do."""
-        mapped = self.commitlog.files.last
-        if not self.enabled or mapped is None:
+        """Make the spare file when it is due, then fault in the next step ahead of the
+        writer; True if there is more to do."""
+        if not self.enabled:
             return False
-        wrote = mapped.file_from_offset + mapped.wrote_position
-        target = min(wrote + self.ahead_bytes, mapped.file_from_offset + mapped.file_size)
-        start = max(self.ready_offset, wrote)
-        if start >= target:
+        files = self.commitlog.files
+        mapped = files.last
+        wrote = 0 if mapped is None else mapped.file_from_offset + mapped.wrote_position
+        file_end = 0 if mapped is None else mapped.file_from_offset + mapped.file_size
+        target = wrote + self.ahead_bytes
+        if target > file_end and self._spare_failed_at != file_end:
+            # The margin reaches past the last file: the next one is due.
+            try:
+                spare = files.prepare_next(0)
+            except (OSError, StoreError) as e:  # a full disk: the writer's roll reports it
+                log.warning("could not make the next CommitLog file ahead: %s", e)
+                self._spare_failed_at = file_end  # not again until the writer rolls
+            else:
+                if mapped is None or self.ready_offset >= file_end:
+                    start = max(self.ready_offset, spare.file_from_offset)
+                    return self._fault(spare, start, target)
+        if mapped is None:
+            return False
+        more = self._fault(mapped, max(self.ready_offset, wrote), min(target, file_end))
+        # Faulted to the end of the last file: the spare's turn comes next.
+        return more or (target > file_end and self.faults_enabled and files.spare is not None)
+
+    def _fault(self, mapped: MappedFile, start: int, target: int) -> bool:
+        """Fault in one step of [start, target) (CommitLog offsets) of ``mapped``."""
+        target = min(target, mapped.file_from_offset + mapped.file_size)
+        if not self.faults_enabled or start >= target:
             return False
         end = min(target, start + STEP_BYTES)
         base = mapped.file_from_offset
         if not mapped.prefault(start - base, end - base):
-            if not mapped.is_full:  # a file retired meanwhile is no reason to stop
+            if not mapped.is_full and mapped.writable:  # a file retired meanwhile is no reason
                 log.info("CommitLog prefault unavailable here; the writer takes its faults")
-                self.enabled = False
+                self.faults_enabled = False
             return False
         self.ready_offset = end
         return end < target

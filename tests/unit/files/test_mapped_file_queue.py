@@ -335,3 +335,64 @@ def test_mapped_file_of_the_wrong_size_is_rejected(tmp_path):
     path.write_bytes(b"\0" * 100)
     with pytest.raises(CorruptDataError, match="expected 1024"):
         MappedFile(str(path), 1024, writable=True)
+
+
+# --- the spare file (RocketMQ's AllocateMappedFileService) ---------------------------------
+
+
+def test_the_roll_takes_the_spare_made_ahead(tmp_path):
+    queue = _queue(tmp_path)
+    first = queue.prepare_next(0)
+    assert queue.prepare_next(0) is first  # made once
+    assert queue.files == [] and queue.spare is first
+    assert queue.last_file_for_write(0) is first
+    assert queue.spare is None
+    first.append(b"x" * FILE_SIZE)
+    second = queue.prepare_next(0)
+    assert second.file_from_offset == FILE_SIZE
+    assert _names(queue) == [f"{0:020d}", f"{FILE_SIZE:020d}"]
+    assert queue.last_file_for_write(0) is second
+    assert queue.max_offset() == FILE_SIZE
+    queue.close()
+
+
+def test_a_spare_for_another_offset_is_replaced(tmp_path):
+    queue = _queue(tmp_path)
+    stale = queue.prepare_next(5 * FILE_SIZE)
+    assert stale.file_from_offset == 5 * FILE_SIZE
+    fresh = queue.last_file_for_write(0)  # the queue starts at 0 after all
+    assert fresh is not stale and fresh.file_from_offset == 0
+    assert _names(queue) == [f"{0:020d}"]
+    queue.close()
+
+
+def test_close_deletes_the_spare_and_a_directory_made_for_it(tmp_path):
+    queue = _queue(tmp_path)
+    queue.prepare_next(0)
+    assert _names(queue) == [f"{0:020d}"]
+    queue.close()
+    assert not os.path.exists(queue.directory)  # opened and closed without data: no trace
+
+    queue = _queue(tmp_path)
+    queue.last_file_for_write(0).append(b"data")
+    queue.prepare_next(0)
+    queue.close()
+    assert _names(queue) == [f"{0:020d}"]
+
+
+def test_truncation_drops_the_spare(tmp_path):
+    queue = _queue(tmp_path)
+    _append_many(queue, b"y" * 16, 100)  # two files, the second part-filled
+    queue.prepare_next(0)
+    assert len(_names(queue)) == 3
+    queue.truncate_dirty_files(100)
+    assert queue.spare is None
+    assert _names(queue) == [f"{0:020d}"]
+    queue.close()
+
+
+def test_a_read_only_queue_makes_no_spare(tmp_path):
+    queue = MappedFileQueue(str(tmp_path / "queue"), FILE_SIZE, writable=False)
+    with pytest.raises(StoreError, match="read-only"):
+        queue.prepare_next(0)
+    assert not os.path.exists(queue.directory)

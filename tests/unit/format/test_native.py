@@ -196,6 +196,58 @@ def test_encode_batch_hands_back_what_it_does_not_know() -> None:
     assert native.encode_batch([Message("T", b"x", sys_flag=0x8)], Message, *known) is None
 
 
+def test_encode_batch_reads_slots_and_leaves_other_message_types_to_python() -> None:
+    """Fields are read from Message's slots (no per-message __dict__ is made); a message
+    type whose fields are not plain slots goes to the Python path."""
+    assert native is not None
+    known = ({"T": b"T"}, {"127.0.0.1:50000": bytes(8)}, {}, bytes(8))
+    limits = (4 << 20, (4 << 20) + 65536, 1 << 30, True, 0)
+    message = Message("T", b"xy", queue_id=3)
+    assert not hasattr(message, "__dict__")
+    encoded = native.encode_batch([message], Message, *known, *limits)
+    assert encoded is not None and encoded[2] == ["T-3"]
+
+    class Loose:  # same field names, kept in an instance dict
+        def __init__(self) -> None:
+            self.__dict__.update(
+                topic="T", body=b"xy", queue_id=3, flag=0, sys_flag=0, properties={},
+                born_timestamp=None, born_host="127.0.0.1:50000", reconsume_times=0,
+                prepared_transaction_offset=0,
+            )  # fmt: skip
+
+    assert native.encode_batch([Loose()], Loose, *known, *limits) is None
+    assert native.encode_batch([message], Message, *known, *limits) is not None
+
+
+def test_the_first_batch_of_a_topic_or_host_is_encoded_in_c() -> None:
+    """The C encoder knows only checked names; the preparer checks a batch's new ones
+    and retries, so the first batch does not fall to the per-message Python path."""
+    preparer = put_path_module.MessagePreparer(StoreConfig().validate())
+    encoded = preparer.encode(
+        [Message("Fresh", b"x", born_host="10.0.0.1:1")] * 3, None, in_batch=True
+    )
+    assert encoded is not None and len(encoded) == 3
+    # Names that fail the checks are not learned: prepare() decides (MESSAGE_ILLEGAL).
+    assert preparer.encode([Message("bad topic!", b"x")], None, in_batch=True) is None
+    assert preparer.encode([Message("T", b"x", born_host="nowhere")], None, in_batch=True) is None
+    assert "bad topic!" not in preparer._topics and "nowhere" not in preparer._hosts
+
+
+def test_put_results_and_decoded_messages_set_every_slot(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, StoreConfig(mapped_file_size_commit_log=FILE_SIZE)) as store:
+        results = store.put_batch([Message("T", b"a", properties={"KEYS": "k"})] * 3)
+        assert [(r.ok, r.queue_offset, r.reason) for r in results] == [
+            (True, 0, ""),
+            (True, 1, ""),
+            (True, 2, ""),
+        ]
+        store.wait_dispatched()
+        got = store.get_messages("g", "T", 0, 0, 32).messages
+        assert [(m.queue_offset, m.body, m.keys, m.magic_code) for m in got] == [
+            (i, b"a", "k", record_module.MESSAGE_MAGIC_V1) for i in range(3)
+        ]
+
+
 def test_crc_matches_zlib() -> None:
     assert native is not None
     for data in (b"", b"a", bytes(range(256)) * 33, os.urandom(100_001)):

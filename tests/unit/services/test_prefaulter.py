@@ -54,8 +54,8 @@ def test_turns_itself_off_where_it_cannot_work(
         commitlog.files.last_file_for_write(0)
         prefaulter = Prefaulter(commitlog, 64 * 1024)
         assert not prefaulter.run_once()
-        assert not prefaulter.enabled
-        prefaulter.wakeup(10)  # a no-op now
+        assert not prefaulter.faults_enabled
+        assert not prefaulter.run_once()  # and stays off
     finally:
         commitlog.close()
 
@@ -73,3 +73,76 @@ def test_a_store_runs_with_it_off_and_on(tmp_path: Path) -> None:
 def test_a_negative_margin_is_refused() -> None:
     with pytest.raises(ConfigError, match="commit_log_prefault_bytes"):
         StoreConfig(commit_log_prefault_bytes=-1).validate()
+
+
+def test_makes_the_next_file_ahead_and_faults_into_it(tmp_path: Path) -> None:
+    commitlog = _commitlog(tmp_path)
+    try:
+        prefaulter = Prefaulter(commitlog, 256 * 1024)
+        # An empty CommitLog: the first file is made before the first put needs it.
+        prefaulter.run_once()
+        first = commitlog.files.spare
+        assert first is not None and first.file_from_offset == 0
+        assert commitlog.files.last_file_for_write(0) is first
+        # Far from the end of the file: no spare yet.
+        first.wrote_position = 4096
+        while prefaulter.run_once():
+            pass
+        assert commitlog.files.spare is None
+        # Within the margin of the end: the next file is made, and faulted once the
+        # last one is faulted to its end.
+        first.wrote_position = FILE_SIZE - 64 * 1024
+        while prefaulter.run_once():
+            pass
+        spare = commitlog.files.spare
+        assert spare is not None and spare.file_from_offset == FILE_SIZE
+        if prefaulter.faults_enabled:
+            assert prefaulter.ready_offset == first.wrote_position + 256 * 1024
+        assert not any(spare.read(0, 256 * 1024))
+        first.wrote_position = FILE_SIZE
+        assert commitlog.files.last_file_for_write(0) is spare
+        prefaulter.run_once()  # the next spare is not due yet
+        assert commitlog.files.spare is None
+        spare.wrote_position = FILE_SIZE - 1024
+        prefaulter.run_once()
+        assert commitlog.files.spare is not None
+    finally:
+        commitlog.close()
+    # Closing deleted the unused spare; the two files taken by the writer stay.
+    names = sorted(p.name for p in (tmp_path / "commitlog").iterdir())
+    assert names == [f"{0:020d}", f"{FILE_SIZE:020d}"]
+
+
+def test_a_full_disk_is_left_to_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    commitlog = _commitlog(tmp_path)
+    calls: list[int] = []
+
+    def no_space(start_offset: int = 0) -> None:
+        calls.append(start_offset)
+        raise OSError(28, "No space left on device")
+
+    try:
+        monkeypatch.setattr(commitlog.files, "prepare_next", no_space)
+        prefaulter = Prefaulter(commitlog, 64 * 1024)
+        for _ in range(3):
+            prefaulter.run_once()
+        assert len(calls) == 1  # not retried until the writer has moved to another file
+        assert prefaulter.enabled
+        assert "could not make the next CommitLog file" in caplog.text
+        mapped = commitlog.files.last_file_for_write(0)  # the writer's own roll still works
+        assert mapped.file_from_offset == 0
+    finally:
+        commitlog.close()
+
+
+def test_a_store_opened_and_closed_leaves_no_files(tmp_path: Path) -> None:
+    config = StoreConfig(mapped_file_size_commit_log=FILE_SIZE)
+    store = MessageStore.open(str(tmp_path / "s"), config)
+    store.prefaulter.run_once()  # as its thread would, at once
+    store.close()
+    assert not (tmp_path / "s" / "commitlog").exists()
+    with MessageStore.open(str(tmp_path / "s"), config) as store:
+        assert store.put(Message("T", b"x")).ok
+    assert [p.name for p in (tmp_path / "s" / "commitlog").iterdir()] == [f"{0:020d}"]
