@@ -14,6 +14,7 @@ from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.format.message import MessageExt
+from rocketstore.format.native import native
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
 from rocketstore.format.subscription import Subscription
 from rocketstore.status import GetStatus
@@ -66,9 +67,12 @@ class MessageReader:
     def look(self, offset: int) -> MessageExt | None:
         return self.commitlog.read_message(offset)
 
+    def _memory_bytes(self) -> float:
+        """How far behind the CommitLog end a record still counts as in memory."""
+        return TOTAL_PHYSICAL_MEMORY * (self.config.access_message_in_memory_max_ratio / 100.0)
+
     def _in_disk(self, offset: int, max_offset: int) -> bool:
-        memory = TOTAL_PHYSICAL_MEMORY * (self.config.access_message_in_memory_max_ratio / 100.0)
-        return (max_offset - offset) > memory
+        return (max_offset - offset) > self._memory_bytes()
 
     def _batch_full(
         self, size: int, max_count: int, total_bytes: int, count: int, in_disk: bool
@@ -88,13 +92,26 @@ class MessageReader:
             or count > c.max_transfer_count_on_message_in_memory - 1
         )
 
-    def _get_all(
-        self, result: GetResult, units: Any, queue_offset: int, max_count: int, commit_max: int
-    ) -> bool:
-        """The pull of ``get`` for a subscription to every tag, with the records decoded in
-        one call per file: the units alone decide which records the batch rules take, then
-        all of them are read. False (``result`` untouched) when a record is missing or not
-        of its unit's size: ``get``'s loop then decides, record by record."""
+    def _select(
+        self, units_bytes: bytes, max_count: int, commit_max: int
+    ) -> tuple[list[int], list[int], int] | None:
+        """The units a pull for every tag takes, by the batch rules alone: their offsets
+        and sizes, and the index of the first unit not taken. None when one it would take
+        has no size (``get``'s loop decides then)."""
+        c = self.config
+        if native is not None:
+            chosen: tuple[list[int], list[int], int] | None = native.select_units(
+                units_bytes,
+                max_count,
+                commit_max,
+                self._memory_bytes(),
+                c.max_transfer_bytes_on_message_in_memory,
+                c.max_transfer_count_on_message_in_memory,
+                c.max_transfer_bytes_on_message_in_disk,
+                c.max_transfer_count_on_message_in_disk,
+            )
+            return chosen
+        units = decode_units(units_bytes)
         offsets: list[int] = []
         sizes: list[int] = []
         total_bytes = 0
@@ -104,12 +121,30 @@ class MessageReader:
             if self._batch_full(size, max_count, total_bytes, len(offsets), in_disk):
                 break
             if size <= 0:
-                return False
+                return None
             offsets.append(offset)
             sizes.append(size)
             total_bytes += size
         else:
             index = len(units)
+        return offsets, sizes, index
+
+    def _get_all(
+        self,
+        result: GetResult,
+        units_bytes: bytes,
+        queue_offset: int,
+        max_count: int,
+        commit_max: int,
+    ) -> bool:
+        """The pull of ``get`` for a subscription to every tag, with the records decoded in
+        one call per file: the units alone decide which records the batch rules take, then
+        all of them are read. False (``result`` untouched) when a record is missing or not
+        of its unit's size: ``get``'s loop then decides, record by record."""
+        selected = self._select(units_bytes, max_count, commit_max)
+        if selected is None:
+            return False
+        offsets, sizes, index = selected
         messages = self.commitlog.read_messages(offsets, sizes)
         if any(m is None for m in messages):
             return False
@@ -151,13 +186,13 @@ class MessageReader:
             result.status = GetStatus.OFFSET_FOUND_NULL
             result.next_begin_offset = queue.next_file_offset(queue_offset)
             return result
-        units = decode_units(units_bytes)
         result.status = GetStatus.NO_MATCHED_MESSAGE
         commit_max = self.commitlog.max_offset()
         if subscription.matches_all and self._get_all(
-            result, units, queue_offset, max_count, commit_max
+            result, units_bytes, queue_offset, max_count, commit_max
         ):
             return result
+        units = decode_units(units_bytes)
         next_file_start: int | None = None
         total_bytes = 0
         last_pulled = 0

@@ -769,6 +769,63 @@ fail:
     return NULL;
 }
 
+/* ---- reads: which queue units a pull takes ----------------------------------------- */
+
+/*
+ * select_units(units, max_count, commit_max, memory_bytes, mem_bytes, mem_count,
+ *              disk_bytes, disk_count) -> (offsets, sizes, index) or None
+ *
+ * MessageReader's batch rules over raw 20-byte queue units (big-endian CommitLog offset,
+ * size, tags code) for a pull that takes every tag: the units taken, as lists of offsets
+ * and sizes, and the index of the first unit not taken (len when all were). A unit is
+ * "in disk" when it lies more than ``memory_bytes`` behind ``commit_max``; a batch is full
+ * at ``max_count`` records, or past the in-memory or in-disk byte and count limits.
+ * None when a unit it would take has a size <= 0 (Python's loop decides then).
+ */
+static PyObject *py_select_units(PyObject *self, PyObject *args) {
+    Py_buffer units;
+    long long max_count, commit_max, mem_bytes, mem_count, disk_bytes, disk_count;
+    double memory_bytes;
+    if (!PyArg_ParseTuple(args, "y*LLdLLLL", &units, &max_count, &commit_max, &memory_bytes,
+                          &mem_bytes, &mem_count, &disk_bytes, &disk_count))
+        return NULL;
+    PyObject *offsets = PyList_New(0), *sizes = PyList_New(0), *result = NULL;
+    if (offsets == NULL || sizes == NULL) goto done;
+    const uint8_t *p = (const uint8_t *)units.buf;
+    Py_ssize_t n = units.len / 20, index = 0;
+    long long total = 0, count = 0;
+    for (; index < n; index++) {
+        const uint8_t *unit = p + index * 20;
+        int64_t offset = get_i64(unit);
+        int32_t size = get_i32(unit + 8);
+        if (total != 0 && count != 0) {
+            if (max_count <= count) break;
+            int in_disk = (double)(commit_max - offset) > memory_bytes;
+            long long limit_bytes = in_disk ? disk_bytes : mem_bytes;
+            long long limit_count = in_disk ? disk_count : mem_count;
+            if (total + size > limit_bytes || count > limit_count - 1) break;
+        }
+        if (size <= 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        PyObject *o = PyLong_FromLongLong(offset), *z = PyLong_FromLong(size);
+        int failed = o == NULL || z == NULL || PyList_Append(offsets, o) < 0 ||
+                     PyList_Append(sizes, z) < 0;
+        Py_XDECREF(o);
+        Py_XDECREF(z);
+        if (failed) goto done;
+        total += size;
+        count++;
+    }
+    result = Py_BuildValue("OOn", offsets, sizes, index);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(sizes);
+    PyBuffer_Release(&units);
+    return result;
+}
+
 /* ---- scans: walking and decoding a CommitLog file ---------------------------------- */
 
 enum { STOP_BOUNDARY = 0, STOP_BLANK = 1, STOP_END_OF_DATA = 2, STOP_CORRUPT = 3 };
@@ -1026,6 +1083,7 @@ done:
 /* ---- reads: one record into a MessageExt ------------------------------------------- */
 
 static PyObject *s_ext_names[18];
+static PyObject *s_magic_v1;
 static const char *ext_names[18] = {
     "topic", "queue_id", "queue_offset", "commit_log_offset", "size", "body", "properties",
     "msg_id", "sys_flag", "flag", "body_crc", "born_timestamp", "born_host",
@@ -1046,7 +1104,35 @@ static PyObject *cached_text(PyObject *cache, const uint8_t *p, Py_ssize_t n) {
 /* decode_properties_str for ASCII text (characters are bytes, so RocketMQ's rules apply
  * to bytes): segments split by \x02, kept when >= 3 long with the first \x01 after the
  * first character and before the last. NULL with *ascii cleared for other text. */
-static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
+#define KEY_MEMOS 8
+typedef struct {
+    PyObject *text; /* strong reference, or NULL */
+    Py_ssize_t len;
+    uint8_t bytes[32];
+} KeyMemo;
+
+/* A property name as str, reusing the ones made earlier in the call (records mostly carry
+ * the same few names: KEYS, UNIQ_KEY, TAGS...). */
+static PyObject *property_name(KeyMemo *memos, const uint8_t *p, Py_ssize_t n) {
+    int free_slot = -1;
+    for (int k = 0; k < KEY_MEMOS; k++) {
+        if (memos[k].text == NULL) {
+            if (free_slot < 0) free_slot = k;
+        } else if (memos[k].len == n && memcmp(memos[k].bytes, p, (size_t)n) == 0) {
+            return Py_NewRef(memos[k].text);
+        }
+    }
+    PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
+    if (text != NULL && free_slot >= 0 && n <= (Py_ssize_t)sizeof(memos[0].bytes)) {
+        memos[free_slot].text = Py_NewRef(text);
+        memos[free_slot].len = n;
+        memcpy(memos[free_slot].bytes, p, (size_t)n);
+    }
+    return text;
+}
+
+static PyObject *ascii_properties(KeyMemo *names, const uint8_t *p, Py_ssize_t n,
+                                  int *ascii) {
     for (Py_ssize_t i = 0; i < n; i++) {
         if (p[i] & 0x80) {
             *ascii = 0;
@@ -1063,7 +1149,7 @@ static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
             const uint8_t *sep = memchr(p + index, '\x01', (size_t)(end - index));
             Py_ssize_t at = sep != NULL ? sep - p : -1;
             if (index < at && at < end - 1) {
-                PyObject *key = PyUnicode_DecodeASCII((const char *)p + index, at - index, NULL);
+                PyObject *key = property_name(names, p + index, at - index);
                 PyObject *value =
                     PyUnicode_DecodeASCII((const char *)p + at + 1, end - at - 1, NULL);
                 if (key == NULL || value == NULL || PyDict_SetItem(result, key, value) < 0) {
@@ -1081,11 +1167,43 @@ static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
     return result;
 }
 
+/* The last bytes -> str answer of a cache: the records of one call mostly share their
+ * topic and hosts, and a hit then costs a memcmp instead of a bytes object and a lookup. */
+#define MEMO_BYTES 128
+typedef struct {
+    PyObject *text; /* strong reference, or NULL */
+    Py_ssize_t len;
+    uint8_t bytes[MEMO_BYTES];
+} TextMemo;
+
+static PyObject *memo_text(TextMemo *memo, PyObject *cache, const uint8_t *p, Py_ssize_t n) {
+    if (memo->text != NULL && memo->len == n && memcmp(memo->bytes, p, (size_t)n) == 0)
+        return Py_NewRef(memo->text);
+    PyObject *text = cached_text(cache, p, n);
+    if (text != NULL && n <= MEMO_BYTES) {
+        Py_XSETREF(memo->text, Py_NewRef(text));
+        memo->len = n;
+        memcpy(memo->bytes, p, (size_t)n);
+    }
+    return text;
+}
+
 typedef struct {
     PyTypeObject *ext_type;
     PyObject *topics, *hosts, *decode_props;
     int read_body;
+    TextMemo topic, born_host, store_host;
+    PyObject *store_timestamp; /* the last one made, shared by the records of a batch */
+    KeyMemo names[KEY_MEMOS];
 } DecodeContext;
+
+static void release_context(DecodeContext *ctx) {
+    for (int k = 0; k < KEY_MEMOS; k++) Py_CLEAR(ctx->names[k].text);
+    Py_CLEAR(ctx->topic.text);
+    Py_CLEAR(ctx->born_host.text);
+    Py_CLEAR(ctx->store_host.text);
+    Py_CLEAR(ctx->store_timestamp);
+}
 
 /*
  * record.read_record + record.to_message_ext for the record at ``position`` of ``data``
@@ -1095,7 +1213,7 @@ typedef struct {
  * malformed, a topic or host the ``topics``/``hosts`` caches (bytes -> str) do not hold
  * yet), or NULL with an error set. Non-ASCII properties go through ``decode_props``.
  */
-static PyObject *decode_one(const DecodeContext *ctx, const uint8_t *data, Py_ssize_t limit,
+static PyObject *decode_one(DecodeContext *ctx, const uint8_t *data, Py_ssize_t limit,
                             Py_ssize_t position, int64_t expect_offset,
                             Py_ssize_t expect_size) {
     PyTypeObject *ext_type = ctx->ext_type;
@@ -1135,13 +1253,13 @@ static PyObject *decode_one(const DecodeContext *ctx, const uint8_t *data, Py_ss
     int props_len = (int16_t)(((uint16_t)r[p] << 8) | r[p + 1]);
     p += 2;
     if (props_len < 0 || p + props_len != total) goto fallback;
-    values[0] = cached_text(topics, r + topic_at, topic_len);
-    values[12] = cached_text(hosts, born_host, born_len);
-    values[14] = cached_text(hosts, store_host, store_len);
+    values[0] = memo_text(&ctx->topic, topics, r + topic_at, topic_len);
+    values[12] = memo_text(&ctx->born_host, hosts, born_host, born_len);
+    values[14] = memo_text(&ctx->store_host, hosts, store_host, store_len);
     if (PyErr_Occurred()) goto done;
     if (values[0] == NULL || values[12] == NULL || values[14] == NULL) goto fallback;
     int ascii = 1;
-    values[6] = ascii_properties(r + p, props_len, &ascii);
+    values[6] = ascii_properties(ctx->names, r + p, props_len, &ascii);
     if (values[6] == NULL) {
         if (ascii) goto done;
         PyObject *raw = PyBytes_FromStringAndSize((const char *)r + p, props_len);
@@ -1161,10 +1279,12 @@ static PyObject *decode_one(const DecodeContext *ctx, const uint8_t *data, Py_ss
     values[9] = PyLong_FromLong(get_i32(r + 16));
     values[10] = PyLong_FromLong(get_i32(r + 8));
     values[11] = PyLong_FromLongLong(get_i64(r + 40));
-    values[13] = PyLong_FromLongLong(store_timestamp);
+    if (ctx->store_timestamp == NULL || PyLong_AsLongLong(ctx->store_timestamp) != store_timestamp)
+        Py_XSETREF(ctx->store_timestamp, PyLong_FromLongLong(store_timestamp));
+    values[13] = Py_XNewRef(ctx->store_timestamp);
     values[15] = PyLong_FromLong(reconsume);
     values[16] = PyLong_FromLongLong(prepared);
-    values[17] = PyLong_FromLong(MAGIC_V1);
+    values[17] = Py_NewRef(s_magic_v1);
     for (int k = 0; k < 18; k++)
         if (values[k] == NULL) goto done;
     PyObject *obj = ext_type->tp_alloc(ext_type, 0);
@@ -1193,7 +1313,7 @@ static PyObject *py_decode_messages(PyObject *self, PyObject *args) {
     PyObject *buf_obj, *offsets, *sizes, *ext_type_obj;
     long long base;
     Py_ssize_t limit;
-    DecodeContext ctx;
+    DecodeContext ctx = {0};
     if (!PyArg_ParseTuple(args, "OLnO!O!pO!O!O!O", &buf_obj, &base, &limit, &PyList_Type,
                           &offsets, &PyList_Type, &sizes, &ctx.read_body, &PyType_Type,
                           &ext_type_obj, &PyDict_Type, &ctx.topics, &PyDict_Type, &ctx.hosts,
@@ -1221,10 +1341,12 @@ static PyObject *py_decode_messages(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(list, i, one);
     }
     PyBuffer_Release(&buf);
+    release_context(&ctx);
     return list;
 fail:
     Py_XDECREF(list);
     PyBuffer_Release(&buf);
+    release_context(&ctx);
     return NULL;
 }
 
@@ -1611,6 +1733,7 @@ static PyMethodDef methods[] = {
     {"walk_starts", py_walk_starts, METH_VARARGS, "Record starts by TOTALSIZE."},
     {"decode_chunk", py_decode_chunk, METH_VARARGS, "Fields of records at given starts."},
     {"crc_mismatch", py_crc_mismatch, METH_VARARGS, "First body whose CRC differs."},
+    {"select_units", py_select_units, METH_VARARGS, "A pull's batch rules over queue units."},
     {"decode_messages", py_decode_messages, METH_VARARGS, "Records of one file as MessageExt."},
     {"java_hash", py_java_hash, METH_O, "Java's String.hashCode of a str."},
     {"dispatch_facts", py_dispatch_facts, METH_VARARGS, "tagsCodes and index entries."},
@@ -1652,5 +1775,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     INTERN(s_reason, "reason");
     INTERN(s_empty, "");
     for (int k = 0; k < 18; k++) INTERN(s_ext_names[k], ext_names[k]);
+    s_magic_v1 = PyLong_FromLong(MAGIC_V1);
+    if (s_magic_v1 == NULL) return NULL;
     return PyModule_Create(&module);
 }

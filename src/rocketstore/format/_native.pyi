@@ -106,3 +106,14 @@ def chain_private(
     out: WriteableBuffer,
     /,
 ) -> None: ...
+def select_units(
+    units: ReadableBuffer,
+    max_count: int,
+    commit_max: int,
+    memory_bytes: float,
+    mem_bytes: int,
+    mem_count: int,
+    disk_bytes: int,
+    disk_count: int,
+    /,
+) -> tuple[list[int], list[int], int] | None: ...

@@ -7,6 +7,7 @@ a record matches when its TAGS value is one of the tags.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rocketstore.format.javahash import java_string_hash
 
@@ -35,6 +36,7 @@ class Subscription:
         return self.matches_all or (tags is not None and tags in self.tags)
 
 
+@lru_cache(maxsize=1024)  # every pull parses its expression; Subscription is immutable
 def parse_subscription(expression: str | None) -> Subscription:
     """``None``, ``""`` and ``"*"`` match everything; otherwise tags split on ``||``."""
     text = (expression or "").strip()

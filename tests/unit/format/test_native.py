@@ -5,6 +5,7 @@ Python), the same walk, decode and CRC verdicts over valid, torn and corrupted f
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore import commitlog as commitlog_module
 from rocketstore import index as index_module
 from rocketstore import put_path as put_path_module
+from rocketstore import read_path as read_path_module
 from rocketstore.format import dispatch_facts as dispatch_facts_module
 from rocketstore.format import javahash as javahash_module
 from rocketstore.format import native as native_module
@@ -38,6 +40,7 @@ STAMP = 1_700_000_000_000
 # Modules that picked up the extension at import: patched to None for the Python path.
 _USERS = (
     put_path_module,
+    read_path_module,
     commitlog_module,
     record_scan,
     recover_module,
@@ -246,6 +249,44 @@ def test_put_results_and_decoded_messages_set_every_slot(tmp_path: Path) -> None
         assert [(m.queue_offset, m.body, m.keys, m.magic_code) for m in got] == [
             (i, b"a", "k", record_module.MESSAGE_MAGIC_V1) for i in range(3)
         ]
+
+
+_UNIT = st.tuples(
+    st.integers(0, 1 << 42), st.integers(-2, 70_000), st.integers(-(1 << 63), (1 << 63) - 1)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    units=st.lists(_UNIT, max_size=50),
+    max_count=st.integers(1, 40),
+    behind=st.integers(0, 1 << 43),
+    ratio=st.integers(0, 100),
+    limits=st.tuples(
+        st.integers(1, 300_000), st.integers(1, 40), st.integers(1, 100_000), st.integers(1, 40)
+    ),
+)
+def test_select_units_keeps_the_python_batch_rules(
+    units: list[tuple[int, int, int]],
+    max_count: int,
+    behind: int,
+    ratio: int,
+    limits: tuple[int, int, int, int],
+) -> None:
+    config = StoreConfig(
+        access_message_in_memory_max_ratio=ratio,
+        max_transfer_bytes_on_message_in_memory=limits[0],
+        max_transfer_count_on_message_in_memory=limits[1],
+        max_transfer_bytes_on_message_in_disk=limits[2],
+        max_transfer_count_on_message_in_disk=limits[3],
+    )
+    reader = read_path_module.MessageReader(None, config)  # type: ignore[arg-type]
+    raw = b"".join(struct.pack(">qiq", *unit) for unit in units)
+    commit_max = max((u[0] for u in units), default=0) + behind
+    got = reader._select(raw, max_count, commit_max)
+    with _PythonPaths():
+        want = reader._select(raw, max_count, commit_max)
+    assert got == want
 
 
 def test_crc_matches_zlib() -> None:
