@@ -439,6 +439,8 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     RecordMeta *metas = (RecordMeta *)PyBytes_AS_STRING(meta);
     Py_ssize_t at = 0;
     long long body_total = 0;
+    PyObject *last_topic = NULL; /* borrowed: the messages live through the call */
+    int64_t last_queue_id = -1;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *msg = items[i];
         if ((PyObject *)Py_TYPE(msg) != message_type) goto fallback;
@@ -525,7 +527,15 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
         body_total += body_len;
         metas[i].sys_flag = (int32_t)sys_flag;
         at += total;
-        /* "topic-queueId", cached per (topic, queue id object). */
+        /* "topic-queueId": the previous message's when it has the same topic and queue
+         * (a batch mostly has one), else cached per (topic, queue id object). */
+        if (i > 0 && topic == last_topic && queue_id == last_queue_id) {
+            PyObject *same = PyList_GET_ITEM(keys, i - 1);
+            PyList_SET_ITEM(keys, i, Py_NewRef(same));
+            continue;
+        }
+        last_topic = topic;
+        last_queue_id = queue_id;
         PyObject *cache_key = PyTuple_Pack(2, topic, queue_id_obj);
         if (cache_key == NULL) goto done;
         PyObject *key = PyDict_GetItemWithError(queue_keys, cache_key);
@@ -592,8 +602,7 @@ static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
         goto done;
     }
     result = PyBytes_FromStringAndSize(NULL, count * 8);
-    pending = PyDict_New();
-    if (result == NULL || pending == NULL) goto done;
+    if (result == NULL) goto done;
     int64_t *queue_offsets = (int64_t *)PyBytes_AS_STRING(result);
     uint8_t *src = (uint8_t *)blob.buf;
     Py_ssize_t at = 0;
@@ -626,7 +635,7 @@ static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
             if (slot >= 0) {
                 queue_offset = local_next[slot]++;
             } else {
-                PyObject *known = PyDict_GetItemWithError(pending, key);
+                PyObject *known = pending == NULL ? NULL : PyDict_GetItemWithError(pending, key);
                 if (known == NULL && !PyErr_Occurred())
                     known = PyDict_GetItemWithError(table, key);
                 if (PyErr_Occurred()) goto fail;
@@ -638,6 +647,7 @@ static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
                     local_keys[local_count] = key;
                     local_next[local_count++] = queue_offset + 1;
                 } else {
+                    if (pending == NULL && (pending = PyDict_New()) == NULL) goto fail;
                     PyObject *next = PyLong_FromLongLong(queue_offset + 1);
                     if (next == NULL || PyDict_SetItem(pending, key, next) < 0) {
                         Py_XDECREF(next);
@@ -675,13 +685,13 @@ static PyObject *py_append_encoded(PyObject *self, PyObject *args) {
     }
     for (int k = 0; k < local_count; k++) {
         PyObject *next = PyLong_FromLongLong(local_next[k]);
-        if (next == NULL || PyDict_SetItem(pending, local_keys[k], next) < 0) {
+        if (next == NULL || PyDict_SetItem(table, local_keys[k], next) < 0) {
             Py_XDECREF(next);
             goto fail;
         }
         Py_DECREF(next);
     }
-    if (PyDict_Update(table, pending) < 0) goto fail;
+    if (pending != NULL && PyDict_Update(table, pending) < 0) goto fail;
     goto done;
 fail:
     Py_CLEAR(result);
