@@ -219,6 +219,7 @@ class MessageStore:
     def _on_append(self, max_offset: int) -> None:
         self.dispatcher.wakeup(max_offset)
         self.prefaulter.wakeup(max_offset)
+        self.dispatcher.make_way(max_offset)
 
     def _load_read_only(self) -> None:
         self.commitlog.files.load()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 # Larger than any record (4 MiB body + 64 KiB), so a chunk always holds a whole record.
 CHUNK_BYTES = 8 * 1024 * 1024
+# Lag past which the writer yields the GIL to this thread after each append (make_way).
+YIELD_LAG_BYTES = 64 * 1024 * 1024
 
 _HEAD8 = struct.Struct(">ii")
 
@@ -172,6 +175,18 @@ class Dispatcher:
     def wakeup(self, _max_offset: int = 0) -> None:
         if not self._wake.is_set():  # set() takes the condition's lock: skip when done
             self._wake.set()
+
+    def make_way(self, max_offset: int) -> None:
+        """Called by the writer after each append: once this thread is more than
+        ``YIELD_LAG_BYTES`` behind, hand it the GIL for a moment.
+
+        Its Python steps run between C loops that release the GIL; under a writer that
+        never lets go of it, each step would wait a whole switch interval (5 ms) to get
+        it back, and the index fell hundreds of MiB behind sustained puts. A yield per
+        append while it lags bounds that wait by one put instead. No effect (but a
+        syscall) when the thread is not waiting for the GIL."""
+        if max_offset - self.dispatched_offset > YIELD_LAG_BYTES and self._thread is not None:
+            time.sleep(0)
 
     def start(self) -> None:
         if self._thread is not None:
