@@ -239,13 +239,9 @@ class CommitLog:
         total = len(batch.blob)
         with self.put_lock:
             timestamp = now_ms() if store_timestamp is None else store_timestamp
-            files = self.files.files
-            mapped = files[-1] if files else None
-            # The usual case inline: the last file has room (with 8 bytes to spare).
-            if mapped is None or total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
-                mapped = self._file_with_room(total)
-                if mapped is None:
-                    return None
+            mapped = self._file_with_room(total)
+            if mapped is None:
+                return None
             position = mapped.wrote_position
             start = mapped.file_from_offset + position
             queue_offsets = native.append_encoded(

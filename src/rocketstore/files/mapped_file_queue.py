@@ -166,11 +166,12 @@ class MappedFileQueue:
             return self._create(create_offset)
 
     def _create(self, start_offset: int) -> MappedFile:
-        spare, self._spare = self._spare, None
+        spare = self._spare
         if spare is not None and spare.file_from_offset == start_offset:
+            self._spare = None
             mapped = spare
         else:
-            self._drop(spare)
+            self._drop_spare()
             mapped = self._new_file(start_offset)
         self.files.append(mapped)
         return mapped
@@ -197,8 +198,7 @@ class MappedFileQueue:
             spare = self._spare
             if spare is not None and spare.file_from_offset == offset:
                 return spare
-            self._spare = None
-            self._drop(spare)
+            self._drop_spare()
             self._spare = self._new_file(offset)
             return self._spare
 
@@ -206,10 +206,13 @@ class MappedFileQueue:
     def spare(self) -> MappedFile | None:
         return self._spare
 
-    @staticmethod
-    def _drop(spare: MappedFile | None) -> None:
-        if spare is not None:
-            spare.destroy()
+    def _drop_spare(self) -> bool:
+        """Delete the spare file, if there is one; True if there was."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return False
+        spare.destroy()
+        return True
 
     def flush(self, least_pages: int = 0) -> bool:
         """Flush the file holding ``flushed_where``; True when nothing moved (RocketMQ's
@@ -249,8 +252,7 @@ class MappedFileQueue:
                     kept.append(mapped)
             self.files = kept
             self.flushed_where = min(self.flushed_where, offset)
-            spare, self._spare = self._spare, None
-            self._drop(spare)
+            self._drop_spare()
 
     def delete_last(self) -> None:
         with self._lock:
@@ -275,8 +277,7 @@ class MappedFileQueue:
             for mapped in self.files:
                 mapped.destroy()
             self.files = []
-            spare, self._spare = self._spare, None
-            self._drop(spare)
+            self._drop_spare()
             self.flushed_where = 0
         with contextlib.suppress(OSError):
             os.rmdir(self.directory)
@@ -286,9 +287,7 @@ class MappedFileQueue:
         with self._lock:
             for mapped in self.files:
                 mapped.close()
-            spare, self._spare = self._spare, None
-            self._drop(spare)
-            if spare is not None and not self.files and self._made_directory:
+            if self._drop_spare() and not self.files and self._made_directory:
                 # A store opened and closed without a put leaves no directory behind.
                 with contextlib.suppress(OSError):
                     os.rmdir(self.directory)

@@ -1114,35 +1114,7 @@ static PyObject *cached_text(PyObject *cache, const uint8_t *p, Py_ssize_t n) {
 /* decode_properties_str for ASCII text (characters are bytes, so RocketMQ's rules apply
  * to bytes): segments split by \x02, kept when >= 3 long with the first \x01 after the
  * first character and before the last. NULL with *ascii cleared for other text. */
-#define KEY_MEMOS 8
-typedef struct {
-    PyObject *text; /* strong reference, or NULL */
-    Py_ssize_t len;
-    uint8_t bytes[32];
-} KeyMemo;
-
-/* A property name as str, reusing the ones made earlier in the call (records mostly carry
- * the same few names: KEYS, UNIQ_KEY, TAGS...). */
-static PyObject *property_name(KeyMemo *memos, const uint8_t *p, Py_ssize_t n) {
-    int free_slot = -1;
-    for (int k = 0; k < KEY_MEMOS; k++) {
-        if (memos[k].text == NULL) {
-            if (free_slot < 0) free_slot = k;
-        } else if (memos[k].len == n && memcmp(memos[k].bytes, p, (size_t)n) == 0) {
-            return Py_NewRef(memos[k].text);
-        }
-    }
-    PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
-    if (text != NULL && free_slot >= 0 && n <= (Py_ssize_t)sizeof(memos[0].bytes)) {
-        memos[free_slot].text = Py_NewRef(text);
-        memos[free_slot].len = n;
-        memcpy(memos[free_slot].bytes, p, (size_t)n);
-    }
-    return text;
-}
-
-static PyObject *ascii_properties(KeyMemo *names, const uint8_t *p, Py_ssize_t n,
-                                  int *ascii) {
+static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
     for (Py_ssize_t i = 0; i < n; i++) {
         if (p[i] & 0x80) {
             *ascii = 0;
@@ -1159,7 +1131,7 @@ static PyObject *ascii_properties(KeyMemo *names, const uint8_t *p, Py_ssize_t n
             const uint8_t *sep = memchr(p + index, '\x01', (size_t)(end - index));
             Py_ssize_t at = sep != NULL ? sep - p : -1;
             if (index < at && at < end - 1) {
-                PyObject *key = property_name(names, p + index, at - index);
+                PyObject *key = PyUnicode_DecodeASCII((const char *)p + index, at - index, NULL);
                 PyObject *value =
                     PyUnicode_DecodeASCII((const char *)p + at + 1, end - at - 1, NULL);
                 if (key == NULL || value == NULL || PyDict_SetItem(result, key, value) < 0) {
@@ -1204,11 +1176,9 @@ typedef struct {
     int read_body;
     TextMemo topic, born_host, store_host;
     PyObject *store_timestamp; /* the last one made, shared by the records of a batch */
-    KeyMemo names[KEY_MEMOS];
 } DecodeContext;
 
 static void release_context(DecodeContext *ctx) {
-    for (int k = 0; k < KEY_MEMOS; k++) Py_CLEAR(ctx->names[k].text);
     Py_CLEAR(ctx->topic.text);
     Py_CLEAR(ctx->born_host.text);
     Py_CLEAR(ctx->store_host.text);
@@ -1269,7 +1239,7 @@ static PyObject *decode_one(DecodeContext *ctx, const uint8_t *data, Py_ssize_t 
     if (PyErr_Occurred()) goto done;
     if (values[0] == NULL || values[12] == NULL || values[14] == NULL) goto fallback;
     int ascii = 1;
-    values[6] = ascii_properties(ctx->names, r + p, props_len, &ascii);
+    values[6] = ascii_properties(r + p, props_len, &ascii);
     if (values[6] == NULL) {
         if (ascii) goto done;
         PyObject *raw = PyBytes_FromStringAndSize((const char *)r + p, props_len);
