@@ -29,6 +29,7 @@ from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.schedule import ScheduleService
 from rocketstore.broker.server import Connection, RemotingServer, bind_socket, format_address
+from rocketstore.broker.timeouts import within
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError
@@ -267,7 +268,7 @@ class ServeApp:
         try:
             await self.broker.start()
             assert self.broker.registrar is not None
-            await asyncio.wait_for(self.broker.registrar.registered.wait(), 10)
+            await within(self.broker.registrar.registered.wait(), 10)
         except BaseException:
             await self.stop()
             raise

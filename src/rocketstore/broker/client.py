@@ -22,6 +22,7 @@ from rocketstore.broker.remoting import (
     encode_command,
     frame_length,
 )
+from rocketstore.broker.timeouts import within
 from rocketstore.config import parse_host
 from rocketstore.errors import StoreError
 
@@ -107,7 +108,7 @@ class RemotingClient:
         self._pending[cmd.opaque] = future
         writer.write(encode_command(cmd))
         try:
-            return await asyncio.wait_for(future, timeout_s)
+            return await within(future, timeout_s)
         except TimeoutError as e:
             raise RemotingClientError(
                 f"no answer from {self.address} to request code {cmd.code} in {timeout_s}s"

@@ -13,6 +13,8 @@ import contextlib
 import time
 from collections.abc import Callable
 
+from rocketstore.broker.timeouts import wait_event
+
 
 class PullWaiters:
     def __init__(self) -> None:
@@ -53,9 +55,7 @@ class PullWaiters:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.closed:
                     return False
-                try:
-                    await asyncio.wait_for(event.wait(), remaining)
-                except TimeoutError:
+                if not await wait_event(event, remaining):
                     return has_new()
         finally:
             self.held -= 1

@@ -16,6 +16,7 @@ from rocketstore.broker.client import RemotingClient, RemotingClientError, reque
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors.admin import topic_config_wrapper
+from rocketstore.broker.timeouts import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,7 @@ class Registrar:
         while True:
             self._wake.clear()
             await self.register_once()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_ms / 1000)
+            await wait_event(self._wake, self.interval_ms / 1000)
 
     def start(self) -> None:
         if self._task is None:

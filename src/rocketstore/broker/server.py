@@ -24,6 +24,7 @@ from rocketstore.broker.remoting import (
     encode_command,
     frame_length,
 )
+from rocketstore.broker.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class RemotingServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await within(self._server.wait_closed(), 2)
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
