@@ -44,8 +44,13 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
+        # No read-around for new files: their first unit would otherwise zero the whole
+        # file's page cache (see MappedFile.advise_no_read_around).
         self.files = MappedFileQueue(
-            consume_queue_dir(root, topic, queue_id), file_size, writable=writable
+            consume_queue_dir(root, topic, queue_id),
+            file_size,
+            writable=writable,
+            read_around=False,
         )
         # Highest CommitLog end (offset + size) already in this queue; -1 when empty.
         self.max_physic_offset = -1

@@ -36,11 +36,22 @@ def detect_file_size(directory: str) -> int | None:
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, file_size: int, *, writable: bool, reserve: bool = False):
+    def __init__(
+        self,
+        directory: str,
+        file_size: int,
+        *,
+        writable: bool,
+        reserve: bool = False,
+        read_around: bool = True,
+    ):
         """``reserve``: allocate each new file's blocks up front (the CommitLog does, so a
-        full disk fails at file creation rather than as a SIGBUS mid-write)."""
+        full disk fails at file creation rather than as a SIGBUS mid-write).
+        ``read_around``: False maps each new file with ``advise_no_read_around`` (the
+        consume queues: small units written in order, many files barely used)."""
         self.directory = directory
         self.reserve = reserve
+        self.read_around = read_around
         self.file_size = file_size
         self.writable = writable
         self.files: list[MappedFile] = []
@@ -183,7 +194,10 @@ class MappedFileQueue:
             os.makedirs(self.directory, exist_ok=True)
             self._made_directory = True
         path = os.path.join(self.directory, offset_to_file_name(start_offset))
-        return MappedFile(path, self.file_size, writable=True, create=True, reserve=self.reserve)
+        mapped = MappedFile(path, self.file_size, writable=True, create=True, reserve=self.reserve)
+        if not self.read_around:
+            mapped.advise_no_read_around()
+        return mapped
 
     def prepare_next(self, start_offset: int = 0) -> MappedFile:
         """The spare file: the one ``last_file_for_write`` will create next (the first at

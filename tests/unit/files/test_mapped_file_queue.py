@@ -396,3 +396,42 @@ def test_a_read_only_queue_makes_no_spare(tmp_path):
     with pytest.raises(StoreError, match="read-only"):
         queue.prepare_next(0)
     assert not os.path.exists(queue.directory)
+
+
+# --- read-around ----------------------------------------------------------------------------
+
+
+def _vm_flags(path: str) -> list[str] | None:
+    """The VmFlags of this process's mapping of ``path`` (Linux's /proc/self/smaps)."""
+    try:
+        with open("/proc/self/smaps") as smaps:
+            lines = smaps.read().splitlines()
+    except OSError:
+        return None
+    in_mapping = False
+    for line in lines:
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+            in_mapping = line.endswith(" " + path)
+        elif in_mapping and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux /proc needed")
+@pytest.mark.parametrize("read_around", [True, False])
+def test_a_queue_without_read_around_advises_each_new_file(tmp_path, read_around: bool):
+    queue = MappedFileQueue(
+        str(tmp_path / "queue"), 64 * PAGE_SIZE, writable=True, read_around=read_around
+    )
+    try:
+        first = queue.last_file_for_write(0)
+        first.append(b"x" * (64 * PAGE_SIZE))
+        second = queue.last_file_for_write(0)
+        for mapped in (first, second):
+            flags = _vm_flags(mapped.path)
+            assert flags is not None, f"{mapped.path} is not mapped"
+            assert ("rr" in flags) is not read_around  # rr: MADV_RANDOM, no read-around
+        assert bytes(second.mm[:16]) == bytes(16)  # the advice changes no bytes
+    finally:
+        queue.close()
