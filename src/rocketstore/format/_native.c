@@ -1358,27 +1358,6 @@ static PyObject *py_java_hash(PyObject *self, PyObject *text) {
 
 /* ---- dispatch facts: tagsCode and index entries ------------------------------------- */
 
-/* The value of the last segment of ``p[0:n]`` (properties, segments split by \x02) that
- * starts with ``name`` \x01 and has a non-empty value: dispatch_facts.property_value. */
-static int last_value(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t name_len,
-                      Py_ssize_t *start, Py_ssize_t *length) {
-    int found = 0;
-    Py_ssize_t at = 0;
-    while (at <= n) {
-        const uint8_t *stop = at < n ? memchr(p + at, '\x02', (size_t)(n - at)) : NULL;
-        Py_ssize_t end = stop != NULL ? stop - p : n;
-        Py_ssize_t value_at = at + name_len + 1;
-        if (end - at > name_len + 1 && memcmp(p + at, name, (size_t)name_len) == 0 &&
-            p[at + name_len] == '\x01') {
-            *start = value_at;
-            *length = end - value_at;
-            found = 1;
-        }
-        at = end + 1;
-    }
-    return found;
-}
-
 static inline uint32_t hash_bytes(uint32_t h, const uint8_t *p, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) h = 31 * h + p[i];
     return h;
@@ -1392,52 +1371,88 @@ static inline int64_t key_hash(uint32_t h) {
     return v < 0 ? -(int64_t)v : v;
 }
 
-typedef struct {
-    int64_t key_hash, offset, store_timestamp, record, order;
-} Entry;
+enum { PROP_TAGS, PROP_UNIQ_KEY, PROP_KEYS, PROP_COUNT };
 
 typedef struct {
-    Entry *rows;
+    Py_ssize_t start, length; /* length -1: not found */
+} Span;
+
+/* For each of TAGS, UNIQ_KEY and KEYS, the value of the last segment of ``p[0:n]``
+ * (properties, segments split by \x02) that starts with its name and \x01 and has a
+ * non-empty value (dispatch_facts.property_value): one walk over the segments for the
+ * three names. */
+static void find_dispatch_properties(const uint8_t *p, Py_ssize_t n, Span found[PROP_COUNT]) {
+    static const char *const names[PROP_COUNT] = {"TAGS", "UNIQ_KEY", "KEYS"};
+    static const Py_ssize_t lengths[PROP_COUNT] = {4, 8, 4};
+    for (int k = 0; k < PROP_COUNT; k++) found[k].length = -1;
+    Py_ssize_t at = 0;
+    while (at <= n) {
+        const uint8_t *stop = at < n ? memchr(p + at, '\x02', (size_t)(n - at)) : NULL;
+        Py_ssize_t end = stop != NULL ? stop - p : n;
+        for (int k = 0; k < PROP_COUNT; k++) {
+            Py_ssize_t name_len = lengths[k];
+            if (end - at > name_len + 1 && p[at + name_len] == '\x01' &&
+                memcmp(p + at, names[k], (size_t)name_len) == 0) {
+                found[k].start = at + name_len + 1;
+                found[k].length = end - found[k].start;
+                break; /* a segment names one property */
+            }
+        }
+        at = end + 1;
+    }
+}
+
+/* The index entries of a dispatch_facts call, written straight into the caller's
+ * ENTRY_DTYPE array (little-endian int64 x 5 per row) while it has room, and counted
+ * past that, so the caller can retry with the size it needs. */
+typedef struct {
+    uint8_t *rows;
     Py_ssize_t count, capacity;
 } Entries;
 
-static int add_entry(Entries *e, int64_t hash, int64_t offset, int64_t stamp, int64_t record,
-                     int64_t order) {
-    if (e->count == e->capacity) {
-        Py_ssize_t grown = e->capacity ? e->capacity * 2 : 1024;
-        Entry *rows = PyMem_RawRealloc(e->rows, (size_t)grown * sizeof(Entry));
-        if (rows == NULL) return -1; /* the caller raises MemoryError, with the GIL */
-        e->rows = rows;
-        e->capacity = grown;
+static inline void store_le64(uint8_t *out, int64_t value) {
+#if PY_LITTLE_ENDIAN
+    memcpy(out, &value, 8);
+#else
+    uint64_t v = (uint64_t)value;
+    for (int b = 0; b < 8; b++) out[b] = (uint8_t)(v >> (8 * b));
+#endif
+}
+
+static inline void add_entry(Entries *e, int64_t hash, int64_t offset, int64_t stamp,
+                             int64_t record, int64_t order) {
+    if (e->count < e->capacity) {
+        uint8_t *row = e->rows + e->count * 40;
+        store_le64(row, hash);
+        store_le64(row + 8, offset);
+        store_le64(row + 16, stamp);
+        store_le64(row + 24, record);
+        store_le64(row + 32, order);
     }
-    Entry *row = &e->rows[e->count++];
-    row->key_hash = hash;
-    row->offset = offset;
-    row->store_timestamp = stamp;
-    row->record = record;
-    row->order = order;
-    return 0;
+    e->count++;
 }
 
 /*
- * dispatch_facts(buf, columns, prefixes, schedule_id, index, codes, slow) -> entries bytes
+ * dispatch_facts(buf, columns, prefixes, schedule_id, index, codes, slow, out) -> rows
  *
  * dispatch_facts.dispatch_facts for records with ASCII properties outside SCHEDULE_TOPIC:
  * ``columns`` is a sequence of int64 arrays (properties position and length, topic id,
  * sys flag, position, store timestamp); ``prefixes`` (uint64 per topic id) the Java hash of
  * "topic#". Fills codes (int64 tagsCode) and slow (uint8: 1 for records Python must do)
- * and returns the index entries (ENTRY_DTYPE rows, little-endian int64 x 5) in (record,
- * order) order: UNIQ_KEY first (order -1), then each KEYS token.
+ * and writes the index entries into ``out`` (ENTRY_DTYPE rows, little-endian int64 x 5)
+ * in (record, order) order: UNIQ_KEY first (order -1), then each KEYS token. Returns the
+ * number of entries; when that is more than ``out`` holds, only the rows that fit are
+ * written and the caller calls again with room for all (nothing else differs).
  */
 static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
-    PyObject *buf_obj, *columns, *prefixes_obj, *codes_obj, *slow_obj;
+    PyObject *buf_obj, *columns, *prefixes_obj, *codes_obj, *slow_obj, *out_obj;
     long long schedule_id;
     int index;
-    if (!PyArg_ParseTuple(args, "OOOLpOO", &buf_obj, &columns, &prefixes_obj, &schedule_id,
-                          &index, &codes_obj, &slow_obj))
+    if (!PyArg_ParseTuple(args, "OOOLpOOO", &buf_obj, &columns, &prefixes_obj, &schedule_id,
+                          &index, &codes_obj, &slow_obj, &out_obj))
         return NULL;
     enum { C_PROPS_POS, C_PROPS_LEN, C_TOPIC, C_FLAG, C_POSITION, C_STAMP, C_COUNT };
-    Py_buffer views[C_COUNT + 4];
+    Py_buffer views[C_COUNT + 5];
     int held = 0;
     PyObject *result = NULL;
     Entries entries = {NULL, 0, 0};
@@ -1447,13 +1462,14 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "dispatch_facts takes six columns");
         goto done;
     }
-    PyObject *objects[C_COUNT + 4];
+    PyObject *objects[C_COUNT + 5];
     for (int k = 0; k < C_COUNT; k++) objects[k] = PySequence_Fast_GET_ITEM(seq, k);
     objects[C_COUNT] = buf_obj;
     objects[C_COUNT + 1] = prefixes_obj;
     objects[C_COUNT + 2] = codes_obj;
     objects[C_COUNT + 3] = slow_obj;
-    for (; held < C_COUNT + 4; held++) {
+    objects[C_COUNT + 4] = out_obj;
+    for (; held < C_COUNT + 5; held++) {
         int flags = held >= C_COUNT + 2 ? PyBUF_WRITABLE : PyBUF_SIMPLE;
         if (PyObject_GetBuffer(objects[held], &views[held], flags) < 0) goto done;
     }
@@ -1468,6 +1484,12 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "codes or slow has the wrong length");
         goto done;
     }
+    if (views[C_COUNT + 4].len % 40 != 0) {
+        PyErr_SetString(PyExc_ValueError, "out is not a whole number of 40-byte rows");
+        goto done;
+    }
+    entries.rows = (uint8_t *)views[C_COUNT + 4].buf;
+    entries.capacity = views[C_COUNT + 4].len / 40;
     const uint8_t *data = (const uint8_t *)views[C_COUNT].buf;
     Py_ssize_t data_len = views[C_COUNT].len;
     const uint64_t *prefixes = (const uint64_t *)views[C_COUNT + 1].buf;
@@ -1476,9 +1498,8 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
     for (int k = 0; k < C_COUNT; k++) col[k] = (const int64_t *)views[k].buf;
     int64_t *codes = (int64_t *)views[C_COUNT + 2].buf;
     uint8_t *slow = (uint8_t *)views[C_COUNT + 3].buf;
-    int out_of_memory = 0;
     Py_BEGIN_ALLOW_THREADS /* plain C over exported buffers: runs beside the writer */
-    for (Py_ssize_t i = 0; i < n && !out_of_memory; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         int64_t at = col[C_PROPS_POS][i], len = col[C_PROPS_LEN][i];
         int64_t topic = col[C_TOPIC][i];
         if (i + 8 < n && col[C_PROPS_POS][i + 8] >= 0 && col[C_PROPS_POS][i + 8] < data_len)
@@ -1498,51 +1519,35 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
         }
         if (!ascii) continue;
         slow[i] = 0;
-        Py_ssize_t v_at, v_len;
-        if (last_value(p, len, "TAGS", 4, &v_at, &v_len))
-            codes[i] = (int32_t)hash_bytes(0, p + v_at, v_len);
+        Span found[PROP_COUNT];
+        find_dispatch_properties(p, len, found);
+        if (found[PROP_TAGS].length >= 0)
+            codes[i] = (int32_t)hash_bytes(0, p + found[PROP_TAGS].start, found[PROP_TAGS].length);
         if (!index || (col[C_FLAG][i] & TRANSACTION_MASK) == 0xC) continue; /* ROLLBACK */
         uint32_t prefix = (uint32_t)prefixes[topic];
         int64_t offset = col[C_POSITION][i], stamp = col[C_STAMP][i];
-        if (last_value(p, len, "UNIQ_KEY", 8, &v_at, &v_len) &&
-            add_entry(&entries, key_hash(hash_bytes(prefix, p + v_at, v_len)), offset, stamp,
-                      i, -1) < 0)
-            out_of_memory = 1;
-        if (!out_of_memory && last_value(p, len, "KEYS", 4, &v_at, &v_len)) {
+        if (found[PROP_UNIQ_KEY].length >= 0)
+            add_entry(&entries,
+                      key_hash(hash_bytes(prefix, p + found[PROP_UNIQ_KEY].start,
+                                          found[PROP_UNIQ_KEY].length)),
+                      offset, stamp, i, -1);
+        if (found[PROP_KEYS].length >= 0) {
             int64_t order = 0;
-            Py_ssize_t t = v_at, end = v_at + v_len;
+            Py_ssize_t t = found[PROP_KEYS].start, end = t + found[PROP_KEYS].length;
             while (t < end) {
                 const uint8_t *space = memchr(p + t, ' ', (size_t)(end - t));
                 Py_ssize_t token_end = space != NULL ? space - p : end;
-                if (token_end > t &&
+                if (token_end > t)
                     add_entry(&entries, key_hash(hash_bytes(prefix, p + t, token_end - t)),
-                              offset, stamp, i, order++) < 0) {
-                    out_of_memory = 1;
-                    break;
-                }
+                              offset, stamp, i, order++);
                 t = token_end + 1;
             }
         }
     }
     Py_END_ALLOW_THREADS
-    if (out_of_memory) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    result = PyBytes_FromStringAndSize(NULL, entries.count * (Py_ssize_t)sizeof(Entry));
-    if (result != NULL) {
-        uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
-        for (Py_ssize_t r = 0; r < entries.count; r++) { /* little-endian, as ENTRY_DTYPE */
-            const int64_t *fields = &entries.rows[r].key_hash;
-            for (int f = 0; f < 5; f++) {
-                uint64_t v = (uint64_t)fields[f];
-                for (int b = 0; b < 8; b++) *out++ = (uint8_t)(v >> (8 * b));
-            }
-        }
-    }
+    result = PyLong_FromSsize_t(entries.count);
 done:
     for (int k = 0; k < held; k++) PyBuffer_Release(&views[k]);
-    PyMem_RawFree(entries.rows);
     Py_DECREF(seq);
     return result;
 }

@@ -71,8 +71,9 @@ def dispatch_facts(
     index: bool,
     codes: WriteableBuffer,
     slow: WriteableBuffer,
+    out: WriteableBuffer,
     /,
-) -> bytes: ...
+) -> int: ...
 def decode_messages(
     buf: ReadableBuffer,
     base: int,

@@ -170,7 +170,8 @@ def _joined(codes: npt.NDArray[np.int64], parts: list[npt.NDArray[np.void]]) -> 
     """The facts from index entry parts (each in put order), merged into put order."""
     if not parts:
         return DispatchFacts(codes, np.empty(0, dtype=ENTRY_DTYPE))
-    entries = np.concatenate(parts)  # a copy: callers may shift the offsets in place
+    # Callers may shift the offsets in place: a lone part is the caller's own array.
+    entries = parts[0] if len(parts) == 1 else np.concatenate(parts)
     if len(parts) > 1:
         entries = entries[np.lexsort((entries["order"], entries["record"]))]
     return DispatchFacts(codes, entries)
@@ -203,8 +204,13 @@ def _dispatch_facts_native(
     ]
     schedule = topics.ids.get(SCHEDULE_TOPIC.encode(), -1)
     prefixes = np.ascontiguousarray(topics.prefix_hashes(), dtype=np.uint64)
-    found = native.dispatch_facts(buf, columns, prefixes, schedule, index, codes, slow)
-    parts = [np.frombuffer(found, dtype=ENTRY_DTYPE)] if index else []
+    # Room for a UNIQ_KEY and one key per record, the usual case; C says when it needs more.
+    entries = np.empty(2 * count if index else 0, dtype=ENTRY_DTYPE)
+    needed = native.dispatch_facts(buf, columns, prefixes, schedule, index, codes, slow, entries)
+    if needed > len(entries):
+        entries = np.empty(needed, dtype=ENTRY_DTYPE)
+        native.dispatch_facts(buf, columns, prefixes, schedule, index, codes, slow, entries)
+    parts = [entries[:needed]] if index else []
     for i in np.flatnonzero(slow).tolist():
         code, rows = _one_slowly(buf, records, i, topics, levels_ms)
         codes[i] = code

@@ -68,9 +68,8 @@ def _expected(topic: str, text: str, flag: int, stored: int) -> tuple[int, list[
     return code, [index_key_hash(k) for k in keys]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_record_args, min_size=1, max_size=12))
-def test_dispatch_facts_follow_the_dispatcher_rules(shapes) -> None:
+def _run_of(shapes: list[tuple[str, str, int, bool, bytes]]) -> bytes:
+    """A CommitLog file (at BASE) holding a record of each shape, then a blank."""
     data = bytearray()
     for number, (topic, text, flag, v6, body) in enumerate(shapes):
         data += rec.encode_record(
@@ -90,7 +89,13 @@ def test_dispatch_facts_follow_the_dispatcher_rules(shapes) -> None:
             prepared_transaction_offset=0,
             body_crc=masked_crc32(body),
         )
-    buf = bytes(data) + rec.encode_blank(FILE - len(data)) + bytes(FILE - len(data) - 8)
+    return bytes(data) + rec.encode_blank(FILE - len(data)) + bytes(FILE - len(data) - 8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_record_args, min_size=1, max_size=12))
+def test_dispatch_facts_follow_the_dispatcher_rules(shapes) -> None:
+    buf = _run_of(shapes)
     topics = TopicTable()
     scan = scan_range(memoryview(buf), BASE, 0, FILE, FILE, skip_corrupt=False, topics=topics)
     records = scan.records
@@ -110,6 +115,23 @@ def test_dispatch_facts_follow_the_dispatcher_rules(shapes) -> None:
     without = dispatch_facts(buf, records, topics, LEVELS_MS, index=False)
     assert without.tags_codes.tolist() == facts.tags_codes.tolist()
     assert not len(without.entries)
+
+
+def test_more_keys_than_the_first_guess_all_get_entries() -> None:
+    """Room is made for two entries a record at first; a run with more is done again with
+    room for all of them, none lost or duplicated."""
+    keys = " ".join(f"k{i}" for i in range(9))
+    shapes = [("T", f"UNIQ_KEY\x01u\x02KEYS\x01{keys}", sysflag.TRANSACTION_NOT_TYPE, False, b"")]
+    shapes.append(("T", "KEYS\x01single", sysflag.TRANSACTION_NOT_TYPE, False, b"x"))
+    buf = _run_of(shapes)
+    topics = TopicTable()
+    records = scan_range(memoryview(buf), BASE, 0, FILE, FILE, skip_corrupt=False, topics=topics)
+    facts = dispatch_facts(buf, records.records, topics, LEVELS_MS, index=True)
+    want = [index_key_hash("T#u")] + [index_key_hash(f"T#k{i}") for i in range(9)]
+    want.append(index_key_hash("T#single"))
+    assert facts.entries["key_hash"].tolist() == want
+    assert facts.entries["record"].tolist() == [0] * 10 + [1]
+    facts.entries["offset"] += 1  # the caller's own array: rebuild shifts offsets in place
 
 
 @given(
