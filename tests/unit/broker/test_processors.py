@@ -338,6 +338,10 @@ def test_send_back_retries_then_dead_letters(ctx: BrokerContext) -> None:
     assert dead.properties["ORIGIN_MESSAGE_ID"] == origin_id
     missing = call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, {**back, "offset": 999_999})
     assert missing.code == ResponseCode.SYSTEM_ERROR
+    # A group no topic name may hold: an answer naming it, and no topic made.
+    bad = call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, {**back, "group": "a;b"})
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "'a;b'" in (bad.remark or "")
+    assert "%RETRY%a;b" not in ctx.topics
 
 
 def _pull_schedule(ctx: BrokerContext, level: int) -> bytes:

@@ -15,6 +15,7 @@ from rocketstore.broker.processors.send import PUT_STATUS_CODES, ordered_propert
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.status import PutStatus
@@ -76,7 +77,12 @@ async def consumer_send_back(
     )
     if message.topic not in ctx.topics:
         perm = PERM_WRITE if to_dlq else PERM_READ | PERM_WRITE
-        ctx.topics.create_on_send_back(message.topic, 1, perm)
+        try:
+            ctx.topics.create_on_send_back(message.topic, 1, perm)
+        except ConfigError as e:  # a group name no topic name may hold
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"consumer group {group!r} has no valid retry topic: {e}"
+            )
         ctx.topics_changed()
     result = await ctx.run(ctx.store.put, message, None, ctx.broker_addr)
     if result.status is PutStatus.PUT_OK:
