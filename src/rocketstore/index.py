@@ -7,6 +7,7 @@ index holds hashes only: callers must read the record and compare topic and key.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -20,7 +21,7 @@ import numpy.typing as npt
 
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import ConfigError, CorruptDataError
-from rocketstore.files.mapped_file import MappedFile, remove_leftovers
+from rocketstore.files.mapped_file import TMP_SUFFIX, MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
@@ -29,6 +30,18 @@ from rocketstore.format.properties import split_keys
 from rocketstore.paths import index_dir, index_file_name, is_index_file_name
 
 log = logging.getLogger(__name__)
+
+# The next index file, made ahead of need (IndexService.prefault_ahead). Its name ends like a
+# half-created file's, so every writer deletes it as a leftover after a crash; it sorts before
+# every time-stamp name, so a RocketMQ broker, which loads every file of the directory and
+# writes into the last, never writes into it. A roll gives it its real name as it takes it.
+SPARE_NAME = ".next" + TMP_SUFFIX
+# The spare is made once the last file has fewer free entries than this share of its entries.
+SPARE_MARGIN = 0.1
+# How far past the entries written the pages are faulted in ahead of the dispatcher (and, in
+# a spare, from the first entry).
+ENTRIES_AHEAD_BYTES = 8 * 1024 * 1024
+PREFAULT_STEP_BYTES = 4 * 1024 * 1024  # per call: short enough to notice a stop or a roll
 
 _INT_MAX = 0x7FFFFFFF
 _ENTRY_DTYPE = np.dtype(
@@ -256,13 +269,18 @@ class IndexFile:
         create: bool = False,
         end_phy_offset: int = 0,
         end_timestamp: int = 0,
+        mapping: _IndexMapping | None = None,
     ):
+        """``mapping``: with ``create``, a fresh file already mapped at ``path`` (a spare)."""
         self.path = path
         self.name = os.path.basename(path)
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         size = layout.file_size(hash_slot_num, index_num)
-        self._file = _IndexMapping(path, size, writable=writable, create=create)
+        if mapping is not None:
+            self._file = mapping
+        else:
+            self._file = _IndexMapping(path, size, writable=writable, create=create)
         if create:
             header = layout.IndexHeader(0, 0, 0, 0, 0, 0)
             self.header = header
@@ -605,6 +623,22 @@ class IndexFile:
     def flush(self) -> None:
         self._file.flush_all()
 
+    @property
+    def writable(self) -> bool:
+        return self._file.writable
+
+    @property
+    def file_size(self) -> int:
+        return self._file.file_size
+
+    def next_entry_position(self) -> int:
+        """Where the next entry goes (bytes from the file start)."""
+        return layout.entry_position(self.hash_slot_num, self.index_count)
+
+    def prefault(self, position: int, end: int) -> bool:
+        """``MappedFile.prefault`` of this file's bytes [position, end)."""
+        return self._file.prefault(position, end)
+
     def hold(self) -> bool:
         """Take a reader reference (False once the file is being deleted); while held, the
         file stays mapped even if retention deletes it."""
@@ -624,9 +658,8 @@ class _IndexMapping(MappedFile):
     """A mapped file whose name is a timestamp, not an offset."""
 
     def __init__(self, path: str, size: int, *, writable: bool, create: bool):
-        # MappedFile derives file_from_offset from the name; index names are 17 digits, which
-        # parse as ints, and the value is never used.
-        super().__init__(path, size, writable=writable, create=create)
+        # Index files are named by time, not offset: the offset is never used.
+        super().__init__(path, size, writable=writable, create=create, file_from_offset=0)
         self.wrote_position = size
 
     def flush_all(self) -> None:
@@ -660,6 +693,14 @@ class IndexService:
         self._last_name_ms = 0
         # Told the end time of each full file once it is flushed (checkpoint indexMsgTimestamp).
         self.on_full_file_flushed: Callable[[int], None] | None = None
+        # Made ahead of need by prefault_ahead (the prefaulter's thread), taken by a roll.
+        self._spare: _IndexMapping | None = None
+        self._made_directory = False  # by a spare, removed again if nothing else came
+        self._closed = False
+        # (file name, position) up to which the last file's pages are faulted in.
+        self._ready: tuple[str, int] = ("", 0)
+        self._can_prefault = True  # False once the kernel showed it cannot
+        self._spare_lock = threading.Lock()
 
     def load(self) -> None:
         if not os.path.isdir(self.directory):
@@ -744,7 +785,9 @@ class IndexService:
                 create=True,
                 end_phy_offset=last.end_phy_offset if last else 0,
                 end_timestamp=last.end_timestamp if last else 0,
+                mapping=self._take_spare(path),
             )
+            self._made_directory = False  # it holds a real file now
             self.files.append(new)
             if last is not None:
                 last.flush()
@@ -911,5 +954,117 @@ class IndexService:
             f.flush()
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._drop_spare()
+            if self._made_directory and not self.files:
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.directory)
         for f in self.files:
             f.close()
+
+    # --- ahead of need (the prefaulter's thread) ---------------------------------------
+
+    def prefault_ahead(self) -> bool:
+        """Take page faults the dispatcher would otherwise wait for; True if there is
+        more to do. The first write to each page of an index file costs a fault, and the
+        first of a new file also the kernel's zeroing of a readahead window around it: a
+        new file's first 100,000 keys took twice as long as the next. So the next file is
+        made ahead of need (once the last one is nearly full, or there is none) with its
+        slots and first entries faulted in, and the last file's entries are faulted in
+        ``ENTRIES_AHEAD_BYTES`` ahead of the writer (``MappedFile.prefault``: bytes
+        unchanged). False at once where the kernel cannot prefault."""
+        if not self.writable or native is None or not self._can_prefault:
+            return False
+        if not self._make_spare_if_due():
+            log.info("index prefault unavailable here; the dispatcher takes its faults")
+            self._can_prefault = False
+            return False
+        return self._fault_entries_ahead()
+
+    def _make_spare_if_due(self) -> bool:
+        """Make the spare if it is due; False if prefaulting is not possible here."""
+        # One maker at a time (two would make the same file); a roll does not wait for it.
+        with self._spare_lock:
+            return self._make_spare_locked()
+
+    def _make_spare_locked(self) -> bool:
+        with self._lock:
+            last = self.files[-1] if self.files else None
+            margin = self.index_num * SPARE_MARGIN
+            if self._spare is not None or self._closed:
+                return True
+            if last is not None and self.index_num - last.index_count > margin:
+                return True
+            made_directory = not os.path.isdir(self.directory)
+            os.makedirs(self.directory, exist_ok=True)
+            self._made_directory |= made_directory
+        size = layout.file_size(self.hash_slot_num, self.index_num)
+        spare = _IndexMapping(
+            os.path.join(self.directory, SPARE_NAME), size, writable=True, create=True
+        )
+        first_entries = layout.entry_position(self.hash_slot_num, 1)
+        ok = True
+        for start in range(0, first_entries + ENTRIES_AHEAD_BYTES, PREFAULT_STEP_BYTES):
+            end = min(start + PREFAULT_STEP_BYTES, first_entries + ENTRIES_AHEAD_BYTES)
+            if self._closed:
+                break
+            if not spare.prefault(start, end):
+                ok = False
+                break
+        with self._lock:
+            if ok and not self._closed and self._spare is None:
+                self._spare = spare
+                return True
+        spare.destroy()
+        return ok
+
+    def _take_spare(self, path: str) -> _IndexMapping | None:
+        """The spare, renamed to ``path``, for a new file (None if there is none)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        try:
+            spare.rename(path)
+        except OSError as e:
+            log.warning("could not take the index spare (%s); making the file anew", e)
+            spare.destroy()
+            return None
+        return spare
+
+    def _drop_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.destroy()
+
+    def _fault_entries_ahead(self) -> bool:
+        with self._lock:
+            last = self.files[-1] if self.files else None
+        if last is None or not last.writable or last.is_write_full:
+            return False
+        name, ready = self._ready
+        position = last.next_entry_position()
+        start = max(position, ready) if name == last.name else position
+        target = min(position + ENTRIES_AHEAD_BYTES, last.file_size)
+        if start >= target:
+            return False
+        end = min(start + PREFAULT_STEP_BYTES, target)
+        if not last.prefault(start, end):
+            return False
+        self._ready = (last.name, end)
+        return end < target
+
+    def wants_prefault(self) -> bool:
+        """Whether the dispatcher has used half of the entries faulted in ahead of it."""
+        if not self.writable or not self._can_prefault:
+            return False
+        last = self.files[-1] if self.files else None
+        if last is None:
+            return self._spare is None
+        if self._spare is None and self.index_num - last.index_count <= (
+            self.index_num * SPARE_MARGIN
+        ):
+            return True
+        name, ready = self._ready
+        due = min(last.next_entry_position() + ENTRIES_AHEAD_BYTES // 2, last.file_size)
+        return name != last.name or due > ready

@@ -105,7 +105,9 @@ class MessageStore:
             live_logics_timestamp=lambda: self.live_logics_timestamp,
         )
         self.prefaulter = Prefaulter(
-            self.commitlog, 0 if read_only else config.commit_log_prefault_bytes
+            self.commitlog,
+            0 if read_only else config.commit_log_prefault_bytes,
+            self.index if config.message_index_enable else None,
         )
         self.running_flags = RunningFlags(0)
         self.retention = RetentionService(
@@ -346,6 +348,7 @@ class MessageStore:
             except (OSError, StoreError):
                 self.running_flags |= RunningFlags.WRITE_INDEX_FILE_ERROR
                 raise
+            self.prefaulter.wake_for_index()
 
     def _queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
         key = (topic, queue_id)

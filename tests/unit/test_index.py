@@ -556,3 +556,114 @@ def test_bulk_put_is_put_key_per_entry_even_over_garbage_slots(
                 assert index_file.put_key("", 100 + i, BASE_MS, key_hash=key_hash)
         files.append(_file_bytes(index_file))
     assert files[0] == files[1]
+
+
+# --- made ahead of need (the prefaulter's thread) ----------------------------------------------
+
+
+needs_prefault = pytest.mark.skipif(
+    index_module.native is None, reason="prefaulting needs the C extension"
+)
+
+
+def _prefaulting(tmp_path: Path, slots: int = 7, number: int = 40) -> IndexService:
+    service = IndexService(str(tmp_path), slots, number, writable=True)
+    if not service.prefault_ahead() and not service._can_prefault:
+        service.close()
+        pytest.skip("this kernel cannot prefault (MADV_POPULATE_WRITE)")
+    return service
+
+
+def _spare_path(tmp_path: Path) -> Path:
+    return tmp_path / "index" / index_module.SPARE_NAME
+
+
+@needs_prefault
+@pytest.mark.parametrize("seed", range(4))
+def test_files_taken_from_spares_hold_the_same_bytes(tmp_path: Path, seed: int) -> None:
+    """Each roll takes the spare made ahead of it; the index is byte for byte the one built
+    without spares."""
+    records = _random_records(seed, 300)
+    plain = IndexService(str(tmp_path / "plain"), 7, 40, writable=True)
+    ahead = _prefaulting(tmp_path / "ahead")
+    taken = 0
+    for record in records:  # a record has at most 4 keys: no more than the spare margin
+        plain.build_index_batch([record])
+        had_spare = _spare_path(tmp_path / "ahead").exists()
+        files_before = len(ahead.files)
+        ahead.build_index_batch([record])
+        if had_spare and len(ahead.files) > files_before:
+            taken += 1
+            assert not _spare_path(tmp_path / "ahead").exists()  # renamed, not copied
+        while ahead.prefault_ahead():
+            pass
+    plain.flush()
+    ahead.flush()
+    assert taken == len(ahead.files) > 3  # every file came from a spare
+    assert [f.name for f in ahead.files] == sorted(f.name for f in ahead.files)
+    plain_index, ahead_index = tmp_path / "plain" / "index", tmp_path / "ahead" / "index"
+    files = sorted(p for p in os.listdir(ahead_index) if p != index_module.SPARE_NAME)
+    assert [(ahead_index / name).read_bytes() for name in files] == _index_bytes(plain_index)
+    assert list(ahead.candidates("T#k7")) == list(plain.candidates("T#k7"))
+    plain.close()
+    ahead.close()
+
+
+@needs_prefault
+def test_the_spare_is_made_only_when_the_last_file_is_nearly_full(tmp_path: Path) -> None:
+    service = _prefaulting(tmp_path, slots=4, number=41)  # 40 entries; 10 %: 4 left
+    assert _spare_path(tmp_path).exists()  # no file yet: the first one is due
+    service.build_index(_record(0, BASE_MS, keys="a"))
+    assert not _spare_path(tmp_path).exists() and len(service.files) == 1
+    for i in range(1, 35):
+        service.build_index(_record(100 * i, BASE_MS, keys=f"k{i}"))
+        service.prefault_ahead()
+        assert not _spare_path(tmp_path).exists(), i  # 5 or more entries left
+    service.build_index(_record(3500, BASE_MS, keys="k35"))  # 4 left
+    assert service.wants_prefault()
+    service.prefault_ahead()
+    assert _spare_path(tmp_path).exists()
+    service.close()
+
+
+@needs_prefault
+def test_entries_are_faulted_in_ahead_of_the_writer(tmp_path: Path) -> None:
+    service = _prefaulting(tmp_path, slots=64, number=1_000_000)  # 20 MB of entries
+    service.build_index(_record(0, BASE_MS, keys="a"))
+    assert service.wants_prefault()  # the new file's entries: none faulted in yet
+    while service.prefault_ahead():
+        pass
+    assert not service.wants_prefault()
+    ahead = index_module.ENTRIES_AHEAD_BYTES // layout.ENTRY_SIZE
+    keys = np.arange(ahead // 2 + 1, dtype=np.int64)
+    service.build_index_hashed(keys, keys + 100, np.full(len(keys), BASE_MS), last_offset=1 << 40)
+    assert service.wants_prefault()  # half of them used: time for the next step
+    assert bytes(service.files[-1]._file.mm[-20:]) == bytes(20)  # prefaulting wrote nothing
+    service.close()
+
+
+@needs_prefault
+def test_an_unused_spare_leaves_no_trace(tmp_path: Path) -> None:
+    service = _prefaulting(tmp_path / "store")
+    assert _spare_path(tmp_path / "store").exists()
+    service.close()
+    assert not (tmp_path / "store" / "index").exists()  # the spare made the directory
+
+
+@needs_prefault
+def test_a_spare_a_crash_left_is_deleted_and_never_loaded(tmp_path: Path) -> None:
+    service = _prefaulting(tmp_path)
+    service.build_index(_record(0, BASE_MS, keys="a"))
+    service._spare = None  # as a crash would leave it: on disk, known to nobody
+    (tmp_path / "index" / index_module.SPARE_NAME).write_bytes(b"\0" * 100)
+    service.close()
+    reader = IndexService(str(tmp_path), 7, 40, writable=False)
+    reader.load()
+    assert [f.name for f in reader.files] == [f.name for f in service.files]
+    reader.close()
+    assert _spare_path(tmp_path).exists()  # a reader deletes nothing
+    writer = IndexService(str(tmp_path), 7, 40, writable=True)
+    writer.load()
+    assert not _spare_path(tmp_path).exists()
+    assert list(writer.candidates("T#a")) == [0]
+    writer.close()

@@ -92,10 +92,15 @@ class MappedFile:
         writable: bool,
         create: bool = False,
         reserve: bool = False,
+        file_from_offset: int | None = None,
     ):
+        """``file_from_offset`` defaults to the offset the name spells (CommitLog and
+        consume-queue files are named by it)."""
         self.path = path
         self.file_size = file_size
-        self.file_from_offset = int(os.path.basename(path))
+        if file_from_offset is None:
+            file_from_offset = int(os.path.basename(path))
+        self.file_from_offset = file_from_offset
         self.writable = writable
         self.wrote_position = 0
         self.flushed_position = 0
@@ -338,6 +343,12 @@ class MappedFile:
         with self._ref_lock:
             self._closed = True
         self._unmap()
+
+    def rename(self, path: str) -> None:
+        """Give the file another name (the same directory's), keeping its mapping: the
+        pages already faulted in stay faulted in."""
+        os.replace(self.path, path)
+        self.path = path
 
     def destroy(self) -> None:
         """Delete the file and unmap it (at once, or on the last reader's release)."""

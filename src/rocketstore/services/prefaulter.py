@@ -15,6 +15,10 @@ the other core and without the GIL:
   into the spare too (``MappedFile.prefault``, bytes unchanged). Where the kernel cannot
   (before Linux 5.14) or the C extension is missing, that part stops for good and the
   writer takes its faults itself, as without it.
+
+The same for the index, whose writer is the dispatcher: the next index file is made ahead
+of need and the last one's entries are faulted in ahead of it
+(``IndexService.prefault_ahead``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import threading
 from rocketstore.commitlog import CommitLog
 from rocketstore.errors import StoreError
 from rocketstore.files.mapped_file import MappedFile
+from rocketstore.index import IndexService
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +37,9 @@ STEP_BYTES = 4 * 1024 * 1024  # per call: a file roll is noticed within one step
 
 
 class Prefaulter:
-    def __init__(self, commitlog: CommitLog, ahead_bytes: int):
+    def __init__(self, commitlog: CommitLog, ahead_bytes: int, index: IndexService | None = None):
         self.commitlog = commitlog
+        self.index = index
         self.ahead_bytes = ahead_bytes
         self.enabled = ahead_bytes > 0
         # False once the kernel (or a missing C extension) showed it cannot prefault.
@@ -51,11 +57,24 @@ class Prefaulter:
         if self.enabled and max_offset + self.ahead_bytes // 2 > self.ready_offset:
             self._wake.set()
 
+    def wake_for_index(self) -> None:
+        """After a dispatch: wake the thread once the index needs it."""
+        if self.enabled and self.index is not None and self.index.wants_prefault():
+            self._wake.set()
+
     def run_once(self) -> bool:
-        """Make the spare file when it is due, then fault in the next step ahead of the
-        writer; True if there is more to do."""
+        """One step for the CommitLog, then one for the index; True if there is more to
+        do."""
         if not self.enabled:
             return False
+        more = self._commitlog_once()
+        if self.index is not None and self.index.prefault_ahead():
+            more = True
+        return more
+
+    def _commitlog_once(self) -> bool:
+        """Make the spare file when it is due, then fault in the next step ahead of the
+        writer; True if there is more to do."""
         files = self.commitlog.files
         mapped = files.last
         wrote = 0 if mapped is None else mapped.file_from_offset + mapped.wrote_position

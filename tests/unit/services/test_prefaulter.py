@@ -12,6 +12,7 @@ from rocketstore.commitlog import CommitLog
 from rocketstore.errors import ConfigError
 from rocketstore.files import mapped_file
 from rocketstore.format.native import native
+from rocketstore.index import SPARE_NAME
 from rocketstore.services.prefaulter import Prefaulter
 
 FILE_SIZE = 1024 * 1024
@@ -141,8 +142,11 @@ def test_a_store_opened_and_closed_leaves_no_files(tmp_path: Path) -> None:
     config = StoreConfig(mapped_file_size_commit_log=FILE_SIZE)
     store = MessageStore.open(str(tmp_path / "s"), config)
     store.prefaulter.run_once()  # as its thread would, at once
+    made_index_spare = (tmp_path / "s" / "index" / SPARE_NAME).exists()
     store.close()
     assert not (tmp_path / "s" / "commitlog").exists()
+    assert not (tmp_path / "s" / "index").exists()
+    assert made_index_spare or native is None or not store.index._can_prefault
     with MessageStore.open(str(tmp_path / "s"), config) as store:
         assert store.put(Message("T", b"x")).ok
     assert [p.name for p in (tmp_path / "s" / "commitlog").iterdir()] == [f"{0:020d}"]
