@@ -375,8 +375,16 @@ class CommitLog:
         """The message whose record is at ``offset`` (of ``size`` bytes when given), or
         None as ``read_record`` gives None. Decoded in place from the mapping by the C
         extension when it can, else through ``read_record``."""
-        sizes = [-1 if size is None else size]
-        found = self._decode_in_place([offset], sizes, read_body=read_body)[0]
+        found = None
+        mapped = self.files.find(offset) if native is not None else None
+        mm = mapped.mapping_for_buffer_call() if mapped is not None else None
+        if mapped is not None and mm is not None:  # one record: no loop over files
+            sizes = [-1 if size is None else size]
+            base, limit = mapped.file_from_offset, mapped.wrote_position
+            with contextlib.suppress(ValueError):  # unmapped meanwhile: the copy path decides
+                found = rec.fast_message_exts(
+                    mm, base, limit, [offset], sizes, read_body=read_body
+                )[0]
         return found if found is not None else self._decode_copied(offset, size, read_body)
 
     def read_messages(self, offsets: list[int], sizes: list[int]) -> list[MessageExt | None]:
@@ -401,7 +409,7 @@ class CommitLog:
         at = 0
         while at < len(offsets):
             mapped = self.files.find(offsets[at])
-            if mapped is None or not mapped.hold():
+            if mapped is None:
                 found.append(None)
                 at += 1
                 continue
@@ -409,21 +417,31 @@ class CommitLog:
             stop = at + 1
             while stop < len(offsets) and mapped.file_from_offset <= offsets[stop] < end:
                 stop += 1
-            try:  # the reference keeps the mapping open while C reads it
-                found += rec.fast_message_exts(
-                    mapped.mm,
-                    mapped.file_from_offset,
-                    mapped.wrote_position,
-                    offsets[at:stop],
-                    sizes[at:stop],
-                    read_body=read_body,
-                )
-            except FileRemovedError:
-                found += [None] * (stop - at)
-            finally:
-                mapped.release()
+            found += self._decode_held(mapped, offsets[at:stop], sizes[at:stop], read_body)
             at = stop
         return found
+
+    @staticmethod
+    def _decode_held(
+        mapped: MappedFile, offsets: list[int], sizes: list[int], read_body: bool
+    ) -> list[MessageExt | None]:
+        """``fast_message_exts`` of records of ``mapped``, under a reference that keeps
+        the mapping open while C reads it (all None if the file is being removed)."""
+        if not mapped.hold():
+            return [None] * len(offsets)
+        try:
+            return rec.fast_message_exts(
+                mapped.mm,
+                mapped.file_from_offset,
+                mapped.wrote_position,
+                offsets,
+                sizes,
+                read_body=read_body,
+            )
+        except FileRemovedError:
+            return [None] * len(offsets)
+        finally:
+            mapped.release()
 
     def _decode_copied(self, offset: int, size: int | None, read_body: bool) -> MessageExt | None:
         located = self.read_record(offset, size=size)

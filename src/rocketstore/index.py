@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
-from rocketstore.errors import ConfigError, CorruptDataError
+from rocketstore.errors import ConfigError, CorruptDataError, FileRemovedError
 from rocketstore.files.mapped_file import TMP_SUFFIX, MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
@@ -496,30 +496,43 @@ class IndexFile:
 
     # --- reading ----------------------------------------------------------------------
 
-    def candidates(self, key: str) -> Iterator[tuple[int, int]]:
+    def candidates(self, key: str) -> list[tuple[int, int]]:
         """(phy_offset, index_time_ms) of every entry with the key's hash, newest first.
 
         Index time is only a hint (second precision, rollover quirks): never filter on it.
         """
-        key_hash = index_key_hash(key)
-        slot = key_hash % self.hash_slot_num
+        return self.chain(index_key_hash(key))
+
+    def chain(self, key_hash: int) -> list[tuple[int, int]]:
+        """``candidates`` of a key whose index hash is ``key_hash``."""
         count = self.index_count
+        begin = self.header.begin_timestamp
+        if native is not None:
+            mm = self._file.mapping_for_buffer_call()
+            if mm is None:
+                raise FileRemovedError(f"{self.path} is closed")
+            hits = native.index_chain(mm, self.hash_slot_num, count, key_hash)
+            return [(offset, begin + diff * 1000) for offset, diff in hits]
+        found: list[tuple[int, int]] = []
+        slot = key_hash % self.hash_slot_num
         number = layout.decode_slot(self._file.read(layout.slot_position(slot), 4), 0)
         if number <= 0 or number > count or count <= 1:
-            return
+            return found
         seen = 0
         while 0 < number <= count and seen <= count:
             seen += 1
-            entry = layout.decode_entry(
-                self._file.read(layout.entry_position(self.hash_slot_num, number), 20), 0
-            )
+            position = layout.entry_position(self.hash_slot_num, number)
+            if position + layout.ENTRY_SIZE > self._file.file_size:
+                break  # a link past the last entry (a full file's garbage): the chain ends
+            entry = layout.decode_entry(self._file.read(position, layout.ENTRY_SIZE), 0)
             if entry.time_diff < 0:
-                return
+                break
             if entry.key_hash == key_hash:
-                yield entry.phy_offset, self.header.begin_timestamp + entry.time_diff * 1000
+                found.append((entry.phy_offset, begin + entry.time_diff * 1000))
             if entry.prev_index == number:
-                return
+                break
             number = entry.prev_index
+        return found
 
     def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """RocketMQ's ``selectPhyOffset``: hash match and index time within [begin, end]."""
@@ -890,14 +903,14 @@ class IndexService:
     def candidates(self, key: str) -> Iterator[int]:
         """CommitLog offsets whose index hash matches ``key`` (``topic#key``), newest file
         first; within a file newest entry first."""
+        key_hash = index_key_hash(key)
         for index_file in reversed(list(self.files)):
-            if not index_file.hold():
+            try:  # chain() is one C call on the mapping: no reference needed (see
+                hits = index_file.chain(key_hash)  # MappedFile.mapping_for_buffer_call)
+            except (FileRemovedError, ValueError):
                 continue  # deleted by retention since the list was copied
-            try:
-                for offset, _ in index_file.candidates(key):
-                    yield offset
-            finally:
-                index_file.release()
+            for offset, _ in hits:
+                yield offset
 
     def last_update(self) -> tuple[int, int]:
         """(endTimestamp, endPhyOffset) of the newest file."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
+from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 from rocketstore.index import IndexService
 
@@ -39,10 +40,12 @@ class KeyQuery:
             if message.topic != topic or not begin_ms <= message.store_timestamp <= end_ms:
                 continue
             if unique:
-                if message.uniq_key != key:
+                if message.properties.get(props.UNIQ_KEY) != key:
                     continue
-            elif key not in message.key_list:
-                continue
+            else:  # a KEYS token (key is not empty, so empty tokens never match)
+                keys = message.properties.get(props.KEYS)
+                if keys is None or key not in keys.split(props.KEY_SEPARATOR):
+                    continue
             found.append(message)
             if len(found) >= max_count:
                 break

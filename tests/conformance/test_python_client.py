@@ -47,7 +47,8 @@ def _produce(
     run = py_client("produce", server.namesrv_address, topic, count, "--big", BIG, *extra)
     lines = run.finish(60)
     sent = [line for line in lines if line["event"] == "sent"]
-    assert len(sent) == count, run.stderr[-10:]
+    errors = [line for line in lines if line["event"] == "error"]
+    assert len(sent) == count, (errors, run.stderr[-10:])
     return sent
 
 

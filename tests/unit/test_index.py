@@ -558,6 +558,53 @@ def test_bulk_put_is_put_key_per_entry_even_over_garbage_slots(
     assert files[0] == files[1]
 
 
+_LINK = st.integers(-1, 14)  # entry numbers, some out of [1, index_count]
+
+
+@pytest.mark.skipif(index_module.native is None, reason="compares the C walk with Python's")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_LINK, min_size=5, max_size=5),
+    st.lists(
+        st.tuples(st.sampled_from([3, 8, -3]), st.integers(0, 99), st.integers(-2, 5), _LINK),
+        min_size=13,
+        max_size=13,
+    ),
+    st.integers(0, 13),
+)
+def test_the_chain_walk_in_c_is_the_python_walk_over_any_bytes(
+    tmp_path_factory: pytest.TempPathFactory,
+    slots: list[int],
+    entries: list[tuple[int, int, int, int]],
+    count: int,
+) -> None:
+    """Slots and entries of any value (links out of range, to themselves, in loops,
+    negative time diffs): both walks find the same entries and stop at the same place."""
+    index_file = _new_file(tmp_path_factory.mktemp("chain"), slots=5, number=13)
+    try:
+        mm = index_file._file.mm
+        for slot, value in enumerate(slots):
+            layout.pack_slot_into(mm, layout.slot_position(slot), value)
+        for number, (key_hash, offset, diff, prev) in enumerate(entries):
+            at = layout.entry_position(5, number)
+            mm[at : at + 20] = (
+                key_hash.to_bytes(4, "big", signed=True)
+                + offset.to_bytes(8, "big")
+                + diff.to_bytes(4, "big", signed=True)
+                + prev.to_bytes(4, "big", signed=True)
+            )
+        index_file.index_count = count
+        fast = index_file.chain(3)  # slot 3; entries of hash 8 share it
+        saved, index_module.native = index_module.native, None
+        try:
+            slow = index_file.chain(3)
+        finally:
+            index_module.native = saved
+        assert fast == slow
+    finally:
+        index_file.close()
+
+
 # --- made ahead of need (the prefaulter's thread) ----------------------------------------------
 
 

@@ -133,6 +133,16 @@ class MappedFile:
             raise FileRemovedError(f"{self.path} is closed")
         return mm
 
+    def mapping_for_buffer_call(self) -> mmap.mmap | None:
+        """The mapping, for one call that reads it through the buffer protocol (C code),
+        without a reference (None if unmapped). No reference is needed: while the call
+        holds the buffer, ``mmap.close`` refuses (BufferError, and ``_unmap`` leaves the
+        mapping to the garbage collector), so the bytes stay mapped; a mapping closed
+        before the call takes its buffer makes the call raise ValueError, which callers
+        read as the file being gone. hold/release cost a third of a key lookup. None for
+        a retired file, as ``hold`` refuses new readers of one."""
+        return None if self._closed else self._mm
+
     @property
     def free_bytes(self) -> int:
         return self.file_size - self.wrote_position

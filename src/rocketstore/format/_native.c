@@ -1613,6 +1613,56 @@ done:
 }
 
 /*
+ * index_chain(file, hash_slot_num, index_count, key_hash) -> [(phy_offset, time_diff)]
+ *
+ * IndexFile.candidates' walk (RocketMQ's selectPhyOffset without its time filter): from
+ * the key's slot head along the entries' previous links, newest first, the entries whose
+ * hash is ``key_hash``. Stops at a link outside [1, index_count], a negative time diff,
+ * an entry linking to itself, or after index_count + 1 entries (a looping chain).
+ */
+static PyObject *py_index_chain(PyObject *self, PyObject *args) {
+    PyObject *file_obj;
+    Py_ssize_t slots, count;
+    long long key_hash;
+    if (!PyArg_ParseTuple(args, "OnnL", &file_obj, &slots, &count, &key_hash)) return NULL;
+    Py_buffer file;
+    if (PyObject_GetBuffer(file_obj, &file, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *found = NULL;
+    Py_ssize_t entries_at = 40 + slots * 4;
+    if (slots <= 0 || key_hash < 0 || entries_at > file.len) {
+        PyErr_SetString(PyExc_ValueError, "index_chain: bad geometry or key hash");
+        goto done;
+    }
+    found = PyList_New(0);
+    if (found == NULL) goto done;
+    const uint8_t *data = (const uint8_t *)file.buf;
+    int64_t number = get_i32(data + 40 + (key_hash % slots) * 4);
+    if (number <= 0 || number > count || count <= 1) goto done;
+    for (Py_ssize_t seen = 0; number > 0 && number <= count && seen <= count; seen++) {
+        Py_ssize_t at = entries_at + (Py_ssize_t)number * 20;
+        if (at + 20 > file.len) break;
+        const uint8_t *entry = data + at;
+        int32_t time_diff = get_i32(entry + 12);
+        if (time_diff < 0) break;
+        if (get_i32(entry) == key_hash) {
+            PyObject *hit = Py_BuildValue("(Li)", (long long)get_i64(entry + 4), time_diff);
+            if (hit == NULL || PyList_Append(found, hit) < 0) {
+                Py_XDECREF(hit);
+                Py_CLEAR(found);
+                goto done;
+            }
+            Py_DECREF(hit);
+        }
+        int64_t prev = get_i32(entry + 16);
+        if (prev == number) break;
+        number = prev;
+    }
+done:
+    PyBuffer_Release(&file);
+    return found;
+}
+
+/*
  * chain_private(newest, oldest, first_number, key_hashes, phy_offsets, time_diffs, out)
  *
  * index.RunChainer's chaining of a chunk against its private slot table: entry
@@ -1724,6 +1774,7 @@ static PyMethodDef methods[] = {
     {"dispatch_facts", py_dispatch_facts, METH_VARARGS, "tagsCodes and index entries."},
     {"populate_write", py_populate_write, METH_VARARGS, "Write-fault pages in, unchanged."},
     {"index_put", py_index_put, METH_VARARGS, "IndexFile.putKey for a run of entries."},
+    {"index_chain", py_index_chain, METH_VARARGS, "IndexFile.candidates: one slot's chain."},
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},
     {NULL, NULL, 0, NULL},
 };

@@ -88,6 +88,9 @@ def decode_messages(
     /,
 ) -> list[Any]: ...
 def populate_write(buf: WriteableBuffer, start: int, length: int, /) -> int: ...
+def index_chain(
+    file: ReadableBuffer, hash_slot_num: int, index_count: int, key_hash: int, /
+) -> list[tuple[int, int]]: ...
 def index_put(
     file: WriteableBuffer,
     hash_slot_num: int,

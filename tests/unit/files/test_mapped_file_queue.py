@@ -435,3 +435,23 @@ def test_a_queue_without_read_around_advises_each_new_file(tmp_path, read_around
         assert bytes(second.mm[:16]) == bytes(16)  # the advice changes no bytes
     finally:
         queue.close()
+
+
+def test_a_buffer_call_gets_no_mapping_of_a_retired_file_and_keeps_the_one_it_has(tmp_path):
+    path = str(tmp_path / f"{0:020d}")
+    mapped = MappedFile(path, PAGE_SIZE, writable=True, create=True)
+    mapped.append(b"abc")
+    mm = mapped.mapping_for_buffer_call()
+    assert mm is not None and bytes(mm[:3]) == b"abc"
+    view = memoryview(mm)  # a C call holding the buffer while another thread closes it
+    mapped.close()
+    assert mapped.mapping_for_buffer_call() is None  # no new reader of a retired file
+    assert bytes(view[:3]) == b"abc"  # the close left the mapping to its holder
+    view.release()
+
+    held = MappedFile(path, PAGE_SIZE, writable=False)
+    assert held.hold()
+    held.close()  # retired while a reader holds it: still mapped, but not for new readers
+    assert held.mapping_for_buffer_call() is None
+    assert held.read(0, 3) == b"abc"
+    held.release()
