@@ -505,14 +505,20 @@ class IndexFile:
 
     def chain(self, key_hash: int) -> list[tuple[int, int]]:
         """``candidates`` of a key whose index hash is ``key_hash``."""
-        count = self.index_count
         begin = self.header.begin_timestamp
+        return [(offset, begin + diff * 1000) for offset, diff in self.raw_chain(key_hash)]
+
+    def raw_chain(self, key_hash: int) -> list[tuple[int, int]]:
+        """(phy_offset, time_diff in seconds) of the entries ``chain`` finds."""
+        count = self.index_count
         if native is not None:
             mm = self._file.mapping_for_buffer_call()
             if mm is None:
                 raise FileRemovedError(f"{self.path} is closed")
-            hits = native.index_chain(mm, self.hash_slot_num, count, key_hash)
-            return [(offset, begin + diff * 1000) for offset, diff in hits]
+            hits: list[tuple[int, int]] = native.index_chain(
+                mm, self.hash_slot_num, count, key_hash
+            )
+            return hits
         found: list[tuple[int, int]] = []
         slot = key_hash % self.hash_slot_num
         number = layout.decode_slot(self._file.read(layout.slot_position(slot), 4), 0)
@@ -528,7 +534,7 @@ class IndexFile:
             if entry.time_diff < 0:
                 break
             if entry.key_hash == key_hash:
-                found.append((entry.phy_offset, begin + entry.time_diff * 1000))
+                found.append((entry.phy_offset, entry.time_diff))
             if entry.prev_index == number:
                 break
             number = entry.prev_index
@@ -905,8 +911,8 @@ class IndexService:
         first; within a file newest entry first."""
         key_hash = index_key_hash(key)
         for index_file in reversed(list(self.files)):
-            try:  # chain() is one C call on the mapping: no reference needed (see
-                hits = index_file.chain(key_hash)  # MappedFile.mapping_for_buffer_call)
+            try:  # one C call on the mapping: no reference needed (see
+                hits = index_file.raw_chain(key_hash)  # MappedFile.mapping_for_buffer_call)
             except (FileRemovedError, ValueError):
                 continue  # deleted by retention since the list was copied
             for offset, _ in hits:

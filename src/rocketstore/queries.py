@@ -15,6 +15,10 @@ from rocketstore.format.message import MessageExt
 from rocketstore.index import IndexService
 
 
+def _commit_log_offset(message: MessageExt) -> int:
+    return message.commit_log_offset
+
+
 class KeyQuery:
     def __init__(self, commitlog: CommitLog, index: IndexService, config: StoreConfig):
         self.commitlog = commitlog
@@ -30,11 +34,12 @@ class KeyQuery:
             raise ConfigError("topic and key must be non-empty")
         found: list[MessageExt] = []
         seen: set[int] = set()
+        read = self.commitlog.read_message
         for offset in self.index.candidates(f"{topic}#{key}"):
             if offset in seen:
                 continue
             seen.add(offset)
-            message = self.commitlog.read_message(offset)
+            message = read(offset)
             if message is None:
                 continue  # removed by retention, or an index entry past a recovered end
             if message.topic != topic or not begin_ms <= message.store_timestamp <= end_ms:
@@ -56,7 +61,9 @@ class KeyQuery:
     ) -> list[MessageExt]:
         """The newest ``max_count`` matches, returned oldest first (by CommitLog offset)."""
         found = self._matches(topic, key, max_count, begin_ms, end_ms, unique=False)
-        return sorted(found, key=lambda m: m.commit_log_offset)
+        if len(found) > 1:  # (one, the usual answer, needs no sort)
+            found.sort(key=_commit_log_offset)
+        return found
 
     def by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
         found = self._matches(
