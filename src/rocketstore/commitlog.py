@@ -125,6 +125,7 @@ class AppendedBatch:
 
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record position 20
 _STAMP = struct.Struct(">q")
+_FLAG = struct.Struct(">i")
 _NO_SIZE = bytes(4)
 
 
@@ -452,13 +453,19 @@ class CommitLog:
         return rec.to_message_ext(located[0], located[1], read_body=read_body)
 
     def store_time_at(self, offset: int, size: int) -> int:
-        """STORETIMESTAMP of the record at ``offset`` without decoding it; -1 if absent."""
-        head = self.read(offset, 76)  # STORETIMESTAMP ends at 76 with an IPv6 born host
-        if head is None:
+        """STORETIMESTAMP of the record at ``offset`` without decoding it; -1 if absent.
+        Read in place, no copy: offset-by-time's binary search calls this per probe."""
+        mapped = self.files.find(offset)
+        if mapped is None:
             return -1
-        flag = int.from_bytes(head[36:40], "big", signed=True)
-        position = rec.store_timestamp_position(flag)
-        return int.from_bytes(head[position : position + 8], "big", signed=True)
+        at = offset - mapped.file_from_offset
+        if at + 76 > mapped.wrote_position:  # STORETIMESTAMP ends at 76 (IPv6 born host)
+            return -1
+        flag = mapped.unpack_at(_FLAG, at + 36)  # SYSFLAG
+        if flag is None:
+            return -1
+        stamp = mapped.unpack_at(_STAMP, at + rec.store_timestamp_position(flag[0]))
+        return int(stamp[0]) if stamp is not None else -1
 
     def flush(self, least_pages: int = 0) -> bool:
         return self.files.flush(least_pages)

@@ -19,6 +19,7 @@ from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format.queue_unit import (
     BLANK_UNIT,
     CQ_UNIT_SIZE,
+    UNIT_LAYOUT,
     QueueUnit,
     decode_unit,
     decode_units,
@@ -171,8 +172,8 @@ class ConsumeQueue:
         local = position - mapped.file_from_offset
         if local + CQ_UNIT_SIZE > mapped.wrote_position:
             return None
-        data = mapped.read_held(local, CQ_UNIT_SIZE)
-        return decode_unit(data) if data is not None else None
+        fields = mapped.unpack_at(UNIT_LAYOUT, local)  # no copy: offset by time probes many
+        return QueueUnit(*fields) if fields is not None else None
 
     def units_from(self, queue_offset: int, max_bytes: int | None = None) -> bytes | None:
         """Raw units from ``queue_offset`` to the readable end of the file holding it

@@ -11,7 +11,9 @@ import errno
 import logging
 import mmap
 import os
+import struct
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -142,6 +144,17 @@ class MappedFile:
         read as the file being gone. hold/release cost a third of a key lookup. None for
         a retired file, as ``hold`` refuses new readers of one."""
         return None if self._closed else self._mm
+
+    def unpack_at(self, layout: struct.Struct, position: int) -> tuple[Any, ...] | None:
+        """``layout.unpack_from`` the mapping at ``position``: one C call, so without a
+        reference (``mapping_for_buffer_call``); None if the file is gone."""
+        mm = self.mapping_for_buffer_call()
+        if mm is None:
+            return None
+        try:
+            return layout.unpack_from(mm, position)
+        except ValueError:  # unmapped meanwhile
+            return None
 
     @property
     def free_bytes(self) -> int:

@@ -15,7 +15,8 @@ import numpy.typing as npt
 from rocketstore.errors import IncompleteDataError
 
 CQ_UNIT_SIZE = 20
-_UNIT = struct.Struct(">qiq")
+UNIT_LAYOUT = struct.Struct(">qiq")  # offset, size, tagsCode
+_UNIT = UNIT_LAYOUT
 BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
 
 # numpy view of a run of units (big-endian, packed).

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
@@ -443,6 +444,7 @@ def test_a_buffer_call_gets_no_mapping_of_a_retired_file_and_keeps_the_one_it_ha
     mapped.append(b"abc")
     mm = mapped.mapping_for_buffer_call()
     assert mm is not None and bytes(mm[:3]) == b"abc"
+    assert mapped.unpack_at(struct.Struct(">H"), 1) == (0x6263,)  # "bc", read in place
     view = memoryview(mm)  # a C call holding the buffer while another thread closes it
     mapped.close()
     assert mapped.mapping_for_buffer_call() is None  # no new reader of a retired file
@@ -453,5 +455,6 @@ def test_a_buffer_call_gets_no_mapping_of_a_retired_file_and_keeps_the_one_it_ha
     assert held.hold()
     held.close()  # retired while a reader holds it: still mapped, but not for new readers
     assert held.mapping_for_buffer_call() is None
+    assert held.unpack_at(struct.Struct(">H"), 1) is None
     assert held.read(0, 3) == b"abc"
     held.release()
