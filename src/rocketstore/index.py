@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
-from rocketstore.errors import ConfigError, CorruptDataError, FileRemovedError
+from rocketstore.errors import ConfigError, CorruptDataError, FileRemovedError, StoreError
 from rocketstore.files.mapped_file import TMP_SUFFIX, MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
@@ -1005,7 +1005,11 @@ class IndexService:
         """Make the spare if it is due; False if prefaulting is not possible here."""
         # One maker at a time (two would make the same file); a roll does not wait for it.
         with self._spare_lock:
-            return self._make_spare_locked()
+            try:
+                return self._make_spare_locked()
+            except (OSError, StoreError) as e:  # e.g. no space: the roll makes its own file
+                log.warning("could not make the next index file ahead: %s", e)
+                return False
 
     def _make_spare_locked(self) -> bool:
         with self._lock:
@@ -1075,7 +1079,7 @@ class IndexService:
 
     def wants_prefault(self) -> bool:
         """Whether the dispatcher has used half of the entries faulted in ahead of it."""
-        if not self.writable or not self._can_prefault:
+        if not self.writable or native is None or not self._can_prefault:
             return False
         last = self.files[-1] if self.files else None
         if last is None:

@@ -714,3 +714,19 @@ def test_a_spare_a_crash_left_is_deleted_and_never_loaded(tmp_path: Path) -> Non
     assert not _spare_path(tmp_path).exists()
     assert list(writer.candidates("T#a")) == [0]
     writer.close()
+
+
+def test_a_spare_that_cannot_be_made_turns_prefaulting_off_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(index_module, "_IndexMapping", no_space)
+    service = IndexService(str(tmp_path), 7, 40, writable=True)
+    assert not service.prefault_ahead()  # no exception reaches the prefaulter thread
+    assert not service.wants_prefault()  # and it is not woken for it again
+    monkeypatch.undo()
+    service.build_index(_record(0, BASE_MS, keys="a"))  # the roll makes its own file
+    assert list(service.candidates("T#a")) == [0]
+    service.close()
