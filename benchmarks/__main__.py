@@ -70,8 +70,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument(
         "--scale-counts",
         metavar="N[,N]",
-        help="message counts for the scale workload (default 100000,1000000; 10000000 "
-        "adds about 10 minutes and runs for rocketstore, sqlite3 and lmdb only)",
+        help="message counts for the scale workload (default 100000,1000000,10000000; "
+        "10000000 runs once, for rocketstore, sqlite3 and lmdb only)",
     )
     run.add_argument(
         "--rebuild-mib",

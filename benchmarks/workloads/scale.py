@@ -6,8 +6,8 @@ Layer: benchmark workload. Each (system, size) runs in a child process of its ow
 it includes the interpreter (about 20-40 MiB) and every page of a memory-mapped file the
 process has touched (rocketstore and lmdb map their files). Bodies of 100 B, batches of
 1024, ASYNC_FLUSH; only the put calls and the final sync are timed (generating the
-messages is not). Sizes of 10^6 and more run once. 10^7 is opt-in
-(``--scale-counts``) and runs for ``SCALE_BIG_SYSTEMS`` only (see docs/benchmarks.md).
+messages is not). Sizes of 10^6 and more run once; 10^7 runs for ``SCALE_BIG_SYSTEMS``
+only (the others would take most of the 15-minute budget; see docs/benchmarks.md).
 """
 
 from __future__ import annotations
