@@ -378,16 +378,9 @@ class CommitLog:
         extension when it can, else through ``read_record``."""
         found = None
         mapped = self.files.find(offset) if native is not None else None
-        mm = mapped.mapping_for_buffer_call() if mapped is not None else None
-        if mapped is not None and mm is not None:  # one record: no loop over files
+        if mapped is not None:  # one record: the file found directly, no loop over files
             sizes = [-1 if size is None else size]
-            base, limit = mapped.file_from_offset, mapped.wrote_position
-            try:  # (no contextlib.suppress: its context manager was a third of this call)
-                found = rec.fast_message_exts(
-                    mm, base, limit, [offset], sizes, read_body=read_body
-                )[0]
-            except ValueError:  # unmapped meanwhile: the copy path decides
-                found = None
+            found = self._decode_in(mapped, [offset], sizes, read_body)[0]
         return found if found is not None else self._decode_copied(offset, size, read_body)
 
     def read_messages(self, offsets: list[int], sizes: list[int]) -> list[MessageExt | None]:
@@ -420,31 +413,31 @@ class CommitLog:
             stop = at + 1
             while stop < len(offsets) and mapped.file_from_offset <= offsets[stop] < end:
                 stop += 1
-            found += self._decode_held(mapped, offsets[at:stop], sizes[at:stop], read_body)
+            found += self._decode_in(mapped, offsets[at:stop], sizes[at:stop], read_body)
             at = stop
         return found
 
     @staticmethod
-    def _decode_held(
+    def _decode_in(
         mapped: MappedFile, offsets: list[int], sizes: list[int], read_body: bool
     ) -> list[MessageExt | None]:
-        """``fast_message_exts`` of records of ``mapped``, under a reference that keeps
-        the mapping open while C reads it (all None if the file is being removed)."""
-        if not mapped.hold():
-            return [None] * len(offsets)
-        try:
-            return rec.fast_message_exts(
-                mapped.mm,
-                mapped.file_from_offset,
-                mapped.wrote_position,
-                offsets,
-                sizes,
-                read_body=read_body,
-            )
-        except FileRemovedError:
-            return [None] * len(offsets)
-        finally:
-            mapped.release()
+        """``fast_message_exts`` of records of ``mapped``, read straight from its mapping
+        in one C call, so without a reference (``MappedFile.mapping_for_buffer_call``);
+        all None if the file is gone, retired or unmapped meanwhile."""
+        mm = mapped.mapping_for_buffer_call()
+        if mm is not None:
+            try:  # (not contextlib.suppress: its context manager was a third of a lookup)
+                return rec.fast_message_exts(
+                    mm,
+                    mapped.file_from_offset,
+                    mapped.wrote_position,
+                    offsets,
+                    sizes,
+                    read_body=read_body,
+                )
+            except ValueError:  # unmapped after the mapping was taken
+                pass
+        return [None] * len(offsets)
 
     def _decode_copied(self, offset: int, size: int | None, read_body: bool) -> MessageExt | None:
         located = self.read_record(offset, size=size)

@@ -501,15 +501,13 @@ class IndexFile:
 
         Index time is only a hint (second precision, rollover quirks): never filter on it.
         """
-        return self.chain(index_key_hash(key))
-
-    def chain(self, key_hash: int) -> list[tuple[int, int]]:
-        """``candidates`` of a key whose index hash is ``key_hash``."""
         begin = self.header.begin_timestamp
-        return [(offset, begin + diff * 1000) for offset, diff in self.raw_chain(key_hash)]
+        hits = self.raw_chain(index_key_hash(key))
+        return [(offset, begin + diff * 1000) for offset, diff in hits]
 
     def raw_chain(self, key_hash: int) -> list[tuple[int, int]]:
-        """(phy_offset, time_diff in seconds) of the entries ``chain`` finds."""
+        """(phy_offset, time_diff in seconds) of every entry whose hash is ``key_hash``,
+        newest first: the walk ``candidates`` makes."""
         count = self.index_count
         if native is not None:
             mm = self._file.mapping_for_buffer_call()
@@ -1011,13 +1009,15 @@ class IndexService:
                 log.warning("could not make the next index file ahead: %s", e)
                 return False
 
+    def _spare_due(self, last: IndexFile | None) -> bool:
+        """No spare yet, and none or little room left in ``last`` (the last file)."""
+        if self._spare is not None:
+            return False
+        return last is None or self.index_num - last.index_count <= self.index_num * SPARE_MARGIN
+
     def _make_spare_locked(self) -> bool:
         with self._lock:
-            last = self.files[-1] if self.files else None
-            margin = self.index_num * SPARE_MARGIN
-            if self._spare is not None or self._closed:
-                return True
-            if last is not None and self.index_num - last.index_count > margin:
+            if self._closed or not self._spare_due(self.files[-1] if self.files else None):
                 return True
             made_directory = not os.path.isdir(self.directory)
             os.makedirs(self.directory, exist_ok=True)
@@ -1082,12 +1082,10 @@ class IndexService:
         if not self.writable or native is None or not self._can_prefault:
             return False
         last = self.files[-1] if self.files else None
-        if last is None:
-            return self._spare is None
-        if self._spare is None and self.index_num - last.index_count <= (
-            self.index_num * SPARE_MARGIN
-        ):
+        if self._spare_due(last):
             return True
+        if last is None:
+            return False  # the spare waits for the first file
         name, ready = self._ready
         due = min(last.next_entry_position() + ENTRIES_AHEAD_BYTES // 2, last.file_size)
         return name != last.name or due > ready

@@ -594,10 +594,10 @@ def test_the_chain_walk_in_c_is_the_python_walk_over_any_bytes(
                 + prev.to_bytes(4, "big", signed=True)
             )
         index_file.index_count = count
-        fast = index_file.chain(3)  # slot 3; entries of hash 8 share it
+        fast = index_file.raw_chain(3)  # slot 3; entries of hash 8 share it
         saved, index_module.native = index_module.native, None
         try:
-            slow = index_file.chain(3)
+            slow = index_file.raw_chain(3)
         finally:
             index_module.native = saved
         assert fast == slow

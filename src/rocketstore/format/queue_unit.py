@@ -16,8 +16,7 @@ from rocketstore.errors import IncompleteDataError
 
 CQ_UNIT_SIZE = 20
 UNIT_LAYOUT = struct.Struct(">qiq")  # offset, size, tagsCode
-_UNIT = UNIT_LAYOUT
-BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
+BLANK_UNIT = UNIT_LAYOUT.pack(0, 0x7FFFFFFF, 0)
 
 # numpy view of a run of units (big-endian, packed).
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
@@ -38,7 +37,7 @@ class QueueUnit(NamedTuple):
 
 
 def encode_unit(commit_log_offset: int, size: int, tags_code: int) -> bytes:
-    return _UNIT.pack(commit_log_offset, size, tags_code)
+    return UNIT_LAYOUT.pack(commit_log_offset, size, tags_code)
 
 
 def encode_units(
@@ -57,7 +56,7 @@ def encode_units(
 def decode_unit(buf: bytes | bytearray | memoryview, position: int = 0) -> QueueUnit:
     if position + CQ_UNIT_SIZE > len(buf):
         raise IncompleteDataError(CQ_UNIT_SIZE, max(0, len(buf) - position), "queue unit")
-    return QueueUnit(*_UNIT.unpack_from(buf, position))
+    return QueueUnit(*UNIT_LAYOUT.unpack_from(buf, position))
 
 
 def decode_units(buf: bytes | bytearray | memoryview) -> npt.NDArray[np.void]:
