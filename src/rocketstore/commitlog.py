@@ -387,6 +387,8 @@ class CommitLog:
         """``read_message`` of each (offset, size), decoding the records of each file in
         one C call when the extension is built."""
         found = self._decode_in_place(offsets, sizes, read_body=True)
+        if all(found):  # (a MessageExt is always true: no per-item comparison with None)
+            return found
         # What C left (uncommon or missing records) goes through the Python decoder.
         return [
             m if m is not None else self._decode_copied(o, s, True)
@@ -410,6 +412,13 @@ class CommitLog:
                 at += 1
                 continue
             end = mapped.file_from_offset + self.file_size
+            if at == 0:
+                # The usual case, all in the first one's file, in one call: the decoder
+                # leaves records of other files as None (they lie outside its buffer),
+                # and then the loop below groups them by file.
+                whole = self._decode_in(mapped, offsets, sizes, read_body)
+                if all(whole):  # (a MessageExt is always true)
+                    return whole
             stop = at + 1
             while stop < len(offsets) and mapped.file_from_offset <= offsets[stop] < end:
                 stop += 1
@@ -428,12 +437,7 @@ class CommitLog:
         if mm is not None:
             try:  # (not contextlib.suppress: its context manager was a third of a lookup)
                 return rec.fast_message_exts(
-                    mm,
-                    mapped.file_from_offset,
-                    mapped.wrote_position,
-                    offsets,
-                    sizes,
-                    read_body=read_body,
+                    mm, mapped.file_from_offset, mapped.wrote_position, offsets, sizes, read_body
                 )
             except ValueError:  # unmapped after the mapping was taken
                 pass

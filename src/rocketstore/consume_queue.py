@@ -189,7 +189,7 @@ class ConsumeQueue:
             return None
         if max_bytes is not None:
             end = min(end, local + max_bytes)
-        return mapped.read_held(local, end - local)
+        return mapped.copy_out(local, end - local)
 
     def next_file_offset(self, queue_offset: int) -> int:
         """First queue offset of the file after the one holding ``queue_offset``."""

@@ -904,17 +904,18 @@ class IndexService:
 
     # --- reading ----------------------------------------------------------------------
 
-    def candidates(self, key: str) -> Iterator[int]:
+    def candidates(self, key: str) -> list[int]:
         """CommitLog offsets whose index hash matches ``key`` (``topic#key``), newest file
         first; within a file newest entry first."""
         key_hash = index_key_hash(key)
-        for index_file in reversed(list(self.files)):
+        found: list[int] = []
+        for index_file in reversed(self.files[:]):  # (a copy: retention may delete meanwhile)
             try:  # one C call on the mapping: no reference needed (see
                 hits = index_file.raw_chain(key_hash)  # MappedFile.mapping_for_buffer_call)
             except (FileRemovedError, ValueError):
                 continue  # deleted by retention since the list was copied
-            for offset, _ in hits:
-                yield offset
+            found += [offset for offset, _ in hits]
+        return found
 
     def last_update(self) -> tuple[int, int]:
         """(endTimestamp, endPhyOffset) of the newest file."""

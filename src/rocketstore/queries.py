@@ -33,12 +33,11 @@ class KeyQuery:
         if not topic or not key:
             raise ConfigError("topic and key must be non-empty")
         found: list[MessageExt] = []
-        seen: set[int] = set()
+        offsets = self.index.candidates(f"{topic}#{key}")
+        if len(offsets) > 1:  # the same offset twice (an index rebuilt over itself): once
+            offsets = list(dict.fromkeys(offsets))
         read = self.commitlog.read_message
-        for offset in self.index.candidates(f"{topic}#{key}"):
-            if offset in seen:
-                continue
-            seen.add(offset)
+        for offset in offsets:
             message = read(offset)
             if message is None:
                 continue  # removed by retention, or an index entry past a recovered end

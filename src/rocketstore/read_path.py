@@ -146,7 +146,7 @@ class MessageReader:
             return False
         offsets, sizes, index = selected
         messages = self.commitlog.read_messages(offsets, sizes)
-        if any(m is None for m in messages):
+        if not all(messages):  # (None is the only false item: a MessageExt is always true)
             return False
         result.messages = cast(list[MessageExt], messages)
         result.next_begin_offset = queue_offset + index

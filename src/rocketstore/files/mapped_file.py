@@ -294,6 +294,17 @@ class MappedFile:
         except ValueError as e:  # unmapped between the lookup and the copy
             raise FileRemovedError(f"{self.path} is closed") from e
 
+    def copy_out(self, position: int, size: int) -> bytes | None:
+        """``read_held`` as one C call (a slice of the mapping), so without a reference
+        (``mapping_for_buffer_call``); None when the file is gone."""
+        mm = self.mapping_for_buffer_call()
+        if mm is None:
+            return None
+        try:
+            return mm[position : min(position + size, self.file_size)]
+        except ValueError:  # unmapped meanwhile
+            return None
+
     def read_held(self, position: int, size: int) -> bytes | None:
         """``read`` under a reader reference; None when the file is being deleted."""
         if not self.hold():

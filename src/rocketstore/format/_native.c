@@ -293,12 +293,28 @@ typedef struct {
     Py_ssize_t offsets[MAX_LAYOUT];
 } SlotLayout;
 
+/* MessageExt.properties' descriptor (see LazyProperties below). */
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *owner; /* the class whose slot it is */
+    Py_ssize_t offset;
+    PyObject *name;
+    PyObject *decode;
+} LazyPropertiesObject;
+
+static PyTypeObject LazyPropertiesType;
+
 static void resolve_layout(SlotLayout *layout, PyTypeObject *type, PyObject *const *names,
                            int n) {
     if (layout->type == type) return;
     int direct = n <= MAX_LAYOUT;
     for (int k = 0; direct && k < n; k++) {
         PyObject *descr = _PyType_Lookup(type, names[k]);
+        if (descr != NULL && Py_IS_TYPE(descr, &LazyPropertiesType) &&
+            PyType_IsSubtype(type, ((LazyPropertiesObject *)descr)->owner)) {
+            layout->offsets[k] = ((LazyPropertiesObject *)descr)->offset;
+            continue;
+        }
         if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
             direct = 0;
             break;
@@ -1111,6 +1127,33 @@ static PyObject *cached_text(PyObject *cache, const uint8_t *p, Py_ssize_t n) {
     return Py_XNewRef(text);
 }
 
+/* Property names as interned str, made once: a store holds a handful of names (KEYS,
+ * UNIQ_KEY, TAGS, ...) in every record, and a fresh str per record also had to be hashed
+ * for its dict. Filled as names are met, up to KEY_CACHE_SIZE short ones; never freed
+ * (like interned strings). Values stay fresh objects: they differ per record. */
+#define KEY_CACHE_SIZE 32
+#define KEY_CACHE_BYTES 32
+static struct {
+    Py_ssize_t len;
+    uint8_t bytes[KEY_CACHE_BYTES];
+    PyObject *text;
+} key_cache[KEY_CACHE_SIZE];
+static int key_cache_count = 0;
+
+static PyObject *property_name(const uint8_t *p, Py_ssize_t n) {
+    for (int i = 0; i < key_cache_count; i++)
+        if (key_cache[i].len == n && memcmp(key_cache[i].bytes, p, (size_t)n) == 0)
+            return Py_NewRef(key_cache[i].text);
+    PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
+    if (text == NULL || n > KEY_CACHE_BYTES || key_cache_count >= KEY_CACHE_SIZE) return text;
+    PyUnicode_InternInPlace(&text);
+    key_cache[key_cache_count].len = n;
+    memcpy(key_cache[key_cache_count].bytes, p, (size_t)n);
+    key_cache[key_cache_count].text = Py_NewRef(text);
+    key_cache_count++;
+    return text;
+}
+
 /* decode_properties_str for ASCII text (characters are bytes, so RocketMQ's rules apply
  * to bytes): segments split by \x02, kept when >= 3 long with the first \x01 after the
  * first character and before the last. NULL with *ascii cleared for other text. */
@@ -1131,7 +1174,7 @@ static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
             const uint8_t *sep = memchr(p + index, '\x01', (size_t)(end - index));
             Py_ssize_t at = sep != NULL ? sep - p : -1;
             if (index < at && at < end - 1) {
-                PyObject *key = PyUnicode_DecodeASCII((const char *)p + index, at - index, NULL);
+                PyObject *key = property_name(p + index, at - index);
                 PyObject *value =
                     PyUnicode_DecodeASCII((const char *)p + at + 1, end - at - 1, NULL);
                 if (key == NULL || value == NULL || PyDict_SetItem(result, key, value) < 0) {
@@ -1170,12 +1213,113 @@ static PyObject *memo_text(TextMemo *memo, PyObject *cache, const uint8_t *p, Py
     return text;
 }
 
+/* ---- MessageExt.properties, parsed on first read ---------------------------------- */
+
+/*
+ * LazyProperties(slot, decode): a data descriptor over the member descriptor ``slot`` of a
+ * slots class. The slot holds the properties dict, or, as decode_messages leaves it, the
+ * record's raw properties bytes, parsed into the dict (and kept) on the first read.
+ * Readers that never look at properties (a consumer that wants the body) skip a dict and
+ * its strings per record, half of a decode. ``decode`` (bytes -> dict) parses text that
+ * is not ASCII; ASCII goes through ascii_properties. Writes store what they are given.
+ */
+static PyObject **lazy_slot(LazyPropertiesObject *lp, PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, lp->owner)) {
+        PyErr_Format(PyExc_TypeError, "descriptor '%U' for '%.100s' objects doesn't apply to a "
+                     "'%.100s' object", lp->name, lp->owner->tp_name, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return (PyObject **)((char *)obj + lp->offset);
+}
+
+static PyObject *lazy_get(PyObject *self, PyObject *obj, PyObject *type) {
+    LazyPropertiesObject *lp = (LazyPropertiesObject *)self;
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    PyObject **slot = lazy_slot(lp, obj);
+    if (slot == NULL) return NULL;
+    PyObject *value = *slot;
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",
+                     Py_TYPE(obj)->tp_name, lp->name);
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(value)) return Py_NewRef(value);
+    Py_INCREF(value); /* the Python fallback may run other code meanwhile */
+    int ascii = 1;
+    PyObject *parsed = ascii_properties((const uint8_t *)PyBytes_AS_STRING(value),
+                                        PyBytes_GET_SIZE(value), &ascii);
+    if (parsed == NULL && !ascii) parsed = PyObject_CallOneArg(lp->decode, value);
+    Py_DECREF(value);
+    if (parsed == NULL) return NULL;
+    Py_XSETREF(*slot, Py_NewRef(parsed));
+    return parsed;
+}
+
+static int lazy_set(PyObject *self, PyObject *obj, PyObject *value) {
+    LazyPropertiesObject *lp = (LazyPropertiesObject *)self;
+    PyObject **slot = lazy_slot(lp, obj);
+    if (slot == NULL) return -1;
+    if (value == NULL && *slot == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",
+                     Py_TYPE(obj)->tp_name, lp->name);
+        return -1;
+    }
+    Py_XSETREF(*slot, Py_XNewRef(value));
+    return 0;
+}
+
+static PyObject *lazy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *member, *decode;
+    if (!PyArg_ParseTuple(args, "OO:LazyProperties", &member, &decode)) return NULL;
+    if (!Py_IS_TYPE(member, &PyMemberDescr_Type) ||
+        ((PyMemberDescrObject *)member)->d_member->type != T_OBJECT_EX ||
+        (((PyMemberDescrObject *)member)->d_member->flags & READONLY)) {
+        PyErr_SetString(PyExc_TypeError, "LazyProperties wraps a writable __slots__ member");
+        return NULL;
+    }
+    if (!PyCallable_Check(decode)) {
+        PyErr_SetString(PyExc_TypeError, "LazyProperties needs a callable decode");
+        return NULL;
+    }
+    LazyPropertiesObject *lp = (LazyPropertiesObject *)type->tp_alloc(type, 0);
+    if (lp == NULL) return NULL;
+    PyMemberDescrObject *m = (PyMemberDescrObject *)member;
+    lp->owner = (PyTypeObject *)Py_NewRef((PyObject *)PyDescr_TYPE(m));
+    lp->offset = m->d_member->offset;
+    lp->name = Py_NewRef(PyDescr_NAME(m));
+    lp->decode = Py_NewRef(decode);
+    return (PyObject *)lp;
+}
+
+static void lazy_dealloc(PyObject *self) {
+    LazyPropertiesObject *lp = (LazyPropertiesObject *)self;
+    Py_XDECREF(lp->owner);
+    Py_XDECREF(lp->name);
+    Py_XDECREF(lp->decode);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject LazyPropertiesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore.format._native.LazyProperties",
+    .tp_basicsize = sizeof(LazyPropertiesObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A slot holding properties as a dict, or raw bytes parsed on first read.",
+    .tp_new = lazy_new,
+    .tp_dealloc = lazy_dealloc,
+    .tp_descr_get = lazy_get,
+    .tp_descr_set = lazy_set,
+};
+
 typedef struct {
     PyTypeObject *ext_type;
     PyObject *topics, *hosts, *decode_props;
     int read_body;
+    int lazy_properties; /* the type's properties slot takes raw bytes (LazyProperties) */
     TextMemo topic, born_host, store_host;
-    PyObject *store_timestamp; /* the last one made, shared by the records of a batch */
+    /* The last ones made, shared by the records of a call that repeat them: a batch's
+     * records mostly have one store time, often one born time and one size. */
+    PyObject *store_timestamp, *born_timestamp, *size;
 } DecodeContext;
 
 static void release_context(DecodeContext *ctx) {
@@ -1183,6 +1327,19 @@ static void release_context(DecodeContext *ctx) {
     Py_CLEAR(ctx->born_host.text);
     Py_CLEAR(ctx->store_host.text);
     Py_CLEAR(ctx->store_timestamp);
+    Py_CLEAR(ctx->born_timestamp);
+    Py_CLEAR(ctx->size);
+}
+
+/* A new reference to an int equal to ``value``: ``*memo`` when it is, else a new one that
+ * becomes the memo. NULL with an error set on failure. */
+static PyObject *memo_long(PyObject **memo, long long value) {
+    if (*memo == NULL || PyLong_AsLongLong(*memo) != value) {
+        PyObject *made = PyLong_FromLongLong(value);
+        if (made == NULL) return NULL;
+        Py_XSETREF(*memo, made);
+    }
+    return Py_NewRef(*memo);
 }
 
 /*
@@ -1239,8 +1396,12 @@ static PyObject *decode_one(DecodeContext *ctx, const uint8_t *data, Py_ssize_t 
     if (PyErr_Occurred()) goto done;
     if (values[0] == NULL || values[12] == NULL || values[14] == NULL) goto fallback;
     int ascii = 1;
-    values[6] = ascii_properties(r + p, props_len, &ascii);
+    if (ctx->lazy_properties)
+        values[6] = PyBytes_FromStringAndSize((const char *)r + p, props_len);
+    else
+        values[6] = ascii_properties(r + p, props_len, &ascii);
     if (values[6] == NULL) {
+        if (ctx->lazy_properties) goto done;
         if (ascii) goto done;
         PyObject *raw = PyBytes_FromStringAndSize((const char *)r + p, props_len);
         if (raw == NULL) goto done;
@@ -1251,17 +1412,15 @@ static PyObject *decode_one(DecodeContext *ctx, const uint8_t *data, Py_ssize_t 
     values[1] = PyLong_FromLong(get_i32(r + 12));
     values[2] = PyLong_FromLongLong(get_i64(r + 20));
     values[3] = PyLong_FromLongLong(expect_offset);
-    values[4] = PyLong_FromLong(total);
+    values[4] = memo_long(&ctx->size, total);
     values[5] = read_body ? PyBytes_FromStringAndSize((const char *)r + body_at, body_len)
                           : Py_NewRef(Py_None);
     values[7] = msg_id(store_host, store_len, expect_offset);
     values[8] = PyLong_FromLong(flag);
     values[9] = PyLong_FromLong(get_i32(r + 16));
     values[10] = PyLong_FromLong(get_i32(r + 8));
-    values[11] = PyLong_FromLongLong(get_i64(r + 40));
-    if (ctx->store_timestamp == NULL || PyLong_AsLongLong(ctx->store_timestamp) != store_timestamp)
-        Py_XSETREF(ctx->store_timestamp, PyLong_FromLongLong(store_timestamp));
-    values[13] = Py_XNewRef(ctx->store_timestamp);
+    values[11] = memo_long(&ctx->born_timestamp, get_i64(r + 40));
+    values[13] = memo_long(&ctx->store_timestamp, store_timestamp);
     values[15] = PyLong_FromLong(reconsume);
     values[16] = PyLong_FromLongLong(prepared);
     values[17] = Py_NewRef(s_magic_v1);
@@ -1301,6 +1460,11 @@ static PyObject *py_decode_messages(PyObject *self, PyObject *args) {
         return NULL;
     ctx.ext_type = (PyTypeObject *)ext_type_obj;
     resolve_layout(&ext_layout, ctx.ext_type, s_ext_names, 18);
+    {
+        PyObject *descr = _PyType_Lookup(ctx.ext_type, s_ext_names[6]);
+        ctx.lazy_properties = ext_layout.direct && descr != NULL &&
+                              Py_IS_TYPE(descr, &LazyPropertiesType);
+    }
     Py_ssize_t n = PyList_GET_SIZE(offsets);
     if (PyList_GET_SIZE(sizes) != n) {
         PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");
@@ -1813,5 +1977,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int k = 0; k < 18; k++) INTERN(s_ext_names[k], ext_names[k]);
     s_magic_v1 = PyLong_FromLong(MAGIC_V1);
     if (s_magic_v1 == NULL) return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&LazyPropertiesType) < 0) return NULL;
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL) return NULL;
+    if (PyModule_AddObjectRef(mod, "LazyProperties", (PyObject *)&LazyPropertiesType) < 0) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
 }

@@ -1,5 +1,5 @@
 # Types of the C extension built from _native.c (see rocketstore.format.native).
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from _typeshed import ReadableBuffer, WriteableBuffer
@@ -121,3 +121,10 @@ def select_units(
     disk_count: int,
     /,
 ) -> tuple[list[int], list[int], int] | None: ...
+
+class LazyProperties:
+    """A data descriptor over a slot holding a properties dict or its raw bytes."""
+
+    def __init__(self, slot: Any, decode: Callable[[bytes], dict[str, str]], /) -> None: ...
+    def __get__(self, obj: Any, owner: type | None = None, /) -> Any: ...
+    def __set__(self, obj: Any, value: Any, /) -> None: ...

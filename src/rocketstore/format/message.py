@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rocketstore.format import properties as props
+from rocketstore.format.native import native
 
 
 class _WellKnownProperties:
@@ -101,3 +102,15 @@ class MessageExt(_WellKnownProperties):
             "properties": dict(self.properties),
             "body": self.body,
         }
+
+
+if native is not None:
+    # With the C reads, a MessageExt's properties stay as the record's bytes until first
+    # read (see LazyProperties in _native.c): a consumer that wants only bodies skips a
+    # dict and its strings per message. Construction, equality, repr and replace() all
+    # go through the attribute, so they see the dict as before.
+    setattr(  # noqa: B010 (a plain assignment would have mypy check it as the field)
+        MessageExt,
+        "properties",
+        native.LazyProperties(vars(MessageExt)["properties"], props.decode_properties),
+    )

@@ -369,7 +369,6 @@ def fast_message_exts(
     limit: int,
     offsets: list[int],
     sizes: list[int],
-    *,
     read_body: bool = True,
 ) -> list[MessageExt | None]:
     """``to_message_ext(buf, read_record(...))`` done by the C extension for records of

@@ -326,6 +326,18 @@ def test_retire_refuses_new_readers_and_reports_holders(tmp_path):
     assert not os.path.exists(mapped.path)
 
 
+def test_copy_out_reads_without_a_reference_and_sees_a_closed_file_as_gone(tmp_path):
+    mapped = _mapped(tmp_path)
+    mapped.append(b"abcd")
+    assert mapped.copy_out(0, 4) == b"abcd"
+    assert mapped.copy_out(mapped.file_size - 2, 10) == b"\0\0"  # clipped at the file end
+    assert not mapped.in_use  # no reference was taken
+    assert mapped.retire() is True
+    assert mapped.copy_out(0, 4) is None  # retired: new readers see it as removed
+    mapped.destroy()
+    assert mapped.copy_out(0, 4) is None
+
+
 def test_read_only_mapped_file_cannot_be_created(tmp_path):
     with pytest.raises(StoreError, match="read-only"):
         MappedFile(str(tmp_path / f"{0:020d}"), 1024, writable=False, create=True)

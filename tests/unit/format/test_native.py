@@ -4,7 +4,9 @@ Python), the same walk, decode and CRC verdicts over valid, torn and corrupted f
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import pickle
 import struct
 import subprocess
 import sys
@@ -25,9 +27,11 @@ from rocketstore import read_path as read_path_module
 from rocketstore.format import dispatch_facts as dispatch_facts_module
 from rocketstore.format import javahash as javahash_module
 from rocketstore.format import native as native_module
+from rocketstore.format import properties as properties_module
 from rocketstore.format import record as record_module
 from rocketstore.format import record_scan
 from rocketstore.format.crc import masked_crc32
+from rocketstore.format.message import MessageExt
 from rocketstore.format.record_scan import Records, TopicTable, decode_run
 from rocketstore.paths import commitlog_dir
 from rocketstore.recovery import recover as recover_module
@@ -446,6 +450,73 @@ def test_reads_agree_both_ways(tmp_path: Path) -> None:
         store.close()
     assert fast == slow
     assert any(messages for _status, _next, messages in fast[:3])  # type: ignore[misc]
+
+
+def _ext(properties: object) -> MessageExt:
+    return MessageExt(
+        "T",
+        0,
+        0,
+        0,
+        100,
+        b"",
+        properties,
+        "ID",
+        0,
+        0,
+        0,
+        0,
+        "h:1",
+        0,
+        "h:1",
+        0,
+        0,  # type: ignore[arg-type]
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        st.lists(st.tuples(st.text(max_size=8), st.text(max_size=12)), max_size=6).map(
+            lambda pairs: "\x02".join(f"{k}\x01{v}" for k, v in pairs).encode()
+        ),
+    )
+)
+def test_lazy_properties_parse_raw_bytes_as_the_python_decoder(raw: bytes) -> None:
+    """The C reads leave a record's properties as bytes in the slot; the first read of
+    ``properties`` parses them (ASCII in C, other text by decode_properties) and keeps
+    the dict. Any bytes, well-formed or not, give what the Python decoder gives."""
+    message = _ext(raw)
+    first = message.properties
+    assert first == properties_module.decode_properties(raw)
+    assert message.properties is first  # parsed once, then kept
+    assert message == _ext(properties_module.decode_properties(raw))
+
+
+def test_lazy_properties_keep_what_is_set_and_refuse_other_objects() -> None:
+    given_dict = {"KEYS": "a b"}
+    message = _ext(given_dict)
+    assert message.properties is given_dict  # a dict is kept as given
+    assert message.keys == "a b" and message.key_list == ["a", "b"]
+    assert pickle.loads(pickle.dumps(_ext(b"TAGS\x01x"))).tags == "x"
+    assert dataclasses.replace(_ext(b"TAGS\x01x"), topic="U").properties == {"TAGS": "x"}
+    descriptor = vars(MessageExt)["properties"]
+    with pytest.raises(TypeError, match="doesn't apply"):
+        descriptor.__get__(object())
+    with pytest.raises(TypeError, match="slots"):
+        native.LazyProperties(property(lambda self: 0), properties_module.decode_properties)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        message.properties = {}  # type: ignore[misc]
+
+
+def test_messages_read_in_c_parse_properties_only_when_asked(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, _config()) as store:
+        store.put(Message("T", b"x", properties={"KEYS": "k", "note": "ünï"}))
+        store.wait_dispatched()
+        store.get_messages("g", "T", 0, 0, 1)  # teaches the C decoder the topic and host
+        (message,) = store.get_messages("g", "T", 0, 0, 1).messages
+        assert message.properties == {"KEYS": "k", "note": "ünï"}
 
 
 def test_java_hash_matches_python() -> None:
