@@ -47,6 +47,10 @@ def armed(name: str) -> bool:
     return name in _ARMED
 
 
+def any_armed() -> bool:
+    return bool(_ARMED)
+
+
 def crash_point(name: str) -> None:
     """End the process here if ``name`` is armed and its count is reached."""
     if not _ARMED:

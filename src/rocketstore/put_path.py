@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rocketstore.commitlog import AppendedBatch, EncodedBatch, PreparedMessage
+from rocketstore.commitlog import AppendedBatch, CommitLog, EncodedBatch, PreparedMessage
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
@@ -147,6 +147,56 @@ class MessagePreparer:
             return None
         blob, meta, keys, body_bytes = encoded
         return EncodedBatch(blob, meta, keys, body_bytes, stored_by)
+
+    def put_one(
+        self, commitlog: CommitLog, message: Message, store_timestamp: int | None
+    ) -> PutResult | None:
+        """A single put in one C call (``_native.put_one``: encode, append into the last
+        file under the put lock, result), or None to leave ``message`` to the general path:
+        no C extension, no file yet, a message that is not the common case or does not
+        fit in the last file. The caller rules out SYNC_FLUSH and armed crash points, which
+        need the general path's steps after the append."""
+        if native is None:
+            return None
+        try:
+            stored_by = self._host_bytes(self.config.store_host)
+        except ConfigError:
+            return None
+        config = self.config
+        with commitlog.put_lock:
+            mapped = commitlog.files.last
+            if mapped is None or mapped.is_full:
+                return None
+            now = time.time_ns() // 1_000_000
+            stamp = now if store_timestamp is None else store_timestamp
+            position = mapped.wrote_position
+            result: PutResult | None = native.put_one(
+                message,
+                Message,
+                self._topics,
+                self._hosts,
+                self._queue_keys,
+                stored_by,
+                config.max_message_size,
+                self._max_record,
+                config.mapped_file_size_commit_log,
+                now,
+                mapped.mm,
+                position,
+                mapped.file_from_offset,
+                commitlog.topic_queue_table,
+                stamp,
+                PutResult,
+                PutStatus.PUT_OK,
+            )
+            if result is None:
+                return None
+            # In-process readers go by the write position: moved once all is in.
+            mapped.wrote_position = position + result.size
+            mapped.store_timestamp = stamp
+        if commitlog.on_append is not None:
+            commitlog.on_append(mapped.file_from_offset + position + result.size)
+        return result
 
     def _native_encode(
         self, messages: Sequence[Message], stored_by: bytes, in_batch: bool

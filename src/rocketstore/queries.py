@@ -11,7 +11,9 @@ from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
+from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
+from rocketstore.format.native import native
 from rocketstore.index import IndexService
 
 
@@ -28,10 +30,33 @@ class KeyQuery:
     def _matches(
         self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *, unique: bool
     ) -> list[MessageExt]:
+        """The matches, newest first: in one C call when it can (``rec.fast_key_lookup``),
+        else candidate by candidate."""
         if max_count <= 0:
             raise ConfigError(f"max_count must be positive, got {max_count}")
         if not topic or not key:
             raise ConfigError("topic and key must be non-empty")
+        lookup = rec.fast_key_lookup
+        if native is not None and lookup is not None:
+            commitlog = self.commitlog
+            quick = lookup(
+                self.index.files,
+                commitlog.files.files,
+                commitlog.file_size,
+                topic,
+                key,
+                unique,
+                begin_ms,
+                end_ms,
+                max_count,
+            )
+            if quick is not None:
+                return quick
+        return self._python_matches(topic, key, max_count, begin_ms, end_ms, unique)
+
+    def _python_matches(
+        self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, unique: bool
+    ) -> list[MessageExt]:
         found: list[MessageExt] = []
         offsets = self.index.candidates(f"{topic}#{key}")
         if len(offsets) > 1:  # the same offset twice (an index rebuilt over itself): once

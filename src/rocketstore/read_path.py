@@ -148,7 +148,7 @@ class MessageReader:
         messages = self.commitlog.read_messages(offsets, sizes)
         if not all(messages):  # (None is the only false item: a MessageExt is always true)
             return False
-        result.messages = cast(list[MessageExt], messages)
+        result.messages = cast("list[MessageExt]", messages)  # (a str: no alias built per pull)
         result.next_begin_offset = queue_offset + index
         if offsets:
             result.status = GetStatus.FOUND

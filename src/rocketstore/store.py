@@ -22,6 +22,7 @@ from rocketstore.crashpoints import (
     AFTER_APPEND_BEFORE_FLUSH,
     AFTER_DISPATCH_QUEUE_BEFORE_INDEX,
     MID_BATCH_WRITE,
+    any_armed,
     armed,
     crash_point,
 )
@@ -400,6 +401,11 @@ class MessageStore:
         if not self.running_flags.writeable:
             reason = self.running_flags.unwriteable_reason()
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
+        if store_host is None and self.config.flush_disk_type == "ASYNC_FLUSH" and not any_armed():
+            # The common single put in one C call: nothing to wait for after the append.
+            done = self.preparer.put_one(self.commitlog, msg, store_timestamp)
+            if done is not None:
+                return done
         encoded = self._encode((msg,), store_host, in_batch=False)
         if encoded is not None:
             return self._append_encoded(encoded, store_timestamp)[0]

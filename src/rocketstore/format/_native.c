@@ -795,6 +795,65 @@ fail:
     return NULL;
 }
 
+/*
+ * put_one(message, message_type, topics, hosts, queue_keys, store_host, max_body,
+ *         max_record, file_size, born_now_ms, dest, position, file_from_offset, table,
+ *         store_timestamp, result_type, status) -> result_type or None
+ *
+ * A single put's encode_batch, append_encoded and put_results in one call, for the last
+ * CommitLog file mapped as ``dest`` and written up to ``position``: the PutResult, or
+ * None when Python's path must take the message (not the common case, or it does not fit
+ * in the file with an END_OF_FILE blank's 8 bytes to spare). The caller holds the put
+ * lock and moves the write position by the result's size.
+ */
+static PyObject *py_put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 17) {
+        PyErr_Format(PyExc_TypeError, "put_one takes 17 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    long long file_size = PyLong_AsLongLong(args[8]);
+    Py_ssize_t position = PyLong_AsSsize_t(args[11]);
+    long long file_from = PyLong_AsLongLong(args[12]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *result = NULL, *encoded = NULL, *call = NULL, *offsets = NULL, *results = NULL;
+    PyObject *one = PyTuple_Pack(1, args[0]);
+    if (one == NULL) return NULL;
+    call = PyTuple_Pack(11, one, args[1], args[2], args[3], args[4], args[5], args[6], args[7],
+                        args[8], Py_False, args[9]);
+    if (call == NULL) goto done;
+    encoded = py_encode_batch(self, call);
+    if (encoded == NULL) goto done;
+    if (encoded == Py_None) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *blob = PyTuple_GET_ITEM(encoded, 0), *meta = PyTuple_GET_ITEM(encoded, 1);
+    PyObject *keys = PyTuple_GET_ITEM(encoded, 2);
+    if (position + PyByteArray_GET_SIZE(blob) + 8 > file_size) { /* END_FILE_MIN_BLANK */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *physical = PyLong_FromLongLong(file_from + position);
+    if (physical == NULL) goto done;
+    Py_SETREF(call, PyTuple_Pack(8, args[10], args[11], blob, meta, keys, args[13], physical,
+                                 args[14]));
+    if (call != NULL) offsets = py_append_encoded(self, call);
+    if (offsets != NULL) {
+        Py_SETREF(call, PyTuple_Pack(7, args[15], args[16], meta, offsets, physical, args[14],
+                                     args[5]));
+        if (call != NULL) results = py_put_results(self, call);
+    }
+    Py_DECREF(physical);
+    if (results != NULL) result = Py_NewRef(PyList_GET_ITEM(results, 0));
+done:
+    Py_DECREF(one);
+    Py_XDECREF(call);
+    Py_XDECREF(encoded);
+    Py_XDECREF(offsets);
+    Py_XDECREF(results);
+    return result;
+}
+
 /* ---- reads: which queue units a pull takes ----------------------------------------- */
 
 /*
@@ -1441,6 +1500,15 @@ done:
     return result;
 }
 
+/* Points ``ctx`` at the MessageExt type (its slot layout resolved once). */
+static void use_ext_type(DecodeContext *ctx, PyObject *ext_type_obj) {
+    ctx->ext_type = (PyTypeObject *)ext_type_obj;
+    resolve_layout(&ext_layout, ctx->ext_type, s_ext_names, 18);
+    PyObject *descr = _PyType_Lookup(ctx->ext_type, s_ext_names[6]);
+    ctx->lazy_properties =
+        ext_layout.direct && descr != NULL && Py_IS_TYPE(descr, &LazyPropertiesType);
+}
+
 /*
  * decode_messages(buf, base, limit, offsets, sizes, read_body, ext_type, topics, hosts,
  *                 decode_properties) -> list of MessageExt or None
@@ -1448,23 +1516,29 @@ done:
  * decode_one for each CommitLog offset (with its size, or -1 for any) in a file mapped
  * as ``buf`` whose first byte is CommitLog offset ``base``; None where Python decides.
  */
-static PyObject *py_decode_messages(PyObject *self, PyObject *args) {
-    PyObject *buf_obj, *offsets, *sizes, *ext_type_obj;
-    long long base;
-    Py_ssize_t limit;
-    DecodeContext ctx = {0};
-    if (!PyArg_ParseTuple(args, "OLnO!O!pO!O!O!O", &buf_obj, &base, &limit, &PyList_Type,
-                          &offsets, &PyList_Type, &sizes, &ctx.read_body, &PyType_Type,
-                          &ext_type_obj, &PyDict_Type, &ctx.topics, &PyDict_Type, &ctx.hosts,
-                          &ctx.decode_props))
+static PyObject *py_decode_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* METH_FASTCALL, checked by hand (as key_lookup): a one-record read is short. */
+    if (nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "decode_messages takes 10 arguments (%zd given)", nargs);
         return NULL;
-    ctx.ext_type = (PyTypeObject *)ext_type_obj;
-    resolve_layout(&ext_layout, ctx.ext_type, s_ext_names, 18);
-    {
-        PyObject *descr = _PyType_Lookup(ctx.ext_type, s_ext_names[6]);
-        ctx.lazy_properties = ext_layout.direct && descr != NULL &&
-                              Py_IS_TYPE(descr, &LazyPropertiesType);
     }
+    PyObject *buf_obj = args[0], *offsets = args[3], *sizes = args[4], *ext_type_obj = args[6];
+    if (!PyList_Check(offsets) || !PyList_Check(sizes) || !PyType_Check(ext_type_obj) ||
+        !PyDict_Check(args[7]) || !PyDict_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_messages(buf, int, int, list, list, bool, type, dict, dict, "
+                        "decode)");
+        return NULL;
+    }
+    long long base = PyLong_AsLongLong(args[1]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
+    DecodeContext ctx = {0};
+    ctx.read_body = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred() || ctx.read_body < 0) return NULL;
+    ctx.topics = args[7];
+    ctx.hosts = args[8];
+    ctx.decode_props = args[9];
+    use_ext_type(&ctx, ext_type_obj);
     Py_ssize_t n = PyList_GET_SIZE(offsets);
     if (PyList_GET_SIZE(sizes) != n) {
         PyErr_SetString(PyExc_ValueError, "offsets and sizes differ in length");
@@ -1498,15 +1572,11 @@ fail:
 
 /* java_hash(text) -> int: over the UTF-16 code units Java sees (astral characters as
  * surrogate pairs, lone surrogates as themselves), as a signed 32-bit int. */
-static PyObject *py_java_hash(PyObject *self, PyObject *text) {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "java_hash takes a str");
-        return NULL;
-    }
+/* String.hashCode's h = 31 * h + unit over ``text``'s UTF-16 units, from ``h``. */
+static uint32_t java_hash_update(uint32_t h, PyObject *text) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    uint32_t h = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c > 0xFFFF) {
@@ -1517,7 +1587,15 @@ static PyObject *py_java_hash(PyObject *self, PyObject *text) {
             h = 31 * h + c;
         }
     }
-    return PyLong_FromLong((int32_t)h);
+    return h;
+}
+
+static PyObject *py_java_hash(PyObject *self, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "java_hash takes a str");
+        return NULL;
+    }
+    return PyLong_FromLong((int32_t)java_hash_update(0, text));
 }
 
 /* ---- dispatch facts: tagsCode and index entries ------------------------------------- */
@@ -1826,6 +1904,325 @@ done:
     return found;
 }
 
+/* ---- a whole key query ---------------------------------------------------------- */
+
+static PyObject *s__closed, *s__mm, *s__file, *s_hash_slot_num, *s_index_count,
+    *s_file_from_offset, *s_wrote_position, *s_KEYS, *s_UNIQ_KEY, *s_space;
+
+/* An int attribute; 0, or -1 with an error set. */
+static int attr_ll(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* The buffer of a MappedFile's mapping for this call (MappedFile.mapping_for_buffer_call:
+ * held, the buffer keeps it mapped). 1 when taken, 0 when the file is retired, unmapped
+ * or closed meanwhile (no error), -1 with an error. */
+static int live_buffer(PyObject *mapped, Py_buffer *view) {
+    PyObject *closed = PyObject_GetAttr(mapped, s__closed);
+    if (closed == NULL) return -1;
+    int is_closed = PyObject_IsTrue(closed);
+    Py_DECREF(closed);
+    if (is_closed != 0) return is_closed < 0 ? -1 : 0;
+    PyObject *mm = PyObject_GetAttr(mapped, s__mm);
+    if (mm == NULL) return -1;
+    int taken = 0;
+    if (mm != Py_None) {
+        taken = PyObject_GetBuffer(mm, view, PyBUF_SIMPLE) == 0 ? 1 : -1;
+        if (taken < 0 && PyErr_ExceptionMatches(PyExc_ValueError)) { /* closed meanwhile */
+            PyErr_Clear();
+            taken = 0;
+        }
+    }
+    Py_DECREF(mm);
+    return taken;
+}
+
+/* ``key`` is one of the space-separated tokens of ``keys`` (props.split_keys). 1, 0, or
+ * -1 with an error. */
+static int has_token(PyObject *keys, PyObject *key) {
+    if (PyUnicode_IS_ASCII(keys) && PyUnicode_IS_ASCII(key)) {
+        const char *text = (const char *)PyUnicode_DATA(keys);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(keys), want = PyUnicode_GET_LENGTH(key);
+        const char *wanted = (const char *)PyUnicode_DATA(key);
+        Py_ssize_t at = 0;
+        while (at <= n) {
+            const char *space = memchr(text + at, ' ', (size_t)(n - at));
+            Py_ssize_t end = space != NULL ? space - text : n;
+            if (end - at == want && want > 0 && memcmp(text + at, wanted, (size_t)want) == 0)
+                return 1;
+            at = end + 1;
+        }
+        return 0;
+    }
+    PyObject *tokens = PyUnicode_Split(keys, s_space, -1);
+    if (tokens == NULL) return -1;
+    int found = PySequence_Contains(tokens, key);
+    Py_DECREF(tokens);
+    return found;
+}
+
+enum { LOOKUP_MAX_CANDIDATES = 256 };
+
+/* Appends the CommitLog offsets of ``index_file``'s chain for ``key_hash`` (newest entry
+ * first) to ``offsets``, skipping ones already there. 1 done, 0 to leave the query to
+ * Python (file gone, too many candidates), -1 with an error. */
+static int chain_offsets(PyObject *index_file, long long key_hash, int64_t *offsets,
+                         Py_ssize_t *n) {
+    long long slots, count;
+    if (attr_ll(index_file, s_hash_slot_num, &slots) < 0 ||
+        attr_ll(index_file, s_index_count, &count) < 0)
+        return -1;
+    PyObject *mapped = PyObject_GetAttr(index_file, s__file);
+    if (mapped == NULL) return -1;
+    Py_buffer file;
+    int taken = live_buffer(mapped, &file);
+    Py_DECREF(mapped);
+    if (taken <= 0) return taken;
+    int outcome = 1;
+    const uint8_t *data = (const uint8_t *)file.buf;
+    Py_ssize_t entries_at = 40 + (Py_ssize_t)slots * 4;
+    if (slots <= 0 || key_hash < 0 || entries_at > file.len) {
+        outcome = 0;
+        goto done;
+    }
+    int64_t number = get_i32(data + 40 + (key_hash % slots) * 4);
+    if (number <= 0 || number > count || count <= 1) goto done;
+    for (long long seen = 0; number > 0 && number <= count && seen <= count; seen++) {
+        Py_ssize_t at = entries_at + (Py_ssize_t)number * 20;
+        if (at + 20 > file.len) break;
+        const uint8_t *entry = data + at;
+        if (get_i32(entry + 12) < 0) break;
+        if (get_i32(entry) == key_hash) {
+            int64_t offset = get_i64(entry + 4);
+            int known = 0;
+            for (Py_ssize_t k = 0; k < *n && !known; k++) known = offsets[k] == offset;
+            if (!known) {
+                if (*n == LOOKUP_MAX_CANDIDATES) {
+                    outcome = 0;
+                    goto done;
+                }
+                offsets[(*n)++] = offset;
+            }
+        }
+        int64_t prev = get_i32(entry + 16);
+        if (prev == number) break;
+        number = prev;
+    }
+done:
+    PyBuffer_Release(&file);
+    return outcome;
+}
+
+/* The message at CommitLog ``offset`` as a MessageExt (new reference); Py_None (new
+ * reference) when no file holds the offset; NULL without an error to leave the query to
+ * Python (the C decoder declined it, or the file list or mapping is not as expected);
+ * NULL with an error on failure. */
+static PyObject *lookup_read(DecodeContext *ctx, PyObject *files, long long file_size,
+                             int64_t offset) {
+    Py_ssize_t count = PyList_GET_SIZE(files);
+    if (count == 0 || file_size <= 0) return Py_NewRef(Py_None);
+    long long first_from, last_from;
+    if (attr_ll(PyList_GET_ITEM(files, 0), s_file_from_offset, &first_from) < 0 ||
+        attr_ll(PyList_GET_ITEM(files, count - 1), s_file_from_offset, &last_from) < 0)
+        return NULL;
+    if (offset < first_from || offset >= last_from + file_size) return Py_NewRef(Py_None);
+    Py_ssize_t index = (Py_ssize_t)(offset / file_size - first_from / file_size);
+    if (index < 0 || index >= PyList_GET_SIZE(files)) return NULL;
+    PyObject *mapped = Py_NewRef(PyList_GET_ITEM(files, index));
+    PyObject *result = NULL;
+    long long from, wrote;
+    if (attr_ll(mapped, s_file_from_offset, &from) < 0 ||
+        attr_ll(mapped, s_wrote_position, &wrote) < 0)
+        goto done;
+    if (from > offset || offset >= from + file_size) goto done; /* a hole: Python scans */
+    Py_buffer view;
+    int taken = live_buffer(mapped, &view);
+    if (taken <= 0) goto done;
+    Py_ssize_t limit = wrote < view.len ? (Py_ssize_t)wrote : view.len;
+    result = decode_one(ctx, (const uint8_t *)view.buf, limit, (Py_ssize_t)(offset - from),
+                        offset, -1);
+    PyBuffer_Release(&view);
+    if (result == Py_None) Py_CLEAR(result); /* declined: Python decides */
+done:
+    Py_DECREF(mapped);
+    return result;
+}
+
+/* The value of property ``name`` in ASCII properties text as a dict of
+ * ascii_properties would hold it (a later duplicate wins): 1 with its bounds, 0 if absent. */
+static int raw_property(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t name_len,
+                        Py_ssize_t *value_at, Py_ssize_t *value_len) {
+    int found = 0;
+    Py_ssize_t index = 0;
+    while (index < n) {
+        const uint8_t *sep2 = memchr(p + index, '\x02', (size_t)(n - index));
+        Py_ssize_t end = sep2 != NULL ? sep2 - p : n;
+        if (end - index >= 3) {
+            const uint8_t *sep = memchr(p + index, '\x01', (size_t)(end - index));
+            Py_ssize_t at = sep != NULL ? sep - p : -1;
+            if (index < at && at < end - 1 && at - index == name_len &&
+                memcmp(p + index, name, (size_t)name_len) == 0) {
+                found = 1;
+                *value_at = at + 1;
+                *value_len = end - at - 1;
+            }
+        }
+        index = end + 1;
+    }
+    return found;
+}
+
+/* The KEYS or UNIQ_KEY check on a record's raw properties, before any dict is made: 1 or
+ * 0, or -2 when the text is not ASCII (the dict decides then). */
+static int raw_key_check(PyObject *raw, PyObject *key, int unique) {
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(raw);
+    Py_ssize_t n = PyBytes_GET_SIZE(raw);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] & 0x80) return -2;
+    if (!PyUnicode_IS_ASCII(key)) return 0; /* ASCII text holds no such key */
+    const char *wanted = (const char *)PyUnicode_DATA(key);
+    Py_ssize_t want = PyUnicode_GET_LENGTH(key);
+    Py_ssize_t at, len;
+    if (!raw_property(p, n, unique ? "UNIQ_KEY" : "KEYS", unique ? 8 : 4, &at, &len)) return 0;
+    if (unique) return len == want && memcmp(p + at, wanted, (size_t)want) == 0;
+    Py_ssize_t end = at + len;
+    while (at <= end) { /* a space-separated token equal to the key */
+        const uint8_t *space = memchr(p + at, ' ', (size_t)(end - at));
+        Py_ssize_t stop = space != NULL ? space - p : end;
+        if (stop - at == want && want > 0 && memcmp(p + at, wanted, (size_t)want) == 0)
+            return 1;
+        at = stop + 1;
+    }
+    return 0;
+}
+
+/* 1 when ``message`` answers the query, 0 when not, -1 with an error. */
+static int lookup_matches(PyObject *message, PyObject *topic, PyObject *key, int unique,
+                          long long begin_ms, long long end_ms) {
+    PyObject *value = PyObject_GetAttr(message, s_ext_names[0]);
+    if (value == NULL) return -1;
+    int same = value == topic ||
+               (PyUnicode_Check(value) && PyUnicode_Compare(value, topic) == 0);
+    Py_DECREF(value);
+    if (!same) return PyErr_Occurred() ? -1 : 0;
+    long long stored;
+    if (attr_ll(message, s_ext_names[13], &stored) < 0) return -1;
+    if (stored < begin_ms || stored > end_ms) return 0;
+    if (ext_layout.direct && Py_TYPE(message) == ext_layout.type) {
+        PyObject *raw = slot_get(&ext_layout, message, 6); /* bytes until first read */
+        if (raw != NULL && PyBytes_CheckExact(raw)) {
+            int checked = raw_key_check(raw, key, unique);
+            if (checked != -2) return checked;
+        }
+    }
+    PyObject *properties = PyObject_GetAttr(message, s_ext_names[6]);
+    if (properties == NULL) return -1;
+    int found = 0;
+    if (PyDict_Check(properties)) {
+        value = PyDict_GetItemWithError(properties, unique ? s_UNIQ_KEY : s_KEYS);
+        if (value != NULL && PyUnicode_Check(value)) {
+            if (unique) {
+                found = PyUnicode_Compare(value, key) == 0;
+                if (PyErr_Occurred()) found = -1;
+            } else {
+                found = has_token(value, key);
+            }
+        } else if (PyErr_Occurred()) {
+            found = -1;
+        }
+    }
+    Py_DECREF(properties);
+    return found;
+}
+
+/*
+ * key_lookup(ext_type, topics, hosts, decode_properties, index_files, commitlog_files,
+ *            file_size, topic, key, unique, begin_ms, end_ms, max_count)
+ *   -> list of MessageExt, or None
+ *
+ * queries.KeyQuery._matches in one call: the chains of the index hash of "topic#key"
+ * (index_key_hash) in ``index_files``
+ * (IndexFile objects, newest last; walked newest first), each CommitLog offset once,
+ * read from ``commitlog_files`` (the MappedFiles of the CommitLog) and kept when its
+ * topic, store time and KEYS token (UNIQ_KEY with ``unique``) match, up to ``max_count``.
+ * None hands the query to the Python path: a file retired or unmapped meanwhile, a record
+ * the C decoder declines, more candidates than it keeps.
+ */
+static PyObject *py_key_lookup(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* METH_FASTCALL, checked by hand: PyArg_ParseTuple's 13 conversions were a tenth of
+     * a lookup. */
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "key_lookup takes 13 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *ext_type_obj = args[0], *index_files = args[4], *files = args[5];
+    PyObject *topic = args[7], *key = args[8];
+    if (!PyType_Check(ext_type_obj) || !PyDict_Check(args[1]) || !PyDict_Check(args[2]) ||
+        !PyList_Check(index_files) || !PyList_Check(files) || !PyUnicode_Check(topic) ||
+        !PyUnicode_Check(key)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "key_lookup(type, dict, dict, decode, list, list, int, str, str, "
+                        "bool, int, int, int)");
+        return NULL;
+    }
+    long long file_size = PyLong_AsLongLong(args[6]);
+    int unique = PyObject_IsTrue(args[9]);
+    long long begin_ms = PyLong_AsLongLong(args[10]);
+    long long end_ms = PyLong_AsLongLong(args[11]);
+    Py_ssize_t max_count = PyLong_AsSsize_t(args[12]);
+    if (PyErr_Occurred() || unique < 0) return NULL;
+    DecodeContext ctx = {0};
+    ctx.read_body = 1;
+    ctx.topics = args[1];
+    ctx.hosts = args[2];
+    ctx.decode_props = args[3];
+    use_ext_type(&ctx, ext_type_obj);
+    uint32_t h = java_hash_update(0, topic);
+    h = 31 * h + '#';
+    long long wanted = key_hash(java_hash_update(h, key));
+    int64_t offsets[LOOKUP_MAX_CANDIDATES];
+    Py_ssize_t n = 0;
+    PyObject *found = NULL;
+    /* A copy: reading a record may run Python (non-ASCII properties), and the dispatcher
+     * or retention may change the list meanwhile. */
+    PyObject *indexes = PyList_GetSlice(index_files, 0, PyList_GET_SIZE(index_files));
+    if (indexes == NULL) goto done;
+    for (Py_ssize_t i = PyList_GET_SIZE(indexes) - 1; i >= 0; i--) {
+        int walked = chain_offsets(PyList_GET_ITEM(indexes, i), wanted, offsets, &n);
+        if (walked <= 0) {
+            if (walked == 0) found = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    found = PyList_New(0);
+    if (found == NULL) goto done;
+    for (Py_ssize_t k = 0; k < n && PyList_GET_SIZE(found) < max_count; k++) {
+        PyObject *message = lookup_read(&ctx, files, file_size, offsets[k]);
+        if (message == NULL) {
+            if (!PyErr_Occurred()) Py_SETREF(found, Py_NewRef(Py_None));
+            else Py_CLEAR(found);
+            goto done;
+        }
+        int keep = message == Py_None
+                       ? 0
+                       : lookup_matches(message, topic, key, unique, begin_ms, end_ms);
+        if (keep > 0 && PyList_Append(found, message) < 0) keep = -1;
+        Py_DECREF(message);
+        if (keep < 0) {
+            Py_CLEAR(found);
+            goto done;
+        }
+    }
+done:
+    Py_XDECREF(indexes);
+    release_context(&ctx);
+    return found;
+}
+
 /*
  * chain_private(newest, oldest, first_number, key_hashes, phy_offsets, time_diffs, out)
  *
@@ -1928,17 +2325,22 @@ static PyMethodDef methods[] = {
     {"crc_backend", py_crc_backend, METH_NOARGS, "'zlib' or 'table': which CRC runs."},
     {"encode_batch", py_encode_batch, METH_VARARGS, "Encode messages into one blob."},
     {"append_encoded", py_append_encoded, METH_VARARGS, "Stamp and copy an encoded batch."},
+    {"put_one", (PyCFunction)(void (*)(void))py_put_one, METH_FASTCALL,
+     "A single put: encode, append and result."},
     {"put_results", py_put_results, METH_VARARGS, "PutResult objects of an appended batch."},
     {"walk_starts", py_walk_starts, METH_VARARGS, "Record starts by TOTALSIZE."},
     {"decode_chunk", py_decode_chunk, METH_VARARGS, "Fields of records at given starts."},
     {"crc_mismatch", py_crc_mismatch, METH_VARARGS, "First body whose CRC differs."},
     {"select_units", py_select_units, METH_VARARGS, "A pull's batch rules over queue units."},
-    {"decode_messages", py_decode_messages, METH_VARARGS, "Records of one file as MessageExt."},
+    {"decode_messages", (PyCFunction)(void (*)(void))py_decode_messages, METH_FASTCALL,
+     "Records of one file as MessageExt."},
     {"java_hash", py_java_hash, METH_O, "Java's String.hashCode of a str."},
     {"dispatch_facts", py_dispatch_facts, METH_VARARGS, "tagsCodes and index entries."},
     {"populate_write", py_populate_write, METH_VARARGS, "Write-fault pages in, unchanged."},
     {"index_put", py_index_put, METH_VARARGS, "IndexFile.putKey for a run of entries."},
     {"index_chain", py_index_chain, METH_VARARGS, "IndexFile.candidates: one slot's chain."},
+    {"key_lookup", (PyCFunction)(void (*)(void))py_key_lookup, METH_FASTCALL,
+     "A key query: index chains, reads, checks."},
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},
     {NULL, NULL, 0, NULL},
 };
@@ -1956,6 +2358,16 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init();
     INTERN(s_topic, "topic");
+    INTERN(s__closed, "_closed");
+    INTERN(s__mm, "_mm");
+    INTERN(s__file, "_file");
+    INTERN(s_hash_slot_num, "hash_slot_num");
+    INTERN(s_index_count, "index_count");
+    INTERN(s_file_from_offset, "file_from_offset");
+    INTERN(s_wrote_position, "wrote_position");
+    INTERN(s_KEYS, "KEYS");
+    INTERN(s_UNIQ_KEY, "UNIQ_KEY");
+    INTERN(s_space, " ");
     INTERN(s_body, "body");
     INTERN(s_queue_id, "queue_id");
     INTERN(s_flag, "flag");

@@ -128,3 +128,20 @@ class LazyProperties:
     def __init__(self, slot: Any, decode: Callable[[bytes], dict[str, str]], /) -> None: ...
     def __get__(self, obj: Any, owner: type | None = None, /) -> Any: ...
     def __set__(self, obj: Any, value: Any, /) -> None: ...
+
+def key_lookup(
+    ext_type: type[Any],
+    topics: dict[bytes, str],
+    hosts: dict[bytes, str],
+    decode_properties: Callable[[bytes], dict[str, str]],
+    index_files: list[Any],
+    commitlog_files: list[Any],
+    file_size: int,
+    topic: str,
+    key: str,
+    unique: bool,
+    begin_ms: int,
+    end_ms: int,
+    max_count: int,
+    /,
+) -> Any: ...

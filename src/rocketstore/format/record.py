@@ -27,9 +27,11 @@ with the position) and the blank (a ``Blank`` result).
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError
 from rocketstore.format import sysflag
@@ -361,6 +363,26 @@ def to_message_ext(
         prepared_transaction_offset=view.prepared_transaction_offset,
         magic_code=view.magic,
     )
+
+
+# A whole key query by the C extension (``_native.key_lookup``), None when it is not
+# built: the chains of "topic#key" in ``index_files`` (the IndexFiles, oldest first), each
+# candidate record read from ``commitlog_files`` (the CommitLog's MappedFiles) and checked
+# for ``topic``, the store time window and ``key`` among its KEYS (its UNIQ_KEY with
+# ``unique``), at most ``max_count``, in candidate order. It answers None to leave the
+# query to the Python path (a file going away, a record it declines). Its constant
+# arguments are bound here: a lookup is a few microseconds, and each costs.
+# (index_files, commitlog_files, file_size, topic, key, unique, begin_ms, end_ms, max_count)
+KeyLookup = Callable[
+    [list[Any], list[Any], int, str, str, bool, int, int, int], list[MessageExt] | None
+]
+fast_key_lookup: KeyLookup | None = (
+    None
+    if native is None
+    else functools.partial(
+        native.key_lookup, MessageExt, _TOPICS, decoded_hosts(), decode_properties
+    )
+)
 
 
 def fast_message_exts(

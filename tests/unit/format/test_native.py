@@ -23,6 +23,7 @@ from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore import commitlog as commitlog_module
 from rocketstore import index as index_module
 from rocketstore import put_path as put_path_module
+from rocketstore import queries as queries_module
 from rocketstore import read_path as read_path_module
 from rocketstore.format import dispatch_facts as dispatch_facts_module
 from rocketstore.format import javahash as javahash_module
@@ -52,6 +53,7 @@ _USERS = (
     javahash_module,
     dispatch_facts_module,
     index_module,
+    queries_module,
 )
 
 
@@ -147,6 +149,33 @@ def test_batches_roll_files_the_same_way(tmp_path: Path) -> None:
     outcomes = _same_both_ways(tmp_path, calls)
     offsets = [r.commit_log_offset for batch in outcomes for r in batch]  # type: ignore[attr-defined]
     assert any(o % FILE_SIZE == 0 for o in offsets[1:])  # a roll happened
+
+
+def test_single_puts_roll_files_the_same_way(tmp_path: Path) -> None:
+    # put_one declines a message that does not fit what the last file has left: the
+    # general path writes the END_OF_FILE blank and rolls, then put_one takes over again.
+    calls = [
+        [Message("T", bytes([i % 256]) * (700 + i), i % 3, properties={"KEYS": f"k{i}"})]
+        for i in range(200)
+    ]
+    for (message,) in calls:
+        message.born_timestamp = STAMP  # compared byte for byte: no "now"
+    outcomes = _same_both_ways(tmp_path, calls)
+    offsets = [r.commit_log_offset for r in outcomes]  # type: ignore[attr-defined]
+    assert sum(1 for o in offsets if o % FILE_SIZE == 0) >= 3  # rolls happened
+
+
+def test_single_put_in_one_call_is_taken_and_seen_by_readers(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, _config()) as store:
+        store.put(Message("T", b"first"))  # the general path learns the topic and host
+        assert native is not None
+        result = store.preparer.put_one(store.commitlog, Message("T", b"second"), None)
+        assert result is not None and result.ok and result.queue_offset == 1
+        assert store.commitlog.max_offset() == result.commit_log_offset + result.size
+        store.wait_dispatched()
+        got = store.get_messages("g", "T", 0, 0, 32).messages
+        assert [m.body for m in got] == [b"first", b"second"]
+        assert got[1].msg_id == result.msg_id
 
 
 @pytest.mark.parametrize(
