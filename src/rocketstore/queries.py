@@ -28,7 +28,7 @@ class KeyQuery:
         self.config = config
 
     def _matches(
-        self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *, unique: bool
+        self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, unique: bool
     ) -> list[MessageExt]:
         """The matches, newest first: in one C call when it can (``rec.fast_key_lookup``),
         else candidate by candidate."""
@@ -38,11 +38,11 @@ class KeyQuery:
             raise ConfigError("topic and key must be non-empty")
         lookup = rec.fast_key_lookup
         if native is not None and lookup is not None:
-            commitlog = self.commitlog
+            cl = self.commitlog
             quick = lookup(
                 self.index.files,
-                commitlog.files.files,
-                commitlog.file_size,
+                cl.files.files,
+                cl.file_size,
                 topic,
                 key,
                 unique,
@@ -84,13 +84,13 @@ class KeyQuery:
         self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int
     ) -> list[MessageExt]:
         """The newest ``max_count`` matches, returned oldest first (by CommitLog offset)."""
-        found = self._matches(topic, key, max_count, begin_ms, end_ms, unique=False)
+        found = self._matches(topic, key, max_count, begin_ms, end_ms, False)
         if len(found) > 1:  # (one, the usual answer, needs no sort)
             found.sort(key=_commit_log_offset)
         return found
 
     def by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
         found = self._matches(
-            topic, uniq_key, self.config.default_query_max_num, 0, 2**63 - 1, unique=True
+            topic, uniq_key, self.config.default_query_max_num, 0, 2**63 - 1, True
         )
         return sorted(found, key=lambda m: (m.store_timestamp, m.commit_log_offset))

@@ -13,6 +13,7 @@ from typing import Any, cast
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.consume_queue import ConsumeQueue
+from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
 from rocketstore.format.native import native
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
@@ -141,6 +142,28 @@ class MessageReader:
         one call per file: the units alone decide which records the batch rules take, then
         all of them are read. False (``result`` untouched) when a record is missing or not
         of its unit's size: ``get``'s loop then decides, record by record."""
+        pull = rec.fast_pull_messages
+        if native is not None and pull is not None:  # the whole pull in one C call
+            c = self.config
+            pulled = pull(
+                units_bytes,
+                max_count,
+                commit_max,
+                self._memory_bytes(),
+                c.max_transfer_bytes_on_message_in_memory,
+                c.max_transfer_count_on_message_in_memory,
+                c.max_transfer_bytes_on_message_in_disk,
+                c.max_transfer_count_on_message_in_disk,
+                self.commitlog.files.files,
+                self.commitlog.file_size,
+            )
+            if pulled is not None:
+                result.messages, taken, last_offset = pulled
+                result.next_begin_offset = queue_offset + taken
+                if result.messages:
+                    result.status = GetStatus.FOUND
+                    result.suggest_pulling_from_slave = self._in_disk(last_offset, commit_max)
+                return True
         selected = self._select(units_bytes, max_count, commit_max)
         if selected is None:
             return False

@@ -548,7 +548,8 @@ class MessageStore:
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS contain ``key`` and whose store time lies in
         [begin_ms, end_ms], oldest first (at most ``max_count``, the newest ones)."""
-        self._check_open(queues=False)
+        if self._closed or self.read_only:  # (the common case without a call)
+            self._check_open(queues=False)
         return self.queries.by_key(topic, key, max_count, begin_ms, end_ms)
 
     def query_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:

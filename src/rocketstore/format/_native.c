@@ -867,44 +867,77 @@ done:
  * at ``max_count`` records, or past the in-memory or in-disk byte and count limits.
  * None when a unit it would take has a size <= 0 (Python's loop decides then).
  */
-static PyObject *py_select_units(PyObject *self, PyObject *args) {
-    Py_buffer units;
+typedef struct {
     long long max_count, commit_max, mem_bytes, mem_count, disk_bytes, disk_count;
     double memory_bytes;
-    if (!PyArg_ParseTuple(args, "y*LLdLLLL", &units, &max_count, &commit_max, &memory_bytes,
-                          &mem_bytes, &mem_count, &disk_bytes, &disk_count))
-        return NULL;
-    PyObject *offsets = PyList_New(0), *sizes = PyList_New(0), *result = NULL;
-    if (offsets == NULL || sizes == NULL) goto done;
-    const uint8_t *p = (const uint8_t *)units.buf;
-    Py_ssize_t n = units.len / 20, index = 0;
-    long long total = 0, count = 0;
-    for (; index < n; index++) {
-        const uint8_t *unit = p + index * 20;
+} BatchRules;
+
+/* The batch rules over ``n`` units at ``p``: the offsets and sizes taken (``offsets`` and
+ * ``sizes`` hold n each) into *taken, the index of the first unit not taken into *index.
+ * -1 when a unit it would take has a size <= 0, else 0. */
+static int select_rows(const uint8_t *p, Py_ssize_t n, const BatchRules *rules,
+                       int64_t *offsets, int32_t *sizes, Py_ssize_t *taken,
+                       Py_ssize_t *index) {
+    long long total = 0;
+    Py_ssize_t count = 0, at = 0;
+    for (; at < n; at++) {
+        const uint8_t *unit = p + at * 20;
         int64_t offset = get_i64(unit);
         int32_t size = get_i32(unit + 8);
         if (total != 0 && count != 0) {
-            if (max_count <= count) break;
-            int in_disk = (double)(commit_max - offset) > memory_bytes;
-            long long limit_bytes = in_disk ? disk_bytes : mem_bytes;
-            long long limit_count = in_disk ? disk_count : mem_count;
+            if (rules->max_count <= count) break;
+            int in_disk = (double)(rules->commit_max - offset) > rules->memory_bytes;
+            long long limit_bytes = in_disk ? rules->disk_bytes : rules->mem_bytes;
+            long long limit_count = in_disk ? rules->disk_count : rules->mem_count;
             if (total + size > limit_bytes || count > limit_count - 1) break;
         }
-        if (size <= 0) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        PyObject *o = PyLong_FromLongLong(offset), *z = PyLong_FromLong(size);
-        int failed = o == NULL || z == NULL || PyList_Append(offsets, o) < 0 ||
-                     PyList_Append(sizes, z) < 0;
-        Py_XDECREF(o);
-        Py_XDECREF(z);
-        if (failed) goto done;
+        if (size <= 0) return -1;
+        offsets[count] = offset;
+        sizes[count] = size;
         total += size;
         count++;
     }
+    *taken = count;
+    *index = at;
+    return 0;
+}
+
+static PyObject *py_select_units(PyObject *self, PyObject *args) {
+    Py_buffer units;
+    BatchRules rules;
+    if (!PyArg_ParseTuple(args, "y*LLdLLLL", &units, &rules.max_count, &rules.commit_max,
+                          &rules.memory_bytes, &rules.mem_bytes, &rules.mem_count,
+                          &rules.disk_bytes, &rules.disk_count))
+        return NULL;
+    PyObject *offsets = NULL, *sizes = NULL, *result = NULL;
+    Py_ssize_t n = units.len / 20, taken = 0, index = 0;
+    int64_t *offs = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int32_t *lens = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (offs == NULL || lens == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (select_rows((const uint8_t *)units.buf, n, &rules, offs, lens, &taken, &index) < 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    offsets = PyList_New(taken);
+    sizes = PyList_New(taken);
+    if (offsets == NULL || sizes == NULL) goto done;
+    for (Py_ssize_t k = 0; k < taken; k++) {
+        PyObject *o = PyLong_FromLongLong(offs[k]), *z = PyLong_FromLong(lens[k]);
+        if (o == NULL || z == NULL) {
+            Py_XDECREF(o);
+            Py_XDECREF(z);
+            goto done;
+        }
+        PyList_SET_ITEM(offsets, k, o);
+        PyList_SET_ITEM(sizes, k, z);
+    }
     result = Py_BuildValue("OOn", offsets, sizes, index);
 done:
+    PyMem_Free(offs);
+    PyMem_Free(lens);
     Py_XDECREF(offsets);
     Py_XDECREF(sizes);
     PyBuffer_Release(&units);
@@ -2224,6 +2257,104 @@ done:
 }
 
 /*
+ * pull_messages(ext_type, topics, hosts, decode_properties, units, max_count, commit_max,
+ *               memory_bytes, mem_bytes, mem_count, disk_bytes, disk_count,
+ *               commitlog_files, file_size) -> (messages, index, last_offset) or None
+ *
+ * MessageReader._get_all in one call: select_units' rules over the raw units, then each
+ * record taken decoded from the CommitLog file (of ``commitlog_files``) holding the first
+ * one; ``index`` is the first unit not taken, ``last_offset`` the last record's offset (-1
+ * for none). None leaves the pull to Python: a unit of size <= 0, records in more than
+ * one file, a file going away, a record the decoder declines or not of its unit's size.
+ */
+static PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 14) {
+        PyErr_Format(PyExc_TypeError, "pull_messages takes 14 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *files = args[12];
+    if (!PyType_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2]) ||
+        !PyList_Check(files)) {
+        PyErr_SetString(PyExc_TypeError, "pull_messages(type, dict, dict, decode, units, ...)");
+        return NULL;
+    }
+    BatchRules rules;
+    rules.max_count = PyLong_AsLongLong(args[5]);
+    rules.commit_max = PyLong_AsLongLong(args[6]);
+    rules.memory_bytes = PyFloat_AsDouble(args[7]);
+    rules.mem_bytes = PyLong_AsLongLong(args[8]);
+    rules.mem_count = PyLong_AsLongLong(args[9]);
+    rules.disk_bytes = PyLong_AsLongLong(args[10]);
+    rules.disk_count = PyLong_AsLongLong(args[11]);
+    long long file_size = PyLong_AsLongLong(args[13]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer units;
+    if (PyObject_GetBuffer(args[4], &units, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *list = NULL, *mapped = NULL;
+    int have_view = 0;
+    Py_buffer view;
+    DecodeContext ctx = {0};
+    ctx.read_body = 1;
+    ctx.topics = args[1];
+    ctx.hosts = args[2];
+    ctx.decode_props = args[3];
+    use_ext_type(&ctx, args[0]);
+    Py_ssize_t n = units.len / 20, taken = 0, index = 0;
+    int64_t *offs = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int32_t *lens = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (offs == NULL || lens == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (select_rows((const uint8_t *)units.buf, n, &rules, offs, lens, &taken, &index) < 0)
+        goto decline;
+    list = PyList_New(taken);
+    if (list == NULL) goto done;
+    if (taken > 0) {
+        Py_ssize_t count = PyList_GET_SIZE(files);
+        if (count == 0 || file_size <= 0) goto decline;
+        long long first_from, from, wrote;
+        if (attr_ll(PyList_GET_ITEM(files, 0), s_file_from_offset, &first_from) < 0) goto done;
+        Py_ssize_t at = (Py_ssize_t)(offs[0] / file_size - first_from / file_size);
+        if (offs[0] < first_from || at < 0 || at >= count) goto decline;
+        mapped = Py_NewRef(PyList_GET_ITEM(files, at));
+        if (attr_ll(mapped, s_file_from_offset, &from) < 0 ||
+            attr_ll(mapped, s_wrote_position, &wrote) < 0)
+            goto done;
+        for (Py_ssize_t k = 0; k < taken; k++)
+            if (offs[k] < from || offs[k] >= from + file_size) goto decline;
+        int got = live_buffer(mapped, &view);
+        if (got < 0) goto done;
+        if (got == 0) goto decline;
+        have_view = 1;
+        Py_ssize_t limit = wrote < view.len ? (Py_ssize_t)wrote : view.len;
+        for (Py_ssize_t k = 0; k < taken; k++) {
+            PyObject *one = decode_one(&ctx, (const uint8_t *)view.buf, limit,
+                                       (Py_ssize_t)(offs[k] - from), offs[k], lens[k]);
+            if (one == NULL) goto done;
+            if (one == Py_None) {
+                Py_DECREF(one);
+                goto decline;
+            }
+            PyList_SET_ITEM(list, k, one);
+        }
+    }
+    result = Py_BuildValue("OnL", list, index, (long long)(taken > 0 ? offs[taken - 1] : -1));
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    if (have_view) PyBuffer_Release(&view);
+    Py_XDECREF(mapped);
+    Py_XDECREF(list);
+    PyMem_Free(offs);
+    PyMem_Free(lens);
+    PyBuffer_Release(&units);
+    release_context(&ctx);
+    return result;
+}
+
+/*
  * chain_private(newest, oldest, first_number, key_hashes, phy_offsets, time_diffs, out)
  *
  * index.RunChainer's chaining of a chunk against its private slot table: entry
@@ -2339,6 +2470,8 @@ static PyMethodDef methods[] = {
     {"populate_write", py_populate_write, METH_VARARGS, "Write-fault pages in, unchanged."},
     {"index_put", py_index_put, METH_VARARGS, "IndexFile.putKey for a run of entries."},
     {"index_chain", py_index_chain, METH_VARARGS, "IndexFile.candidates: one slot's chain."},
+    {"pull_messages", (PyCFunction)(void (*)(void))py_pull_messages, METH_FASTCALL,
+     "A pull of every tag: batch rules and decodes."},
     {"key_lookup", (PyCFunction)(void (*)(void))py_key_lookup, METH_FASTCALL,
      "A key query: index chains, reads, checks."},
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},

@@ -145,3 +145,20 @@ def key_lookup(
     max_count: int,
     /,
 ) -> Any: ...
+def pull_messages(
+    ext_type: type[Any],
+    topics: dict[bytes, str],
+    hosts: dict[bytes, str],
+    decode_properties: Callable[[bytes], dict[str, str]],
+    units: bytes,
+    max_count: int,
+    commit_max: int,
+    memory_bytes: float,
+    mem_bytes: int,
+    mem_count: int,
+    disk_bytes: int,
+    disk_count: int,
+    commitlog_files: list[Any],
+    file_size: int,
+    /,
+) -> Any: ...

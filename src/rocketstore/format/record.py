@@ -385,6 +385,24 @@ fast_key_lookup: KeyLookup | None = (
 )
 
 
+# A pull of every tag by the C extension (``_native.pull_messages``), None when it is not
+# built: MessageReader's batch rules over raw queue units (units, max_count, commit_max,
+# memory_bytes, then the in-memory and in-disk byte and count limits), each record taken
+# read from ``commitlog_files`` with ``file_size``: (messages, index of the first unit not
+# taken, last offset or -1), or None to leave the pull to the Python path.
+PullMessages = Callable[
+    [bytes, int, int, float, int, int, int, int, list[Any], int],
+    tuple[list[MessageExt], int, int] | None,
+]
+fast_pull_messages: PullMessages | None = (
+    None
+    if native is None
+    else functools.partial(
+        native.pull_messages, MessageExt, _TOPICS, decoded_hosts(), decode_properties
+    )
+)
+
+
 def fast_message_exts(
     buf: bytes | bytearray | memoryview | mmap.mmap,
     base: int,
