@@ -93,23 +93,29 @@ class MessageReader:
             or count > c.max_transfer_count_on_message_in_memory - 1
         )
 
+    def _rules(self, max_count: int, commit_max: int) -> tuple[int, int, float, int, int, int, int]:
+        """The batch rules as the C selection takes them: max count, the CommitLog end,
+        the in-memory distance, then the in-memory and in-disk byte and count limits."""
+        c = self.config
+        return (
+            max_count,
+            commit_max,
+            self._memory_bytes(),
+            c.max_transfer_bytes_on_message_in_memory,
+            c.max_transfer_count_on_message_in_memory,
+            c.max_transfer_bytes_on_message_in_disk,
+            c.max_transfer_count_on_message_in_disk,
+        )
+
     def _select(
         self, units_bytes: bytes, max_count: int, commit_max: int
     ) -> tuple[list[int], list[int], int] | None:
         """The units a pull for every tag takes, by the batch rules alone: their offsets
         and sizes, and the index of the first unit not taken. None when one it would take
         has no size (``get``'s loop decides then)."""
-        c = self.config
         if native is not None:
             chosen: tuple[list[int], list[int], int] | None = native.select_units(
-                units_bytes,
-                max_count,
-                commit_max,
-                self._memory_bytes(),
-                c.max_transfer_bytes_on_message_in_memory,
-                c.max_transfer_count_on_message_in_memory,
-                c.max_transfer_bytes_on_message_in_disk,
-                c.max_transfer_count_on_message_in_disk,
+                units_bytes, *self._rules(max_count, commit_max)
             )
             return chosen
         units = decode_units(units_bytes)
@@ -144,19 +150,9 @@ class MessageReader:
         of its unit's size: ``get``'s loop then decides, record by record."""
         pull = rec.fast_pull_messages
         if native is not None and pull is not None:  # the whole pull in one C call
-            c = self.config
-            pulled = pull(
-                units_bytes,
-                max_count,
-                commit_max,
-                self._memory_bytes(),
-                c.max_transfer_bytes_on_message_in_memory,
-                c.max_transfer_count_on_message_in_memory,
-                c.max_transfer_bytes_on_message_in_disk,
-                c.max_transfer_count_on_message_in_disk,
-                self.commitlog.files.files,
-                self.commitlog.file_size,
-            )
+            commitlog = self.commitlog
+            rules = self._rules(max_count, commit_max)
+            pulled = pull(units_bytes, *rules, commitlog.files.files, commitlog.file_size)
             if pulled is not None:
                 result.messages, taken, last_offset = pulled
                 result.next_begin_offset = queue_offset + taken

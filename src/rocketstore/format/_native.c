@@ -877,6 +877,24 @@ typedef struct {
  * -1 when a unit it would take has a size <= 0, else 0. */
 static int select_rows(const uint8_t *p, Py_ssize_t n, const BatchRules *rules,
                        int64_t *offsets, int32_t *sizes, Py_ssize_t *taken,
+                       Py_ssize_t *index);
+
+/* select_rows over the units in ``units``, into arrays it allocates (*offsets and *sizes,
+ * PyMem_Free them, also on failure): 0, -1 for a unit of size <= 0, -2 with MemoryError. */
+static int select_units_of(const Py_buffer *units, const BatchRules *rules, int64_t **offsets,
+                           int32_t **sizes, Py_ssize_t *taken, Py_ssize_t *index) {
+    Py_ssize_t n = units->len / 20;
+    *offsets = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    *sizes = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (*offsets == NULL || *sizes == NULL) {
+        PyErr_NoMemory();
+        return -2;
+    }
+    return select_rows((const uint8_t *)units->buf, n, rules, *offsets, *sizes, taken, index);
+}
+
+static int select_rows(const uint8_t *p, Py_ssize_t n, const BatchRules *rules,
+                       int64_t *offsets, int32_t *sizes, Py_ssize_t *taken,
                        Py_ssize_t *index) {
     long long total = 0;
     Py_ssize_t count = 0, at = 0;
@@ -910,14 +928,12 @@ static PyObject *py_select_units(PyObject *self, PyObject *args) {
                           &rules.disk_bytes, &rules.disk_count))
         return NULL;
     PyObject *offsets = NULL, *sizes = NULL, *result = NULL;
-    Py_ssize_t n = units.len / 20, taken = 0, index = 0;
-    int64_t *offs = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    int32_t *lens = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-    if (offs == NULL || lens == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (select_rows((const uint8_t *)units.buf, n, &rules, offs, lens, &taken, &index) < 0) {
+    Py_ssize_t taken = 0, index = 0;
+    int64_t *offs = NULL;
+    int32_t *lens = NULL;
+    int selected = select_units_of(&units, &rules, &offs, &lens, &taken, &index);
+    if (selected == -2) goto done;
+    if (selected == -1) {
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -1542,6 +1558,16 @@ static void use_ext_type(DecodeContext *ctx, PyObject *ext_type_obj) {
         ext_layout.direct && descr != NULL && Py_IS_TYPE(descr, &LazyPropertiesType);
 }
 
+/* A context for reading bodies from the leading (ext_type, topics, hosts,
+ * decode_properties) arguments of a FASTCALL function (checked by the caller). */
+static void context_from(DecodeContext *ctx, PyObject *const *args) {
+    ctx->read_body = 1;
+    ctx->topics = args[1];
+    ctx->hosts = args[2];
+    ctx->decode_props = args[3];
+    use_ext_type(ctx, args[0]);
+}
+
 /*
  * decode_messages(buf, base, limit, offsets, sizes, read_body, ext_type, topics, hosts,
  *                 decode_properties) -> list of MessageExt or None
@@ -2050,37 +2076,55 @@ done:
     return outcome;
 }
 
+/* The CommitLog file of ``files`` (MappedFiles, oldest first, each ``file_size`` long)
+ * holding ``offset``, as CommitLog.files.find finds it: 1 with a new reference in *mapped
+ * and its start and write position, 0 when no file holds it, 2 when the list has a hole
+ * there (Python's scan decides), -1 with an error. */
+static int find_file(PyObject *files, long long file_size, int64_t offset, PyObject **mapped,
+                     long long *from, long long *wrote) {
+    Py_ssize_t count = PyList_GET_SIZE(files);
+    if (count == 0 || file_size <= 0) return 0;
+    long long first_from, last_from;
+    if (attr_ll(PyList_GET_ITEM(files, 0), s_file_from_offset, &first_from) < 0 ||
+        attr_ll(PyList_GET_ITEM(files, count - 1), s_file_from_offset, &last_from) < 0)
+        return -1;
+    if (offset < first_from || offset >= last_from + file_size) return 0;
+    Py_ssize_t index = (Py_ssize_t)(offset / file_size - first_from / file_size);
+    if (index < 0 || index >= PyList_GET_SIZE(files)) return 2;
+    PyObject *found = Py_NewRef(PyList_GET_ITEM(files, index));
+    if (attr_ll(found, s_file_from_offset, from) < 0 ||
+        attr_ll(found, s_wrote_position, wrote) < 0) {
+        Py_DECREF(found);
+        return -1;
+    }
+    if (*from > offset || offset >= *from + file_size) {
+        Py_DECREF(found);
+        return 2;
+    }
+    *mapped = found;
+    return 1;
+}
+
 /* The message at CommitLog ``offset`` as a MessageExt (new reference); Py_None (new
  * reference) when no file holds the offset; NULL without an error to leave the query to
  * Python (the C decoder declined it, or the file list or mapping is not as expected);
  * NULL with an error on failure. */
 static PyObject *lookup_read(DecodeContext *ctx, PyObject *files, long long file_size,
                              int64_t offset) {
-    Py_ssize_t count = PyList_GET_SIZE(files);
-    if (count == 0 || file_size <= 0) return Py_NewRef(Py_None);
-    long long first_from, last_from;
-    if (attr_ll(PyList_GET_ITEM(files, 0), s_file_from_offset, &first_from) < 0 ||
-        attr_ll(PyList_GET_ITEM(files, count - 1), s_file_from_offset, &last_from) < 0)
-        return NULL;
-    if (offset < first_from || offset >= last_from + file_size) return Py_NewRef(Py_None);
-    Py_ssize_t index = (Py_ssize_t)(offset / file_size - first_from / file_size);
-    if (index < 0 || index >= PyList_GET_SIZE(files)) return NULL;
-    PyObject *mapped = Py_NewRef(PyList_GET_ITEM(files, index));
-    PyObject *result = NULL;
+    PyObject *mapped = NULL;
     long long from, wrote;
-    if (attr_ll(mapped, s_file_from_offset, &from) < 0 ||
-        attr_ll(mapped, s_wrote_position, &wrote) < 0)
-        goto done;
-    if (from > offset || offset >= from + file_size) goto done; /* a hole: Python scans */
+    int where = find_file(files, file_size, offset, &mapped, &from, &wrote);
+    if (where == 0) return Py_NewRef(Py_None);
+    if (where != 1) return NULL;
+    PyObject *result = NULL;
     Py_buffer view;
-    int taken = live_buffer(mapped, &view);
-    if (taken <= 0) goto done;
-    Py_ssize_t limit = wrote < view.len ? (Py_ssize_t)wrote : view.len;
-    result = decode_one(ctx, (const uint8_t *)view.buf, limit, (Py_ssize_t)(offset - from),
-                        offset, -1);
-    PyBuffer_Release(&view);
-    if (result == Py_None) Py_CLEAR(result); /* declined: Python decides */
-done:
+    if (live_buffer(mapped, &view) > 0) {
+        Py_ssize_t limit = wrote < view.len ? (Py_ssize_t)wrote : view.len;
+        result = decode_one(ctx, (const uint8_t *)view.buf, limit,
+                            (Py_ssize_t)(offset - from), offset, -1);
+        PyBuffer_Release(&view);
+        if (result == Py_None) Py_CLEAR(result); /* declined: Python decides */
+    }
     Py_DECREF(mapped);
     return result;
 }
@@ -2209,11 +2253,7 @@ static PyObject *py_key_lookup(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_ssize_t max_count = PyLong_AsSsize_t(args[12]);
     if (PyErr_Occurred() || unique < 0) return NULL;
     DecodeContext ctx = {0};
-    ctx.read_body = 1;
-    ctx.topics = args[1];
-    ctx.hosts = args[2];
-    ctx.decode_props = args[3];
-    use_ext_type(&ctx, ext_type_obj);
+    context_from(&ctx, args);
     uint32_t h = java_hash_update(0, topic);
     h = 31 * h + '#';
     long long wanted = key_hash(java_hash_update(h, key));
@@ -2294,33 +2334,20 @@ static PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssiz
     int have_view = 0;
     Py_buffer view;
     DecodeContext ctx = {0};
-    ctx.read_body = 1;
-    ctx.topics = args[1];
-    ctx.hosts = args[2];
-    ctx.decode_props = args[3];
-    use_ext_type(&ctx, args[0]);
-    Py_ssize_t n = units.len / 20, taken = 0, index = 0;
-    int64_t *offs = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    int32_t *lens = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-    if (offs == NULL || lens == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (select_rows((const uint8_t *)units.buf, n, &rules, offs, lens, &taken, &index) < 0)
-        goto decline;
+    context_from(&ctx, args);
+    Py_ssize_t taken = 0, index = 0;
+    int64_t *offs = NULL;
+    int32_t *lens = NULL;
+    int selected = select_units_of(&units, &rules, &offs, &lens, &taken, &index);
+    if (selected == -2) goto done;
+    if (selected == -1) goto decline;
     list = PyList_New(taken);
     if (list == NULL) goto done;
     if (taken > 0) {
-        Py_ssize_t count = PyList_GET_SIZE(files);
-        if (count == 0 || file_size <= 0) goto decline;
-        long long first_from, from, wrote;
-        if (attr_ll(PyList_GET_ITEM(files, 0), s_file_from_offset, &first_from) < 0) goto done;
-        Py_ssize_t at = (Py_ssize_t)(offs[0] / file_size - first_from / file_size);
-        if (offs[0] < first_from || at < 0 || at >= count) goto decline;
-        mapped = Py_NewRef(PyList_GET_ITEM(files, at));
-        if (attr_ll(mapped, s_file_from_offset, &from) < 0 ||
-            attr_ll(mapped, s_wrote_position, &wrote) < 0)
-            goto done;
+        long long from, wrote;
+        int where = find_file(files, file_size, offs[0], &mapped, &from, &wrote);
+        if (where < 0) goto done;
+        if (where != 1) goto decline;
         for (Py_ssize_t k = 0; k < taken; k++)
             if (offs[k] < from || offs[k] >= from + file_size) goto decline;
         int got = live_buffer(mapped, &view);
