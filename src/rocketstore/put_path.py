@@ -156,16 +156,13 @@ class MessagePreparer:
         no C extension, no file yet, a message that is not the common case or does not
         fit in the last file. The caller rules out SYNC_FLUSH and armed crash points, which
         need the general path's steps after the append."""
-        if native is None:
-            return None
-        try:
-            stored_by = self._host_bytes(self.config.store_host)
-        except ConfigError:
-            return None
         config = self.config
+        stored_by = self._hosts.get(config.store_host)  # (known after the first put)
+        if native is None or stored_by is None:
+            return None
         with commitlog.put_lock:
             mapped = commitlog.files.last
-            if mapped is None or mapped.is_full:
+            if mapped is None:  # (a full one: put_one declines, as nothing fits)
                 return None
             now = time.time_ns() // 1_000_000
             stamp = now if store_timestamp is None else store_timestamp

@@ -397,7 +397,8 @@ class MessageStore:
         A message with a DELAY level goes to SCHEDULE_TOPIC_XXXX (spec 1.7) unless
         ``delay`` is False: the schedule service delivers due messages that way, with DELAY
         still in their properties, as RocketMQ's records have it."""
-        self._check_writable()
+        if self._closed or self.read_only:  # (the common case without a call)
+            self._check_writable()
         if not self.running_flags.writeable:
             reason = self.running_flags.unwriteable_reason()
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
