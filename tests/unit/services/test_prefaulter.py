@@ -13,7 +13,7 @@ from rocketstore.errors import ConfigError
 from rocketstore.files import mapped_file
 from rocketstore.format.native import native
 from rocketstore.index import SPARE_NAME
-from rocketstore.services.prefaulter import Prefaulter
+from rocketstore.services.prefaulter import STEP_BYTES, Prefaulter
 
 FILE_SIZE = 1024 * 1024
 
@@ -150,3 +150,26 @@ def test_a_store_opened_and_closed_leaves_no_files(tmp_path: Path) -> None:
     with MessageStore.open(str(tmp_path / "s"), config) as store:
         assert store.put(Message("T", b"x")).ok
     assert [p.name for p in (tmp_path / "s" / "commitlog").iterdir()] == [f"{0:020d}"]
+
+
+@pytest.mark.skipif(native is None, reason="the C extension is not built")
+def test_the_writers_margin_comes_before_the_index(tmp_path: Path) -> None:
+    class Index:
+        steps = 0
+
+        def prefault_ahead(self) -> bool:
+            self.steps += 1
+            return False
+
+    margin = 3 * STEP_BYTES  # three steps, in a file that holds them all
+    commitlog = CommitLog(str(tmp_path), 4 * STEP_BYTES, writable=True)
+    try:
+        commitlog.files.last_file_for_write(0)
+        index = Index()
+        prefaulter = Prefaulter(commitlog, margin, index)  # type: ignore[arg-type]
+        while prefaulter.run_once():
+            assert index.steps == 0  # no index work while the margin is short
+        assert prefaulter.ready_offset == margin
+        assert index.steps == 1  # its turn came with the last step of the margin
+    finally:
+        commitlog.close()
