@@ -422,7 +422,10 @@ class CommitLog:
             stop = at + 1
             while stop < len(offsets) and mapped.file_from_offset <= offsets[stop] < end:
                 stop += 1
-            found += self._decode_in(mapped, offsets[at:stop], sizes[at:stop], read_body)
+            if at == 0:  # the first file's records: decoded above already
+                found += whole[:stop]
+            else:
+                found += self._decode_in(mapped, offsets[at:stop], sizes[at:stop], read_body)
             at = stop
         return found
 

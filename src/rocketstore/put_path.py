@@ -7,11 +7,16 @@ expected-failure PutStatus; applies the 4.9 delay rewrite.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rocketstore.commitlog import AppendedBatch, CommitLog, EncodedBatch, PreparedMessage
+from rocketstore.commitlog import (
+    AppendedBatch,
+    CommitLog,
+    EncodedBatch,
+    PreparedMessage,
+    now_ms,
+)
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
@@ -164,7 +169,7 @@ class MessagePreparer:
             mapped = commitlog.files.last
             if mapped is None:  # (a full one: put_one declines, as nothing fits)
                 return None
-            now = time.time_ns() // 1_000_000
+            now = now_ms()
             stamp = now if store_timestamp is None else store_timestamp
             position = mapped.wrote_position
             result: PutResult | None = native.put_one(
@@ -210,7 +215,7 @@ class MessagePreparer:
             self._max_record,
             self.config.mapped_file_size_commit_log,
             in_batch,
-            time.time_ns() // 1_000_000,
+            now_ms(),
         )
         return encoded
 
@@ -310,7 +315,7 @@ class MessagePreparer:
             return PutStatus.MESSAGE_ILLEGAL  # could never fit in one CommitLog file
         born = message.born_timestamp
         if born is None:
-            born = time.time_ns() // 1_000_000
+            born = now_ms()
         return PreparedMessage.encode(
             topic=message.topic,
             topic_bytes=topic_bytes,

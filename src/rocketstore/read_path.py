@@ -148,31 +148,35 @@ class MessageReader:
         one call per file: the units alone decide which records the batch rules take, then
         all of them are read. False (``result`` untouched) when a record is missing or not
         of its unit's size: ``get``'s loop then decides, record by record."""
-        pull = rec.fast_pull_messages
-        if native is not None and pull is not None:  # the whole pull in one C call
-            commitlog = self.commitlog
-            rules = self._rules(max_count, commit_max)
-            pulled = pull(units_bytes, *rules, commitlog.files.files, commitlog.file_size)
-            if pulled is not None:
-                result.messages, taken, last_offset = pulled
-                result.next_begin_offset = queue_offset + taken
-                if result.messages:
-                    result.status = GetStatus.FOUND
-                    result.suggest_pulling_from_slave = self._in_disk(last_offset, commit_max)
-                return True
-        selected = self._select(units_bytes, max_count, commit_max)
-        if selected is None:
-            return False
-        offsets, sizes, index = selected
-        messages = self.commitlog.read_messages(offsets, sizes)
-        if not all(messages):  # (None is the only false item: a MessageExt is always true)
-            return False
-        result.messages = cast("list[MessageExt]", messages)  # (a str: no alias built per pull)
-        result.next_begin_offset = queue_offset + index
-        if offsets:
+        pulled = self._pull_in_c(units_bytes, max_count, commit_max)
+        if pulled is None:
+            selected = self._select(units_bytes, max_count, commit_max)
+            if selected is None:
+                return False
+            offsets, sizes, index = selected
+            messages = self.commitlog.read_messages(offsets, sizes)
+            if not all(messages):  # (None is the only false item: a MessageExt is always true)
+                return False
+            # (cast to a str: no alias built per pull)
+            pulled = cast("list[MessageExt]", messages), index, offsets[-1] if offsets else -1
+        result.messages, taken, last_offset = pulled
+        result.next_begin_offset = queue_offset + taken
+        if result.messages:
             result.status = GetStatus.FOUND
-            result.suggest_pulling_from_slave = self._in_disk(offsets[-1], commit_max)
+            result.suggest_pulling_from_slave = self._in_disk(last_offset, commit_max)
         return True
+
+    def _pull_in_c(
+        self, units_bytes: bytes, max_count: int, commit_max: int
+    ) -> tuple[list[MessageExt], int, int] | None:
+        """``_get_all``'s (messages, units taken, last offset) in one C call
+        (``rec.fast_pull_messages``), or None for the Python path."""
+        pull = rec.fast_pull_messages
+        if native is None or pull is None:
+            return None
+        commitlog = self.commitlog
+        rules = self._rules(max_count, commit_max)
+        return pull(units_bytes, *rules, commitlog.files.files, commitlog.file_size)
 
     def get(
         self,

@@ -2000,23 +2000,26 @@ static int live_buffer(PyObject *mapped, Py_buffer *view) {
     return taken;
 }
 
+/* ``wanted`` (``want`` bytes, not empty) is one of the space-separated tokens of
+ * ``text`` (``n`` bytes): 1 or 0. */
+static int space_token(const char *text, Py_ssize_t n, const char *wanted, Py_ssize_t want) {
+    Py_ssize_t at = 0;
+    while (at <= n) {
+        const char *space = memchr(text + at, ' ', (size_t)(n - at));
+        Py_ssize_t end = space != NULL ? space - text : n;
+        if (end - at == want && want > 0 && memcmp(text + at, wanted, (size_t)want) == 0)
+            return 1;
+        at = end + 1;
+    }
+    return 0;
+}
+
 /* ``key`` is one of the space-separated tokens of ``keys`` (props.split_keys). 1, 0, or
  * -1 with an error. */
 static int has_token(PyObject *keys, PyObject *key) {
-    if (PyUnicode_IS_ASCII(keys) && PyUnicode_IS_ASCII(key)) {
-        const char *text = (const char *)PyUnicode_DATA(keys);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(keys), want = PyUnicode_GET_LENGTH(key);
-        const char *wanted = (const char *)PyUnicode_DATA(key);
-        Py_ssize_t at = 0;
-        while (at <= n) {
-            const char *space = memchr(text + at, ' ', (size_t)(n - at));
-            Py_ssize_t end = space != NULL ? space - text : n;
-            if (end - at == want && want > 0 && memcmp(text + at, wanted, (size_t)want) == 0)
-                return 1;
-            at = end + 1;
-        }
-        return 0;
-    }
+    if (PyUnicode_IS_ASCII(keys) && PyUnicode_IS_ASCII(key))
+        return space_token((const char *)PyUnicode_DATA(keys), PyUnicode_GET_LENGTH(keys),
+                           (const char *)PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key));
     PyObject *tokens = PyUnicode_Split(keys, s_space, -1);
     if (tokens == NULL) return -1;
     int found = PySequence_Contains(tokens, key);
@@ -2129,30 +2132,6 @@ static PyObject *lookup_read(DecodeContext *ctx, PyObject *files, long long file
     return result;
 }
 
-/* The value of property ``name`` in ASCII properties text as a dict of
- * ascii_properties would hold it (a later duplicate wins): 1 with its bounds, 0 if absent. */
-static int raw_property(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t name_len,
-                        Py_ssize_t *value_at, Py_ssize_t *value_len) {
-    int found = 0;
-    Py_ssize_t index = 0;
-    while (index < n) {
-        const uint8_t *sep2 = memchr(p + index, '\x02', (size_t)(n - index));
-        Py_ssize_t end = sep2 != NULL ? sep2 - p : n;
-        if (end - index >= 3) {
-            const uint8_t *sep = memchr(p + index, '\x01', (size_t)(end - index));
-            Py_ssize_t at = sep != NULL ? sep - p : -1;
-            if (index < at && at < end - 1 && at - index == name_len &&
-                memcmp(p + index, name, (size_t)name_len) == 0) {
-                found = 1;
-                *value_at = at + 1;
-                *value_len = end - at - 1;
-            }
-        }
-        index = end + 1;
-    }
-    return found;
-}
-
 /* The KEYS or UNIQ_KEY check on a record's raw properties, before any dict is made: 1 or
  * 0, or -2 when the text is not ASCII (the dict decides then). */
 static int raw_key_check(PyObject *raw, PyObject *key, int unique) {
@@ -2163,18 +2142,14 @@ static int raw_key_check(PyObject *raw, PyObject *key, int unique) {
     if (!PyUnicode_IS_ASCII(key)) return 0; /* ASCII text holds no such key */
     const char *wanted = (const char *)PyUnicode_DATA(key);
     Py_ssize_t want = PyUnicode_GET_LENGTH(key);
-    Py_ssize_t at, len;
-    if (!raw_property(p, n, unique ? "UNIQ_KEY" : "KEYS", unique ? 8 : 4, &at, &len)) return 0;
-    if (unique) return len == want && memcmp(p + at, wanted, (size_t)want) == 0;
-    Py_ssize_t end = at + len;
-    while (at <= end) { /* a space-separated token equal to the key */
-        const uint8_t *space = memchr(p + at, ' ', (size_t)(end - at));
-        Py_ssize_t stop = space != NULL ? space - p : end;
-        if (stop - at == want && want > 0 && memcmp(p + at, wanted, (size_t)want) == 0)
-            return 1;
-        at = stop + 1;
-    }
-    return 0;
+    /* dispatch's walk: the value a dict of ascii_properties would hold (the last one) */
+    Span found[PROP_COUNT];
+    find_dispatch_properties(p, n, found);
+    Span value = found[unique ? PROP_UNIQ_KEY : PROP_KEYS];
+    if (value.length < 0) return 0;
+    const char *text = (const char *)p + value.start;
+    if (unique) return value.length == want && memcmp(text, wanted, (size_t)want) == 0;
+    return space_token(text, value.length, wanted, want);
 }
 
 /* 1 when ``message`` answers the query, 0 when not, -1 with an error. */

@@ -365,24 +365,24 @@ def to_message_ext(
     )
 
 
+def _bound(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A C reader with its leading decode arguments bound (the MessageExt type, the topic
+    and host caches, the properties decoder): a lookup is a few microseconds, and each
+    argument passed costs."""
+    return functools.partial(function, MessageExt, _TOPICS, decoded_hosts(), decode_properties)
+
+
 # A whole key query by the C extension (``_native.key_lookup``), None when it is not
 # built: the chains of "topic#key" in ``index_files`` (the IndexFiles, oldest first), each
 # candidate record read from ``commitlog_files`` (the CommitLog's MappedFiles) and checked
 # for ``topic``, the store time window and ``key`` among its KEYS (its UNIQ_KEY with
 # ``unique``), at most ``max_count``, in candidate order. It answers None to leave the
-# query to the Python path (a file going away, a record it declines). Its constant
-# arguments are bound here: a lookup is a few microseconds, and each costs.
+# query to the Python path (a file going away, a record it declines).
 # (index_files, commitlog_files, file_size, topic, key, unique, begin_ms, end_ms, max_count)
 KeyLookup = Callable[
     [list[Any], list[Any], int, str, str, bool, int, int, int], list[MessageExt] | None
 ]
-fast_key_lookup: KeyLookup | None = (
-    None
-    if native is None
-    else functools.partial(
-        native.key_lookup, MessageExt, _TOPICS, decoded_hosts(), decode_properties
-    )
-)
+fast_key_lookup: KeyLookup | None = None if native is None else _bound(native.key_lookup)
 
 
 # A pull of every tag by the C extension (``_native.pull_messages``), None when it is not
@@ -394,13 +394,7 @@ PullMessages = Callable[
     [bytes, int, int, float, int, int, int, int, list[Any], int],
     tuple[list[MessageExt], int, int] | None,
 ]
-fast_pull_messages: PullMessages | None = (
-    None
-    if native is None
-    else functools.partial(
-        native.pull_messages, MessageExt, _TOPICS, decoded_hosts(), decode_properties
-    )
-)
+fast_pull_messages: PullMessages | None = None if native is None else _bound(native.pull_messages)
 
 
 def fast_message_exts(

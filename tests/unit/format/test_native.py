@@ -457,6 +457,13 @@ def _everything_read(store: MessageStore) -> list[object]:
     return seen
 
 
+def _read_both_ways(store: MessageStore) -> tuple[list[object], list[object]]:
+    """``_everything_read`` by the C paths, then by the Python ones."""
+    fast = _everything_read(store)
+    with _PythonPaths():
+        return fast, _everything_read(store)
+
+
 def test_reads_agree_both_ways(tmp_path: Path) -> None:
     store = MessageStore.open(str(tmp_path), _config().replace(message_index_enable=True))
     try:
@@ -472,9 +479,7 @@ def test_reads_agree_both_ways(tmp_path: Path) -> None:
             )
             store.put(message, store_timestamp=STAMP)
         store.wait_dispatched()
-        fast = _everything_read(store)
-        with _PythonPaths():
-            slow = _everything_read(store)
+        fast, slow = _read_both_ways(store)
     finally:
         store.close()
     assert fast == slow
@@ -559,9 +564,7 @@ def test_pulls_across_files_agree_both_ways(tmp_path: Path) -> None:
             store.put(Message("T", body, number % 3, properties=properties))
         store.wait_dispatched()
         assert len(store.commitlog.files.files) > 3
-        fast = _everything_read(store)
-        with _PythonPaths():
-            slow = _everything_read(store)
+        fast, slow = _read_both_ways(store)
     finally:
         store.close()
     assert fast == slow
