@@ -8,6 +8,7 @@ scripts: they measure and write results; they never assert timings.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import random
 import shutil
@@ -38,7 +39,9 @@ class Sizes:
     quick: bool
     repeat: int
     put_messages: int  # messages per put measurement
-    put_sync_calls: int  # cap on put calls per SYNC_FLUSH measurement (one flush each)
+    put_repeat: int  # repetitions of each put case (most of its cases last well under 0.1 s)
+    put_sync_calls: int  # put calls per SYNC_FLUSH measurement (one flush each)...
+    put_sync_messages: int  # ...up to this many messages
     data_messages: int  # data set for consume and query
     query_ops: int  # lookups per query measurement
     dispatch_messages: int
@@ -54,8 +57,14 @@ class Sizes:
 FULL = Sizes(
     quick=False,
     repeat=3,
+    # Five: a put case lasts 10-100 ms, and a median of three moved a ratio by 20 %.
+    put_repeat=5,
     put_messages=20_000,
-    put_sync_calls=100,
+    # 200 syncs: at 100 they took 20-60 ms, of which a fresh store's start-up (its first
+    # index and queue files, ~15 ms) was a third, and one of the VM disk's millisecond
+    # stalls moved a ratio by 10 %. Batch 1024 was also cut to 20 calls by put_messages.
+    put_sync_calls=200,
+    put_sync_messages=100_000,
     data_messages=50_000,
     query_ops=2_000,
     dispatch_messages=50_000,
@@ -72,8 +81,10 @@ FULL = Sizes(
 QUICK = Sizes(
     quick=True,
     repeat=1,
+    put_repeat=1,
     put_messages=1_000,
     put_sync_calls=10,
+    put_sync_messages=1_000,
     data_messages=2_000,
     query_ops=100,
     dispatch_messages=5_000,
@@ -163,6 +174,16 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
     return ordered[rank]
+
+
+def settle_heap() -> None:
+    """Run the cycle collector now, before a timed region.
+
+    Preparing a run's items (tens of thousands of objects) leaves a full collection of
+    the whole heap due; without this, the first system in the timed region to allocate
+    a tracked object pays for it (25 ms, a third of a 1,024-message put run), and a
+    system that allocates nothing never does."""
+    gc.collect()
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -11,7 +11,17 @@ from __future__ import annotations
 import logging
 import time
 
-from benchmarks.common import BODY_SIZES, MIB, DataSet, Row, Scratch, Sizes, row, skipped
+from benchmarks.common import (
+    BODY_SIZES,
+    MIB,
+    DataSet,
+    Row,
+    Scratch,
+    Sizes,
+    row,
+    settle_heap,
+    skipped,
+)
 from benchmarks.systems import STORES, open_system
 from benchmarks.workloads.support import load, missing
 
@@ -38,6 +48,7 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                     for repetition in range(sizes.repeat):
                         if repetition and getattr(adapter, "destructive_scan", False):
                             load(adapter, dataset, count)
+                        settle_heap()
                         start = time.perf_counter()
                         read, size = adapter.scan()
                         seconds = time.perf_counter() - start

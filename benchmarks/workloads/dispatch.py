@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
-from benchmarks.common import BODY_SIZES, MIB, DataSet, Row, Scratch, Sizes, row
+from benchmarks.common import BODY_SIZES, MIB, DataSet, Row, Scratch, Sizes, row, settle_heap
 from benchmarks.systems import open_system
 from benchmarks.systems.raw_system import record_bytes
 from benchmarks.systems.rocketstore_system import RocketstoreAdapter
@@ -33,6 +33,7 @@ def build_rate(scratch: Scratch, dataset: DataSet, count: int) -> float:
             for items in dataset.batches(count, BATCH):
                 adapter.put_batch(adapter.prepare(items))
             adapter.sync()
+            settle_heap()
             start = time.perf_counter()
             adapter.store.wait_dispatched()
             seconds = time.perf_counter() - start
@@ -50,6 +51,7 @@ def lag_under_load(scratch: Scratch, dataset: DataSet, count: int) -> dict[str, 
             batches = [adapter.prepare(items) for items in dataset.batches(count, BATCH)]
             max_lag = 0
             dispatched_before = store.dispatcher.records_dispatched
+            settle_heap()
             start = time.perf_counter()
             for batch in batches:
                 adapter.put_batch(batch)

@@ -22,6 +22,7 @@ from benchmarks.common import (
     Scratch,
     Sizes,
     row,
+    settle_heap,
     skipped,
 )
 from benchmarks.systems import MODULES, module, open_system
@@ -42,7 +43,8 @@ def case_name(body: int, mode: str, batch: int) -> str:
 def message_count(sizes: Sizes, mode: str, batch: int, per_message: bool) -> int:
     """SYNC_FLUSH runs are capped in flushes: each one waits for the disk."""
     if mode == "SYNC_FLUSH":
-        return min(sizes.put_messages, (1 if per_message else batch) * sizes.put_sync_calls)
+        calls = (1 if per_message else batch) * sizes.put_sync_calls
+        return min(sizes.put_sync_messages, calls)
     return sizes.put_messages
 
 
@@ -55,6 +57,7 @@ def measure(
         try:
             prepared = adapter.prepare(dataset.items(0, count))
             chunks = [prepared[i : i + batch] for i in range(0, count, batch)]
+            settle_heap()
             start = time.perf_counter()
             if batch == 1:
                 for item in prepared:
@@ -89,7 +92,7 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                     per_message = bool(getattr(module(system), "FLUSHES_PER_MESSAGE", False))
                     count = message_count(sizes, mode, batch, per_message)
                     rates, queryable = [], []
-                    for _ in range(sizes.repeat):
+                    for _ in range(sizes.put_repeat):
                         seconds, extra = measure(system, scratch, dataset, mode, batch, count)
                         rates.append(count / seconds)
                         if extra is not None:

@@ -28,6 +28,7 @@ from benchmarks.common import (
     percentile,
     row,
     sample_indexes,
+    settle_heap,
     skipped,
 )
 from benchmarks.systems import KEYED, Adapter, open_system
@@ -45,6 +46,7 @@ HOT_KEYS = 100
 def latencies_us(calls: list[Callable[[], object]]) -> list[float]:
     out = []
     clock = time.perf_counter
+    settle_heap()
     for call in calls:
         start = clock()
         call()

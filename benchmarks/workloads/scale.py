@@ -29,6 +29,7 @@ from benchmarks.common import (
     Sizes,
     percentile,
     row,
+    settle_heap,
     skipped,
 )
 from benchmarks.systems import STORES, open_system
@@ -55,6 +56,7 @@ def child(system: str, directory: str, count: int, query_ops: int) -> dict[str, 
         clock = time.perf_counter
         for items in dataset.batches(count, BATCH):
             prepared = adapter.prepare(items)
+            settle_heap()
             start = clock()
             adapter.put_batch(prepared)
             put_seconds += clock() - start

@@ -105,10 +105,13 @@ class MessageStore:
             on_error=self._on_flush_error,
             live_logics_timestamp=lambda: self.live_logics_timestamp,
         )
+        sync_flush = config.flush_disk_type == "SYNC_FLUSH" and not read_only
+        self.commitlog.write_through = sync_flush
         self.prefaulter = Prefaulter(
             self.commitlog,
             0 if read_only else config.commit_log_prefault_bytes,
             self.index if config.message_index_enable else None,
+            zero_fill=self.flusher.small_sync_flushes if sync_flush else None,
         )
         self.running_flags = RunningFlags(0)
         self.retention = RetentionService(

@@ -7,11 +7,12 @@ import struct
 
 import pytest
 
-from rocketstore.commitlog import CommitLog, PreparedMessage
+from rocketstore.commitlog import CommitLog, EncodedBatch, PreparedMessage
 from rocketstore.config import StoreConfig
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import Message
+from rocketstore.format.native import native
 from rocketstore.format.properties import decode_properties
 from rocketstore.put_path import MessagePreparer
 from rocketstore.status import AppendStatus, PutStatus
@@ -356,3 +357,139 @@ def test_a_torn_append_never_leaves_a_record_that_looks_whole(tmp_path, monkeypa
         # Records become visible one by one, in order, each complete.
         assert whole == max(0, allowed - 1)
         log.close()
+
+
+# --- write-through (SYNC_FLUSH): pwrite instead of stores into the mapping ------------------
+
+
+def _learned_encode(preparer: MessagePreparer, messages: list[Message]) -> EncodedBatch:
+    """The C encoding of ``messages`` (the preparer learns a topic and host from a first
+    Python preparation)."""
+    for _ in range(2):
+        encoded = preparer.encode(messages, "127.0.0.1:124", in_batch=True)
+        if encoded is not None:
+            return encoded
+        for message in messages:
+            preparer.prepare(message, "127.0.0.1:124", in_batch=True)
+    raise AssertionError("the C extension declined a plain batch")
+
+
+def _messages(count: int, queue_id: int = 0) -> list[Message]:
+    return [
+        Message(
+            topic=TOPIC,
+            body=b"b" * (10 + i),
+            queue_id=queue_id,
+            properties={"KEYS": f"k{i}"},
+            born_timestamp=BORN_TIMESTAMP,
+            born_host="127.0.0.1:123",
+        )
+        for i in range(count)
+    ]
+
+
+def _file_bytes(commitlog: CommitLog) -> list[bytes]:
+    return [f.read(0, f.file_size) for f in commitlog.files.files]
+
+
+@pytest.mark.parametrize("path", ["python", "encoded"])
+def test_write_through_writes_the_same_bytes(tmp_path, path):
+    if path == "encoded" and native is None:
+        pytest.skip("the C extension is not built")
+    size = 8 * 1024
+    logs = [_commitlog(tmp_path / "mapped", size), _commitlog(tmp_path / "through", size)]
+    logs[1].write_through = True
+    preparer = _preparer(size)
+    outcomes: list[list[tuple[int, int]]] = [[], []]
+    for round_no in range(12):  # about 1.5 KiB a round: the files roll
+        messages = _messages(8, queue_id=round_no % 2)
+        for log, seen in zip(logs, outcomes, strict=True):
+            stamp = STORE_TIMESTAMP + round_no
+            if path == "python":
+                prepared = [preparer.prepare(m, "127.0.0.1:124", in_batch=True) for m in messages]
+                appended = log.append(prepared, stamp)  # type: ignore[arg-type]
+                seen.extend((a.commit_log_offset, a.queue_offset) for a in appended)
+            else:
+                batch = log.append_encoded(_learned_encode(preparer, messages), stamp)
+                assert batch is not None
+                offsets = memoryview(batch.queue_offsets).cast("q").tolist()
+                seen.append((batch.commit_log_offset, offsets[0]))
+    assert outcomes[0] == outcomes[1]
+    assert len(logs[0].files.files) > 1
+    assert _file_bytes(logs[0]) == _file_bytes(logs[1])
+    for log in logs:
+        log.close()
+
+
+@pytest.mark.parametrize("cut", [0, 1, 4, 100, 0.5, -1, None])
+def test_a_torn_write_through_never_leaves_a_record_that_looks_whole(tmp_path, monkeypatch, cut):
+    """pwrite cut short (a fatal signal) leaves a prefix of the batch; with its first size
+    written last, no record of the batch is readable until the batch is whole."""
+    from rocketstore.files.mapped_file import MappedFile
+
+    preparer = _preparer(64 * 1024)
+    batch = [
+        _prepare(preparer, body=b"x" * n, properties={"N": str(n)}, in_batch=True)
+        for n in (10, 200, 3000)
+    ]
+    total = sum(m.length for m in batch)
+    keep = {None: total, 0.5: total // 2, -1: total - 1}.get(cut, cut)  # type: ignore[call-overload]
+    real = MappedFile.write_through
+
+    def killed(self: MappedFile, position: int, data: bytes) -> None:
+        real(self, position, bytes(data)[:keep])
+        raise _KilledError
+
+    log = _commitlog(tmp_path, 64 * 1024)
+    log.write_through = True
+    monkeypatch.setattr(MappedFile, "write_through", killed)
+    with pytest.raises(_KilledError):
+        log.append(batch, STORE_TIMESTAMP)
+    mapped = log.files.last
+    assert mapped is not None
+    assert mapped.wrote_position == 0
+    assert mapped.read(0, 4) == bytes(4), "the batch starts with a zero size until it is whole"
+    log.close()
+
+
+@pytest.mark.skipif(native is None, reason="the C extension is not built")
+def test_a_failed_write_through_gives_the_queue_offsets_back(tmp_path, monkeypatch):
+    from rocketstore.files.mapped_file import MappedFile
+
+    log = _commitlog(tmp_path, 64 * 1024)
+    log.write_through = True
+    preparer = _preparer(64 * 1024)
+    first = log.append_encoded(_learned_encode(preparer, _messages(3)), STORE_TIMESTAMP)
+    assert first is not None
+    table = dict(log.topic_queue_table)
+
+    def broken(self: MappedFile, position: int, data: bytes) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(MappedFile, "write_through", broken)
+    mixed = _messages(4) + _messages(2, queue_id=1)
+    with pytest.raises(OSError):
+        log.append_encoded(_learned_encode(preparer, mixed), STORE_TIMESTAMP + 1)
+    assert log.topic_queue_table == {**table, f"{TOPIC}-1": 0}
+    monkeypatch.undo()
+    again = log.append_encoded(_learned_encode(preparer, mixed), STORE_TIMESTAMP + 2)
+    assert again is not None
+    assert memoryview(again.queue_offsets).cast("q").tolist() == [3, 4, 5, 6, 0, 1]
+    assert again.commit_log_offset == first.end_offset  # the failed batch took no room
+    log.close()
+
+
+def test_zero_ahead_zeroes_only_past_the_written_bytes(tmp_path):
+    log = _commitlog(tmp_path, 64 * 1024)
+    preparer = _preparer(64 * 1024)
+    log.append(_batch(preparer), STORE_TIMESTAMP)
+    mapped = log.files.last
+    assert mapped is not None
+    written = mapped.read(0, mapped.wrote_position)
+    assert log.zero_ahead(mapped, 0, 20_000) == 20_000
+    assert mapped.read(0, len(written)) == written  # data before the write position kept
+    assert mapped.read(len(written), 20_000) == bytes(20_000)
+    assert log.zero_ahead(mapped, 20_000, 64 * 1024) == 64 * 1024  # to the file end
+    mapped.wrote_position = mapped.file_size
+    assert log.zero_ahead(mapped, 0, 1000) == 0  # a full file: nothing to do
+    log.close()

@@ -111,6 +111,7 @@ class MappedFile:
         self._ref_lock = threading.Lock()  # reader references; never held across I/O
         self._closed = False  # retired or closed: no new readers
         self._refs = 0
+        self._fd: int | None = None  # for write_through, opened on its first use
         if create:
             if not writable:
                 raise StoreError(f"cannot create {path} read-only")
@@ -177,6 +178,39 @@ class MappedFile:
     def write_at(self, position: int, data: bytes) -> None:
         """Overwrite bytes at ``position`` (index header and slots)."""
         self.mm[position : position + len(data)] = data
+
+    def write_through(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at ``position`` with pwrite(2) instead of through the mapping
+        (which sees the bytes at once: one page cache).
+
+        For writers that sync each write (SYNC_FLUSH): a store through the mapping dirties
+        the whole page-cache folio it lands in, up to megabytes on recent kernels, and the
+        sync then writes all of it, while pwrite dirties only the blocks it covers. Callers
+        serialise writes to a file (the CommitLog's put lock). A write the kernel cuts
+        short (a fatal signal) leaves a prefix of ``data`` in the file.
+        """
+        if not self.writable:
+            raise StoreError(f"{self.path} is read-only")
+        if position < 0 or position + len(data) > self.file_size:
+            raise StoreError(f"{self.path}: write of {len(data)} bytes at {position} past the end")
+        fd = self._fd
+        if fd is None:
+            if self._mm is None:
+                raise FileRemovedError(f"{self.path} is closed")
+            fd = self._fd = os.open(self.path, os.O_RDWR)
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, position)
+            view = view[written:]
+            position += written
+
+    def sync_range(self, start: int, end: int) -> None:
+        """Make [start, end) durable (msync of just that range: a ranged fdatasync)."""
+        with self._lock:
+            if self._mm is None or end <= start:
+                return
+            aligned = (start // PAGE_SIZE) * PAGE_SIZE
+            self._mm.flush(aligned, min(end, self.file_size) - aligned)
 
     def zero_tail(self, position: int) -> int:
         """Zero leftover bytes from ``position`` to the last non-zero byte of the file.
@@ -366,6 +400,9 @@ class MappedFile:
             if self._refs > 0 or self._mm is None:
                 return
             mm, self._mm = self._mm, None
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
         try:
             mm.close()
         except BufferError:  # a buffer view is still exported; the GC unmaps it later

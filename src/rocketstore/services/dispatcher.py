@@ -201,11 +201,17 @@ class Dispatcher:
         while not self._stop.is_set():
             self._wake.clear()  # before the run, so a put during it is not missed
             try:
-                self.run_once()
+                count = self.run_once()
             except BaseException as e:  # keep the reason for the store to report
                 log.exception("dispatcher failed")
                 self.error = e
                 return
+            if count and self.interval_ms > 0:
+                # A pause between rounds, as RocketMQ's reput sleeps 1 ms: what is
+                # appended meanwhile goes in one round. A round costs ~0.1 ms of set-up
+                # with the GIL whatever its size; woken per append, the rounds took that
+                # from every SYNC_FLUSH put of 32 messages (0.34 ms a put, 0.20 with it).
+                self._stop.wait(self.interval_ms / 1000)
             self._wake.wait(timeout=max(self.interval_ms, 1) / 1000 * 50)
 
     def shutdown(self, catch_up: bool = True) -> None:

