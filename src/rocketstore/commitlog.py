@@ -16,7 +16,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from rocketstore.crashpoints import MID_BATCH_WRITE, armed, crash_point
-from rocketstore.errors import CorruptDataError, FileRemovedError, IncompleteDataError
+from rocketstore.errors import (
+    CorruptDataError,
+    FileRemovedError,
+    IncompleteDataError,
+    StoreError,
+)
 from rocketstore.files.mapped_file import MappedFile
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format import record as rec
@@ -325,14 +330,22 @@ class CommitLog:
         the batch (whole folios, in order), so until the last write lands the batch
         starts with a zero size and reads as the end of the data, in this process or after
         a crash: the other sizes need no second write. ``blob`` is changed meanwhile and
-        given back whole."""
+        given back whole.
+
+        A write that fails (EIO) is undone as far as the disk lets us: left in place, its
+        records past the first could be taken for valid ones once a shorter batch has
+        overwritten the start of it."""
         first = bytes(blob[:4])
         blob[:4] = _NO_SIZE
         try:
             mapped.write_through(position, blob)
+            mapped.write_through(position, first)
+        except BaseException:
+            with contextlib.suppress(OSError, StoreError):
+                mapped.write_through(position, bytes(len(blob)))
+            raise
         finally:
             blob[:4] = first
-        mapped.write_through(position, first)
 
     def _give_back_queue_offsets(self, batch: EncodedBatch, queue_offsets: bytes) -> None:
         """Undo an encoded batch's queue offsets after its write failed: each queue's

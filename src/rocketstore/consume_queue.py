@@ -26,6 +26,7 @@ from rocketstore.format.queue_unit import (
     encode_unit,
     encode_units,
 )
+from rocketstore.format.record_scan import QueueRun
 from rocketstore.paths import consume_queue_dir
 from rocketstore.status import Boundary
 
@@ -132,6 +133,22 @@ class ConsumeQueue:
             written += run
             i = end
         return written
+
+    def append_run(self, run: QueueRun) -> bool:
+        """``put_many`` for a run whose units are encoded (``queue_runs``), in one write,
+        when ``put`` would append them as they come: the queue has a file with room for
+        them all, the first is past ``max_physic_offset`` and the queue offsets are the
+        write position's, one by one. False (nothing written) otherwise: ``put_many``
+        then applies the rules."""
+        if not run.consecutive or not self.files.files or run.first_end <= self.max_physic_offset:
+            return False
+        mapped = self.files.last_file_for_write()
+        current = mapped.file_from_offset + mapped.wrote_position
+        if current != run.first_queue_offset * CQ_UNIT_SIZE or len(run.units) > mapped.free_bytes:
+            return False
+        mapped.append(run.units)
+        self.max_physic_offset = run.last_end
+        return True
 
     def _continuing_run(
         self,

@@ -40,7 +40,7 @@ from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.index_layout import file_size, geometry_from_size
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
-from rocketstore.format.record_scan import queue_groups
+from rocketstore.format.record_scan import queue_runs
 from rocketstore.format.subscription import parse_subscription
 from rocketstore.index import IndexService
 from rocketstore.paths import (
@@ -326,15 +326,18 @@ class MessageStore:
                 run.data, records, run.topics, self._delay_levels_ms, index=index
             )
             offsets = records.commit_log_offsets(run.base)
-            for rows, topic, queue_id in queue_groups(records, run.topics):
-                queue = self._queue(topic, queue_id, create=True)
+            for unit_run in queue_runs(records, offsets, facts.tags_codes):
+                topic = run.topics.names[unit_run.topic_id]
+                queue = self._queue(topic, unit_run.queue_id, create=True)
                 assert queue is not None
-                queue.put_many(
-                    offsets[rows],
-                    records.size[rows],
-                    facts.tags_codes[rows],
-                    records.queue_offset[rows],
-                )
+                if not queue.append_run(unit_run):
+                    rows = unit_run.row_numbers()
+                    queue.put_many(
+                        offsets[rows],
+                        records.size[rows],
+                        facts.tags_codes[rows],
+                        records.queue_offset[rows],
+                    )
         except (OSError, StoreError):
             self.running_flags |= RunningFlags.WRITE_LOGICS_QUEUE_ERROR
             raise

@@ -493,3 +493,29 @@ def test_zero_ahead_zeroes_only_past_the_written_bytes(tmp_path):
     mapped.wrote_position = mapped.file_size
     assert log.zero_ahead(mapped, 0, 1000) == 0  # a full file: nothing to do
     log.close()
+
+
+def test_a_failed_write_through_is_zeroed_again(tmp_path, monkeypatch):
+    """The batch went in but its first size did not (EIO): the batch is wiped, so that no
+    record of it can resurface after a shorter batch overwrites its start."""
+    from rocketstore.files.mapped_file import MappedFile
+
+    preparer = _preparer(64 * 1024)
+    batch = [_prepare(preparer, body=b"x" * n, in_batch=True) for n in (10, 20, 30)]
+    real = MappedFile.write_through
+
+    def size_fails(self: MappedFile, position: int, data: bytes) -> None:
+        if len(data) == 4:
+            raise OSError(5, "Input/output error")
+        real(self, position, data)
+
+    log = _commitlog(tmp_path, 64 * 1024)
+    log.write_through = True
+    monkeypatch.setattr(MappedFile, "write_through", size_fails)
+    with pytest.raises(OSError):
+        log.append(batch, STORE_TIMESTAMP)
+    mapped = log.files.last
+    assert mapped is not None and mapped.wrote_position == 0
+    assert mapped.read(0, 1024) == bytes(1024)
+    assert log.topic_queue_table == {}
+    log.close()

@@ -7,6 +7,7 @@ import os
 
 from rocketstore.consume_queue import ConsumeQueue, PutOutcome
 from rocketstore.format.queue_unit import BLANK_UNIT, QueueUnit, decode_unit, encode_unit
+from rocketstore.format.record_scan import QueueRun
 from rocketstore.status import Boundary
 
 UNIT = 20
@@ -373,3 +374,51 @@ def test_delete_expired_files_keeps_the_last_file(tmp_path):
     assert queue.delete_expired_files(10**9) == 1  # file 200 goes, file 400 is the last
     assert _files(tmp_path) == [f"{400:020d}"]
     queue.close()
+
+
+# --- append_run: a dispatcher's run of encoded units ----------------------------------------
+
+
+def _run(first: int, count: int, *, step: int = 1) -> QueueRun:
+    """Units for the records at CommitLog offsets 100*q, size 100, queue offsets q."""
+    offsets = [first + i * step for i in range(count)]
+    return QueueRun(
+        topic_id=0,
+        queue_id=0,
+        units=b"".join(encode_unit(100 * q, 100, TAG1_CODE) for q in offsets),
+        rows=bytes(8 * count),
+        first_queue_offset=first,
+        consecutive=step == 1,
+        first_end=100 * first + 100,
+        last_end=100 * offsets[-1] + 100,
+    )
+
+
+def test_append_run_writes_what_put_would_when_the_queue_continues(tmp_path):
+    by_run, by_put = _queue(tmp_path / "run"), _queue(tmp_path / "put")
+    _fill(by_run, 2)
+    _fill(by_put, 2)
+    assert by_run.append_run(_run(2, 5))
+    _fill(by_put, 5, start=2)
+    assert by_run.max_physic_offset == by_put.max_physic_offset == 700
+    assert by_run.max_offset() == by_put.max_offset() == 7
+    assert by_run.files.files[-1].wrote_position == by_put.files.files[-1].wrote_position
+    data = [q.files.files[0].read(0, FILE_SIZE) for q in (by_run, by_put)]
+    assert data[0] == data[1]
+
+
+def test_append_run_leaves_the_rules_to_put_many(tmp_path):
+    """Nothing is written (False) whenever a rule of put could apply."""
+    queue = _queue(tmp_path)
+    assert not queue.append_run(_run(0, 3))  # no file yet: the first unit's rules
+    _fill(queue, 2)
+    before = queue.files.files[0].read(0, FILE_SIZE)
+    assert not queue.append_run(_run(3, 3))  # a gap after queue offset 1
+    assert not queue.append_run(_run(1, 3))  # starts with a duplicate queue offset
+    assert not queue.append_run(_run(2, 3, step=2))  # offsets that skip
+    assert not queue.append_run(_run(2, 9))  # more than the file's room (8 units)
+    stale = _run(2, 3)._replace(first_end=200)  # a record at or below max_physic_offset
+    assert not queue.append_run(stale)
+    assert queue.files.files[0].read(0, FILE_SIZE) == before
+    assert queue.append_run(_run(2, 8))  # exactly the room left
+    assert queue.max_offset() == 10

@@ -2467,11 +2467,188 @@ static PyObject *py_populate_write(PyObject *self, PyObject *args) {
 
 /* ---- module ------------------------------------------------------------------------- */
 
+/* ---- dispatch: consume-queue units grouped by queue -------------------------------- */
+
+typedef struct {
+    int64_t key;    /* topic id << 32 | queue id */
+    Py_ssize_t count;
+    Py_ssize_t filled;
+    int64_t first_queue_offset, next_queue_offset;
+    int consecutive;
+    int64_t first_end, last_end; /* CommitLog end (offset + size) of its first and last unit */
+    uint8_t *units;
+    int64_t *rows;
+} UnitGroup;
+
+static int compare_groups(const void *a, const void *b) {
+    int64_t x = ((const UnitGroup *)a)->key, y = ((const UnitGroup *)b)->key;
+    return (x > y) - (x < y);
+}
+
+/* The group of ``key`` in an open-addressing table of group numbers (-1: free), added
+ * when missing; -1 when it is full (the caller grows it). */
+static Py_ssize_t group_of(int64_t key, Py_ssize_t *table, size_t mask, UnitGroup *groups,
+                           Py_ssize_t *count, Py_ssize_t room) {
+    size_t h = (size_t)((uint64_t)key * 0x9E3779B97F4A7C15ull >> 17) & mask;
+    for (;;) {
+        Py_ssize_t g = table[h];
+        if (g < 0) {
+            if (*count >= room) return -1;
+            g = (*count)++;
+            memset(&groups[g], 0, sizeof(UnitGroup));
+            groups[g].key = key;
+            groups[g].consecutive = 1;
+            table[h] = g;
+            return g;
+        }
+        if (groups[g].key == key) return g;
+        h = (h + 1) & mask;
+    }
+}
+
+/*
+ * queue_units(topic_id, queue_id, sys_flag, commit_log_offset, size, tags_code,
+ *             queue_offset) -> [(topic_id, queue_id, units, rows, first_queue_offset,
+ *                                consecutive, first_end, last_end), ...]
+ *
+ * The consume-queue units of a run of records (int64 columns, CommitLog order), grouped
+ * by queue, queues in (topic id, queue id) order: the records that get a unit (NOT and
+ * COMMIT, not PREPARED or ROLLBACK) with their units encoded back to back (20 bytes:
+ * offset, size, tagsCode, big-endian) and their row numbers (int64, native order);
+ * ``consecutive`` says the queue offsets follow one another from the first. What
+ * record_scan.queue_groups and queue_unit.encode_units do, in one pass without the GIL.
+ */
+static PyObject *py_queue_units(PyObject *self, PyObject *args) {
+    enum { COLS = 7 };
+    PyObject *objs[COLS];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5], &objs[6]))
+        return NULL;
+    Py_buffer views[COLS];
+    if (get_buffers(COLS, objs[0], &views[0], PyBUF_SIMPLE, objs[1], &views[1], PyBUF_SIMPLE,
+                    objs[2], &views[2], PyBUF_SIMPLE, objs[3], &views[3], PyBUF_SIMPLE,
+                    objs[4], &views[4], PyBUF_SIMPLE, objs[5], &views[5], PyBUF_SIMPLE,
+                    objs[6], &views[6], PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    UnitGroup *groups = NULL;
+    Py_ssize_t *table = NULL;
+    Py_ssize_t n = views[0].len / 8, group_count = 0;
+    for (int c = 0; c < COLS; c++) {
+        if (views[c].len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "queue_units: columns differ in length");
+            goto done;
+        }
+    }
+    const int64_t *topic = views[0].buf, *queue = views[1].buf, *flag = views[2].buf,
+                  *offset = views[3].buf, *size = views[4].buf, *tags = views[5].buf,
+                  *qoff = views[6].buf;
+    /* Pass 1: count each queue's units. Groups never outnumber records; the table is
+     * kept at most half full and doubled when it would not be. */
+    Py_ssize_t room = n > 0 ? n : 1;
+    size_t slots = 64;
+    groups = PyMem_Malloc((size_t)room * sizeof(UnitGroup));
+    table = PyMem_Malloc(slots * sizeof(Py_ssize_t));
+    if (groups == NULL || table == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t s = 0; s < slots; s++) table[s] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t kind = flag[i] & TRANSACTION_MASK;
+        if (kind != 0x0 && kind != 0x8) continue; /* PREPARED and ROLLBACK get no unit */
+        if ((size_t)(group_count + 1) * 2 > slots) {
+            size_t bigger = slots * 2;
+            Py_ssize_t *grown = PyMem_Malloc(bigger * sizeof(Py_ssize_t));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (size_t s = 0; s < bigger; s++) grown[s] = -1;
+            PyMem_Free(table);
+            table = grown;
+            slots = bigger;
+            for (Py_ssize_t g = 0; g < group_count; g++) {
+                size_t h = (size_t)((uint64_t)groups[g].key * 0x9E3779B97F4A7C15ull >> 17) &
+                           (slots - 1);
+                while (table[h] >= 0) h = (h + 1) & (slots - 1);
+                table[h] = g;
+            }
+        }
+        int64_t key = (int64_t)((uint64_t)topic[i] << 32 | (uint32_t)queue[i]);
+        Py_ssize_t g = group_of(key, table, slots - 1, groups, &group_count, room);
+        UnitGroup *group = &groups[g];
+        if (group->count == 0) {
+            group->first_queue_offset = qoff[i];
+            group->first_end = offset[i] + size[i];
+        } else if (qoff[i] != group->next_queue_offset) {
+            group->consecutive = 0;
+        }
+        group->next_queue_offset = qoff[i] + 1;
+        group->last_end = offset[i] + size[i];
+        group->count++;
+    }
+    qsort(groups, (size_t)group_count, sizeof(UnitGroup), compare_groups);
+    /* The results, with their buffers to fill. */
+    result = PyList_New(group_count);
+    if (result == NULL) goto done;
+    for (Py_ssize_t g = 0; g < group_count; g++) {
+        UnitGroup *group = &groups[g];
+        PyObject *units = PyBytes_FromStringAndSize(NULL, group->count * 20);
+        PyObject *rows = PyBytes_FromStringAndSize(NULL, group->count * 8);
+        PyObject *item = NULL;
+        if (units != NULL && rows != NULL) {
+            group->units = (uint8_t *)PyBytes_AS_STRING(units);
+            group->rows = (int64_t *)PyBytes_AS_STRING(rows);
+            item = Py_BuildValue("LLOOLOLL", (long long)(group->key >> 32),
+                                 (long long)(int32_t)(uint32_t)group->key, units, rows,
+                                 (long long)group->first_queue_offset,
+                                 group->consecutive ? Py_True : Py_False,
+                                 (long long)group->first_end, (long long)group->last_end);
+        }
+        Py_XDECREF(units);
+        Py_XDECREF(rows);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, g, item);
+    }
+    /* Pass 2: fill them. The table is rebuilt over the sorted groups. */
+    for (size_t s = 0; s < slots; s++) table[s] = -1;
+    for (Py_ssize_t g = 0; g < group_count; g++) {
+        size_t h = (size_t)((uint64_t)groups[g].key * 0x9E3779B97F4A7C15ull >> 17) & (slots - 1);
+        while (table[h] >= 0) h = (h + 1) & (slots - 1);
+        table[h] = g;
+    }
+    Py_BEGIN_ALLOW_THREADS /* plain C over exported buffers: runs beside the writer */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t kind = flag[i] & TRANSACTION_MASK;
+        if (kind != 0x0 && kind != 0x8) continue;
+        int64_t key = (int64_t)((uint64_t)topic[i] << 32 | (uint32_t)queue[i]);
+        Py_ssize_t g = group_of(key, table, slots - 1, groups, &group_count, group_count);
+        UnitGroup *group = &groups[g];
+        uint8_t *unit = group->units + group->filled * 20;
+        put_i64(unit, offset[i]);
+        put_i32(unit + 8, (int32_t)size[i]);
+        put_i64(unit + 12, tags[i]);
+        group->rows[group->filled++] = i;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyMem_Free(groups);
+    PyMem_Free(table);
+    release_buffers(COLS, &views[0], &views[1], &views[2], &views[3], &views[4], &views[5],
+                    &views[6]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"masked_crc32", py_masked_crc32, METH_O, "zlib CRC32 & 0x7FFFFFFF (0 when empty)."},
     {"crc_backend", py_crc_backend, METH_NOARGS, "'zlib' or 'table': which CRC runs."},
     {"encode_batch", py_encode_batch, METH_VARARGS, "Encode messages into one blob."},
     {"append_encoded", py_append_encoded, METH_VARARGS, "Stamp and copy an encoded batch."},
+    {"queue_units", py_queue_units, METH_VARARGS, "Consume-queue units grouped by queue."},
     {"put_one", (PyCFunction)(void (*)(void))py_put_one, METH_FASTCALL,
      "A single put: encode, append and result."},
     {"put_results", py_put_results, METH_VARARGS, "PutResult objects of an appended batch."},

@@ -166,3 +166,56 @@ def test_a_record_starting_in_the_last_bytes_of_a_range_is_found(before_end: int
     )
     assert found.first_position == last
     assert found.records.position.tolist() == [last]
+
+
+_ROW = st.tuples(
+    st.integers(0, 3),  # topic id
+    st.sampled_from([0, 1, 2, 7, -1, 2**31 - 1]),  # queue id
+    st.sampled_from([0, 0x4, 0x8, 0xC, 0x10, 0x8 | 0x20]),  # sys flag: NOT, PREPARED, ...
+    st.integers(0, 2**40),  # CommitLog offset
+    st.integers(1, 2**20),  # size
+    st.integers(-(2**63), 2**63 - 1),  # tagsCode
+    st.integers(0, 5),  # queue offset step: mostly consecutive, sometimes not
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ROW, max_size=60))
+def test_queue_runs_match_the_groups_and_unit_codec(rows: list[tuple[int, ...]]) -> None:
+    """The C queue_units (when built) and the numpy path give the same runs, and both agree
+    with queue_groups and encode_unit record by record."""
+    from rocketstore.format import record_scan
+    from rocketstore.format.queue_unit import encode_unit
+
+    count = len(rows)
+    column = [np.array([r[k] for r in rows], dtype=np.int64) for k in range(7)]
+    queue_offset = np.cumsum(np.where(column[6] == 0, 1, column[6])) if count else column[6]
+    empty = np.zeros(count, dtype=np.int64)
+    records = record_scan.Records(
+        empty, column[4], column[1], queue_offset, column[2], empty, empty, empty, empty,
+        empty, column[0], empty, empty, empty,
+    )  # fmt: skip
+    topics = TopicTable()
+    for name in (b"A", b"B", b"C", b"D"):
+        topics.intern(name)
+    offsets, tags = column[3], column[5]
+    runs = record_scan.queue_runs(records, offsets, tags)
+    groups = record_scan.queue_groups(records, topics)
+    assert [(topics.names[r.topic_id], r.queue_id) for r in runs] == [(g[1], g[2]) for g in groups]
+    for run, (group_rows, _topic, _queue) in zip(runs, groups, strict=True):
+        assert run.row_numbers().tolist() == group_rows.tolist()
+        assert run.units == b"".join(
+            encode_unit(int(offsets[i]), int(column[4][i]), int(tags[i])) for i in group_rows
+        )
+        picked = queue_offset[group_rows]
+        assert run.first_queue_offset == picked[0]
+        assert run.consecutive == bool(np.all(np.diff(picked) == 1))
+        assert run.first_end == offsets[group_rows[0]] + column[4][group_rows[0]]
+        assert run.last_end == offsets[group_rows[-1]] + column[4][group_rows[-1]]
+    if record_scan.native is not None:  # and the numpy path, the same
+        saved = record_scan.native
+        try:
+            record_scan.native = None
+            assert record_scan.queue_runs(records, offsets, tags) == runs
+        finally:
+            record_scan.native = saved
