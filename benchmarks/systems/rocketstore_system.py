@@ -19,8 +19,8 @@ NAME = "rocketstore"
 DURABILITY = {
     "ASYNC_FLUSH": "flush_disk_type=ASYNC_FLUSH (background msync every 500 ms); "
     "the CommitLog is msync'ed at the end of each run",
-    "SYNC_FLUSH": "flush_disk_type=SYNC_FLUSH: every put/put_batch call returns after "
-    "msync(MS_SYNC) of the CommitLog (group commit)",
+    "SYNC_FLUSH": "flush_disk_type=SYNC_FLUSH: every put/put_batch call writes its records "
+    "with pwrite and returns after msync(MS_SYNC) of their range (group commit)",
 }
 
 
