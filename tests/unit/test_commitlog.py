@@ -4,6 +4,7 @@ batches, queue offsets, the END_OF_FILE blank and the 8-byte tail rule, transact
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pytest
 
@@ -421,6 +422,16 @@ def test_write_through_writes_the_same_bytes(tmp_path, path):
         log.close()
 
 
+def _written_through(tmp_path, monkeypatch, write: Callable[..., None]) -> CommitLog:
+    """A write-through CommitLog whose pwrites go through ``write``."""
+    from rocketstore.files.mapped_file import MappedFile
+
+    log = _commitlog(tmp_path, 64 * 1024)
+    log.write_through = True
+    monkeypatch.setattr(MappedFile, "write_through", write)
+    return log
+
+
 @pytest.mark.parametrize("cut", [0, 1, 4, 100, 0.5, -1, None])
 def test_a_torn_write_through_never_leaves_a_record_that_looks_whole(tmp_path, monkeypatch, cut):
     """pwrite cut short (a fatal signal) leaves a prefix of the batch; with its first size
@@ -440,9 +451,7 @@ def test_a_torn_write_through_never_leaves_a_record_that_looks_whole(tmp_path, m
         real(self, position, bytes(data)[:keep])
         raise _KilledError
 
-    log = _commitlog(tmp_path, 64 * 1024)
-    log.write_through = True
-    monkeypatch.setattr(MappedFile, "write_through", killed)
+    log = _written_through(tmp_path, monkeypatch, killed)
     with pytest.raises(_KilledError):
         log.append(batch, STORE_TIMESTAMP)
     mapped = log.files.last
@@ -509,9 +518,7 @@ def test_a_failed_write_through_is_zeroed_again(tmp_path, monkeypatch):
             raise OSError(5, "Input/output error")
         real(self, position, data)
 
-    log = _commitlog(tmp_path, 64 * 1024)
-    log.write_through = True
-    monkeypatch.setattr(MappedFile, "write_through", size_fails)
+    log = _written_through(tmp_path, monkeypatch, size_fails)
     with pytest.raises(OSError):
         log.append(batch, STORE_TIMESTAMP)
     mapped = log.files.last
