@@ -2465,8 +2465,6 @@ static PyObject *py_populate_write(PyObject *self, PyObject *args) {
     return PyLong_FromLong(error);
 }
 
-/* ---- module ------------------------------------------------------------------------- */
-
 /* ---- dispatch: consume-queue units grouped by queue -------------------------------- */
 
 typedef struct {
@@ -2642,6 +2640,8 @@ done:
                     &views[6]);
     return result;
 }
+
+/* ---- module ------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"masked_crc32", py_masked_crc32, METH_O, "zlib CRC32 & 0x7FFFFFFF (0 when empty)."},
