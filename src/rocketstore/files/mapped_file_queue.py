@@ -228,13 +228,13 @@ class MappedFileQueue:
         spare.destroy()
         return True
 
-    def flush(self, least_pages: int = 0) -> bool:
+    def flush(self, least_pages: int = 0, *, background: bool = False) -> bool:
         """Flush the file holding ``flushed_where``; True when nothing moved (RocketMQ's
-        convention)."""
+        convention). ``background``: see ``MappedFile.flush``."""
         mapped = self.find(self.flushed_where, return_first_if_not_found=self.flushed_where == 0)
         if mapped is None:
             return True
-        flushed = mapped.flush(least_pages)
+        flushed = mapped.flush(least_pages, background=background)
         where = mapped.file_from_offset + flushed
         moved = where != self.flushed_where
         self.flushed_where = where

@@ -132,7 +132,9 @@ class Flusher:
         stamp = self.commitlog.last_store_timestamp()
         target = files.max_offset()
         with self._sync_lock:
-            while not files.flush(pages):  # one file per call; loop while it moves
+            # One file per call; loop while it moves. Nobody waits for these syncs: the
+            # other threads run meanwhile (see MappedFile.flush).
+            while not files.flush(pages, background=True):
                 self.flush_count += 1
         # RocketMQ records the physic time only after thorough flushes.
         if pages == 0 and files.flushed_where >= target and self.on_commitlog_flushed:

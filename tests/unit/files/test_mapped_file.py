@@ -9,6 +9,7 @@ import pytest
 
 from rocketstore.errors import FileRemovedError, StoreError
 from rocketstore.files.mapped_file import MappedFile
+from rocketstore.format.native import native
 
 SIZE = 64 * 1024
 
@@ -78,5 +79,47 @@ def test_a_renamed_file_is_still_written(tmp_path: Path) -> None:
         mapped.rename(str(tmp_path / "00000000000000000000"))
         mapped.write_through(0, b"moved")
         assert mapped.read(0, 5) == b"moved"
+    finally:
+        mapped.close()
+
+
+@pytest.mark.skipif(native is None, reason="the C extension is not built")
+def test_msync_range_syncs_and_refuses_a_bad_range(tmp_path: Path) -> None:
+    assert native is not None
+    mapped = _file(tmp_path)
+    mm = mapped.mm
+    mm[5000:5005] = b"synce"
+    native.msync_range(mm, 4096, 4096)
+    native.msync_range(mm, 100, 10)  # an unaligned start syncs from its page
+    native.msync_range(mm, 0, 0)
+    with pytest.raises(ValueError, match="outside"):
+        native.msync_range(mm, SIZE - 4096, 8192)
+    with pytest.raises(ValueError, match="outside"):
+        native.msync_range(mm, -4096, 4096)
+    mapped.close()
+    with pytest.raises(ValueError):
+        native.msync_range(mm, 0, 4096)  # a closed mapping
+    with open(tmp_path / "00000000000000000000", "rb") as f:
+        assert f.read()[5000:5005] == b"synce"
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_background_flush_syncs_without_the_gil(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, background: bool
+) -> None:
+    """Only a flush nobody waits for goes through the C msync that lets other threads
+    run; the others keep mmap.flush (and everything is flushed either way)."""
+    from rocketstore.files import mapped_file
+
+    calls: list[tuple[int, int]] = []
+    fake = type("Native", (), {"msync_range": staticmethod(lambda mm, s, n: calls.append((s, n)))})
+    monkeypatch.setattr(mapped_file, "native", fake)
+    mapped = _file(tmp_path)
+    try:
+        mapped.write_at(0, b"x" * 9000)
+        mapped.wrote_position = 9000
+        assert mapped.flush(0, background=background) == 9000
+        assert calls == ([(0, 9000)] if background else [])
+        assert mapped.flushed_position == 9000
     finally:
         mapped.close()

@@ -37,9 +37,9 @@ def test_sync_flush_group_commit_shares_msyncs(tmp_path: Path) -> None:
     with MessageStore.open(tmp_path, _config(flush_disk_type="SYNC_FLUSH")) as store:
         real_flush = MappedFile.flush
 
-        def slow_flush(self: MappedFile, least_pages: int = 0) -> int:
+        def slow_flush(self: MappedFile, least_pages: int = 0, *, background: bool = False) -> int:
             time.sleep(0.01)  # a slow disk, so producers pile up behind one msync
-            return real_flush(self, least_pages)
+            return real_flush(self, least_pages, background=background)
 
         MappedFile.flush = slow_flush  # type: ignore[method-assign]
         try:
@@ -65,7 +65,7 @@ def test_sync_flush_timeout(tmp_path: Path) -> None:
     with MessageStore.open(tmp_path, config) as store:
         real_flush = MappedFile.flush
 
-        def stuck_flush(self: MappedFile, least_pages: int = 0) -> int:
+        def stuck_flush(self: MappedFile, least_pages: int = 0, *, background: bool = False) -> int:
             time.sleep(0.06)
             return self.flushed_position  # never gets the bytes down
 
@@ -83,7 +83,9 @@ def test_flush_failure_makes_the_store_refuse_writes(tmp_path: Path) -> None:
         assert store.put(Message("T", b"before")).ok
         real_flush = MappedFile.flush
 
-        def failing_flush(self: MappedFile, least_pages: int = 0) -> int:
+        def failing_flush(
+            self: MappedFile, least_pages: int = 0, *, background: bool = False
+        ) -> int:
             raise OSError(5, "Input/output error")
 
         MappedFile.flush = failing_flush  # type: ignore[method-assign]
@@ -180,3 +182,30 @@ def test_sync_flush_writes_through_and_tracks_its_sync_sizes(tmp_path: Path) -> 
         assert [m.body for m in got.messages[:3]] == [b"s" * 100] * 3
     with MessageStore.open(tmp_path, _config()) as store:
         assert not store.commitlog.write_through  # ASYNC_FLUSH stores through the mapping
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_only_the_async_rounds_let_other_threads_run_during_the_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: str
+) -> None:
+    """The async flusher's CommitLog syncs are background ones (the other threads run
+    meanwhile: see MappedFile.flush); a SYNC_FLUSH put, which waits for its sync, and the
+    final flush keep the GIL."""
+    seen: list[bool] = []
+    real_flush = MappedFile.flush
+
+    def spy(self: MappedFile, least_pages: int = 0, *, background: bool = False) -> int:
+        seen.append(background)
+        return real_flush(self, least_pages, background=background)
+
+    with MessageStore.open(tmp_path, _config(flush_disk_type=flush)) as store:
+        monkeypatch.setattr(MappedFile, "flush", spy)
+        store.put_batch([Message("T", b"x" * 1000)] * 20)  # 5 pages: due for a round
+        put_syncs = list(seen)
+        store.flusher.run_once(time.monotonic() + 3600)  # a thorough round
+        round_syncs = seen[len(put_syncs) :]
+    if flush == "SYNC_FLUSH":
+        assert put_syncs and not any(put_syncs)
+    else:
+        assert put_syncs == []
+        assert round_syncs[0] is True  # the CommitLog first; the queues after it
