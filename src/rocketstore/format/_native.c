@@ -2432,6 +2432,26 @@ done:
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
+/* The pages of [start, start + length) of the mapping in ``args`` (mapping, start,
+ * length), its buffer taken with ``flags``: [*first, *last), *first page-aligned. -1 with
+ * an exception set when the range lies outside the mapping (the buffer then released). */
+static int mapping_pages(PyObject *args, int flags, Py_buffer *buf, uintptr_t *first,
+                         uintptr_t *last) {
+    PyObject *buf_obj;
+    Py_ssize_t start, length;
+    if (!PyArg_ParseTuple(args, "Onn", &buf_obj, &start, &length)) return -1;
+    if (PyObject_GetBuffer(buf_obj, buf, flags) < 0) return -1;
+    if (start < 0 || length < 0 || start + length > buf->len) {
+        PyBuffer_Release(buf);
+        PyErr_SetString(PyExc_ValueError, "range outside the mapping");
+        return -1;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    *first = ((uintptr_t)buf->buf + (uintptr_t)start) & ~(uintptr_t)(page - 1);
+    *last = (uintptr_t)buf->buf + (uintptr_t)(start + length);
+    return 0;
+}
+
 /*
  * populate_write(buf, start, length) -> 0 or an errno
  *
@@ -2441,20 +2461,10 @@ done:
  * copies into pages already mapped. Runs without the GIL. EINVAL on kernels before 5.14.
  */
 static PyObject *py_populate_write(PyObject *self, PyObject *args) {
-    PyObject *buf_obj;
-    Py_ssize_t start, length;
-    if (!PyArg_ParseTuple(args, "Onn", &buf_obj, &start, &length)) return NULL;
     Py_buffer buf;
-    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE) < 0) return NULL;
-    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t first, last;
+    if (mapping_pages(args, PyBUF_WRITABLE, &buf, &first, &last) < 0) return NULL;
     int error = 0;
-    if (start < 0 || length < 0 || start + length > buf.len) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "range outside the mapping");
-        return NULL;
-    }
-    uintptr_t first = ((uintptr_t)buf.buf + (uintptr_t)start) & ~(uintptr_t)(page - 1);
-    uintptr_t last = (uintptr_t)buf.buf + (uintptr_t)(start + length);
     if (last > first) {
         Py_BEGIN_ALLOW_THREADS
         if (madvise((void *)first, (size_t)(last - first), MADV_POPULATE_WRITE) != 0)
@@ -2474,19 +2484,9 @@ static PyObject *py_populate_write(PyObject *self, PyObject *args) {
  * closed under it (mmap.close refuses).
  */
 static PyObject *py_msync_range(PyObject *self, PyObject *args) {
-    PyObject *buf_obj;
-    Py_ssize_t start, length;
-    if (!PyArg_ParseTuple(args, "Onn", &buf_obj, &start, &length)) return NULL;
     Py_buffer buf;
-    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
-    if (start < 0 || length < 0 || start + length > buf.len) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "range outside the mapping");
-        return NULL;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    uintptr_t first = ((uintptr_t)buf.buf + (uintptr_t)start) & ~(uintptr_t)(page - 1);
-    uintptr_t last = (uintptr_t)buf.buf + (uintptr_t)(start + length);
+    uintptr_t first, last;
+    if (mapping_pages(args, PyBUF_SIMPLE, &buf, &first, &last) < 0) return NULL;
     int error = 0;
     if (last > first) {
         Py_BEGIN_ALLOW_THREADS
