@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from rocketstore.files.mapped_file import MappedFile
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.format.queue_unit import (
     BLANK_UNIT,
@@ -140,15 +141,23 @@ class ConsumeQueue:
         them all, the first is past ``max_physic_offset`` and the queue offsets are the
         write position's, one by one. False (nothing written) otherwise: ``put_many``
         then applies the rules."""
-        if not run.consecutive or not self.files.files or run.first_end <= self.max_physic_offset:
+        mapped = self._continuation(run.first_end) if run.consecutive else None
+        if mapped is None:
             return False
-        mapped = self.files.last_file_for_write()
         current = mapped.file_from_offset + mapped.wrote_position
         if current != run.first_queue_offset * CQ_UNIT_SIZE or len(run.units) > mapped.free_bytes:
             return False
         mapped.append(run.units)
         self.max_physic_offset = run.last_end
         return True
+
+    def _continuation(self, first_end: int) -> MappedFile | None:
+        """The file a run appends to as it comes, its first record ending at CommitLog
+        offset ``first_end``; None when ``put``'s rules must decide: the queue has no file
+        yet (the first unit's rules), or the record is not past ``max_physic_offset``."""
+        if not self.files.files or first_end <= self.max_physic_offset:
+            return None
+        return self.files.last_file_for_write()
 
     def _continuing_run(
         self,
@@ -161,11 +170,9 @@ class ConsumeQueue:
         file, the first unit is past ``max_physic_offset`` (so are the later ones, being in
         CommitLog order), and the queue offsets are the write position's, one by one, within
         the file that has room."""
-        if not self.files.files:
+        mapped = self._continuation(int(commit_log_offsets[i] + sizes[i]))
+        if mapped is None:
             return 0
-        if int(commit_log_offsets[i] + sizes[i]) <= self.max_physic_offset:
-            return 0
-        mapped = self.files.last_file_for_write()
         current = mapped.file_from_offset + mapped.wrote_position
         room = (self.file_size - mapped.wrote_position) // CQ_UNIT_SIZE
         wanted = queue_offsets[i : i + room]

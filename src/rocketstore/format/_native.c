@@ -2519,11 +2519,27 @@ static int compare_groups(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The group of ``key`` in an open-addressing table of group numbers (-1: free), added
- * when missing; -1 when it is full (the caller grows it). */
+static size_t group_slot(int64_t key, size_t mask) {
+    return (size_t)((uint64_t)key * 0x9E3779B97F4A7C15ull >> 17) & mask;
+}
+
+/* An open-addressing table of ``slots`` (a power of two) group numbers (-1: free) for
+ * the first ``count`` groups. */
+static void index_groups(Py_ssize_t *table, size_t slots, const UnitGroup *groups,
+                         Py_ssize_t count) {
+    for (size_t s = 0; s < slots; s++) table[s] = -1;
+    for (Py_ssize_t g = 0; g < count; g++) {
+        size_t h = group_slot(groups[g].key, slots - 1);
+        while (table[h] >= 0) h = (h + 1) & (slots - 1);
+        table[h] = g;
+    }
+}
+
+/* The group of ``key`` in a table of ``index_groups``, added when missing; -1 when it
+ * is full (the caller grows it). */
 static Py_ssize_t group_of(int64_t key, Py_ssize_t *table, size_t mask, UnitGroup *groups,
                            Py_ssize_t *count, Py_ssize_t room) {
-    size_t h = (size_t)((uint64_t)key * 0x9E3779B97F4A7C15ull >> 17) & mask;
+    size_t h = group_slot(key, mask);
     for (;;) {
         Py_ssize_t g = table[h];
         if (g < 0) {
@@ -2587,27 +2603,20 @@ static PyObject *py_queue_units(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    for (size_t s = 0; s < slots; s++) table[s] = -1;
+    index_groups(table, slots, groups, 0);
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t kind = flag[i] & TRANSACTION_MASK;
         if (kind != 0x0 && kind != 0x8) continue; /* PREPARED and ROLLBACK get no unit */
         if ((size_t)(group_count + 1) * 2 > slots) {
-            size_t bigger = slots * 2;
-            Py_ssize_t *grown = PyMem_Malloc(bigger * sizeof(Py_ssize_t));
+            Py_ssize_t *grown = PyMem_Malloc(slots * 2 * sizeof(Py_ssize_t));
             if (grown == NULL) {
                 PyErr_NoMemory();
                 goto done;
             }
-            for (size_t s = 0; s < bigger; s++) grown[s] = -1;
             PyMem_Free(table);
             table = grown;
-            slots = bigger;
-            for (Py_ssize_t g = 0; g < group_count; g++) {
-                size_t h = (size_t)((uint64_t)groups[g].key * 0x9E3779B97F4A7C15ull >> 17) &
-                           (slots - 1);
-                while (table[h] >= 0) h = (h + 1) & (slots - 1);
-                table[h] = g;
-            }
+            slots *= 2;
+            index_groups(table, slots, groups, group_count);
         }
         int64_t key = (int64_t)((uint64_t)topic[i] << 32 | (uint32_t)queue[i]);
         Py_ssize_t g = group_of(key, table, slots - 1, groups, &group_count, room);
@@ -2649,12 +2658,7 @@ static PyObject *py_queue_units(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(result, g, item);
     }
     /* Pass 2: fill them. The table is rebuilt over the sorted groups. */
-    for (size_t s = 0; s < slots; s++) table[s] = -1;
-    for (Py_ssize_t g = 0; g < group_count; g++) {
-        size_t h = (size_t)((uint64_t)groups[g].key * 0x9E3779B97F4A7C15ull >> 17) & (slots - 1);
-        while (table[h] >= 0) h = (h + 1) & (slots - 1);
-        table[h] = g;
-    }
+    index_groups(table, slots, groups, group_count);
     Py_BEGIN_ALLOW_THREADS /* plain C over exported buffers: runs beside the writer */
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t kind = flag[i] & TRANSACTION_MASK;

@@ -21,7 +21,7 @@ def encode_batch(
     /,
 ) -> tuple[bytearray, bytes, list[str], int] | None: ...
 def append_encoded(
-    dest: WriteableBuffer,
+    dest: WriteableBuffer | None,
     position: int,
     blob: bytearray,
     meta: bytes,
@@ -88,6 +88,17 @@ def decode_messages(
     /,
 ) -> list[Any]: ...
 def populate_write(buf: WriteableBuffer, start: int, length: int, /) -> int: ...
+def msync_range(mapping: ReadableBuffer, start: int, length: int, /) -> None: ...
+def queue_units(
+    topic_id: ReadableBuffer,
+    queue_id: ReadableBuffer,
+    sys_flag: ReadableBuffer,
+    commit_log_offset: ReadableBuffer,
+    size: ReadableBuffer,
+    tags_code: ReadableBuffer,
+    queue_offset: ReadableBuffer,
+    /,
+) -> list[tuple[int, int, bytes, bytes, int, bool, int, int]]: ...
 def index_chain(
     file: ReadableBuffer, hash_slot_num: int, index_count: int, key_hash: int, /
 ) -> list[tuple[int, int]]: ...

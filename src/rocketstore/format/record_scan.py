@@ -262,13 +262,13 @@ def queue_runs(
         contiguous = [np.ascontiguousarray(c, dtype=np.int64) for c in columns]
         return [QueueRun(*item) for item in native.queue_units(*contiguous)]
     runs = []
-    for rows, _topic, queue_id in _groups(records):
+    for rows, topic_id, queue_id in _groups(records):
         queue_offsets = records.queue_offset[rows]
         ends = offsets[rows] + records.size[rows]
         expected = queue_offsets[0] + np.arange(len(rows), dtype=np.int64)
         runs.append(
             QueueRun(
-                int(records.topic_id[rows[0]]),
+                topic_id,
                 queue_id,
                 encode_units(offsets[rows], records.size[rows], tags_codes[rows]),
                 rows.astype(np.int64).tobytes(),
