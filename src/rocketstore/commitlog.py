@@ -325,27 +325,18 @@ class CommitLog:
 
     @staticmethod
     def _write_first_size_last(mapped: MappedFile, position: int, blob: bytearray) -> None:
-        """``_write_sizes_last`` for write-through: the batch in one pwrite with its first
-        TOTALSIZE zero, then that size. A pwrite the kernel cuts short leaves a prefix of
-        the batch (whole folios, in order), so until the last write lands the batch
-        starts with a zero size and reads as the end of the data, in this process or after
-        a crash: the other sizes need no second write. ``blob`` is changed meanwhile and
-        given back whole.
+        """``_write_sizes_last`` for write-through (``MappedFile.write_batch``: the first
+        TOTALSIZE goes in last, and a write cut short reads as the end of the data).
 
         A write that fails (EIO) is undone as far as the disk lets us: left in place, its
         records past the first could be taken for valid ones once a shorter batch has
         overwritten the start of it."""
-        first = bytes(blob[:4])
-        blob[:4] = _NO_SIZE
         try:
-            mapped.write_through(position, blob)
-            mapped.write_through(position, first)
+            mapped.write_batch(position, blob)
         except BaseException:
             with contextlib.suppress(OSError, StoreError):
                 mapped.write_through(position, bytes(len(blob)))
             raise
-        finally:
-            blob[:4] = first
 
     def _give_back_queue_offsets(self, batch: EncodedBatch, queue_offsets: bytes) -> None:
         """Undo an encoded batch's queue offsets after its write failed: each queue's

@@ -14,11 +14,13 @@
  *   72 RECONSUMETIMES  76 PREPAREDOFFSET  84 BODYLEN  88 BODY, TOPICLEN, TOPIC, PROPLEN, PROPS
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE /* sync_file_range */
 #include <Python.h>
 #include <structmember.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <stdarg.h>
@@ -2501,6 +2503,69 @@ static PyObject *py_msync_range(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* pwrite all of [data, data + length) at ``position``; 0 or an errno. */
+static int pwrite_all(int fd, const uint8_t *data, size_t length, off_t position) {
+    while (length > 0) {
+        ssize_t n = pwrite(fd, data, length, position);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        data += n;
+        length -= (size_t)n;
+        position += n;
+    }
+    return 0;
+}
+
+/*
+ * write_batch(fd, position, blob) -> None
+ *
+ * The write-through of a batch (MappedFile.write_batch): ``blob`` at ``position`` with
+ * its first 4 bytes (the first record's TOTALSIZE) left zero, then those 4 bytes, so a
+ * write cut short reads as the end of the data; then writeback of the range is started
+ * (sync_file_range(SYNC_FILE_RANGE_WRITE), which waits for nothing), so the disk works
+ * while the caller builds its results, before it waits in the sync.
+ *
+ * Keeps the GIL: a copy into the page cache is shorter than the wait to get the GIL back
+ * from the dispatcher thread once let go (os.pwrite lets it go; measured: 0.19-0.25 ms
+ * for a 271 KB batch, 0.10 ms kept). The blob is not changed. OSError on failure, with
+ * the range possibly part-written (the caller zeroes it).
+ */
+static PyObject *py_write_batch(PyObject *self, PyObject *args) {
+    int fd;
+    long long position;
+    Py_buffer blob;
+    if (!PyArg_ParseTuple(args, "iLy*", &fd, &position, &blob)) return NULL;
+    int error = 0;
+    if (position < 0) {
+        PyBuffer_Release(&blob);
+        PyErr_SetString(PyExc_ValueError, "negative position");
+        return NULL;
+    }
+    const uint8_t *data = (const uint8_t *)blob.buf;
+    size_t length = (size_t)blob.len;
+    if (length > 4) {
+        static const uint8_t zeros[4] = {0, 0, 0, 0};
+        error = pwrite_all(fd, zeros, 4, (off_t)position);
+        if (error == 0) error = pwrite_all(fd, data + 4, length - 4, (off_t)position + 4);
+        if (error == 0) error = pwrite_all(fd, data, 4, (off_t)position);
+    } else {
+        error = pwrite_all(fd, data, length, (off_t)position);
+    }
+#ifdef SYNC_FILE_RANGE_WRITE
+    /* Best effort: the sync that follows is what makes the bytes durable. */
+    if (error == 0 && length > 0)
+        (void)sync_file_range(fd, (off_t)position, (off_t)length, SYNC_FILE_RANGE_WRITE);
+#endif
+    PyBuffer_Release(&blob);
+    if (error != 0) {
+        errno = error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 /* ---- dispatch: consume-queue units grouped by queue -------------------------------- */
 
 typedef struct {
@@ -2690,6 +2755,7 @@ static PyMethodDef methods[] = {
     {"append_encoded", py_append_encoded, METH_VARARGS, "Stamp and copy an encoded batch."},
     {"queue_units", py_queue_units, METH_VARARGS, "Consume-queue units grouped by queue."},
     {"msync_range", py_msync_range, METH_VARARGS, "msync(MS_SYNC) of a range, without the GIL."},
+    {"write_batch", py_write_batch, METH_VARARGS, "pwrite a batch, its first size last."},
     {"put_one", (PyCFunction)(void (*)(void))py_put_one, METH_FASTCALL,
      "A single put: encode, append and result."},
     {"put_results", py_put_results, METH_VARARGS, "PutResult objects of an appended batch."},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -59,6 +60,60 @@ def test_write_through_refuses_what_it_cannot_do(tmp_path: Path) -> None:
             reader.write_through(0, b"a")
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("path", ["python", "native"])
+def test_write_batch_writes_the_blob_and_leaves_it_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    from rocketstore.files import mapped_file
+
+    if path == "native" and native is None:
+        pytest.skip("the C extension is not built")
+    if path == "python":
+        monkeypatch.setattr(mapped_file, "native", None)
+    blob = bytearray(os.urandom(9000))
+    blob[:4] = (9000).to_bytes(4, "big")
+    before = bytes(blob)
+    mapped = _file(tmp_path)
+    try:
+        mapped.write_batch(1000, blob)
+        mapped.write_batch(SIZE - 3, b"end")  # shorter than a size: written as it is
+        assert blob == before
+        assert mapped.read(1000, 9000) == before
+        assert mapped.read(SIZE - 3, 3) == b"end"
+        assert mapped.read(0, 1000) == bytes(1000)
+        mapped.sync_range(1000, 10_000)
+    finally:
+        mapped.close()
+    with open(tmp_path / "00000000000000000000", "rb") as f:
+        assert f.read()[1000:10_000] == before
+
+
+def test_write_batch_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    mapped = _file(tmp_path)
+    with pytest.raises(StoreError, match="past the end"):
+        mapped.write_batch(SIZE - 4, b"12345")
+    with pytest.raises(StoreError, match="past the end"):
+        mapped.write_batch(-1, b"12345")
+    mapped.close()
+    with pytest.raises(FileRemovedError):
+        mapped.write_batch(0, b"12345")
+
+
+@pytest.mark.skipif(native is None, reason="the C extension is not built")
+def test_native_write_batch_reports_the_failed_write() -> None:
+    assert native is not None
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(OSError) as failed:  # a pipe has no positions
+            native.write_batch(write_end, 0, b"123456789")
+        assert failed.value.errno == errno.ESPIPE
+        with pytest.raises(ValueError, match="negative"):
+            native.write_batch(write_end, -1, b"123456789")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")

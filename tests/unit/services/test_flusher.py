@@ -60,7 +60,8 @@ def test_sync_flush_group_commit_shares_msyncs(tmp_path: Path) -> None:
         assert store.flusher.flush_count < 80  # producers shared msyncs
 
 
-def test_sync_flush_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [1, 3])
+def test_sync_flush_timeout(tmp_path: Path, batch: int) -> None:
     config = _config(flush_disk_type="SYNC_FLUSH", sync_flush_timeout=50)
     with MessageStore.open(tmp_path, config) as store:
         real_flush = MappedFile.flush
@@ -71,11 +72,17 @@ def test_sync_flush_timeout(tmp_path: Path) -> None:
 
         MappedFile.flush = stuck_flush  # type: ignore[method-assign]
         try:
-            result = store.put(Message("T", b"late"))
+            if batch == 1:
+                results = [store.put(Message("T", b"late"))]
+            else:
+                results = store.put_batch([Message("T", b"late")] * batch)
         finally:
             MappedFile.flush = real_flush  # type: ignore[method-assign]
-        assert result.status is PutStatus.FLUSH_DISK_TIMEOUT
-        assert result.commit_log_offset == 0  # appended all the same, as RocketMQ does
+        assert [r.status for r in results] == [PutStatus.FLUSH_DISK_TIMEOUT] * batch
+        # Appended all the same, as RocketMQ does: the results still say where.
+        assert [r.queue_offset for r in results] == list(range(batch))
+        assert results[0].commit_log_offset == 0
+        assert all(r.size > 0 and r.msg_id for r in results)
 
 
 def test_flush_failure_makes_the_store_refuse_writes(tmp_path: Path) -> None:
