@@ -1111,9 +1111,19 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
     PyThreadState *released = PyEval_SaveThread();
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t p = positions[i];
-        if (i + 8 < n && positions[i + 8] >= 0 && positions[i + 8] + HEADER_V4 <= limit) {
-            __builtin_prefetch(data + positions[i + 8]); /* its header, */
-            __builtin_prefetch(data + positions[i + 8] + 64);
+        /* Two-stage prefetch: the header 16 records ahead, then, 8 ahead, the topic and
+         * properties length past the body, found from that header's BODYLEN (a record of
+         * 1 KiB keeps them a page away from its header; unprefetched, the two misses a
+         * record were most of this loop's time). */
+        if (i + 32 < n && positions[i + 32] >= 0 && positions[i + 32] + HEADER_V4 <= limit) {
+            __builtin_prefetch(data + positions[i + 32]);
+            __builtin_prefetch(data + positions[i + 32] + 64);
+            __builtin_prefetch(data + positions[i + 32] + HEADER_V4 - 1);
+        }
+        if (i + 16 < n && positions[i + 16] >= 0 && positions[i + 16] + HEADER_V4 <= limit) {
+            int64_t ahead = positions[i + 16];
+            int64_t tail = ahead + HEADER_V4 + (int64_t)(uint32_t)get_i32(data + ahead + 84);
+            if (tail + 64 <= limit) __builtin_prefetch(data + tail);
         }
         ok[i] = 0;
         for (int f = 0; f < F_COUNT; f++) col[f * n + i] = 0;
