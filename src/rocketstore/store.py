@@ -578,7 +578,11 @@ class MessageStore:
         if queue is None:
             return 0
         return queue.offset_by_time(
-            timestamp_ms, which, self.commitlog.store_time_at, max(self.commitlog.min_offset(), 0)
+            timestamp_ms,
+            which,
+            self.commitlog.store_time_at,
+            max(self.commitlog.min_offset(), 0),
+            self.commitlog.files,
         )
 
     def min_offset(self, topic: str, queue_id: int) -> int:

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import os
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.consume_queue import ConsumeQueue, PutOutcome
+from rocketstore.files.mapped_file import MappedFile
+from rocketstore.format.native import native
 from rocketstore.format.queue_unit import BLANK_UNIT, QueueUnit, decode_unit, encode_unit
 from rocketstore.format.record_scan import QueueRun
 from rocketstore.status import Boundary
@@ -362,6 +369,61 @@ def test_offset_by_time_of_an_empty_queue(tmp_path):
     queue = _queue(tmp_path)
     assert queue.offset_by_time(BASE_MS, Boundary.LOWER, _store_time, 0) == 0
     assert queue.offset_by_time(BASE_MS, Boundary.UPPER, _store_time, 0) == 0
+
+
+_TIMES = st.lists(st.integers(-5, 40), min_size=1, max_size=40)
+
+
+@pytest.mark.skipif(native is None, reason="the C extension is not built")
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=_TIMES, probes=st.lists(st.integers(-10, 50), min_size=1, max_size=8))
+def test_the_c_time_search_probes_as_python_does(tmp_path_factory, steps, probes):
+    """Store times in any order (a clock stepped back, equal times): the C search and the
+    Python one answer the same for every time and boundary, across file rollovers."""
+    root = tmp_path_factory.mktemp("time-search")
+    config = StoreConfig(mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=100)
+    with MessageStore.open(root, config) as store:
+        for i, step in enumerate(steps):
+            body = b"x" * (i % 7 * 50)
+            assert store.put(Message("T", body), store_timestamp=BASE_MS + step * 10).ok
+        store.wait_dispatched()
+        queue = store.queues[("T", 0)]
+        low = max(store.commitlog.min_offset(), 0)
+        for probe in probes:
+            ts = BASE_MS + probe * 5
+            for boundary in (Boundary.LOWER, Boundary.UPPER):
+                in_c = store.offset_by_time("T", 0, ts, boundary)
+                in_python = queue.offset_by_time(ts, boundary, store.commitlog.store_time_at, low)
+                assert in_c == in_python, (ts, boundary)
+
+
+@pytest.mark.skipif(native is None, reason="the C extension is not built")
+def test_the_c_time_search_leaves_a_closed_file_to_python(tmp_path):
+    assert native is not None
+    with MessageStore.open(tmp_path, StoreConfig(mapped_file_size_consume_queue=100)) as store:
+        for i in range(12):
+            assert store.put(Message("T", b"x"), store_timestamp=BASE_MS + i).ok
+        store.wait_dispatched()
+        queue = store.queues[("T", 0)]
+        log_files = store.commitlog.files
+        found = native.time_search(
+            queue.files.files, 100, 0, 12, log_files.files, log_files.file_size, BASE_MS + 7, False
+        )
+        assert found == 7
+        closed = MappedFile(queue.files.files[0].path, 100, writable=False)
+        closed.close()
+        files = [closed, *queue.files.files[1:]]  # a search for unit 2 probes file 0
+        assert (
+            native.time_search(
+                files, 100, 0, 12, log_files.files, log_files.file_size, BASE_MS + 2, False
+            )
+            is None
+        )
+        assert native.time_search([], 100, 0, 12, [], 1, BASE_MS, True) == 12  # nothing: -1s
+        with pytest.raises(ValueError, match="lo <= hi"):
+            native.time_search([], 100, 5, 2, [], 1, BASE_MS, True)
 
 
 # --- delete_expired_files -----------------------------------------------------------------

@@ -2134,6 +2134,104 @@ static int find_file(PyObject *files, long long file_size, int64_t offset, PyObj
     return 1;
 }
 
+/* One file of a list, held for a search: its start, readable end and mapping. */
+typedef struct {
+    int held;
+    long long from, file_size;
+    int64_t readable;
+    Py_buffer view;
+} HeldFile;
+
+static void release_held(HeldFile *held) {
+    if (held->held) PyBuffer_Release(&held->view);
+    held->held = 0;
+}
+
+/* Point ``held`` at the file of ``files`` holding ``offset`` (kept from the last call when
+ * it still holds it: a binary search's probes mostly stay in one file): 1, 0 when no file
+ * holds it, 2 to leave the work to Python (a hole in the list, a closed file), -1 with an
+ * error. The search keeps the GIL, so no thread can close a held file meanwhile. */
+static int hold_file(PyObject *files, long long file_size, int64_t offset, HeldFile *held) {
+    if (held->held && offset >= held->from && offset < held->from + held->file_size) return 1;
+    release_held(held);
+    PyObject *mapped = NULL;
+    long long from, wrote;
+    int where = find_file(files, file_size, offset, &mapped, &from, &wrote);
+    if (where != 1) return where;
+    int live = live_buffer(mapped, &held->view);
+    Py_DECREF(mapped);
+    if (live <= 0) return live < 0 ? -1 : 2;
+    held->held = 1;
+    held->from = from;
+    held->file_size = file_size;
+    held->readable = wrote < (long long)held->view.len ? wrote : (int64_t)held->view.len;
+    return 1;
+}
+
+/* ConsumeQueue.offset_by_time's time_at into *stamp: the store time of queue entry
+ * ``offset``'s record, -1 when the unit or the record is missing or the unit invalid.
+ * Returns 1, 2 to leave the search to Python, or -1 with an error set. */
+static int entry_time(PyObject *queue_files, long long queue_file_size, HeldFile *queue_held,
+                      PyObject *log_files, long long log_file_size, HeldFile *log_held,
+                      int64_t offset, int64_t *stamp) {
+    *stamp = -1;
+    int where = hold_file(queue_files, queue_file_size, offset * 20, queue_held);
+    if (where != 1) return where == 0 ? 1 : where;
+    int64_t at = offset * 20 - queue_held->from;
+    if (at + 20 > queue_held->readable) return 1;
+    const uint8_t *unit = (const uint8_t *)queue_held->view.buf + at;
+    int64_t commit_log_offset = get_i64(unit);
+    if (commit_log_offset < 0 || get_i32(unit + 8) <= 0) return 1;
+    where = hold_file(log_files, log_file_size, commit_log_offset, log_held);
+    if (where != 1) return where == 0 ? 1 : where;
+    at = commit_log_offset - log_held->from;
+    if (at + 76 > log_held->readable) return 1; /* STORETIMESTAMP ends by 76 (IPv6 born) */
+    const uint8_t *record = (const uint8_t *)log_held->view.buf + at;
+    *stamp = get_i64(record + ((get_i32(record + 36) & BORN_V6) ? 68 : 56));
+    return 1;
+}
+
+/*
+ * time_search(queue_files, queue_file_size, lo, hi, log_files, log_file_size, timestamp,
+ *             strict) -> int or None
+ *
+ * ConsumeQueue.offset_by_time's binary search, probe for probe: the first queue offset in
+ * [lo, hi) whose entry's store time is >= ``timestamp`` (> when ``strict``), or hi. The
+ * files are the queue's and the CommitLog's MappedFiles, oldest first. None leaves the
+ * search to Python (a hole in a file list, a closed file).
+ */
+static PyObject *py_time_search(PyObject *self, PyObject *args) {
+    PyObject *queue_files, *log_files;
+    long long queue_file_size, log_file_size, lo, hi, timestamp;
+    int strict;
+    if (!PyArg_ParseTuple(args, "O!LLLO!LLp", &PyList_Type, &queue_files, &queue_file_size,
+                          &lo, &hi, &PyList_Type, &log_files, &log_file_size, &timestamp,
+                          &strict))
+        return NULL;
+    if (lo < 0 || hi < lo) {
+        PyErr_SetString(PyExc_ValueError, "time_search needs 0 <= lo <= hi");
+        return NULL;
+    }
+    HeldFile queue_held = {0}, log_held = {0};
+    int got = 1;
+    while (lo < hi) {
+        long long mid = lo + (hi - lo) / 2; /* (lo + hi) // 2 for lo, hi >= 0 */
+        int64_t stamp;
+        got = entry_time(queue_files, queue_file_size, &queue_held, log_files, log_file_size,
+                         &log_held, mid, &stamp);
+        if (got != 1) break;
+        if (strict ? stamp > timestamp : stamp >= timestamp)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    release_held(&queue_held);
+    release_held(&log_held);
+    if (got < 0) return NULL;
+    if (got == 2) Py_RETURN_NONE;
+    return PyLong_FromLongLong(lo);
+}
+
 /* The message at CommitLog ``offset`` as a MessageExt (new reference); Py_None (new
  * reference) when no file holds the offset; NULL without an error to leave the query to
  * Python (the C decoder declined it, or the file list or mapping is not as expected);
@@ -2766,6 +2864,7 @@ static PyMethodDef methods[] = {
     {"queue_units", py_queue_units, METH_VARARGS, "Consume-queue units grouped by queue."},
     {"msync_range", py_msync_range, METH_VARARGS, "msync(MS_SYNC) of a range, without the GIL."},
     {"write_batch", py_write_batch, METH_VARARGS, "pwrite a batch, its first size last."},
+    {"time_search", py_time_search, METH_VARARGS, "offset_by_time's binary search."},
     {"put_one", (PyCFunction)(void (*)(void))py_put_one, METH_FASTCALL,
      "A single put: encode, append and result."},
     {"put_results", py_put_results, METH_VARARGS, "PutResult objects of an appended batch."},

@@ -90,6 +90,17 @@ def decode_messages(
 def populate_write(buf: WriteableBuffer, start: int, length: int, /) -> int: ...
 def msync_range(mapping: ReadableBuffer, start: int, length: int, /) -> None: ...
 def write_batch(fd: int, position: int, blob: ReadableBuffer, /) -> None: ...
+def time_search(
+    queue_files: list[Any],
+    queue_file_size: int,
+    lo: int,
+    hi: int,
+    log_files: list[Any],
+    log_file_size: int,
+    timestamp: int,
+    strict: bool,
+    /,
+) -> int | None: ...
 def queue_units(
     topic_id: ReadableBuffer,
     queue_id: ReadableBuffer,
