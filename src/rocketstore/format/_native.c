@@ -384,7 +384,7 @@ static Py_ssize_t encode_properties(PyObject *props, PyObject *out, Py_ssize_t a
     PyObject *name, *value;
     while (PyDict_Next(props, &pos, &name, &value)) {
         if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value)) return -1;
-        if (PyUnicode_Compare(name, s_delay) == 0) return -1;
+        if (PyUnicode_GET_LENGTH(name) == 5 && PyUnicode_Compare(name, s_delay) == 0) return -1;
         Py_ssize_t name_len, value_len;
         const char *name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
         if (name_utf8 == NULL) {
@@ -437,6 +437,12 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     }
     PyObject *seq = PySequence_Fast(messages, "messages must be a sequence");
     if (seq == NULL) return NULL;
+    /* Queue keys the batch has used (before any goto: ``done`` releases the topics). */
+    enum { SEEN_KEYS = 16 };
+    PyObject *seen_topics[SEEN_KEYS], *seen_keys[SEEN_KEYS];
+    int64_t seen_queues[SEEN_KEYS];
+    int seen_count = 0;
+    PyObject *memo[4] = {NULL, NULL, NULL, NULL}; /* topic, its bytes, born host, its bytes */
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *blob = PyByteArray_FromStringAndSize(NULL, 0);
@@ -457,8 +463,6 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
     RecordMeta *metas = (RecordMeta *)PyBytes_AS_STRING(meta);
     Py_ssize_t at = 0;
     long long body_total = 0;
-    PyObject *last_topic = NULL; /* borrowed: the messages live through the call */
-    int64_t last_queue_id = -1;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *msg = items[i];
         if ((PyObject *)Py_TYPE(msg) != message_type) goto fallback;
@@ -486,9 +490,21 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
         int64_t born = born_obj == Py_None ? now_ms : bounded(born_obj, INT64_MIN, INT64_MAX, &ok);
         if (!ok) goto fallback;
         if (in_batch && (sys_flag & TRANSACTION_MASK) != 0) goto fallback;
-        PyObject *topic_bytes = PyDict_GetItemWithError(topics, topic);
-        PyObject *born_bytes = PyDict_GetItemWithError(hosts, born_host);
-        if (PyErr_Occurred()) goto done;
+        /* Most messages of a batch share their topic and born host objects: looked up
+         * once each (held, so that their addresses cannot be reused during the call). */
+        PyObject *topic_bytes, *born_bytes;
+        if (topic == memo[0] && born_host == memo[2]) {
+            topic_bytes = memo[1];
+            born_bytes = memo[3];
+        } else {
+            topic_bytes = PyDict_GetItemWithError(topics, topic);
+            born_bytes = PyDict_GetItemWithError(hosts, born_host);
+            if (PyErr_Occurred()) goto done;
+            if (topic_bytes != NULL && born_bytes != NULL) {
+                PyObject *fresh[4] = {topic, topic_bytes, born_host, born_bytes};
+                for (int k = 0; k < 4; k++) Py_XSETREF(memo[k], Py_NewRef(fresh[k]));
+            }
+        }
         if (topic_bytes == NULL || born_bytes == NULL || !PyBytes_CheckExact(topic_bytes) ||
             !PyBytes_CheckExact(born_bytes))
             goto fallback;
@@ -545,15 +561,20 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
         body_total += body_len;
         metas[i].sys_flag = (int32_t)sys_flag;
         at += total;
-        /* "topic-queueId": the previous message's when it has the same topic and queue
-         * (a batch mostly has one), else cached per (topic, queue id object). */
-        if (i > 0 && topic == last_topic && queue_id == last_queue_id) {
-            PyObject *same = PyList_GET_ITEM(keys, i - 1);
-            PyList_SET_ITEM(keys, i, Py_NewRef(same));
+        /* "topic-queueId": one the batch already used for this topic object and queue
+         * (a batch mostly goes to a few queues, often in turn), else cached per (topic,
+         * queue id object) in ``queue_keys``. */
+        PyObject *seen = NULL;
+        for (int k = 0; k < seen_count; k++) {
+            if (seen_topics[k] == topic && seen_queues[k] == queue_id) {
+                seen = seen_keys[k];
+                break;
+            }
+        }
+        if (seen != NULL) {
+            PyList_SET_ITEM(keys, i, Py_NewRef(seen));
             continue;
         }
-        last_topic = topic;
-        last_queue_id = queue_id;
         PyObject *cache_key = PyTuple_Pack(2, topic, queue_id_obj);
         if (cache_key == NULL) goto done;
         PyObject *key = PyDict_GetItemWithError(queue_keys, cache_key);
@@ -573,6 +594,12 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
         }
         Py_DECREF(cache_key);
         PyList_SET_ITEM(keys, i, key);
+        if (seen_count < SEEN_KEYS) { /* the key is ``keys``'s; the topic held, so that its
+                                        * address cannot be reused during the call */
+            seen_topics[seen_count] = Py_NewRef(topic);
+            seen_queues[seen_count] = queue_id;
+            seen_keys[seen_count++] = key;
+        }
     }
     if (PyByteArray_Resize(blob, at) < 0) goto done;
     result = Py_BuildValue("OOOL", blob, meta, keys, body_total);
@@ -580,6 +607,8 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
 fallback:
     result = Py_NewRef(Py_None);
 done:
+    for (int k = 0; k < seen_count; k++) Py_DECREF(seen_topics[k]);
+    for (int k = 0; k < 4; k++) Py_XDECREF(memo[k]);
     Py_DECREF(seq);
     Py_XDECREF(blob);
     Py_XDECREF(meta);

@@ -233,6 +233,36 @@ def test_encode_batch_hands_back_what_it_does_not_know() -> None:
     assert native.encode_batch([Message("T", b"x", sys_flag=0x8)], Message, *known) is None
 
 
+def test_encode_batch_keys_of_interleaved_queues_topics_and_hosts() -> None:
+    """More queues than the encoder remembers per batch, topics equal in value but not the
+    same object, hosts that alternate: every key and born host is the message's own."""
+    assert native is not None
+    hosts = {"127.0.0.1:50000": bytes([127, 0, 0, 1, 0, 0, 0xC3, 0x50]),
+             "10.0.0.2:7": bytes([10, 0, 0, 2, 0, 0, 0, 7])}  # fmt: skip
+    topics = {"A": b"A", "Topic": b"Topic"}
+    other = "".join(["Top", "ic"])  # equal to "Topic", another object
+    messages = [
+        Message(
+            ("A", "Topic", other)[i % 3],
+            b"x",
+            queue_id=i % 20,
+            born_host=list(hosts)[i // 7 % 2],
+            born_timestamp=STAMP,
+        )
+        for i in range(120)
+    ]
+    args = (topics, hosts, {}, bytes(8), 4 << 20, (4 << 20) + 65536, 1 << 30, True, 0)
+    blob, meta, keys, _ = native.encode_batch(messages, Message, *args)
+    assert keys == [f"{m.topic}-{m.queue_id}" for m in messages]
+    lengths = memoryview(meta).cast("i")[0::2]
+    at = 0
+    for message, length in zip(messages, lengths, strict=True):
+        assert blob[at + 48 : at + 56] == hosts[message.born_host]  # BORNHOST
+        topic_at = at + 88 + 1 + 1  # the header, the 1-byte body, TOPICLEN
+        assert blob[topic_at : topic_at + len(message.topic)] == message.topic.encode()
+        at += length
+
+
 def test_encode_batch_reads_slots_and_leaves_other_message_types_to_python() -> None:
     """Fields are read from Message's slots (no per-message __dict__ is made); a message
     type whose fields are not plain slots goes to the Python path."""
