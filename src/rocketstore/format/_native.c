@@ -1140,7 +1140,7 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
     PyThreadState *released = PyEval_SaveThread();
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t p = positions[i];
-        /* Two-stage prefetch: the header 16 records ahead, then, 8 ahead, the topic and
+        /* Two-stage prefetch: the header 32 records ahead, then, 16 ahead, the topic and
          * properties length past the body, found from that header's BODYLEN (a record of
          * 1 KiB keeps them a page away from its header; unprefetched, the two misses a
          * record were most of this loop's time). */
@@ -2179,7 +2179,7 @@ static void release_held(HeldFile *held) {
 /* Point ``held`` at the file of ``files`` holding ``offset`` (kept from the last call when
  * it still holds it: a binary search's probes mostly stay in one file): 1, 0 when no file
  * holds it, 2 to leave the work to Python (a hole in the list, a closed file), -1 with an
- * error. The search keeps the GIL, so no thread can close a held file meanwhile. */
+ * error. The held buffer keeps the mapping from being closed until ``release_held``. */
 static int hold_file(PyObject *files, long long file_size, int64_t offset, HeldFile *held) {
     if (held->held && offset >= held->from && offset < held->from + held->file_size) return 1;
     release_held(held);
@@ -2267,21 +2267,14 @@ static PyObject *py_time_search(PyObject *self, PyObject *args) {
  * NULL with an error on failure. */
 static PyObject *lookup_read(DecodeContext *ctx, PyObject *files, long long file_size,
                              int64_t offset) {
-    PyObject *mapped = NULL;
-    long long from, wrote;
-    int where = find_file(files, file_size, offset, &mapped, &from, &wrote);
+    HeldFile held = {0};
+    int where = hold_file(files, file_size, offset, &held);
     if (where == 0) return Py_NewRef(Py_None);
     if (where != 1) return NULL;
-    PyObject *result = NULL;
-    Py_buffer view;
-    if (live_buffer(mapped, &view) > 0) {
-        Py_ssize_t limit = wrote < view.len ? (Py_ssize_t)wrote : view.len;
-        result = decode_one(ctx, (const uint8_t *)view.buf, limit,
-                            (Py_ssize_t)(offset - from), offset, -1);
-        PyBuffer_Release(&view);
-        if (result == Py_None) Py_CLEAR(result); /* declined: Python decides */
-    }
-    Py_DECREF(mapped);
+    PyObject *result = decode_one(ctx, (const uint8_t *)held.view.buf, held.readable,
+                                  (Py_ssize_t)(offset - held.from), offset, -1);
+    release_held(&held);
+    if (result == Py_None) Py_CLEAR(result); /* declined: Python decides */
     return result;
 }
 
@@ -2458,9 +2451,8 @@ static PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssiz
     if (PyErr_Occurred()) return NULL;
     Py_buffer units;
     if (PyObject_GetBuffer(args[4], &units, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *result = NULL, *list = NULL, *mapped = NULL;
-    int have_view = 0;
-    Py_buffer view;
+    PyObject *result = NULL, *list = NULL;
+    HeldFile held = {0};
     DecodeContext ctx = {0};
     context_from(&ctx, args);
     Py_ssize_t taken = 0, index = 0;
@@ -2472,20 +2464,14 @@ static PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssiz
     list = PyList_New(taken);
     if (list == NULL) goto done;
     if (taken > 0) {
-        long long from, wrote;
-        int where = find_file(files, file_size, offs[0], &mapped, &from, &wrote);
+        int where = hold_file(files, file_size, offs[0], &held);
         if (where < 0) goto done;
         if (where != 1) goto decline;
         for (Py_ssize_t k = 0; k < taken; k++)
-            if (offs[k] < from || offs[k] >= from + file_size) goto decline;
-        int got = live_buffer(mapped, &view);
-        if (got < 0) goto done;
-        if (got == 0) goto decline;
-        have_view = 1;
-        Py_ssize_t limit = wrote < view.len ? (Py_ssize_t)wrote : view.len;
+            if (offs[k] < held.from || offs[k] >= held.from + file_size) goto decline;
         for (Py_ssize_t k = 0; k < taken; k++) {
-            PyObject *one = decode_one(&ctx, (const uint8_t *)view.buf, limit,
-                                       (Py_ssize_t)(offs[k] - from), offs[k], lens[k]);
+            PyObject *one = decode_one(&ctx, (const uint8_t *)held.view.buf, held.readable,
+                                       (Py_ssize_t)(offs[k] - held.from), offs[k], lens[k]);
             if (one == NULL) goto done;
             if (one == Py_None) {
                 Py_DECREF(one);
@@ -2499,8 +2485,7 @@ static PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssiz
 decline:
     result = Py_NewRef(Py_None);
 done:
-    if (have_view) PyBuffer_Release(&view);
-    Py_XDECREF(mapped);
+    release_held(&held);
     Py_XDECREF(list);
     PyMem_Free(offs);
     PyMem_Free(lens);
@@ -2591,6 +2576,13 @@ static int mapping_pages(PyObject *args, int flags, Py_buffer *buf, uintptr_t *f
     return 0;
 }
 
+/* None, or OSError for ``error`` (an errno saved before the GIL was taken back). */
+static PyObject *none_or_oserror(int error) {
+    if (error == 0) Py_RETURN_NONE;
+    errno = error;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
 /*
  * populate_write(buf, start, length) -> 0 or an errno
  *
@@ -2633,11 +2625,7 @@ static PyObject *py_msync_range(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&buf);
-    if (error != 0) {
-        errno = error;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    Py_RETURN_NONE;
+    return none_or_oserror(error);
 }
 
 /* pwrite all of [data, data + length) at ``position``; 0 or an errno. */
@@ -2696,11 +2684,7 @@ static PyObject *py_write_batch(PyObject *self, PyObject *args) {
         (void)sync_file_range(fd, (off_t)position, (off_t)length, SYNC_FILE_RANGE_WRITE);
 #endif
     PyBuffer_Release(&blob);
-    if (error != 0) {
-        errno = error;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    Py_RETURN_NONE;
+    return none_or_oserror(error);
 }
 
 /* ---- dispatch: consume-queue units grouped by queue -------------------------------- */

@@ -90,17 +90,6 @@ def test_write_batch_writes_the_blob_and_leaves_it_as_it_was(
         assert f.read()[1000:10_000] == before
 
 
-def test_write_batch_refuses_what_it_cannot_do(tmp_path: Path) -> None:
-    mapped = _file(tmp_path)
-    with pytest.raises(StoreError, match="past the end"):
-        mapped.write_batch(SIZE - 4, b"12345")
-    with pytest.raises(StoreError, match="past the end"):
-        mapped.write_batch(-1, b"12345")
-    mapped.close()
-    with pytest.raises(FileRemovedError):
-        mapped.write_batch(0, b"12345")
-
-
 @pytest.mark.skipif(native is None, reason="the C extension is not built")
 def test_native_write_batch_reports_the_failed_write() -> None:
     assert native is not None
