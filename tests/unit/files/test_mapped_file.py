@@ -44,20 +44,21 @@ def test_write_through_is_seen_through_the_mapping(tmp_path: Path) -> None:
     assert data[100:105] == b"hello" and data[-3:] == b"end"
 
 
-def test_write_through_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+@pytest.mark.parametrize("write", ["write_through", "write_batch"])
+def test_writes_refuse_what_they_cannot_do(tmp_path: Path, write: str) -> None:
     mapped = _file(tmp_path)
     with pytest.raises(StoreError, match="past the end"):
-        mapped.write_through(SIZE - 2, b"abc")
+        getattr(mapped, write)(SIZE - 4, b"12345")
     with pytest.raises(StoreError, match="past the end"):
-        mapped.write_through(-1, b"a")
+        getattr(mapped, write)(-1, b"12345")
     mapped.close()
     with pytest.raises(FileRemovedError):
-        mapped.write_through(0, b"a")
+        getattr(mapped, write)(0, b"12345")
     mapped.sync_range(0, 10)  # a closed file has nothing to sync: no error
     reader = MappedFile(str(tmp_path / "00000000000000000000"), SIZE, writable=False)
     try:
         with pytest.raises(StoreError, match="read-only"):
-            reader.write_through(0, b"a")
+            getattr(reader, write)(0, b"12345")
     finally:
         reader.close()
 
