@@ -223,9 +223,8 @@ class MessageStore:
         self.retention.start()
 
     def _on_append(self, max_offset: int) -> None:
-        self.dispatcher.wakeup(max_offset)
+        self.dispatcher.after_append(max_offset)
         self.prefaulter.wakeup(max_offset)
-        self.dispatcher.make_way(max_offset)
 
     def _load_read_only(self) -> None:
         self.commitlog.files.load()

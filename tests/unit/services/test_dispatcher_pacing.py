@@ -20,19 +20,38 @@ def test_yields_only_while_the_running_thread_lags(
     with MessageStore.open(tmp_path, StoreConfig()) as store:
         dispatcher = store.dispatcher
         base = dispatcher.dispatched_offset
-        dispatcher.make_way(base + dispatcher_module.YIELD_LAG_BYTES)
+        dispatcher.after_append(base + dispatcher_module.YIELD_LAG_BYTES)
         assert sleeps == []  # at the limit: nothing to do
-        dispatcher.make_way(base + dispatcher_module.YIELD_LAG_BYTES + 1)
+        dispatcher.after_append(base + dispatcher_module.YIELD_LAG_BYTES + 1)
         assert sleeps == [0]
         dispatcher.shutdown()
-        dispatcher.make_way(base + dispatcher_module.YIELD_LAG_BYTES + 1)
+        dispatcher.after_append(base + dispatcher_module.YIELD_LAG_BYTES + 1)
         assert sleeps == [0]  # no thread to make way for
+
+
+def test_an_append_wakes_the_sleeping_thread_once(tmp_path: Path) -> None:
+    """The writer sets the wake-up event only when the thread has not been woken since its
+    last round (the flag saves a lock per put), and a round clears both."""
+    config = StoreConfig(dispatch_interval_ms=1)
+    with MessageStore.open(tmp_path, config) as store:
+        dispatcher = store.dispatcher
+        dispatcher.shutdown()  # no thread: the flag and event stay as the writer leaves them
+        dispatcher._wake.clear()  # (set by the shutdown, to end the thread's wait)
+        assert not dispatcher._woken
+        store.put(Message("T", b"a"))
+        assert dispatcher._woken and dispatcher._wake.is_set()
+        dispatcher._wake.clear()  # as if a round had begun and a put slipped in before the flag
+        store.put(Message("T", b"b"))
+        assert not dispatcher._wake.is_set()  # the flag said woken: no set
+        dispatcher.start()
+        store.wait_dispatched()
+        assert [m.body for m in store.get_messages("g", "T", 0, 0, 10).messages] == [b"a", b"b"]
 
 
 def test_every_append_offers_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
     with MessageStore.open(tmp_path, StoreConfig()) as store:
-        monkeypatch.setattr(store.dispatcher, "make_way", seen.append)
+        monkeypatch.setattr(store.dispatcher, "after_append", seen.append)
         first = store.put(Message("T", b"x"))
         batch = store.put_batch([Message("T", b"yy")] * 3)
         assert seen == [
