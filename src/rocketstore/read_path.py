@@ -31,7 +31,7 @@ def _physical_memory_bytes() -> int:
 TOTAL_PHYSICAL_MEMORY = _physical_memory_bytes()
 
 
-@dataclass
+@dataclass(slots=True)
 class GetResult:
     status: GetStatus
     messages: list[MessageExt] = field(default_factory=list)
@@ -204,16 +204,22 @@ class MessageReader:
             result.status, result.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, max_offset
             return result
         scan_limit = max(self.config.max_filter_message_count, max_count * CQ_UNIT_SIZE)
-        units_bytes = queue.units_from(queue_offset, scan_limit)
-        if units_bytes is None:
+        # A pull for every tag takes at most max_count units: it reads just those (16 KB
+        # of units copied per pull of 32 cost more than deciding on them). The loop below
+        # may step past records that are gone, and reads the whole scan limit.
+        take_all = subscription.matches_all
+        units_bytes = queue.units_from(
+            queue_offset, max_count * CQ_UNIT_SIZE if take_all else scan_limit
+        )
+        commit_max = self.commitlog.max_offset()
+        result.status = GetStatus.NO_MATCHED_MESSAGE
+        if take_all and units_bytes is not None:
+            if self._get_all(result, units_bytes, queue_offset, max_count, commit_max):
+                return result
+            units_bytes = queue.units_from(queue_offset, scan_limit)
+        if units_bytes is None:  # (or retention took the file since the first read)
             result.status = GetStatus.OFFSET_FOUND_NULL
             result.next_begin_offset = queue.next_file_offset(queue_offset)
-            return result
-        result.status = GetStatus.NO_MATCHED_MESSAGE
-        commit_max = self.commitlog.max_offset()
-        if subscription.matches_all and self._get_all(
-            result, units_bytes, queue_offset, max_count, commit_max
-        ):
             return result
         units = decode_units(units_bytes)
         next_file_start: int | None = None

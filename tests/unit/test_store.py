@@ -198,6 +198,27 @@ def test_pull_stops_at_the_in_memory_count_limit(store):
     assert result.next_begin_offset == 32
 
 
+@pytest.mark.parametrize("tags", [None, "TAG1"])
+def test_pull_steps_past_more_units_than_it_takes_when_their_records_are_gone(tmp_path, tags):
+    """Records of a deleted CommitLog file are stepped over (spec 10): a pull for every
+    tag, which first reads only ``max_count`` units, goes on through the whole scan limit
+    to the next file's records, as a pull for a tag does."""
+    config = _config(mapped_file_size_commit_log=4096)
+    with MessageStore.open(tmp_path / "store", config) as store:
+        _put_many(store, 120)
+        store.wait_dispatched()
+        first_file_end = store.commitlog.files.files[1].file_from_offset
+        gone = store.get_messages(GROUP, TOPIC, 0, 0, 64).messages
+        in_first = sum(1 for m in gone if m.commit_log_offset < first_file_end)
+        assert in_first > 8  # more units than the pull below takes point into it
+        store.commitlog.files.delete_first(1)
+
+        result = store.get_messages(GROUP, TOPIC, 0, 0, 8, tags)
+        assert result.status is GetStatus.FOUND
+        assert [m.queue_offset for m in result.messages] == list(range(in_first, in_first + 8))
+        assert result.next_begin_offset == in_first + 8
+
+
 # --- put size limits ----------------------------------------------------------------------
 
 

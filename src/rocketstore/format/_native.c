@@ -788,21 +788,25 @@ done:
     return result;
 }
 
-/* offsetMsgId: store host bytes + 8-byte offset as upper-case hex. */
+/* offsetMsgId: store host bytes + 8-byte offset as upper-case hex, written straight into
+ * the new str's buffer (through a char buffer and an ASCII decode it cost a copy and a
+ * scan per message). */
 static PyObject *msg_id(const uint8_t *host, Py_ssize_t host_len, int64_t offset) {
     static const char digits[] = "0123456789ABCDEF";
-    char text[2 * (20 + 8)];
+    PyObject *text = PyUnicode_New(2 * (host_len + 8), 127);
+    if (text == NULL) return NULL;
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(text);
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < host_len; i++) {
-        text[n++] = digits[host[i] >> 4];
-        text[n++] = digits[host[i] & 0xF];
+        out[n++] = (Py_UCS1)digits[host[i] >> 4];
+        out[n++] = (Py_UCS1)digits[host[i] & 0xF];
     }
     for (int shift = 56; shift >= 0; shift -= 8) {
         uint8_t b = (uint8_t)((uint64_t)offset >> shift);
-        text[n++] = digits[b >> 4];
-        text[n++] = digits[b & 0xF];
+        out[n++] = (Py_UCS1)digits[b >> 4];
+        out[n++] = (Py_UCS1)digits[b & 0xF];
     }
-    return PyUnicode_DecodeASCII(text, n, NULL);
+    return text;
 }
 
 static PyObject *s_status, *s_commit_log_offset, *s_queue_offset, *s_msg_id,
@@ -1418,6 +1422,14 @@ typedef struct {
     uint8_t bytes[MEMO_BYTES];
 } TextMemo;
 
+/* An int made once for a run of records that repeat its value, with that value kept in C
+ * (reading it back from the int cost a conversion per record: timestamps take two
+ * digits). */
+typedef struct {
+    PyObject *obj; /* strong reference, or NULL */
+    long long value;
+} LongMemo;
+
 static PyObject *memo_text(TextMemo *memo, PyObject *cache, const uint8_t *p, Py_ssize_t n) {
     if (memo->text != NULL && memo->len == n && memcmp(memo->bytes, p, (size_t)n) == 0)
         return Py_NewRef(memo->text);
@@ -1536,27 +1548,28 @@ typedef struct {
     TextMemo topic, born_host, store_host;
     /* The last ones made, shared by the records of a call that repeat them: a batch's
      * records mostly have one store time, often one born time and one size. */
-    PyObject *store_timestamp, *born_timestamp, *size;
+    LongMemo store_timestamp, born_timestamp, size;
 } DecodeContext;
 
 static void release_context(DecodeContext *ctx) {
     Py_CLEAR(ctx->topic.text);
     Py_CLEAR(ctx->born_host.text);
     Py_CLEAR(ctx->store_host.text);
-    Py_CLEAR(ctx->store_timestamp);
-    Py_CLEAR(ctx->born_timestamp);
-    Py_CLEAR(ctx->size);
+    Py_CLEAR(ctx->store_timestamp.obj);
+    Py_CLEAR(ctx->born_timestamp.obj);
+    Py_CLEAR(ctx->size.obj);
 }
 
-/* A new reference to an int equal to ``value``: ``*memo`` when it is, else a new one that
+/* A new reference to an int equal to ``value``: the memo's when it is, else a new one that
  * becomes the memo. NULL with an error set on failure. */
-static PyObject *memo_long(PyObject **memo, long long value) {
-    if (*memo == NULL || PyLong_AsLongLong(*memo) != value) {
+static PyObject *memo_long(LongMemo *memo, long long value) {
+    if (memo->obj == NULL || memo->value != value) {
         PyObject *made = PyLong_FromLongLong(value);
         if (made == NULL) return NULL;
-        Py_XSETREF(*memo, made);
+        Py_XSETREF(memo->obj, made);
+        memo->value = value;
     }
-    return Py_NewRef(*memo);
+    return Py_NewRef(memo->obj);
 }
 
 /*

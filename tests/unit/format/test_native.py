@@ -179,6 +179,41 @@ def test_single_put_in_one_call_is_taken_and_seen_by_readers(tmp_path: Path) -> 
         assert got[1].msg_id == result.msg_id
 
 
+def test_put_one_checks_its_arguments_before_writing(tmp_path: Path) -> None:
+    """put_one checks once what encode_batch, append_encoded and put_results would parse:
+    a wrong argument is a TypeError naming it, and nothing is written."""
+    assert native is not None
+    with MessageStore.open(tmp_path, _config()) as store:
+        store.put(Message("T", b"first"))
+        preparer, commitlog = store.preparer, store.commitlog
+        mapped = commitlog.files.last
+        assert mapped is not None
+        position = mapped.wrote_position
+        before = bytes(mapped.mm[position : position + 64])
+        good = [
+            Message("T", b"x"), Message, preparer._topics, preparer._hosts,
+            preparer._queue_keys, preparer._hosts[store.config.store_host],
+            store.config.max_message_size, preparer._max_record,
+            store.config.mapped_file_size_commit_log, 1, mapped.mm, position,
+            mapped.file_from_offset, commitlog.topic_queue_table, 1,
+            put_path_module.PutResult, put_path_module.PutStatus.PUT_OK,
+        ]  # fmt: skip
+        for at, wrong, says in [
+            (2, [], "must be dicts"),
+            (13, None, "must be dicts"),
+            (5, "127.0.0.1:10911", "store host must be bytes"),
+            (15, "PutResult", "result_type a type"),
+        ]:
+            args = list(good)
+            args[at] = wrong
+            with pytest.raises(TypeError, match=says):
+                native.put_one(*args)
+        with pytest.raises(TypeError, match="17 arguments"):
+            native.put_one(*good[:16])
+        assert bytes(mapped.mm[position : position + 64]) == before
+        assert mapped.wrote_position == position
+
+
 @pytest.mark.parametrize(
     "odd",
     [
