@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from rocketstore.config import StoreConfig
 from rocketstore.errors import CorruptDataError
@@ -48,9 +48,10 @@ from rocketstore.rebuild.passes import (
     ScanTask,
     TaskFailure,
     build_pass,
+    bundle_scans,
     bundle_tasks,
     index_pass,
-    scan_pass,
+    scan_bundle_pass,
 )
 from rocketstore.rebuild.plan import MAX_RANGE_BYTES, commitlog_files, make_settings, plan_ranges
 from rocketstore.rebuild.runners import RebuildFailedError, SerialRunner, TaskRunner
@@ -211,10 +212,14 @@ class _Job:
         clock = time.monotonic()
         ranges = plan_ranges(self.root, geometry.commit_log_file_size, pieces, max_range_bytes)
         report.ranges = len(ranges)
-        results: list[ScanResult] = self._map(
-            "scan", scan_pass, [ScanTask(settings, r) for r in ranges],
-            [r.end - r.start for r in ranges],
+        scans = bundle_scans([ScanTask(settings, r) for r in ranges], self.runner.workers)
+        bundled_scans: list[list[ScanResult | TaskFailure]] = self._map(
+            "scan", scan_bundle_pass, scans,
+            [bundle.bytes for bundle in scans],
         )  # fmt: skip
+        scanned = [result for results in bundled_scans for result in results]
+        _raise_first_failure(scanned)
+        results = sorted(cast("list[ScanResult]", scanned), key=lambda r: r.number)
         try:
             walk = join_ranges(
                 ranges,

@@ -3,7 +3,8 @@ returns a small picklable result.
 
 Layer: rebuild. Four kinds of task:
 
-1. :func:`scan_pass` (one per CommitLog range): decodes and validates the range's records,
+1. :func:`scan_pass` (one per CommitLog range, run in bundles of ranges by
+   :func:`scan_bundle_pass`): decodes and validates the range's records,
    spills their consume-queue units (grouped by queue) and index entries (hashed) to two
    ``.npy`` files in the work directory, and returns counts. It is the "count" pass of the
    index: the driver lays out the index files from these counts.
@@ -105,6 +106,45 @@ class ScanResult:
 class ScanTask:
     settings: RebuildSettings
     commit_range: CommitLogRange
+
+
+@dataclass(frozen=True)
+class ScanBundle:
+    """Scan tasks run one after another as one runner task: a Spark task costs a slot tens
+    of milliseconds, and the six ranges of a 2 GiB CommitLog cost a local[2] job 0.1 s
+    more as six tasks than as two."""
+
+    tasks: tuple[ScanTask, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(_scan_cost(task) for task in self.tasks)
+
+
+# A bundle holds at most about this much CommitLog (unless there are fewer workers than
+# that makes bundles): a large store still gets many tasks, for balance and retries.
+MAX_SCAN_BUNDLE_BYTES = 4 * 1024**3
+
+
+def _scan_cost(task: ScanTask) -> int:
+    return task.commit_range.end - task.commit_range.start
+
+
+def bundle_scans(
+    tasks: list[ScanTask], workers: int, max_bundle_bytes: int = MAX_SCAN_BUNDLE_BYTES
+) -> list[ScanBundle]:
+    """``tasks`` dealt into bundles of about equal size: one a worker, or more when a
+    bundle would hold over ``max_bundle_bytes``. Each bundle's tasks in CommitLog order."""
+    total = sum(_scan_cost(t) for t in tasks)
+    count = max(1, workers, -(-total // max(1, max_bundle_bytes)))
+    return [
+        ScanBundle(tuple(sorted(group, key=lambda t: t.commit_range.number)))
+        for group in deal(tasks, count, _scan_cost)
+    ]
+
+
+def scan_bundle_pass(bundle: ScanBundle) -> list[ScanResult | TaskFailure]:
+    return [scan_pass(task) for task in bundle.tasks]
 
 
 def scan_pass(task: ScanTask) -> ScanResult | TaskFailure:

@@ -1,7 +1,8 @@
 """Running the parallel rebuild on Spark, and exporting a store as a Parquet dataset.
 
 Layer: spark (top). The rebuild's pass functions (:mod:`rocketstore.rebuild.passes`) run
-unchanged as Spark tasks, one task per CommitLog range, queue group or index file:
+unchanged as Spark tasks, one task per bundle of CommitLog ranges or of queue groups and
+index parts, or per index file:
 ``sc.parallelize(tasks, len(tasks)).map(pass_fn).collect()``. Results are small (counts and
 paths); the bulky intermediate data goes to the rebuild's work directory inside the store,
 so executors must see the store at the same path (a local master, or shared storage).

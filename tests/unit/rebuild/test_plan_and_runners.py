@@ -134,3 +134,28 @@ def test_build_tasks_are_dealt_into_balanced_bundles() -> None:
     assert sorted(loads) == [520, 980]  # largest first, each to the lightest bundle
     assert len(bundle_tasks(tasks[:1], 8)) == 1
     assert bundle_tasks([], 2) == []
+
+
+def test_scan_tasks_are_bundled_one_a_worker_up_to_a_size() -> None:
+    """A runner task per worker (a Spark task costs its slot tens of ms), more when a
+    bundle would exceed the size cap; each bundle's ranges in CommitLog order."""
+    from rocketstore.rebuild.passes import ScanTask, bundle_scans
+    from rocketstore.rebuild.plan import CommitLogRange
+
+    sizes = [512, 512, 512, 512, 300, 300]
+    tasks = []
+    start = 0
+    for number, size in enumerate(sizes):
+        tasks.append(ScanTask(None, CommitLogRange(number, 0, start, start + size, False)))  # type: ignore[arg-type]
+        start += size
+    bundles = bundle_scans(tasks, 2, max_bundle_bytes=10_000)
+    assert len(bundles) == 2
+    assert [b.bytes for b in bundles] == [1324, 1324]
+    for bundle in bundles:
+        numbers = [t.commit_range.number for t in bundle.tasks]
+        assert numbers == sorted(numbers)
+    assert sorted(t.commit_range.number for b in bundles for t in b.tasks) == list(range(6))
+    # Past the cap there are more bundles than workers (a big store keeps many tasks).
+    assert len(bundle_scans(tasks, 2, max_bundle_bytes=700)) == 4
+    assert len(bundle_scans(tasks, 16)) == 6  # never an empty bundle
+    assert bundle_scans([], 2) == []
