@@ -467,7 +467,7 @@ class IndexFile:
         if entries > self.index_num - 1:
             raise ConfigError(f"{self.path}: {entries} entries do not fit {self.index_num - 1}")
         mm = self._file.mm
-        newest = np.zeros(self.hash_slot_num, dtype=np.int64)
+        newest = np.zeros(self.hash_slot_num, dtype=np.int32)  # entry numbers < 2**31
         table = np.frombuffer(
             mm,
             dtype=_ENTRY_DTYPE,

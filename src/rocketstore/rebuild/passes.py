@@ -431,13 +431,13 @@ def index_part_pass(task: IndexPartTask) -> IndexPartResult | TaskFailure:
             raise StoreError("an index part with no entries")
         runs = chainer.runs
         os.makedirs(task.spill_dir, exist_ok=True)
-        runs_path = os.path.join(task.spill_dir, f"{task.file_number:06d}-{task.part:04d}-runs.npz")
+        runs_path = os.path.join(task.spill_dir, f"{task.file_number:06d}-{task.part:04d}-runs.npy")
         # Slots and entry numbers are below 2**31: int32 halves what the link step reads.
-        np.savez(
+        # One plain .npy (an .npz is a zip the reader checks the CRC of: 18 ms a part).
+        np.save(
             runs_path,
-            slots=runs.slots.astype(np.int32),
-            firsts=runs.firsts.astype(np.int32),
-            lasts=runs.lasts.astype(np.int32),
+            np.stack([runs.slots, runs.firsts, runs.lasts]).astype(np.int32),
+            allow_pickle=False,
         )
     except (StoreError, OSError, ValueError) as e:
         return TaskFailure(task.describe(), str(e))
@@ -447,8 +447,8 @@ def index_part_pass(task: IndexPartTask) -> IndexPartResult | TaskFailure:
 
 
 def _load_runs(path: str) -> SlotRuns:
-    with np.load(path, allow_pickle=False) as runs:
-        return SlotRuns(runs["slots"], runs["firsts"], runs["lasts"])
+    slots, firsts, lasts = np.load(path, allow_pickle=False)
+    return SlotRuns(slots, firsts, lasts)
 
 
 def index_pass(task: IndexTask) -> IndexResult | TaskFailure:
