@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rocketstore.commitlog import (
     AppendedBatch,
@@ -46,10 +46,12 @@ class PutResult:
     # Why a put was refused, in words, when the status alone does not say (e.g. the disk
     # is full behind SERVICE_NOT_AVAILABLE).
     reason: str = ""
+    # Whether the status is PUT_OK: a field, not a property, because callers check it per
+    # message (a property call was 0.1 ms of a 1,024-message put, a seventh of one).
+    ok: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def ok(self) -> bool:
-        return self.status is PutStatus.PUT_OK
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ok", self.status is PutStatus.PUT_OK)
 
 
 def delay_level(properties: dict[str, str]) -> int | None:
@@ -190,6 +192,7 @@ class MessagePreparer:
                 stamp,
                 PutResult,
                 PutStatus.PUT_OK,
+                True,
             )
             if result is None:
                 return None
@@ -341,6 +344,7 @@ def encoded_results(
     results: list[PutResult] = native.put_results(
         PutResult,
         status,
+        status is PutStatus.PUT_OK,
         batch.meta,
         appended.queue_offsets,
         appended.commit_log_offset,

@@ -810,17 +810,18 @@ static PyObject *msg_id(const uint8_t *host, Py_ssize_t host_len, int64_t offset
 }
 
 static PyObject *s_status, *s_commit_log_offset, *s_queue_offset, *s_msg_id,
-    *s_store_timestamp, *s_size, *s_reason, *s_empty;
+    *s_store_timestamp, *s_size, *s_reason, *s_ok, *s_empty;
 
 /*
- * put_results(result_type, status, meta, queue_offsets, physical_start, timestamp,
+ * put_results(result_type, status, ok, meta, queue_offsets, physical_start, timestamp,
  *             store_host) -> list of result_type
  *
  * One PutResult per record, made without running the frozen dataclass's __init__ (which
  * would cost more than the whole append): the object is allocated and its slots set as
- * object.__setattr__ would.
+ * object.__setattr__ would. ``ok`` is the value of the result's ``ok`` field (the status
+ * is PUT_OK), which __post_init__ would have set.
  */
-static PyObject *make_results(PyTypeObject *type, PyObject *status, PyObject *meta_obj,
+static PyObject *make_results(PyTypeObject *type, PyObject *status, int ok, PyObject *meta_obj,
                               PyObject *offsets_obj, long long physical_start,
                               long long timestamp, PyObject *store_host);
 
@@ -828,15 +829,16 @@ static PyObject *py_put_results(PyObject *self, PyObject *args) {
     PyTypeObject *type;
     PyObject *status, *meta_obj, *offsets_obj, *store_host;
     long long physical_start, timestamp;
-    if (!PyArg_ParseTuple(args, "O!OSSLLS", &PyType_Type, &type, &status, &meta_obj,
+    int ok;
+    if (!PyArg_ParseTuple(args, "O!OpSSLLS", &PyType_Type, &type, &status, &ok, &meta_obj,
                           &offsets_obj, &physical_start, &timestamp, &store_host))
         return NULL;
-    return make_results(type, status, meta_obj, offsets_obj, physical_start, timestamp,
+    return make_results(type, status, ok, meta_obj, offsets_obj, physical_start, timestamp,
                         store_host);
 }
 
 /* put_results with its arguments checked: a type, and bytes for meta, offsets and host. */
-static PyObject *make_results(PyTypeObject *type, PyObject *status, PyObject *meta_obj,
+static PyObject *make_results(PyTypeObject *type, PyObject *status, int ok, PyObject *meta_obj,
                               PyObject *offsets_obj, long long physical_start,
                               long long timestamp, PyObject *store_host) {
     Py_ssize_t count = PyBytes_GET_SIZE(meta_obj) / (Py_ssize_t)sizeof(RecordMeta);
@@ -848,9 +850,9 @@ static PyObject *make_results(PyTypeObject *type, PyObject *status, PyObject *me
     const int64_t *queue_offsets = (const int64_t *)PyBytes_AS_STRING(offsets_obj);
     const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(store_host);
     Py_ssize_t host_len = PyBytes_GET_SIZE(store_host);
-    PyObject *result_names[7] = {s_status, s_commit_log_offset, s_queue_offset, s_msg_id,
-                                 s_store_timestamp, s_size, s_reason};
-    resolve_layout(&result_layout, type, result_names, 7);
+    PyObject *result_names[8] = {s_status, s_commit_log_offset, s_queue_offset, s_msg_id,
+                                 s_store_timestamp, s_size, s_reason, s_ok};
+    resolve_layout(&result_layout, type, result_names, 8);
     PyObject *list = PyList_New(count);
     PyObject *stamp = PyLong_FromLongLong(timestamp);
     if (list == NULL || stamp == NULL) goto fail;
@@ -865,7 +867,7 @@ static PyObject *make_results(PyTypeObject *type, PyObject *status, PyObject *me
          * application's whole heap: a third of a 1,024-message put. */
         if (PyObject_IS_GC(obj)) PyObject_GC_UnTrack(obj);
         PyList_SET_ITEM(list, i, obj);
-        PyObject *values[7];
+        PyObject *values[8];
         values[0] = Py_NewRef(status);
         values[1] = PyLong_FromLongLong(offset);
         values[2] = PyLong_FromLongLong(queue_offsets[i]);
@@ -873,10 +875,11 @@ static PyObject *make_results(PyTypeObject *type, PyObject *status, PyObject *me
         values[4] = Py_NewRef(stamp);
         values[5] = PyLong_FromLong(metas[i].length);
         values[6] = Py_NewRef(s_empty);
+        values[7] = PyBool_FromLong(ok);
         int failed = 0;
-        for (int k = 0; k < 7; k++) failed |= values[k] == NULL;
-        if (!failed) failed = set_fields(&result_layout, obj, result_names, values, 7) < 0;
-        for (int k = 0; k < 7; k++) Py_XDECREF(values[k]);
+        for (int k = 0; k < 8; k++) failed |= values[k] == NULL;
+        if (!failed) failed = set_fields(&result_layout, obj, result_names, values, 8) < 0;
+        for (int k = 0; k < 8; k++) Py_XDECREF(values[k]);
         if (failed) goto fail;
         offset += metas[i].length;
     }
@@ -891,7 +894,7 @@ fail:
 /*
  * put_one(message, message_type, topics, hosts, queue_keys, store_host, max_body,
  *         max_record, file_size, born_now_ms, dest, position, file_from_offset, table,
- *         store_timestamp, result_type, status) -> result_type or None
+ *         store_timestamp, result_type, status, ok) -> result_type or None
  *
  * A single put's encode_batch, append_encoded and put_results in one call, for the last
  * CommitLog file mapped as ``dest`` and written up to ``position``: the PutResult, or
@@ -900,8 +903,8 @@ fail:
  * lock and moves the write position by the result's size.
  */
 static PyObject *py_put_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 17) {
-        PyErr_Format(PyExc_TypeError, "put_one takes 17 arguments (%zd given)", nargs);
+    if (nargs != 18) {
+        PyErr_Format(PyExc_TypeError, "put_one takes 18 arguments (%zd given)", nargs);
         return NULL;
     }
     /* The checks encode_batch, append_encoded and put_results make of these arguments,
@@ -927,6 +930,8 @@ static PyObject *py_put_one(PyObject *self, PyObject *const *args, Py_ssize_t na
     long long file_from = PyLong_AsLongLong(args[12]);
     long long timestamp = PyLong_AsLongLong(args[14]);
     if (PyErr_Occurred()) return NULL;
+    int ok = PyObject_IsTrue(args[17]);
+    if (ok < 0) return NULL;
     PyObject *result = NULL, *encoded = NULL, *offsets = NULL, *results = NULL;
     PyObject *one = PyTuple_Pack(1, args[0]);
     if (one == NULL) return NULL;
@@ -946,7 +951,7 @@ static PyObject *py_put_one(PyObject *self, PyObject *const *args, Py_ssize_t na
     offsets = append_batch(args[10], position, blob, meta, keys, args[13], physical,
                            timestamp);
     if (offsets != NULL)
-        results = make_results((PyTypeObject *)args[15], args[16], meta, offsets, physical,
+        results = make_results((PyTypeObject *)args[15], args[16], ok, meta, offsets, physical,
                                timestamp, args[5]);
     if (results != NULL) result = Py_NewRef(PyList_GET_ITEM(results, 0));
 done:
@@ -3007,6 +3012,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     INTERN(s_store_timestamp, "store_timestamp");
     INTERN(s_size, "size");
     INTERN(s_reason, "reason");
+    INTERN(s_ok, "ok");
     INTERN(s_empty, "");
     for (int k = 0; k < 18; k++) INTERN(s_ext_names[k], ext_names[k]);
     s_magic_v1 = PyLong_FromLong(MAGIC_V1);

@@ -196,7 +196,7 @@ def test_put_one_checks_its_arguments_before_writing(tmp_path: Path) -> None:
             store.config.max_message_size, preparer._max_record,
             store.config.mapped_file_size_commit_log, 1, mapped.mm, position,
             mapped.file_from_offset, commitlog.topic_queue_table, 1,
-            put_path_module.PutResult, put_path_module.PutStatus.PUT_OK,
+            put_path_module.PutResult, put_path_module.PutStatus.PUT_OK, True,
         ]  # fmt: skip
         for at, wrong, says in [
             (2, [], "must be dicts"),
@@ -208,8 +208,8 @@ def test_put_one_checks_its_arguments_before_writing(tmp_path: Path) -> None:
             args[at] = wrong
             with pytest.raises(TypeError, match=says):
                 native.put_one(*args)
-        with pytest.raises(TypeError, match="17 arguments"):
-            native.put_one(*good[:16])
+        with pytest.raises(TypeError, match="18 arguments"):
+            native.put_one(*good[:17])
         assert bytes(mapped.mm[position : position + 64]) == before
         assert mapped.wrote_position == position
 
