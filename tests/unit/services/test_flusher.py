@@ -79,6 +79,7 @@ def test_sync_flush_timeout(tmp_path: Path, batch: int) -> None:
         finally:
             MappedFile.flush = real_flush  # type: ignore[method-assign]
         assert [r.status for r in results] == [PutStatus.FLUSH_DISK_TIMEOUT] * batch
+        assert not any(r.ok for r in results)  # (a field the C results set too)
         # Appended all the same, as RocketMQ does: the results still say where.
         assert [r.queue_offset for r in results] == list(range(batch))
         assert results[0].commit_log_offset == 0
@@ -100,7 +101,7 @@ def test_flush_failure_makes_the_store_refuse_writes(tmp_path: Path) -> None:
             failed = store.put(Message("T", b"during"))
         finally:
             MappedFile.flush = real_flush  # type: ignore[method-assign]
-        assert failed.status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert failed.status is PutStatus.FLUSH_DISK_TIMEOUT and not failed.ok
         assert store.running_flags & RunningFlags.NOT_WRITEABLE
         assert store.put(Message("T", b"after")).status is PutStatus.SERVICE_NOT_AVAILABLE
         store.wait_dispatched()
