@@ -111,8 +111,8 @@ class ScanTask:
 @dataclass(frozen=True)
 class ScanBundle:
     """Scan tasks run one after another as one runner task: a Spark task costs a slot tens
-    of milliseconds, and the six ranges of a 2 GiB CommitLog cost a local[2] job 0.1 s
-    more as six tasks than as two."""
+    of milliseconds, and the six ranges of a 2 GiB CommitLog took a local[2] job's scan
+    0.50 s as six tasks, 0.42 s as two."""
 
     tasks: tuple[ScanTask, ...]
 
