@@ -479,6 +479,19 @@ static PyObject *encode_messages(PyObject *messages, const EncodeArgs *a) {
     resolve_layout(&message_layout, (PyTypeObject *)message_type, message_names, 10);
     /* A Message without slots (or with an overridden field) takes the Python path. */
     if (!message_layout.direct) goto fallback;
+    /* The blob sized once for the whole batch, from the bodies and a record's usual
+     * overhead (it still grows if the properties are long): grown by doubling, a
+     * 1,024-message batch of 1 KiB bodies was reallocated and copied about ten times. */
+    {
+        Py_ssize_t guess = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *msg = items[i];
+            if ((PyObject *)Py_TYPE(msg) != message_type) break;
+            PyObject *body = slot_get(&message_layout, msg, 1);
+            guess += 256 + (body != NULL && PyBytes_CheckExact(body) ? PyBytes_GET_SIZE(body) : 0);
+        }
+        if (guess > 0 && PyByteArray_Resize(blob, guess) < 0) goto done;
+    }
     RecordMeta *metas = (RecordMeta *)PyBytes_AS_STRING(meta);
     Py_ssize_t at = 0;
     long long body_total = 0;

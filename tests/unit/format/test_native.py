@@ -237,6 +237,24 @@ def test_uncommon_messages_get_the_python_outcome(tmp_path: Path, odd: Message) 
     _same_both_ways(tmp_path, calls)
 
 
+def test_records_larger_than_the_blob_guess_encode_the_same(tmp_path: Path) -> None:
+    """The C encoder sizes a batch's blob from its bodies and a usual record overhead, then
+    grows it: properties far past that overhead (and empty bodies) still give Python's
+    bytes."""
+    calls = [
+        [
+            Message("T", b"", i % 4, properties={"KEYS": f"k{i}-" + "x" * (300 * i), "TAGS": "t"})
+            for i in range(12)
+        ],
+        [Message("T", b"y" * 10, properties={"custom": "ü" * 3000})],
+        [Message("T", b"z" * 2000, properties={"KEYS": "k"})] * 3,
+    ]
+    for call in calls:
+        for message in call:
+            message.born_timestamp = STAMP  # compared byte for byte: no "now"
+    _same_both_ways(tmp_path, calls)
+
+
 def test_born_timestamp_none_means_now(tmp_path: Path) -> None:
     store = MessageStore.open(str(tmp_path), _config())
     try:
