@@ -1800,7 +1800,13 @@ static PyObject *py_java_hash(PyObject *self, PyObject *text) {
 /* ---- dispatch facts: tagsCode and index entries ------------------------------------- */
 
 static inline uint32_t hash_bytes(uint32_t h, const uint8_t *p, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) h = 31 * h + p[i];
+    /* h = 31 h + c four characters at a time: h 31^4 plus the four characters' terms,
+     * the same value mod 2^32 with a quarter of the chain of dependent steps (one
+     * character at a time, a 40-character key took ~40 ns). */
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        h = h * 923521u + p[i] * 29791u + p[i + 1] * 961u + p[i + 2] * 31u + p[i + 3];
+    for (; i < n; i++) h = 31 * h + p[i];
     return h;
 }
 
@@ -1810,6 +1816,20 @@ static inline int64_t key_hash(uint32_t h) {
     int32_t v = (int32_t)h;
     if (v == INT32_MIN) return 0;
     return v < 0 ? -(int64_t)v : v;
+}
+
+/* Whether none of the ``n`` bytes at ``p`` has its high bit set: eight at a time, a
+ * record's properties being tens of bytes. */
+static inline int all_ascii(const uint8_t *p, int64_t n) {
+    uint64_t high = 0;
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t word;
+        memcpy(&word, p + k, 8);
+        high |= word;
+    }
+    for (; k < n; k++) high |= p[k];
+    return (high & 0x8080808080808080ull) == 0;
 }
 
 enum { PROP_TAGS, PROP_UNIQ_KEY, PROP_KEYS, PROP_COUNT };
@@ -1951,14 +1971,7 @@ static PyObject *py_dispatch_facts(PyObject *self, PyObject *args) {
             topic == schedule_id)
             continue;
         const uint8_t *p = data + at;
-        int ascii = 1;
-        for (int64_t k = 0; k < len; k++) {
-            if (p[k] & 0x80) {
-                ascii = 0;
-                break;
-            }
-        }
-        if (!ascii) continue;
+        if (!all_ascii(p, len)) continue;
         slow[i] = 0;
         Span found[PROP_COUNT];
         find_dispatch_properties(p, len, found);
