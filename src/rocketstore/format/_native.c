@@ -480,8 +480,9 @@ static PyObject *encode_messages(PyObject *messages, const EncodeArgs *a) {
     /* A Message without slots (or with an overridden field) takes the Python path. */
     if (!message_layout.direct) goto fallback;
     /* The blob sized once for the whole batch, from the bodies and a record's usual
-     * overhead (it still grows if the properties are long): grown by doubling, a
-     * 1,024-message batch of 1 KiB bodies was reallocated and copied about ten times. */
+     * overhead (it still grows if the properties are long). Grown by doubling from
+     * empty, 100 B messages took 70 ns each instead of 65, and a single put's first
+     * allocation was 4 KB instead of ~360 bytes. */
     {
         Py_ssize_t guess = 0;
         for (Py_ssize_t i = 0; i < count; i++) {
@@ -1393,15 +1394,27 @@ static PyObject *property_name(const uint8_t *p, Py_ssize_t n) {
     return text;
 }
 
+/* Whether none of the ``n`` bytes at ``p`` has its high bit set: eight at a time, a
+ * record's properties being tens of bytes. */
+static inline int all_ascii(const uint8_t *p, int64_t n) {
+    uint64_t high = 0;
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t word;
+        memcpy(&word, p + k, 8);
+        high |= word;
+    }
+    for (; k < n; k++) high |= p[k];
+    return (high & 0x8080808080808080ull) == 0;
+}
+
 /* decode_properties_str for ASCII text (characters are bytes, so RocketMQ's rules apply
  * to bytes): segments split by \x02, kept when >= 3 long with the first \x01 after the
  * first character and before the last. NULL with *ascii cleared for other text. */
 static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (p[i] & 0x80) {
-            *ascii = 0;
-            return NULL;
-        }
+    if (!all_ascii(p, n)) {
+        *ascii = 0;
+        return NULL;
     }
     PyObject *result = PyDict_New();
     if (result == NULL) return NULL;
@@ -1816,20 +1829,6 @@ static inline int64_t key_hash(uint32_t h) {
     int32_t v = (int32_t)h;
     if (v == INT32_MIN) return 0;
     return v < 0 ? -(int64_t)v : v;
-}
-
-/* Whether none of the ``n`` bytes at ``p`` has its high bit set: eight at a time, a
- * record's properties being tens of bytes. */
-static inline int all_ascii(const uint8_t *p, int64_t n) {
-    uint64_t high = 0;
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        uint64_t word;
-        memcpy(&word, p + k, 8);
-        high |= word;
-    }
-    for (; k < n; k++) high |= p[k];
-    return (high & 0x8080808080808080ull) == 0;
 }
 
 enum { PROP_TAGS, PROP_UNIQ_KEY, PROP_KEYS, PROP_COUNT };
@@ -2381,8 +2380,7 @@ static PyObject *lookup_read(DecodeContext *ctx, PyObject *files, long long file
 static int raw_key_check(PyObject *raw, PyObject *key, int unique) {
     const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(raw);
     Py_ssize_t n = PyBytes_GET_SIZE(raw);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (p[i] & 0x80) return -2;
+    if (!all_ascii(p, n)) return -2;
     if (!PyUnicode_IS_ASCII(key)) return 0; /* ASCII text holds no such key */
     const char *wanted = (const char *)PyUnicode_DATA(key);
     Py_ssize_t want = PyUnicode_GET_LENGTH(key);
