@@ -136,47 +136,44 @@ class MessageReader:
             index = len(units)
         return offsets, sizes, index
 
-    def _get_all(
-        self,
-        result: GetResult,
-        units_bytes: bytes,
-        queue_offset: int,
-        max_count: int,
-        commit_max: int,
-    ) -> bool:
-        """The pull of ``get`` for a subscription to every tag, with the records decoded in
-        one call per file: the units alone decide which records the batch rules take, then
-        all of them are read. False (``result`` untouched) when a record is missing or not
-        of its unit's size: ``get``'s loop then decides, record by record."""
-        pulled = self._pull_in_c(units_bytes, max_count, commit_max)
-        if pulled is None:
-            selected = self._select(units_bytes, max_count, commit_max)
-            if selected is None:
-                return False
-            offsets, sizes, index = selected
-            messages = self.commitlog.read_messages(offsets, sizes)
-            if not all(messages):  # (None is the only false item: a MessageExt is always true)
-                return False
-            # (cast to a str: no alias built per pull)
-            pulled = cast("list[MessageExt]", messages), index, offsets[-1] if offsets else -1
-        result.messages, taken, last_offset = pulled
-        result.next_begin_offset = queue_offset + taken
-        if result.messages:
-            result.status = GetStatus.FOUND
-            result.suggest_pulling_from_slave = self._in_disk(last_offset, commit_max)
-        return True
-
-    def _pull_in_c(
+    def _pull_all(
         self, units_bytes: bytes, max_count: int, commit_max: int
     ) -> tuple[list[MessageExt], int, int] | None:
-        """``_get_all``'s (messages, units taken, last offset) in one C call
-        (``rec.fast_pull_messages``), or None for the Python path."""
+        """The pull of ``get`` for a subscription to every tag: the units alone decide which
+        records the batch rules take, then all of them are read (in C, one call for the
+        lot, which leaves batches across file ends to Python). Returns (messages, units
+        taken, last offset taken or -1), or None when a record is missing or not of its
+        unit's size: ``get``'s loop then decides, record by record."""
         pull = rec.fast_pull_messages
-        if native is None or pull is None:
+        if native is not None and pull is not None:
+            files = self.commitlog.files
+            pulled: tuple[list[MessageExt], int, int] | None = pull(
+                units_bytes, *self._rules(max_count, commit_max), files.files, files.file_size
+            )
+            if pulled is not None:
+                return pulled
+        selected = self._select(units_bytes, max_count, commit_max)
+        if selected is None:
             return None
-        commitlog = self.commitlog
-        rules = self._rules(max_count, commit_max)
-        return pull(units_bytes, *rules, commitlog.files.files, commitlog.file_size)
+        offsets, sizes, index = selected
+        messages = self.commitlog.read_messages(offsets, sizes)
+        if not all(messages):  # (None is the only false item: a MessageExt is always true)
+            return None
+        # (cast to a str: no alias built per pull)
+        return cast("list[MessageExt]", messages), index, offsets[-1] if offsets else -1
+
+    @staticmethod
+    def _outside(queue_offset: int, min_offset: int, max_offset: int) -> GetResult:
+        """The result for an offset with no unit: an empty queue, or before or past it."""
+        if max_offset == 0:
+            status, next_offset = GetStatus.NO_MESSAGE_IN_QUEUE, 0
+        elif queue_offset < min_offset:
+            status, next_offset = GetStatus.OFFSET_TOO_SMALL, min_offset
+        elif queue_offset == max_offset:
+            status, next_offset = GetStatus.OFFSET_OVERFLOW_ONE, queue_offset
+        else:
+            status, next_offset = GetStatus.OFFSET_OVERFLOW_BADLY, max_offset
+        return GetResult(status, [], next_offset, min_offset, max_offset)
 
     def get(
         self,
@@ -188,35 +185,51 @@ class MessageReader:
         if queue is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, next_begin_offset=0)
         min_offset, max_offset = queue.min_offset(), queue.max_offset()
-        result = GetResult(
-            GetStatus.NO_MESSAGE_IN_QUEUE, min_offset=min_offset, max_offset=max_offset
-        )
-        if max_offset == 0:
-            result.next_begin_offset = 0
-            return result
-        if queue_offset < min_offset:
-            result.status, result.next_begin_offset = GetStatus.OFFSET_TOO_SMALL, min_offset
-            return result
-        if queue_offset == max_offset:
-            result.status, result.next_begin_offset = GetStatus.OFFSET_OVERFLOW_ONE, queue_offset
-            return result
-        if queue_offset > max_offset:
-            result.status, result.next_begin_offset = GetStatus.OFFSET_OVERFLOW_BADLY, max_offset
-            return result
-        scan_limit = max(self.config.max_filter_message_count, max_count * CQ_UNIT_SIZE)
-        # A pull for every tag takes at most max_count units: it reads just those (16 KB
-        # of units copied per pull of 32 cost more than deciding on them). The loop below
-        # may step past records that are gone, and reads the whole scan limit.
-        take_all = subscription.matches_all
-        units_bytes = queue.units_from(
-            queue_offset, max_count * CQ_UNIT_SIZE if take_all else scan_limit
-        )
+        if not min_offset <= queue_offset < max_offset:
+            return self._outside(queue_offset, min_offset, max_offset)
         commit_max = self.commitlog.max_offset()
-        result.status = GetStatus.NO_MATCHED_MESSAGE
-        if take_all and units_bytes is not None:
-            if self._get_all(result, units_bytes, queue_offset, max_count, commit_max):
-                return result
-            units_bytes = queue.units_from(queue_offset, scan_limit)
+        if subscription.matches_all:
+            # A pull for every tag takes at most max_count units: it reads just those (16 KB
+            # of units copied per pull of 32 cost more than deciding on them). The loop
+            # below may step past records that are gone, and reads the whole scan limit.
+            units_bytes = queue.units_from(queue_offset, max_count * CQ_UNIT_SIZE)
+            pulled = None
+            if units_bytes is not None:
+                pulled = self._pull_all(units_bytes, max_count, commit_max)
+            if pulled is not None:
+                messages, taken, last_offset = pulled
+                found = bool(messages)
+                # (one constructor call: around the 6 us of C a pull of 32 takes, each
+                # Python step here counts)
+                return GetResult(
+                    GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE,
+                    messages,
+                    queue_offset + taken,
+                    min_offset,
+                    max_offset,
+                    found and self._in_disk(last_offset, commit_max),
+                )
+        return self._get_filtered(
+            GetResult(GetStatus.NO_MATCHED_MESSAGE, [], 0, min_offset, max_offset),
+            queue,
+            queue_offset,
+            max_count,
+            subscription,
+            commit_max,
+        )
+
+    def _get_filtered(
+        self,
+        result: GetResult,
+        queue: ConsumeQueue,
+        queue_offset: int,
+        max_count: int,
+        subscription: Subscription,
+        commit_max: int,
+    ) -> GetResult:
+        """``get`` unit by unit: tag filters, and records that are gone or not whole."""
+        scan_limit = max(self.config.max_filter_message_count, max_count * CQ_UNIT_SIZE)
+        units_bytes = queue.units_from(queue_offset, scan_limit)
         if units_bytes is None:  # (or retention took the file since the first read)
             result.status = GetStatus.OFFSET_FOUND_NULL
             result.next_begin_offset = queue.next_file_offset(queue_offset)

@@ -295,16 +295,23 @@ typedef struct {
     Py_ssize_t offsets[MAX_LAYOUT];
 } SlotLayout;
 
-/* MessageExt.properties' descriptor (see LazyProperties below). */
+/* The descriptors of MessageExt.properties and MessageExt.msg_id (see LazyProperties and
+ * LazyMsgId below): one struct, two types. */
 typedef struct {
     PyObject_HEAD
     PyTypeObject *owner; /* the class whose slot it is */
     Py_ssize_t offset;
     PyObject *name;
-    PyObject *decode;
-} LazyPropertiesObject;
+    PyObject *decode;         /* LazyProperties: bytes -> dict for text that is not ASCII */
+    Py_ssize_t source_offset; /* LazyMsgId: the commit_log_offset slot of the same class */
+} LazySlotObject;
 
-static PyTypeObject LazyPropertiesType;
+static PyTypeObject LazyPropertiesType, LazyMsgIdType;
+
+static inline int is_lazy_slot(PyObject *descr) {
+    return descr != NULL &&
+           (Py_IS_TYPE(descr, &LazyPropertiesType) || Py_IS_TYPE(descr, &LazyMsgIdType));
+}
 
 static void resolve_layout(SlotLayout *layout, PyTypeObject *type, PyObject *const *names,
                            int n) {
@@ -312,9 +319,8 @@ static void resolve_layout(SlotLayout *layout, PyTypeObject *type, PyObject *con
     int direct = n <= MAX_LAYOUT;
     for (int k = 0; direct && k < n; k++) {
         PyObject *descr = _PyType_Lookup(type, names[k]);
-        if (descr != NULL && Py_IS_TYPE(descr, &LazyPropertiesType) &&
-            PyType_IsSubtype(type, ((LazyPropertiesObject *)descr)->owner)) {
-            layout->offsets[k] = ((LazyPropertiesObject *)descr)->offset;
+        if (is_lazy_slot(descr) && PyType_IsSubtype(type, ((LazySlotObject *)descr)->owner)) {
+            layout->offsets[k] = ((LazySlotObject *)descr)->offset;
             continue;
         }
         if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
@@ -1473,7 +1479,31 @@ static PyObject *memo_text(TextMemo *memo, PyObject *cache, const uint8_t *p, Py
     return text;
 }
 
-/* ---- MessageExt.properties, parsed on first read ---------------------------------- */
+/* ---- MessageExt.properties and msg_id, made on first read ------------------------- */
+
+/* The slot ``lp`` describes in ``obj`` (NULL with a TypeError for an object of another
+ * class). */
+static PyObject **lazy_slot(LazySlotObject *lp, PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, lp->owner)) {
+        PyErr_Format(PyExc_TypeError, "descriptor '%U' for '%.100s' objects doesn't apply to a "
+                     "'%.100s' object", lp->name, lp->owner->tp_name, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return (PyObject **)((char *)obj + lp->offset);
+}
+
+/* The slot's object (borrowed), or NULL with an AttributeError when it is unset. */
+static PyObject *lazy_value(LazySlotObject *lp, PyObject *obj, PyObject ***slot_out) {
+    PyObject **slot = lazy_slot(lp, obj);
+    if (slot == NULL) return NULL;
+    if (*slot == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",
+                     Py_TYPE(obj)->tp_name, lp->name);
+        return NULL;
+    }
+    *slot_out = slot;
+    return *slot;
+}
 
 /*
  * LazyProperties(slot, decode): a data descriptor over the member descriptor ``slot`` of a
@@ -1483,26 +1513,12 @@ static PyObject *memo_text(TextMemo *memo, PyObject *cache, const uint8_t *p, Py
  * its strings per record, half of a decode. ``decode`` (bytes -> dict) parses text that
  * is not ASCII; ASCII goes through ascii_properties. Writes store what they are given.
  */
-static PyObject **lazy_slot(LazyPropertiesObject *lp, PyObject *obj) {
-    if (!PyObject_TypeCheck(obj, lp->owner)) {
-        PyErr_Format(PyExc_TypeError, "descriptor '%U' for '%.100s' objects doesn't apply to a "
-                     "'%.100s' object", lp->name, lp->owner->tp_name, Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    return (PyObject **)((char *)obj + lp->offset);
-}
-
-static PyObject *lazy_get(PyObject *self, PyObject *obj, PyObject *type) {
-    LazyPropertiesObject *lp = (LazyPropertiesObject *)self;
+static PyObject *lazy_properties_get(PyObject *self, PyObject *obj, PyObject *type) {
+    LazySlotObject *lp = (LazySlotObject *)self;
     if (obj == NULL || obj == Py_None) return Py_NewRef(self);
-    PyObject **slot = lazy_slot(lp, obj);
-    if (slot == NULL) return NULL;
-    PyObject *value = *slot;
-    if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",
-                     Py_TYPE(obj)->tp_name, lp->name);
-        return NULL;
-    }
+    PyObject **slot;
+    PyObject *value = lazy_value(lp, obj, &slot);
+    if (value == NULL) return NULL;
     if (!PyBytes_CheckExact(value)) return Py_NewRef(value);
     Py_INCREF(value); /* the Python fallback may run other code meanwhile */
     int ascii = 1;
@@ -1515,8 +1531,36 @@ static PyObject *lazy_get(PyObject *self, PyObject *obj, PyObject *type) {
     return parsed;
 }
 
+/*
+ * LazyMsgId(slot, offset_slot): the same over MessageExt.msg_id. The slot holds the
+ * offsetMsgId, or, as decode_messages leaves it, the record's raw store host bytes (the
+ * same bytes object for every record of a host); the first read makes the id from them
+ * and the int in ``offset_slot`` (commit_log_offset), and keeps it. A consumer that never
+ * asks for ids skips a 32-character str per record, a tenth of a pull.
+ */
+static PyObject *lazy_msg_id_get(PyObject *self, PyObject *obj, PyObject *type) {
+    LazySlotObject *lp = (LazySlotObject *)self;
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    PyObject **slot;
+    PyObject *value = lazy_value(lp, obj, &slot);
+    if (value == NULL) return NULL;
+    if (!PyBytes_CheckExact(value)) return Py_NewRef(value);
+    PyObject *offset_obj = *(PyObject **)((char *)obj + lp->source_offset);
+    if (offset_obj == NULL || !PyLong_Check(offset_obj)) {
+        PyErr_Format(PyExc_TypeError, "'%U' is made from an int commit_log_offset", lp->name);
+        return NULL;
+    }
+    long long offset = PyLong_AsLongLong(offset_obj);
+    if (offset == -1 && PyErr_Occurred()) return NULL;
+    PyObject *text = msg_id((const uint8_t *)PyBytes_AS_STRING(value),
+                            PyBytes_GET_SIZE(value), offset);
+    if (text == NULL) return NULL;
+    Py_XSETREF(*slot, Py_NewRef(text));
+    return text;
+}
+
 static int lazy_set(PyObject *self, PyObject *obj, PyObject *value) {
-    LazyPropertiesObject *lp = (LazyPropertiesObject *)self;
+    LazySlotObject *lp = (LazySlotObject *)self;
     PyObject **slot = lazy_slot(lp, obj);
     if (slot == NULL) return -1;
     if (value == NULL && *slot == NULL) {
@@ -1528,31 +1572,58 @@ static int lazy_set(PyObject *self, PyObject *obj, PyObject *value) {
     return 0;
 }
 
-static PyObject *lazy_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *member, *decode;
-    if (!PyArg_ParseTuple(args, "OO:LazyProperties", &member, &decode)) return NULL;
+/* ``member`` when it is the member descriptor of a writable object slot, else NULL with a
+ * TypeError naming ``what``. */
+static PyMemberDescrObject *object_slot(PyObject *member, const char *what) {
     if (!Py_IS_TYPE(member, &PyMemberDescr_Type) ||
         ((PyMemberDescrObject *)member)->d_member->type != T_OBJECT_EX ||
         (((PyMemberDescrObject *)member)->d_member->flags & READONLY)) {
-        PyErr_SetString(PyExc_TypeError, "LazyProperties wraps a writable __slots__ member");
+        PyErr_Format(PyExc_TypeError, "%s wraps a writable __slots__ member", what);
         return NULL;
     }
+    return (PyMemberDescrObject *)member;
+}
+
+static LazySlotObject *lazy_alloc(PyTypeObject *type, PyMemberDescrObject *m) {
+    LazySlotObject *lp = (LazySlotObject *)type->tp_alloc(type, 0);
+    if (lp == NULL) return NULL;
+    lp->owner = (PyTypeObject *)Py_NewRef((PyObject *)PyDescr_TYPE(m));
+    lp->offset = m->d_member->offset;
+    lp->name = Py_NewRef(PyDescr_NAME(m));
+    return lp;
+}
+
+static PyObject *lazy_properties_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *member, *decode;
+    if (!PyArg_ParseTuple(args, "OO:LazyProperties", &member, &decode)) return NULL;
+    PyMemberDescrObject *m = object_slot(member, "LazyProperties");
+    if (m == NULL) return NULL;
     if (!PyCallable_Check(decode)) {
         PyErr_SetString(PyExc_TypeError, "LazyProperties needs a callable decode");
         return NULL;
     }
-    LazyPropertiesObject *lp = (LazyPropertiesObject *)type->tp_alloc(type, 0);
-    if (lp == NULL) return NULL;
-    PyMemberDescrObject *m = (PyMemberDescrObject *)member;
-    lp->owner = (PyTypeObject *)Py_NewRef((PyObject *)PyDescr_TYPE(m));
-    lp->offset = m->d_member->offset;
-    lp->name = Py_NewRef(PyDescr_NAME(m));
-    lp->decode = Py_NewRef(decode);
+    LazySlotObject *lp = lazy_alloc(type, m);
+    if (lp != NULL) lp->decode = Py_NewRef(decode);
+    return (PyObject *)lp;
+}
+
+static PyObject *lazy_msg_id_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *member, *source;
+    if (!PyArg_ParseTuple(args, "OO:LazyMsgId", &member, &source)) return NULL;
+    PyMemberDescrObject *m = object_slot(member, "LazyMsgId");
+    PyMemberDescrObject *from = m == NULL ? NULL : object_slot(source, "LazyMsgId");
+    if (from == NULL) return NULL;
+    if (PyDescr_TYPE(from) != PyDescr_TYPE(m)) {
+        PyErr_SetString(PyExc_TypeError, "LazyMsgId's two slots must be of one class");
+        return NULL;
+    }
+    LazySlotObject *lp = lazy_alloc(type, m);
+    if (lp != NULL) lp->source_offset = from->d_member->offset;
     return (PyObject *)lp;
 }
 
 static void lazy_dealloc(PyObject *self) {
-    LazyPropertiesObject *lp = (LazyPropertiesObject *)self;
+    LazySlotObject *lp = (LazySlotObject *)self;
     Py_XDECREF(lp->owner);
     Py_XDECREF(lp->name);
     Py_XDECREF(lp->decode);
@@ -1562,21 +1633,54 @@ static void lazy_dealloc(PyObject *self) {
 static PyTypeObject LazyPropertiesType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "rocketstore.format._native.LazyProperties",
-    .tp_basicsize = sizeof(LazyPropertiesObject),
+    .tp_basicsize = sizeof(LazySlotObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A slot holding properties as a dict, or raw bytes parsed on first read.",
-    .tp_new = lazy_new,
+    .tp_new = lazy_properties_new,
     .tp_dealloc = lazy_dealloc,
-    .tp_descr_get = lazy_get,
+    .tp_descr_get = lazy_properties_get,
     .tp_descr_set = lazy_set,
 };
+
+static PyTypeObject LazyMsgIdType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore.format._native.LazyMsgId",
+    .tp_basicsize = sizeof(LazySlotObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A slot holding an offsetMsgId, or the store host bytes it is made from.",
+    .tp_new = lazy_msg_id_new,
+    .tp_dealloc = lazy_dealloc,
+    .tp_descr_get = lazy_msg_id_get,
+    .tp_descr_set = lazy_set,
+};
+
+/* A bytes object made once for a run of records that repeat its bytes. */
+typedef struct {
+    PyObject *obj; /* strong reference, or NULL */
+    Py_ssize_t len;
+    uint8_t bytes[MEMO_BYTES];
+} BytesMemo;
+
+static PyObject *memo_bytes(BytesMemo *memo, const uint8_t *p, Py_ssize_t n) {
+    if (memo->obj != NULL && memo->len == n && memcmp(memo->bytes, p, (size_t)n) == 0)
+        return Py_NewRef(memo->obj);
+    PyObject *made = PyBytes_FromStringAndSize((const char *)p, n);
+    if (made != NULL && n <= MEMO_BYTES) {
+        Py_XSETREF(memo->obj, Py_NewRef(made));
+        memo->len = n;
+        memcpy(memo->bytes, p, (size_t)n);
+    }
+    return made;
+}
 
 typedef struct {
     PyTypeObject *ext_type;
     PyObject *topics, *hosts, *decode_props;
     int read_body;
     int lazy_properties; /* the type's properties slot takes raw bytes (LazyProperties) */
+    int lazy_msg_id;     /* its msg_id slot takes the raw store host (LazyMsgId) */
     TextMemo topic, born_host, store_host;
+    BytesMemo store_host_raw;
     /* The last ones made, shared by the records of a call that repeat them: a batch's
      * records mostly have one store time, often one born time and one size. */
     LongMemo store_timestamp, born_timestamp, size;
@@ -1586,6 +1690,7 @@ static void release_context(DecodeContext *ctx) {
     Py_CLEAR(ctx->topic.text);
     Py_CLEAR(ctx->born_host.text);
     Py_CLEAR(ctx->store_host.text);
+    Py_CLEAR(ctx->store_host_raw.obj);
     Py_CLEAR(ctx->store_timestamp.obj);
     Py_CLEAR(ctx->born_timestamp.obj);
     Py_CLEAR(ctx->size.obj);
@@ -1676,7 +1781,8 @@ static PyObject *decode_one(DecodeContext *ctx, const uint8_t *data, Py_ssize_t 
     values[4] = memo_long(&ctx->size, total);
     values[5] = read_body ? PyBytes_FromStringAndSize((const char *)r + body_at, body_len)
                           : Py_NewRef(Py_None);
-    values[7] = msg_id(store_host, store_len, expect_offset);
+    values[7] = ctx->lazy_msg_id ? memo_bytes(&ctx->store_host_raw, store_host, store_len)
+                                 : msg_id(store_host, store_len, expect_offset);
     values[8] = PyLong_FromLong(flag);
     values[9] = PyLong_FromLong(get_i32(r + 16));
     values[10] = PyLong_FromLong(get_i32(r + 8));
@@ -1709,6 +1815,8 @@ static void use_ext_type(DecodeContext *ctx, PyObject *ext_type_obj) {
     PyObject *descr = _PyType_Lookup(ctx->ext_type, s_ext_names[6]);
     ctx->lazy_properties =
         ext_layout.direct && descr != NULL && Py_IS_TYPE(descr, &LazyPropertiesType);
+    descr = _PyType_Lookup(ctx->ext_type, s_ext_names[7]);
+    ctx->lazy_msg_id = ext_layout.direct && descr != NULL && Py_IS_TYPE(descr, &LazyMsgIdType);
 }
 
 /* A context for reading bodies from the leading (ext_type, topics, hosts,
@@ -2518,7 +2626,7 @@ done:
  *               memory_bytes, mem_bytes, mem_count, disk_bytes, disk_count,
  *               commitlog_files, file_size) -> (messages, index, last_offset) or None
  *
- * MessageReader._get_all in one call: select_units' rules over the raw units, then each
+ * MessageReader._pull_all in one call: select_units' rules over the raw units, then each
  * record taken decoded from the CommitLog file (of ``commitlog_files``) holding the first
  * one; ``index`` is the first unit not taken, ``last_offset`` the last record's offset (-1
  * for none). None leaves the pull to Python: a unit of size <= 0, records in more than
@@ -3041,10 +3149,11 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (int k = 0; k < 18; k++) INTERN(s_ext_names[k], ext_names[k]);
     s_magic_v1 = PyLong_FromLong(MAGIC_V1);
     if (s_magic_v1 == NULL) return NULL;
-    if (PyType_Ready(&LazyPropertiesType) < 0) return NULL;
+    if (PyType_Ready(&LazyPropertiesType) < 0 || PyType_Ready(&LazyMsgIdType) < 0) return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (mod == NULL) return NULL;
-    if (PyModule_AddObjectRef(mod, "LazyProperties", (PyObject *)&LazyPropertiesType) < 0) {
+    if (PyModule_AddObjectRef(mod, "LazyProperties", (PyObject *)&LazyPropertiesType) < 0 ||
+        PyModule_AddObjectRef(mod, "LazyMsgId", (PyObject *)&LazyMsgIdType) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -114,3 +114,10 @@ if native is not None:
         "properties",
         native.LazyProperties(vars(MessageExt)["properties"], props.decode_properties),
     )
+    # Likewise the offsetMsgId: the slot keeps the record's store host bytes until the id
+    # is first read, and a consumer that never asks for ids skips a str per message.
+    setattr(  # noqa: B010
+        MessageExt,
+        "msg_id",
+        native.LazyMsgId(vars(MessageExt)["msg_id"], vars(MessageExt)["commit_log_offset"]),
+    )

@@ -28,6 +28,7 @@ from rocketstore import queries as queries_module
 from rocketstore import read_path as read_path_module
 from rocketstore.format import dispatch_facts as dispatch_facts_module
 from rocketstore.format import javahash as javahash_module
+from rocketstore.format import message_id as message_id_module
 from rocketstore.format import native as native_module
 from rocketstore.format import properties as properties_module
 from rocketstore.format import record as record_module
@@ -588,16 +589,16 @@ def test_reads_agree_both_ways(tmp_path: Path) -> None:
     assert any(messages for _status, _next, messages in fast[:3])  # type: ignore[misc]
 
 
-def _ext(properties: object) -> MessageExt:
+def _ext(properties: object, msg_id: object = "ID", commit_log_offset: object = 0) -> MessageExt:
     return MessageExt(
         "T",
         0,
         0,
-        0,
+        commit_log_offset,  # type: ignore[arg-type]
         100,
         b"",
         properties,
-        "ID",
+        msg_id,  # type: ignore[arg-type]
         0,
         0,
         0,
@@ -646,13 +647,60 @@ def test_lazy_properties_keep_what_is_set_and_refuse_other_objects() -> None:
         message.properties = {}  # type: ignore[misc]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([4, 16]).flatmap(lambda ip: st.binary(min_size=ip + 4, max_size=ip + 4)),
+    st.integers(0, 2**63 - 1),
+)
+def test_lazy_msg_id_is_made_from_the_store_host_bytes_as_in_python(
+    host: bytes, offset: int
+) -> None:
+    """The C reads leave a record's raw store host (IPv4 or IPv6, and port) in the msg_id
+    slot; the first read makes the offsetMsgId from it and commit_log_offset, as the
+    Python codec does, and keeps it."""
+    message = _ext({}, host, offset)
+    first = message.msg_id
+    assert first == message_id_module.offset_msg_id_from_bytes(host, offset)
+    assert message.msg_id is first  # made once, then kept
+    assert message == _ext({}, first, offset)
+
+
+def test_lazy_msg_id_keeps_what_is_set_and_refuses_other_objects() -> None:
+    host = bytes([10, 0, 0, 1, 0, 0, 0x2A, 0x9E])
+    assert _ext({}, "GIVEN", 5).msg_id == "GIVEN"
+    want = message_id_module.offset_msg_id_from_bytes(host, 5)
+    assert pickle.loads(pickle.dumps(_ext({}, host, 5))).msg_id == want
+    assert dataclasses.replace(_ext({}, host, 5), commit_log_offset=6).msg_id == want
+    assert want in repr(_ext({}, host, 5))
+    with pytest.raises(TypeError, match="int commit_log_offset"):
+        _ext({}, host, "5").msg_id  # noqa: B018 (the read is the test)
+    descriptor = vars(MessageExt)["msg_id"]
+    with pytest.raises(TypeError, match="doesn't apply"):
+        descriptor.__get__(object())
+    offset_slot = vars(MessageExt)["commit_log_offset"]
+    with pytest.raises(TypeError, match="slots"):
+        native.LazyMsgId(property(lambda self: 0), offset_slot)
+    with pytest.raises(TypeError, match="slots"):
+        native.LazyMsgId(vars(MessageExt)["topic"], property(lambda self: 0))
+
+    @dataclasses.dataclass(slots=True)
+    class Other:
+        offset: int
+
+    with pytest.raises(TypeError, match="one class"):
+        native.LazyMsgId(vars(MessageExt)["topic"], vars(Other)["offset"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        _ext({}, host, 5).msg_id = "X"  # type: ignore[misc]
+
+
 def test_messages_read_in_c_parse_properties_only_when_asked(tmp_path: Path) -> None:
     with MessageStore.open(tmp_path, _config()) as store:
-        store.put(Message("T", b"x", properties={"KEYS": "k", "note": "ünï"}))
+        put = store.put(Message("T", b"x", properties={"KEYS": "k", "note": "ünï"}))
         store.wait_dispatched()
         store.get_messages("g", "T", 0, 0, 1)  # teaches the C decoder the topic and host
         (message,) = store.get_messages("g", "T", 0, 0, 1).messages
         assert message.properties == {"KEYS": "k", "note": "ünï"}
+        assert message.msg_id == put.msg_id
 
 
 def test_pulls_across_files_agree_both_ways(tmp_path: Path) -> None:
