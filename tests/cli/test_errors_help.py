@@ -142,3 +142,16 @@ def test_demo_still_works(cli: Cli, tmp_path: Path) -> None:
     assert run.code == 0, run.err
     assert run.out.startswith("wrote 300 messages")
     assert cli("--store", tmp_path / "demo", "check").code == 0
+
+
+def test_demo_refuses_a_batch_size_below_one(cli: Cli, tmp_path: Path) -> None:
+    run = cli("--store", tmp_path / "demo", "demo", "-n", "10", "--batch", "0")
+    assert run.code == 2 and "--batch" in run.err and run.out == ""
+
+
+def test_demo_stops_when_the_store_refuses_its_messages(cli: Cli, tmp_path: Path) -> None:
+    # 200,000 bodies of ~30 bytes in one batch pass the 4 MiB max_message_size.
+    run = cli("--store", tmp_path / "demo", "demo", "-n", "200000", "--batch", "200000")
+    assert run.code == 1
+    assert "refused the demo's messages: MESSAGE_ILLEGAL" in run.err
+    assert not run.out.startswith("wrote")

@@ -18,8 +18,21 @@ TAGS = ("created", "paid", "shipped", "cancelled")
 
 
 @click.command()
-@click.option("-n", "--messages", default=20_000, show_default=True, help="Messages to write.")
-@click.option("--batch", default=64, show_default=True, help="Messages per put_batch call.")
+@click.option(
+    "-n",
+    "--messages",
+    type=click.IntRange(min=0),
+    default=20_000,
+    show_default=True,
+    help="Messages to write.",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Messages per put_batch call.",
+)
 @click.pass_obj
 def demo(ctx: CliContext, messages: int, batch: int) -> None:
     """Write a workload (3 topics x 4 queues, tags, keys, UNIQ_KEYs) into --store, then
@@ -58,6 +71,12 @@ def demo(ctx: CliContext, messages: int, batch: int) -> None:
                     )
                 )
             results = store.put_batch(group)
+            refused = next((r for r in results if not r.ok), None)
+            if refused is not None:
+                raise click.ClickException(
+                    f"the store refused the demo's messages: {refused.status.name} "
+                    f"{refused.reason}".rstrip()
+                )
             if first_ts is None:
                 first_ts = results[0].store_timestamp
             written += len(group)
