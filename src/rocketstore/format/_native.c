@@ -1552,8 +1552,10 @@ static PyObject *lazy_msg_id_get(PyObject *self, PyObject *obj, PyObject *type) 
     }
     long long offset = PyLong_AsLongLong(offset_obj);
     if (offset == -1 && PyErr_Occurred()) return NULL;
+    Py_INCREF(value); /* the str's allocation may run a collection, and so other code */
     PyObject *text = msg_id((const uint8_t *)PyBytes_AS_STRING(value),
                             PyBytes_GET_SIZE(value), offset);
+    Py_DECREF(value);
     if (text == NULL) return NULL;
     Py_XSETREF(*slot, Py_NewRef(text));
     return text;
