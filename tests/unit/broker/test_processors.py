@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +30,7 @@ from broker_helpers import (
 
 from rocketstore.broker.acl import AclConfig, sign
 from rocketstore.broker.codes import RequestCode, ResponseCode
-from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.context import INLINE_PUT_MAX_BYTES, BrokerContext
 from rocketstore.broker.processors.message_batch import BatchEntry, encode_batch
 from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUSPEND
 from rocketstore.broker.remoting import RemotingCommand
@@ -136,6 +138,47 @@ def test_send_errors(tmp_path: Path) -> None:
         assert answer.code == ResponseCode.NO_PERMISSION  # prepared transaction message
     finally:
         ctx.store.close()
+
+
+@pytest.mark.parametrize(
+    ("flush", "body_bytes", "on_loop"),
+    [
+        ("ASYNC_FLUSH", 100, True),
+        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES, True),
+        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES + 1, False),
+        ("SYNC_FLUSH", 100, False),
+    ],
+)
+def test_a_send_puts_on_the_loop_only_when_the_put_cannot_wait(
+    tmp_path: Path, flush: str, body_bytes: int, on_loop: bool
+) -> None:
+    """ASYNC_FLUSH puts of small bodies only copy into memory: they run on the event loop
+    (a worker thread's hop cost more than the put); SYNC_FLUSH puts wait for the disk and
+    big bodies take long to copy, so those go to a thread. Both kinds of send do so."""
+    ctx = make_context(tmp_path / "store", flush_disk_type=flush)
+    threads: list[tuple[str, threading.Thread]] = []
+    put, put_batch = ctx.store.put, ctx.store.put_batch
+
+    def recording(name: str, real: Any) -> Any:
+        def call_it(*args: Any) -> Any:
+            threads.append((name, threading.current_thread()))
+            return real(*args)
+
+        return call_it
+
+    ctx.store.put = recording("put", put)  # type: ignore[method-assign]
+    ctx.store.put_batch = recording("put_batch", put_batch)  # type: ignore[method-assign]
+    try:
+        single = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TI"), b"x" * body_bytes)
+        half = body_bytes // 2
+        entries = [BatchEntry(0, b"y" * half, {}), BatchEntry(0, b"z" * (body_bytes - half), {})]
+        batch = call(ctx, RequestCode.SEND_BATCH_MESSAGE, send_v2("TI"), encode_batch(entries))
+    finally:
+        ctx.store.close()
+    assert (single.code, batch.code) == (ResponseCode.SUCCESS, ResponseCode.SUCCESS)
+    loop_thread = threading.main_thread()  # (asyncio.run's loop runs in the calling thread)
+    assert [name for name, _ in threads] == ["put", "put_batch"]
+    assert [thread is loop_thread for _, thread in threads] == [on_loop, on_loop]
 
 
 def test_send_batch(ctx: BrokerContext) -> None:

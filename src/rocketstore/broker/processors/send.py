@@ -227,7 +227,7 @@ async def send_message(
         born_host=conn.peer,
         reconsume_times=header.reconsume_times,
     )
-    result = await ctx.run(ctx.store.put, message, None, ctx.broker_addr)
+    result = await ctx.put(ctx.store.put, message, len(message.body))
     return put_response(cmd, [result], queue_id)
 
 
@@ -274,5 +274,6 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
                 reconsume_times=header.reconsume_times,
             )
         )
-    results = await ctx.run(ctx.store.put_batch, messages, None, ctx.broker_addr)
+    body_bytes = sum(len(message.body) for message in messages)
+    results = await ctx.put(ctx.store.put_batch, messages, body_bytes)
     return put_response(cmd, results, queue_id)
