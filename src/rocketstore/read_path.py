@@ -190,8 +190,9 @@ class MessageReader:
         commit_max = self.commitlog.max_offset()
         if subscription.matches_all:
             # A pull for every tag takes at most max_count units: it reads just those (16 KB
-            # of units copied per pull of 32 cost more than deciding on them). The loop
-            # below may step past records that are gone, and reads the whole scan limit.
+            # of units copied per pull of 32 cost more than deciding on them).
+            # _get_filtered, which may step past records that are gone, reads the whole
+            # scan limit.
             units_bytes = queue.units_from(queue_offset, max_count * CQ_UNIT_SIZE)
             pulled = None
             if units_bytes is not None:
