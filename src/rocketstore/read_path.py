@@ -187,13 +187,14 @@ class MessageReader:
         min_offset, max_offset = queue.min_offset(), queue.max_offset()
         if not min_offset <= queue_offset < max_offset:
             return self._outside(queue_offset, min_offset, max_offset)
-        commit_max = self.commitlog.max_offset()
         if subscription.matches_all:
             # A pull for every tag takes at most max_count units: it reads just those (16 KB
             # of units copied per pull of 32 cost more than deciding on them).
             # _get_filtered, which may step past records that are gone, reads the whole
             # scan limit.
             units_bytes = queue.units_from(queue_offset, max_count * CQ_UNIT_SIZE)
+            # (read after the units, so it is at or past every record they point to)
+            commit_max = self.commitlog.max_offset()
             pulled = None
             if units_bytes is not None:
                 pulled = self._pull_all(units_bytes, max_count, commit_max)
@@ -216,7 +217,6 @@ class MessageReader:
             queue_offset,
             max_count,
             subscription,
-            commit_max,
         )
 
     def _get_filtered(
@@ -226,7 +226,6 @@ class MessageReader:
         queue_offset: int,
         max_count: int,
         subscription: Subscription,
-        commit_max: int,
     ) -> GetResult:
         """``get`` unit by unit: tag filters, and records that are gone or not whole."""
         scan_limit = max(self.config.max_filter_message_count, max_count * CQ_UNIT_SIZE)
@@ -235,6 +234,7 @@ class MessageReader:
             result.status = GetStatus.OFFSET_FOUND_NULL
             result.next_begin_offset = queue.next_file_offset(queue_offset)
             return result
+        commit_max = self.commitlog.max_offset()
         units = decode_units(units_bytes)
         next_file_start: int | None = None
         total_bytes = 0

@@ -186,6 +186,9 @@ def test_sync_flush_writes_through_and_tracks_its_sync_sizes(tmp_path: Path) -> 
         assert flusher.mean_sync_flush_bytes is not None
         assert flusher.mean_sync_flush_bytes > 128 * 1024
         assert not flusher.small_sync_flushes()
+        # Queues are built in the background: a put returns before its record is
+        # dispatched (a CI run read here before the dispatcher's round and got nothing).
+        store.wait_dispatched()
         got = store.get_messages("g", "T", 0, 0, 8)
         assert [m.body for m in got.messages[:3]] == [b"s" * 100] * 3
     with MessageStore.open(tmp_path, _config()) as store:
