@@ -1450,14 +1450,32 @@ static PyObject *ascii_properties(const uint8_t *p, Py_ssize_t n, int *ascii) {
     return result;
 }
 
-/* The last bytes -> str answer of a cache: the records of one call mostly share their
- * topic and hosts, and a hit then costs a memcmp instead of a bytes object and a lookup. */
+/* The last object made from some bytes of a record (a topic or host str, the raw store
+ * host): the records of one call mostly share them, and a hit then costs a memcmp
+ * instead of a new object (and, for text, a lookup). */
 #define MEMO_BYTES 128
 typedef struct {
-    PyObject *text; /* strong reference, or NULL */
+    PyObject *obj; /* strong reference, or NULL */
     Py_ssize_t len;
     uint8_t bytes[MEMO_BYTES];
-} TextMemo;
+} BytesMemo;
+
+/* The memo's object (new reference) when it was made from these bytes, else NULL. */
+static inline PyObject *memo_hit(const BytesMemo *memo, const uint8_t *p, Py_ssize_t n) {
+    if (memo->obj != NULL && memo->len == n && memcmp(memo->bytes, p, (size_t)n) == 0)
+        return Py_NewRef(memo->obj);
+    return NULL;
+}
+
+/* ``made`` (passed through, NULL on failure), kept as the memo of these bytes. */
+static PyObject *memo_keep(BytesMemo *memo, PyObject *made, const uint8_t *p, Py_ssize_t n) {
+    if (made != NULL && n <= MEMO_BYTES) {
+        Py_XSETREF(memo->obj, Py_NewRef(made));
+        memo->len = n;
+        memcpy(memo->bytes, p, (size_t)n);
+    }
+    return made;
+}
 
 /* An int made once for a run of records that repeat its value, with that value kept in C
  * (reading it back from the int cost a conversion per record: timestamps take two
@@ -1467,16 +1485,10 @@ typedef struct {
     long long value;
 } LongMemo;
 
-static PyObject *memo_text(TextMemo *memo, PyObject *cache, const uint8_t *p, Py_ssize_t n) {
-    if (memo->text != NULL && memo->len == n && memcmp(memo->bytes, p, (size_t)n) == 0)
-        return Py_NewRef(memo->text);
-    PyObject *text = cached_text(cache, p, n);
-    if (text != NULL && n <= MEMO_BYTES) {
-        Py_XSETREF(memo->text, Py_NewRef(text));
-        memo->len = n;
-        memcpy(memo->bytes, p, (size_t)n);
-    }
-    return text;
+/* The bytes -> str answer of ``cache`` for these bytes, through the memo. */
+static PyObject *memo_text(BytesMemo *memo, PyObject *cache, const uint8_t *p, Py_ssize_t n) {
+    PyObject *hit = memo_hit(memo, p, n);
+    return hit != NULL ? hit : memo_keep(memo, cached_text(cache, p, n), p, n);
 }
 
 /* ---- MessageExt.properties and msg_id, made on first read ------------------------- */
@@ -1656,23 +1668,11 @@ static PyTypeObject LazyMsgIdType = {
     .tp_descr_set = lazy_set,
 };
 
-/* A bytes object made once for a run of records that repeat its bytes. */
-typedef struct {
-    PyObject *obj; /* strong reference, or NULL */
-    Py_ssize_t len;
-    uint8_t bytes[MEMO_BYTES];
-} BytesMemo;
-
+/* A bytes object of these bytes, through the memo. */
 static PyObject *memo_bytes(BytesMemo *memo, const uint8_t *p, Py_ssize_t n) {
-    if (memo->obj != NULL && memo->len == n && memcmp(memo->bytes, p, (size_t)n) == 0)
-        return Py_NewRef(memo->obj);
-    PyObject *made = PyBytes_FromStringAndSize((const char *)p, n);
-    if (made != NULL && n <= MEMO_BYTES) {
-        Py_XSETREF(memo->obj, Py_NewRef(made));
-        memo->len = n;
-        memcpy(memo->bytes, p, (size_t)n);
-    }
-    return made;
+    PyObject *hit = memo_hit(memo, p, n);
+    return hit != NULL ? hit
+                       : memo_keep(memo, PyBytes_FromStringAndSize((const char *)p, n), p, n);
 }
 
 typedef struct {
@@ -1681,7 +1681,7 @@ typedef struct {
     int read_body;
     int lazy_properties; /* the type's properties slot takes raw bytes (LazyProperties) */
     int lazy_msg_id;     /* its msg_id slot takes the raw store host (LazyMsgId) */
-    TextMemo topic, born_host, store_host;
+    BytesMemo topic, born_host, store_host;
     BytesMemo store_host_raw;
     /* The last ones made, shared by the records of a call that repeat them: a batch's
      * records mostly have one store time, often one born time and one size. */
@@ -1689,9 +1689,9 @@ typedef struct {
 } DecodeContext;
 
 static void release_context(DecodeContext *ctx) {
-    Py_CLEAR(ctx->topic.text);
-    Py_CLEAR(ctx->born_host.text);
-    Py_CLEAR(ctx->store_host.text);
+    Py_CLEAR(ctx->topic.obj);
+    Py_CLEAR(ctx->born_host.obj);
+    Py_CLEAR(ctx->store_host.obj);
     Py_CLEAR(ctx->store_host_raw.obj);
     Py_CLEAR(ctx->store_timestamp.obj);
     Py_CLEAR(ctx->born_timestamp.obj);
