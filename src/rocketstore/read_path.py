@@ -143,7 +143,7 @@ class MessageReader:
         records the batch rules take, then all of them are read (in C, one call for the
         lot, which leaves batches across file ends to Python). Returns (messages, units
         taken, last offset taken or -1), or None when a record is missing or not of its
-        unit's size: ``get``'s loop then decides, record by record."""
+        unit's size: ``_get_filtered`` then decides, record by record."""
         pull = rec.fast_pull_messages
         if native is not None and pull is not None:
             files = self.commitlog.files

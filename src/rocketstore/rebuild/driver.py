@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from rocketstore.config import StoreConfig
 from rocketstore.errors import CorruptDataError
@@ -217,8 +217,7 @@ class _Job:
             "scan", scan_bundle_pass, scans,
             [bundle.bytes for bundle in scans],
         )  # fmt: skip
-        scanned = [result for results in bundled_scans for result in results]
-        _raise_first_failure(scanned)
+        scanned = _unbundled(bundled_scans)
         results = sorted(cast("list[ScanResult]", scanned), key=lambda r: r.number)
         try:
             walk = join_ranges(
@@ -274,8 +273,7 @@ class _Job:
         bundled: list[list[BuildResult]] = self._map(
             "build", build_pass, bundles, [len(b.tasks) for b in bundles]
         )
-        done = [result for results in bundled for result in results]
-        _raise_first_failure(done)
+        done = _unbundled(bundled)
         queue_results = [r for r in done if isinstance(r, QueueResult)]
         report.queues = sum(r.queues for r in queue_results)
         report.queue_units = sum(r.units for r in queue_results)
@@ -310,6 +308,16 @@ def _is_local(runner: TaskRunner) -> bool:
     """Whether every task of ``runner`` runs on this machine (a runner written before the
     ``local`` attribute existed is taken as not local: the safe answer)."""
     return bool(getattr(runner, "local", False))
+
+
+R = TypeVar("R")
+
+
+def _unbundled(bundled: Sequence[Sequence[R]]) -> list[R]:
+    """The results of bundled tasks, bundle after bundle; the first failure raised."""
+    results = [result for bundle in bundled for result in bundle]
+    _raise_first_failure(results)
+    return results
 
 
 def _raise_first_failure(results: Sequence[object]) -> None:
