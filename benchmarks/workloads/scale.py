@@ -131,16 +131,14 @@ def disk_too_full(directory: str, count: int) -> str | None:
     files however new they are, as RocketMQ's does: the run's queries would then find
     nothing (a run on a 89 %-full disk failed with "wrong or missing message")."""
     from rocketstore.config import StoreConfig
+    from rocketstore.services.retention import disk_usage_ratio
 
-    st = os.statvfs(directory)
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize + rocketstore_footprint(count)
-    entire = (st.f_blocks - st.f_bfree + st.f_bavail) * st.f_frsize
+    ratio = disk_usage_ratio(directory, rocketstore_footprint(count))
     limit = StoreConfig().disk_space_clean_forcibly_ratio
-    percent = 100 * used / entire if entire > 0 else 100.0
-    if percent <= limit:
+    if ratio * 100 <= limit:  # (-1.0, unmeasurable: the store would not delete either)
         return None
     return (
-        f"skipped: the disk would be {percent:.0f} % full, above the {limit} % at which "
+        f"skipped: the disk would be {ratio * 100:.0f} % full, above the {limit} % at which "
         "the store's retention deletes CommitLog files"
     )
 

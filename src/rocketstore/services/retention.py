@@ -44,17 +44,18 @@ log = logging.getLogger(__name__)
 MANUAL_DELETE_ROUNDS = 20
 
 
-def disk_usage_ratio(path: str) -> float:
+def disk_usage_ratio(path: str, adding: int = 0) -> float:
     """Used fraction of the filesystem holding ``path``, as RocketMQ computes it
     (``UtilAll.getDiskPartitionSpaceUsedPercent``): used / (used + available to us),
-    rounded up to a whole percent; -1.0 when it cannot be measured."""
+    rounded up to a whole percent; -1.0 when it cannot be measured. ``adding``: as it would
+    be once that many more bytes are written (what a tool checks before a large write)."""
     try:
         st = os.statvfs(path)
     except OSError:
         return -1.0
     total = st.f_blocks * st.f_frsize
-    used = total - st.f_bfree * st.f_frsize
-    entire = used + st.f_bavail * st.f_frsize
+    used = total - st.f_bfree * st.f_frsize + adding
+    entire = total - st.f_bfree * st.f_frsize + st.f_bavail * st.f_frsize
     if total <= 0 or entire <= 0:
         return -1.0
     return -(-used * 100 // entire) / 100  # integer percent, rounded up

@@ -472,6 +472,16 @@ def test_disk_usage_ratio_is_a_whole_percent(tmp_path: Path) -> None:
     assert disk_usage_ratio(str(tmp_path / "missing")) == -1.0
 
 
+def test_disk_usage_ratio_counts_bytes_about_to_be_written(tmp_path: Path) -> None:
+    st = os.statvfs(tmp_path)
+    entire = (st.f_blocks - st.f_bfree + st.f_bavail) * st.f_frsize
+    now = disk_usage_ratio(str(tmp_path))
+    # A tenth of the filesystem more: ten points more (each rounded up to a whole percent).
+    later = disk_usage_ratio(str(tmp_path), entire // 10)
+    assert now + 0.09 <= later <= now + 0.11
+    assert disk_usage_ratio(str(tmp_path), 0) == now
+
+
 def test_delete_when_must_name_hours(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="delete_when"):
         MessageStore.open(tmp_path, _config(delete_when="4am"))
