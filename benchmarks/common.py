@@ -46,6 +46,7 @@ class Sizes:
     query_ops: int  # lookups per query measurement
     dispatch_messages: int
     lag_messages: int
+    sync_lag_calls: int  # SYNC_FLUSH put_batch calls per visibility-lag measurement
     recovery_bytes: int  # CommitLog bytes written before the crash
     raw_bytes: int  # file size for the raw bandwidth figures
     fsync_ops: int
@@ -69,6 +70,7 @@ FULL = Sizes(
     query_ops=2_000,
     dispatch_messages=50_000,
     lag_messages=400_000,  # > 64 MiB at 100 B: long enough for the writer to yield
+    sync_lag_calls=1_000,
     recovery_bytes=256 * MIB,
     raw_bytes=256 * MIB,
     fsync_ops=200,
@@ -89,6 +91,7 @@ QUICK = Sizes(
     query_ops=100,
     dispatch_messages=5_000,
     lag_messages=5_000,
+    sync_lag_calls=20,
     recovery_bytes=4 * MIB,
     raw_bytes=8 * MIB,
     fsync_ops=10,

@@ -27,13 +27,21 @@ DURABILITY = {
 class RocketstoreAdapter(Adapter):
     name = NAME
 
-    def __init__(self, directory: str, durability: str, *, keep_ids: bool = False):
+    def __init__(
+        self,
+        directory: str,
+        durability: str,
+        *,
+        keep_ids: bool = False,
+        store_options: dict[str, Any] | None = None,
+    ):
         from rocketstore import Message, MessageStore, StoreConfig
 
         self._message = Message
         self.directory = directory
         self.durability = durability
-        self.store = MessageStore.open(directory, StoreConfig(flush_disk_type=durability))
+        config = StoreConfig(flush_disk_type=durability, **(store_options or {}))
+        self.store = MessageStore.open(directory, config)
         # offsetMsgIds of every message put, when a workload needs them (view by id).
         self.keep_ids = keep_ids
         self.msg_ids: list[str] = []

@@ -4,6 +4,9 @@ consume-queue units and index entries, and how far it falls behind under load.
 Layer: benchmark workload. "build rate": messages are put with the dispatcher stopped,
 then one ``wait_dispatched`` is timed. "lag": batches of 1024 are put as fast as one
 thread can while the background dispatcher runs; the lag is sampled after every batch.
+"visibility lag": SYNC_FLUSH batches are put as fast as one thread can; after every call,
+how long ago the oldest put not yet dispatched returned (what a consumer waits beyond
+the producer's acknowledgement), with ``max_dispatch_lag_ms`` off and at 5 ms.
 The other systems index inside their put, so they have no separate figure.
 """
 
@@ -11,8 +14,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
-from benchmarks.common import BODY_SIZES, MIB, DataSet, Row, Scratch, Sizes, row, settle_heap
+from benchmarks.common import (
+    BODY_SIZES,
+    MIB,
+    DataSet,
+    Row,
+    Scratch,
+    Sizes,
+    percentile,
+    row,
+    settle_heap,
+)
 from benchmarks.systems import open_system
 from benchmarks.systems.raw_system import record_bytes
 from benchmarks.systems.rocketstore_system import RocketstoreAdapter
@@ -73,6 +87,55 @@ def lag_under_load(scratch: Scratch, dataset: DataSet, count: int) -> dict[str, 
     }
 
 
+SYNC_LAG_BATCHES = (32, 1024)
+# max_dispatch_lag_ms: off (the default), and the bound measured against it.
+SYNC_LAG_BOUNDS = (0, 5)
+
+
+def visibility_lag(
+    scratch: Scratch, dataset: DataSet, batch: int, calls: int, bound_ms: int
+) -> dict[str, float]:
+    with scratch.directory(SYSTEM) as directory:
+        adapter = RocketstoreAdapter(
+            directory, "SYNC_FLUSH", store_options={"max_dispatch_lag_ms": bound_ms}
+        )
+        store = adapter.store
+        try:
+            batches = [adapter.prepare(items) for items in dataset.batches(batch * calls, batch)]
+            pending: deque[tuple[int, float]] = deque()  # (end offset, time acknowledged)
+            lags: list[float] = []
+            settle_heap()
+            start = time.perf_counter()
+            for items in batches:
+                results = store.put_batch(items)
+                now = time.perf_counter()
+                last = results[-1]
+                if not last.ok:
+                    raise RuntimeError(f"put_batch failed: {last.status}")
+                pending.append((last.commit_log_offset + last.size, now))
+                dispatched = store.dispatcher.dispatched_offset
+                while pending and pending[0][0] <= dispatched:
+                    pending.popleft()
+                lags.append((now - pending[0][1]) * 1000 if pending else 0.0)
+            seconds = time.perf_counter() - start
+        finally:
+            adapter.close()
+    return {
+        "put rate": batch * calls / seconds,
+        "visibility lag p50": percentile(lags, 50),
+        "visibility lag p99": percentile(lags, 99),
+        "visibility lag max": max(lags),
+    }
+
+
+SYNC_LAG_UNITS = {
+    "put rate": ("msg/s", True),
+    "visibility lag p50": ("ms", False),
+    "visibility lag p99": ("ms", False),
+    "visibility lag max": ("ms", False),
+}
+
+
 LAG_UNITS = {
     "put rate": ("msg/s", True),
     "dispatch rate during puts": ("msg/s", True),
@@ -112,5 +175,28 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                     higher_is_better=higher,
                     messages=sizes.lag_messages,
                 )
+            )
+        rows.extend(sync_lag_rows(sizes, scratch, dataset))
+    return rows
+
+
+def sync_lag_rows(sizes: Sizes, scratch: Scratch, dataset: DataSet) -> list[Row]:
+    rows: list[Row] = []
+    for batch in SYNC_LAG_BATCHES:
+        case = f"{dataset.body_size} B, SYNC_FLUSH batch-{batch} puts"
+        for bound in SYNC_LAG_BOUNDS:
+            system = f"{SYSTEM} (max_dispatch_lag_ms={bound})"
+            samples = [
+                visibility_lag(scratch, dataset, batch, sizes.sync_lag_calls, bound)
+                for _ in range(sizes.repeat)
+            ]
+            for metric, (unit, higher) in SYNC_LAG_UNITS.items():
+                values = [sample[metric] for sample in samples]
+                rows.append(row(NAME, case, system, metric, unit, values, higher_is_better=higher))
+            log.info(
+                "dispatch %s, bound %d ms: max lag %.1f ms",
+                case,
+                bound,
+                max(sample["visibility lag max"] for sample in samples),
             )
     return rows

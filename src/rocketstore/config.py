@@ -74,6 +74,11 @@ class StoreConfig:
     clean_file_forcibly_enable: bool = True
     # Dispatcher polling when idle (ms); RocketMQ sleeps 1 ms between reput rounds.
     dispatch_interval_ms: int = 1
+    # The longest the dispatcher may stay behind a writer that keeps the GIL before the
+    # writer dispatches the backlog itself (ms after its first undispatched append); 0:
+    # never, the dispatcher thread does it all. Not a RocketMQ setting (RocketMQ's reput
+    # runs beside the writer on its own core). See services.dispatcher.after_append.
+    max_dispatch_lag_ms: int = 0
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> StoreConfig:
@@ -97,6 +102,9 @@ class StoreConfig:
             raise ConfigError(
                 f"commit_log_prefault_bytes must be a non-negative integer, got {prefault!r}"
             )
+        lag = self.max_dispatch_lag_ms
+        if not isinstance(lag, int) or isinstance(lag, bool) or lag < 0:
+            raise ConfigError(f"max_dispatch_lag_ms must be a non-negative integer, got {lag!r}")
         if self.mapped_file_size_commit_log < 64:
             raise ConfigError(
                 f"mapped_file_size_commit_log must be at least 64 bytes, "

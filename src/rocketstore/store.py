@@ -94,7 +94,11 @@ class MessageStore:
         self.recovery_report = RecoveryReport()
         self._delay_levels_ms = delay_levels_ms(config.message_delay_level)
         self.dispatcher = Dispatcher(
-            self.commitlog, self._dispatch_run, 0, interval_ms=config.dispatch_interval_ms
+            self.commitlog,
+            self._dispatch_run,
+            0,
+            interval_ms=config.dispatch_interval_ms,
+            max_lag_ms=config.max_dispatch_lag_ms,
         )
         self.flusher = Flusher(
             self.commitlog,

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import monotonic
 
 import numpy as np
 import numpy.typing as npt
@@ -67,12 +68,14 @@ class Dispatcher:
         from_offset: int,
         *,
         interval_ms: int = 1,
+        max_lag_ms: int = 0,
         on_progress: Callable[[int], None] | None = None,
     ):
         self.commitlog = commitlog
         self.handle = handle
         self.dispatched_offset = from_offset
         self.interval_ms = interval_ms
+        self.max_lag_s = max_lag_ms / 1000
         self.on_progress = on_progress
         self.records_dispatched = 0
         self.topics = TopicTable()
@@ -83,6 +86,9 @@ class Dispatcher:
         # where ``Event.is_set`` is a Python call (a single put is about 2 us; its
         # after-append calls took a sixth of that).
         self._woken = False
+        # When the writer woke this thread first since its last round began (monotonic s).
+        self._woken_at = 0.0
+        self.writer_rounds = 0  # backlogs the writer dispatched itself (max_lag_ms)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -178,18 +184,47 @@ class Dispatcher:
     # --- thread -----------------------------------------------------------------------
 
     def after_append(self, max_offset: int) -> None:
-        """The writer's call after each append: wake this thread, and once it is more
-        than ``YIELD_LAG_BYTES`` behind, hand it the GIL for a moment.
+        """The writer's call after each append: wake this thread; once it is more than
+        ``YIELD_LAG_BYTES`` behind, hand it the GIL for a moment; and with ``max_lag_ms``,
+        once it has left an append undispatched that long, dispatch here.
 
         Its Python steps run between C loops that release the GIL; under a writer that
         never lets go of it, each step would wait a whole switch interval (5 ms) to get
         it back, and the index fell hundreds of MiB behind sustained puts. A yield per
-        append while it lags bounds that wait by one put instead."""
+        append while it lags bounds that wait by one put instead.
+
+        A SYNC_FLUSH writer keeps the GIL through its syncs too (MappedFile.flush), so this
+        thread got it only at switch intervals even well under the 64 MiB, and a consumer
+        saw messages 20-150 ms after their puts under sustained load. ``max_lag_ms`` bounds
+        that: the writer takes the lock, which lets go of the GIL while a round under way
+        finishes, and dispatches the rest without a hand-off. The dispatch is then part of
+        the put's time (a tenth to a quarter of the SYNC_FLUSH put rate at 2-5 ms), so it
+        is off unless asked for."""
         if not self._woken:  # set() takes the condition's lock: skip when done
             self._woken = True
+            if self.max_lag_s:
+                self._woken_at = monotonic()
             self._wake.set()
+        elif self.max_lag_s and monotonic() - self._woken_at > self.max_lag_s:
+            self._dispatch_on_writer()
+            return
         if max_offset - self.dispatched_offset > YIELD_LAG_BYTES and self._thread is not None:
             time.sleep(0)
+
+    def _dispatch_on_writer(self) -> None:
+        """One round on the writer's thread. A failure is kept for the store to report,
+        as the thread keeps its own: the put that called this has been appended, and must
+        not fail for what the index does."""
+        with self._lock:
+            if self.error is not None:
+                return
+            self._woken_at = monotonic()
+            self.writer_rounds += 1
+            try:
+                self._dispatch_available()
+            except Exception as e:
+                log.exception("dispatch on the writer's thread failed")
+                self.error = e
 
     def start(self) -> None:
         if self._thread is not None:
@@ -201,7 +236,7 @@ class Dispatcher:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.error is None:
             # Before the run, so a put during it is not missed; the event first, so that
             # a writer that saw the flag still set finds its put dispatched by this run.
             self._wake.clear()

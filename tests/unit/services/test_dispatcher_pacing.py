@@ -1,15 +1,19 @@
 """The writer makes way for a lagging dispatcher: past YIELD_LAG_BYTES of lag it hands
-over the GIL after each append, so the index keeps up with sustained puts."""
+over the GIL after each append, so the index keeps up with sustained puts; with
+``max_dispatch_lag_ms`` it dispatches a backlog that old itself."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.errors import ConfigError
 from rocketstore.services import dispatcher as dispatcher_module
+from rocketstore.status import PutStatus
 
 
 def test_yields_only_while_the_running_thread_lags(
@@ -86,3 +90,132 @@ def test_appends_during_the_pause_after_a_round_go_in_one_round(tmp_path: Path) 
         store.wait_dispatched()
         assert rounds == [1, 5]
         assert store.get_messages("g", "T", 0, 0, 10).messages[-1].body == b"m4"
+
+
+def _stopped(store: MessageStore) -> None:
+    """Stop the store's dispatcher thread, leaving its wake-up state as a writer sees it
+    while the thread is starved: woken, no round begun."""
+    store.dispatcher.shutdown()
+    store.dispatcher._wake.clear()
+    store.dispatcher._woken = False
+
+
+def test_the_writer_dispatches_a_backlog_older_than_max_dispatch_lag_ms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``max_dispatch_lag_ms`` the writer dispatches itself, on its own thread, once
+    the dispatcher has left an append undispatched that long; sooner, it only wakes it."""
+    clock = [100.0]
+    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: clock[0])
+    config = StoreConfig(flush_disk_type="SYNC_FLUSH", max_dispatch_lag_ms=5)
+    with MessageStore.open(tmp_path, config) as store:
+        _stopped(store)
+        dispatcher = store.dispatcher
+        threads: list[int] = []
+        handle = dispatcher.handle
+
+        def recorded(run: dispatcher_module.DispatchRun) -> None:
+            threads.append(threading.get_ident())
+            handle(run)
+
+        dispatcher.handle = recorded
+        first = store.put_batch([Message("T", b"a")] * 2)
+        clock[0] += 0.005  # at the bound: not yet
+        store.put(Message("T", b"b"))
+        assert dispatcher.dispatched_offset == 0 and dispatcher.writer_rounds == 0
+        clock[0] += 0.0001
+        last = store.put(Message("T", b"c"))
+        assert dispatcher.writer_rounds == 1
+        assert threads == [threading.get_ident()]
+        assert dispatcher.dispatched_offset == last.commit_log_offset + last.size
+        got = store.get_messages("g", "T", 0, 0, 10)
+        assert [m.body for m in got.messages] == [b"a", b"a", b"b", b"c"]
+        assert got.messages[0].commit_log_offset == first[0].commit_log_offset
+        # The bound counts again from the writer's round.
+        clock[0] += 0.004
+        store.put(Message("T", b"d"))
+        assert dispatcher.writer_rounds == 1
+        clock[0] += 0.002
+        store.put(Message("T", b"e"))
+        assert dispatcher.writer_rounds == 2
+        assert store.dispatch_lag_bytes() == 0
+
+
+def test_without_max_dispatch_lag_ms_the_writer_only_wakes_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: clock[0])
+    with MessageStore.open(tmp_path, StoreConfig(flush_disk_type="SYNC_FLUSH")) as store:
+        _stopped(store)
+        for body in (b"a", b"b", b"c"):
+            store.put(Message("T", body))
+            clock[0] += 60.0
+        assert store.dispatcher.writer_rounds == 0
+        assert store.dispatch_lag_bytes() > 0
+        store.wait_dispatched()
+        assert len(store.get_messages("g", "T", 0, 0, 10).messages) == 3
+
+
+def test_a_failed_dispatch_on_the_writer_is_kept_and_the_put_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The put was appended (and synced) before the writer's round: it answers PUT_OK, and
+    the dispatcher keeps the failure for the store, as its thread does."""
+    clock = [100.0]
+    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: clock[0])
+    config = StoreConfig(flush_disk_type="SYNC_FLUSH", max_dispatch_lag_ms=1)
+    with MessageStore.open(tmp_path, config) as store:
+        _stopped(store)
+        dispatcher = store.dispatcher
+
+        def broken(run: dispatcher_module.DispatchRun) -> None:
+            raise OSError("no space for the index")
+
+        dispatcher.handle = broken
+        store.put(Message("T", b"a"))
+        clock[0] += 1.0
+        result = store.put(Message("T", b"b"))
+        assert result.status is PutStatus.PUT_OK
+        assert isinstance(dispatcher.error, OSError)
+        assert "dispatch on the writer's thread failed" in caplog.text
+        clock[0] += 1.0
+        store.put(Message("T", b"c"))
+        assert dispatcher.writer_rounds == 1  # no second try after a failure
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "5"])
+def test_max_dispatch_lag_ms_must_be_a_non_negative_integer(value: object) -> None:
+    with pytest.raises(ConfigError, match="max_dispatch_lag_ms"):
+        StoreConfig(max_dispatch_lag_ms=value).validate()  # type: ignore[arg-type]
+
+
+def test_writer_and_thread_rounds_together_dispatch_each_record_once(tmp_path: Path) -> None:
+    """Sustained SYNC_FLUSH puts with a 1 ms bound, the thread running: whichever thread
+    dispatches a record, every queue holds each message once, in order, and every key is
+    found."""
+    config = StoreConfig(flush_disk_type="SYNC_FLUSH", max_dispatch_lag_ms=1)
+    with MessageStore.open(tmp_path, config) as store:
+        sent = 0
+        for call in range(300):
+            batch = [
+                Message(
+                    "T",
+                    f"m{sent + i}".encode(),
+                    queue_id=(sent + i) % 4,
+                    properties={"KEYS": f"k{sent + i}"},
+                )
+                for i in range(8)
+            ]
+            assert all(r.ok for r in store.put_batch(batch))
+            sent += len(batch)
+            if call % 50 == 0:
+                time.sleep(0.002)  # let the thread take some rounds too
+        store.wait_dispatched()
+        for queue_id in range(4):
+            bodies: list[bytes] = []
+            while got := store.get_messages("g", "T", queue_id, len(bodies), 32).messages:
+                bodies.extend(m.body for m in got)
+            assert bodies == [f"m{i}".encode() for i in range(queue_id, sent, 4)]
+        for i in (0, sent // 2, sent - 1):
+            assert [m.body for m in store.query_messages("T", f"k{i}")] == [f"m{i}".encode()]
