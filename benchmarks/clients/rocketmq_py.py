@@ -1,7 +1,7 @@
 """Produce or consume through the Python ``rocketmq`` 0.4.4 client (C++ client inside),
 timing only the messaging (not process or client start-up). Prints one JSON line.
 
-    python rocketmq_py.py produce NAMESRV TOPIC COUNT BODY_BYTES
+    python rocketmq_py.py produce NAMESRV TOPIC COUNT BODY_BYTES [START_AT]
     python rocketmq_py.py consume NAMESRV TOPIC GROUP COUNT TIMEOUT_S
 """
 
@@ -16,7 +16,11 @@ import time
 from rocketmq.client import Message, Producer, PushConsumer
 
 
-def produce(namesrv: str, topic: str, count: int, body_bytes: int) -> dict[str, float]:
+def produce(
+    namesrv: str, topic: str, count: int, body_bytes: int, start_at: float | None = None
+) -> dict[str, float]:
+    """``start_at`` (epoch seconds): begin then, so that several producers started one
+    after another send at the same time."""
     producer = Producer("bench_producer")
     producer.set_namesrv_addr(namesrv)
     producer.start()
@@ -24,6 +28,8 @@ def produce(namesrv: str, topic: str, count: int, body_bytes: int) -> dict[str, 
     warm = Message(topic)
     warm.set_body(body)
     producer.send_sync(warm)  # route lookup and connection, outside the timing
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
     started = time.perf_counter()
     for i in range(count):
         msg = Message(topic)
@@ -69,7 +75,8 @@ def main() -> None:
     timer.start()
     mode, namesrv, topic, *rest = sys.argv[1:]
     if mode == "produce":
-        result = produce(namesrv, topic, int(rest[0]), int(rest[1]))
+        start_at = float(rest[2]) if len(rest) > 2 else None
+        result = produce(namesrv, topic, int(rest[0]), int(rest[1]), start_at)
     else:
         result = consume(namesrv, topic, rest[0], int(rest[1]), float(rest[2]))
     sys.stdout.write(json.dumps(result) + "\n")

@@ -8,12 +8,15 @@ read_path (getMessage), queries (key lookups), recovery.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from types import TracebackType
+from typing import Any
 
 from rocketstore.commitlog import CommitLog, EncodedBatch, PreparedMessage
 from rocketstore.config import StoreConfig, delay_levels_ms
@@ -58,6 +61,7 @@ from rocketstore.recovery.checkpoint_file import CheckpointFile
 from rocketstore.recovery.recover import RecoveryReport, recover_store, scan_valid_end
 from rocketstore.services.dispatcher import Dispatcher, DispatchRun
 from rocketstore.services.flusher import Flusher
+from rocketstore.services.group_commit import GroupCommit
 from rocketstore.services.prefaulter import Prefaulter
 from rocketstore.services.retention import RetentionReport, RetentionService
 from rocketstore.status import AppendStatus, Boundary, PutStatus, RunningFlags
@@ -108,6 +112,10 @@ class MessageStore:
             on_queues_flushed=self._on_queues_flushed,
             on_error=self._on_flush_error,
             live_logics_timestamp=lambda: self.live_logics_timestamp,
+        )
+        # SYNC_FLUSH puts that must not block (submit): their syncs run on its thread.
+        self.group_commit = GroupCommit(
+            lambda offset: self.flusher.flush_sync(offset, background=True)
         )
         sync_flush = config.flush_disk_type == "SYNC_FLUSH" and not read_only
         self.commitlog.write_through = sync_flush
@@ -408,21 +416,18 @@ class MessageStore:
         still in their properties, as RocketMQ's records have it."""
         if self._closed or self.read_only:  # (the common case without a call)
             self._check_writable()
-        if not self.running_flags.writeable:
-            reason = self.running_flags.unwriteable_reason()
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
-        if store_host is None and self.config.flush_disk_type == "ASYNC_FLUSH" and not any_armed():
+        if (
+            store_host is None
+            and self.config.flush_disk_type == "ASYNC_FLUSH"
+            and not any_armed()
+            and self.running_flags.writeable
+        ):
             # The common single put in one C call: nothing to wait for after the append.
             done = self.preparer.put_one(self.commitlog, msg, store_timestamp)
             if done is not None:
                 return done
-        encoded = self._encode((msg,), store_host, in_batch=False)
-        if encoded is not None:
-            return self._append_encoded(encoded, store_timestamp)[0]
-        prepared = self.preparer.prepare(msg, store_host, delay=delay)
-        if isinstance(prepared, PutStatus):
-            return PutResult(prepared)
-        return self._append([prepared], store_timestamp)[0]
+        results, end_offset = self._append_one(msg, store_timestamp, store_host, delay)
+        return self._acknowledged(results, end_offset)[0]
 
     def put_batch(
         self,
@@ -434,26 +439,82 @@ class MessageStore:
 
         Any invalid message fails the whole batch (nothing is written).
         """
-        self._check_writable()
-        if not msgs:
-            return []
+        results, end_offset = self._append_batch(msgs, store_timestamp, store_host)
+        return self._acknowledged(results, end_offset)
+
+    def submit(
+        self,
+        msg: Message,
+        store_timestamp: int | None = None,
+        store_host: str | None = None,
+        *,
+        delay: bool = True,
+    ) -> Future[PutResult]:
+        """``put`` that appends now and answers through a future, for callers that must
+        not block (an event loop): with SYNC_FLUSH the group commit thread completes it
+        once the message is durable (its status FLUSH_DISK_TIMEOUT when that failed);
+        otherwise it is complete on return. Messages submitted while a sync runs share
+        the next one."""
+        if self._closed or self.read_only:
+            self._check_writable()
+        single: Future[PutResult] = _running_future()
+        results, end_offset = self._append_one(msg, store_timestamp, store_host, delay)
+        self._on_acknowledged(results, end_offset, lambda done: single.set_result(done[0]))
+        return single
+
+    def submit_batch(
+        self,
+        msgs: Sequence[Message],
+        store_timestamp: int | None = None,
+        store_host: str | None = None,
+    ) -> Future[list[PutResult]]:
+        """``put_batch`` answered through a future, as ``submit``."""
+        batch: Future[list[PutResult]] = _running_future()
+        results, end_offset = self._append_batch(msgs, store_timestamp, store_host)
+        self._on_acknowledged(results, end_offset, batch.set_result)
+        return batch
+
+    def _append_one(
+        self, msg: Message, store_timestamp: int | None, store_host: str | None, delay: bool
+    ) -> tuple[list[PutResult], int | None]:
+        """Append ``msg`` without waiting for a sync: its result (as a list of one) and
+        the CommitLog end it needs durable (None: nothing appended)."""
         if not self.running_flags.writeable:
             reason = self.running_flags.unwriteable_reason()
-            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason) for _ in msgs]
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)], None
+        encoded = self._encode((msg,), store_host, in_batch=False)
+        if encoded is not None:
+            return self._append_encoded(encoded, store_timestamp)
+        prepared = self.preparer.prepare(msg, store_host, delay=delay)
+        if isinstance(prepared, PutStatus):
+            return [PutResult(prepared)], None
+        return self._append([prepared], store_timestamp)
+
+    def _append_batch(
+        self, msgs: Sequence[Message], store_timestamp: int | None, store_host: str | None
+    ) -> tuple[list[PutResult], int | None]:
+        """``_append_one`` for ``put_batch``."""
+        self._check_writable()
+        if not msgs:
+            return [], None
+        if not self.running_flags.writeable:
+            reason = self.running_flags.unwriteable_reason()
+            status = PutStatus.SERVICE_NOT_AVAILABLE
+            return [PutResult(status, reason=reason) for _ in msgs], None
         encoded = self._encode(msgs, store_host, in_batch=True)
         if encoded is not None:
             if not self._batch_fits(encoded.body_bytes, len(encoded.blob)):
-                return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
+                return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs], None
             return self._append_encoded(encoded, store_timestamp)
         prepared: list[PreparedMessage] = []
         for msg in msgs:
             item = self.preparer.prepare(msg, store_host, in_batch=True)
             if isinstance(item, PutStatus):
-                return [PutResult(item) for _ in msgs]
+                return [PutResult(item) for _ in msgs], None
             prepared.append(item)
         body_bytes = sum(len(m.body) for m in msgs)
         if not self._batch_fits(body_bytes, sum(p.length for p in prepared)):
-            return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs]
+            return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs], None
         return self._append(prepared, store_timestamp)
 
     def _batch_fits(self, body_bytes: int, record_bytes: int) -> bool:
@@ -476,51 +537,41 @@ class MessageStore:
 
     def _append_encoded(
         self, encoded: EncodedBatch, store_timestamp: int | None
-    ) -> list[PutResult]:
+    ) -> tuple[list[PutResult], int | None]:
         """``_append`` for a batch the C extension encoded."""
         try:
             appended = self.commitlog.append_encoded(encoded, store_timestamp)
         except (OSError, StoreError) as e:
             log.error("append failed: %s", e)
-            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in range(len(encoded))]
+            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in range(len(encoded))], None
         if appended is None:
-            return [PutResult(PutStatus.UNKNOWN_ERROR) for _ in range(len(encoded))]
+            return [PutResult(PutStatus.UNKNOWN_ERROR) for _ in range(len(encoded))], None
         # The results are made before the wait: with SYNC_FLUSH the disk is already
         # writing the batch (MappedFile.write_batch started it), so this costs nothing.
-        results = encoded_results(encoded, appended, PutStatus.PUT_OK)
-        status = self._after_append(appended.end_offset)
-        if status is not PutStatus.PUT_OK:
-            return encoded_results(encoded, appended, status)
-        return results
-
-    def _after_append(self, end_offset: int | None) -> PutStatus:
-        """The crash point between append and flush, then, with SYNC_FLUSH, the wait
-        until the CommitLog is durable up to ``end_offset`` (None: nothing appended)."""
-        crash_point(AFTER_APPEND_BEFORE_FLUSH)
-        if self.config.flush_disk_type == "SYNC_FLUSH" and end_offset is not None:
-            return self.flusher.flush_sync(end_offset)
-        return PutStatus.PUT_OK
+        return encoded_results(encoded, appended, PutStatus.PUT_OK), appended.end_offset
 
     def _append(
         self, prepared: list[PreparedMessage], store_timestamp: int | None
-    ) -> list[PutResult]:
+    ) -> tuple[list[PutResult], int | None]:
+        """Append prepared messages; their results, and the CommitLog end to make durable
+        before they are acknowledged (None: nothing appended)."""
         try:
             appended = self.commitlog.append(prepared, store_timestamp)
         except (OSError, StoreError) as e:
             # Creating the next file failed (disk full, I/O error): nothing of this put
             # was written; the store stays usable for a retry once space is back.
             log.error("append failed: %s", e)
-            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in prepared]
-        last = appended[-1] if appended else None
-        status = self._after_append(last.commit_log_offset + last.size if last else None)
+            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in prepared], None
         results = []
+        end_offset: int | None = None
         for item in appended:
             if item.status is not AppendStatus.PUT_OK:
                 results.append(PutResult(PutStatus.UNKNOWN_ERROR))
                 continue
+            end_offset = item.commit_log_offset + item.size
             results.append(
                 PutResult(
-                    status,
+                    PutStatus.PUT_OK,
                     commit_log_offset=item.commit_log_offset,
                     queue_offset=item.queue_offset,
                     msg_id=item.msg_id,
@@ -528,7 +579,35 @@ class MessageStore:
                     size=item.size,
                 )
             )
-        return results
+        return results, end_offset
+
+    def _acknowledged(self, results: list[PutResult], end_offset: int | None) -> list[PutResult]:
+        """``results`` once the flush policy allows answering: the crash point between
+        append and flush, then, with SYNC_FLUSH, the wait until the CommitLog is durable
+        up to ``end_offset`` (None: nothing appended, nothing to wait for)."""
+        if end_offset is None:
+            return results
+        crash_point(AFTER_APPEND_BEFORE_FLUSH)
+        if self.config.flush_disk_type != "SYNC_FLUSH":
+            return results
+        return _with_status(results, self.flusher.flush_sync(end_offset))
+
+    def _on_acknowledged(
+        self,
+        results: list[PutResult],
+        end_offset: int | None,
+        answer: Callable[[list[PutResult]], None],
+    ) -> None:
+        """``_acknowledged`` without blocking: ``answer(results)`` now, or from the group
+        commit thread once its sync covered ``end_offset``."""
+        if end_offset is None:
+            answer(results)
+            return
+        crash_point(AFTER_APPEND_BEFORE_FLUSH)
+        if self.config.flush_disk_type != "SYNC_FLUSH":
+            answer(results)
+            return
+        self.group_commit.request(end_offset, lambda status: answer(_with_status(results, status)))
 
     # --- reading ------------------------------------------------------------------------
 
@@ -699,6 +778,7 @@ class MessageStore:
         error: BaseException | None = None
         try:
             if not self.read_only:
+                self.group_commit.shutdown()  # answers every submitted put first
                 self.retention.shutdown()
                 self.prefaulter.shutdown()
                 self.flusher.shutdown()
@@ -783,3 +863,19 @@ def _detect_queue_file_size(base: str) -> int | None:
             if size:
                 return size
     return None
+
+
+def _with_status(results: list[PutResult], status: PutStatus) -> list[PutResult]:
+    """``results`` with every appended message's status ``status`` (a failed sync)."""
+    if status is PutStatus.PUT_OK:
+        return results
+    return [dataclasses.replace(r, status=status) if r.ok else r for r in results]
+
+
+def _running_future() -> Future[Any]:
+    """A future already running, as a submitted put is: the append happens before it is
+    returned, so a caller's cancel (an asyncio task's, through ``wrap_future``) must not
+    take it back; ``cancel`` returns False and the answer still arrives."""
+    future: Future[Any] = Future()
+    future.set_running_or_notify_cancel()
+    return future

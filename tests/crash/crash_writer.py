@@ -1,14 +1,19 @@
 """A writer process for crash tests (run as a script, never collected by pytest).
 
 Puts messages numbered from ``start`` and prints ``ACK <n>`` after each acknowledged put
-(flushed to the pipe at once), until killed or until ``count`` messages were put.
+(flushed to the pipe at once), until killed or until ``count`` messages were put. Modes:
+``single`` (put), ``batch`` (put_batch) and ``submit`` (up to 8 submits in flight, each
+acknowledged when its future completes, from the group commit thread with SYNC_FLUSH).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 
-from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore import Message, MessageStore, PutResult, StoreConfig
 
 TOPIC = "Crash"
 
@@ -44,6 +49,19 @@ def main() -> None:
     n = int(start)
     end = n + int(count)
     out = sys.stdout
+    in_flight = threading.Semaphore(8)
+    printing = threading.Lock()
+
+    def acknowledge(number: int) -> Callable[[Future[PutResult]], None]:
+        def done(future: Future[PutResult]) -> None:
+            if future.result().ok:
+                with printing:
+                    out.write(f"ACK {number}\n")
+                    out.flush()
+            in_flight.release()
+
+        return done
+
     with MessageStore.open(root, config(flush_disk_type)) as store:
         print("READY", flush=True)
         while n < end:
@@ -54,6 +72,10 @@ def main() -> None:
                 out.write("".join(f"ACK {a}\n" for a in acked))
                 out.flush()
                 n += len(group)
+            elif mode == "submit":
+                in_flight.acquire()
+                store.submit(message(n)).add_done_callback(acknowledge(n))
+                n += 1
             else:
                 if store.put(message(n)).ok:
                     out.write(f"ACK {n}\n")

@@ -116,7 +116,7 @@ def test_sigkill_at_random_moments(tmp_path: Path, flush: str) -> None:
     next_n = 0
     total_acked: set[int] = set()
     for round_no in range(ROUNDS):
-        mode = "batch" if round_no % 2 else "single"
+        mode = ("single", "batch", "submit")[round_no % 3]
         acked, code = run_writer(
             root, flush, mode, next_n, kill_after_s=rng.uniform(0.0, 0.25), env={}
         )

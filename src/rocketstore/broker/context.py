@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -21,19 +22,22 @@ from rocketstore.broker.long_polling import PullWaiters
 from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.format.message import Message
+from rocketstore.put_path import PutResult
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 # PullMessageProcessor's hold limits: a held pull waits at most its suspend time, capped here
 # so a client asking for hours cannot pin a task forever.
 MAX_SUSPEND_MS = 60_000
 # Retries before a message goes to the group's DLQ (SubscriptionGroupConfig.retryMaxTimes).
 DEFAULT_MAX_RECONSUME_TIMES = 16
-# Bodies above this many bytes are put from a worker thread even with ASYNC_FLUSH: their
-# copy (about a millisecond for 4 MiB) would hold up every other connection.
+# Bodies above this many bytes are put from a worker thread: their copy (about a
+# millisecond for 4 MiB) would hold up every other connection.
 INLINE_PUT_MAX_BYTES = 256 * 1024
 
 
@@ -73,20 +77,36 @@ class BrokerContext:
         """Run blocking store work (disk reads, a SYNC_FLUSH put) off the event loop."""
         return await asyncio.to_thread(fn, *args)
 
-    async def put(self, put: Callable[[Any, None, str], T], messages: Any, body_bytes: int) -> T:
-        """``put(messages, None, broker_addr)`` (MessageStore.put or put_batch), stored as
-        from this broker: on the event loop when the put cannot wait, else through ``run``.
+    async def put(self, message: Message, body_bytes: int) -> PutResult:
+        """``MessageStore.put`` as from this broker, without blocking the loop long (see
+        ``_put``)."""
+        return await self._put(self.store.put, self.store.submit, message, body_bytes)
+
+    async def put_batch(self, messages: Sequence[Message], body_bytes: int) -> list[PutResult]:
+        """``MessageStore.put_batch`` as ``put``."""
+        return await self._put(self.store.put_batch, self.store.submit_batch, messages, body_bytes)
+
+    async def _put(
+        self,
+        put: Callable[[M, None, str], T],
+        submit: Callable[[M, None, str], Future[T]],
+        messages: M,
+        body_bytes: int,
+    ) -> T:
+        """Small sends are appended on the event loop; big bodies, whose copy (about a
+        millisecond for 4 MiB) would hold up every other connection, on a worker thread.
 
         With ASYNC_FLUSH a put copies into memory and returns, and the hop to a worker
         thread and back cost several times the put itself (a send_sync client's round
-        trip: 760 us through a thread, 540 us on the loop). A SYNC_FLUSH put waits for
-        the disk, and big bodies take long to copy: those go to a thread."""
-        if (
-            self.store.config.flush_disk_type == "ASYNC_FLUSH"
-            and body_bytes <= INLINE_PUT_MAX_BYTES
-        ):
-            return put(messages, None, self.broker_addr)
-        return await self.run(put, messages, None, self.broker_addr)
+        trip: 760 us through a thread, 540 us on the loop). A SYNC_FLUSH send is
+        submitted: appended here, answered once the group commit thread's sync covers
+        it, while the loop reads the next sends (which then share that thread's next
+        sync, as RocketMQ's GroupCommitService batches them)."""
+        if body_bytes > INLINE_PUT_MAX_BYTES:
+            return await self.run(put, messages, None, self.broker_addr)
+        if self.store.config.flush_disk_type == "SYNC_FLUSH":
+            return await asyncio.wrap_future(submit(messages, None, self.broker_addr))
+        return put(messages, None, self.broker_addr)
 
     def topics_changed(self) -> None:
         if self.on_topics_changed is not None:

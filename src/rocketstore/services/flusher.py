@@ -56,11 +56,13 @@ class Flusher:
 
     # --- sync (group commit) ----------------------------------------------------------
 
-    def flush_sync(self, up_to_offset: int) -> PutStatus:
+    def flush_sync(self, up_to_offset: int, *, background: bool = False) -> PutStatus:
         """Block until the CommitLog is durable up to ``up_to_offset``.
 
         Whoever holds the lock flushes everything appended so far, so producers waiting
-        behind it usually find their bytes already durable (group commit).
+        behind it usually find their bytes already durable (group commit). ``background``
+        lets the other threads run during the msync (``MappedFile.flush``): the group
+        commit thread's syncs, which nobody waits for on the GIL.
         """
         deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
         with self._sync_lock:
@@ -71,7 +73,7 @@ class Flusher:
             before = files.flushed_where
             try:
                 while files.flushed_where < up_to_offset:
-                    files.flush(0)
+                    files.flush(0, background=background)
                     self.flush_count += 1
                     if time.monotonic() > deadline:
                         return PutStatus.FLUSH_DISK_TIMEOUT

@@ -141,44 +141,48 @@ def test_send_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("flush", "body_bytes", "on_loop"),
+    ("flush", "body_bytes", "expected"),
     [
-        ("ASYNC_FLUSH", 100, True),
-        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES, True),
-        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES + 1, False),
-        ("SYNC_FLUSH", 100, False),
+        ("ASYNC_FLUSH", 100, [("put", True), ("put_batch", True)]),
+        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES, [("put", True), ("put_batch", True)]),
+        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES + 1, [("put", False), ("put_batch", False)]),
+        ("SYNC_FLUSH", 100, [("submit", True), ("submit_batch", True)]),
+        ("SYNC_FLUSH", INLINE_PUT_MAX_BYTES + 1, [("put", False), ("put_batch", False)]),
     ],
 )
-def test_a_send_puts_on_the_loop_only_when_the_put_cannot_wait(
-    tmp_path: Path, flush: str, body_bytes: int, on_loop: bool
+def test_a_send_puts_on_the_loop_unless_its_bodies_are_big(
+    tmp_path: Path, flush: str, body_bytes: int, expected: list[tuple[str, bool]]
 ) -> None:
-    """ASYNC_FLUSH puts of small bodies only copy into memory: they run on the event loop
-    (a worker thread's hop cost more than the put); SYNC_FLUSH puts wait for the disk and
-    big bodies take long to copy, so those go to a thread. Both kinds of send do so."""
+    """Sends of small bodies are appended on the event loop (a worker thread's hop cost
+    more than an ASYNC_FLUSH put); with SYNC_FLUSH they are submitted, and answered once
+    the group commit thread's sync covers them. Big bodies take long to copy: those are
+    put from a thread. Both kinds of send do so."""
     ctx = make_context(tmp_path / "store", flush_disk_type=flush)
     threads: list[tuple[str, threading.Thread]] = []
-    put, put_batch = ctx.store.put, ctx.store.put_batch
 
-    def recording(name: str, real: Any) -> Any:
+    def recording(name: str) -> None:
+        real = getattr(ctx.store, name)
+
         def call_it(*args: Any) -> Any:
             threads.append((name, threading.current_thread()))
             return real(*args)
 
-        return call_it
+        setattr(ctx.store, name, call_it)
 
-    ctx.store.put = recording("put", put)  # type: ignore[method-assign]
-    ctx.store.put_batch = recording("put_batch", put_batch)  # type: ignore[method-assign]
+    for name in ("put", "put_batch", "submit", "submit_batch"):
+        recording(name)
     try:
         single = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TI"), b"x" * body_bytes)
         half = body_bytes // 2
         entries = [BatchEntry(0, b"y" * half, {}), BatchEntry(0, b"z" * (body_bytes - half), {})]
         batch = call(ctx, RequestCode.SEND_BATCH_MESSAGE, send_v2("TI"), encode_batch(entries))
+        syncs = ctx.store.group_commit.syncs
     finally:
         ctx.store.close()
     assert (single.code, batch.code) == (ResponseCode.SUCCESS, ResponseCode.SUCCESS)
     loop_thread = threading.main_thread()  # (asyncio.run's loop runs in the calling thread)
-    assert [name for name, _ in threads] == ["put", "put_batch"]
-    assert [thread is loop_thread for _, thread in threads] == [on_loop, on_loop]
+    assert [(name, thread is loop_thread) for name, thread in threads] == expected
+    assert syncs == (2 if expected[0][0] == "submit" else 0)
 
 
 def test_send_batch(ctx: BrokerContext) -> None:

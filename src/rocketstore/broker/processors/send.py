@@ -227,7 +227,7 @@ async def send_message(
         born_host=conn.peer,
         reconsume_times=header.reconsume_times,
     )
-    result = await ctx.put(ctx.store.put, message, len(message.body))
+    result = await ctx.put(message, len(message.body))
     return put_response(cmd, [result], queue_id)
 
 
@@ -275,5 +275,5 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
             )
         )
     body_bytes = sum(len(message.body) for message in messages)
-    results = await ctx.put(ctx.store.put_batch, messages, body_bytes)
+    results = await ctx.put_batch(messages, body_bytes)
     return put_response(cmd, results, queue_id)

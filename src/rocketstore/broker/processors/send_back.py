@@ -84,7 +84,7 @@ async def consumer_send_back(
                 ResponseCode.SYSTEM_ERROR, f"consumer group {group!r} has no valid retry topic: {e}"
             )
         ctx.topics_changed()
-    result = await ctx.put(ctx.store.put, message, len(message.body))
+    result = await ctx.put(message, len(message.body))
     if result.status is PutStatus.PUT_OK:
         return cmd.response(ResponseCode.SUCCESS)
     code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
