@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from rocketstore.errors import ConfigError, CorruptDataError, FileRemovedError, 
 from rocketstore.files.mapped_file import TMP_SUFFIX, MappedFile, remove_leftovers
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
+from rocketstore.format.index_geometry import infer_geometry
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
 from rocketstore.format.native import native
 from rocketstore.format.properties import split_keys
@@ -699,6 +701,31 @@ class DispatchedKeys:
     keys: str | None
 
 
+def file_geometry(path: str, configured: tuple[int, int]) -> tuple[int, int]:
+    """(hash_slot_num, index_num) of the index file at ``path``: ``configured`` when its
+    size fits that, else what its entries show (format.index_geometry), else four
+    entries per slot (RocketMQ's default ratio) when its size fits that. ValueError,
+    naming the file and what to do, when nothing settles it (a file without entries of
+    an unusual size)."""
+    size = os.path.getsize(path)
+    if size == layout.file_size(*configured):
+        return configured
+    if size > layout.HEADER_SIZE:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            found = infer_geometry(mm)
+        if found is not None:
+            return found
+    try:
+        return layout.geometry_from_size(size)
+    except ValueError:
+        raise ValueError(
+            f"index file {path} is {size} bytes: not the configured geometry ({configured[0]} "
+            f"slots x {configured[1]} entries), and it holds no entries to tell its own; "
+            "set max_hash_slot_num and max_index_num (RocketMQ's maxHashSlotNum and "
+            "maxIndexNum) to those of the broker that wrote it"
+        ) from None
+
+
 class IndexService:
     def __init__(self, root: str, hash_slot_num: int, index_num: int, *, writable: bool):
         self.directory = index_dir(root)
@@ -725,20 +752,14 @@ class IndexService:
         if self.writable:
             remove_leftovers(self.directory)
         names = sorted(n for n in os.listdir(self.directory) if is_index_file_name(n))
-        expected = layout.file_size(self.hash_slot_num, self.index_num)
+        configured = (self.hash_slot_num, self.index_num)
         for name in names:
             path = os.path.join(self.directory, name)
-            size = os.path.getsize(path)
-            slots, number = self.hash_slot_num, self.index_num
-            if size != expected:
-                try:
-                    slots, number = layout.geometry_from_size(size)
-                except ValueError as e:
-                    raise ConfigError(
-                        f"index file {path} is {size} bytes: neither the configured geometry "
-                        f"({self.hash_slot_num} slots x {self.index_num} entries) nor one with "
-                        "4 entries per slot; pass max_hash_slot_num and max_index_num"
-                    ) from e
+            try:
+                slots, number = file_geometry(path, configured)
+            except ValueError as e:
+                raise ConfigError(str(e)) from e
+            if (slots, number) != configured:
                 log.info("index file %s has geometry %d slots x %d entries", name, slots, number)
             self.files.append(IndexFile(path, slots, number, writable=self.writable))
 
@@ -758,10 +779,7 @@ class IndexService:
         for name in sorted(names - known):
             path = os.path.join(self.directory, name)
             try:
-                size = os.path.getsize(path)
-                slots, number = layout.geometry_from_size(size)
-                if size == layout.file_size(self.hash_slot_num, self.index_num):
-                    slots, number = self.hash_slot_num, self.index_num
+                slots, number = file_geometry(path, (self.hash_slot_num, self.index_num))
                 files.append(IndexFile(path, slots, number, writable=False))
             except (OSError, ValueError, CorruptDataError):
                 continue

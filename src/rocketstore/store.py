@@ -40,12 +40,11 @@ from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
 from rocketstore.format import record as rec
 from rocketstore.format.dispatch_facts import dispatch_facts
-from rocketstore.format.index_layout import file_size, geometry_from_size
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
 from rocketstore.format.record_scan import queue_runs
 from rocketstore.format.subscription import parse_subscription
-from rocketstore.index import IndexService
+from rocketstore.index import IndexService, file_geometry
 from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
@@ -148,8 +147,9 @@ class MessageStore:
     ) -> MessageStore:
         """Open (or, for a writer, create) the store at ``path``.
 
-        CommitLog and ConsumeQueue file sizes are taken from existing files; the index
-        geometry from the index file size (assuming 4 entries per slot) unless configured.
+        CommitLog and ConsumeQueue file sizes are taken from existing files, the index
+        geometry from the newest index file (``index.file_geometry``: its entries show it
+        whatever the broker that wrote it was configured with), so new files match.
         """
         root = os.fspath(path)
         config = (config or StoreConfig()).validate()
@@ -840,14 +840,13 @@ def _adopt_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
     if os.path.isdir(idx):
         names = sorted(n for n in os.listdir(idx) if is_index_file_name(n))
         if names:
-            size = os.path.getsize(os.path.join(idx, names[-1]))
-            if size != file_size(config.max_hash_slot_num, config.max_index_num):
-                try:
-                    slots, number = geometry_from_size(size)
-                    changes["max_hash_slot_num"] = slots
-                    changes["max_index_num"] = number
-                except ValueError:
-                    log.warning("index file %s has an unknown geometry", names[-1])
+            configured = (config.max_hash_slot_num, config.max_index_num)
+            try:
+                found = file_geometry(os.path.join(idx, names[-1]), configured)
+            except ValueError as e:
+                raise ConfigError(str(e)) from e
+            if found != configured:
+                changes["max_hash_slot_num"], changes["max_index_num"] = found
     return config.replace(**changes) if changes else config
 
 

@@ -8,7 +8,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import BASE_MS, BORN_MS, TAGS, Run, body_of, topic_of, uniq_of
+from cli_helpers import (
+    BASE_MS,
+    BORN_MS,
+    CONFIG,
+    TAGS,
+    Run,
+    body_of,
+    message_of,
+    topic_of,
+    uniq_of,
+)
 
 from rocketstore import MessageStore
 from rocketstore.format.message_id import offset_msg_id
@@ -242,3 +252,28 @@ def test_send_message_creates_a_store_but_refuses_other_directories(
     illegal = cli("--store", fresh, "sendMessage", "-t", "bad topic!", "-p", "x")
     assert illegal.code == 1
     assert illegal.err.startswith("rocketstore: error: illegal topic")
+
+
+def test_a_store_of_another_index_geometry_works_as_it_is(tmp_path: Path, cli: Cli) -> None:
+    """A broker configured with maxHashSlotNum 16 and maxIndexNum 32 (two entries a slot,
+    a size no 1:4 geometry fits): every command reads its index files as they are."""
+    root = tmp_path / "odd"
+    config = CONFIG.replace(max_hash_slot_num=16, max_index_num=32)
+    with MessageStore.open(root, config) as writer:
+        for i in range(200):
+            assert writer.put(message_of(i), store_timestamp=BASE_MS + i * 1000).ok
+    table = cli("--store", root, "queryMsgByKey", "-t", "OrderEvents", "-k", "order-100")
+    assert table.code == 0, table.err
+    offset, queue_offset = offset_of(root, 100)
+    assert table.out.splitlines()[1].split() == [
+        offset_msg_id("127.0.0.1:10911", offset),
+        "0",
+        str(queue_offset),
+    ]
+    stats = cli("--store", root, "--json", "stats")
+    assert stats.code == 0, stats.err
+    (summary,) = stats.json_lines()
+    assert (summary["index"]["hashSlots"], summary["index"]["entriesPerFile"]) == (16, 32)
+    check = cli("--store", root, "check")
+    assert check.code == 0, check.out + check.err
+    assert "OK" in check.out

@@ -13,7 +13,9 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable, lookup
+from rocketstore.config import StoreConfig
 from rocketstore.format import index_layout as layout
+from rocketstore.index import file_geometry
 from rocketstore.paths import index_dir, is_index_file_name
 
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
@@ -51,6 +53,8 @@ class IndexCheck:
         on_bytes: Callable[[int], None] | None,
     ):
         self.directory = index_dir(root)
+        # RocketMQ's default geometry; files of another are read by file_geometry.
+        self.configured = (StoreConfig.max_hash_slot_num, StoreConfig.max_index_num)
         self.table = table
         self.min_offset = min_offset
         self.data_end = data_end
@@ -93,7 +97,7 @@ class IndexCheck:
         if self.on_bytes is not None:
             self.on_bytes(size)
         try:
-            slots, capacity = layout.geometry_from_size(size)
+            slots, capacity = file_geometry(path, self.configured)
         except ValueError as e:
             self._problem(path, "file", str(e))
             return None

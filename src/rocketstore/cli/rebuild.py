@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rocketstore.config import StoreConfig
 from rocketstore.errors import StoreLockedError
 from rocketstore.files.lock import DirectoryLock
-from rocketstore.format.index_layout import geometry_from_size
+from rocketstore.index import file_geometry
 from rocketstore.paths import (
     COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
@@ -135,9 +135,10 @@ class Rebuild:
         if os.path.isdir(index_base):
             names = sorted(n for n in os.listdir(index_base) if is_index_file_name(n))
             if names:
-                size = os.path.getsize(os.path.join(index_base, names[-1]))
+                defaults = (StoreConfig.max_hash_slot_num, StoreConfig.max_index_num)
                 with contextlib.suppress(ValueError):
-                    slots, entries = geometry_from_size(size)
+                    path = os.path.join(index_base, names[-1])
+                    slots, entries = file_geometry(path, defaults)
                     sizes["max_hash_slot_num"] = slots
                     sizes["max_index_num"] = entries
         return sizes

@@ -128,8 +128,13 @@ def collect(store: MessageStore) -> dict[str, Any]:
         "index": {
             **usage(os.path.join(root, INDEX_DIR)).to_json(),
             "entries": sum(f.entry_count for f in index_files),
-            "hashSlots": store.config.max_hash_slot_num,
-            "entriesPerFile": store.config.max_index_num,
+            # The newest file's (a broker may have been configured otherwise).
+            "hashSlots": index_files[-1].hash_slot_num
+            if index_files
+            else store.config.max_hash_slot_num,
+            "entriesPerFile": index_files[-1].index_num
+            if index_files
+            else store.config.max_index_num,
         },
         "messages": sum(topics.values()),
         "topics": topics,

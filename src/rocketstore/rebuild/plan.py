@@ -18,8 +18,7 @@ from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError, NotAStoreError
 from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import detect_file_size
-from rocketstore.format.index_layout import file_size as index_file_size
-from rocketstore.format.index_layout import geometry_from_size
+from rocketstore.index import file_geometry
 from rocketstore.paths import (
     COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
@@ -129,11 +128,10 @@ def detect_geometry(root: str, config: StoreConfig) -> Geometry:
     if os.path.isdir(index_base):
         names = sorted(n for n in os.listdir(index_base) if is_index_file_name(n))
         if names:
-            size = os.path.getsize(os.path.join(index_base, names[-1]))
             with contextlib.suppress(ValueError):  # unknown: the configured one is used
-                slots, entries = geometry_from_size(size)
-            if size == index_file_size(config.max_hash_slot_num, config.max_index_num):
-                slots, entries = config.max_hash_slot_num, config.max_index_num
+                slots, entries = file_geometry(
+                    os.path.join(index_base, names[-1]), (slots, entries)
+                )
     return Geometry(
         commit_log_file_size=commitlog_size or config.mapped_file_size_commit_log,
         queue_file_size=queue_size,

@@ -92,6 +92,21 @@ def test_appends_during_the_pause_after_a_round_go_in_one_round(tmp_path: Path) 
         assert store.get_messages("g", "T", 0, 0, 10).messages[-1].body == b"m4"
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The dispatcher's monotonic clock, set by the test: ``clock[0]`` seconds."""
+    now = [100.0]
+    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: now[0])
+    return now
+
+
+def _stopped_sync_store(root: Path, max_dispatch_lag_ms: int = 0) -> MessageStore:
+    config = StoreConfig(flush_disk_type="SYNC_FLUSH", max_dispatch_lag_ms=max_dispatch_lag_ms)
+    store = MessageStore.open(root, config)
+    _stopped(store)
+    return store
+
+
 def _stopped(store: MessageStore) -> None:
     """Stop the store's dispatcher thread, leaving its wake-up state as a writer sees it
     while the thread is starved: woken, no round begun."""
@@ -101,15 +116,11 @@ def _stopped(store: MessageStore) -> None:
 
 
 def test_the_writer_dispatches_a_backlog_older_than_max_dispatch_lag_ms(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: list[float]
 ) -> None:
     """With ``max_dispatch_lag_ms`` the writer dispatches itself, on its own thread, once
     the dispatcher has left an append undispatched that long; sooner, it only wakes it."""
-    clock = [100.0]
-    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: clock[0])
-    config = StoreConfig(flush_disk_type="SYNC_FLUSH", max_dispatch_lag_ms=5)
-    with MessageStore.open(tmp_path, config) as store:
-        _stopped(store)
+    with _stopped_sync_store(tmp_path, max_dispatch_lag_ms=5) as store:
         dispatcher = store.dispatcher
         threads: list[int] = []
         handle = dispatcher.handle
@@ -142,12 +153,9 @@ def test_the_writer_dispatches_a_backlog_older_than_max_dispatch_lag_ms(
 
 
 def test_without_max_dispatch_lag_ms_the_writer_only_wakes_the_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: list[float]
 ) -> None:
-    clock = [100.0]
-    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: clock[0])
-    with MessageStore.open(tmp_path, StoreConfig(flush_disk_type="SYNC_FLUSH")) as store:
-        _stopped(store)
+    with _stopped_sync_store(tmp_path) as store:
         for body in (b"a", b"b", b"c"):
             store.put(Message("T", body))
             clock[0] += 60.0
@@ -158,15 +166,11 @@ def test_without_max_dispatch_lag_ms_the_writer_only_wakes_the_thread(
 
 
 def test_a_failed_dispatch_on_the_writer_is_kept_and_the_put_stands(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clock: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The put was appended (and synced) before the writer's round: it answers PUT_OK, and
     the dispatcher keeps the failure for the store, as its thread does."""
-    clock = [100.0]
-    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: clock[0])
-    config = StoreConfig(flush_disk_type="SYNC_FLUSH", max_dispatch_lag_ms=1)
-    with MessageStore.open(tmp_path, config) as store:
-        _stopped(store)
+    with _stopped_sync_store(tmp_path, max_dispatch_lag_ms=1) as store:
         dispatcher = store.dispatcher
 
         def broken(run: dispatcher_module.DispatchRun) -> None:

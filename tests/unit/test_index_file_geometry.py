@@ -1,0 +1,80 @@
+"""Index files of any geometry: ``file_geometry`` and the store's adoption of it, for
+stores whose broker set maxHashSlotNum and maxIndexNum to other than 4 entries a slot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.errors import ConfigError
+from rocketstore.format import index_layout as layout
+from rocketstore.index import file_geometry
+from rocketstore.paths import index_dir
+
+ODD = {"max_hash_slot_num": 16, "max_index_num": 32}  # two a slot: no 1:4 size
+ODD_SIZE = layout.file_size(16, 32)
+
+
+def _write(root: Path, count: int, start: int = 0, **config: int) -> None:
+    with MessageStore.open(
+        root, StoreConfig(mapped_file_size_commit_log=1 << 20, **config)
+    ) as store:
+        for n in range(start, start + count):
+            assert store.put(Message("T", b"m%d" % n, properties={"KEYS": f"k{n}"})).ok
+
+
+def _index_sizes(root: Path) -> set[int]:
+    directory = index_dir(str(root))
+    return {os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory)}
+
+
+def test_a_reader_with_the_default_config_reads_files_of_another_geometry(tmp_path: Path) -> None:
+    _write(tmp_path, 100, **ODD)  # 31 keys a file: four files
+    assert _index_sizes(tmp_path) == {ODD_SIZE}
+    with MessageStore.open(tmp_path, read_only=True) as store:
+        assert {(f.hash_slot_num, f.index_num) for f in store.index.files} == {(16, 32)}
+        for n in (0, 31, 62, 99):
+            assert [m.body for m in store.query_messages("T", f"k{n}")] == [b"m%d" % n]
+
+
+def test_a_writer_with_the_default_config_keeps_the_geometry_it_finds(tmp_path: Path) -> None:
+    """New files take the newest file's geometry, so RocketMQ, configured as the broker
+    that wrote them, reads every file."""
+    _write(tmp_path, 40, **ODD)
+    _write(tmp_path, 60, start=40)  # StoreConfig() defaults: 5M slots x 20M entries
+    assert _index_sizes(tmp_path) == {ODD_SIZE}
+    with MessageStore.open(tmp_path) as store:
+        assert (store.config.max_hash_slot_num, store.config.max_index_num) == (16, 32)
+        for n in (0, 39, 40, 99):
+            assert [m.body for m in store.query_messages("T", f"k{n}")] == [b"m%d" % n]
+
+
+def test_file_geometry_prefers_the_configured_then_the_entries_then_one_to_four(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path, 5, **ODD)
+    directory = index_dir(str(tmp_path))
+    written = os.path.join(directory, sorted(os.listdir(directory))[0])
+    assert file_geometry(written, (16, 32)) == (16, 32)
+    assert file_geometry(written, (5_000_000, 20_000_000)) == (16, 32)
+    empty = tmp_path / "empty"
+    empty.write_bytes(bytes(layout.file_size(10, 40)))  # no entries: the 1:4 size it fits
+    assert file_geometry(str(empty), (5_000_000, 20_000_000)) == (10, 40)
+
+
+def test_an_empty_file_of_an_unusual_size_asks_for_the_geometry(tmp_path: Path) -> None:
+    directory = Path(index_dir(str(tmp_path)))
+    _write(tmp_path, 1)
+    for name in os.listdir(directory):
+        os.remove(directory / name)
+    (directory / "20260101000000000").write_bytes(bytes(ODD_SIZE))
+    with pytest.raises(ValueError, match="holds no entries") as raised:
+        file_geometry(str(directory / "20260101000000000"), (5_000_000, 20_000_000))
+    assert "max_hash_slot_num and max_index_num" in str(raised.value)
+    with pytest.raises(ConfigError, match="20260101000000000 is 744 bytes"):
+        MessageStore.open(tmp_path, read_only=True)
+    with MessageStore.open(tmp_path, StoreConfig(**ODD), read_only=True) as store:
+        assert store.index.files[0].index_num == 32
