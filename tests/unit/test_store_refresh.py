@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketstore import Message, MessageStore, StoreClosedError
+from rocketstore import Message, MessageStore, StoreClosedError, StoreConfig
 
 
 def test_refresh_lists_new_queues_at_once(tmp_path):
@@ -24,3 +24,30 @@ def test_refresh_lists_new_queues_at_once(tmp_path):
         writer.refresh()  # a writer sees everything already: nothing to do
     with pytest.raises(StoreClosedError):
         reader.refresh()
+
+
+def test_a_next_file_made_ahead_is_not_data(tmp_path):
+    """RocketMQ's AllocateMappedFileService makes the next CommitLog file before it is
+    needed, so a live broker's store (or one it left in a crash) ends in an empty file: a
+    reader's CommitLog ends where the data does, not at that file's start; once the
+    writer reaches it, it counts."""
+    size = 64 * 1024
+    config = StoreConfig(mapped_file_size_commit_log=size)
+    with MessageStore.open(tmp_path, config) as writer:
+        results = [writer.put(Message("A", b"x" * 100)) for _ in range(10)]
+    end = results[-1].commit_log_offset + results[-1].size
+    (tmp_path / "commitlog" / f"{size:020d}").write_bytes(bytes(size))
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert len(reader.commitlog.files.files) == 2
+        assert reader.max_commit_log_offset() == end
+        got = reader.get_messages("g", "A", 0, 0, 32)
+        assert len(got.messages) == 10
+        assert got.max_offset == 10
+    with MessageStore.open(tmp_path, config) as writer:  # takes the file when it rolls
+        for _ in range(700):
+            assert writer.put(Message("A", b"y" * 100)).ok
+        writer_end = writer.max_commit_log_offset()
+        assert writer_end > size
+        writer.flush()
+        with MessageStore.open(tmp_path, read_only=True) as reader:
+            assert reader.max_commit_log_offset() == writer_end

@@ -136,9 +136,22 @@ class MappedFileQueue:
         return first.file_from_offset if first else -1
 
     def max_offset(self) -> int:
-        """End of written data: last file start + its write position (0 when empty)."""
-        last = self.last
-        return last.file_from_offset + last.wrote_position if last else 0
+        """End of written data: the start of the last file holding data plus its write
+        position (0 when empty).
+
+        Files past the data are not counted: RocketMQ's AllocateMappedFileService makes
+        the next file before it is needed, so a copy of a live broker's store (or one it
+        left in a crash) ends in an empty file, and the data does not reach its start."""
+        files = self.files
+        if not files:
+            return 0
+        last = files[-1]
+        if last.wrote_position == 0:
+            for mapped in reversed(files):
+                if mapped.wrote_position:
+                    return mapped.file_from_offset + mapped.wrote_position
+            return files[0].file_from_offset
+        return last.file_from_offset + last.wrote_position
 
     def find(self, offset: int, return_first_if_not_found: bool = False) -> MappedFile | None:
         """The file holding ``offset``; None (or the first file, if asked) when out of range."""
