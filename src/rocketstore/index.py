@@ -701,6 +701,13 @@ class DispatchedKeys:
     keys: str | None
 
 
+def unfinished(path: str) -> bool:
+    """An index file its creator died making: shorter than a header. It holds nothing
+    (RocketMQ, loading it, maps it to its configured size and finds it empty): a writer
+    removes it, a reader passes it over."""
+    return os.path.getsize(path) < layout.HEADER_SIZE
+
+
 def file_geometry(path: str, configured: tuple[int, int]) -> tuple[int, int]:
     """(hash_slot_num, index_num) of the index file at ``path``: ``configured`` when its
     size fits that, else what its entries show (format.index_geometry), else four
@@ -710,6 +717,11 @@ def file_geometry(path: str, configured: tuple[int, int]) -> tuple[int, int]:
     size = os.path.getsize(path)
     if size == layout.file_size(*configured):
         return configured
+    if size < layout.HEADER_SIZE:
+        raise ValueError(
+            f"index file {path} is {size} bytes, shorter than its header: its creation was "
+            "cut short (a writer removes it)"
+        )
     if size > layout.HEADER_SIZE:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             found = infer_geometry(mm)
@@ -724,6 +736,19 @@ def file_geometry(path: str, configured: tuple[int, int]) -> tuple[int, int]:
             "set max_hash_slot_num and max_index_num (RocketMQ's maxHashSlotNum and "
             "maxIndexNum) to those of the broker that wrote it"
         ) from None
+
+
+def newest_geometry(directory: str, configured: tuple[int, int]) -> tuple[int, int] | None:
+    """``file_geometry`` of the newest index file in ``directory`` (unfinished ones passed
+    over), the one a writer's new files follow; None when there is none."""
+    if not os.path.isdir(directory):
+        return None
+    names = sorted((n for n in os.listdir(directory) if is_index_file_name(n)), reverse=True)
+    for name in names:
+        path = os.path.join(directory, name)
+        if not unfinished(path):
+            return file_geometry(path, configured)
+    return None
 
 
 class IndexService:
@@ -755,6 +780,11 @@ class IndexService:
         configured = (self.hash_slot_num, self.index_num)
         for name in names:
             path = os.path.join(self.directory, name)
+            if unfinished(path):
+                if self.writable:
+                    log.warning("removing index file %s: shorter than its header", path)
+                    os.remove(path)
+                continue
             try:
                 slots, number = file_geometry(path, configured)
             except ValueError as e:

@@ -44,14 +44,13 @@ from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
 from rocketstore.format.record_scan import queue_runs
 from rocketstore.format.subscription import parse_subscription
-from rocketstore.index import IndexService, file_geometry
+from rocketstore.index import IndexService, newest_geometry
 from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
     COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     index_dir,
-    is_index_file_name,
 )
 from rocketstore.put_path import MessagePreparer, PutResult, encoded_results
 from rocketstore.queries import KeyQuery
@@ -836,17 +835,13 @@ def _adopt_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
     cq_size = _detect_queue_file_size(os.path.join(root, CONSUME_QUEUE_DIR))
     if cq_size is not None and cq_size != config.consume_queue_file_size:
         changes["mapped_file_size_consume_queue"] = cq_size
-    idx = index_dir(root)
-    if os.path.isdir(idx):
-        names = sorted(n for n in os.listdir(idx) if is_index_file_name(n))
-        if names:
-            configured = (config.max_hash_slot_num, config.max_index_num)
-            try:
-                found = file_geometry(os.path.join(idx, names[-1]), configured)
-            except ValueError as e:
-                raise ConfigError(str(e)) from e
-            if found != configured:
-                changes["max_hash_slot_num"], changes["max_index_num"] = found
+    configured = (config.max_hash_slot_num, config.max_index_num)
+    try:
+        found = newest_geometry(index_dir(root), configured)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    if found is not None and found != configured:
+        changes["max_hash_slot_num"], changes["max_index_num"] = found
     return config.replace(**changes) if changes else config
 
 

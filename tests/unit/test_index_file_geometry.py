@@ -78,3 +78,28 @@ def test_an_empty_file_of_an_unusual_size_asks_for_the_geometry(tmp_path: Path) 
         MessageStore.open(tmp_path, read_only=True)
     with MessageStore.open(tmp_path, StoreConfig(**ODD), read_only=True) as store:
         assert store.index.files[0].index_num == 32
+
+
+@pytest.mark.parametrize("size", [0, 39])
+def test_an_index_file_whose_creation_was_cut_short_holds_nothing(
+    tmp_path: Path, size: int
+) -> None:
+    """A broker killed while making an index file can leave it shorter than its header.
+    RocketMQ maps it (which extends it) and finds it empty; a reader passes over it, a
+    writer removes it, and the geometry comes from the files before it."""
+    _write(tmp_path, 40, **ODD)
+    directory = Path(index_dir(str(tmp_path)))
+    cut = directory / "29991231235959999"  # the newest name
+    cut.write_bytes(bytes(size))
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert cut.name not in {f.name for f in reader.index.files}
+        assert [m.body for m in reader.query_messages("T", "k39")] == [b"m39"]
+    with pytest.raises(ValueError, match="shorter than its header"):
+        file_geometry(str(cut), (16, 32))
+    with MessageStore.open(tmp_path) as writer:
+        assert not cut.exists()
+        assert (writer.config.max_hash_slot_num, writer.config.max_index_num) == (16, 32)
+        assert writer.put(Message("T", b"m40", properties={"KEYS": "k40"})).ok
+        writer.wait_dispatched()
+        assert [m.body for m in writer.query_messages("T", "k40")] == [b"m40"]
+    assert _index_sizes(tmp_path) == {ODD_SIZE}

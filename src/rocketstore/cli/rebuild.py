@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from rocketstore.config import StoreConfig
 from rocketstore.errors import StoreLockedError
 from rocketstore.files.lock import DirectoryLock
-from rocketstore.index import file_geometry
+from rocketstore.index import newest_geometry
 from rocketstore.paths import (
     COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     INDEX_DIR,
-    is_index_file_name,
     is_offset_file_name,
 )
 from rocketstore.store import MessageStore
@@ -131,16 +130,11 @@ class Rebuild:
                 size = os.path.getsize(os.path.join(directory, found[0]))
                 sizes["mapped_file_size_consume_queue"] = size
                 break
-        index_base = os.path.join(self.aside, INDEX_DIR)
-        if os.path.isdir(index_base):
-            names = sorted(n for n in os.listdir(index_base) if is_index_file_name(n))
-            if names:
-                defaults = (StoreConfig.max_hash_slot_num, StoreConfig.max_index_num)
-                with contextlib.suppress(ValueError):
-                    path = os.path.join(index_base, names[-1])
-                    slots, entries = file_geometry(path, defaults)
-                    sizes["max_hash_slot_num"] = slots
-                    sizes["max_index_num"] = entries
+        defaults = (StoreConfig.max_hash_slot_num, StoreConfig.max_index_num)
+        with contextlib.suppress(ValueError):  # unknown: the engine's defaults
+            geometry = newest_geometry(os.path.join(self.aside, INDEX_DIR), defaults)
+            if geometry is not None:
+                sizes["max_hash_slot_num"], sizes["max_index_num"] = geometry
         return sizes
 
     def run(self) -> RebuildOutcome:

@@ -18,12 +18,11 @@ from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError, NotAStoreError
 from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import detect_file_size
-from rocketstore.index import file_geometry
+from rocketstore.index import newest_geometry
 from rocketstore.paths import (
     COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     INDEX_DIR,
-    is_index_file_name,
     is_offset_file_name,
     offset_to_file_name,
 )
@@ -123,15 +122,10 @@ def detect_geometry(root: str, config: StoreConfig) -> Geometry:
         if found:
             queue_size = os.path.getsize(os.path.join(directory, found[0]))
             break
-    slots, entries = config.max_hash_slot_num, config.max_index_num
-    index_base = os.path.join(root, INDEX_DIR)
-    if os.path.isdir(index_base):
-        names = sorted(n for n in os.listdir(index_base) if is_index_file_name(n))
-        if names:
-            with contextlib.suppress(ValueError):  # unknown: the configured one is used
-                slots, entries = file_geometry(
-                    os.path.join(index_base, names[-1]), (slots, entries)
-                )
+    geometry = configured = (config.max_hash_slot_num, config.max_index_num)
+    with contextlib.suppress(ValueError):  # unknown: the configured one is used
+        geometry = newest_geometry(os.path.join(root, INDEX_DIR), configured) or configured
+    slots, entries = geometry
     return Geometry(
         commit_log_file_size=commitlog_size or config.mapped_file_size_commit_log,
         queue_file_size=queue_size,
