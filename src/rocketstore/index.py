@@ -29,7 +29,7 @@ from rocketstore.format.index_geometry import infer_geometry
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
 from rocketstore.format.native import native
 from rocketstore.format.properties import split_keys
-from rocketstore.paths import index_dir, index_file_name, is_index_file_name
+from rocketstore.paths import index_dir, index_file_ms, index_file_name, is_index_file_name
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +297,11 @@ class IndexFile:
             self.header = layout.decode_header(self._file.read(0, layout.HEADER_SIZE))
             self.hash_slot_count = self.header.hash_slot_count
             self.index_count = max(1, self.header.index_count)
+
+    @property
+    def geometry(self) -> tuple[int, int]:
+        """(hash_slot_num, index_num)."""
+        return self.hash_slot_num, self.index_num
 
     # --- header -----------------------------------------------------------------------
 
@@ -708,13 +713,34 @@ def unfinished(path: str) -> bool:
     return os.path.getsize(path) < layout.HEADER_SIZE
 
 
-def file_geometry(path: str, configured: tuple[int, int]) -> tuple[int, int]:
+def file_geometry(
+    path: str, configured: tuple[int, int], *, siblings: dict[int, tuple[int, int]] | None = None
+) -> tuple[int, int]:
     """(hash_slot_num, index_num) of the index file at ``path``: ``configured`` when its
-    size fits that, else what its entries show (format.index_geometry), else four
-    entries per slot (RocketMQ's default ratio) when its size fits that. ValueError,
-    naming the file and what to do, when nothing settles it (a file without entries of
-    an unusual size)."""
+    size fits that, else what its entries show (format.index_geometry), else that of a
+    file of the same size in ``siblings`` (size -> geometry: one broker makes all its
+    files alike), else four entries per slot (RocketMQ's default ratio) when its size
+    fits that. ValueError, naming the file and what to do, when nothing settles it (a
+    lone file without entries of an unusual size)."""
     size = os.path.getsize(path)
+    found = _settled_geometry(path, size, configured)
+    if found is None and siblings:
+        found = siblings.get(size)
+    if found is not None:
+        return found
+    try:
+        return layout.geometry_from_size(size)
+    except ValueError:
+        raise ValueError(
+            f"index file {path} is {size} bytes: not the configured geometry ({configured[0]} "
+            f"slots x {configured[1]} entries), and neither it nor another file of its size "
+            "holds entries to tell its own; set max_hash_slot_num and max_index_num "
+            "(RocketMQ's maxHashSlotNum and maxIndexNum) to those of the broker that wrote it"
+        ) from None
+
+
+def _settled_geometry(path: str, size: int, configured: tuple[int, int]) -> tuple[int, int] | None:
+    """The geometry the file's size (the configured one) or its entries settle."""
     if size == layout.file_size(*configured):
         return configured
     if size < layout.HEADER_SIZE:
@@ -722,33 +748,43 @@ def file_geometry(path: str, configured: tuple[int, int]) -> tuple[int, int]:
             f"index file {path} is {size} bytes, shorter than its header: its creation was "
             "cut short (a writer removes it)"
         )
-    if size > layout.HEADER_SIZE:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            found = infer_geometry(mm)
+    if size == layout.HEADER_SIZE:
+        return None
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        return infer_geometry(mm)
+
+
+def settled_geometries(paths: list[str], configured: tuple[int, int]) -> dict[int, tuple[int, int]]:
+    """Size -> geometry of the whole index files in ``paths`` whose size or entries settle
+    it: the ``siblings`` of ``file_geometry``."""
+    settled: dict[int, tuple[int, int]] = {}
+    for path in paths:
+        size = os.path.getsize(path)
+        if size in settled or size < layout.HEADER_SIZE:
+            continue
+        found = _settled_geometry(path, size, configured)
         if found is not None:
-            return found
-    try:
-        return layout.geometry_from_size(size)
-    except ValueError:
-        raise ValueError(
-            f"index file {path} is {size} bytes: not the configured geometry ({configured[0]} "
-            f"slots x {configured[1]} entries), and it holds no entries to tell its own; "
-            "set max_hash_slot_num and max_index_num (RocketMQ's maxHashSlotNum and "
-            "maxIndexNum) to those of the broker that wrote it"
-        ) from None
+            settled[size] = found
+    return settled
+
+
+def whole_index_files(directory: str) -> list[str]:
+    """Paths of the index files in ``directory`` in name (time) order, unfinished ones
+    left out."""
+    if not os.path.isdir(directory):
+        return []
+    names = sorted(n for n in os.listdir(directory) if is_index_file_name(n))
+    paths = [os.path.join(directory, name) for name in names]
+    return [path for path in paths if not unfinished(path)]
 
 
 def newest_geometry(directory: str, configured: tuple[int, int]) -> tuple[int, int] | None:
-    """``file_geometry`` of the newest index file in ``directory`` (unfinished ones passed
-    over), the one a writer's new files follow; None when there is none."""
-    if not os.path.isdir(directory):
+    """``file_geometry`` of the newest whole index file in ``directory``, the one a
+    writer's new files follow; None when there is none."""
+    paths = whole_index_files(directory)
+    if not paths:
         return None
-    names = sorted((n for n in os.listdir(directory) if is_index_file_name(n)), reverse=True)
-    for name in names:
-        path = os.path.join(directory, name)
-        if not unfinished(path):
-            return file_geometry(path, configured)
-    return None
+    return file_geometry(paths[-1], configured, siblings=settled_geometries(paths, configured))
 
 
 class IndexService:
@@ -777,20 +813,21 @@ class IndexService:
         if self.writable:
             remove_leftovers(self.directory)
         names = sorted(n for n in os.listdir(self.directory) if is_index_file_name(n))
-        configured = (self.hash_slot_num, self.index_num)
         for name in names:
             path = os.path.join(self.directory, name)
-            if unfinished(path):
-                if self.writable:
-                    log.warning("removing index file %s: shorter than its header", path)
-                    os.remove(path)
-                continue
+            if unfinished(path) and self.writable:
+                log.warning("removing index file %s: shorter than its header", path)
+                os.remove(path)
+        configured = (self.hash_slot_num, self.index_num)
+        paths = whole_index_files(self.directory)
+        siblings = settled_geometries(paths, configured)
+        for path in paths:
             try:
-                slots, number = file_geometry(path, configured)
+                slots, number = file_geometry(path, configured, siblings=siblings)
             except ValueError as e:
                 raise ConfigError(str(e)) from e
             if (slots, number) != configured:
-                log.info("index file %s has geometry %d slots x %d entries", name, slots, number)
+                log.info("index file %s has geometry %d slots x %d entries", path, slots, number)
             self.files.append(IndexFile(path, slots, number, writable=self.writable))
 
     def refresh(self) -> None:
@@ -806,10 +843,12 @@ class IndexService:
             else:
                 f.close()  # a query holding it keeps its mapping until it releases
         known = {f.name for f in files}
+        siblings = {layout.file_size(f.hash_slot_num, f.index_num): f.geometry for f in files}
+        configured = (self.hash_slot_num, self.index_num)
         for name in sorted(names - known):
             path = os.path.join(self.directory, name)
             try:
-                slots, number = file_geometry(path, (self.hash_slot_num, self.index_num))
+                slots, number = file_geometry(path, configured, siblings=siblings)
                 files.append(IndexFile(path, slots, number, writable=False))
             except (OSError, ValueError, CorruptDataError):
                 continue
@@ -826,9 +865,23 @@ class IndexService:
             now = self._last_name_ms + 1
         existing = self.files[-1].name if self.files else ""
         name = index_file_name(now)
-        while name <= existing:  # keep names strictly increasing (spec 15.6)
-            now += 1
+        if name <= existing:  # keep names strictly increasing (spec 15.6)
+            # Right after the last name, however far ahead of the clock that is (a store
+            # from a machine whose clock ran fast): counting up to it took forever.
+            after = index_file_ms(existing)
+            if after is not None:
+                now = max(now, after + 1)
+                name = index_file_name(now)
+        for _ in range(3_600):  # a repeated local hour, at most, in one-second steps
+            if name > existing:
+                break
+            now += 1000
             name = index_file_name(now)
+        else:
+            raise StoreError(
+                f"index file {existing} in {self.directory} is named for no time a new file "
+                "can follow; move it away (rocketstore rebuild makes the index again)"
+            )
         self._last_name_ms = now
         return name
 

@@ -48,6 +48,19 @@ def index_file_name(epoch_ms: int) -> str:
     return moment.strftime("%Y%m%d%H%M%S") + f"{epoch_ms % 1000:03d}"
 
 
+def index_file_ms(name: str) -> int | None:
+    """The epoch ms an index file name stands for (``index_file_name``'s inverse, local
+    time); None for a name that is not a valid time (RocketMQ only ever makes valid ones,
+    but a directory may hold anything)."""
+    if not is_index_file_name(name):
+        return None
+    try:
+        moment = _dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S")
+        return int(moment.timestamp()) * 1000 + int(name[14:])
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def commitlog_dir(root: str) -> str:
     return os.path.join(root, COMMITLOG_DIR)
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketstore import index as index_module
-from rocketstore.errors import ConfigError
+from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
 from rocketstore.index import (
@@ -278,6 +278,43 @@ def test_index_file_names_strictly_increase(tmp_path):
     assert names == sorted(names)
     assert len(set(names)) == len(names)
     assert sorted(os.listdir(service.directory)) == names
+    service.close()
+
+
+@pytest.mark.parametrize(
+    ("last", "following"),
+    [
+        ("29991231235959999", "30000101000000000"),  # a clock far ahead: the next ms
+        ("20991231235959998", "20991231235959999"),
+    ],
+)
+def test_a_new_file_follows_a_last_name_ahead_of_the_clock(tmp_path, last, following):
+    """A store from a machine whose clock ran fast: the next file is named for the
+    moment right after the last name, at once (counting up to it, one ms at a time,
+    never ended)."""
+    service = _service(tmp_path, slots=2, number=2)  # one entry per file
+    service.build_index(_record(0, BASE_MS, keys="k0"))
+    service.close()
+    (only,) = os.listdir(service.directory)
+    os.rename(os.path.join(service.directory, only), os.path.join(service.directory, last))
+    service = _service(tmp_path, slots=2, number=2)
+    service.load()
+    service.build_index(_record(1, BASE_MS + 1, keys="k1"))
+    assert [f.name for f in service.files] == [last, following]
+    assert list(service.candidates("T#k1")) == [1]
+    service.close()
+
+
+def test_a_last_name_no_time_can_follow_is_refused_with_a_way_out(tmp_path):
+    service = _service(tmp_path, slots=2, number=2)
+    service.build_index(_record(0, BASE_MS, keys="k0"))
+    service.close()
+    (only,) = os.listdir(service.directory)
+    os.rename(os.path.join(service.directory, only), os.path.join(service.directory, "9" * 17))
+    service = _service(tmp_path, slots=2, number=2)
+    service.load()
+    with pytest.raises(StoreError, match="named for no time a new file can follow"):
+        service.build_index(_record(1, BASE_MS + 1, keys="k1"))
     service.close()
 
 

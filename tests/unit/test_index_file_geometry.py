@@ -71,7 +71,7 @@ def test_an_empty_file_of_an_unusual_size_asks_for_the_geometry(tmp_path: Path) 
     for name in os.listdir(directory):
         os.remove(directory / name)
     (directory / "20260101000000000").write_bytes(bytes(ODD_SIZE))
-    with pytest.raises(ValueError, match="holds no entries") as raised:
+    with pytest.raises(ValueError, match="holds entries to tell its own") as raised:
         file_geometry(str(directory / "20260101000000000"), (5_000_000, 20_000_000))
     assert "max_hash_slot_num and max_index_num" in str(raised.value)
     with pytest.raises(ConfigError, match="20260101000000000 is 744 bytes"):
@@ -103,3 +103,31 @@ def test_an_index_file_whose_creation_was_cut_short_holds_nothing(
         writer.wait_dispatched()
         assert [m.body for m in writer.query_messages("T", "k40")] == [b"m40"]
     assert _index_sizes(tmp_path) == {ODD_SIZE}
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [(16, 32), (11, 23)],  # (11, 23) is the size of (6, 24): a 1:4 guess would be wrong
+)
+def test_an_empty_file_takes_the_geometry_of_its_siblings(
+    tmp_path: Path, geometry: tuple[int, int]
+) -> None:
+    """A file without entries (a broker's newest, just made) of an unusual size: its
+    siblings of the same size, which have entries, show the geometry it shares."""
+    slots, entries = geometry
+    _write(tmp_path, 30, max_hash_slot_num=slots, max_index_num=entries)
+    directory = Path(index_dir(str(tmp_path)))
+    fresh = directory / "29991231235959999"
+    fresh.write_bytes(bytes(layout.file_size(slots, entries)))
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert {f.geometry for f in reader.index.files} == {geometry}
+        assert fresh.name in {f.name for f in reader.index.files}
+        assert [m.body for m in reader.query_messages("T", "k29")] == [b"m29"]
+    with MessageStore.open(tmp_path) as writer:
+        assert (writer.config.max_hash_slot_num, writer.config.max_index_num) == geometry
+        assert writer.put(Message("T", b"new", properties={"KEYS": "fresh-key"})).ok
+        writer.wait_dispatched()
+        assert writer.index.files[-1].name == fresh.name  # written into, as RocketMQ would
+        assert [m.body for m in writer.query_messages("T", "fresh-key")] == [b"new"]
+        assert [m.body for m in writer.query_messages("T", "k29")] == [b"m29"]  # once
+    assert _index_sizes(tmp_path) == {layout.file_size(slots, entries)}

@@ -292,7 +292,9 @@ def recover_store(
     queue_next = {f"{t}-{q}": queue.max_offset() for (t, q), queue in queues.items()}
     if index.files:
         report.index_slots_repaired = index.files[-1].repair_uncounted_writes()
-    index_end = index.files[-1].end_phy_offset if index.files else -1
+    # The newest file's, unless its header never reached the disk (a file made just
+    # before a power loss reads as zeros): then the end of the files before it.
+    index_end = max((f.end_phy_offset for f in index.files), default=-1)
     index_empty = not any(f.entry_count for f in index.files)
     commitlog_min = max(commitlog.min_offset(), 0)
     missing_from: list[int] = []
