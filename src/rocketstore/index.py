@@ -768,6 +768,12 @@ def settled_geometries(paths: list[str], configured: tuple[int, int]) -> dict[in
     return settled
 
 
+def _holds_no_entries(path: str) -> bool:
+    with open(path, "rb") as f:
+        header = f.read(layout.HEADER_SIZE)
+    return len(header) < layout.HEADER_SIZE or layout.decode_header(header).index_count <= 1
+
+
 def whole_index_files(directory: str) -> list[str]:
     """Paths of the index files in ``directory`` in name (time) order, unfinished ones
     left out."""
@@ -825,6 +831,10 @@ class IndexService:
             try:
                 slots, number = file_geometry(path, configured, siblings=siblings)
             except ValueError as e:
+                if not self.writable and _holds_no_entries(path):
+                    # Nothing to read in it; a writer would need the geometry to write.
+                    log.info("%s; skipped: it holds no entries", e)
+                    continue
                 raise ConfigError(str(e)) from e
             if (slots, number) != configured:
                 log.info("index file %s has geometry %d slots x %d entries", path, slots, number)

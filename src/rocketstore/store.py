@@ -157,7 +157,7 @@ class MessageStore:
                 raise NotAStoreError(f"{root} is not a store directory (no {COMMITLOG_DIR}/)")
         elif os.path.exists(root) and not os.path.isdir(root):
             raise NotAStoreError(f"{root} exists and is not a directory")
-        config = _adopt_file_sizes(root, config)
+        config = _adopt_file_sizes(root, config, read_only=read_only)
         store = cls(root, config, read_only=read_only)
         if read_only:
             store._load_read_only()
@@ -825,9 +825,10 @@ class MessageStore:
         return f"MessageStore({self.root!r}, {mode})"
 
 
-def _adopt_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
+def _adopt_file_sizes(root: str, config: StoreConfig, *, read_only: bool) -> StoreConfig:
     """Take CommitLog and ConsumeQueue sizes from existing files (spec: 'sizes come from
-    the files themselves'), the index geometry from an existing index file."""
+    the files themselves'), the index geometry from an existing index file (which only a
+    writer needs to know: it makes the next files)."""
     changes: dict[str, object] = {}
     commitlog_size = detect_file_size(os.path.join(root, COMMITLOG_DIR))
     if commitlog_size is not None and commitlog_size != config.mapped_file_size_commit_log:
@@ -839,7 +840,9 @@ def _adopt_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
     try:
         found = newest_geometry(index_dir(root), configured)
     except ValueError as e:
-        raise ConfigError(str(e)) from e
+        if not read_only:
+            raise ConfigError(str(e)) from e
+        found = None  # each file's own is settled as the index loads
     if found is not None and found != configured:
         changes["max_hash_slot_num"], changes["max_index_num"] = found
     return config.replace(**changes) if changes else config

@@ -75,7 +75,10 @@ def test_an_empty_file_of_an_unusual_size_asks_for_the_geometry(tmp_path: Path) 
         file_geometry(str(directory / "20260101000000000"), (5_000_000, 20_000_000))
     assert "max_hash_slot_num and max_index_num" in str(raised.value)
     with pytest.raises(ConfigError, match="20260101000000000 is 744 bytes"):
-        MessageStore.open(tmp_path, read_only=True)
+        MessageStore.open(tmp_path)  # a writer would write into it
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert reader.index.files == []  # nothing to read in it
+        assert reader.query_messages("T", "k0") == []
     with MessageStore.open(tmp_path, StoreConfig(**ODD), read_only=True) as store:
         assert store.index.files[0].index_num == 32
 
