@@ -728,6 +728,14 @@ def file_geometry(
         found = siblings.get(size)
     if found is not None:
         return found
+    if not _holds_no_entries(path):
+        # Entries that fit no geometry its size allows: a guess would misread them (and
+        # a writer's repair would rewrite the wrong bytes).
+        raise ValueError(
+            f"index file {path} holds entries that read as no index file of its size "
+            f"({size} bytes); it may be damaged: set max_hash_slot_num and max_index_num "
+            "to those of the broker that wrote it, or rebuild the index (rocketstore rebuild)"
+        )
     try:
         return layout.geometry_from_size(size)
     except ValueError:
@@ -759,16 +767,20 @@ def settled_geometries(paths: list[str], configured: tuple[int, int]) -> dict[in
     it: the ``siblings`` of ``file_geometry``."""
     settled: dict[int, tuple[int, int]] = {}
     for path in paths:
-        size = os.path.getsize(path)
-        if size in settled or size < layout.HEADER_SIZE:
+        try:
+            size = os.path.getsize(path)
+            if size in settled or size < layout.HEADER_SIZE:
+                continue
+            found = _settled_geometry(path, size, configured)
+        except OSError:  # gone meanwhile (a writer's retention, beside a reader)
             continue
-        found = _settled_geometry(path, size, configured)
         if found is not None:
             settled[size] = found
     return settled
 
 
 def _holds_no_entries(path: str) -> bool:
+    """The header's indexCount says no entry was counted (or there is no header)."""
     with open(path, "rb") as f:
         header = f.read(layout.HEADER_SIZE)
     return len(header) < layout.HEADER_SIZE or layout.decode_header(header).index_count <= 1
@@ -780,8 +792,13 @@ def whole_index_files(directory: str) -> list[str]:
     if not os.path.isdir(directory):
         return []
     names = sorted(n for n in os.listdir(directory) if is_index_file_name(n))
-    paths = [os.path.join(directory, name) for name in names]
-    return [path for path in paths if not unfinished(path)]
+    whole = []
+    for name in names:
+        path = os.path.join(directory, name)
+        with contextlib.suppress(FileNotFoundError):  # gone meanwhile: not listed
+            if not unfinished(path):
+                whole.append(path)
+    return whole
 
 
 def newest_geometry(directory: str, configured: tuple[int, int]) -> tuple[int, int] | None:
@@ -830,15 +847,17 @@ class IndexService:
         for path in paths:
             try:
                 slots, number = file_geometry(path, configured, siblings=siblings)
+                if (slots, number) != configured:
+                    log.info("index file %s has geometry %d x %d", path, slots, number)
+                self.files.append(IndexFile(path, slots, number, writable=self.writable))
             except ValueError as e:
-                if not self.writable and _holds_no_entries(path):
-                    # Nothing to read in it; a writer would need the geometry to write.
-                    log.info("%s; skipped: it holds no entries", e)
-                    continue
-                raise ConfigError(str(e)) from e
-            if (slots, number) != configured:
-                log.info("index file %s has geometry %d slots x %d entries", path, slots, number)
-            self.files.append(IndexFile(path, slots, number, writable=self.writable))
+                if self.writable:  # it would write into it, or repair it
+                    raise ConfigError(str(e)) from e
+                log.warning("%s; a reader passes over it", e)
+            except FileNotFoundError:
+                if self.writable:
+                    raise
+                # A writer's retention deleted it since the listing: nothing to read.
 
     def refresh(self) -> None:
         """Read-only openers: map files the writer added, drop those its retention
@@ -880,14 +899,18 @@ class IndexService:
             # from a machine whose clock ran fast): counting up to it took forever.
             after = index_file_ms(existing)
             if after is not None:
-                now = max(now, after + 1)
-                name = index_file_name(now)
+                with contextlib.suppress(ValueError, OverflowError, OSError):
+                    name = index_file_name(max(now, after + 1))
+                    now = max(now, after + 1)
         for _ in range(3_600):  # a repeated local hour, at most, in one-second steps
             if name > existing:
                 break
             now += 1000
-            name = index_file_name(now)
-        else:
+            try:
+                name = index_file_name(now)
+            except (ValueError, OverflowError, OSError):  # past the year 9999
+                break
+        if name <= existing:
             raise StoreError(
                 f"index file {existing} in {self.directory} is named for no time a new file "
                 "can follow; move it away (rocketstore rebuild makes the index again)"

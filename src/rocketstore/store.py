@@ -398,6 +398,13 @@ class MessageStore:
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.root} was opened read-only")
 
+    def _check_submittable(self) -> None:
+        """``_check_writable``, and no new submits once ``close`` has begun (it answers
+        those already made first)."""
+        self._check_writable()
+        if self.group_commit.stopping:
+            raise StoreClosedError(f"store {self.root} is closing")
+
     # --- writing ------------------------------------------------------------------------
 
     def put(
@@ -454,8 +461,7 @@ class MessageStore:
         once the message is durable (its status FLUSH_DISK_TIMEOUT when that failed);
         otherwise it is complete on return. Messages submitted while a sync runs share
         the next one."""
-        if self._closed or self.read_only:
-            self._check_writable()
+        self._check_submittable()
         single: Future[PutResult] = _running_future()
         results, end_offset = self._append_one(msg, store_timestamp, store_host, delay)
         self._on_acknowledged(results, end_offset, lambda done: single.set_result(done[0]))
@@ -468,6 +474,7 @@ class MessageStore:
         store_host: str | None = None,
     ) -> Future[list[PutResult]]:
         """``put_batch`` answered through a future, as ``submit``."""
+        self._check_submittable()
         batch: Future[list[PutResult]] = _running_future()
         results, end_offset = self._append_batch(msgs, store_timestamp, store_host)
         self._on_acknowledged(results, end_offset, batch.set_result)
@@ -606,7 +613,11 @@ class MessageStore:
         if self.config.flush_disk_type != "SYNC_FLUSH":
             answer(results)
             return
-        self.group_commit.request(end_offset, lambda status: answer(_with_status(results, status)))
+        if not self.group_commit.request(
+            end_offset, lambda status: answer(_with_status(results, status))
+        ):
+            # The store began closing after the append: sync here, as put does.
+            answer(_with_status(results, self.flusher.flush_sync(end_offset)))
 
     # --- reading ------------------------------------------------------------------------
 

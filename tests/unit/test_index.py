@@ -305,12 +305,13 @@ def test_a_new_file_follows_a_last_name_ahead_of_the_clock(tmp_path, last, follo
     service.close()
 
 
-def test_a_last_name_no_time_can_follow_is_refused_with_a_way_out(tmp_path):
+@pytest.mark.parametrize("last", ["9" * 17, "99991231235959999"])  # no time; the last ms
+def test_a_last_name_no_time_can_follow_is_refused_with_a_way_out(tmp_path, last):
     service = _service(tmp_path, slots=2, number=2)
     service.build_index(_record(0, BASE_MS, keys="k0"))
     service.close()
     (only,) = os.listdir(service.directory)
-    os.rename(os.path.join(service.directory, only), os.path.join(service.directory, "9" * 17))
+    os.rename(os.path.join(service.directory, only), os.path.join(service.directory, last))
     service = _service(tmp_path, slots=2, number=2)
     service.load()
     with pytest.raises(StoreError, match="named for no time a new file can follow"):

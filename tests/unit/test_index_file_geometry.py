@@ -134,3 +134,23 @@ def test_an_empty_file_takes_the_geometry_of_its_siblings(
         assert [m.body for m in writer.query_messages("T", "fresh-key")] == [b"new"]
         assert [m.body for m in writer.query_messages("T", "k29")] == [b"m29"]  # once
     assert _index_sizes(tmp_path) == {layout.file_size(slots, entries)}
+
+
+def test_entries_that_read_as_no_geometry_are_not_guessed_at(tmp_path: Path) -> None:
+    """A file of another size whose entries are damaged: a 1:4 guess would misread them
+    (and a writer's repair rewrite the wrong bytes). A writer refuses, naming the way
+    out; a reader passes over the file."""
+    _write(tmp_path, 10, max_hash_slot_num=55, max_index_num=220)  # a 1:4 size
+    directory = Path(index_dir(str(tmp_path)))
+    (path,) = directory.iterdir()
+    data = bytearray(path.read_bytes())
+    entries_start = layout.entry_position(55, 0)
+    data[entries_start + 20 : entries_start + 220] = bytes(range(200))  # entries 1..10
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="may be damaged"):
+        file_geometry(str(path), (5_000_000, 20_000_000))
+    with pytest.raises(ConfigError, match="rocketstore rebuild"):
+        MessageStore.open(tmp_path)
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert reader.index.files == []
+        assert len(reader.get_messages("g", "T", 0, 0, 32).messages) == 10

@@ -132,3 +132,33 @@ def test_a_submitted_put_cannot_be_cancelled(
         submitted = asyncio.run(cancelled_wait(store))
         assert submitted.result(10).ok
     assert "completion failed" not in caplog.text
+
+
+def test_no_submit_once_close_has_begun(tmp_path: Path) -> None:
+    """close() answers the submits already made, then refuses new ones, before the store
+    reads as closed: nothing is appended that the caller is told failed."""
+    store = _sync_store(tmp_path)
+    first = store.submit(Message("T", b"a"))
+    store.group_commit.shutdown()  # as close() does first
+    with pytest.raises(StoreClosedError, match="closing"):
+        store.submit(Message("T", b"b"))
+    with pytest.raises(StoreClosedError, match="closing"):
+        store.submit_batch([Message("T", b"c")])
+    assert first.result(10).ok
+    store.close()
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert reader.max_offset("T", 0) == 1
+
+
+def test_a_submit_the_group_commit_refuses_is_synced_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store began closing between the append and the request: the submitter syncs
+    itself, as put does, and the answer is the sync's."""
+    with _sync_store(tmp_path) as store:
+        monkeypatch.setattr(store.group_commit, "request", lambda offset, done: False)
+        future = store.submit(Message("T", b"x"))
+        assert future.done()
+        result = future.result()
+        assert result.ok
+        assert store.commitlog.files.flushed_where >= result.commit_log_offset + result.size

@@ -7,16 +7,19 @@ the entries begin. Their entries do:
 
 * numbering starts at 1, so the 20 bytes of entry 0 are never written: zeros;
 * a slot holds the number of the newest entry of its chain, so every slot value is at
-  most indexCount, while entry 1's first word is a key hash (up to 2^31 - 1). The first
-  word past the header above indexCount is, but for a rare small hash, entry 1's hash,
+  most the number of entries the file can hold (a bound the size sets, whatever the
+  geometry: slots may name entries written after the header's indexCount, which a crash
+  leaves behind), while entry 1's first word is a key hash (up to 2^31 - 1). The first
+  word past the header above that bound is, but for a rare small hash, entry 1's hash,
   20 bytes after the entries' start;
-* every entry's chain agrees with the slots: its hash modulo the slot count names a slot
+* an entry's chain agrees with the slots: its hash modulo the slot count names a slot
   whose newest entry is at or after it, and its previous entry, if any, is older and
-  hashes to the same slot.
+  hashes to the same slot. Under the true slot count all entries agree but damaged ones;
+  under another, almost none do.
 
 ``infer_geometry`` tries the few slot counts near that first word which also fit the
-size, and keeps the first whose entries pass every check (on the first and last
-``SAMPLE`` entries).
+size, and keeps the first under which entry 0 is zeros and nine in ten of the first and
+last ``SAMPLE`` entries agree.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from rocketstore.format.index_layout import ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE, 
 ENTRY = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 # Entries checked at each end of the used range.
 SAMPLE = 4096
+# Share of them that must agree with the geometry tried.
+AGREEING = 0.9
 # Words scanned per step while looking for the first word above indexCount.
 _SCAN_WORDS = 1 << 20
 # How far before that word the entries may begin, in words: entry 1's hash may be small,
@@ -47,7 +52,9 @@ def infer_geometry(buf: ReadableBuffer) -> tuple[int, int] | None:
     count = decode_header(buf).index_count
     if count <= 1:
         return None
-    first = _first_word_above(buf, count, body // SLOT_SIZE)
+    # No slot value can exceed the entries of a file with a single slot.
+    most_entries = (body - SLOT_SIZE) // ENTRY_SIZE
+    first = _first_word_above(buf, most_entries, body // SLOT_SIZE)
     if first is None:
         return None
     # Entry 1 begins 20 bytes (5 words) after the entries, so slots <= first - 5.
@@ -58,26 +65,29 @@ def infer_geometry(buf: ReadableBuffer) -> tuple[int, int] | None:
         if rest % ENTRY_SIZE:
             continue
         entries = rest // ENTRY_SIZE
-        if count <= entries and _consistent(buf, slots, count):
+        if count <= entries and _consistent(buf, slots, entries, count):
             return slots, entries
     return None
 
 
-def _first_word_above(buf: ReadableBuffer, count: int, words: int) -> int | None:
-    """Index (in 4-byte words after the header) of the first word above ``count``."""
+def _first_word_above(buf: ReadableBuffer, bound: int, words: int) -> int | None:
+    """Index (in 4-byte words after the header) of the first word above ``bound``."""
     for start in range(0, words, _SCAN_WORDS):
         chunk = np.frombuffer(
             buf, dtype=">u4", count=min(_SCAN_WORDS, words - start), offset=HEADER_SIZE + 4 * start
         )
-        found = np.flatnonzero(chunk > count)
+        found = np.flatnonzero(chunk > bound)
         if len(found):
             return start + int(found[0])
     return None
 
 
-def _consistent(buf: ReadableBuffer, slots: int, count: int) -> bool:
-    """Whether the entries 0..count-1, taken to begin after ``slots`` slots, read as
-    RocketMQ writes them."""
+def _consistent(buf: ReadableBuffer, slots: int, entries: int, count: int) -> bool:
+    """Whether the entries 0..count-1, taken to begin after ``slots`` slots (of a file
+    of ``entries`` entries), read as RocketMQ writes them: entry 0 all zeros, and at
+    least ``AGREEING`` of the sampled entries agreeing with their chain and slot (a
+    damaged entry or two must not hide the geometry from ``check``, which reports them;
+    under a wrong slot count almost none agree)."""
     table = np.frombuffer(buf, dtype=ENTRY, count=count, offset=HEADER_SIZE + slots * SLOT_SIZE)
     if table[0].tobytes() != bytes(ENTRY_SIZE):
         return False
@@ -85,17 +95,16 @@ def _consistent(buf: ReadableBuffer, slots: int, count: int) -> bool:
     sampled = table[numbers]
     hashes = sampled["hash"].astype(np.int64)
     previous = sampled["prev"].astype(np.int64)
-    if (hashes < 0).any() or (previous < 0).any() or (previous >= numbers).any():
-        return False
     slot_of = hashes % slots
-    linked = previous > 0
+    agree = (hashes >= 0) & (previous >= 0) & (previous < numbers)
+    linked = agree & (previous > 0)
     prev_hashes = table["hash"][previous[linked]].astype(np.int64)
-    if (prev_hashes < 0).any() or (prev_hashes % slots != slot_of[linked]).any():
-        return False
+    agree[linked] &= (prev_hashes >= 0) & (prev_hashes % slots == slot_of[linked])
     slot_values = np.frombuffer(buf, dtype=">i4", count=slots, offset=HEADER_SIZE)
     newest = slot_values[slot_of].astype(np.int64)
-    # A crash may leave a slot naming the entry written just before the count moved.
-    return not ((newest < numbers) | (newest > count)).any()
+    # A crash may leave slots naming entries written before the count moved.
+    agree &= (newest >= numbers) & (newest < entries)
+    return bool(agree.mean() >= AGREEING)
 
 
 def _sample(count: int) -> npt.NDArray[np.int64]:

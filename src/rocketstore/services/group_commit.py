@@ -36,12 +36,17 @@ class GroupCommit:
         self.syncs = 0  # syncs run, for tests and stats
         self.requests = 0
 
-    def request(self, up_to_offset: int, done: Done) -> None:
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def request(self, up_to_offset: int, done: Done) -> bool:
         """Have ``done(status)`` called once the CommitLog is durable up to
-        ``up_to_offset`` (PUT_OK), or once that failed (FLUSH_DISK_TIMEOUT)."""
+        ``up_to_offset`` (PUT_OK), or once that failed (FLUSH_DISK_TIMEOUT). False, and
+        ``done`` never called, once the service is shut down: the caller syncs itself."""
         with self._cond:
             if self._stopping:
-                raise RuntimeError("group commit is shut down")
+                return False
             self._requests.append((up_to_offset, done))
             self.requests += 1
             if self._thread is None:
@@ -50,6 +55,7 @@ class GroupCommit:
                 )
                 self._thread.start()
             self._cond.notify()
+        return True
 
     def _run(self) -> None:
         while True:

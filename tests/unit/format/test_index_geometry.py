@@ -11,6 +11,7 @@ from rocketstore.format.index_geometry import SAMPLE, infer_geometry
 from rocketstore.format.index_layout import (
     IndexEntry,
     IndexHeader,
+    decode_header,
     entry_position,
     file_size,
     pack_entry_into,
@@ -86,14 +87,40 @@ def test_no_entries_or_no_index_file_says_none() -> None:
     assert infer_geometry(bytes(41)) is None
 
 
-def test_damaged_entries_say_none() -> None:
+def test_a_damaged_entry_or_two_do_not_hide_it_more_do() -> None:
+    """``check`` reports damaged entries one by one, so a few must not hide the geometry;
+    a file whose entries mostly disagree is no index file the size allows."""
     rng = random.Random(5)
-    good = build(16, 32, [rng.randrange(2**31) for _ in range(20)])
-    wrong_chain = bytearray(good)
-    # Entry 5's previous entry pointed at a later one.
-    position = entry_position(16, 5) + 16
-    wrong_chain[position : position + 4] = (9).to_bytes(4, "big")
-    assert infer_geometry(wrong_chain) is None
+    good = build(16, 32, [rng.randrange(2**31) for _ in range(30)])
+    damaged = bytearray(good)
+    for number in (5, 17):  # each names a later entry as its previous one
+        position = entry_position(16, number) + 16
+        damaged[position : position + 4] = (number + 3).to_bytes(4, "big")
+    assert infer_geometry(damaged) == (16, 32)
+    for number in range(1, 8):
+        position = entry_position(16, number) + 16
+        damaged[position : position + 4] = (number + 3).to_bytes(4, "big")
+    assert infer_geometry(damaged) is None
     noise = bytearray(rng.randbytes(len(good)))
     noise[:40] = good[:40]
     assert infer_geometry(noise) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    slots=st.integers(min_value=1, max_value=200),
+    entries=st.integers(min_value=3, max_value=300),
+    data=st.data(),
+)
+def test_entries_a_crash_left_uncounted_do_not_mislead_it(
+    slots: int, entries: int, data: st.DataObject
+) -> None:
+    """A crash between a bulk put's entries and slots and its header write: slots name
+    entries past indexCount. The geometry is still found (recovery repairs the rest)."""
+    keys = data.draw(st.integers(min_value=2, max_value=entries - 1))
+    hashes = data.draw(st.lists(HASHES, min_size=keys, max_size=keys))
+    buf = build(slots, entries, hashes)
+    uncounted = data.draw(st.integers(min_value=1, max_value=keys - 1))
+    header = decode_header(buf)
+    pack_header_into(buf, header._replace(index_count=header.index_count - uncounted))
+    assert infer_geometry(buf) == (slots, entries)
