@@ -369,6 +369,11 @@ class ConsumeQueue:
             ok = (units["offset"] >= 0) & (units["size"] > 0) & (units["offset"] < commit_log_end)
             bad = (~ok).nonzero()[0]
             count = int(bad[0]) if len(bad) else len(units)
+            if count == 0 and len(self.files.files) > 1:
+                # Nothing kept here (a file made just before a crash, its first unit never
+                # written): the full file before it may hold units past the end too.
+                self.files.delete_last()
+                continue
             mapped.wrote_position = count * CQ_UNIT_SIZE
             mapped.flushed_position = min(mapped.flushed_position, mapped.wrote_position)
             if mapped.writable:

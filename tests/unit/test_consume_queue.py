@@ -230,6 +230,24 @@ def test_truncate_dirty_beyond_the_last_unit_changes_nothing(tmp_path):
     queue.close()
 
 
+def test_truncate_dirty_looks_past_an_empty_last_file(tmp_path):
+    """A crash after a full file's successor was made but before its first unit: the
+    empty file hides nothing, and the units of the full one past the CommitLog end must
+    still go (they would point at whatever is written there next)."""
+    queue = _queue(tmp_path)
+    _fill(queue, 10)  # one full file
+    queue.close()
+    (tmp_path / "consumequeue" / "abc" / "0" / f"{FILE_SIZE:020d}").write_bytes(bytes(FILE_SIZE))
+    queue = _reopen(tmp_path)
+    queue.truncate_dirty(550)
+    assert queue.max_offset() == 6  # units at 0..500
+    assert queue.max_physic_offset == 600
+    assert _files(tmp_path) == [f"{0:020d}"]
+    _fill(queue, 1, start=6)
+    assert queue.max_offset() == 7
+    queue.close()
+
+
 def test_truncate_dirty_to_zero_empties_the_queue(tmp_path):
     queue = _queue(tmp_path)
     _fill(queue, 5)
