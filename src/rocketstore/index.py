@@ -1068,6 +1068,15 @@ class IndexService:
         with self._lock:
             while self.files:
                 last = self.files[-1]
+                if (
+                    last.entry_count == 0
+                    and len(self.files) > 1
+                    and self.files[-2].end_phy_offset >= commit_log_offset
+                ):
+                    # An empty newest file (made just before a crash) hides nothing: the
+                    # one before it holds entries past the end.
+                    self.files.pop().destroy()
+                    continue
                 if last.entry_count > 0 and last.begin_phy_offset >= commit_log_offset:
                     removed += last.entry_count
                     self.files.pop().destroy()

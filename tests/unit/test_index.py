@@ -319,6 +319,33 @@ def test_a_last_name_no_time_can_follow_is_refused_with_a_way_out(tmp_path, last
     service.close()
 
 
+def test_truncation_looks_past_an_empty_newest_file(tmp_path):
+    """Recovery cut the CommitLog at 250: an empty newest file (made just before a
+    crash) must not hide the entries past 250 in the file before it."""
+    service = _service(tmp_path, slots=2, number=3)  # two entries a file
+    for i in range(4):
+        service.build_index(_record(100 * i, BASE_MS + i, keys=f"k{i}"))
+    assert [f.entry_count for f in service.files] == [2, 2]
+    service.current_file()  # the last is full: an empty third file
+    assert [f.entry_count for f in service.files] == [2, 2, 0]
+    assert service.truncate_from(250, lambda offset: BASE_MS) == 1
+    assert [f.entry_count for f in service.files] == [2, 1]
+    assert list(service.candidates("T#k3")) == []
+    assert list(service.candidates("T#k2")) == [200]
+    assert service.files[-1].end_phy_offset == 200
+    service.close()
+
+
+def test_truncation_past_everything_keeps_an_empty_newest_file(tmp_path):
+    service = _service(tmp_path, slots=2, number=3)
+    for i in range(2):
+        service.build_index(_record(100 * i, BASE_MS + i, keys=f"k{i}"))
+    service.current_file()
+    assert service.truncate_from(10_000, lambda offset: BASE_MS) == 0
+    assert [f.entry_count for f in service.files] == [2, 0]
+    service.close()
+
+
 def test_rollback_records_are_not_indexed(tmp_path):
     service = _service(tmp_path, slots=16, number=64)
     rollback = sysflag.TRANSACTION_ROLLBACK_TYPE
