@@ -128,6 +128,11 @@ class StoreConfig:
         return -(-size // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
 
     @property
+    def index_geometry(self) -> tuple[int, int]:
+        """(max_hash_slot_num, max_index_num): an index file's hash slots and entries."""
+        return self.max_hash_slot_num, self.max_index_num
+
+    @property
     def index_file_size(self) -> int:
         return 40 + self.max_hash_slot_num * 4 + self.max_index_num * CQ_UNIT_SIZE
 

@@ -716,16 +716,17 @@ def unfinished(path: str) -> bool:
 def file_geometry(
     path: str, configured: tuple[int, int], *, siblings: dict[int, tuple[int, int]] | None = None
 ) -> tuple[int, int]:
-    """(hash_slot_num, index_num) of the index file at ``path``: ``configured`` when its
-    size fits that, else what its entries show (format.index_geometry), else that of a
-    file of the same size in ``siblings`` (size -> geometry: one broker makes all its
-    files alike), else four entries per slot (RocketMQ's default ratio) when its size
-    fits that. ValueError, naming the file and what to do, when nothing settles it (a
-    lone file without entries of an unusual size)."""
+    """(hash_slot_num, index_num) of the index file at ``path``: that of a file of the
+    same size in ``siblings`` (size -> geometry, ``settled_geometries``: one broker makes
+    all its files alike, so one file of a size is read for all), else ``configured``
+    when its size fits that, else what its entries show (format.index_geometry), else
+    four entries per slot (RocketMQ's default ratio) when its size fits that and it
+    holds no entries. ValueError, naming the file and what to do, when nothing settles
+    it."""
     size = os.path.getsize(path)
-    found = _settled_geometry(path, size, configured)
-    if found is None and siblings:
-        found = siblings.get(size)
+    found = siblings.get(size) if siblings else None
+    if found is None:
+        found = _settled_geometry(path, size, configured)
     if found is not None:
         return found
     if not _holds_no_entries(path):
@@ -786,25 +787,25 @@ def _holds_no_entries(path: str) -> bool:
     return len(header) < layout.HEADER_SIZE or layout.decode_header(header).index_count <= 1
 
 
-def whole_index_files(directory: str) -> list[str]:
-    """Paths of the index files in ``directory`` in name (time) order, unfinished ones
-    left out."""
+def index_files(directory: str) -> tuple[list[str], list[str]]:
+    """Paths of the index files in ``directory`` in name (time) order: the whole ones,
+    and the ``unfinished`` ones (files gone meanwhile are in neither)."""
     if not os.path.isdir(directory):
-        return []
+        return [], []
     names = sorted(n for n in os.listdir(directory) if is_index_file_name(n))
-    whole = []
+    whole: list[str] = []
+    cut_short: list[str] = []
     for name in names:
         path = os.path.join(directory, name)
-        with contextlib.suppress(FileNotFoundError):  # gone meanwhile: not listed
-            if not unfinished(path):
-                whole.append(path)
-    return whole
+        with contextlib.suppress(FileNotFoundError):  # a writer's retention, beside a reader
+            (cut_short if unfinished(path) else whole).append(path)
+    return whole, cut_short
 
 
 def newest_geometry(directory: str, configured: tuple[int, int]) -> tuple[int, int] | None:
     """``file_geometry`` of the newest whole index file in ``directory``, the one a
     writer's new files follow; None when there is none."""
-    paths = whole_index_files(directory)
+    paths, _ = index_files(directory)
     if not paths:
         return None
     return file_geometry(paths[-1], configured, siblings=settled_geometries(paths, configured))
@@ -835,14 +836,12 @@ class IndexService:
             return
         if self.writable:
             remove_leftovers(self.directory)
-        names = sorted(n for n in os.listdir(self.directory) if is_index_file_name(n))
-        for name in names:
-            path = os.path.join(self.directory, name)
-            if unfinished(path) and self.writable:
+        paths, cut_short = index_files(self.directory)
+        if self.writable:
+            for path in cut_short:
                 log.warning("removing index file %s: shorter than its header", path)
                 os.remove(path)
         configured = (self.hash_slot_num, self.index_num)
-        paths = whole_index_files(self.directory)
         siblings = settled_geometries(paths, configured)
         for path in paths:
             try:

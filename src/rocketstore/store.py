@@ -847,7 +847,7 @@ def _adopt_file_sizes(root: str, config: StoreConfig, *, read_only: bool) -> Sto
     cq_size = _detect_queue_file_size(os.path.join(root, CONSUME_QUEUE_DIR))
     if cq_size is not None and cq_size != config.consume_queue_file_size:
         changes["mapped_file_size_consume_queue"] = cq_size
-    configured = (config.max_hash_slot_num, config.max_index_num)
+    configured = config.index_geometry
     try:
         found = newest_geometry(index_dir(root), configured)
     except ValueError as e:

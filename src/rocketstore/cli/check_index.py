@@ -54,7 +54,7 @@ class IndexCheck:
     ):
         self.directory = index_dir(root)
         # RocketMQ's default geometry; files of another are read by file_geometry.
-        self.configured = (StoreConfig.max_hash_slot_num, StoreConfig.max_index_num)
+        self.configured = StoreConfig().index_geometry
         self.table = table
         self.min_offset = min_offset
         self.data_end = data_end

@@ -130,7 +130,7 @@ class Rebuild:
                 size = os.path.getsize(os.path.join(directory, found[0]))
                 sizes["mapped_file_size_consume_queue"] = size
                 break
-        defaults = (StoreConfig.max_hash_slot_num, StoreConfig.max_index_num)
+        defaults = StoreConfig().index_geometry
         with contextlib.suppress(ValueError):  # unknown: the engine's defaults
             geometry = newest_geometry(os.path.join(self.aside, INDEX_DIR), defaults)
             if geometry is not None:

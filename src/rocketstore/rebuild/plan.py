@@ -122,7 +122,7 @@ def detect_geometry(root: str, config: StoreConfig) -> Geometry:
         if found:
             queue_size = os.path.getsize(os.path.join(directory, found[0]))
             break
-    geometry = configured = (config.max_hash_slot_num, config.max_index_num)
+    geometry = configured = config.index_geometry
     with contextlib.suppress(ValueError):  # unknown: the configured one is used
         geometry = newest_geometry(os.path.join(root, INDEX_DIR), configured) or configured
     slots, entries = geometry
