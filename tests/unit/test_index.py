@@ -319,15 +319,21 @@ def test_a_last_name_no_time_can_follow_is_refused_with_a_way_out(tmp_path, last
     service.close()
 
 
+def _full_files_then_an_empty_one(tmp_path, records: int) -> IndexService:
+    """Two entries a file, ``records`` keys at offsets 0, 100, ..., then the empty file a
+    crash can leave after a roll."""
+    service = _service(tmp_path, slots=2, number=3)
+    for i in range(records):
+        service.build_index(_record(100 * i, BASE_MS + i, keys=f"k{i}"))
+    service.current_file()  # the last is full: a new, empty one
+    assert [f.entry_count for f in service.files] == [2] * (records // 2) + [0]
+    return service
+
+
 def test_truncation_looks_past_an_empty_newest_file(tmp_path):
     """Recovery cut the CommitLog at 250: an empty newest file (made just before a
     crash) must not hide the entries past 250 in the file before it."""
-    service = _service(tmp_path, slots=2, number=3)  # two entries a file
-    for i in range(4):
-        service.build_index(_record(100 * i, BASE_MS + i, keys=f"k{i}"))
-    assert [f.entry_count for f in service.files] == [2, 2]
-    service.current_file()  # the last is full: an empty third file
-    assert [f.entry_count for f in service.files] == [2, 2, 0]
+    service = _full_files_then_an_empty_one(tmp_path, 4)
     assert service.truncate_from(250, lambda offset: BASE_MS) == 1
     assert [f.entry_count for f in service.files] == [2, 1]
     assert list(service.candidates("T#k3")) == []
@@ -337,10 +343,7 @@ def test_truncation_looks_past_an_empty_newest_file(tmp_path):
 
 
 def test_truncation_past_everything_keeps_an_empty_newest_file(tmp_path):
-    service = _service(tmp_path, slots=2, number=3)
-    for i in range(2):
-        service.build_index(_record(100 * i, BASE_MS + i, keys=f"k{i}"))
-    service.current_file()
+    service = _full_files_then_an_empty_one(tmp_path, 2)
     assert service.truncate_from(10_000, lambda offset: BASE_MS) == 0
     assert [f.entry_count for f in service.files] == [2, 0]
     service.close()
