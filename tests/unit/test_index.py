@@ -281,6 +281,18 @@ def test_index_file_names_strictly_increase(tmp_path):
     service.close()
 
 
+def _one_file_named(tmp_path, name: str) -> IndexService:
+    """A loaded service over one full file (one entry a file) renamed ``name``."""
+    service = _service(tmp_path, slots=2, number=2)
+    service.build_index(_record(0, BASE_MS, keys="k0"))
+    service.close()
+    (only,) = os.listdir(service.directory)
+    os.rename(os.path.join(service.directory, only), os.path.join(service.directory, name))
+    service = _service(tmp_path, slots=2, number=2)
+    service.load()
+    return service
+
+
 @pytest.mark.parametrize(
     ("last", "following"),
     [
@@ -292,13 +304,7 @@ def test_a_new_file_follows_a_last_name_ahead_of_the_clock(tmp_path, last, follo
     """A store from a machine whose clock ran fast: the next file is named for the
     moment right after the last name, at once (counting up to it, one ms at a time,
     never ended)."""
-    service = _service(tmp_path, slots=2, number=2)  # one entry per file
-    service.build_index(_record(0, BASE_MS, keys="k0"))
-    service.close()
-    (only,) = os.listdir(service.directory)
-    os.rename(os.path.join(service.directory, only), os.path.join(service.directory, last))
-    service = _service(tmp_path, slots=2, number=2)
-    service.load()
+    service = _one_file_named(tmp_path, last)
     service.build_index(_record(1, BASE_MS + 1, keys="k1"))
     assert [f.name for f in service.files] == [last, following]
     assert list(service.candidates("T#k1")) == [1]
@@ -307,13 +313,7 @@ def test_a_new_file_follows_a_last_name_ahead_of_the_clock(tmp_path, last, follo
 
 @pytest.mark.parametrize("last", ["9" * 17, "99991231235959999"])  # no time; the last ms
 def test_a_last_name_no_time_can_follow_is_refused_with_a_way_out(tmp_path, last):
-    service = _service(tmp_path, slots=2, number=2)
-    service.build_index(_record(0, BASE_MS, keys="k0"))
-    service.close()
-    (only,) = os.listdir(service.directory)
-    os.rename(os.path.join(service.directory, only), os.path.join(service.directory, last))
-    service = _service(tmp_path, slots=2, number=2)
-    service.load()
+    service = _one_file_named(tmp_path, last)
     with pytest.raises(StoreError, match="named for no time a new file can follow"):
         service.build_index(_record(1, BASE_MS + 1, keys="k1"))
     service.close()
