@@ -195,11 +195,12 @@ class Dispatcher:
 
         A SYNC_FLUSH writer keeps the GIL through its syncs too (MappedFile.flush), so this
         thread got it only at switch intervals even well under the 64 MiB, and a consumer
-        saw messages 20-150 ms after their puts under sustained load. ``max_lag_ms`` bounds
-        that: the writer takes the lock, which lets go of the GIL while a round under way
-        finishes, and dispatches the rest without a hand-off. The dispatch is then part of
-        the put's time (a tenth to a quarter of the SYNC_FLUSH put rate at 2-5 ms), so it
-        is off unless asked for."""
+        saw messages up to 37-983 ms after their puts under sustained load (the dispatch
+        benchmark's visibility lag). ``max_lag_ms`` bounds that (10-14 ms at 5 ms): the
+        writer takes the lock, which lets go of the GIL while a round under way finishes,
+        and dispatches the rest without a hand-off. The dispatch is then part of the put's
+        time (0-27 % of the SYNC_FLUSH put rate at 5 ms, 27-57 % of the ASYNC_FLUSH one),
+        so it is off unless asked for."""
         if not self._woken:  # set() takes the condition's lock: skip when done
             self._woken = True
             if self.max_lag_s:
