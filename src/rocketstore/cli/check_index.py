@@ -51,10 +51,12 @@ class IndexCheck:
         result: CheckResult,
         rel: Callable[[str], str],
         on_bytes: Callable[[int], None] | None,
+        configured: tuple[int, int] | None = None,
     ):
         self.directory = index_dir(root)
-        # RocketMQ's default geometry; files of another are read by file_geometry.
-        self.configured = StoreConfig().index_geometry
+        # The configured geometry (RocketMQ's default unless a broker.conf says otherwise);
+        # files of another are read by file_geometry.
+        self.configured = configured or StoreConfig().index_geometry
         self.table = table
         self.min_offset = min_offset
         self.data_end = data_end

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable, lookup
 from rocketstore.cli.check_index import IndexCheck
 from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_files
+from rocketstore.config import StoreConfig
 from rocketstore.format import properties as props
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
@@ -100,7 +101,11 @@ class _RecordCollector:
 
 
 def check_store(
-    root: str, *, on_bytes: Callable[[int], None] | None = None, lock_held: bool = False
+    root: str,
+    *,
+    on_bytes: Callable[[int], None] | None = None,
+    lock_held: bool = False,
+    config: StoreConfig | None = None,
 ) -> CheckResult:
     """Check every file of the store at ``root``; see the module docstring.
 
@@ -138,7 +143,8 @@ def check_store(
     min_offset = scan.min_offset
     queue_check = _QueueCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes)
     queue_check.run()
-    IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes).run()
+    configured = (config or StoreConfig()).index_geometry
+    IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes, configured).run()
     _check_checkpoint(root, result, rel)
     return result
 

@@ -12,14 +12,15 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import click
 
 from rocketstore.config import StoreConfig
-from rocketstore.errors import StoreError
+from rocketstore.errors import ConfigError, StoreError
 from rocketstore.paths import COMMITLOG_DIR
+from rocketstore.settings_file import parse_java_properties, store_config_from_settings
 from rocketstore.store import MessageStore
 
 # mqadmin prints a broker name in several tables; offline there is only this store.
@@ -30,13 +31,14 @@ CLI_GROUP = "rocketstore_cli"
 # to bound network transfers; the CLI reads local files, and every call of a read-only
 # store re-validates what a concurrent writer appended, so fewer, larger pulls are faster.
 PULL_BATCH = 1024
-READER_CONFIG = StoreConfig(
-    max_transfer_count_on_message_in_memory=PULL_BATCH,
-    max_transfer_bytes_on_message_in_memory=64 * 1024 * 1024,
-    max_transfer_count_on_message_in_disk=PULL_BATCH,
-    max_transfer_bytes_on_message_in_disk=64 * 1024 * 1024,
-    max_filter_message_count=PULL_BATCH * 20 * 16,
-)
+READER_LIMITS: dict[str, object] = {
+    "max_transfer_count_on_message_in_memory": PULL_BATCH,
+    "max_transfer_bytes_on_message_in_memory": 64 * 1024 * 1024,
+    "max_transfer_count_on_message_in_disk": PULL_BATCH,
+    "max_transfer_bytes_on_message_in_disk": 64 * 1024 * 1024,
+    "max_filter_message_count": PULL_BATCH * 20 * 16,
+}
+READER_CONFIG = StoreConfig().replace(**READER_LIMITS)
 
 
 class CliError(click.ClickException):
@@ -59,11 +61,65 @@ def through_namesrv(what: str, namesrv: str) -> Iterator[None]:
         raise CliError(f"{what} through {namesrv}: {e}") from e
 
 
+def read_settings_file(path: str) -> dict[str, str]:
+    """The entries of a broker.conf; a CliError when it cannot be read or parsed."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise CliError(f"cannot read settings file {path}: {e.strerror or e}") from e
+    # java.util.Properties.load(InputStream), which RocketMQ's startup uses, reads
+    # ISO-8859-1; anything else comes in through \uXXXX escapes.
+    try:
+        return parse_java_properties(raw.decode("iso-8859-1"))
+    except ConfigError as e:
+        raise CliError(f"settings file {path}: {e}") from e
+
+
+def context_from_settings(
+    path: str | None, store_dir: str, store_given: bool, *, as_json: bool, debug: bool
+) -> CliContext:
+    """The CLI's context: the store directory (``--store``, else the settings file's
+    ``storePathRootDir``, else ./store) and the store settings of the file."""
+    if path is None:
+        return CliContext(store_dir=store_dir, as_json=as_json, debug=debug)
+    settings = read_settings_file(path)
+    root_setting = settings.get("storePathRootDir", "").strip()
+    if not store_given and root_setting:
+        store_dir = root_setting
+    # With --store (a copy of the store, say) the file's paths name another place.
+    commitlog_setting = "" if store_given else settings.get("storePathCommitLog", "").strip()
+    expected = os.path.join(store_dir, COMMITLOG_DIR)
+    if commitlog_setting and os.path.abspath(commitlog_setting) != os.path.abspath(expected):
+        raise CliError(
+            f"{path}: storePathCommitLog={commitlog_setting} is not {expected}; rocketstore "
+            "reads the CommitLog from the commitlog/ directory of the store root"
+        )
+    try:
+        config = store_config_from_settings(settings, source=path)
+    except ConfigError as e:
+        raise CliError(str(e)) from e
+    return CliContext(
+        store_dir=store_dir,
+        as_json=as_json,
+        debug=debug,
+        config=config,
+        settings=settings,
+        settings_path=path,
+    )
+
+
 @dataclass
 class CliContext:
     store_dir: str
     as_json: bool
     debug: bool
+    # The store settings every command opens with: RocketMQ's defaults, or those of the
+    # broker.conf given with -c (index geometry, file sizes, flush type...).
+    config: StoreConfig = field(default_factory=StoreConfig)
+    # The whole broker.conf (empty without -c), for the broker's own settings.
+    settings: dict[str, str] = field(default_factory=dict)
+    settings_path: str = ""
 
     # --- opening ------------------------------------------------------------------------
 
@@ -80,7 +136,8 @@ class CliContext:
 
     def open_read_only(self) -> MessageStore:
         """Open without the writer lock: works while a writer (or a broker) runs."""
-        return MessageStore.open(self.require_store_dir(), READER_CONFIG, read_only=True)
+        config = self.config.replace(**READER_LIMITS)
+        return MessageStore.open(self.require_store_dir(), config, read_only=True)
 
     def open_writer(self) -> MessageStore:
         """Open as the writer (takes the lock). A missing directory is created; an existing
@@ -88,7 +145,7 @@ class CliContext:
         root = self.store_dir
         if os.path.isdir(root) and os.listdir(root):
             self.require_store_dir()
-        return MessageStore.open(root)
+        return MessageStore.open(root, self.config)
 
     # --- output -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import traceback
 import click
 
 from rocketstore.cli import browse, export, messages, queues, send, stats, tools
-from rocketstore.cli.context import CliContext
+from rocketstore.cli.context import context_from_settings
 from rocketstore.cli.demo import demo
 from rocketstore.cli.serve import register as register_serve
 from rocketstore.cli.topic_admin import register as register_topic_admin
@@ -77,6 +77,18 @@ class SectionedGroup(click.Group):
     "Example: --store /var/rocketmq/store",
 )
 @click.option(
+    "-c",
+    "--config",
+    "settings_file",
+    default=None,
+    metavar="FILE",
+    help="A broker.conf (Java properties, as mqbroker -c takes): its store settings apply "
+    "(maxHashSlotNum, maxIndexNum, mappedFileSizeCommitLog, flushDiskType, fileReservedTime, "
+    "brokerIP1/listenPort...), its storePathRootDir is the store unless --store is given, "
+    "and serve/broker take brokerName, brokerClusterName and listenPort from it. "
+    "Example: -c /opt/rocketmq/conf/broker.conf",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -88,7 +100,9 @@ class SectionedGroup(click.Group):
     help="Show tracebacks and debug logging. Example: rocketstore --debug check",
 )
 @click.pass_context
-def cli(ctx: click.Context, store_dir: str, as_json: bool, debug: bool) -> None:
+def cli(
+    ctx: click.Context, store_dir: str, settings_file: str | None, as_json: bool, debug: bool
+) -> None:
     """rocketstore: RocketMQ's message store in Python, and offline tools for its files.
 
     Commands keep mqadmin's names and short flags and work on the files directly; read-only
@@ -106,7 +120,10 @@ def cli(ctx: click.Context, store_dir: str, as_json: bool, debug: bool) -> None:
         level=logging.DEBUG if debug else logging.ERROR,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    ctx.obj = CliContext(store_dir=store_dir, as_json=as_json, debug=debug)
+    store_given = ctx.get_parameter_source("store_dir") is not click.core.ParameterSource.DEFAULT
+    ctx.obj = context_from_settings(
+        settings_file, store_dir, store_given, as_json=as_json, debug=debug
+    )
 
 
 cli.add_command(demo)

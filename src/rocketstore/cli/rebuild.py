@@ -100,7 +100,8 @@ class Rebuild:
     writer (which takes the lock itself) and ``finish``/``restore`` clean up.
     """
 
-    def __init__(self, root: str, *, queues: bool, index: bool):
+    def __init__(self, root: str, *, queues: bool, index: bool, config: StoreConfig | None = None):
+        self.config = config or StoreConfig()
         self.root = root
         # Both are always rebuilt (a re-dispatch writes both); the one not asked for is put
         # back afterwards, so it stays byte for byte as it was.
@@ -130,7 +131,7 @@ class Rebuild:
                 size = os.path.getsize(os.path.join(directory, found[0]))
                 sizes["mapped_file_size_consume_queue"] = size
                 break
-        defaults = StoreConfig().index_geometry
+        defaults = self.config.index_geometry
         with contextlib.suppress(ValueError):  # unknown: the engine's defaults
             geometry = newest_geometry(os.path.join(self.aside, INDEX_DIR), defaults)
             if geometry is not None:
@@ -139,7 +140,7 @@ class Rebuild:
 
     def run(self) -> RebuildOutcome:
         started = time.monotonic()
-        config = StoreConfig().replace(check_crc_on_recover=False, **self.geometry())
+        config = self.config.replace(check_crc_on_recover=False, **self.geometry())
         with MessageStore.open(self.root, config) as store:
             report = store.recovery_report
             outcome = RebuildOutcome(
@@ -190,10 +191,17 @@ def held_lock(root: str) -> DirectoryLock:
     return lock
 
 
-def rebuild(root: str, *, queues: bool, index: bool, lock: DirectoryLock) -> RebuildOutcome:
+def rebuild(
+    root: str,
+    *,
+    queues: bool,
+    index: bool,
+    lock: DirectoryLock,
+    config: StoreConfig | None = None,
+) -> RebuildOutcome:
     """Rebuild under ``lock`` (held by the caller, released here before the engine takes
     it again: the engine offers no way to hand a held lock over)."""
-    job = Rebuild(root, queues=queues, index=index)
+    job = Rebuild(root, queues=queues, index=index, config=config)
     try:
         job.prepare()
     except BaseException:

@@ -73,6 +73,7 @@ def run_parallel(
                 queues=queues,
                 index=index,
                 skip_corrupt=skip_corrupt,
+                config=ctx.config,
                 on_progress=on_progress,
             )
         except StoreError as e:

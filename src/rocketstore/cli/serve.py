@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -24,10 +25,17 @@ from rocketstore.broker.app import (
 )
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.cli.context import CliContext, CliError
-from rocketstore.config import FLUSH_TYPES, StoreConfig, parse_host
+from rocketstore.config import FLUSH_TYPES, parse_host
 from rocketstore.errors import ConfigError
+from rocketstore.settings_file import apply_settings
 
 FuncT = Callable[..., Any]
+
+# broker.conf keys whose spelling is not the camelCase of BrokerConfig's field name.
+BROKER_ALIASES = {
+    "flushConsumerOffsetInterval": "flush_consumer_offset_interval_ms",
+    "flushDelayOffsetInterval": "flush_delay_offset_interval_ms",
+}
 
 
 def _address(value: str, what: str) -> str:
@@ -50,9 +58,10 @@ def _broker_options(func: FuncT) -> FuncT:
         ),
         click.option(
             "--listen",
-            default="127.0.0.1:10911",
-            show_default=True,
-            help="Broker address to listen on (loopback unless told otherwise). "
+            default=None,
+            metavar="HOST:PORT",
+            help="Broker address to listen on (loopback unless told otherwise) "
+            "[default: 127.0.0.1:10911, or 127.0.0.1:listenPort of -c FILE]. "
             "Example: --listen 0.0.0.0:10911",
         ),
         click.option(
@@ -64,24 +73,22 @@ def _broker_options(func: FuncT) -> FuncT:
         ),
         click.option(
             "--broker-name",
-            default="broker-a",
-            show_default=True,
-            help="brokerName, unique per broker behind a name server. "
-            "Example: --broker-name broker-b",
+            default=None,
+            help="brokerName, unique per broker behind a name server "
+            "[default: broker-a, or brokerName of -c FILE]. Example: --broker-name broker-b",
         ),
         click.option(
             "--cluster",
-            default="DefaultCluster",
-            show_default=True,
-            help="brokerClusterName. Example: --cluster ProdCluster",
+            default=None,
+            help="brokerClusterName [default: DefaultCluster, or brokerClusterName of -c FILE]. "
+            "Example: --cluster ProdCluster",
         ),
         click.option(
             "--flush",
             type=click.Choice(FLUSH_TYPES),
-            default="ASYNC_FLUSH",
-            show_default=True,
-            help="SYNC_FLUSH answers a send only once the message is on disk. "
-            "Example: --flush SYNC_FLUSH",
+            default=None,
+            help="SYNC_FLUSH answers a send only once the message is on disk "
+            "[default: ASYNC_FLUSH, or flushDiskType of -c FILE]. Example: --flush SYNC_FLUSH",
         ),
         click.option(
             "--no-auto-create",
@@ -92,11 +99,10 @@ def _broker_options(func: FuncT) -> FuncT:
         click.option(
             "--offset-persist-ms",
             type=click.IntRange(min=100),
-            default=5000,
-            show_default=True,
+            default=None,
             help="How often committed consumer offsets are written to "
-            "config/consumerOffset.json (RocketMQ's flushConsumerOffsetInterval). "
-            "Example: --offset-persist-ms 1000",
+            "config/consumerOffset.json [default: 5000, or flushConsumerOffsetInterval of "
+            "-c FILE]. Example: --offset-persist-ms 1000",
         ),
         click.option(
             "--acl",
@@ -113,18 +119,36 @@ def _broker_options(func: FuncT) -> FuncT:
 
 
 def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
+    """The broker's options: each command-line option given, else the -c file's setting,
+    else the default."""
     store_dir = kwargs["store_override"] or obj.store_dir
-    broker = BrokerConfig(
-        broker_cluster_name=kwargs["cluster"],
-        broker_name=kwargs["broker_name"],
-        auto_create_topic_enable=not kwargs["no_auto_create"],
-        flush_consumer_offset_interval_ms=kwargs["offset_persist_ms"],
-    )
+    try:
+        broker, _used = apply_settings(
+            BrokerConfig(), obj.settings, aliases=BROKER_ALIASES, source=obj.settings_path
+        )
+        broker = broker.validate()
+    except ConfigError as e:
+        raise CliError(str(e)) from e
+    given = {
+        "broker_cluster_name": kwargs["cluster"],
+        "broker_name": kwargs["broker_name"],
+        "flush_consumer_offset_interval_ms": kwargs["offset_persist_ms"],
+    }
+    if kwargs["no_auto_create"]:
+        given["auto_create_topic_enable"] = False
+    broker = replace(broker, **{k: v for k, v in given.items() if v is not None})
+    store_config = obj.config
+    if kwargs["flush"] is not None:
+        store_config = store_config.replace(flush_disk_type=kwargs["flush"])
+    listen = kwargs["listen"]
+    if listen is None:
+        port = obj.settings.get("listenPort", "").strip() or "10911"
+        listen = f"127.0.0.1:{port}"
     return BrokerOptions(
         store_dir=store_dir,
-        listen=_address(kwargs["listen"], "--listen"),
+        listen=_address(listen, "--listen" if kwargs["listen"] else "listenPort"),
         broker=broker,
-        store_config=StoreConfig(flush_disk_type=kwargs["flush"]),
+        store_config=store_config,
         advertise_host=kwargs["advertise"],
         acl_file=kwargs["acl_file"],
     )

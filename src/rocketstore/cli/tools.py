@@ -19,6 +19,7 @@ from rocketstore.cli.progress import progress
 from rocketstore.cli.rebuild import RebuildOutcome, cut_commitlog, held_lock, rebuild
 from rocketstore.cli.rebuild_engines import ENGINES, run_parallel
 from rocketstore.cli.scan import CommitLogScan, ScanIssue
+from rocketstore.config import StoreConfig
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.paths import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
 
@@ -34,9 +35,11 @@ def store_bytes(root: str) -> int:
     return total
 
 
-def run_check(root: str, label: str, *, lock_held: bool = False) -> CheckResult:
+def run_check(
+    root: str, label: str, config: StoreConfig, *, lock_held: bool = False
+) -> CheckResult:
     with progress(store_bytes(root), label) as bar:
-        return check_store(root, on_bytes=bar.advance, lock_held=lock_held)
+        return check_store(root, on_bytes=bar.advance, lock_held=lock_held, config=config)
 
 
 def print_check(ctx: CliContext, result: CheckResult, max_problems: int) -> None:
@@ -136,7 +139,7 @@ def check(ctx: CliContext, repair: bool, force: bool, max_problems: int) -> None
         raise click.UsageError("--force only applies with --repair")
     root = ctx.require_store_dir()
     if not repair:
-        result = run_check(root, "check")
+        result = run_check(root, "check", ctx.config)
         print_check(ctx, result, max_problems)
         if not result.ok:
             raise click.exceptions.Exit(1)
@@ -155,7 +158,7 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
     lock: DirectoryLock | None = held_lock(root)
     rebuilt: RebuildOutcome | None = None
     try:
-        before = run_check(root, "check", lock_held=True)
+        before = run_check(root, "check", ctx.config, lock_held=True)
         print_check(ctx, before, max_problems)
         if before.ok:
             _say(ctx, "nothing to repair")
@@ -179,13 +182,13 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
         if cut is not None or any(p.kind != "crc" for p in before.problems):
             assert lock is not None
             held, lock = lock, None
-            rebuilt = rebuild(root, queues=True, index=True, lock=held)
+            rebuilt = rebuild(root, queues=True, index=True, lock=held, config=ctx.config)
     finally:
         if lock is not None:
             lock.release()
     if rebuilt is not None:
         _say_rebuilt(ctx, rebuilt, "repair")
-        after = run_check(root, "re-check")
+        after = run_check(root, "re-check", ctx.config)
         _say(ctx, "after repair:")
         print_check(ctx, after, max_problems)
         dropped = before.records - after.records
@@ -325,7 +328,7 @@ def rebuild_command(
             click.echo("rebuilding (re-dispatching every record)...", err=True)
         assert lock is not None
         held, lock = lock, None
-        outcome = rebuild(root, queues=queues, index=index, lock=held)
+        outcome = rebuild(root, queues=queues, index=index, lock=held, config=ctx.config)
     finally:
         if lock is not None:
             lock.release()

@@ -1,0 +1,139 @@
+"""The global ``-c/--config broker.conf``: store settings, the store directory, and the
+broker's own settings from a RocketMQ settings file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from cli_helpers import Run
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.cli.context import context_from_settings
+from rocketstore.cli.serve import _make_options
+from rocketstore.format import index_layout as layout
+from rocketstore.paths import index_dir
+
+Cli = Callable[..., Run]
+
+ODD_CONF = "# the broker's own file\nbrokerName=broker-b\nmaxHashSlotNum=16\nmaxIndexNum = 32\n"
+
+
+def _store_with_one_empty_odd_index_file(root: Path) -> None:
+    """A store whose only index file has no entries and a size no 1:4 geometry fits
+    (16 x 32): nothing in the directory tells its geometry."""
+    config = StoreConfig(
+        mapped_file_size_commit_log=1 << 20, max_hash_slot_num=16, max_index_num=32
+    )
+    with MessageStore.open(root, config) as store:
+        assert store.put(Message("T", b"m0", properties={"KEYS": "k0"})).ok
+    directory = Path(index_dir(str(root)))
+    for name in os.listdir(directory):
+        os.remove(directory / name)
+    (directory / "20260101000000000").write_bytes(bytes(layout.file_size(16, 32)))
+
+
+def test_a_writer_takes_the_index_geometry_from_the_settings_file(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "store"
+    _store_with_one_empty_odd_index_file(root)
+    refused = cli("--store", root, "sendMessage", "-t", "T", "-p", "m1", "-k", "k1")
+    assert refused.code == 1
+    assert "max_hash_slot_num and max_index_num" in refused.err
+    conf = tmp_path / "broker.conf"
+    conf.write_text(ODD_CONF)
+    sent = cli("-c", conf, "--store", root, "sendMessage", "-t", "T", "-p", "m1", "-k", "k1")
+    assert sent.code == 0, sent.err
+    found = cli("--store", root, "--json", "queryMsgByKey", "-t", "T", "-k", "k1")
+    assert found.code == 0, found.err
+    assert [m["keys"] for m in found.json_lines()] == ["k1"]
+    stats = cli("-c", conf, "--store", root, "--json", "stats")
+    (summary,) = stats.json_lines()
+    assert (summary["index"]["hashSlots"], summary["index"]["entriesPerFile"]) == (16, 32)
+    check = cli("--config", conf, "--store", root, "check")
+    assert check.code == 0, check.out + check.err
+
+
+def test_the_store_is_the_files_store_path_unless_store_is_given(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "from-conf"
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={root}\nstorePathCommitLog={root}/commitlog\n")
+    assert cli("-c", conf, "sendMessage", "-t", "T", "-p", "x").code == 0
+    assert cli("--store", root, "topicList").out == "T\n"
+    other = tmp_path / "other"
+    assert cli("-c", conf, "--store", other, "sendMessage", "-t", "U", "-p", "x").code == 0
+    assert cli("--store", other, "topicList").out == "U\n"
+    assert cli("--store", root, "topicList").out == "T\n"
+
+
+def test_settings_a_store_cannot_honour_are_refused(tmp_path: Path, cli: Cli) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path}/s\nstorePathCommitLog=/data/commitlog\n")
+    moved = cli("-c", conf, "topicList")
+    assert moved.code == 1
+    assert "storePathCommitLog=/data/commitlog is not" in moved.err
+    conf.write_text("maxIndexNum=lots\n")
+    bad = cli("-c", conf, "--store", tmp_path, "topicList")
+    assert bad.code == 1
+    assert bad.err.strip() == (
+        f"rocketstore: error: {conf}: maxIndexNum must be an integer, got 'lots'"
+    )
+    missing = cli("-c", tmp_path / "nope.conf", "topicList")
+    assert missing.code == 1
+    assert f"cannot read settings file {tmp_path / 'nope.conf'}" in missing.err
+
+
+def _serve_options(conf: Path, **given: object) -> dict[str, object]:
+    kwargs: dict[str, object] = {
+        "store_override": None,
+        "listen": None,
+        "advertise": None,
+        "broker_name": None,
+        "cluster": None,
+        "flush": None,
+        "no_auto_create": False,
+        "offset_persist_ms": None,
+        "acl_file": None,
+    }
+    kwargs.update(given)
+    return kwargs
+
+
+def test_the_broker_takes_its_settings_from_the_file_and_options_win(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerClusterName=Prod\nbrokerName=broker-b\nlistenPort=10921\nflushDiskType=SYNC_FLUSH\n"
+        "autoCreateTopicEnable=false\ndefaultTopicQueueNums=8\n"
+        "flushConsumerOffsetInterval=1000\nmaxIndexNum=64\n"
+    )
+    ctx = context_from_settings(str(conf), "./store", False, as_json=False, debug=False)
+    options = _make_options(ctx, _serve_options(conf))
+    assert options.listen == "127.0.0.1:10921"
+    broker = options.broker
+    assert (broker.broker_cluster_name, broker.broker_name) == ("Prod", "broker-b")
+    assert broker.auto_create_topic_enable is False
+    assert broker.default_topic_queue_nums == 8
+    assert broker.flush_consumer_offset_interval_ms == 1000
+    assert options.store_config is not None
+    assert options.store_config.flush_disk_type == "SYNC_FLUSH"
+    assert options.store_config.max_index_num == 64
+    given = _make_options(
+        ctx,
+        _serve_options(conf, listen="127.0.0.1:10999", broker_name="broker-c", flush="ASYNC_FLUSH"),
+    )
+    assert given.listen == "127.0.0.1:10999"
+    assert given.broker.broker_name == "broker-c"
+    assert given.broker.broker_cluster_name == "Prod"
+    assert given.store_config is not None
+    assert given.store_config.flush_disk_type == "ASYNC_FLUSH"
+    # Without a file: the defaults the options used to show.
+    plain = context_from_settings(None, "./store", False, as_json=False, debug=False)
+    defaults = _make_options(plain, _serve_options(conf))
+    assert defaults.listen == "127.0.0.1:10911"
+    assert (defaults.broker.broker_name, defaults.broker.broker_cluster_name) == (
+        "broker-a",
+        "DefaultCluster",
+    )
+    assert defaults.broker.flush_consumer_offset_interval_ms == 5000
+    assert defaults.store_config is not None
+    assert defaults.store_config.flush_disk_type == "ASYNC_FLUSH"
