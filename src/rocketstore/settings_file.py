@@ -75,15 +75,7 @@ def _logical_lines(text: str) -> list[str]:
 
 
 def _split_entry(line: str) -> tuple[str, str]:
-    key_chars: list[str] = []
-    i = 0
-    while i < len(line) and line[i] not in _SEPARATORS:
-        if line[i] == "\\" and i + 1 < len(line):
-            char, i = _unescape(line, i)
-            key_chars.append(char)
-            continue
-        key_chars.append(line[i])
-        i += 1
+    key, i = _read_escaped(line, 0, _SEPARATORS)
     # Whitespace, then at most one '=' or ':', then whitespace separate key and value.
     while i < len(line) and line[i] in " \t\f":
         i += 1
@@ -91,15 +83,22 @@ def _split_entry(line: str) -> tuple[str, str]:
         i += 1
     while i < len(line) and line[i] in " \t\f":
         i += 1
-    value_chars: list[str] = []
-    while i < len(line):
+    value, _end = _read_escaped(line, i, "")
+    return key, value
+
+
+def _read_escaped(line: str, i: int, stops: str) -> tuple[str, int]:
+    """The unescaped text from ``line[i]`` up to the first unescaped character of
+    ``stops`` (or the end), and the index where it stopped."""
+    chars: list[str] = []
+    while i < len(line) and line[i] not in stops:
         if line[i] == "\\" and i + 1 < len(line):
             char, i = _unescape(line, i)
-            value_chars.append(char)
+            chars.append(char)
             continue
-        value_chars.append(line[i])
+        chars.append(line[i])
         i += 1
-    return _utf16_joined("".join(key_chars)), _utf16_joined("".join(value_chars))
+    return _utf16_joined("".join(chars)), i
 
 
 def _utf16_joined(text: str) -> str:
