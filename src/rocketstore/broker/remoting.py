@@ -113,6 +113,9 @@ def coerce_ext_fields(raw: object) -> dict[str, str]:
     return {str(k): _ext_value(v) for k, v in raw.items() if v is not None}
 
 
+JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
+
+
 def ext_str(ext: Mapping[str, str], name: str, default: str | None = None) -> str:
     value = ext.get(name)
     if value is None:
@@ -123,21 +126,26 @@ def ext_str(ext: Mapping[str, str], name: str, default: str | None = None) -> st
 
 
 def ext_int(ext: Mapping[str, str], name: str, default: int | None = None) -> int:
+    """An integer field; beyond a Java long is a RequestFieldError, as Long.parseLong
+    refuses it in a Java broker (and numpy and the C decoder could not take it)."""
     value = ext.get(name)
     if value is None or value == "":
         if default is None:
             raise RequestFieldError(f"the request has no {name!r} field")
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         try:  # JSON numbers such as 1.0 from loosely typed clients
-            number = float(value)
+            real = float(value)
         except ValueError:
-            number = float("nan")
-        if number.is_integer():
-            return int(number)
-        raise RequestFieldError(f"field {name!r} must be an integer, got {value!r}") from None
+            real = float("nan")
+        if not real.is_integer():
+            raise RequestFieldError(f"field {name!r} must be an integer, got {value!r}") from None
+        number = int(real)
+    if not JAVA_LONG_MIN <= number <= JAVA_LONG_MAX:
+        raise RequestFieldError(f"field {name!r} is out of a long's range, got {value!r}")
+    return number
 
 
 def ext_bool(ext: Mapping[str, str], name: str, default: bool = False) -> bool:

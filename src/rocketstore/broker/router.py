@@ -24,6 +24,7 @@ from rocketstore.broker.processors import (
 )
 from rocketstore.broker.remoting import ProtocolError, RemotingCommand
 from rocketstore.broker.server import Connection
+from rocketstore.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -76,4 +77,9 @@ class BrokerRouter:
         except ProtocolError as e:
             # A missing or mistyped field, or a malformed body: this request fails, the
             # connection stays usable (RocketMQ answers RemotingCommandException so).
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        except ConfigError as e:
+            # An argument the store refuses (a value no check above caught): this request
+            # fails with the store's reason; the broker and the connection go on.
+            log.warning("request code %d from %s refused: %s", cmd.code, conn.peer, e)
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))

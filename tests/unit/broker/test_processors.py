@@ -425,6 +425,11 @@ def test_query_by_key_unique_key_and_view_by_id(ctx: BrokerContext) -> None:
     assert [m.body for m in decode_records(unique.body)] == [b"q"]
     none = call(ctx, RequestCode.QUERY_MESSAGE, {**query, "key": "nope"})
     assert none.code == ResponseCode.QUERY_NOT_FOUND
+    empty = call(ctx, RequestCode.QUERY_MESSAGE, {**query, "key": ""})
+    assert empty.code == ResponseCode.QUERY_NOT_FOUND  # never indexed, as in RocketMQ
+    too_late = call(ctx, RequestCode.QUERY_MESSAGE, {**query, "endTimestamp": "9" * 25})
+    assert too_late.code == ResponseCode.SYSTEM_ERROR
+    assert too_late.remark == f"field 'endTimestamp' is out of a long's range, got {'9' * 25!r}"
     offset = int(answer.ext_fields["msgId"][-16:], 16)
     viewed = call(ctx, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
     assert [m.body for m in decode_records(viewed.body)] == [b"q"]

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -60,6 +60,10 @@ REQUESTS = st.builds(
 )
 
 
+def _query(**fields: str) -> RemotingCommand:
+    return RemotingCommand(RequestCode.QUERY_MESSAGE, opaque=1, ext_fields=fields, body=b"")
+
+
 def test_random_requests_always_get_an_answer(tmp_path: Path) -> None:
     ctx = make_context(tmp_path / "store")  # one small store for every example
     router = BrokerRouter(ctx)
@@ -67,6 +71,10 @@ def test_random_requests_always_get_an_answer(tmp_path: Path) -> None:
 
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(requests=st.lists(REQUESTS, min_size=1, max_size=5))
+    # Found by this test: a time past a long (numpy overflowed), an empty key (the store's
+    # ConfigError escaped the router).
+    @example(requests=[_query(topic="0", key="0", beginTimestamp="9" * 25)])
+    @example(requests=[_query(topic="0", key="")])
     def check(requests: list[RemotingCommand]) -> None:
         async def scenario() -> None:
             ctx.waiters.bind(asyncio.get_running_loop())

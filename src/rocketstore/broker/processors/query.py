@@ -34,7 +34,10 @@ async def query_message(
     unique = ext_bool(ext, UNIQUE_KEY_QUERY)
 
     def find() -> tuple[bytes, int, int]:
-        if unique:
+        if not topic or not key:
+            # RocketMQ never indexes an empty key (nor a key of no topic): nothing to find.
+            found = []
+        elif unique:
             found = ctx.store.query_by_unique_key(topic, key)
         else:
             limit = min(max(max_num, 1), ctx.store.config.max_msgs_num_batch)
