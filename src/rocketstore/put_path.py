@@ -291,7 +291,7 @@ class MessagePreparer:
         body = bytes(message.body)
         if len(body) > self.config.max_message_size:
             return PutStatus.MESSAGE_ILLEGAL
-        properties_text = props.encode_properties_str(message.properties)
+        properties_text = props.stored_properties_str(message.properties)
         if len(properties_text) > MAX_PROPERTIES_LENGTH:
             return PutStatus.PROPERTIES_SIZE_EXCEEDED
         properties_bytes = properties_text.encode("utf-8")

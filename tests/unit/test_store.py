@@ -17,6 +17,7 @@ from rocketstore import (
     StoreConfig,
     StoreLockedError,
 )
+from rocketstore.format.properties import VerbatimProperties
 from rocketstore.format.queue_unit import BLANK_UNIT, QueueUnit, decode_unit
 
 TOPIC = "FooBar"
@@ -320,6 +321,23 @@ def test_put_batch(store, born_host):
         assert found.messages[0].commit_log_offset == offset
         offset += length
     assert store.max_commit_log_offset() == offset
+
+
+def test_verbatim_properties_are_stored_byte_for_byte(store):
+    """A broker batch keeps each message's property bytes as the client sent them: the
+    record holds the text (trailing separator, repeated name), the index its keys."""
+    text = "KEYS\x01k0\x02TAGS\x01old\x02TAGS\x01new\x02CLUSTER\x01c"
+    message = _message(0, properties=VerbatimProperties(text))
+    (result,) = store.put_batch([message], BASE_MS)
+    assert result.status is PutStatus.PUT_OK
+    assert result.size == _record_length(TOPIC, message.body, text, 0)
+    store.wait_dispatched()
+    raw = store.commitlog.read(result.commit_log_offset, result.size)
+    assert raw is not None and raw.endswith(text.encode())
+    looked = store.look_message(result.commit_log_offset)
+    assert looked is not None
+    assert looked.properties == {"KEYS": "k0", "TAGS": "new", "CLUSTER": "c"}
+    assert [m.commit_log_offset for m in store.query_messages(TOPIC, "k0")] == [0]
 
 
 def test_put_batch_with_a_body_over_the_limit_writes_nothing(small_store):

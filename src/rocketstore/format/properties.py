@@ -31,6 +31,41 @@ CRC32_PROPERTY = "__CRC32#"
 KEY_SEPARATOR = " "
 
 
+class VerbatimProperties(dict[str, str]):
+    """Properties that are stored as the given string, byte for byte, rather than
+    re-serialised: RocketMQ's broker keeps the property bytes of each message of a batch as
+    the client encoded them (a trailing 0x02, repeated names and all) and appends the
+    batch's own properties (``CommitLog.MessageExtEncoder.encode(MessageExtBatch)``).
+
+    The mapping is the string's decoding (a later repeated name wins, as in RocketMQ) and
+    serves everything that reads properties (tags, keys, checks); ``text`` is what the
+    record holds. Changing the mapping does not change ``text``.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        super().__init__(decode_properties_str(text))
+        self.text = text
+
+
+def stored_properties_str(properties: Mapping[str, str]) -> str:
+    """The properties string a record of ``properties`` holds: the verbatim text of
+    VerbatimProperties, else the 4.9.1+ serialisation."""
+    if isinstance(properties, VerbatimProperties):
+        return properties.text
+    return encode_properties_str(properties)
+
+
+def join_batch_properties(inner: str, batch: str) -> str:
+    """A batch record's properties (RocketMQ 4.9.2+): the message's own string, then one
+    0x02 unless either part is empty or the message's already ends in one, then the
+    batch's properties string."""
+    if inner and batch and not inner.endswith(PROPERTY_SEPARATOR):
+        return inner + PROPERTY_SEPARATOR + batch
+    return inner + batch
+
+
 def encode_properties_str(
     properties: Mapping[str, str], *, trailing_separator: bool = False
 ) -> str:

@@ -25,9 +25,21 @@ def test_golden_bytes_field_by_field() -> None:
         + struct.pack(">h", len(props))
         + props
     )
-    expected = [BatchEntry(7, b"abc", {"KEYS": "k1", "UNIQ_KEY": "AB"})]
+    given = BatchEntry(7, b"abc", {"KEYS": "k1", "UNIQ_KEY": "AB"})
+    # Decoding keeps the client's string too (the broker stores it as it is).
+    expected = [BatchEntry(7, b"abc", {"KEYS": "k1", "UNIQ_KEY": "AB"}, props.decode())]
     assert decode_batch(entry + entry) == expected * 2
+    assert encode_batch([given]) == entry
     assert encode_batch(expected) == entry
+
+
+def test_a_clients_own_properties_string_goes_through_as_it_is() -> None:
+    """A trailing separator (4.9.0 and 5.2+ clients) and a repeated name survive a
+    decode and an encode; the map is RocketMQ's reading of them."""
+    text = "KEYS\x01k1\x02TAGS\x01a\x02TAGS\x01b\x02"
+    (entry,) = decode_batch(encode_batch([BatchEntry(0, b"x", {}, text)]))
+    assert entry.text == entry.properties_text == text
+    assert entry.properties == {"KEYS": "k1", "TAGS": "b"}
 
 
 @pytest.mark.parametrize(
@@ -66,7 +78,10 @@ _props = st.dictionaries(
     )
 )
 def test_round_trip(entries: list[BatchEntry]) -> None:
-    assert decode_batch(encode_batch(entries)) == entries
+    decoded = decode_batch(encode_batch(entries))
+    assert [(e.flag, e.body, e.properties, e.properties_text) for e in decoded] == [
+        (e.flag, e.body, e.properties, e.properties_text) for e in entries
+    ]
 
 
 @given(st.binary(max_size=120))

@@ -35,6 +35,7 @@ from rocketstore.broker.processors.message_batch import BatchEntry, encode_batch
 from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUSPEND
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
+from rocketstore.format import properties as props
 from rocketstore.format.message_id import offset_msg_id
 
 PROPS = (
@@ -206,6 +207,38 @@ def test_send_batch(ctx: BrokerContext) -> None:
     assert all(m.properties["CLUSTER"] == "DefaultCluster" for m in messages)
     bad = call(ctx, RequestCode.SEND_BATCH_MESSAGE, send_v2("TB"), b"\0\0\0\x05")
     assert bad.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_send_batch_stores_each_messages_property_bytes_then_the_batchs(
+    ctx: BrokerContext,
+) -> None:
+    """RocketMQ 4.9.8 (CommitLog.MessageExtEncoder, spec 1.5): a batch record's properties
+    are the message's own bytes as the client encoded them (here a 5.2+ client's trailing
+    separator, and WAIT), then the batch's: the header's properties and CLUSTER in HashMap
+    order (buckets of a 16-slot table: extra 7, CLUSTER 12, WAIT 13), WAIT kept."""
+    inner = ["KEYS\x01k0\x02WAIT\x01true\x02", "KEYS\x01k1", ""]
+    entries = [
+        BatchEntry(0, f"m{i}".encode(), props.decode_properties_str(t), t)
+        for i, t in enumerate(inner)
+    ]
+    batch = "extra\x01x\x02CLUSTER\x01DefaultCluster\x02WAIT\x01true"
+    stored = [inner[0] + batch, inner[1] + "\x02" + batch, batch]
+    answer = call(
+        ctx,
+        RequestCode.SEND_BATCH_MESSAGE,
+        send_v2("TB", queue_id=0, properties="WAIT\x01true\x02extra\x01x"),
+        encode_batch(entries),
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    ctx.store.wait_dispatched()
+    records = decode_records(_pull(ctx, "TB", 0, 0).body)
+    for record, text in zip(records, stored, strict=True):
+        raw = ctx.store.commitlog.read(record.commit_log_offset, record.size)
+        assert raw is not None
+        # The record ends with PROPERTIESLENGTH (2 bytes) and the properties.
+        want = text.encode()
+        assert raw[-len(want) - 2 :] == len(want).to_bytes(2, "big") + want
+    assert [m.body for m in ctx.store.query_messages("TB", "k1")] == [b"m1"]
 
 
 def test_pull_statuses(ctx: BrokerContext) -> None:
@@ -505,3 +538,29 @@ def test_send_to_retry_topic_past_max_reconsume_goes_to_dlq(ctx: BrokerContext) 
     assert call(ctx, RequestCode.SEND_MESSAGE_V2, below, b"again").code == ResponseCode.SUCCESS
     ctx.store.wait_dispatched()
     assert ctx.store.max_offset("%RETRY%G", 0) == 1
+
+
+def _java_bucket(name: str, capacity: int) -> int:
+    """java.util.HashMap's bucket of a String key (String.hashCode, then h ^ h >>> 16)."""
+    data, h = name.encode("utf-16-be"), 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def test_a_dropped_wait_still_sized_the_map_the_properties_are_ordered_by(
+    ctx: BrokerContext,
+) -> None:
+    """11 properties + WAIT + CLUSTER is 13 entries, past a 16-slot HashMap's threshold of
+    12: RocketMQ's map grew to 32 slots before WAIT was removed, so the stored order is
+    that of 32 buckets, not of the 16 that the 12 kept entries would need."""
+    names = [f"p{i}" for i in range(11)]
+    sent = "".join(f"{n}\x01v\x02" for n in names) + "WAIT\x01true"
+    answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TW", properties=sent), b"x")
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    kept = [*names, "CLUSTER"]
+    order = sorted(kept, key=lambda n: (_java_bucket(n, 32), kept.index(n)))
+    assert order != sorted(kept, key=lambda n: (_java_bucket(n, 16), kept.index(n)))
+    ctx.store.wait_dispatched()
+    (record,) = decode_records(_pull(ctx, "TW", 0, 0).body)
+    assert list(record.properties) == order

@@ -176,3 +176,31 @@ def test_encode_decode_round_trip_in_both_forms() -> None:
 )
 def test_split_keys(keys: str | None, expected: list[str]) -> None:
     assert split_keys(keys) == expected
+
+
+# --- verbatim properties: a batch record's string as RocketMQ keeps it ---------------------
+
+
+def test_verbatim_properties_keep_their_text_and_map_its_decoding() -> None:
+    text = "TAGS\x01a\x02KEYS\x01k1\x02TAGS\x01b\x02"  # a repeated name, a trailing separator
+    verbatim = props.VerbatimProperties(text)
+    assert verbatim == {"TAGS": "b", "KEYS": "k1"}  # the later name wins, as in RocketMQ
+    assert verbatim.text == text
+    assert props.stored_properties_str(verbatim) == text
+    assert props.stored_properties_str({"TAGS": "b", "KEYS": "k1"}) == "TAGS\x01b\x02KEYS\x01k1"
+
+
+@pytest.mark.parametrize(
+    ("inner", "batch", "stored"),
+    [
+        # BatchPutMessageTest: inner + batch properties + one separator.
+        ("TAGS\x01t", "extraKey\x01v", "TAGS\x01t\x02extraKey\x01v"),
+        # A client that ends its properties with a separator (4.9.0, 5.2+) gets no second.
+        ("TAGS\x01t\x02", "extraKey\x01v", "TAGS\x01t\x02extraKey\x01v"),
+        ("", "extraKey\x01v", "extraKey\x01v"),
+        ("TAGS\x01t\x02", "", "TAGS\x01t\x02"),
+        ("", "", ""),
+    ],
+)
+def test_join_batch_properties(inner: str, batch: str, stored: str) -> None:
+    assert props.join_batch_properties(inner, batch) == stored

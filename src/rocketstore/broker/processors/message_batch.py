@@ -30,12 +30,19 @@ class BatchEntry:
     flag: int
     body: bytes
     properties: dict[str, str]
+    # The properties string as the client encoded it (decoding sets it; RocketMQ stores
+    # these bytes as they are). None: the 4.9.1+ serialisation of ``properties``.
+    text: str | None = None
+
+    @property
+    def properties_text(self) -> str:
+        return encode_properties_str(self.properties) if self.text is None else self.text
 
 
 def encode_batch(entries: list[BatchEntry]) -> bytes:
     out = bytearray()
     for entry in entries:
-        props = encode_properties_str(entry.properties).encode("utf-8")
+        props = entry.properties_text.encode("utf-8")
         total = _HEAD.size + len(entry.body) + _SHORT.size + len(props)
         out += _HEAD.pack(total, 0, 0, entry.flag, len(entry.body))
         out += entry.body
@@ -73,7 +80,7 @@ def decode_batch(data: bytes) -> list[BatchEntry]:
         except UnicodeDecodeError as e:
             raise ProtocolError("batch entry properties are not UTF-8", position=position) from e
         entries.append(
-            BatchEntry(flag, bytes(data[body_start:props_at]), decode_properties_str(text))
+            BatchEntry(flag, bytes(data[body_start:props_at]), decode_properties_str(text), text)
         )
         position = end
     return entries

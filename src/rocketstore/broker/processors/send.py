@@ -168,9 +168,10 @@ def _retry_target(
     return dlq_topic(group), 0, True
 
 
-def ordered_properties(properties: dict[str, str]) -> dict[str, str]:
-    """Properties in the order a Java broker writes them (HashMap iteration order)."""
-    return {k: properties[k] for k in java_hashmap_order(list(properties))}
+def ordered_properties(properties: dict[str, str], peak_size: int | None = None) -> dict[str, str]:
+    """Properties in the order a Java broker writes them (HashMap iteration order);
+    ``peak_size``: the most entries the map held (a removed WAIT still sized its table)."""
+    return {k: properties[k] for k in java_hashmap_order(list(properties), peak_size=peak_size)}
 
 
 def put_response(cmd: RemotingCommand, results: list[PutResult], queue_id: int) -> RemotingCommand:
@@ -211,6 +212,7 @@ async def send_message(
     if to_dlq:
         properties.pop(props.DELAY, None)
     properties[props.CLUSTER] = ctx.cluster_name
+    peak = len(properties)
     # WAIT=true only asks the broker to answer after storing; RocketMQ does not store it.
     properties.pop(props.WAIT, None)
     sys_flag = header.sys_flag
@@ -222,7 +224,7 @@ async def send_message(
         queue_id=queue_id,
         flag=header.flag,
         sys_flag=sys_flag,
-        properties=ordered_properties(properties),
+        properties=ordered_properties(properties, peak),
         born_timestamp=header.born_timestamp,
         born_host=conn.peer,
         reconsume_times=header.reconsume_times,
@@ -246,21 +248,17 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
     entries = decode_batch(cmd.body)
     if not entries:
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-    # Properties of the batch itself (CLUSTER, and what the client put on the batch) go on
-    # every message, as RocketMQ's batch encoder appends them.
+    # RocketMQ 4.9.8 stores each message's property bytes as the client encoded them, then
+    # the batch's own properties (the header's and CLUSTER, WAIT kept, in HashMap order).
     shared = props.decode_properties_str(header.properties)
     shared[props.CLUSTER] = ctx.cluster_name
-    shared.pop(props.WAIT, None)
+    batch_text = props.encode_properties_str(ordered_properties(shared))
     sys_flag = header.sys_flag
     if checked.topic_filter_type == MULTI_TAG:
         sys_flag |= sysflag.MULTI_TAGS_FLAG
     messages = []
     for entry in entries:
-        properties = {
-            **entry.properties,
-            **{k: v for k, v in shared.items() if k not in entry.properties},
-        }
-        properties.pop(props.WAIT, None)
+        text = props.join_batch_properties(entry.properties_text, batch_text)
         messages.append(
             Message(
                 topic=header.topic,
@@ -268,7 +266,7 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
                 queue_id=queue_id,
                 flag=entry.flag,
                 sys_flag=sys_flag,
-                properties=properties,
+                properties=props.VerbatimProperties(text),
                 born_timestamp=header.born_timestamp,
                 born_host=conn.peer,
                 reconsume_times=header.reconsume_times,
