@@ -21,6 +21,7 @@ from golden_helpers import (
 )
 
 from rocketstore import MessageStore
+from rocketstore.cli.checker import check_store
 from rocketstore.format import properties as props
 from rocketstore.format.record import MESSAGE_MAGIC_V2
 from rocketstore.status import GetStatus
@@ -76,3 +77,26 @@ def test_prop_crc_is_rocketmqs_crc_of_the_record(tmp_path: Path) -> None:
             assert found is not None, entry["msgId"]
             assert found.properties[props.CRC32_PROPERTY] == digits, entry["msgId"]
             assert_same_message(entry, found, with_crc=True)
+
+
+def test_check_verifies_the_property_crc(tmp_path: Path) -> None:
+    """`rocketstore check` finds the propcrc store whole, and a flipped byte the body CRC
+    cannot see (a record's FLAG) as a property CRC mismatch at that record."""
+    manifest = load_manifest("propcrc", V5)
+    root = extract("propcrc", tmp_path, V5)
+    result = check_store(str(root))
+    assert result.ok, [p.line() for p in result.problems]
+    assert result.records == len(manifest["messages"])
+    file_size = manifest["config"]["mappedFileSizeCommitLog"]
+    victim = manifest["messages"][len(manifest["messages"]) // 2]
+    start = victim["commitLogOffset"]
+    path = root / "commitlog" / f"{start - start % file_size:020d}"
+    with open(path, "r+b") as f:
+        f.seek(start % file_size + 19)  # FLAG's low byte (spec 1.2)
+        byte = f.read(1)[0]
+        f.seek(start % file_size + 19)
+        f.write(bytes([byte ^ 0x10]))
+    damaged = check_store(str(root))
+    (problem,) = damaged.problems
+    assert problem.offset == start
+    assert problem.reason.startswith("property CRC mismatch: stored ")
