@@ -35,7 +35,15 @@ def test_print_msg_every_message_of_a_topic(store: Path, cli: Cli) -> None:
     first = messages[0]
     assert first.startswith(f"MSGID: {uniq_of(0)} MessageExt [brokerName=localStore, queueId=0, ")
     assert first.endswith(f"BODY: {body_of(0).decode()}")
-    assert "toString()=Message{topic='Payments', flag=0, properties={TAGS=created" in first
+    # RocketMQ's Message.toString: properties as the HashMap it decodes them into (buckets
+    # of a 16-slot table: KEYS 7, UNIQ_KEY 12, TAGS 14), the body as Arrays.toString.
+    assert (
+        "toString()=Message{topic='Payments', flag=0, properties={KEYS=order-0 cust-0, "
+        f"UNIQ_KEY={uniq_of(0)}, TAGS=created}}, body=[123, 34, 111, 114, 100, 101, 114, 34, "
+        "58, 32, 48, 125], transactionId='null'}] BODY: "
+    ) in first
+    # Each queue ends with mqadmin's separator line.
+    assert lines.count("-" * 56) == 4 and lines[-1] == "-" * 56
 
 
 def test_print_msg_json_tags_time_and_no_body(store: Path, cli: Cli) -> None:
@@ -139,3 +147,63 @@ def test_query_cq(store: Path, cli: Cli) -> None:
     bad = cli("--store", store, "queryCq", "-t", "OrderEvents", "-q", "2", "-i", "100000")
     assert bad.code == 1
     assert "out of range" in bad.err
+
+
+def test_consume_message_takes_the_oldest_of_each_queue_in_turn(store: Path, cli: Cli) -> None:
+    """mqadmin's consumeMessage without a queue: -c messages, the oldest of queue 0 first,
+    a pull (at most 32) at a time, each announced by "Consume ok"."""
+    q0 = indexes("Payments", 0)
+    run = cli("--store", store, "consumeMessage", "-t", "Payments", "-c", "40")
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[0] == "The older 40 message of the 0 queue will be provided"
+    assert lines.count("Consume ok") == 2  # 32 + 8
+    ids = [line.split()[1] for line in lines if line.startswith("MSGID: ")]
+    assert ids == [uniq_of(i) for i in q0[:40]]
+    everything = cli("--store", store, "consumeMessage", "-t", "Payments", "-c", str(COUNT))
+    finished = [line for line in everything.out.splitlines() if "print msg finished" in line]
+    assert finished == [
+        f"MessageQueue [topic=Payments, brokerName=localStore, queueId={q}] print msg finished. "
+        f"status=NO_NEW_MSG, offset={len(indexes('Payments', q))}"
+        for q in range(4)
+    ]
+    assert everything.out.count("MSGID: ") == len(indexes("Payments"))
+
+
+def test_consume_message_of_one_queue_from_an_offset(store: Path, cli: Cli) -> None:
+    q1 = indexes("OrderEvents", 1)
+    run = cli(
+        "--store", store, "--json", "consumeMessage", "-t", "OrderEvents", "-b", "broker-a",
+        "-i", "1", "-o", "5", "-c", "3",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert [o["uniqKey"] for o in run.json_lines()] == [uniq_of(i) for i in q1[5:8]]
+    text = cli(
+        "--store", store, "consumeMessage", "-t", "OrderEvents", "-b", "b", "-i", "1",
+        "-o", "5", "-c", "3",
+    )  # fmt: skip
+    assert text.out.splitlines()[0] == "The oldler 3 message will be provided"  # sic
+    past = cli(
+        "--store", store, "consumeMessage", "-t", "OrderEvents", "-b", "b", "-i", "1",
+        "-o", str(len(q1) + 1),
+    )  # fmt: skip
+    assert past.out == (
+        "MessageQueue [topic=OrderEvents, brokerName=localStore, queueId=1] no matched msg, "
+        f"offset={len(q1) + 1}\n"
+    )
+
+
+def test_consume_message_refuses_what_mqadmin_refuses(store: Path, cli: Cli) -> None:
+    cases = {
+        ("-i", "1"): "Please set the brokerName before queueId!",
+        ("-b", "b", "-o", "3"): "Please set queueId before offset!",
+        ("-c", "0"): "Please input a positive messageNumber!",
+        ("-s", "now", "-e", str(BASE_MS)): "Please make sure that the beginTimestamp is less",
+        ("-e", "4102444800000"): "Please set the endTimestamp before now!",
+    }
+    for args, message in cases.items():
+        run = cli("--store", store, "consumeMessage", "-t", "Payments", *args)
+        assert run.code == 1, args
+        assert run.err.startswith(f"rocketstore: error: {message}"), run.err
+    unknown = cli("--store", store, "consumeMessage", "-t", "Nope")
+    assert unknown.code == 1 and "topic 'Nope' not found" in unknown.err

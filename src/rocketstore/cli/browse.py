@@ -34,6 +34,8 @@ from rocketstore.format.message import MessageExt
 from rocketstore.status import GetStatus
 from rocketstore.store import MessageStore
 
+# What printMsg prints after each queue.
+QUEUE_SEPARATOR = "-" * 56
 # Statuses after which a pull simply continues at next_begin_offset.
 _SKIP = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL)
 
@@ -76,7 +78,8 @@ def pull(
         offset = got.next_begin_offset
 
 
-def _message_line(message: MessageExt, print_body: bool, charset: str) -> str:
+def message_line(message: MessageExt, print_body: bool, charset: str) -> str:
+    """mqadmin's ``MSGID: <id> <MessageExt.toString()> BODY: <body>`` line."""
     shown = body_text(message, charset) if print_body else "NOT PRINT BODY"
     return f"MSGID: {client_msg_id(message)} {message_to_string(message)} BODY: {shown}"
 
@@ -150,7 +153,9 @@ def print_msg(
                     if ctx.as_json:
                         ctx.emit(message_json(message, with_body=print_body))
                     else:
-                        click.echo(_message_line(message, print_body, charset))
+                        click.echo(message_line(message, print_body, charset))
+                if not ctx.as_json:
+                    click.echo(QUEUE_SEPARATOR)
 
 
 @click.command("printMsgByQueue", short_help="One queue: its messages and per-tag counts.")
@@ -230,7 +235,7 @@ def print_msg_by_queue(
                 if ctx.as_json:
                     ctx.emit(message_json(message, with_body=print_body))
                 else:
-                    click.echo(_message_line(message, print_body, charset))
+                    click.echo(message_line(message, print_body, charset))
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] or ""))
     for tag, count in ranked:
         if ctx.as_json:

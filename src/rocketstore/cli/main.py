@@ -13,7 +13,17 @@ import traceback
 
 import click
 
-from rocketstore.cli import browse, export, messages, queues, send, stats, tools
+from rocketstore.cli import (
+    browse,
+    compaction_log,
+    consume_message,
+    export,
+    messages,
+    queues,
+    send,
+    stats,
+    tools,
+)
 from rocketstore.cli.context import context_from_settings
 from rocketstore.cli.demo import demo
 from rocketstore.cli.serve import register as register_serve
@@ -31,6 +41,7 @@ SECTIONS = (
             "queryMsgByOffset",
             "printMsg",
             "printMsgByQueue",
+            "consumeMessage",
             "decodeMessageId",
             "sendMessage",
         ),
@@ -39,7 +50,7 @@ SECTIONS = (
         "Topics and queues",
         ("topicList", "topicStatus", "queryCq", "updateTopic", "deleteTopic", "topicRoute"),
     ),
-    ("Store tools", ("check", "rebuild", "stats", "dump", "export")),
+    ("Store tools", ("check", "rebuild", "stats", "dump", "export", "dumpCompactionLog")),
     ("Broker (RocketMQ's remoting protocol)", ("serve", "namesrv", "broker")),
 )
 
@@ -127,7 +138,17 @@ def cli(
 
 
 cli.add_command(demo)
-for module in (messages, browse, queues, send, tools, stats, export):
+for module in (
+    messages,
+    browse,
+    consume_message,
+    queues,
+    send,
+    tools,
+    stats,
+    export,
+    compaction_log,
+):
     module.register(cli)
 register_topic_admin(cli)
 register_serve(cli)

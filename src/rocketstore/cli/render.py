@@ -20,6 +20,7 @@ import click
 from rocketstore.cli.context import BROKER_NAME
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format import sysflag
+from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import MessageExt
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,8 +93,18 @@ def write_body(message: MessageExt, body_dir: str) -> str:
 
 
 def java_map(properties: Mapping[str, str]) -> str:
-    """``{KEYS=order-1, TAGS=paid}``: a Java Map's toString, in stored order."""
-    return "{" + ", ".join(f"{k}={v}" for k, v in properties.items()) + "}"
+    """``{KEYS=order-1, TAGS=paid}``: the toString of the HashMap RocketMQ decodes a
+    record's properties into, so in HashMap iteration order (mostly the stored order, as
+    brokers serialise from a HashMap too)."""
+    order = java_hashmap_order(properties)
+    return "{" + ", ".join(f"{k}={properties[k]}" for k in order) + "}"
+
+
+def java_byte_array(data: bytes | None) -> str:
+    """``Arrays.toString(byte[])``: signed bytes, ``[104, -28, 0]``, or ``null``."""
+    if data is None:
+        return "null"
+    return "[" + ", ".join(map(str, memoryview(data).cast("b").tolist())) + "]"
 
 
 def java_str(value: str | None) -> str:
@@ -138,12 +149,14 @@ def message_json(
     return obj
 
 
-def message_to_string(message: MessageExt) -> str:
-    """RocketMQ 4.9's ``MessageExt.toString()`` (the body shown by length, not byte by byte)."""
-    body_len = len(message.body) if message.body is not None else 0
+def message_to_string(message: MessageExt, *, with_body: bool = True) -> str:
+    """RocketMQ's ``MessageExt.toString()`` (4.3 to 5.x alike): the body byte by byte as
+    ``Arrays.toString`` prints it, inflated as a consumer's decode leaves a compressed one;
+    ``with_body=False`` prints ``body=null``, as for a record decoded without its body."""
+    body = readable_body(message) if with_body and message.body is not None else None
     inner = (
         f"Message{{topic='{message.topic}', flag={message.flag}, "
-        f"properties={java_map(message.properties)}, body=[{body_len} bytes], "
+        f"properties={java_map(message.properties)}, body={java_byte_array(body)}, "
         f"transactionId='null'}}"
     )
     return (

@@ -1,0 +1,196 @@
+"""consumeMessage: pull up to N messages of a topic, or of one queue from an offset, and
+print them as mqadmin's consumeMessage does.
+
+Layer: cli. Read-only. mqadmin pulls with a tools consumer, at most 32 messages a pull
+(the broker's cap), and prints ``Consume ok`` before each pull's messages; offline the
+same pulls go to the store's getMessage. Its notices keep mqadmin's wording, typo
+included ("The oldler ..."), so that scripts reading its output read ours.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from rocketstore.cli.browse import message_line, queue_range
+from rocketstore.cli.context import (
+    CLI_GROUP,
+    CliContext,
+    CliError,
+    queue_bounds,
+    require_queue,
+    require_topic,
+)
+from rocketstore.cli.render import message_json, message_queue
+from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
+from rocketstore.status import GetStatus
+from rocketstore.store import MessageStore
+
+# The most messages one pull returns (the broker's maxTransferCountOnMessageInMemory).
+PULL_MAX = 32
+DEFAULT_COUNT = 128
+# GetMessageStatus as the client's PullStatus, through the broker's response codes.
+_PULL_STATUS = {
+    GetStatus.FOUND: "FOUND",
+    GetStatus.NO_MATCHED_MESSAGE: "NO_MATCHED_MSG",
+    GetStatus.MESSAGE_WAS_REMOVING: "NO_MATCHED_MSG",
+    GetStatus.OFFSET_FOUND_NULL: "NO_NEW_MSG",
+    GetStatus.NO_MESSAGE_IN_QUEUE: "NO_NEW_MSG",
+    GetStatus.OFFSET_OVERFLOW_ONE: "NO_NEW_MSG",
+    GetStatus.NO_MATCHED_LOGIC_QUEUE: "NO_NEW_MSG",
+    GetStatus.OFFSET_OVERFLOW_BADLY: "OFFSET_ILLEGAL",
+    GetStatus.OFFSET_TOO_SMALL: "OFFSET_ILLEGAL",
+}
+
+
+def _check_times(begin: int | None, end: int | None) -> None:
+    now = int(time.time() * 1000)
+    if begin is not None and begin > now:
+        raise CliError("Please set the beginTimestamp before now!")
+    if end is not None and end > now:
+        raise CliError("Please set the endTimestamp before now!")
+    if begin is not None and end is not None and begin > end:
+        raise CliError(
+            "Please make sure that the beginTimestamp is less than or equal to the endTimestamp"
+        )
+
+
+def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int, low: int,
+                high: int, queue_end: int) -> None:  # fmt: skip
+    """Print the messages of [low, high) a pull at a time; reaching the queue's end
+    (``queue_end``) prints mqadmin's ``print msg finished`` line, as its last pull does."""
+    mq = message_queue(topic, queue_id)
+    offset = low
+    while offset < high:
+        got = store.get_messages(CLI_GROUP, topic, queue_id, offset, min(PULL_MAX, high - offset))
+        status = _PULL_STATUS.get(got.status, "NO_NEW_MSG")
+        nxt = max(got.next_begin_offset, offset)
+        if status == "FOUND":
+            if not ctx.as_json:
+                click.echo("Consume ok")
+            for message in got.messages:
+                if ctx.as_json:
+                    ctx.emit(message_json(message))
+                else:
+                    click.echo(message_line(message, True, "UTF-8"))
+        elif status == "NO_MATCHED_MSG":
+            if not ctx.as_json:
+                click.echo(f"{mq} no matched msg. status={status}, offset={nxt}")
+        else:
+            if not ctx.as_json:
+                click.echo(f"{mq} print msg finished. status={status}, offset={nxt}")
+            return
+        if nxt == offset:
+            return
+        offset = nxt
+    if high >= queue_end and not ctx.as_json:
+        click.echo(f"{mq} print msg finished. status=NO_NEW_MSG, offset={offset}")
+
+
+@click.command("consumeMessage", short_help="Pull and print up to N messages of a topic.")
+@click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
+@click.option(
+    "-b",
+    "--brokerName",
+    "broker",
+    default=None,
+    help="Broker name (needed before -i; any name offline). Example: -b broker-a",
+)
+@click.option("-i", "--queueId", "queue_id", type=int, default=None, help="Queue id. Example: -i 0")
+@click.option(
+    "-o", "--offset", type=int, default=None, help="First queue offset (needs -i). Example: -o 100"
+)
+@click.option(
+    "-g",
+    "--consumerGroup",
+    "group",
+    default=None,
+    help="Consumer group (accepted; offline nothing is committed). Example: -g my-group",
+)
+@click.option(
+    "-s",
+    "--beginTimestamp",
+    "begin",
+    type=TIME,
+    default=None,
+    help=f"Earliest store time, {HUMAN_FORMAT_HELP}. Example: -s 2024-05-01#00:00:00:000",
+)
+@click.option(
+    "-e",
+    "--endTimestamp",
+    "end",
+    type=TIME,
+    default=None,
+    help=f"Latest store time, {HUMAN_FORMAT_HELP}. Example: -e now",
+)
+@click.option(
+    "-c",
+    "--MessageNumber",
+    "count",
+    type=int,
+    default=DEFAULT_COUNT,
+    show_default=True,
+    help="How many messages at most. Example: -c 10",
+)
+@click.pass_obj
+def consume_message(
+    ctx: CliContext,
+    topic: str,
+    broker: str | None,
+    queue_id: int | None,
+    offset: int | None,
+    group: str | None,
+    begin: int | None,
+    end: int | None,
+    count: int,
+) -> None:
+    """Pull up to -c messages of TOPIC (the oldest of each queue in turn), or of one
+    queue (-b, -i) from an offset (-o), within -s/-e, and print them as mqadmin's
+    consumeMessage does.
+
+    \b
+    Example:
+      rocketstore consumeMessage -t OrderEvents -c 10
+      rocketstore consumeMessage -t OrderEvents -b broker-a -i 1 -o 190 -c 5
+    """
+    if count <= 0:
+        raise CliError("Please input a positive messageNumber!")
+    if queue_id is not None and broker is None:
+        raise CliError("Please set the brokerName before queueId!")
+    if offset is not None and queue_id is None:
+        raise CliError("Please set queueId before offset!")
+    _check_times(begin, end)
+    with ctx.open_read_only() as store:
+        if queue_id is None:
+            left = count
+            for each in require_topic(store, topic):
+                if left == 0:
+                    return
+                low, high = queue_range(store, topic, each, begin, end)
+                queue_end = queue_bounds(store, topic, each)[1]
+                if high - low > left:
+                    if not ctx.as_json:
+                        click.echo(f"The older {left} message of the {each} queue will be provided")
+                    high = low + left
+                left -= high - low
+                _pull_range(ctx, store, topic, each, low, high, queue_end)
+            return
+        require_queue(store, topic, queue_id)
+        low, high = queue_range(store, topic, queue_id, begin, end)
+        queue_end = queue_bounds(store, topic, queue_id)[1]
+        start = offset or 0
+        if start > high:
+            if not ctx.as_json:
+                click.echo(f"{message_queue(topic, queue_id)} no matched msg, offset={start}")
+            return
+        low = max(low, start)
+        if high - low > count:
+            if not ctx.as_json:
+                click.echo(f"The oldler {count} message will be provided")
+            high = low + count
+        _pull_range(ctx, store, topic, queue_id, low, high, queue_end)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(consume_message)
