@@ -198,3 +198,11 @@ def require_queue(store: MessageStore, topic: str, queue_id: int) -> None:
     if queue_id not in queue_ids:
         listed = ", ".join(str(q) for q in queue_ids)
         raise CliError(f"topic {topic!r} has no queue {queue_id} (queues: {listed})")
+
+
+def hidden_alias(command: click.Command, name: str) -> click.Command:
+    """``command`` under another name (mqadmin's own spelling or alias), left out of the
+    help so that it is not listed twice."""
+    return click.Command(
+        name, callback=command.callback, params=command.params, help=command.help, hidden=True
+    )

@@ -23,6 +23,7 @@ from rocketstore.cli import (
     send,
     stats,
     tools,
+    trace,
 )
 from rocketstore.cli.context import context_from_settings
 from rocketstore.cli.demo import demo
@@ -42,6 +43,7 @@ SECTIONS = (
             "printMsg",
             "printMsgByQueue",
             "consumeMessage",
+            "queryMsgTraceById",
             "decodeMessageId",
             "sendMessage",
         ),
@@ -148,6 +150,7 @@ for module in (
     stats,
     export,
     compaction_log,
+    trace,
 ):
     module.register(cli)
 register_topic_admin(cli)

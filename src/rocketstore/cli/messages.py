@@ -16,6 +16,7 @@ from rocketstore.cli.context import (
     CLI_GROUP,
     CliContext,
     CliError,
+    hidden_alias,
     require_queue,
     require_topic,
 )
@@ -332,13 +333,7 @@ def _decode_both(msg_id: str) -> dict[str, Any]:
 
 
 # mqadmin spells this one with a capital D; accept that too, without listing it twice.
-decode_message_id_alias = click.Command(
-    "DecodeMessageId",
-    callback=decode_message_id.callback,
-    params=decode_message_id.params,
-    help=decode_message_id.help,
-    hidden=True,
-)
+decode_message_id_alias = hidden_alias(decode_message_id, "DecodeMessageId")
 
 
 def register(group: click.Group) -> None:

@@ -1,0 +1,156 @@
+"""queryMsgTraceById: the message trace of a message id, read offline from the trace
+topic's messages, printed as mqadmin prints it.
+
+Layer: cli. Read-only. Trace messages (``RMQ_SYS_TRACE_TOPIC`` unless the producers chose
+another) are indexed by the traced message's id; their bodies are decoded by
+:mod:`rocketstore.cli.trace_data`. As mqadmin: a ``Pub`` entry is a table of its own; the
+``SubAfter`` entries are grouped by consumer group, the groups in the order of the HashMap
+mqadmin collects them in.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+
+import click
+
+from rocketstore.cli.context import CliContext, hidden_alias, require_topic
+from rocketstore.cli.trace_data import TraceEntry, decode_trace_data
+from rocketstore.config import parse_host
+from rocketstore.errors import ConfigError
+from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.message import MessageExt
+
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
+JAVA_LONG_MAX = 2**63 - 1
+
+
+def born_host_string(message: MessageExt) -> str:
+    """``MessageExt.getBornHostString()``: the born host's IP as Java writes it (IPv6
+    in full, without brackets, groups without leading zeros)."""
+    try:
+        ip, _port = parse_host(message.born_host)
+    except ConfigError:
+        return message.born_host
+    address = ipaddress.ip_address(ip)
+    if address.version == 6:
+        return ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
+    return ip
+
+
+def _time(epoch_ms: int) -> str:
+    """DateFormatUtils.format(ms, "yyyy-MM-dd HH:mm:ss"), local time."""
+    try:
+        return _dt.datetime.fromtimestamp(epoch_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return str(epoch_ms)
+
+
+def _row(kind: str, entry: TraceEntry, host: str) -> str:
+    status = "success" if entry.success else "failed"
+    group = "null" if entry.group_name is None else entry.group_name
+    return ROW.format(kind, group, host, _time(entry.timestamp), f"{entry.cost_time}ms", status)
+
+
+@click.command("queryMsgTraceById", short_help="The trace of a message (producer, consumers).")
+@click.option(
+    "-i",
+    "--msgId",
+    "msg_id",
+    required=True,
+    help="The traced message's id. Example: -i 7F0000010C2418B4AAC2773F5E1B0000",
+)
+@click.option(
+    "-t",
+    "--traceTopic",
+    "trace_topic",
+    default=TRACE_TOPIC,
+    show_default=True,
+    help="The trace topic. Example: -t RMQ_SYS_TRACE_TOPIC",
+)
+@click.option(
+    "-b",
+    "--beginTimestamp",
+    "begin",
+    type=int,
+    default=0,
+    help="Earliest store time of a trace message (ms). Example: -b 1676730526212",
+)
+@click.option(
+    "-e",
+    "--endTimestamp",
+    "end",
+    type=int,
+    default=JAVA_LONG_MAX,
+    help="Latest store time of a trace message (ms). Example: -e 1676730526212",
+)
+@click.option(
+    "-c",
+    "--maxNum",
+    "max_num",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Most trace messages to read. Example: -c 16",
+)
+@click.pass_obj
+def query_msg_trace_by_id(
+    ctx: CliContext, msg_id: str, trace_topic: str, begin: int, end: int, max_num: int
+) -> None:
+    """The trace of message MSGID as its producer's and consumers' trace hooks recorded it
+    in the trace topic: the send (Pub) and each consumer group's consumes (SubAfter).
+
+    \b
+    Example:
+      rocketstore queryMsgTraceById -i 7F0000010C2418B4AAC2773F5E1B0000
+    """
+    msg_id = msg_id.strip()
+    with ctx.open_read_only() as store:
+        require_topic(store, trace_topic)
+        found = store.query_messages(trace_topic, msg_id, max_num, begin, end)
+    views: list[tuple[TraceEntry, str]] = []
+    for message in found:
+        body = (message.body or b"").decode("utf-8", errors="replace")
+        host = born_host_string(message)
+        views.extend((e, host) for e in decode_trace_data(body) if e.msg_id == msg_id)
+    if ctx.as_json:
+        for entry, host in views:
+            ctx.emit(
+                {
+                    "type": entry.kind,
+                    "msgId": entry.msg_id,
+                    "group": entry.group_name,
+                    "clientHost": host,
+                    "timestamp": entry.timestamp,
+                    "costTime": entry.cost_time,
+                    "status": "success" if entry.success else "failed",
+                }
+            )
+        return
+    consumers: dict[str | None, list[tuple[TraceEntry, str]]] = {}
+    for entry, host in views:
+        if entry.kind == "Pub":
+            click.echo(ROW.format(
+                "#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"
+            ))  # fmt: skip
+            click.echo(_row("Pub", entry, host))
+            click.echo("")
+        elif entry.kind == "SubAfter":
+            consumers.setdefault(entry.group_name, []).append((entry, host))
+    # A HashMap: the null key first, then the groups in bucket order.
+    named = java_hashmap_order([g for g in consumers if g is not None])
+    for group in ([None] if None in consumers else []) + named:
+        click.echo(ROW.format(
+            "#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"
+        ))  # fmt: skip
+        for entry, host in consumers[group]:
+            click.echo(_row("Sub", entry, host))
+        click.echo("")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(query_msg_trace_by_id)
+    # mqadmin 5's alias.
+    group.add_command(hidden_alias(query_msg_trace_by_id, "QueryMsgTraceById"))
