@@ -355,7 +355,7 @@ static int set_fields(const SlotLayout *layout, PyObject *obj, PyObject *const *
 }
 
 static PyObject *s_topic, *s_body, *s_queue_id, *s_flag, *s_sys_flag, *s_properties,
-    *s_born_timestamp, *s_born_host, *s_reconsume_times, *s_prepared_offset, *s_delay;
+    *s_born_timestamp, *s_born_host, *s_reconsume_times, *s_prepared_offset, *s_delay, *s_text;
 
 /* An int field within [lo, hi]; 0 with *ok cleared (no Python error) when it is not. */
 static int64_t bounded(PyObject *value, int64_t lo, int64_t hi, int *ok) {
@@ -415,6 +415,51 @@ static Py_ssize_t encode_properties(PyObject *props, PyObject *out, Py_ssize_t a
         length += need;
     }
     return length > 0 ? length - 1 : 0; /* drop the trailing separator */
+}
+
+/* format.properties.VerbatimProperties, registered by format.native at import (NULL until
+ * then: such properties take the Python path). */
+static PyObject *verbatim_type = NULL;
+
+static PyObject *py_set_verbatim_type(PyObject *self, PyObject *type) {
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyDict_Type)) {
+        PyErr_SetString(PyExc_TypeError, "expected a dict subclass");
+        return NULL;
+    }
+    Py_INCREF(type);
+    Py_XSETREF(verbatim_type, type);
+    Py_RETURN_NONE;
+}
+
+/* Append the ``text`` of a VerbatimProperties (a dict subclass: the decoded mapping, and
+ * the string the record holds byte for byte, as a broker keeps a batch message's property
+ * bytes). Same returns as encode_properties; a DELAY entry, a text that is not a str or
+ * is too long goes to the Python path. */
+static Py_ssize_t encode_verbatim(PyObject *props, PyObject *out, Py_ssize_t at) {
+    if (PyDict_GetItemWithError(props, s_delay) != NULL) return -1;
+    if (PyErr_Occurred()) return -2;
+    PyObject *text = PyObject_GetAttr(props, s_text);
+    if (text == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t length = -1;
+    if (PyUnicode_CheckExact(text)) {
+        const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
+        if (utf8 == NULL) {
+            PyErr_Clear();
+            length = -1;
+        } else if (length > MAX_PROPERTIES) {
+            length = -1;
+        } else if (PyByteArray_GET_SIZE(out) < at + length &&
+                   PyByteArray_Resize(out, (at + length) * 2) < 0) {
+            length = -2;
+        } else {
+            memcpy(PyByteArray_AS_STRING(out) + at, utf8, (size_t)length);
+        }
+    }
+    Py_DECREF(text);
+    return length;
 }
 
 /*
@@ -517,7 +562,8 @@ static PyObject *encode_messages(PyObject *messages, const EncodeArgs *a) {
         PyObject *reconsume_obj = slot_get(&message_layout, msg, 8);
         PyObject *prepared_obj = slot_get(&message_layout, msg, 9);
         if (topic == NULL || !PyUnicode_CheckExact(topic) || body == NULL ||
-            !PyBytes_CheckExact(body) || props == NULL || !PyDict_CheckExact(props) ||
+            !PyBytes_CheckExact(body) || props == NULL ||
+            !(PyDict_CheckExact(props) || (PyObject *)Py_TYPE(props) == verbatim_type) ||
             born_host == NULL || !PyUnicode_CheckExact(born_host) || born_obj == NULL)
             goto fallback;
         int ok = 1;
@@ -559,7 +605,10 @@ static PyObject *encode_messages(PyObject *messages, const EncodeArgs *a) {
         if (PyByteArray_GET_SIZE(blob) < at + fixed &&
             PyByteArray_Resize(blob, (at + fixed) * 2 + 4096) < 0)
             goto done;
-        Py_ssize_t props_len = encode_properties(props, blob, at + fixed);
+        /* A dict is serialised; a VerbatimProperties gives its text. */
+        Py_ssize_t props_len = PyDict_CheckExact(props)
+                                   ? encode_properties(props, blob, at + fixed)
+                                   : encode_verbatim(props, blob, at + fixed);
         if (props_len == -2) goto done;
         if (props_len < 0) goto fallback;
         int64_t total = (int64_t)fixed + props_len;
@@ -3103,6 +3152,8 @@ static PyMethodDef methods[] = {
     {"key_lookup", (PyCFunction)(void (*)(void))py_key_lookup, METH_FASTCALL,
      "A key query: index chains, reads, checks."},
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},
+    {"set_verbatim_type", py_set_verbatim_type, METH_O,
+     "The properties type whose text put encoding writes as it is."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -3139,6 +3190,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     INTERN(s_reconsume_times, "reconsume_times");
     INTERN(s_prepared_offset, "prepared_transaction_offset");
     INTERN(s_delay, "DELAY");
+    INTERN(s_text, "text");
     INTERN(s_status, "status");
     INTERN(s_commit_log_offset, "commit_log_offset");
     INTERN(s_queue_offset, "queue_offset");

@@ -26,3 +26,8 @@ def _load() -> ModuleType | None:
 
 
 native = _load()
+if native is not None:
+    # The put encoder writes these properties' text as it is, not their serialisation.
+    from rocketstore.format.properties import VerbatimProperties
+
+    native.set_verbatim_type(VerbatimProperties)

@@ -762,3 +762,47 @@ def test_index_puts_agree_both_ways(
     with _PythonPaths():
         slow = _index_bytes(directory / "20000000000000000001", calls, garbage)
     assert fast == slow
+
+
+_verbatim_texts = st.lists(
+    st.tuples(st.sampled_from(["KEYS", "TAGS", "WAIT", "CLUSTER", "ключ"]), _values), max_size=5
+).map(lambda pairs: "".join(f"{k}\x01{v}\x02" for k, v in pairs))
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(_verbatim_texts, st.booleans()), min_size=1, max_size=8))
+def test_verbatim_properties_write_the_same_bytes_both_ways(
+    tmp_path_factory: pytest.TempPathFactory, texts: list[tuple[str, bool]]
+) -> None:
+    """A broker batch's VerbatimProperties (a trailing separator, repeated names) take the
+    C encoder, which writes their text as the Python path does."""
+    batch = [
+        Message(
+            "T",
+            b"x",
+            properties=properties_module.VerbatimProperties(text[:-1] if cut else text),
+            born_timestamp=STAMP,
+        )
+        for text, cut in texts
+    ]
+    _same_both_ways(tmp_path_factory.mktemp("verbatim"), [batch, batch[:1]])
+
+
+def test_verbatim_properties_are_encoded_in_c_and_other_dict_types_are_not() -> None:
+    assert native is not None
+    known = ({"T": b"T"}, {"127.0.0.1:50000": bytes(8)}, {}, bytes(8), 4 << 20, 1 << 23, 1 << 30)
+    args = (*known, True, 0)
+    text = "KEYS\x01k\x02KEYS\x01k2\x02"
+    verbatim = Message("T", b"x", properties=properties_module.VerbatimProperties(text))
+    blob, _meta, _keys, _bytes = native.encode_batch([verbatim], Message, *args)
+    assert bytes(blob).endswith(len(text).to_bytes(2, "big") + text.encode())
+
+    class WithText(dict[str, str]):
+        text = "not the properties"
+
+    other = Message("T", b"x", properties=WithText(KEYS="k"))
+    assert native.encode_batch([other], Message, *args) is None  # the Python path's
+    delayed = properties_module.VerbatimProperties("DELAY\x013")
+    assert native.encode_batch([Message("T", b"x", properties=delayed)], Message, *args) is None
