@@ -17,6 +17,7 @@ from rocketstore.cli import (
     browse,
     compaction_log,
     consume_message,
+    consumer_admin,
     export,
     messages,
     queues,
@@ -51,6 +52,10 @@ SECTIONS = (
     (
         "Topics and queues",
         ("topicList", "topicStatus", "queryCq", "updateTopic", "deleteTopic", "topicRoute"),
+    ),
+    (
+        "Consumer groups",
+        ("consumerProgress", "resetOffsetByTime", "skipAccumulatedMessage", "cloneGroupOffset"),
     ),
     ("Store tools", ("check", "rebuild", "stats", "dump", "export", "dumpCompactionLog")),
     ("Broker (RocketMQ's remoting protocol)", ("serve", "namesrv", "broker")),
@@ -144,6 +149,7 @@ for module in (
     messages,
     browse,
     consume_message,
+    consumer_admin,
     queues,
     send,
     tools,

@@ -88,15 +88,15 @@ def _check_store_dir(root: str, *, create: bool) -> None:
 
 
 @contextlib.contextmanager
-def offline_edit(root: str) -> Iterator[None]:
-    """Hold the store's writer lock while the config is edited."""
+def offline_edit(root: str, edited: str = "topics.json") -> Iterator[None]:
+    """Hold the store's writer lock while the config file ``edited`` is changed."""
     lock = DirectoryLock(root)
     try:
         lock.acquire()
     except StoreLockedError as e:
         raise CliError(
             f"{e}: a broker or writer is running on this store; stop it first "
-            "(topics.json is read at start and rewritten by the broker)"
+            f"({edited} is read at start and rewritten by the broker)"
         ) from e
     try:
         yield
