@@ -2,16 +2,18 @@
 entries to a settings dataclass (:class:`~rocketstore.config.StoreConfig`, the broker's
 ``BrokerConfig``).
 
-Lowest layer, pure: text in, values out; the caller reads the file. RocketMQ's broker
-(``mqbroker -c broker.conf``) loads the file with ``java.util.Properties`` and hands it to
-``MixAll.properties2Object``, which sets every field whose setter matches a key, with the
-trimmed value converted to the field's type; keys that match nothing (another component's
-settings, typos) are ignored. This module does the same with two differences: a value
-that does not convert (``maxIndexNum=lots``, ``messageIndexEnable=yes``) is a
-:class:`~rocketstore.errors.ConfigError` naming the key, where Java would throw
-NumberFormatException for the number and silently read the boolean as false; and keys are
-matched against the dataclass's fields in camelCase (``max_index_num`` is
-``maxIndexNum``) plus each class's own aliases for RocketMQ's irregular spellings.
+Lowest layer, pure: text in, values out; the caller reads the file (and resolves host
+names). RocketMQ's broker (``mqbroker -c broker.conf``) loads the file with
+``java.util.Properties`` and hands it to ``MixAll.properties2Object``, which sets every
+field whose setter matches a key from the value as loaded (trailing blanks included:
+``Integer.parseInt``, ``Boolean.parseBoolean``, ``Enum.valueOf``); keys that match nothing
+(another component's settings, typos) are ignored. This module does the same for the keys
+RocketMQ has (``STORE_KEYS``), with one difference: where Java swallows a failed
+conversion and keeps the default (``maxIndexNum=lots``, ``maxIndexNum=400 `` with a
+trailing blank, a number past a Java int), or reads anything but ``true`` as false, this
+raises a :class:`~rocketstore.errors.ConfigError` naming the key: the file does not say
+what the broker runs with, and guessing either way could open its files with the wrong
+geometry.
 """
 
 from __future__ import annotations
@@ -21,23 +23,55 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from rocketstore.config import StoreConfig, parse_host
+from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
 
 T = TypeVar("T")
 
-# RocketMQ keys whose spelling is not the camelCase of our field name.
-STORE_ALIASES = {
+# The MessageStoreConfig keys (4.9.8's setters; the three disk and delete settings are
+# 5.x's) that StoreConfig has, by the field they set. Other StoreConfig fields are
+# rocketstore's own and no broker.conf sets them.
+STORE_KEYS = {
+    "mappedFileSizeCommitLog": "mapped_file_size_commit_log",
+    "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+    "maxHashSlotNum": "max_hash_slot_num",
+    "maxIndexNum": "max_index_num",
+    "maxMessageSize": "max_message_size",
+    "messageDelayLevel": "message_delay_level",
+    "messageIndexEnable": "message_index_enable",
+    "maxMsgsNumBatch": "max_msgs_num_batch",
+    "defaultQueryMaxNum": "default_query_max_num",
+    "flushDiskType": "flush_disk_type",
+    "flushIntervalCommitLog": "flush_interval_commit_log",
+    "flushCommitLogLeastPages": "flush_commit_log_least_pages",
+    "flushCommitLogThoroughInterval": "flush_commit_log_thorough_interval",
+    "flushIntervalConsumeQueue": "flush_interval_consume_queue",
+    "flushConsumeQueueLeastPages": "flush_consume_queue_least_pages",
+    "flushConsumeQueueThoroughInterval": "flush_consume_queue_thorough_interval",
+    "syncFlushTimeout": "sync_flush_timeout",
     "checkCRCOnRecover": "check_crc_on_recover",
+    "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_on_message_in_memory",
+    "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",
+    "maxTransferBytesOnMessageInDisk": "max_transfer_bytes_on_message_in_disk",
+    "maxTransferCountOnMessageInDisk": "max_transfer_count_on_message_in_disk",
+    "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
+    "fileReservedTime": "file_reserved_time",
+    "deleteWhen": "delete_when",
+    "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
+    "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
+    "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
+    "cleanResourceInterval": "clean_resource_interval",
+    "deleteFileBatchMax": "delete_file_batch_max",
+    "deleteCommitLogFilesInterval": "delete_commit_log_files_interval",
+    "deleteConsumeQueueFilesInterval": "delete_consume_queue_files_interval",
     # RocketMQ's own misspelling, kept in its setter.
     "destroyMapedFileIntervalForcibly": "destroy_mapped_file_interval_forcibly",
-    # The names before RocketMQ 4.4 fixed the spelling; old broker.conf files still have them.
-    "mapedFileSizeCommitLog": "mapped_file_size_commit_log",
-    "mapedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+    "cleanFileForciblyEnable": "clean_file_forcibly_enable",
 }
 
-# Integer.parseInt's syntax (Python's int() would also take "1_000" and "٣").
+# Integer.parseInt's syntax (Python's int() would also take "1_000", " 5" and "٣").
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_JAVA_INT_RANGE = (-(2**31), 2**31 - 1)
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _SEPARATORS = "=: \t\f"
 
@@ -57,7 +91,9 @@ def _logical_lines(text: str) -> list[str]:
     """Joined continuation lines, with comments and blank lines dropped."""
     lines: list[str] = []
     pending: str | None = None
-    for raw in text.splitlines():
+    # Java's LineReader ends lines at \n, \r and \r\n only (str.splitlines would also
+    # split at \f, \x1c-\x1e and \x85, a byte of much UTF-8 text read as Latin-1).
+    for raw in re.split(r"\r\n|\r|\n", text):
         line = raw.lstrip(" \t\f")
         if pending is None and (not line or line[0] in "#!"):
             continue
@@ -125,19 +161,11 @@ def store_config_from_settings(
     settings: Mapping[str, str], base: StoreConfig | None = None, *, source: str = "settings"
 ) -> StoreConfig:
     """``base`` (default: RocketMQ's defaults) with the store settings of a broker.conf:
-    every ``MessageStoreConfig`` key rocketstore has (``maxHashSlotNum``, ``maxIndexNum``,
-    ``mappedFileSizeCommitLog``, ``flushDiskType``, ``fileReservedTime``...), and the store
-    host from the broker's ``brokerIP1`` and ``listenPort`` (the address RocketMQ writes
-    into every record). Validated; a ConfigError names ``source``."""
-    config, _used = apply_settings(
-        base or StoreConfig(), settings, aliases=STORE_ALIASES, source=source
-    )
-    ip, port = settings.get("brokerIP1", "").strip(), settings.get("listenPort", "").strip()
-    if ip or port:
-        host, default_port = parse_host(config.store_host)
-        ip = ip or host
-        address = f"[{ip}]" if ":" in ip else ip
-        config = config.replace(store_host=f"{address}:{port or default_port}")
+    every ``MessageStoreConfig`` key rocketstore has (``STORE_KEYS``: ``maxHashSlotNum``,
+    ``maxIndexNum``, ``mappedFileSizeCommitLog``, ``flushDiskType``...). Validated; a
+    ConfigError names ``source``. The store host (``brokerIP1``, ``listenPort``) is the
+    caller's, since a host name must be resolved."""
+    config, _used = apply_settings(base or StoreConfig(), settings, STORE_KEYS, source=source)
     try:
         return config.validate()
     except ConfigError as e:
@@ -150,40 +178,44 @@ def camel_case(field_name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def camel_keys(target: object, aliases: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Keys for a dataclass whose fields are all RocketMQ settings: each field's camelCase
+    name (``extra`` aside), plus ``aliases`` (key -> field) for irregular spellings."""
+    names = [f.name for f in dataclasses.fields(target) if f.name != "extra"]  # type: ignore[arg-type]
+    return {camel_case(name): name for name in names} | dict(aliases or {})
+
+
 def apply_settings(
-    target: T,
-    settings: Mapping[str, str],
-    *,
-    aliases: Mapping[str, str] | None = None,
-    source: str = "settings",
+    target: T, settings: Mapping[str, str], keys: Mapping[str, str], *, source: str = "settings"
 ) -> tuple[T, list[str]]:
-    """``target`` (a dataclass instance) with every field named in ``settings`` set from
-    its text, and the keys used, in file order. Fields named ``extra`` are never set.
-    ``source`` names the file in errors."""
-    fields = {f.name: f for f in dataclasses.fields(target)}  # type: ignore[arg-type]
-    by_key = {camel_case(name): name for name in fields if name != "extra"}
-    by_key.update(aliases or {})
+    """``target`` (a dataclass instance) with the field of every key of ``keys`` (RocketMQ
+    key -> field name) that ``settings`` has set from its text, and the keys used, in file
+    order. ``source`` names the file in errors."""
     changes: dict[str, Any] = {}
     used: list[str] = []
     for key, text in settings.items():
-        name = by_key.get(key)
+        name = keys.get(key)
         if name is None:
             continue
         current = getattr(target, name)
-        changes[name] = _convert(text.strip(), current, key, source)
+        changes[name] = _convert(text, current, key, source)
         used.append(key)
     return dataclasses.replace(target, **changes), used  # type: ignore[type-var]
 
 
 def _convert(text: str, current: object, key: str, source: str) -> object:
+    ignored = "RocketMQ ignores a value it cannot read and keeps its default"
     if isinstance(current, bool):
-        lowered = text.lower()
-        if lowered not in ("true", "false"):
-            raise ConfigError(f"{source}: {key} must be true or false, got {text!r}")
-        return lowered == "true"
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(
+                f"{source}: {key} must be true or false, got {text!r} (RocketMQ reads "
+                "anything but 'true' as false)"
+            )
+        return text.lower() == "true"
     if isinstance(current, int):
-        if not _JAVA_INT.fullmatch(text):
-            raise ConfigError(f"{source}: {key} must be an integer, got {text!r}")
+        low, high = _JAVA_INT_RANGE
+        if not _JAVA_INT.fullmatch(text) or not low <= int(text) <= high:
+            raise ConfigError(f"{source}: {key} must be a Java int, got {text!r} ({ignored})")
         return int(text)
     if isinstance(current, str):
         return text

@@ -35,10 +35,13 @@ def test_print_msg_every_message_of_a_topic(store: Path, cli: Cli) -> None:
     first = messages[0]
     assert first.startswith(f"MSGID: {uniq_of(0)} MessageExt [brokerName=localStore, queueId=0, ")
     assert first.endswith(f"BODY: {body_of(0).decode()}")
-    # RocketMQ's Message.toString: properties as the HashMap it decodes them into (buckets
-    # of a 16-slot table: KEYS 7, UNIQ_KEY 12, TAGS 14), the body as Arrays.toString.
+    # RocketMQ's Message.toString: properties as the HashMap the client decodes them into,
+    # with the MIN_OFFSET and MAX_OFFSET its pull adds (buckets of a 16-slot table:
+    # MIN_OFFSET 0, MAX_OFFSET 6, KEYS 7, UNIQ_KEY 12, TAGS 14), the body as
+    # Arrays.toString.
     assert (
-        "toString()=Message{topic='Payments', flag=0, properties={KEYS=order-0 cust-0, "
+        "toString()=Message{topic='Payments', flag=0, properties={MIN_OFFSET=0, "
+        f"MAX_OFFSET={len(indexes('Payments', 0))}, KEYS=order-0 cust-0, "
         f"UNIQ_KEY={uniq_of(0)}, TAGS=created}}, body=[123, 34, 111, 114, 100, 101, 114, 34, "
         "58, 32, 48, 125], transactionId='null'}] BODY: "
     ) in first

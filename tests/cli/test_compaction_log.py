@@ -27,7 +27,8 @@ def test_every_record_of_the_file_until_its_data_ends(
     assert len(lines) == len(records)
     first = records[0]
     assert lines[0] == (
-        f"MessageExt [brokerName=localStore, queueId=0, storeSize={first['size']}, "
+        # Decoded straight from the file, as mqadmin does: no broker name.
+        f"MessageExt [brokerName=null, queueId=0, storeSize={first['size']}, "
         f"queueOffset=0, sysFlag=0, bornTimestamp={first['bornTimestamp']}, "
         f"bornHost=/{first['bornHost']}, storeTimestamp={first['storeTimestamp']}, "
         f"storeHost=/{first['storeHost']}, msgId={first['msgId']}, commitLogOffset=0, "

@@ -7,10 +7,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from cli_helpers import Run
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.cli.context import context_from_settings
+from rocketstore.cli.context import CliError, context_from_settings
 from rocketstore.cli.serve import _make_options
 from rocketstore.format import index_layout as layout
 from rocketstore.paths import index_dir
@@ -76,7 +77,8 @@ def test_settings_a_store_cannot_honour_are_refused(tmp_path: Path, cli: Cli) ->
     bad = cli("-c", conf, "--store", tmp_path, "topicList")
     assert bad.code == 1
     assert bad.err.strip() == (
-        f"rocketstore: error: {conf}: maxIndexNum must be an integer, got 'lots'"
+        f"rocketstore: error: {conf}: maxIndexNum must be a Java int, got 'lots' (RocketMQ "
+        "ignores a value it cannot read and keeps its default)"
     )
     missing = cli("-c", tmp_path / "nope.conf", "topicList")
     assert missing.code == 1
@@ -137,3 +139,53 @@ def test_the_broker_takes_its_settings_from_the_file_and_options_win(tmp_path: P
     assert defaults.broker.flush_consumer_offset_interval_ms == 5000
     assert defaults.store_config is not None
     assert defaults.store_config.flush_disk_type == "ASYNC_FLUSH"
+
+
+def test_rebuilding_with_indexing_off_still_rebuilds_the_index(tmp_path: Path, cli: Cli) -> None:
+    """messageIndexEnable=false stops a broker adding to the index; a rebuild or repair
+    asked for under such a file moves the index aside and must still make it again."""
+    root = tmp_path / "store"
+    with MessageStore.open(root, StoreConfig(mapped_file_size_commit_log=1 << 20)) as store:
+        for i in range(20):
+            assert store.put(Message("T", b"m%d" % i, i % 2, properties={"KEYS": f"k{i}"})).ok
+    conf = tmp_path / "noindex.conf"
+    conf.write_text("messageIndexEnable=false\n")
+    for args in (("rebuild",), ("rebuild", "--index"), ("rebuild", "--engine", "local")):
+        run = cli("-c", conf, "--store", root, *args)
+        assert run.code == 0, run.err
+        found = cli("--store", root, "--json", "queryMsgByKey", "-t", "T", "-k", "k7")
+        assert [m["keys"] for m in found.json_lines()] == ["k7"], args
+    for unit in (root / "consumequeue" / "T" / "1").iterdir():
+        unit.unlink()
+    repaired = cli("-c", conf, "--store", root, "check", "--repair")
+    assert repaired.code == 0, repaired.out + repaired.err
+    found = cli("--store", root, "--json", "queryMsgByKey", "-t", "T", "-k", "k7")
+    assert [m["keys"] for m in found.json_lines()] == ["k7"]
+
+
+def test_the_store_host_comes_from_broker_ip1_and_listen_port(tmp_path: Path, cli: Cli) -> None:
+    root = tmp_path / "store"
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerIP1=localhost\nlistenPort=10921\n")  # a name, resolved
+    sent = cli("-c", conf, "--store", root, "--json", "sendMessage", "-t", "T", "-p", "x")
+    assert sent.code == 0, sent.err
+    (message,) = cli("--store", root, "--json", "printMsg", "-t", "T").json_lines()
+    assert message["storeHost"] == "127.0.0.1:10921"
+    conf.write_text("brokerIP1=broker-a.invalid\n")  # no such host: readers still work
+    assert cli("-c", conf, "--store", root, "topicList").out == "T\n"
+    refused = cli("-c", conf, "--store", root, "sendMessage", "-t", "T", "-p", "y")
+    assert refused.code == 1
+    assert "brokerIP1/listenPort give no store host" in refused.err
+    conf.write_text("listenPort=http\n")
+    assert (
+        "listenPort must be a port number"
+        in cli("-c", conf, "--store", root, "sendMessage", "-t", "T", "-p", "y").err
+    )
+
+
+def test_a_broker_interval_rocketmq_would_not_start_with_is_refused(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("flushConsumerOffsetInterval=0\n")
+    ctx = context_from_settings(str(conf), "./store", False, as_json=False, debug=False)
+    with pytest.raises(CliError, match="flush_consumer_offset_interval_ms must be a positive"):
+        _make_options(ctx, _serve_options(conf))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -86,3 +87,31 @@ def test_a_store_without_the_trace_topic(store: Path, cli: Cli) -> None:
     run = cli("--store", store, "queryMsgTraceById", "-i", TRACED)
     assert run.code == 1
     assert "topic 'RMQ_SYS_TRACE_TOPIC' not found" in run.err
+
+
+def test_compressed_trace_bodies_and_a_group_without_a_name(tmp_path: Path, cli: Cli) -> None:
+    """The trace producer zlib-compresses bodies of 4 KiB and more (sysFlag bit 0); the
+    admin's decode inflates them. SubAfter entries of the CLOUD channel carry no group:
+    mqadmin's HashMap keeps the null key in bucket 0 with G7, before G1 (bucket 10)."""
+    entries = [_sub(TRACED, "G7", BASE_MS, 1), _sub(TRACED, None, None, 2)]
+    entries += [_sub(TRACED, "G1", BASE_MS, 3)] + [_pub(OTHER, BASE_MS)] * 40  # > 4 KiB
+    body = "".join(entries).encode()
+    assert len(body) > 4096
+    root = tmp_path / "store"
+    with MessageStore.open(root, StoreConfig(mapped_file_size_commit_log=1 << 20)) as store:
+        message = Message(
+            "RMQ_SYS_TRACE_TOPIC",
+            zlib.compress(body),
+            sys_flag=0x1,
+            properties={"KEYS": TRACED},
+            born_host="10.2.2.2:50002",
+        )
+        assert store.put(message).ok
+        store.wait_dispatched()
+    run = cli("--store", root, "queryMsgTraceById", "-i", TRACED)
+    assert run.code == 0, run.err
+    groups = [line.split()[1] for line in run.out.splitlines() if line.startswith("Sub ")]
+    assert groups == ["G7", "null", "G1"]
+    assert "1970-01-01 00:00:00" in run.out  # no timestamp either: 0, as Java prints it
+    too_big = cli("--store", root, "queryMsgTraceById", "-i", TRACED, "-b", "9" * 20)
+    assert too_big.code == 2 and "-b" in too_big.err

@@ -68,6 +68,11 @@ class BrokerConfig:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+        for name in ("flush_consumer_offset_interval_ms", "flush_delay_offset_interval_ms"):
+            value = getattr(self, name)
+            # A period RocketMQ's scheduleAtFixedRate refuses (the broker would not start).
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.default_topic_queue_nums, int) or not (
             1 <= self.default_topic_queue_nums <= 1024
         ):

@@ -23,6 +23,7 @@ from rocketstore.cli.context import (
 )
 from rocketstore.cli.progress import Progress, progress
 from rocketstore.cli.render import (
+    QueueSpan,
     body_text,
     client_msg_id,
     message_json,
@@ -63,13 +64,15 @@ def pull(
     high: int,
     tags: str | None,
     bar: Progress,
-) -> Iterator[MessageExt]:
-    """Messages of one queue in [low, high) matching ``tags``, as a consumer pulls them."""
+) -> Iterator[tuple[MessageExt, QueueSpan]]:
+    """Messages of one queue in [low, high) matching ``tags``, as a consumer pulls them,
+    each with the queue's (min, max) offsets its pull answered."""
     offset = low
     while offset < high:
         got = store.get_messages(CLI_GROUP, topic, queue_id, offset, PULL_BATCH, tags)
         if got.status is GetStatus.FOUND:
-            yield from (m for m in got.messages if m.queue_offset < high)
+            span = (got.min_offset, got.max_offset)
+            yield from ((m, span) for m in got.messages if m.queue_offset < high)
         elif got.status not in _SKIP and got.status is not GetStatus.OFFSET_TOO_SMALL:
             return
         if got.next_begin_offset <= offset:
@@ -78,10 +81,12 @@ def pull(
         offset = got.next_begin_offset
 
 
-def message_line(message: MessageExt, print_body: bool, charset: str) -> str:
-    """mqadmin's ``MSGID: <id> <MessageExt.toString()> BODY: <body>`` line."""
+def message_line(message: MessageExt, span: QueueSpan, print_body: bool, charset: str) -> str:
+    """mqadmin's ``MSGID: <id> <MessageExt.toString()> BODY: <body>`` line of a pulled
+    message (``span``: the queue's min and max offsets, which the pull adds)."""
     shown = body_text(message, charset) if print_body else "NOT PRINT BODY"
-    return f"MSGID: {client_msg_id(message)} {message_to_string(message)} BODY: {shown}"
+    text = message_to_string(message, pulled=span)
+    return f"MSGID: {client_msg_id(message)} {text} BODY: {shown}"
 
 
 BEGIN_HELP = f"Earliest store time, {HUMAN_FORMAT_HELP}. Example: -b 2024-05-01#00:00:00:000"
@@ -149,11 +154,11 @@ def print_msg(
                 if not ctx.as_json:
                     mq = message_queue(topic, queue_id)
                     click.echo(f"minOffset={low}, maxOffset={high}, {mq}")
-                for message in pull(store, topic, queue_id, low, high, sub, bar):
+                for message, span in pull(store, topic, queue_id, low, high, sub, bar):
                     if ctx.as_json:
                         ctx.emit(message_json(message, with_body=print_body))
                     else:
-                        click.echo(message_line(message, print_body, charset))
+                        click.echo(message_line(message, span, print_body, charset))
                 if not ctx.as_json:
                     click.echo(QUEUE_SEPARATOR)
 
@@ -227,7 +232,7 @@ def print_msg_by_queue(
         if not ctx.as_json:
             click.echo(f"minOffset={low}, maxOffset={high}, {message_queue(topic, queue_id)}")
         with progress(high - low, "printMsgByQueue", streams_stdout=print_messages) as bar:
-            for message in pull(store, topic, queue_id, low, high, sub, bar):
+            for message, span in pull(store, topic, queue_id, low, high, sub, bar):
                 if by_tag:
                     counts[message.tags] += 1
                 if not print_messages:
@@ -235,7 +240,7 @@ def print_msg_by_queue(
                 if ctx.as_json:
                     ctx.emit(message_json(message, with_body=print_body))
                 else:
-                    click.echo(message_line(message, print_body, charset))
+                    click.echo(message_line(message, span, print_body, charset))
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] or ""))
     for tag, count in ranked:
         if ctx.as_json:

@@ -69,7 +69,8 @@ def _print_records(ctx: CliContext, buf: bytes, size: int) -> None:
         if ctx.as_json:
             ctx.emit(message_json(message, with_body=False))
         else:
-            click.echo(message_to_string(message, with_body=False))
+            # Decoded straight from the file: no broker name (mqadmin prints null).
+            click.echo(message_to_string(message, with_body=False, broker_name="null"))
         position += found.size
 
 

@@ -5,6 +5,11 @@ Layer: cli. Read-only. mqadmin pulls with a tools consumer, at most 32 messages 
 (the broker's cap), and prints ``Consume ok`` before each pull's messages; offline the
 same pulls go to the store's getMessage. Its notices keep mqadmin's wording, typo
 included ("The oldler ..."), so that scripts reading its output read ours.
+
+One difference: across queues, mqadmin takes one message more off the count than each
+queue gave (``countLeft - (max - min) - 1``), so it prints fewer messages than asked and,
+once the count is spent, "The older -1 message ..." for every later queue. This counts
+the messages printed.
 """
 
 from __future__ import annotations
@@ -73,7 +78,8 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
                 if ctx.as_json:
                     ctx.emit(message_json(message))
                 else:
-                    click.echo(message_line(message, True, "UTF-8"))
+                    span = (got.min_offset, got.max_offset)
+                    click.echo(message_line(message, span, True, "UTF-8"))
         elif status == "NO_MATCHED_MSG":
             if not ctx.as_json:
                 click.echo(f"{mq} no matched msg. status={status}, offset={nxt}")

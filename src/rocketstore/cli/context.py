@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
 import json
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 import click
 
-from rocketstore.config import StoreConfig
+from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.paths import COMMITLOG_DIR
 from rocketstore.settings_file import parse_java_properties, store_config_from_settings
@@ -99,6 +101,13 @@ def context_from_settings(
         config = store_config_from_settings(settings, source=path)
     except ConfigError as e:
         raise CliError(str(e)) from e
+    # The store host only matters to commands that write records; one the file names but
+    # that cannot be had (a host name this machine cannot resolve) fails those alone.
+    host_error = ""
+    try:
+        config = config.replace(store_host=store_host_of(settings, config.store_host))
+    except (ConfigError, OSError) as e:
+        host_error = f"{path}: brokerIP1/listenPort give no store host: {e}"
     return CliContext(
         store_dir=store_dir,
         as_json=as_json,
@@ -106,7 +115,30 @@ def context_from_settings(
         config=config,
         settings=settings,
         settings_path=path,
+        store_host_error=host_error,
     )
+
+
+def store_host_of(settings: dict[str, str], default: str) -> str:
+    """The address a broker run with these settings writes into its records:
+    ``brokerIP1`` (resolved if a host name, as Java's InetSocketAddress does) and
+    ``listenPort``, each defaulting to ``default``'s part."""
+    name, port = settings.get("brokerIP1"), settings.get("listenPort")
+    if name is None and port is None:
+        return default
+    host, default_port = parse_host(default)
+    port_text = str(default_port) if port is None else port
+    if not port_text.isdigit() or not 0 < int(port_text) <= 65535:
+        raise ConfigError(f"listenPort must be a port number, got {port_text!r}")
+    address = host if name is None else name
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        infos = socket.getaddrinfo(address, None, type=socket.SOCK_STREAM)
+        # IPv4 first, as Java's default preference (java.net.preferIPv6Addresses=false).
+        infos.sort(key=lambda info: info[0] != socket.AF_INET)
+        address = str(infos[0][4][0])
+    return f"[{address}]:{port_text}" if ":" in address else f"{address}:{port_text}"
 
 
 @dataclass
@@ -120,6 +152,8 @@ class CliContext:
     # The whole broker.conf (empty without -c), for the broker's own settings.
     settings: dict[str, str] = field(default_factory=dict)
     settings_path: str = ""
+    # Why the file's brokerIP1/listenPort give no store host ("": they do, or are absent).
+    store_host_error: str = ""
 
     # --- opening ------------------------------------------------------------------------
 
@@ -145,6 +179,8 @@ class CliContext:
         root = self.store_dir
         if os.path.isdir(root) and os.listdir(root):
             self.require_store_dir()
+        if self.store_host_error:
+            raise CliError(self.store_host_error)
         return MessageStore.open(root, self.config)
 
     # --- output -------------------------------------------------------------------------

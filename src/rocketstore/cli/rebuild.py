@@ -101,7 +101,9 @@ class Rebuild:
     """
 
     def __init__(self, root: str, *, queues: bool, index: bool, config: StoreConfig | None = None):
-        self.config = config or StoreConfig()
+        # A rebuild of the index was asked for (its old files are moved aside): it is made
+        # whatever messageIndexEnable says, which only stops a broker adding to it.
+        self.config = (config or StoreConfig()).replace(message_index_enable=True)
         self.root = root
         # Both are always rebuilt (a re-dispatch writes both); the one not asked for is put
         # back afterwards, so it stays byte for byte as it was.

@@ -73,7 +73,8 @@ def run_parallel(
                 queues=queues,
                 index=index,
                 skip_corrupt=skip_corrupt,
-                config=ctx.config,
+                # Asked for, the index is rebuilt even where messageIndexEnable is off.
+                config=ctx.config.replace(message_index_enable=True),
                 on_progress=on_progress,
             )
         except StoreError as e:

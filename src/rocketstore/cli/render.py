@@ -19,11 +19,14 @@ import click
 
 from rocketstore.cli.context import BROKER_NAME
 from rocketstore.cli.timeparse import format_time
+from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import MessageExt
 
 F = TypeVar("F", bound=Callable[..., Any])
+# A queue's (min, max) offsets as a pull answered them.
+QueueSpan = tuple[int, int]
 
 # Compression types in SYSFLAG bits 8-10 (RocketMQ 5.x); 4.x clients leave 0 = zlib.
 _ZLIB_TYPES = (0, 3)
@@ -149,18 +152,36 @@ def message_json(
     return obj
 
 
-def message_to_string(message: MessageExt, *, with_body: bool = True) -> str:
+def message_to_string(
+    message: MessageExt,
+    *,
+    with_body: bool = True,
+    broker_name: str = BROKER_NAME,
+    pulled: QueueSpan | None = None,
+) -> str:
     """RocketMQ's ``MessageExt.toString()`` (4.3 to 5.x alike): the body byte by byte as
     ``Arrays.toString`` prints it, inflated as a consumer's decode leaves a compressed one;
-    ``with_body=False`` prints ``body=null``, as for a record decoded without its body."""
+    ``with_body=False`` prints ``body=null``, as for a record decoded without its body.
+
+    ``pulled``: the message came from a pull answered with these (min, max) queue offsets.
+    The client's PullAPIWrapper then adds them as the MIN_OFFSET and MAX_OFFSET properties
+    and, for a transactional message (TRAN_MSG=true), takes UNIQ_KEY as its transactionId.
+    """
     body = readable_body(message) if with_body and message.body is not None else None
+    properties = dict(message.properties)
+    transaction_id = None
+    if pulled is not None:
+        if properties.get(props.TRAN_MSG, "").lower() == "true":  # Boolean.parseBoolean
+            transaction_id = properties.get(props.UNIQ_KEY)
+        properties[props.MIN_OFFSET] = str(pulled[0])
+        properties[props.MAX_OFFSET] = str(pulled[1])
     inner = (
         f"Message{{topic='{message.topic}', flag={message.flag}, "
-        f"properties={java_map(message.properties)}, body={java_byte_array(body)}, "
-        f"transactionId='null'}}"
+        f"properties={java_map(properties)}, body={java_byte_array(body)}, "
+        f"transactionId='{java_str(transaction_id)}'}}"
     )
     return (
-        f"MessageExt [brokerName={BROKER_NAME}, queueId={message.queue_id}, "
+        f"MessageExt [brokerName={broker_name}, queueId={message.queue_id}, "
         f"storeSize={message.size}, queueOffset={message.queue_offset}, "
         f"sysFlag={message.sys_flag}, bornTimestamp={message.born_timestamp}, "
         f"bornHost=/{message.born_host}, storeTimestamp={message.store_timestamp}, "

@@ -27,7 +27,7 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.config import FLUSH_TYPES, parse_host
 from rocketstore.errors import ConfigError
-from rocketstore.settings_file import apply_settings
+from rocketstore.settings_file import apply_settings, camel_keys
 
 FuncT = Callable[..., Any]
 
@@ -123,9 +123,9 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
     else the default."""
     store_dir = kwargs["store_override"] or obj.store_dir
     try:
-        broker, _used = apply_settings(
-            BrokerConfig(), obj.settings, aliases=BROKER_ALIASES, source=obj.settings_path
-        )
+        defaults = BrokerConfig()
+        keys = camel_keys(defaults, BROKER_ALIASES)
+        broker, _used = apply_settings(defaults, obj.settings, keys, source=obj.settings_path)
         broker = broker.validate()
     except ConfigError as e:
         raise CliError(str(e)) from e

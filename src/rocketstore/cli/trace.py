@@ -16,10 +16,11 @@ import ipaddress
 import click
 
 from rocketstore.cli.context import CliContext, hidden_alias, require_topic
+from rocketstore.cli.render import readable_body
 from rocketstore.cli.trace_data import TraceEntry, decode_trace_data
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
-from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.javahash import hashmap_bucket, hashmap_capacity
 from rocketstore.format.message import MessageExt
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
@@ -48,6 +49,14 @@ def _time(epoch_ms: int) -> str:
         return str(epoch_ms)
 
 
+def _hashmap_order(keys: list[str | None]) -> list[str | None]:
+    """Iteration order of a HashMap(16) the keys were put into in this order; a null
+    key lives in bucket 0 (among the others there, by insertion)."""
+    capacity = hashmap_capacity(len(keys), 16)
+    buckets = [0 if key is None else hashmap_bucket(key, capacity) for key in keys]
+    return [key for _, _, key in sorted(zip(buckets, range(len(keys)), keys, strict=True))]
+
+
 def _row(kind: str, entry: TraceEntry, host: str) -> str:
     status = "success" if entry.success else "failed"
     group = "null" if entry.group_name is None else entry.group_name
@@ -74,7 +83,7 @@ def _row(kind: str, entry: TraceEntry, host: str) -> str:
     "-b",
     "--beginTimestamp",
     "begin",
-    type=int,
+    type=click.IntRange(-JAVA_LONG_MAX - 1, JAVA_LONG_MAX),
     default=0,
     help="Earliest store time of a trace message (ms). Example: -b 1676730526212",
 )
@@ -82,7 +91,7 @@ def _row(kind: str, entry: TraceEntry, host: str) -> str:
     "-e",
     "--endTimestamp",
     "end",
-    type=int,
+    type=click.IntRange(-JAVA_LONG_MAX - 1, JAVA_LONG_MAX),
     default=JAVA_LONG_MAX,
     help="Latest store time of a trace message (ms). Example: -e 1676730526212",
 )
@@ -112,7 +121,9 @@ def query_msg_trace_by_id(
         found = store.query_messages(trace_topic, msg_id, max_num, begin, end)
     views: list[tuple[TraceEntry, str]] = []
     for message in found:
-        body = (message.body or b"").decode("utf-8", errors="replace")
+        # The trace producer compresses bodies of 4 KiB and more; the admin's decode
+        # inflates them (clientDecode), as readable_body does.
+        body = readable_body(message).decode("utf-8", errors="replace")
         host = born_host_string(message)
         views.extend((e, host) for e in decode_trace_data(body) if e.msg_id == msg_id)
     if ctx.as_json:
@@ -139,9 +150,7 @@ def query_msg_trace_by_id(
             click.echo("")
         elif entry.kind == "SubAfter":
             consumers.setdefault(entry.group_name, []).append((entry, host))
-    # A HashMap: the null key first, then the groups in bucket order.
-    named = java_hashmap_order([g for g in consumers if g is not None])
-    for group in ([None] if None in consumers else []) + named:
+    for group in _hashmap_order(list(consumers)):
         click.echo(ROW.format(
             "#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"
         ))  # fmt: skip
