@@ -152,20 +152,20 @@ def check_topic(
 
 def _retry_target(
     ctx: BrokerContext, header: SendHeader, topic: str, queue_id: int
-) -> tuple[str, int, bool]:
+) -> tuple[str, int]:
     """handleRetryAndDLQ: a retry message past its max reconsume times goes to the DLQ."""
     if not topic.startswith(RETRY_PREFIX):
-        return topic, queue_id, False
+        return topic, queue_id
     group = topic[len(RETRY_PREFIX) :]
     max_times = header.max_reconsume_times
     if max_times is None:
         max_times = DEFAULT_MAX_RECONSUME_TIMES
     if header.reconsume_times < max_times:
-        return topic, queue_id, False
+        return topic, queue_id
     if dlq_topic(group) not in ctx.topics:
         ctx.topics.create_on_send_back(dlq_topic(group), 1, PERM_READ | PERM_WRITE)
         ctx.topics_changed()
-    return dlq_topic(group), 0, True
+    return dlq_topic(group), 0
 
 
 def ordered_properties(properties: dict[str, str], peak_size: int | None = None) -> dict[str, str]:
@@ -207,10 +207,12 @@ async def send_message(
     queue_id = header.queue_id
     if queue_id < 0:
         queue_id = random.randrange(max(config.write_queue_nums, 1))
-    topic, queue_id, to_dlq = _retry_target(ctx, header, header.topic, queue_id)
+    topic, queue_id = _retry_target(ctx, header, header.topic, queue_id)
+    # A DELAY the producer sent stays even on the way to the DLQ: RocketMQ 4.9.8's
+    # handleRetryAndDLQ clears the level on a properties map that the request's own
+    # properties then replace, so the store's delay rewrite schedules the message and the
+    # schedule service delivers it to the DLQ when due.
     properties = props.decode_properties_str(header.properties)
-    if to_dlq:
-        properties.pop(props.DELAY, None)
     properties[props.CLUSTER] = ctx.cluster_name
     peak = len(properties)
     # WAIT=true only asks the broker to answer after storing; RocketMQ does not store it.
