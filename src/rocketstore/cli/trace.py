@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import ipaddress
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -23,6 +25,7 @@ from rocketstore.errors import ConfigError
 from rocketstore.format.javahash import hashmap_bucket, hashmap_capacity
 from rocketstore.format.message import MessageExt
 
+F = TypeVar("F", bound=Callable[..., Any])
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
 JAVA_LONG_MAX = 2**63 - 1
@@ -63,6 +66,18 @@ def _row(kind: str, entry: TraceEntry, host: str) -> str:
     return ROW.format(kind, group, host, _time(entry.timestamp), f"{entry.cost_time}ms", status)
 
 
+def _ms_option(short: str, name: str, dest: str, default: int, which: str) -> Callable[[F], F]:
+    """A store-time bound in epoch ms, within a Java long (as mqadmin's Long.parseLong)."""
+    return click.option(
+        short,
+        name,
+        dest,
+        type=click.IntRange(-JAVA_LONG_MAX - 1, JAVA_LONG_MAX),
+        default=default,
+        help=f"{which} store time of a trace message (ms). Example: {short} 1676730526212",
+    )
+
+
 @click.command("queryMsgTraceById", short_help="The trace of a message (producer, consumers).")
 @click.option(
     "-i",
@@ -79,22 +94,8 @@ def _row(kind: str, entry: TraceEntry, host: str) -> str:
     show_default=True,
     help="The trace topic. Example: -t RMQ_SYS_TRACE_TOPIC",
 )
-@click.option(
-    "-b",
-    "--beginTimestamp",
-    "begin",
-    type=click.IntRange(-JAVA_LONG_MAX - 1, JAVA_LONG_MAX),
-    default=0,
-    help="Earliest store time of a trace message (ms). Example: -b 1676730526212",
-)
-@click.option(
-    "-e",
-    "--endTimestamp",
-    "end",
-    type=click.IntRange(-JAVA_LONG_MAX - 1, JAVA_LONG_MAX),
-    default=JAVA_LONG_MAX,
-    help="Latest store time of a trace message (ms). Example: -e 1676730526212",
-)
+@_ms_option("-b", "--beginTimestamp", "begin", 0, "Earliest")
+@_ms_option("-e", "--endTimestamp", "end", JAVA_LONG_MAX, "Latest")
 @click.option(
     "-c",
     "--maxNum",
