@@ -21,6 +21,7 @@ from rocketstore.cli import (
     export,
     messages,
     queues,
+    retention,
     send,
     stats,
     tools,
@@ -57,7 +58,18 @@ SECTIONS = (
         "Consumer groups",
         ("consumerProgress", "resetOffsetByTime", "skipAccumulatedMessage", "cloneGroupOffset"),
     ),
-    ("Store tools", ("check", "rebuild", "stats", "dump", "export", "dumpCompactionLog")),
+    (
+        "Store tools",
+        (
+            "check",
+            "rebuild",
+            "stats",
+            "dump",
+            "export",
+            "dumpCompactionLog",
+            "deleteExpiredCommitLog",
+        ),
+    ),
     ("Broker (RocketMQ's remoting protocol)", ("serve", "namesrv", "broker")),
 )
 
@@ -157,6 +169,7 @@ for module in (
     export,
     compaction_log,
     trace,
+    retention,
 ):
     module.register(cli)
 register_topic_admin(cli)

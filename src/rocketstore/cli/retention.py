@@ -1,0 +1,69 @@
+"""deleteExpiredCommitLog: retention on demand, mqadmin's name for the broker's manual
+delete (``executeDeleteFilesManually``), run offline on the store.
+
+Layer: cli. RocketMQ deletes expired CommitLog files at the hours of ``deleteWhen`` or when
+the disk fills; asked by an operator, it deletes those past ``fileReservedTime`` now, then
+the queue and index files that only point below the new minimum. This runs the store's
+own manual retention (:meth:`MessageStore.delete_expired_files`), with the store settings
+of ``-c broker.conf`` (``fileReservedTime``...) when given. Deleting takes the writer lock;
+``--dry-run`` only reads.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from rocketstore.cli.context import CliContext
+
+
+@click.command("deleteExpiredCommitLog", short_help="Delete expired CommitLog files now.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would be deleted and why; delete nothing. Example: --dry-run",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also delete CommitLog files not expired yet (all but the newest), as a full "
+    "disk would. Example: --force",
+)
+@click.pass_obj
+def delete_expired_commit_log(ctx: CliContext, dry_run: bool, force: bool) -> None:
+    """Delete the CommitLog files older than fileReservedTime (72 h unless -c says
+    otherwise) whatever the hour, then the queue and index files below the new minimum.
+
+    \b
+    Example:
+      rocketstore --store ./store deleteExpiredCommitLog --dry-run
+      rocketstore -c conf/broker.conf deleteExpiredCommitLog
+    """
+    opener = ctx.open_read_only if dry_run else ctx.open_writer
+    with opener() as store:
+        report = store.delete_expired_files(force=force, dry_run=dry_run)
+        root = store.root
+    for deletion in report.deletions():
+        path = os.path.relpath(deletion.path, root)
+        if ctx.as_json:
+            ctx.emit({"type": "deletion", "path": path, "reason": deletion.reason})
+        else:
+            click.echo(f"{path}: {deletion.reason}")
+    if ctx.as_json:
+        ctx.emit(
+            {
+                "type": "summary",
+                "dryRun": dry_run,
+                "commitLogFiles": len(report.commitlog_files),
+                "queueFiles": len(report.queue_files),
+                "indexFiles": len(report.index_files),
+                "minCommitLogOffset": report.min_commit_log_offset,
+            }
+        )
+    else:
+        click.echo(report.summary())
+
+
+def register(group: click.Group) -> None:
+    group.add_command(delete_expired_commit_log)
