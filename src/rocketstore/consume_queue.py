@@ -27,6 +27,7 @@ from rocketstore.format.queue_unit import (
     decode_units,
     encode_unit,
     encode_units,
+    max_queue_offset,
 )
 from rocketstore.format.record_scan import QueueRun
 from rocketstore.paths import consume_queue_dir
@@ -43,6 +44,8 @@ class PutOutcome:
     WRITTEN = "written"
     DUPLICATE = "duplicate"
     OUT_OF_ORDER = "out_of_order"
+    # A QUEUEOFFSET no queue can reach (format.queue_unit.max_queue_offset).
+    IMPOSSIBLE = "impossible"
 
 
 class ConsumeQueue:
@@ -78,6 +81,16 @@ class ConsumeQueue:
         """Append one unit following RocketMQ's rules (spec 3.4)."""
         if commit_log_offset + size <= self.max_physic_offset:
             return PutOutcome.DUPLICATE
+        if not 0 <= queue_offset <= max_queue_offset(self.file_size):
+            log.warning(
+                "%s-%d: record at CommitLog offset %d has QUEUEOFFSET %d, which no queue can "
+                "reach: left out of the queue (run `rocketstore check`)",
+                self.topic,
+                self.queue_id,
+                commit_log_offset,
+                queue_offset,
+            )
+            return PutOutcome.IMPOSSIBLE
         expect = queue_offset * CQ_UNIT_SIZE
         first_ever = not self.files.files
         mapped = self.files.last_file_for_write(expect)

@@ -94,6 +94,19 @@ def test_put_ahead_of_the_queue_end_appends_at_the_end(tmp_path):
     queue.close()
 
 
+@pytest.mark.parametrize("queue_offset", [-1, 2**63 - 1, 2**62])
+def test_a_queue_offset_no_queue_can_reach_is_left_out(tmp_path, queue_offset):
+    """Only a damaged record carries one: its unit is not written (its byte position
+    would overflow a long), and the queue goes on from the next record."""
+    queue = _queue(tmp_path)
+    assert queue.put(0, 100, TAG1_CODE, queue_offset) == PutOutcome.IMPOSSIBLE
+    assert not (tmp_path / "consumequeue" / "abc" / "0").exists()  # no file was made
+    assert queue.put(100, 100, TAG1_CODE, 0) == PutOutcome.WRITTEN
+    assert (queue.min_offset(), queue.max_offset()) == (0, 1)
+    assert queue.unit(0) == QueueUnit(100, 100, TAG1_CODE)
+    queue.close()
+
+
 def test_first_file_is_blank_filled_before_a_non_zero_first_offset(tmp_path):
     queue = _queue(tmp_path)
 

@@ -63,3 +63,10 @@ def decode_units(buf: bytes | bytearray | memoryview) -> npt.NDArray[np.void]:
     """All whole units of ``buf`` as a structured numpy array (no copy for bytes)."""
     count = len(buf) // CQ_UNIT_SIZE
     return np.frombuffer(buf, dtype=UNIT_DTYPE, count=count)
+
+
+def max_queue_offset(file_size: int) -> int:
+    """The highest queue offset a queue of ``file_size``-byte files can hold: its byte
+    position and its file's end stay within a Java long. Only a damaged record carries a
+    QUEUEOFFSET past it (or a negative one); RocketMQ's arithmetic would overflow on it."""
+    return (2**63 - 1 - file_size) // CQ_UNIT_SIZE

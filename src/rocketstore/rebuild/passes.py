@@ -38,7 +38,7 @@ from rocketstore.errors import StoreError
 from rocketstore.files.holes import next_data_finder
 from rocketstore.format import index_layout
 from rocketstore.format.dispatch_facts import dispatch_facts
-from rocketstore.format.queue_unit import CQ_UNIT_SIZE
+from rocketstore.format.queue_unit import CQ_UNIT_SIZE, max_queue_offset
 from rocketstore.format.queue_unit import UNIT_DTYPE as _CQ_DTYPE
 from rocketstore.format.record_scan import (
     CorruptRegion,
@@ -299,16 +299,20 @@ def queue_layout(
     returns (first file's start, blank units before the first unit, which units are
     written). A first unit at offset q != 0 blank-fills its file up to q; a later unit whose
     offset is below the write position is a duplicate and skipped; one above it is written
-    at the write position anyway ("logic queue order maybe wrong")."""
-    count = len(queue_offsets)
-    written = np.ones(count, dtype=bool)
-    first = int(queue_offsets[0])
+    at the write position anyway ("logic queue order maybe wrong"). A unit whose offset no
+    queue can reach (a damaged record's; ``ConsumeQueue.put`` leaves it out) is not
+    written and does not count as the first."""
+    written = (queue_offsets >= 0) & (queue_offsets <= max_queue_offset(file_size))
+    possible = np.flatnonzero(written)
+    if len(possible) == 0:
+        return 0, 0, written
+    first = int(queue_offsets[possible[0]])
     expect = first * CQ_UNIT_SIZE
     file_start = expect - expect % file_size
     fill = (expect % file_size) // CQ_UNIT_SIZE if first != 0 else 0
-    if count > 1 and not np.all(np.diff(queue_offsets) == 1):
+    if len(possible) < len(queue_offsets) or not np.all(np.diff(queue_offsets) == 1):
         current = expect + CQ_UNIT_SIZE if first != 0 else CQ_UNIT_SIZE
-        for i in range(1, count):
+        for i in possible[1:]:
             q = int(queue_offsets[i])
             if q != 0 and q * CQ_UNIT_SIZE < current:
                 written[i] = False

@@ -145,6 +145,12 @@ def test_range_scan_of_arbitrary_bytes(noise: bytes, at: int) -> None:
         ([11, 12], 160, (160, 3, [True, True])),  # first unit in the 2nd file: blank fill
         ([5, 4, 6, 9], 160, (0, 5, [True, False, True, True])),  # 4 is a duplicate
         ([0, 0, 3], 160, (0, 0, [True, True, True])),  # offset 0 is never checked
+        # A damaged record's QUEUEOFFSET that no queue can reach is left out, and the
+        # next unit is the queue's first (as ConsumeQueue.put does).
+        ([2**63 - 1, 1, 2], 160, (0, 1, [False, True, True])),
+        ([-5, 0, 1], 160, (0, 0, [False, True, True])),
+        ([3, -1, 4], 160, (0, 3, [True, False, True])),
+        ([-1], 160, (0, 0, [False])),
     ],
 )
 def test_queue_layout_follows_the_put_rules(
