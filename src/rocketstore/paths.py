@@ -35,7 +35,9 @@ def offset_to_file_name(offset: int) -> str:
 
 
 def is_offset_file_name(name: str) -> bool:
-    return bool(_OFFSET_NAME.match(name))
+    """Twenty digits naming an offset a Java long can hold (RocketMQ's files; a larger
+    number is no file of its, and would overflow every offset computed from it)."""
+    return bool(_OFFSET_NAME.match(name)) and int(name) <= 2**63 - 1
 
 
 def is_index_file_name(name: str) -> bool:

@@ -314,3 +314,19 @@ def test_torn_tail_while_a_writer_may_run_is_a_note_repair_still_cuts_it(
     assert repaired.code == 0, repaired.out + repaired.err
     assert f"cut the CommitLog at offset {end}: cleared 21 bytes of data" in repaired.out
     assert not (store / "abort").exists()
+
+
+def test_odd_commitlog_files_are_problems_not_crashes(store: Path, cli: Cli) -> None:
+    """An empty first file (a creation cut short) and a file named past a Java long (no
+    RocketMQ file) are reported; they had crashed `check` and `stats` (ZeroDivisionError,
+    OverflowError)."""
+    first = store / "commitlog" / f"{0:020d}"
+    first.write_bytes(b"")
+    run = cli("--store", store, "check")
+    assert run.code == 1 and "internal error" not in run.err, run.err
+    assert "commitlog/00000000000000000000: offset 0 (position 0): file is 0 bytes" in run.out
+    stats = cli("--store", store, "stats")
+    assert stats.code == 1 and "files of different sizes [0, 65536]" in stats.err
+    first.unlink()
+    (store / "commitlog" / ("9" * 20)).write_bytes(bytes(65536))
+    assert cli("--store", store, "stats").code == 0

@@ -164,7 +164,8 @@ class CommitLogScan:
     def _check_layout(self) -> None:
         if not self.files:
             return
-        size = self.files[0].size
+        # The file size: the first file's, unless it is empty (a creation cut short).
+        size = next((f.size for f in self.files if f.size), 0)
         for previous, current in zip(self.files, self.files[1:], strict=False):
             if current.start != previous.end:
                 self._issue(
@@ -175,8 +176,8 @@ class CommitLogScan:
                 )
         for f in self.files:
             if f.size != size:
-                self._issue(f, 0, f"file is {f.size} bytes, the first file {size}", "layout")
-            elif f.start % size:
+                self._issue(f, 0, f"file is {f.size} bytes, the others {size}", "layout")
+            elif size and f.start % size:
                 self._issue(
                     f, 0, f"start offset is not a multiple of the file size {size}", "layout"
                 )
