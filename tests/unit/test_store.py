@@ -650,3 +650,28 @@ def test_put_without_delay_keeps_a_delay_property_in_its_own_topic(store):
     assert list(stored.properties) == ["TAGS", "DELAY"]
     assert store.max_offset(TOPIC, 1) == 1
     assert store.max_offset("SCHEDULE_TOPIC_XXXX", 2) == 0
+
+
+@pytest.mark.parametrize("damaged_offset", [2**63 - 1, 2**63 - 100, -1, 2**40])
+def test_a_queue_unit_pointing_nowhere_reads_as_no_message(tmp_path, damaged_offset):
+    """A damaged unit's CommitLog offset near 2^63 made the C decoder's bounds check
+    overflow and read far outside the mapping (a segfault in printMsg); it is a message
+    that is not there. (What the pull does next is RocketMQ's rule for a record it cannot
+    read: it moves on past the file that offset would be in, so the messages after it may
+    or may not come in this pull.)"""
+    root = tmp_path / "store"
+    with MessageStore.open(root, _config()) as writer:
+        for i in range(4):
+            assert writer.put(_message(i), BASE_MS).ok
+    unit_file = root / "consumequeue" / TOPIC / "0" / f"{0:020d}"
+    with open(unit_file, "r+b") as f:
+        f.seek(20)  # the second unit's CommitLog offset
+        f.write(damaged_offset.to_bytes(8, "big", signed=True))
+    with MessageStore.open(root, _config(), read_only=True) as reader:
+        got = reader.get_messages(GROUP, TOPIC, 0, 0, 32)
+        offsets = [m.queue_offset for m in got.messages]
+        assert offsets[:1] == [0] and set(offsets) <= {0, 2, 3}
+        assert reader.look_message(damaged_offset) is None
+        # (A reader may take the queue to end before a unit past the CommitLog's data.)
+        later = reader.get_messages(GROUP, TOPIC, 0, 2, 32)
+        assert {m.queue_offset for m in later.messages} <= {2, 3}

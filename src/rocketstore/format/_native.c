@@ -1276,12 +1276,12 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
          * properties length past the body, found from that header's BODYLEN (a record of
          * 1 KiB keeps them a page away from its header; unprefetched, the two misses a
          * record were most of this loop's time). */
-        if (i + 32 < n && positions[i + 32] >= 0 && positions[i + 32] + HEADER_V4 <= limit) {
+        if (i + 32 < n && positions[i + 32] >= 0 && positions[i + 32] <= limit - HEADER_V4) {
             __builtin_prefetch(data + positions[i + 32]);
             __builtin_prefetch(data + positions[i + 32] + 64);
             __builtin_prefetch(data + positions[i + 32] + HEADER_V4 - 1);
         }
-        if (i + 16 < n && positions[i + 16] >= 0 && positions[i + 16] + HEADER_V4 <= limit) {
+        if (i + 16 < n && positions[i + 16] >= 0 && positions[i + 16] <= limit - HEADER_V4) {
             int64_t ahead = positions[i + 16];
             int64_t tail = ahead + HEADER_V4 + (int64_t)(uint32_t)get_i32(data + ahead + 84);
             if (tail + 64 <= limit) __builtin_prefetch(data + tail);
@@ -1289,7 +1289,7 @@ static PyObject *py_decode_chunk(PyObject *self, PyObject *args) {
         ok[i] = 0;
         for (int f = 0; f < F_COUNT; f++) col[f * n + i] = 0;
         col[F_POSITION * n + i] = p;
-        if (p < 0 || p + HEADER_V4 > limit) continue;
+        if (p < 0 || p > limit - HEADER_V4) continue;
         const uint8_t *r = data + p;
         int32_t total = get_i32(r);
         int32_t flag = get_i32(r + 36);
@@ -1775,10 +1775,12 @@ static PyObject *decode_one(DecodeContext *ctx, const uint8_t *data, Py_ssize_t 
     int read_body = ctx->read_body;
     PyObject *result = NULL;
     PyObject *values[18] = {NULL};
-    if (position < 0 || position + HEADER_V4 > limit) goto fallback;
+    /* Compared as limit - x: a position from a damaged queue unit can be near 2^63, where
+     * position + HEADER_V4 would overflow and pass the check. */
+    if (position < 0 || position > limit - HEADER_V4) goto fallback;
     const uint8_t *r = data + position;
     int32_t total = get_i32(r);
-    if (get_i32(r + 4) != MAGIC_V1 || total < FIXED_OVERHEAD_V4 || position + total > limit)
+    if (get_i32(r + 4) != MAGIC_V1 || total < FIXED_OVERHEAD_V4 || total > limit - position)
         goto fallback;
     if (expect_size >= 0 && total != expect_size) goto fallback;
     if (get_i64(r + 28) != expect_offset) goto fallback;
