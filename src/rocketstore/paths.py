@@ -67,6 +67,13 @@ def commitlog_dir(root: str) -> str:
     return os.path.join(root, COMMITLOG_DIR)
 
 
+def is_queue_dir_name(topic: str) -> bool:
+    """Whether a topic read from a record can name a consume-queue directory. Every topic
+    RocketMQ accepts can; a damaged record's topic may not, and a '/', a NUL, '.' or '..'
+    would put its queue outside consumequeue/ or fail to make it."""
+    return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
+
+
 def consume_queue_dir(root: str, topic: str, queue_id: int) -> str:
     return os.path.join(root, CONSUME_QUEUE_DIR, topic, str(queue_id))
 

@@ -51,6 +51,7 @@ from rocketstore.paths import (
     COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     index_dir,
+    is_queue_dir_name,
 )
 from rocketstore.put_path import MessagePreparer, PutResult, encoded_results
 from rocketstore.queries import KeyQuery
@@ -338,6 +339,17 @@ class MessageStore:
             offsets = records.commit_log_offsets(run.base)
             for unit_run in queue_runs(records, offsets, facts.tags_codes):
                 topic = run.topics.names[unit_run.topic_id]
+                if not is_queue_dir_name(topic):
+                    log.warning(
+                        "%s: %d record(s) from CommitLog offset %d name topic %r, which can "
+                        "be no queue directory: left out of the queues (run `rocketstore "
+                        "check`)",
+                        self.root,
+                        len(unit_run.row_numbers()),
+                        int(offsets[unit_run.row_numbers()[0]]),
+                        topic,
+                    )
+                    continue
                 queue = self._queue(topic, unit_run.queue_id, create=True)
                 assert queue is not None
                 if not queue.append_run(unit_run):

@@ -19,6 +19,7 @@ from rocketstore import (
 )
 from rocketstore.format.properties import VerbatimProperties
 from rocketstore.format.queue_unit import BLANK_UNIT, QueueUnit, decode_unit
+from rocketstore.paths import is_queue_dir_name
 
 TOPIC = "FooBar"
 GROUP = "GROUP_A"
@@ -675,3 +676,25 @@ def test_a_queue_unit_pointing_nowhere_reads_as_no_message(tmp_path, damaged_off
         # (A reader may take the queue to end before a unit past the CommitLog's data.)
         later = reader.get_messages(GROUP, TOPIC, 0, 2, 32)
         assert {m.queue_offset for m in later.messages} <= {2, 3}
+
+
+def test_a_damaged_topic_that_can_be_no_directory_is_left_out_of_the_queues(tmp_path):
+    """A record's topic bytes damaged into 'a/../b' (or a NUL, '..') would have its queue
+    made outside consumequeue/<topic> or fail the dispatch; recovery leaves it out."""
+    root = tmp_path / "store"
+    with MessageStore.open(root, _config()) as writer:
+        results = [writer.put(_message(i, topic="abcdef"), BASE_MS) for i in range(3)]
+        assert all(r.ok for r in results)
+    (root / "consumequeue" / "abcdef").rename(tmp_path / "queues-moved-away")
+    victim = results[1]
+    body_len = len(_message(1).body)
+    with open(root / "commitlog" / f"{0:020d}", "r+b") as f:
+        f.seek(victim.commit_log_offset + 88 + body_len + 1)  # the topic (spec 1.2)
+        f.write(b"a/../b")
+    with MessageStore.open(root, _config()) as store:  # recovery re-dispatches all three
+        # Records 0 and 2 (record 2 lands at the write position, RocketMQ's rule).
+        assert store.max_offset("abcdef", 0) == 2
+        assert not (root / "consumequeue" / "b").exists()
+        assert store.look_message(victim.commit_log_offset).topic == "a/../b"
+    assert is_queue_dir_name("abcdef") and is_queue_dir_name("%RETRY%g")
+    assert not any(map(is_queue_dir_name, ["", ".", "..", "a/b", "a\0b"]))

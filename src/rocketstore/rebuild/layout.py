@@ -17,6 +17,7 @@ import numpy as np
 
 from rocketstore.errors import CorruptDataError
 from rocketstore.format.record_scan import CorruptRegion, Stop
+from rocketstore.paths import is_queue_dir_name
 from rocketstore.rebuild.passes import (
     IndexPartResult,
     IndexPartTask,
@@ -184,6 +185,8 @@ def queue_tasks(walk: Walk, directory: str, file_size: int, groups: int) -> list
         if result.units_path is None:
             continue
         for span in result.queues:
+            if not is_queue_dir_name(span.topic):
+                continue  # a damaged record's topic: left out, as the store's dispatch does
             key = (span.topic, span.queue_id)
             pieces.setdefault(key, []).append(QueuePiece(result.units_path, span.start, span.count))
     builds = [QueueBuild(t, q, tuple(p)) for (t, q), p in sorted(pieces.items())]
