@@ -16,7 +16,6 @@ the committed offset (0 if none) and the store time of the last consumed message
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass
 
 import click
@@ -30,7 +29,7 @@ from rocketstore.cli.context import (
     require_topic,
     unit_store_time,
 )
-from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
+from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME, format_seconds
 from rocketstore.cli.topic_admin import offline_edit
 from rocketstore.paths import RETRY_PREFIX
 from rocketstore.store import MessageStore
@@ -91,9 +90,7 @@ def _front(text: str, width: int) -> str:
 
 
 def _date(epoch_ms: int) -> str:
-    if epoch_ms == 0:
-        return "N/A"
-    return _dt.datetime.fromtimestamp(epoch_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    return "N/A" if epoch_ms == 0 else format_seconds(epoch_ms)
 
 
 def _managers(root: str) -> tuple[ConsumerOffsets, TopicConfigManager]:

@@ -42,11 +42,18 @@ def parse_time(text: str) -> int:
 
 def format_time(epoch_ms: int) -> str:
     """``2024-05-01 10:00:00,123`` in local time, as mqadmin prints store times."""
+    seconds = format_seconds(epoch_ms)
+    return seconds if seconds == str(epoch_ms) else seconds + f",{epoch_ms % 1000:03d}"
+
+
+def format_seconds(epoch_ms: int) -> str:
+    """``2024-05-01 10:00:00`` in local time (mqadmin's yyyy-MM-dd HH:mm:ss, as its
+    trace and consumer-progress tables print times); the number itself when no date is."""
     try:
         moment = _dt.datetime.fromtimestamp(epoch_ms / 1000)
     except (OverflowError, OSError, ValueError):
         return str(epoch_ms)
-    return moment.strftime("%Y-%m-%d %H:%M:%S") + f",{epoch_ms % 1000:03d}"
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 class TimeParam(click.ParamType):  # type: ignore[type-arg]

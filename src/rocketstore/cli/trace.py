@@ -10,7 +10,6 @@ mqadmin collects them in.
 
 from __future__ import annotations
 
-import datetime as _dt
 import ipaddress
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ import click
 
 from rocketstore.cli.context import CliContext, hidden_alias, require_topic
 from rocketstore.cli.render import readable_body
+from rocketstore.cli.timeparse import format_seconds
 from rocketstore.cli.trace_data import TraceEntry, decode_trace_data
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
@@ -44,14 +44,6 @@ def born_host_string(message: MessageExt) -> str:
     return ip
 
 
-def _time(epoch_ms: int) -> str:
-    """DateFormatUtils.format(ms, "yyyy-MM-dd HH:mm:ss"), local time."""
-    try:
-        return _dt.datetime.fromtimestamp(epoch_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
-    except (OverflowError, OSError, ValueError):
-        return str(epoch_ms)
-
-
 def _hashmap_order(keys: list[str | None]) -> list[str | None]:
     """Iteration order of a HashMap(16) the keys were put into in this order; a null
     key lives in bucket 0 (among the others there, by insertion)."""
@@ -63,7 +55,9 @@ def _hashmap_order(keys: list[str | None]) -> list[str | None]:
 def _row(kind: str, entry: TraceEntry, host: str) -> str:
     status = "success" if entry.success else "failed"
     group = "null" if entry.group_name is None else entry.group_name
-    return ROW.format(kind, group, host, _time(entry.timestamp), f"{entry.cost_time}ms", status)
+    return ROW.format(
+        kind, group, host, format_seconds(entry.timestamp), f"{entry.cost_time}ms", status
+    )
 
 
 def _ms_option(short: str, name: str, dest: str, default: int, which: str) -> Callable[[F], F]:
