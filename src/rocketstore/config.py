@@ -10,6 +10,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from rocketstore.errors import ConfigError
+from rocketstore.java_ints import JAVA_INT_MAX
 
 CQ_UNIT_SIZE = 20
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -53,6 +54,11 @@ class StoreConfig:
     commit_log_prefault_bytes: int = 32 * 1024 * 1024
     # Recovery.
     check_crc_on_recover: bool = True
+    # A damaged record with whole, valid records after it: True cuts the CommitLog at the
+    # damage, losing those records, as RocketMQ's recovery does; False refuses to open for
+    # writing instead (CorruptDataError), leaving the files for `check` and `dump`. The
+    # CLI's writers open with False. Not a RocketMQ setting.
+    cut_damaged_commitlog: bool = True
     # Pull limits (getMessage).
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
@@ -116,6 +122,14 @@ class StoreConfig:
             )
         if self.max_index_num < 2:
             raise ConfigError(f"max_index_num must be at least 2, got {self.max_index_num}")
+        if self.index_file_size > JAVA_INT_MAX:
+            # RocketMQ computes the size as a Java int and cannot make such a file.
+            raise ConfigError(
+                f"an index file of max_hash_slot_num={self.max_hash_slot_num} and "
+                f"max_index_num={self.max_index_num} would be {self.index_file_size} bytes "
+                f"(40 + 4 * slots + 20 * entries), more than the {JAVA_INT_MAX} a Java int "
+                "holds"
+            )
         parse_host(self.store_host, what="store_host")
         delay_levels_ms(self.message_delay_level)
         delete_hours(self.delete_when)

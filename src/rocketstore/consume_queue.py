@@ -30,12 +30,11 @@ from rocketstore.format.queue_unit import (
     max_queue_offset,
 )
 from rocketstore.format.record_scan import QueueRun
+from rocketstore.java_ints import fits_java_long
 from rocketstore.paths import consume_queue_dir
 from rocketstore.status import Boundary
 
 log = logging.getLogger(__name__)
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class PutOutcome:
@@ -280,11 +279,7 @@ class ConsumeQueue:
     ) -> int:
         """The first offset in [lo, hi) whose entry's time is >= ``timestamp_ms`` (> when
         ``strict``), or hi, by binary search."""
-        if (
-            native is not None
-            and log_files is not None
-            and _INT64_MIN <= timestamp_ms <= _INT64_MAX
-        ):
+        if native is not None and log_files is not None and fits_java_long(timestamp_ms):
             found: int | None = native.time_search(
                 self.files.files,
                 self.file_size,

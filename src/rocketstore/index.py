@@ -29,6 +29,7 @@ from rocketstore.format.index_geometry import infer_geometry
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
 from rocketstore.format.native import native
 from rocketstore.format.properties import split_keys
+from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import index_dir, index_file_ms, index_file_name, is_index_file_name
 
 log = logging.getLogger(__name__)
@@ -729,6 +730,12 @@ def file_geometry(
         found = _settled_geometry(path, size, configured)
     if found is not None:
         return found
+    if size > JAVA_INT_MAX:
+        raise ValueError(
+            f"index file {path} is {size} bytes, more than any index file RocketMQ makes "
+            f"(its size is a Java int, at most {JAVA_INT_MAX}); it may be damaged or "
+            "extended: move it away and rebuild the index (rocketstore rebuild)"
+        )
     if not _holds_no_entries(path):
         # Entries that fit no geometry its size allows: a guess would misread them (and
         # a writer's repair would rewrite the wrong bytes).

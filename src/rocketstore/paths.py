@@ -9,6 +9,8 @@ import datetime as _dt
 import os
 import re
 
+from rocketstore.java_ints import JAVA_LONG_MAX
+
 COMMITLOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
@@ -37,7 +39,7 @@ def offset_to_file_name(offset: int) -> str:
 def is_offset_file_name(name: str) -> bool:
     """Twenty digits naming an offset a Java long can hold (RocketMQ's files; a larger
     number is no file of its, and would overflow every offset computed from it)."""
-    return bool(_OFFSET_NAME.match(name)) and int(name) <= 2**63 - 1
+    return bool(_OFFSET_NAME.match(name)) and int(name) <= JAVA_LONG_MAX
 
 
 def is_index_file_name(name: str) -> bool:

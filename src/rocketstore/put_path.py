@@ -27,6 +27,7 @@ from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message
 from rocketstore.format.native import native
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH, record_length
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.paths import SCHEDULE_TOPIC, TOPIC_PATTERN
 from rocketstore.status import PutStatus
 
@@ -91,8 +92,8 @@ def apply_delay_rewrite(message: Message, max_level: int) -> Message:
     )
 
 
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
+_INT32 = (JAVA_INT_MIN, JAVA_INT_MAX)
+_INT64 = (JAVA_LONG_MIN, JAVA_LONG_MAX)
 
 
 def _java_fields_fit(message: Message) -> bool:

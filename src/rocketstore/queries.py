@@ -15,6 +15,7 @@ from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
 from rocketstore.format.native import native
 from rocketstore.index import IndexService
+from rocketstore.java_ints import JAVA_LONG_MAX
 
 
 def _commit_log_offset(message: MessageExt) -> int:
@@ -91,6 +92,6 @@ class KeyQuery:
 
     def by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
         found = self._matches(
-            topic, uniq_key, self.config.default_query_max_num, 0, 2**63 - 1, True
+            topic, uniq_key, self.config.default_query_max_num, 0, JAVA_LONG_MAX, True
         )
         return sorted(found, key=lambda m: (m.store_timestamp, m.commit_log_offset))

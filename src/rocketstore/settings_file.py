@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN
 
 T = TypeVar("T")
 
@@ -71,7 +72,6 @@ STORE_KEYS = {
 
 # Integer.parseInt's syntax (Python's int() would also take "1_000", " 5" and "٣").
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
-_JAVA_INT_RANGE = (-(2**31), 2**31 - 1)
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _SEPARATORS = "=: \t\f"
 
@@ -213,7 +213,7 @@ def _convert(text: str, current: object, key: str, source: str) -> object:
             )
         return text.lower() == "true"
     if isinstance(current, int):
-        low, high = _JAVA_INT_RANGE
+        low, high = JAVA_INT_MIN, JAVA_INT_MAX
         if not _JAVA_INT.fullmatch(text) or not low <= int(text) <= high:
             raise ConfigError(f"{source}: {key} must be a Java int, got {text!r} ({ignored})")
         return int(text)

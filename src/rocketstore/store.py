@@ -45,6 +45,7 @@ from rocketstore.format.message_id import decode_offset_msg_id
 from rocketstore.format.record_scan import queue_runs
 from rocketstore.format.subscription import parse_subscription
 from rocketstore.index import IndexService, newest_geometry
+from rocketstore.java_ints import JAVA_LONG_MAX
 from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
@@ -660,7 +661,12 @@ class MessageStore:
         return self.reader.look(offset)
 
     def query_messages(
-        self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int = 2**63 - 1
+        self,
+        topic: str,
+        key: str,
+        max_count: int = 32,
+        begin_ms: int = 0,
+        end_ms: int = JAVA_LONG_MAX,
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS contain ``key`` and whose store time lies in
         [begin_ms, end_ms], oldest first (at most ``max_count``, the newest ones)."""
@@ -744,6 +750,13 @@ class MessageStore:
             self.running_flags |= RunningFlags.DISK_FULL
         else:
             self.running_flags &= ~RunningFlags.DISK_FULL
+
+    @property
+    def dispatch_error(self) -> BaseException | None:
+        """Why the dispatcher stopped, or None while it runs. After a failure the store
+        refuses puts (``running_flags``); what was appended stays in the CommitLog and
+        the next open re-dispatches it."""
+        return self.dispatcher.error
 
     def wait_dispatched(self) -> None:
         """Dispatch everything appended so far in the caller's thread (tests, tools)."""

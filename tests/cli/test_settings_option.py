@@ -139,6 +139,9 @@ def test_the_broker_takes_its_settings_from_the_file_and_options_win(tmp_path: P
     assert defaults.broker.flush_consumer_offset_interval_ms == 5000
     assert defaults.store_config is not None
     assert defaults.store_config.flush_disk_type == "ASYNC_FLUSH"
+    # The broker's recovery refuses to cut readable records after damage (as sendMessage).
+    assert options.store_config.cut_damaged_commitlog is False
+    assert defaults.store_config.cut_damaged_commitlog is False
 
 
 def test_rebuilding_with_indexing_off_still_rebuilds_the_index(tmp_path: Path, cli: Cli) -> None:

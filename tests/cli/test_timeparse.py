@@ -43,3 +43,14 @@ def test_local_time_zone_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_times_say_why(text: str) -> None:
     with pytest.raises(ValueError, match=repr(text)):
         parse_time(text)
+
+
+@pytest.mark.parametrize("text", [str(2**63), str(-(2**63) - 1), "9" * 40])
+def test_epoch_ms_past_a_java_long_say_so(text: str) -> None:
+    with pytest.raises(ValueError, match="past what a Java long holds"):
+        parse_time(text)
+
+
+def test_the_java_long_bounds_themselves_are_times() -> None:
+    assert parse_time(str(2**63 - 1)) == 2**63 - 1
+    assert parse_time(str(-(2**63))) == -(2**63)

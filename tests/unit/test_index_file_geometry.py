@@ -154,3 +154,31 @@ def test_entries_that_read_as_no_geometry_are_not_guessed_at(tmp_path: Path) -> 
     with MessageStore.open(tmp_path, read_only=True) as reader:
         assert reader.index.files == []
         assert len(reader.get_messages("g", "T", 0, 0, 32).messages) == 10
+
+
+def test_a_file_larger_than_a_java_int_is_no_index_file(tmp_path: Path) -> None:
+    """RocketMQ computes an index file's size as a Java int. A file extended past that
+    (sparse, as damage or a stray truncate leaves it) is named as such at once: scanning
+    its gigabytes of zeros for a first entry took minutes."""
+    _write(tmp_path, 10)
+    directory = Path(index_dir(str(tmp_path)))
+    (path,) = directory.iterdir()
+    os.truncate(path, 2**31 + 4)  # sparse: no disk space used
+    with pytest.raises(ValueError, match="more than any index file RocketMQ makes"):
+        file_geometry(str(path), (5_000_000, 20_000_000))
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert reader.index.files == []
+        assert len(reader.get_messages("g", "T", 0, 0, 32).messages) == 10
+
+
+@pytest.mark.parametrize(
+    ("slots", "entries"), [(2**31 - 1, 2**31 - 1), (1, 107_374_181), (536_870_893, 2)]
+)
+def test_a_geometry_past_a_java_int_file_size_is_refused(slots: int, entries: int) -> None:
+    with pytest.raises(ConfigError, match="more than the 2147483647 a Java int holds"):
+        StoreConfig(max_hash_slot_num=slots, max_index_num=entries).validate()
+
+
+def test_the_largest_geometry_rocketmq_can_make_is_taken() -> None:
+    config = StoreConfig(max_hash_slot_num=1, max_index_num=107_374_180).validate()
+    assert config.index_file_size <= 2**31 - 1

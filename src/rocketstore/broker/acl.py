@@ -113,7 +113,7 @@ class AclConfig:
         if text.lstrip().startswith("{"):
             try:
                 document = json.loads(text)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 raise ConfigError(f"ACL file {name}: not valid JSON: {e}") from e
             if not isinstance(document, dict):
                 raise ConfigError(f"ACL file {name}: expected a JSON object")

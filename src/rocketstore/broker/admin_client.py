@@ -36,7 +36,7 @@ def _call(address: str, cmd: RemotingCommand, timeout_s: float) -> RemotingComma
 def _json(answer: RemotingCommand, what: str) -> Any:
     try:
         return json.loads(answer.body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise AdminError(f"{what}: the answer is not JSON: {e}") from e
 
 

@@ -261,7 +261,7 @@ class NameServer:
             )
         try:
             body = json.loads(cmd.body.decode("utf-8")) if cmd.body else {}
-        except (UnicodeDecodeError, ValueError) as e:
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad registration body: {e}")
         wrapper = body.get("topicConfigSerializeWrapper", {}) if isinstance(body, dict) else {}
         wrapper = wrapper if isinstance(wrapper, dict) else {}

@@ -25,6 +25,7 @@ from typing import Any
 
 from rocketstore.broker.codes import LANGUAGES
 from rocketstore.errors import CorruptDataError
+from rocketstore.java_ints import fits_java_long
 
 FLAG_RESPONSE = 0x1  # bit 0: this command answers a request
 FLAG_ONEWAY = 0x2  # bit 1: the sender wants no answer
@@ -113,9 +114,6 @@ def coerce_ext_fields(raw: object) -> dict[str, str]:
     return {str(k): _ext_value(v) for k, v in raw.items() if v is not None}
 
 
-JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
-
-
 def ext_str(ext: Mapping[str, str], name: str, default: str | None = None) -> str:
     value = ext.get(name)
     if value is None:
@@ -143,7 +141,7 @@ def ext_int(ext: Mapping[str, str], name: str, default: int | None = None) -> in
         if not real.is_integer():
             raise RequestFieldError(f"field {name!r} must be an integer, got {value!r}") from None
         number = int(real)
-    if not JAVA_LONG_MIN <= number <= JAVA_LONG_MAX:
+    if not fits_java_long(number):
         raise RequestFieldError(f"field {name!r} is out of a long's range, got {value!r}")
     return number
 

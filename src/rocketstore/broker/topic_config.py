@@ -39,6 +39,10 @@ PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
+# The most queues the offline tools create or list for one topic. RocketMQ sets no bound
+# (a Java int), but per-queue work over 2^31 queues never ends; updateTopic refuses more,
+# and the consumer tools refuse a topics.json that names more.
+MAX_QUEUE_NUMS = 65535
 
 SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"

@@ -21,8 +21,10 @@ from rocketstore.cli.context import (
     require_topic,
     unit_store_time,
 )
+from rocketstore.cli.params import java_int
 from rocketstore.cli.progress import Progress, progress
 from rocketstore.cli.render import (
+    CHARSET,
     QueueSpan,
     body_text,
     client_msg_id,
@@ -102,6 +104,7 @@ def _charset_filter_options(command: Callable[..., None]) -> Callable[..., None]
             "-c",
             "--charsetName",
             "charset",
+            type=CHARSET,
             default="UTF-8",
             show_default=True,
             help="Charset of printed bodies. Example: -c GBK",
@@ -166,7 +169,7 @@ def print_msg(
 @click.command("printMsgByQueue", short_help="One queue: its messages and per-tag counts.")
 @click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
 @click.option(
-    "-i", "--queueId", "queue_id", type=int, required=True, help="Queue id. Example: -i 0"
+    "-i", "--queueId", "queue_id", type=java_int(0), required=True, help="Queue id. Example: -i 0"
 )
 @click.option(
     "-a",

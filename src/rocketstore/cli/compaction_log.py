@@ -16,7 +16,7 @@ from typing import cast
 
 import click
 
-from rocketstore.cli.context import CliContext, CliError
+from rocketstore.cli.context import CliContext, CliError, open_regular_file
 from rocketstore.cli.render import message_json, message_to_string
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format import record as rec
@@ -42,10 +42,10 @@ def dump_compaction_log(ctx: CliContext, path: str) -> None:
     """
     if not os.path.exists(path):
         raise CliError(f"file {path} not exist.")
-    if os.path.isdir(path):
+    if os.path.isdir(path):  # mqadmin's two messages, word for word
         raise CliError(f"file {path} is a directory.")
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path, "file") as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return

@@ -27,6 +27,7 @@ from rocketstore.cli.context import (
     require_queue,
     require_topic,
 )
+from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.render import message_json, message_queue
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
 from rocketstore.status import GetStatus
@@ -103,9 +104,15 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
     default=None,
     help="Broker name (needed before -i; any name offline). Example: -b broker-a",
 )
-@click.option("-i", "--queueId", "queue_id", type=int, default=None, help="Queue id. Example: -i 0")
 @click.option(
-    "-o", "--offset", type=int, default=None, help="First queue offset (needs -i). Example: -o 100"
+    "-i", "--queueId", "queue_id", type=java_int(0), default=None, help="Queue id. Example: -i 0"
+)
+@click.option(
+    "-o",
+    "--offset",
+    type=java_long(),
+    default=None,
+    help="First queue offset (needs -i). Example: -o 100",
 )
 @click.option(
     "-g",
@@ -134,7 +141,7 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
     "-c",
     "--MessageNumber",
     "count",
-    type=int,
+    type=java_long(),
     default=DEFAULT_COUNT,
     show_default=True,
     help="How many messages at most. Example: -c 10",

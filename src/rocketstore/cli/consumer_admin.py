@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import click
 
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
-from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.topic_config import MAX_QUEUE_NUMS, TopicConfigManager
 from rocketstore.cli.context import (
     BROKER_NAME,
     CliContext,
+    CliError,
     queue_bounds,
     require_topic,
     unit_store_time,
@@ -52,6 +53,12 @@ class QueueProgress:
 def _queue_ids(store: MessageStore, topics: TopicConfigManager, topic: str) -> list[int]:
     config = topics.get(topic)
     if config is not None:
+        if config.read_queue_nums > MAX_QUEUE_NUMS:
+            raise CliError(
+                f"topic {topic}: readQueueNums {config.read_queue_nums} in config/topics.json "
+                f"is more than the {MAX_QUEUE_NUMS} queues the offline tools list; "
+                "correct it with updateTopic -r"
+            )
         return list(range(config.read_queue_nums))
     known = store.topics().get(topic, [])
     return list(range(max(known) + 1)) if known else []

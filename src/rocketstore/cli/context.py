@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -63,10 +64,31 @@ def through_namesrv(what: str, namesrv: str) -> Iterator[None]:
         raise CliError(f"{what} through {namesrv}: {e}") from e
 
 
+def open_regular_file(path: str, what: str) -> IO[bytes]:
+    """``path`` opened for reading; CliError unless it is a regular file.
+
+    Opened non-blocking and checked on the open descriptor: a FIFO would otherwise block
+    the open (or the read) forever, and /dev/zero would be read until memory runs out.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise CliError(f"cannot read {what} {path}: {e.strerror or e}") from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise CliError(f"{what} {path} is {kind}")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_settings_file(path: str) -> dict[str, str]:
     """The entries of a broker.conf; a CliError when it cannot be read or parsed."""
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path, "settings file") as f:
             raw = f.read()
     except OSError as e:
         raise CliError(f"cannot read settings file {path}: {e.strerror or e}") from e
@@ -181,7 +203,13 @@ class CliContext:
             self.require_store_dir()
         if self.store_host_error:
             raise CliError(self.store_host_error)
-        return MessageStore.open(root, self.config)
+        return MessageStore.open(root, self.writer_config)
+
+    @property
+    def writer_config(self) -> StoreConfig:
+        """The config a command opens the store for writing with: recovery refuses to cut
+        readable records after damage (`check --repair --force` does that on purpose)."""
+        return self.config.replace(cut_damaged_commitlog=False)
 
     # --- output -------------------------------------------------------------------------
 

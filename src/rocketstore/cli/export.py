@@ -16,6 +16,7 @@ from typing import IO, Any
 import click
 
 from rocketstore.cli.context import CliContext, CliError, json_line
+from rocketstore.cli.params import java_long
 from rocketstore.cli.progress import progress
 from rocketstore.cli.rebuild_engines import spark_rebuild_module
 from rocketstore.cli.scan import CommitLogScan, ScannedRecord
@@ -72,14 +73,14 @@ def _range_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option(
             "--from",
             "start",
-            type=click.IntRange(min=0),
+            type=java_long(0),
             default=None,
             help="First CommitLog offset (the first record at or after it). Example: --from 0",
         ),
         click.option(
             "--to",
             "end",
-            type=click.IntRange(min=0),
+            type=java_long(0),
             default=None,
             help="Stop before this CommitLog offset. Example: --to 1048576",
         ),

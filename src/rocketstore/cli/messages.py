@@ -20,6 +20,7 @@ from rocketstore.cli.context import (
     require_queue,
     require_topic,
 )
+from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.render import (
     BodyOptions,
     body_options,
@@ -36,9 +37,8 @@ from rocketstore.format.message_id import (
     uniq_key_ip,
     uniq_key_timestamp,
 )
+from rocketstore.java_ints import JAVA_LONG_MAX
 from rocketstore.status import GetStatus
-
-LONG_MAX = 2**63 - 1
 
 
 def print_messages(ctx: CliContext, messages: Iterable[MessageExt], body: BodyOptions) -> None:
@@ -71,14 +71,14 @@ def print_messages(ctx: CliContext, messages: Iterable[MessageExt], body: BodyOp
     "--endTimestamp",
     "end",
     type=TIME,
-    default=LONG_MAX,
+    default=JAVA_LONG_MAX,
     help=f"Latest store time, {HUMAN_FORMAT_HELP} [default: Long.MAX]. Example: -e now",
 )
 @click.option(
     "-m",
     "--maxNum",
     "max_num",
-    type=click.IntRange(min=1),
+    type=java_int(1),
     default=64,
     show_default=True,
     help="At most this many (the newest). Example: -m 10",
@@ -216,10 +216,15 @@ def query_by_unique_key(
 @click.command("queryMsgByOffset", short_help="The message at a queue offset.")
 @click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
 @click.option(
-    "-i", "--queueId", "queue_id", type=int, required=True, help="Queue id. Example: -i 0"
+    "-i", "--queueId", "queue_id", type=java_int(), required=True, help="Queue id. Example: -i 0"
 )
 @click.option(
-    "-o", "--offset", "queue_offset", type=int, required=True, help="Queue offset. Example: -o 17"
+    "-o",
+    "--offset",
+    "queue_offset",
+    type=java_long(),
+    required=True,
+    help="Queue offset. Example: -o 17",
 )
 @click.option(
     "-b",

@@ -22,6 +22,7 @@ from rocketstore.cli.context import (
     through_namesrv,
     unit_store_time,
 )
+from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format import record as rec
 from rocketstore.paths import COMMITLOG_DIR
@@ -115,19 +116,21 @@ def topic_status(ctx: CliContext, topic: str) -> None:
 
 @click.command("queryCq", short_help="Raw consume-queue units and the records they point to.")
 @click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
-@click.option("-q", "--queue", "queue_id", type=int, required=True, help="Queue id. Example: -q 0")
+@click.option(
+    "-q", "--queue", "queue_id", type=java_int(), required=True, help="Queue id. Example: -q 0"
+)
 @click.option(
     "-i",
     "--index",
     "start",
-    type=int,
+    type=java_long(),
     default=None,
     help="First queue offset to show [default: the queue's min offset]. Example: -i 100",
 )
 @click.option(
     "-c",
     "--count",
-    type=click.IntRange(min=1),
+    type=java_int(1),
     default=10,
     show_default=True,
     help="How many units. Example: -c 50",

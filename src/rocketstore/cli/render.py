@@ -30,6 +30,44 @@ QueueSpan = tuple[int, int]
 
 # Compression types in SYSFLAG bits 8-10 (RocketMQ 5.x); 4.x clients leave 0 = zlib.
 _ZLIB_TYPES = (0, 3)
+# Every byte value twice, plus a truncated multi-byte lead: a charset that decodes this
+# with errors="replace" decodes any body.
+_CHARSET_PROBE = bytes(range(256)) * 2 + b"\xe4\xb8"
+
+
+def check_charset(name: str) -> str:
+    """``name`` if bodies can be printed in it; ValueError saying why not.
+
+    Python knows codecs that are no charsets (hex, base64, rot13) and text codecs that
+    refuse some bytes even with errors="replace" (idna, punycode); both are refused here
+    rather than failing halfway through the output.
+    """
+    try:
+        info = codecs.lookup(name)
+    except LookupError as e:
+        raise ValueError(f"unknown charset {name!r}") from e
+    if not info._is_text_encoding:
+        raise ValueError(f"{name!r} is not a charset (Python's {info.name} codec transforms data)")
+    try:
+        _CHARSET_PROBE.decode(info.name, errors="replace")
+    except (UnicodeError, ValueError) as e:
+        raise ValueError(f"charset {name!r} cannot print arbitrary bytes: {e}") from e
+    return name
+
+
+class CharsetParam(click.ParamType):  # type: ignore[type-arg]
+    """A click option type for body charsets (Java names such as GBK, UTF-8, ISO-8859-1)."""
+
+    name = "CHARSET"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_charset(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+CHARSET = CharsetParam()
 
 
 @dataclass(frozen=True)
@@ -54,6 +92,7 @@ def body_options(func: F) -> F:
         "-f",
         "--bodyFormat",
         "body_format",
+        type=CHARSET,
         default="UTF-8",
         show_default=True,
         help="Charset the body is printed in. Example: -f GBK",
@@ -62,10 +101,7 @@ def body_options(func: F) -> F:
 
 
 def make_body_options(body_format: str, body_dir: str | None) -> BodyOptions:
-    try:
-        codecs.lookup(body_format)
-    except LookupError as e:
-        raise click.BadParameter(f"unknown charset {body_format!r}", param_hint="-f") from e
+    """``body_format`` has been checked by the CHARSET option type."""
     return BodyOptions(charset=body_format, body_dir=body_dir)
 
 

@@ -6,18 +6,25 @@ with one clear line while another writer (or a broker) has the store open.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import click
 
+from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.cli.context import BROKER_NAME, CliContext, CliError
+from rocketstore.cli.params import java_int
+from rocketstore.errors import StoreError
 from rocketstore.format import properties as props
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message
 from rocketstore.paths import TOPIC_PATTERN
+from rocketstore.store import MessageStore
 from rocketstore.uniq_keys import UniqKeyGenerator, local_ip
 
 MAX_TOPIC_LENGTH = 127
+# The queues a producer sees for a topic the broker does not know yet (defaultTopicQueueNums).
+DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 
 def _producer_properties(tags: str | None, keys: str | None, uniq_key: str) -> dict[str, str]:
@@ -31,6 +38,37 @@ def _producer_properties(tags: str | None, keys: str | None, uniq_key: str) -> d
     given[props.WAIT] = "true"
     given[props.UNIQ_KEY] = uniq_key
     return {name: given[name] for name in java_hashmap_order(given)}
+
+
+def queue_id_problem(store: MessageStore, topic: str, queue_id: int) -> str | None:
+    """Why a broker would refuse to store into ``topic``'s queue ``queue_id``, or None.
+
+    A configured topic takes queue ids below its larger queue count, as the broker's send
+    check does; an unknown one those a producer sees for a new topic, or any queue that
+    already exists in the store (a copied store may have no topics.json).
+    """
+    config = TopicConfigManager(store.root).get(topic)
+    if config is not None:
+        if not config.writeable:
+            return f"topic {topic} is not writeable (perm {config.perm})"
+        limit = max(config.read_queue_nums, config.write_queue_nums)
+        has = f"has {limit} queues in config/topics.json"
+    else:
+        known = store.topics().get(topic, [])
+        limit = max([DEFAULT_TOPIC_QUEUE_NUMS, *(q + 1 for q in known)])
+        has = f"has {limit} queues in the store" if known else f"is new and gets {limit} queues"
+    if queue_id >= limit:
+        return f"queue id {queue_id} is illegal: topic {topic} {has}"
+    return None
+
+
+def _is_utf8_text(text: str) -> bool:
+    """False for arguments holding bytes that were not UTF-8 (surrogate escapes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _born_host() -> str:
@@ -47,7 +85,7 @@ def _born_host() -> str:
     "-i",
     "--qid",
     "queue_id",
-    type=click.IntRange(min=0),
+    type=java_int(0),
     default=0,
     show_default=True,
     help="Queue id. Example: -i 3",
@@ -82,19 +120,29 @@ def send_message(
             f"illegal topic {topic!r}: use up to {MAX_TOPIC_LENGTH} of the characters "
             "a-z A-Z 0-9 _ - % |"
         )
+    for flag, text in (("-k", keys), ("-c", tags)):
+        if text is not None and not _is_utf8_text(text):
+            raise CliError(f"{flag} {text!r} is not valid UTF-8 text (properties are UTF-8)")
     uniq_key = UniqKeyGenerator().next()
     message = Message(
         topic,
-        body.encode("utf-8"),
+        # Bytes of the argument that were not UTF-8 reach the body unchanged.
+        body.encode("utf-8", errors="surrogateescape"),
         queue_id=queue_id,
         properties=_producer_properties(tags, keys, uniq_key),
         born_timestamp=time.time_ns() // 1_000_000,
         born_host=_born_host(),
     )
     with ctx.open_writer() as store:
+        problem = queue_id_problem(store, topic, queue_id)
+        if problem is not None:
+            raise CliError(problem)
         result = store.put(message)
         if not result.status.ok:
             raise CliError(f"send failed: {result.status.name}")
+        with contextlib.suppress(OSError, StoreError):  # kept as store.dispatch_error
+            store.wait_dispatched()
+        unqueued = store.dispatch_error
     if ctx.as_json:
         ctx.emit(
             {
@@ -109,10 +157,22 @@ def send_message(
                 "storeTimestamp": result.store_timestamp,
             }
         )
+        _report_unqueued(unqueued)
         return
     row = "{:<32}  {:<4}  {:<20}    {:<32}  {}"
     click.echo(row.format("#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"))
     click.echo(row.format(BROKER_NAME, queue_id, "SEND_OK", uniq_key, result.msg_id))
+    _report_unqueued(unqueued)
+
+
+def _report_unqueued(error: BaseException | None) -> None:
+    """The message is durable in the CommitLog whatever the dispatcher did; say so, and
+    why its queue or index entry is missing (exit status 1)."""
+    if error is not None:
+        raise CliError(
+            f"the message is stored in the CommitLog, but the store could not queue or "
+            f"index it: {error}"
+        )
 
 
 def register(group: click.Group) -> None:

@@ -137,7 +137,7 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
     if kwargs["no_auto_create"]:
         given["auto_create_topic_enable"] = False
     broker = replace(broker, **{k: v for k, v in given.items() if v is not None})
-    store_config = obj.config
+    store_config = obj.writer_config
     if kwargs["flush"] is not None:
         store_config = store_config.replace(flush_disk_type=kwargs["flush"])
     listen = kwargs["listen"]

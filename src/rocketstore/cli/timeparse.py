@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from rocketstore.java_ints import fits_java_long
+
 _HUMAN = re.compile(r"^(\d{4})-(\d{2})-(\d{2})#(\d{2}):(\d{2}):(\d{2}):(\d{3})$")
 HUMAN_FORMAT_HELP = "epoch ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS (local time)"
 
@@ -28,7 +30,10 @@ def parse_time(text: str) -> int:
     if value.lower() == "now":
         return now_ms()
     if value.lstrip("-").isdigit():
-        return int(value)
+        number = int(value)
+        if not fits_java_long(number):
+            raise ValueError(f"{text!r} is past what a Java long holds (epoch ms)")
+        return number
     match = _HUMAN.match(value)
     if match is None:
         raise ValueError(f"{text!r} is not {HUMAN_FORMAT_HELP}")

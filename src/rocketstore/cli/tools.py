@@ -14,6 +14,7 @@ import click
 from rocketstore.cli.check_common import CheckResult
 from rocketstore.cli.checker import check_store
 from rocketstore.cli.context import CliContext, CliError
+from rocketstore.cli.params import java_int
 from rocketstore.cli.progress import enabled as progress_enabled
 from rocketstore.cli.progress import progress
 from rocketstore.cli.rebuild import RebuildOutcome, cut_commitlog, held_lock, rebuild
@@ -118,7 +119,7 @@ def _cut_point(scan: CommitLogScan, force: bool) -> tuple[int | None, list[ScanI
 )
 @click.option(
     "--max-problems",
-    type=click.IntRange(min=0),
+    type=java_int(0),
     default=200,
     show_default=True,
     help="Print at most N problem lines (all are counted; 0 prints all). Example: --max-problems 0",

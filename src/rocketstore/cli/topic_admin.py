@@ -21,6 +21,7 @@ import click
 
 from rocketstore.broker import admin_client
 from rocketstore.broker.topic_config import (
+    MAX_QUEUE_NUMS,
     PERM_INHERIT,
     PERM_PRIORITY,
     PERM_READ,
@@ -242,14 +243,14 @@ _PERM_HELP = "Permission: 2 (write), 4 (read), 6 (read and write); +1 lets topic
     "-r",
     "--readQueueNums",
     "read_queue_nums",
-    type=click.IntRange(min=0, max=65535),
+    type=click.IntRange(min=0, max=MAX_QUEUE_NUMS),
     help="Read queue count [new topics: 8]. Example: -r 4",
 )
 @click.option(
     "-w",
     "--writeQueueNums",
     "write_queue_nums",
-    type=click.IntRange(min=0, max=65535),
+    type=click.IntRange(min=0, max=MAX_QUEUE_NUMS),
     help="Write queue count [new topics: 8]. Example: -w 4",
 )
 @click.option(

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from rocketstore.cli.context import CliContext, hidden_alias, require_topic
+from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.render import readable_body
 from rocketstore.cli.timeparse import format_seconds
 from rocketstore.cli.trace_data import TraceEntry, decode_trace_data
@@ -24,11 +25,11 @@ from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
 from rocketstore.format.javahash import hashmap_bucket, hashmap_capacity
 from rocketstore.format.message import MessageExt
+from rocketstore.java_ints import JAVA_LONG_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
-JAVA_LONG_MAX = 2**63 - 1
 
 
 def born_host_string(message: MessageExt) -> str:
@@ -66,7 +67,7 @@ def _ms_option(short: str, name: str, dest: str, default: int, which: str) -> Ca
         short,
         name,
         dest,
-        type=click.IntRange(-JAVA_LONG_MAX - 1, JAVA_LONG_MAX),
+        type=java_long(),
         default=default,
         help=f"{which} store time of a trace message (ms). Example: {short} 1676730526212",
     )
@@ -94,7 +95,7 @@ def _ms_option(short: str, name: str, dest: str, default: int, which: str) -> Ca
     "-c",
     "--maxNum",
     "max_num",
-    type=int,
+    type=java_int(),
     default=64,
     show_default=True,
     help="Most trace messages to read. Example: -c 16",

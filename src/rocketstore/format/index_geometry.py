@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from rocketstore.format.buffers import ReadableBuffer
 from rocketstore.format.index_layout import ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE, decode_header
+from rocketstore.java_ints import JAVA_INT_MAX
 
 ENTRY = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 # Entries checked at each end of the used range.
@@ -47,7 +48,9 @@ def infer_geometry(buf: ReadableBuffer) -> tuple[int, int] | None:
     when its entries do not settle it (no entries yet, or not a consistent file)."""
     size = len(memoryview(buf))
     body = size - HEADER_SIZE
-    if body < SLOT_SIZE + 2 * ENTRY_SIZE or body % SLOT_SIZE:
+    # RocketMQ computes an index file's size as a Java int: no larger file is one of its
+    # (and scanning a huge sparse file for its first entry would take minutes).
+    if body < SLOT_SIZE + 2 * ENTRY_SIZE or body % SLOT_SIZE or size > JAVA_INT_MAX:
         return None
     count = decode_header(buf).index_count
     if count <= 1:

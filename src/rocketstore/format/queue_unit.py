@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.errors import IncompleteDataError
+from rocketstore.java_ints import JAVA_LONG_MAX
 
 CQ_UNIT_SIZE = 20
 UNIT_LAYOUT = struct.Struct(">qiq")  # offset, size, tagsCode
@@ -69,4 +70,4 @@ def max_queue_offset(file_size: int) -> int:
     """The highest queue offset a queue of ``file_size``-byte files can hold: its byte
     position and its file's end stay within a Java long. Only a damaged record carries a
     QUEUEOFFSET past it (or a negative one); RocketMQ's arithmetic would overflow on it."""
-    return (2**63 - 1 - file_size) // CQ_UNIT_SIZE
+    return (JAVA_LONG_MAX - file_size) // CQ_UNIT_SIZE

@@ -19,7 +19,7 @@ import numpy as np
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
-from rocketstore.errors import FileRemovedError
+from rocketstore.errors import CorruptDataError, FileRemovedError
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
@@ -36,6 +36,7 @@ from rocketstore.format.record_scan import (
     walk_start_array,
 )
 from rocketstore.index import IndexService
+from rocketstore.recovery.later_records import first_record_after
 
 log = logging.getLogger(__name__)
 _HEAD8 = struct.Struct(">ii")
@@ -341,6 +342,8 @@ def recover_store(
         report=report,
         on_records=on_records,
     )
+    if not config.cut_damaged_commitlog and files:
+        _refuse_to_cut_records(commitlog, end, report)
     scan_start = files[start].file_from_offset if files else 0
     if config.message_index_enable and index_empty and scan_start > commitlog_min:
         missing_from.append(commitlog_min)  # no index at all: rebuild it from the start
@@ -373,6 +376,26 @@ def recover_store(
     else:
         report.redispatched_records = redispatch(end)
     return report
+
+
+def _refuse_to_cut_records(commitlog: CommitLog, end: int, report: RecoveryReport) -> None:
+    """CorruptDataError, before the CommitLog is touched, when whole records follow the
+    point where the scan stopped (``StoreConfig.cut_damaged_commitlog`` off)."""
+    damaged = report.stop_reason not in ("", "end of data")
+    later = first_record_after(commitlog, end, damaged=damaged)
+    if later is None:
+        return
+    why = report.stop_reason if damaged else "no record where the data should go on"
+    keep = ""
+    if "CRC mismatch" in why:  # the record is whole: recovery can keep it
+        keep = "; or keep the record as it is with checkCRCOnRecover=false (check_crc_on_recover)"
+    raise CorruptDataError(
+        f"the CommitLog is damaged at offset {end} ({why}) and a readable record follows "
+        f"at offset {later}: recovery would cut the CommitLog at {end} and lose every "
+        "record after it, so the store was not opened for writing and the CommitLog is "
+        f"as it was. See `rocketstore check`; save the records with `rocketstore dump "
+        f"--from {later}`; cut as RocketMQ does with `rocketstore check --repair --force`" + keep
+    )
 
 
 def _complete_last_indexed_record(commitlog: CommitLog, index: IndexService, end: int) -> int:

@@ -97,9 +97,16 @@ class Dispatcher:
         return max(0, self.commitlog.max_offset() - self.dispatched_offset)
 
     def run_once(self) -> int:
-        """Dispatch everything appended so far; return the number of records dispatched."""
+        """Dispatch everything appended so far; return the number of records dispatched.
+
+        A failure is kept in ``error`` (and raised): the thread stops, and close does not
+        try again, so the abort file stays and the next open re-dispatches."""
         with self._lock:
-            return self._dispatch_available()
+            try:
+                return self._dispatch_available()
+            except Exception as e:
+                self.error = e
+                raise
 
     def _dispatch_available(self) -> int:
         count = 0
@@ -224,7 +231,11 @@ class Dispatcher:
             try:
                 self._dispatch_available()
             except Exception as e:
-                log.exception("dispatch on the writer's thread failed")
+                log.error(
+                    "dispatch on the writer's thread failed: %s",
+                    e,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
                 self.error = e
 
     def start(self) -> None:
@@ -245,7 +256,9 @@ class Dispatcher:
             try:
                 count = self.run_once()
             except BaseException as e:  # keep the reason for the store to report
-                log.exception("dispatcher failed")
+                # The traceback only when debugging: the reason names the file and the
+                # fix, and the store reports it (``MessageStore.dispatch_error``).
+                log.error("dispatcher failed: %s", e, exc_info=log.isEnabledFor(logging.DEBUG))
                 self.error = e
                 return
             if count and self.interval_ms > 0:

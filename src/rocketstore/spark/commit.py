@@ -104,7 +104,7 @@ def configured_write_queues(store_root: str) -> dict[str, int]:
             for topic, config in table.items()
             if int(config.get("writeQueueNums", 0)) > 0
         }
-    except (ValueError, TypeError, AttributeError, KeyError) as e:
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as e:
         log.warning("ignoring %s/%s: %s", CONFIG_DIR, TOPICS_FILE, e)
         return {}
 

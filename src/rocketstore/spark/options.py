@@ -149,6 +149,8 @@ def _json_option(name: str, raw: str) -> object:
         return json.loads(raw)
     except json.JSONDecodeError as e:
         raise ConfigError(f"option {name}={raw!r} is not valid JSON: {e.msg}") from e
+    except RecursionError as e:
+        raise ConfigError(f"option {name} is JSON nested too deeply") from e
 
 
 def _per_queue_ints(name: str, raw: str) -> dict[tuple[str, int], int]:

@@ -35,6 +35,7 @@ from rocketstore.format.message import MessageExt
 from rocketstore.format.queue_unit import decode_units
 from rocketstore.format.record_scan import NextData, Stop, find_record_start, walk_starts
 from rocketstore.format.subscription import Subscription, parse_subscription
+from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
 from rocketstore.spark.columns import RowBuffer
@@ -53,7 +54,7 @@ NOTHING_PUSHED = Pushed()
 _STORES: dict[str, MessageStore] = {}
 _STORES_LOCK = threading.Lock()
 _HEADER = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
-_KEY_QUERY_MAX = 2**31 - 1
+_KEY_QUERY_MAX = JAVA_INT_MAX  # every match: the query takes a Java int count
 
 
 def open_store(path: str) -> MessageStore:

@@ -65,7 +65,7 @@ class SinkLog:
             return {"sinks": {}}
         try:
             data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise CorruptDataError(f"sink log is not JSON: {e}", path=self.path) from e
         if not isinstance(data, dict) or not isinstance(data.get("sinks"), dict):
             raise CorruptDataError("sink log has no 'sinks' object", path=self.path)

@@ -148,3 +148,14 @@ def test_parse_fastjson_fuzz_only_value_errors(text: str) -> None:
     # Whatever the bytes, a bad file is a ValueError (the loader falls back to .bak).
     with contextlib.suppress(ValueError):
         parse_fastjson(text)
+
+
+def test_parse_fastjson_names_nesting_past_the_recursion_limit() -> None:
+    """json.loads raises RecursionError there; callers catch ValueError for bad files."""
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_fastjson(deep)
+    value = parse_fastjson("[" * 50 + "]" * 50)  # real files nest a few levels
+    for _ in range(49):
+        (value,) = value
+    assert value == []

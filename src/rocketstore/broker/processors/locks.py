@@ -19,7 +19,7 @@ def parse_lock_body(body: bytes) -> tuple[str, str, list[QueueKey]]:
     """(consumerGroup, clientId, queues) of a (Un)LockBatchRequestBody."""
     try:
         data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise RequestFieldError(f"lock request body is not JSON: {e}") from e
     if not isinstance(data, dict):
         raise RequestFieldError("lock request body must be a JSON object")

@@ -10,6 +10,7 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.format.message import MessageExt
+from rocketstore.java_ints import JAVA_LONG_MAX
 
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 
@@ -30,7 +31,7 @@ async def query_message(
     topic, key = ext_str(ext, "topic"), ext_str(ext, "key")
     max_num = ext_int(ext, "maxNum", ctx.store.config.default_query_max_num)
     begin = ext_int(ext, "beginTimestamp", 0)
-    end = ext_int(ext, "endTimestamp", 2**63 - 1)
+    end = ext_int(ext, "endTimestamp", JAVA_LONG_MAX)
     unique = ext_bool(ext, UNIQUE_KEY_QUERY)
 
     def find() -> tuple[bytes, int, int]:

@@ -1,0 +1,20 @@
+"""The ranges of Java's int and long: RocketMQ keeps offsets, times and counts in them,
+so a value outside cannot come from (or go into) its files and protocol.
+
+Layer: bottom (constants only).
+"""
+
+from __future__ import annotations
+
+JAVA_INT_MIN = -(2**31)
+JAVA_INT_MAX = 2**31 - 1
+JAVA_LONG_MIN = -(2**63)
+JAVA_LONG_MAX = 2**63 - 1
+
+
+def fits_java_int(value: int) -> bool:
+    return JAVA_INT_MIN <= value <= JAVA_INT_MAX
+
+
+def fits_java_long(value: int) -> bool:
+    return JAVA_LONG_MIN <= value <= JAVA_LONG_MAX
