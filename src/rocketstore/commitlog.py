@@ -30,7 +30,7 @@ from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
 from rocketstore.format.native import native
 from rocketstore.paths import commitlog_dir
-from rocketstore.status import AppendStatus
+from rocketstore.status import AppendStatus, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -197,48 +197,80 @@ class CommitLog:
         If they do not fit with 8 bytes to spare, the file is closed with an END_OF_FILE
         blank and they go to the start of the next file with the same queue offsets.
         """
-        total = sum(m.length for m in messages)
         with self.put_lock:
-            timestamp = now_ms() if store_timestamp is None else store_timestamp
-            mapped = self._file_with_room(total)
-            if mapped is None:
-                return [Appended(AppendStatus.UNKNOWN_ERROR) for _ in messages]
-            pending_offsets: dict[str, int] = {}
-            results: list[Appended] = []
-            blob = bytearray(b"".join(m.template for m in messages))
-            start = mapped.file_from_offset + mapped.wrote_position
-            position = 0
-            record_starts: list[int] = []
-            for message in messages:
-                record_starts.append(position)
-                key = message.queue_key
-                if sysflag.gets_queue_entry(message.sys_flag):
-                    queue_offset = pending_offsets.get(key, self.topic_queue_table.get(key, 0))
-                    pending_offsets[key] = queue_offset + 1
-                else:
-                    queue_offset = 0  # PREPARED / ROLLBACK records
-                physical = start + position
-                _OFFSETS.pack_into(blob, position + rec.POS_QUEUEOFFSET, queue_offset, physical)
-                stamp_at = position + rec.store_timestamp_position(message.sys_flag)
-                _STAMP.pack_into(blob, stamp_at, timestamp)
-                size = len(message.template)
-                results.append(
-                    Appended(
-                        AppendStatus.PUT_OK,
-                        commit_log_offset=physical,
-                        queue_offset=queue_offset,
-                        size=size,
-                        store_timestamp=timestamp,
-                        msg_id=offset_msg_id_from_bytes(message.store_host, physical),
-                    )
-                )
-                position += size
-            self._write_sizes_last(mapped, blob, record_starts)
-            mapped.store_timestamp = timestamp
-            self.topic_queue_table.update(pending_offsets)
+            results = self._append_locked(messages, store_timestamp)
             new_max = self.max_offset()
         if self.on_append is not None:
             self.on_append(new_max)
+        return results
+
+    def append_wrapped(
+        self,
+        make: Callable[[list[int]], PreparedMessage | PutStatus],
+        keys: list[str],
+        store_timestamp: int | None,
+    ) -> Appended | PutStatus:
+        """Append one multi-dispatch message (format.multi_dispatch): under the put lock,
+        ``make`` encodes it with the next offsets of the queues ``keys`` names, and once it
+        is in (a NOT or COMMIT record) each of those queues moves one past its offset."""
+        with self.put_lock:
+            offsets = [self.topic_queue_table.get(key, 0) for key in keys]
+            prepared = make(offsets)
+            if isinstance(prepared, PutStatus):
+                return prepared
+            (appended,) = self._append_locked([prepared], store_timestamp)
+            if appended.status is AppendStatus.PUT_OK and sysflag.gets_queue_entry(
+                prepared.sys_flag
+            ):
+                for key, offset in zip(keys, offsets, strict=True):
+                    self.topic_queue_table[key] = offset + 1
+            new_max = self.max_offset()
+        if self.on_append is not None:
+            self.on_append(new_max)
+        return appended
+
+    def _append_locked(
+        self, messages: Sequence[PreparedMessage], store_timestamp: int | None
+    ) -> list[Appended]:
+        """``append``'s work; the caller holds the put lock."""
+        total = sum(m.length for m in messages)
+        timestamp = now_ms() if store_timestamp is None else store_timestamp
+        mapped = self._file_with_room(total)
+        if mapped is None:
+            return [Appended(AppendStatus.UNKNOWN_ERROR) for _ in messages]
+        pending_offsets: dict[str, int] = {}
+        results: list[Appended] = []
+        blob = bytearray(b"".join(m.template for m in messages))
+        start = mapped.file_from_offset + mapped.wrote_position
+        position = 0
+        record_starts: list[int] = []
+        for message in messages:
+            record_starts.append(position)
+            key = message.queue_key
+            if sysflag.gets_queue_entry(message.sys_flag):
+                queue_offset = pending_offsets.get(key, self.topic_queue_table.get(key, 0))
+                pending_offsets[key] = queue_offset + 1
+            else:
+                queue_offset = 0  # PREPARED / ROLLBACK records
+            physical = start + position
+            _OFFSETS.pack_into(blob, position + rec.POS_QUEUEOFFSET, queue_offset, physical)
+            stamp_at = position + rec.store_timestamp_position(message.sys_flag)
+            _STAMP.pack_into(blob, stamp_at, timestamp)
+            size = len(message.template)
+            results.append(
+                Appended(
+                    AppendStatus.PUT_OK,
+                    commit_log_offset=physical,
+                    queue_offset=queue_offset,
+                    size=size,
+                    store_timestamp=timestamp,
+                    msg_id=offset_msg_id_from_bytes(message.store_host, physical),
+                )
+            )
+            position += size
+        self._write_sizes_last(mapped, blob, record_starts)
+        mapped.store_timestamp = timestamp
+        self.topic_queue_table.update(pending_offsets)
         return results
 
     def append_encoded(

@@ -36,6 +36,9 @@ class StoreConfig:
     max_topic_length: int = 127
     max_delay_level_message: str = DEFAULT_DELAY_LEVELS
     message_delay_level: str = DEFAULT_DELAY_LEVELS
+    # LMQ multi-dispatch (format.multi_dispatch): INNER_MULTI_DISPATCH names more queues.
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
     # Index.
     message_index_enable: bool = True
     max_msgs_num_batch: int = 64

@@ -256,6 +256,21 @@ class MessagePreparer:
             self._topics[topic] = encoded
         return encoded
 
+    def rewrite_delay(self, message: Message, *, delay: bool = True) -> Message:
+        """``message`` as stored: a NOT or COMMIT message with a DELAY level goes to
+        SCHEDULE_TOPIC_XXXX (``apply_delay_rewrite``), unless ``delay`` is False; anything
+        else (a DELAY that is no number included: ``prepare`` refuses it) unchanged."""
+        level = delay_level(message.properties)
+        if (
+            delay
+            and level
+            and level > 0
+            and sysflag.transaction_type(message.sys_flag)
+            in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT_TYPE)
+        ):
+            return apply_delay_rewrite(message, self.max_delay_level)
+        return message
+
     def prepare(
         self,
         message: Message,
@@ -279,16 +294,8 @@ class MessagePreparer:
         transaction = sysflag.transaction_type(message.sys_flag)
         if in_batch and (transaction != sysflag.TRANSACTION_NOT_TYPE or level > 0):
             return PutStatus.MESSAGE_ILLEGAL
-        if (
-            delay
-            and level > 0
-            and transaction
-            in (
-                sysflag.TRANSACTION_NOT_TYPE,
-                sysflag.TRANSACTION_COMMIT_TYPE,
-            )
-        ):
-            message = apply_delay_rewrite(message, self.max_delay_level)
+        if delay:
+            message = self.rewrite_delay(message)
         body = bytes(message.body)
         if len(body) > self.config.max_message_size:
             return PutStatus.MESSAGE_ILLEGAL

@@ -51,6 +51,8 @@ STORE_KEYS = {
     "flushConsumeQueueThoroughInterval": "flush_consume_queue_thorough_interval",
     "syncFlushTimeout": "sync_flush_timeout",
     "checkCRCOnRecover": "check_crc_on_recover",
+    "enableLmq": "enable_lmq",
+    "enableMultiDispatch": "enable_multi_dispatch",
     "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_on_message_in_memory",
     "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",
     "maxTransferBytesOnMessageInDisk": "max_transfer_bytes_on_message_in_disk",

@@ -18,7 +18,10 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-from rocketstore.commitlog import CommitLog, EncodedBatch, PreparedMessage
+import numpy as np
+import numpy.typing as npt
+
+from rocketstore.commitlog import Appended, CommitLog, EncodedBatch, PreparedMessage
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.crashpoints import (
@@ -39,9 +42,17 @@ from rocketstore.errors import (
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
 from rocketstore.format import record as rec
-from rocketstore.format.dispatch_facts import dispatch_facts
+from rocketstore.format.dispatch_facts import DispatchFacts, dispatch_facts
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
+from rocketstore.format.multi_dispatch import (
+    ExtraUnits,
+    extra_units,
+    is_multi_dispatch,
+    merge_units,
+    queue_keys,
+    wrapped_properties,
+)
 from rocketstore.format.record_scan import queue_runs
 from rocketstore.format.subscription import parse_subscription
 from rocketstore.index import IndexService, newest_geometry
@@ -338,8 +349,20 @@ class MessageStore:
                 run.data, records, run.topics, self._delay_levels_ms, index=index
             )
             offsets = records.commit_log_offsets(run.base)
+            extra: dict[tuple[str, int], ExtraUnits] = {}
+            if self.config.enable_multi_dispatch:
+                extra = self._extra_units(run)
             for unit_run in queue_runs(records, offsets, facts.tags_codes):
                 topic = run.topics.names[unit_run.topic_id]
+                if extra and (topic, unit_run.queue_id) in extra:
+                    # Units of this queue's own records and those other records name, in
+                    # CommitLog order (RocketMQ writes both as it goes, record by record).
+                    own = unit_run.row_numbers()
+                    mixed = merge_units(
+                        own, records.queue_offset[own], extra.pop((topic, unit_run.queue_id))
+                    )
+                    self._put_units(topic, unit_run.queue_id, run, offsets, facts, mixed)
+                    continue
                 if not is_queue_dir_name(topic):
                     log.warning(
                         "%s: %d record(s) from CommitLog offset %d name topic %r, which can "
@@ -361,6 +384,8 @@ class MessageStore:
                         facts.tags_codes[rows],
                         records.queue_offset[rows],
                     )
+            for (name, queue_id), units in extra.items():
+                self._put_units(name, queue_id, run, offsets, facts, units)
         except (OSError, StoreError):
             self.running_flags |= RunningFlags.WRITE_LOGICS_QUEUE_ERROR
             raise
@@ -379,6 +404,36 @@ class MessageStore:
                 self.running_flags |= RunningFlags.WRITE_INDEX_FILE_ERROR
                 raise
             self.prefaulter.wake_for_index()
+
+    def _extra_units(self, run: DispatchRun) -> dict[tuple[str, int], ExtraUnits]:
+        """The units a run's multi-dispatch records add to the queues they name."""
+        extra, problems = extra_units(run.data, run.records, enable_lmq=self.config.enable_lmq)
+        for problem in problems:
+            log.warning("%s: CommitLog offset %d + %s", self.root, run.base, problem)
+        return extra
+
+    def _put_units(
+        self,
+        topic: str,
+        queue_id: int,
+        run: DispatchRun,
+        offsets: npt.NDArray[np.int64],
+        facts: DispatchFacts,
+        units: ExtraUnits,
+    ) -> None:
+        """Write units for records ``units.rows`` of ``run`` at ``units.queue_offsets``
+        into one queue; the queue's rules drop repeats (a record naming its own queue)."""
+        if not is_queue_dir_name(topic):
+            log.warning(
+                "%s: multi-dispatch queue %r can be no queue directory: left out", self.root, topic
+            )
+            return
+        queue = self._queue(topic, queue_id, create=True)
+        assert queue is not None
+        rows = units.rows
+        queue.put_many(
+            offsets[rows], run.records.size[rows], facts.tags_codes[rows], units.queue_offsets
+        )
 
     def _queue(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
         key = (topic, queue_id)
@@ -440,6 +495,7 @@ class MessageStore:
             and self.config.flush_disk_type == "ASYNC_FLUSH"
             and not any_armed()
             and self.running_flags.writeable
+            and not self._wraps(msg)
         ):
             # The common single put in one C call: nothing to wait for after the append.
             done = self.preparer.put_one(self.commitlog, msg, store_timestamp)
@@ -501,6 +557,8 @@ class MessageStore:
         if not self.running_flags.writeable:
             reason = self.running_flags.unwriteable_reason()
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)], None
+        if self._wraps(msg):
+            return self._append_wrapped(msg, store_timestamp, store_host, delay)
         encoded = self._encode((msg,), store_host, in_batch=False)
         if encoded is not None:
             return self._append_encoded(encoded, store_timestamp)
@@ -508,6 +566,40 @@ class MessageStore:
         if isinstance(prepared, PutStatus):
             return [PutResult(prepared)], None
         return self._append([prepared], store_timestamp)
+
+    def _wraps(self, msg: Message) -> bool:
+        """A multi-dispatch message (``enable_multi_dispatch`` on and INNER_MULTI_DISPATCH
+        not blank): its record depends on offsets known only under the put lock, so it
+        takes ``_append_wrapped``, not the C encoder."""
+        return (
+            self.config.enable_multi_dispatch
+            and isinstance(msg, Message)
+            and isinstance(msg.properties, dict)
+            and is_multi_dispatch(msg.properties)
+        )
+
+    def _append_wrapped(
+        self, msg: Message, store_timestamp: int | None, store_host: str | None, delay: bool
+    ) -> tuple[list[PutResult], int | None]:
+        """``_append_one`` for a multi-dispatch message (format.multi_dispatch), after the
+        delay rewrite, as RocketMQ wraps it in doAppend."""
+        message = self.preparer.rewrite_delay(msg, delay=delay)
+        keys = queue_keys(message.properties, message.queue_id, enable_lmq=self.config.enable_lmq)
+
+        def make(offsets: list[int]) -> PreparedMessage | PutStatus:
+            wrapped = dataclasses.replace(
+                message, properties=wrapped_properties(message.properties, offsets)
+            )
+            return self.preparer.prepare(wrapped, store_host, delay=False)
+
+        try:
+            outcome = self.commitlog.append_wrapped(make, keys, store_timestamp)
+        except (OSError, StoreError) as e:
+            log.error("append failed: %s", e)
+            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED)], None
+        if isinstance(outcome, PutStatus):
+            return [PutResult(outcome)], None
+        return self._results([outcome])
 
     def _append_batch(
         self, msgs: Sequence[Message], store_timestamp: int | None, store_host: str | None
@@ -581,6 +673,11 @@ class MessageStore:
             # was written; the store stays usable for a retry once space is back.
             log.error("append failed: %s", e)
             return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in prepared], None
+        return self._results(appended)
+
+    @staticmethod
+    def _results(appended: list[Appended]) -> tuple[list[PutResult], int | None]:
+        """Put results of appended records, and the CommitLog end to make durable."""
         results = []
         end_offset: int | None = None
         for item in appended:

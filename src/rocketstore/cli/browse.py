@@ -130,6 +130,14 @@ def _charset_filter_options(command: Callable[..., None]) -> Callable[..., None]
     show_default=True,
     help="Print bodies (true|false). Example: -d false",
 )
+@click.option(
+    "-l",
+    "--lmqParentTopic",
+    "lmq_parent",
+    default=None,
+    help="The topic whose queues to go through (mqadmin routes an LMQ queue by its "
+    "parent topic): TOPIC's queues with those ids. Example: -t %LMQ%order-7 -l OrderEvents",
+)
 @click.pass_obj
 def print_msg(
     ctx: CliContext,
@@ -139,6 +147,7 @@ def print_msg(
     begin: int | None,
     end: int | None,
     print_body: bool,
+    lmq_parent: str | None,
 ) -> None:
     """Every message of TOPIC, queue by queue, as mqadmin's printMsg prints them.
 
@@ -147,9 +156,17 @@ def print_msg(
       rocketstore printMsg -t OrderEvents -s paid -b 2024-05-01#00:00:00:000 -e now -d false
     """
     with ctx.open_read_only() as store:
+        if lmq_parent is not None:
+            queue_ids = require_topic(store, lmq_parent)
+            present = set(store.topics().get(topic, []))
+        else:
+            queue_ids = require_topic(store, topic)
+            present = set(queue_ids)
         ranges = [
             (queue_id, *queue_range(store, topic, queue_id, begin, end))
-            for queue_id in require_topic(store, topic)
+            if queue_id in present
+            else (queue_id, 0, 0)  # a queue the parent has and TOPIC has not: empty
+            for queue_id in queue_ids
         ]
         total = sum(high - low for _, low, high in ranges)
         with progress(total, "printMsg", streams_stdout=True) as bar:

@@ -55,6 +55,8 @@ class RecordTable:
     queue_names: list[tuple[str, int]]
     key_offset: I64  # one row per index key: the record's offset ...
     key_hash: I64  # ... and abs(hashCode(topic#key))
+    # Units multi-dispatch records give other queues: (row, queue id) -> queue offset.
+    extra: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 @dataclass

@@ -35,6 +35,13 @@ from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import CHECKPOINT_FILE_SIZE, decode_checkpoint
 from rocketstore.format.javahash import index_key_hash_many, tags_code
+from rocketstore.format.multi_dispatch import (
+    INNER_MULTI_DISPATCH,
+    INNER_MULTI_QUEUE_OFFSET,
+    java_is_blank,
+    java_split,
+    target_queue_id,
+)
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
 from rocketstore.paths import ABORT_FILE, CHECKPOINT_FILE, CONSUME_QUEUE_DIR, SCHEDULE_TOPIC
 
@@ -42,7 +49,9 @@ BLANK_FILL_SIZE = 0x7FFFFFFF
 
 
 class _RecordCollector:
-    def __init__(self) -> None:
+    def __init__(self, *, enable_lmq: bool = True) -> None:
+        self.enable_lmq = enable_lmq
+        self.extra: dict[tuple[int, int], int] = {}
         self.offset = array("q")
         self.size = array("q")
         self.queue = array("q")
@@ -61,6 +70,8 @@ class _RecordCollector:
         if sysflag.gets_queue_entry(view.sys_flag):
             name = (view.topic, view.queue_id)
             self.queue.append(self.queue_ids.setdefault(name, len(self.queue_ids)))
+            if INNER_MULTI_QUEUE_OFFSET in properties:
+                self._add_extra(view, properties)
         else:
             self.queue.append(-1)
         self.queue_offset.append(view.queue_offset)
@@ -78,6 +89,26 @@ class _RecordCollector:
                 self._pending_keys.append(key)
             if len(self._pending_keys) >= 65536:
                 self._hash_pending()
+
+    def _add_extra(self, view: rec.RecordView, properties: dict[str, str]) -> None:
+        """The units a multi-dispatch record gives the queues it names (format.multi_dispatch)."""
+        names_text = properties.get(INNER_MULTI_DISPATCH)
+        offsets_text = properties[INNER_MULTI_QUEUE_OFFSET]
+        if java_is_blank(names_text) or java_is_blank(offsets_text) or names_text is None:
+            return
+        names, offsets = java_split(names_text), java_split(offsets_text)
+        if len(names) != len(offsets):
+            return
+        row = len(self.offset) - 1
+        for name, text in zip(names, offsets, strict=True):
+            try:
+                offset = int(text)
+            except ValueError:
+                continue
+            queue_id = target_queue_id(name, view.queue_id, enable_lmq=self.enable_lmq)
+            key = self.queue_ids.setdefault((name, queue_id), len(self.queue_ids))
+            if key != self.queue[-1]:  # naming its own queue is a repeat: no second unit
+                self.extra.setdefault((row, key), offset)
 
     def _hash_pending(self) -> None:
         if self._pending_keys:
@@ -97,6 +128,7 @@ class _RecordCollector:
             queue_names=names,
             key_offset=np.frombuffer(self.key_offset, dtype=np.int64).copy(),
             key_hash=np.frombuffer(self.key_hash, dtype=np.int64).copy(),
+            extra=self.extra,
         )
 
 
@@ -116,7 +148,11 @@ def check_store(
     rel = _relative(root)
     scan = CommitLogScan(root, check_crc=True, on_bytes=on_bytes)
     result.scan = scan
-    collector = _RecordCollector()
+    settings = config or StoreConfig()
+    # LMQ queues are queue 0 unless a broker.conf turns multi-dispatch on without LMQ.
+    collector = _RecordCollector(
+        enable_lmq=settings.enable_lmq or not settings.enable_multi_dispatch
+    )
     for record in scan.records():
         collector.add(record.buf, record.view)
     table = collector.table()
@@ -290,11 +326,18 @@ class _QueueCheck:
         offset = int(table.offset[r])
         if int(table.size[r]) != size:
             return f"size {size}, but the record at {offset} is {int(table.size[r])} bytes"
-        if int(table.queue[r]) != key:
+        extra = table.extra.get((r, key)) if table.extra else None
+        if extra is not None:
+            if extra != first + q:
+                return (
+                    f"points to the record at {offset}, whose {INNER_MULTI_QUEUE_OFFSET} gives "
+                    f"this queue offset {extra}"
+                )
+        elif int(table.queue[r]) != key:
             owner = int(table.queue[r])
             name = "no queue" if owner < 0 else "{}-{}".format(*table.queue_names[owner])
             return f"points to the record at {offset}, which belongs to {name}"
-        if int(table.queue_offset[r]) != first + q:
+        elif int(table.queue_offset[r]) != first + q:
             actual = int(table.queue_offset[r])
             return f"points to the record at {offset}, whose QUEUEOFFSET is {actual}"
         if table.check_tags[r] and int(table.tags_code[r]) != code:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from rocketstore.config import StoreConfig
 from rocketstore.errors import StoreLockedError
 from rocketstore.files.lock import DirectoryLock
+from rocketstore.format.multi_dispatch import LMQ_PREFIX
 from rocketstore.index import newest_geometry
 from rocketstore.paths import (
     COMMITLOG_DIR,
@@ -184,6 +185,28 @@ class Rebuild:
                 os.remove(current)
             os.rename(os.path.join(self.aside, name), current)
         shutil.rmtree(self.aside, ignore_errors=True)
+
+
+def multi_dispatch_problem(root: str, config: StoreConfig, *, parallel: bool) -> str | None:
+    """Why rebuilding the consume queues of ``root`` under ``config`` would lose the
+    units multi-dispatch (LMQ) records give other queues, or None."""
+    if config.enable_multi_dispatch:
+        if parallel:
+            return (
+                "the parallel engines do not write multi-dispatch (LMQ) queues: with "
+                "enableMultiDispatch use the single engine (rebuild without --engine)"
+            )
+        return None
+    base = os.path.join(root, CONSUME_QUEUE_DIR)
+    names = sorted(os.listdir(base)) if os.path.isdir(base) else []
+    lmq = [name for name in names if name.startswith(LMQ_PREFIX)]
+    if not lmq:
+        return None
+    return (
+        f"the store has multi-dispatch queues ({lmq[0]}{', ...' if len(lmq) > 1 else ''}) "
+        "that a rebuild without enableMultiDispatch would drop: give -c broker.conf with "
+        "enableMultiDispatch=true and enableLmq=true, as the broker had"
+    )
 
 
 def held_lock(root: str) -> DirectoryLock:

@@ -17,7 +17,13 @@ from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.params import java_int
 from rocketstore.cli.progress import enabled as progress_enabled
 from rocketstore.cli.progress import progress
-from rocketstore.cli.rebuild import RebuildOutcome, cut_commitlog, held_lock, rebuild
+from rocketstore.cli.rebuild import (
+    RebuildOutcome,
+    cut_commitlog,
+    held_lock,
+    multi_dispatch_problem,
+    rebuild,
+)
 from rocketstore.cli.rebuild_engines import ENGINES, run_parallel
 from rocketstore.cli.scan import CommitLogScan, ScanIssue
 from rocketstore.config import StoreConfig
@@ -166,6 +172,11 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
             return
         assert before.scan is not None
         cut, kept_crc = _cut_point(before.scan, force)
+        if cut is not None or any(p.kind != "crc" for p in before.problems):
+            # Before anything is cut: a repair rebuilds the queues.
+            problem = multi_dispatch_problem(root, ctx.config, parallel=False)
+            if problem is not None:
+                raise CliError(problem)
         if cut is not None:
             outcome = cut_commitlog(root, cut)
             removed = (
@@ -288,6 +299,11 @@ def rebuild_command(
             "--skip-corrupt needs --engine local or spark", param_hint="--skip-corrupt"
         )
     root = ctx.require_store_dir()
+    problem = (
+        multi_dispatch_problem(root, ctx.config, parallel=engine != "single") if queues else None
+    )
+    if problem is not None:
+        raise CliError(problem)
     if engine != "single":
         report = run_parallel(
             ctx,

@@ -10,6 +10,8 @@
  *        GoldenHarness crash  <storeDir> <manifest.json>   (prints READY, then waits for kill -9)
  *        GoldenHarness recover <storeDir> <manifest.json>  (reopens a crashed store, no puts)
  *        GoldenHarness list <storeDir> <listing.txt>       (every message of every queue)
+ *        GoldenHarness lmq <storeDir> <manifest.json>      (enableLmq + enableMultiDispatch:
+ *                                                          INNER_MULTI_DISPATCH workload)
  */
 
 import java.io.File;
@@ -35,11 +37,13 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageExtBatch;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
 import org.apache.rocketmq.store.AppendMessageResult;
+import org.apache.rocketmq.store.ConsumeQueue;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.GetMessageResult;
 import org.apache.rocketmq.store.MessageExtBrokerInner;
 import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.QueryMessageResult;
+import org.apache.rocketmq.store.SelectMappedBufferResult;
 import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 import org.apache.rocketmq.store.stats.BrokerStatsManager;
@@ -57,6 +61,11 @@ public final class GoldenHarness {
     private final List<String> messages = new ArrayList<>();
     private final List<String> gets = new ArrayList<>();
     private final List<String> queries = new ArrayList<>();
+    /** (commitLogOffset, size) of each entry of messages. */
+    private final List<long[]> records = new ArrayList<>();
+    /** Manifest sections only the lmq mode writes (empty otherwise). */
+    private final StringBuilder extraSections = new StringBuilder();
+    private boolean lmqConfig;
     private int seq;
 
     private GoldenHarness(DefaultMessageStore store) {
@@ -86,6 +95,10 @@ public final class GoldenHarness {
         config.setMaxHashSlotNum(INDEX_SLOTS);
         config.setMaxIndexNum(INDEX_ENTRIES);
         config.setFlushDiskType(FlushDiskType.ASYNC_FLUSH);
+        if (mode.equals("lmq")) {
+            config.setEnableLmq(true);
+            config.setEnableMultiDispatch(true);
+        }
         DefaultMessageStore store = new DefaultMessageStore(
             config, new BrokerStatsManager("GoldenCluster", true), null, new BrokerConfig());
         if (!store.load()) {
@@ -93,6 +106,15 @@ public final class GoldenHarness {
         }
         store.start();
         GoldenHarness h = new GoldenHarness(store);
+        if (mode.equals("lmq")) {
+            h.lmqWorkload();
+            h.waitDispatched();
+            h.lmqReadBack(root);
+            store.shutdown();
+            h.writeManifest(manifest, mode, true);
+            System.out.println("DONE");
+            return;
+        }
         if (mode.equals("list")) {
             // Reads any store (e.g. one rocketstore wrote): every queue, every message.
             h.waitDispatched();
@@ -290,6 +312,13 @@ public final class GoldenHarness {
     private long put(String topic, int queueId, byte[] body, Map<String, String> props, int flag,
         int sysFlag, int reconsumeTimes, String bornHost, String storeHost, long preparedOffset)
         throws Exception {
+        return putText(topic, queueId, body, propertiesString(props), props.get("TAGS"), flag,
+            sysFlag, reconsumeTimes, bornHost, storeHost, preparedOffset);
+    }
+
+    private long putText(String topic, int queueId, byte[] body, String propsText, String tags,
+        int flag, int sysFlag, int reconsumeTimes, String bornHost, String storeHost,
+        long preparedOffset) throws Exception {
         MessageExtBrokerInner msg = new MessageExtBrokerInner();
         msg.setTopic(topic);
         msg.setQueueId(queueId);
@@ -297,10 +326,9 @@ public final class GoldenHarness {
         msg.setFlag(flag);
         // As a broker does: the properties string travels as sent, the map is decoded from
         // it (a HashMap, whose order RocketMQ uses when it re-serialises, e.g. for DELAY).
-        String propsText = propertiesString(props);
         msg.setPropertiesString(propsText);
         MessageAccessor.setProperties(msg, MessageDecoder.string2messageProperties(propsText));
-        msg.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(props.get("TAGS")));
+        msg.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(tags));
         msg.setSysFlag(sysFlag);
         long born = BORN_BASE + 1000L * seq++;
         msg.setBornTimestamp(born);
@@ -317,12 +345,19 @@ public final class GoldenHarness {
             reconsumeTimes, born, bornHost, storeHost, preparedOffset, r.getWroteOffset(),
             r.getLogicsOffset(), r.getMsgId(), r.getStoreTimestamp(), r.getWroteBytes(),
             result.getPutMessageStatus().name()));
+        records.add(new long[] {r.getWroteOffset(), r.getWroteBytes()});
         // Index file names are creation times in ms: keep two rollovers apart.
         Thread.sleep(2);
         return r.getWroteOffset();
     }
 
     private void batch(String topic, int queueId, int count, int i) throws Exception {
+        batch(topic, queueId, count, i, null);
+    }
+
+    /** batchProps: properties of the MessageExtBatch itself (null: none, as a 4.9.8 broker). */
+    private void batch(String topic, int queueId, int count, int i, String batchProps)
+        throws Exception {
         List<Message> list = new ArrayList<>();
         List<String> texts = new ArrayList<>();
         for (int k = 0; k < count; k++) {
@@ -340,6 +375,10 @@ public final class GoldenHarness {
         batch.setBornTimestamp(born);
         batch.setBornHost(address("127.0.0.1:40100"));
         batch.setStoreHost(address(STORE_HOST));
+        if (batchProps != null) {
+            // The encoder serialises this map (a HashMap) after each message's own properties.
+            MessageAccessor.setProperties(batch, MessageDecoder.string2messageProperties(batchProps));
+        }
         PutMessageResult result = store.putMessages(batch);
         if (!result.isOk()) {
             throw new IllegalStateException("batch put failed: " + result);
@@ -350,13 +389,302 @@ public final class GoldenHarness {
         for (int k = 0; k < count; k++) {
             MessageExt stored = store.lookMessageByOffset(offset);
             int size = stored.getStoreSize();
-            messages.add(messageJson("batch", k, topic, queueId, list.get(k).getBody(), texts.get(k),
+            String json = messageJson("batch", k, topic, queueId, list.get(k).getBody(), texts.get(k),
                 list.get(k).getFlag(), 0, 0, born, "127.0.0.1:40100", STORE_HOST, 0L, offset,
                 r.getLogicsOffset() + k, ids[k], r.getStoreTimestamp(), size,
-                result.getPutMessageStatus().name()));
+                result.getPutMessageStatus().name());
+            if (batchProps != null) {
+                json = withField(json, "batchProperties", str(batchProps));
+            }
+            messages.add(json);
+            records.add(new long[] {offset, size});
             offset += size;
         }
         Thread.sleep(2);
+    }
+
+    // --- the lmq workload (mode "lmq": enableLmq and enableMultiDispatch) ------------------
+
+    /** Insertion orders of the properties given to the store (and of the string sent):
+     * UNIQ_KEY and INNER_MULTI_DISPATCH share a bucket of a 16-slot HashMap, as do WAIT,
+     * DELAY and PGROUP, so the order RocketMQ re-serialises them in depends on it. */
+    private static final String[][] LMQ_ORDERS = {
+        {"TAGS", "KEYS", "UNIQ_KEY", "WAIT", "INNER_MULTI_DISPATCH"},
+        {"INNER_MULTI_DISPATCH", "WAIT", "UNIQ_KEY", "KEYS", "TAGS"},
+        {"UNIQ_KEY", "INNER_MULTI_DISPATCH", "TAGS", "WAIT", "KEYS"},
+        {"WAIT", "TAGS", "INNER_MULTI_DISPATCH", "KEYS", "UNIQ_KEY"},
+    };
+
+    /** dispatch null: no INNER_MULTI_DISPATCH at all; "" or " ": the property, blank. */
+    private static Map<String, String> lmqProps(int order, int i, String dispatch, boolean wait) {
+        Map<String, String> values = new LinkedHashMap<>();
+        values.put("TAGS", "TagL" + (i % 5));
+        values.put("KEYS", "lmq-" + i + " lshared-" + (i % 7));
+        values.put("UNIQ_KEY", uniqKey(30_000 + i));
+        if (wait) {
+            values.put("WAIT", "true");
+        }
+        if (dispatch != null) {
+            values.put("INNER_MULTI_DISPATCH", dispatch);
+        }
+        Map<String, String> props = new LinkedHashMap<>();
+        for (String name : LMQ_ORDERS[order % LMQ_ORDERS.length]) {
+            if (values.containsKey(name)) {
+                props.put(name, values.get(name));
+            }
+        }
+        return props;
+    }
+
+    private long lmqPut(int queueId, int i, Map<String, String> props) throws Exception {
+        return put("TopicL", queueId, body(i, 40 + (i * 53) % 500), props, 0, 0, 0,
+            "127.0.0.1:" + (41_000 + i % 1000), STORE_HOST, 0L);
+    }
+
+    private void lmqWorkload() throws Exception {
+        lmqConfig = true;
+        long preparedOffset = 0;
+        int preparedSize = 0;
+        for (int i = 0; i < 150; i++) {
+            int q = i % 4;
+            // The common case: two LMQs, WAIT=true, the four insertion orders in turn.
+            lmqPut(q, i, lmqProps(i, i, "%LMQ%a,%LMQ%b", true));
+            if (i % 10 == 3) { // a plain TopicL message in between: no INNER_MULTI_DISPATCH
+                lmqPut(q, 1000 + i, lmqProps(i + 1, 1000 + i, null, true));
+            }
+            if (i % 15 == 7) { // one LMQ only
+                lmqPut(q, 2000 + i, lmqProps(i + 1, 2000 + i, "%LMQ%a", true));
+            }
+            if (i % 15 == 11) { // three LMQs, the new one first
+                lmqPut(q, 3000 + i, lmqProps(i + 2, 3000 + i, "%LMQ%c,%LMQ%a,%LMQ%b", true));
+            }
+            if (i % 20 == 13) { // a non-LMQ name: the message's own queue id (1)
+                lmqPut(q, 4000 + i, lmqProps(i + 3, 4000 + i, "PlainQ,%LMQ%a", true));
+            }
+            if (i % 20 == 6) { // a non-LMQ name second (queue 2)
+                lmqPut(q, 5000 + i, lmqProps(i, 5000 + i, "%LMQ%b,PlainQ", true));
+            }
+            switch (i) {
+                case 40: // the property present but blank: StringUtils.isBlank, not dispatched
+                    lmqPut(q, 6000, lmqProps(0, 6000, "", true));
+                    lmqPut(q, 6001, lmqProps(1, 6001, " ", true));
+                    break;
+                case 50: // no WAIT to remove
+                    lmqPut(q, 6002, lmqProps(2, 6002, "%LMQ%a,%LMQ%b", false));
+                    lmqPut(q, 6003, lmqProps(1, 6003, "%LMQ%a,%LMQ%b", false));
+                    break;
+                case 60: { // 11 and 12 properties given: INNER_MULTI_QUEUE_OFFSET is the 12th
+                    // (16 slots) or the 13th (the HashMap resizes to 32 slots before the re-
+                    // serialisation); u1 and u19 share the slot of UNIQ_KEY and INNER_MULTI_DISPATCH.
+                    for (int extra = 0; extra < 2; extra++) {
+                        Map<String, String> p = new LinkedHashMap<>();
+                        p.put("u19", "v19");
+                        p.putAll(lmqProps(3, 6004 + extra, "%LMQ%a,%LMQ%b", true));
+                        p.put("u1", "v1");
+                        p.put("u2", "v2");
+                        p.put("u18", "v18");
+                        p.put("u3", "v3");
+                        p.put("u4", "v4");
+                        if (extra == 1) {
+                            p.put("u5", "v5");
+                        }
+                        lmqPut(q, 6004 + extra, p);
+                    }
+                    break;
+                }
+                case 70: { // a half message: wrapped, but the LMQ offsets do not advance
+                    Map<String, String> p = lmqProps(0, 6010, "%LMQ%a,%LMQ%b", true);
+                    p.put("TRAN_MSG", "true");
+                    p.put("PGROUP", "TxGroupL");
+                    preparedOffset = put("TopicL", 0, body(6010, 90), p, 0,
+                        MessageSysFlag.TRANSACTION_PREPARED_TYPE, 0, "127.0.0.1:42006", STORE_HOST, 0L);
+                    preparedSize = (int) records.get(records.size() - 1)[1];
+                    break;
+                }
+                case 72: { // its commit, as a broker writes it: the half's stored properties
+                    String half = storedRecord(preparedOffset, preparedSize)[3];
+                    putText("TopicL", 0, body(6010, 90), half,
+                        MessageDecoder.string2messageProperties(half).get("TAGS"), 0,
+                        MessageSysFlag.TRANSACTION_COMMIT_TYPE, 0, "127.0.0.1:42006", STORE_HOST,
+                        preparedOffset);
+                    break;
+                }
+                case 80: // a batch whose own properties carry INNER_MULTI_DISPATCH
+                    batch("TopicL", 2, 3, 7000,
+                        "INNER_MULTI_DISPATCH\u0001%LMQ%a,%LMQ%b\u0002WAIT\u0001true");
+                    break;
+                case 90: // a direct put to PlainQ queue 2: the same offset counter as the dispatch
+                    put("PlainQ", 2, body(6020, 70), lmqProps(0, 6020, null, true), 0, 0, 0,
+                        "127.0.0.1:42007", STORE_HOST, 0L);
+                    break;
+                case 146: { // delayed: rewritten to SCHEDULE_TOPIC_XXXX queue 1, then wrapped
+                    Map<String, String> p = lmqProps(1, 6030, "%LMQ%a,PlainQ", true);
+                    p.put("DELAY", "2");
+                    lmqPut(3, 6030, p);
+                    break;
+                }
+                default:
+                    break;
+            }
+        }
+    }
+
+    /** A record as stored, read through the store: topic, queueId, queueOffset, properties. */
+    private String[] storedRecord(long offset, long size) {
+        SelectMappedBufferResult sbr = store.selectOneMessageByOffset(offset, (int) size);
+        try {
+            ByteBuffer b = sbr.getByteBuffer();
+            int pos = b.position();
+            int queueId = b.getInt(pos + 12);
+            long queueOffset = b.getLong(pos + 20);
+            int sysFlag = b.getInt(pos + 36);
+            int bornLen = (sysFlag & MessageSysFlag.BORNHOST_V6_FLAG) == 0 ? 8 : 20;
+            int storeLen = (sysFlag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG) == 0 ? 8 : 20;
+            int p = pos + 40 + 8 + bornLen + 8 + storeLen + 4 + 8;
+            p += 4 + b.getInt(p);
+            int topicLen = b.get(p) & 0xff;
+            byte[] topic = new byte[topicLen];
+            for (int k = 0; k < topicLen; k++) {
+                topic[k] = b.get(p + 1 + k);
+            }
+            p += 1 + topicLen;
+            int propsLen = b.getShort(p) & 0xffff;
+            byte[] props = new byte[propsLen];
+            for (int k = 0; k < propsLen; k++) {
+                props[k] = b.get(p + 2 + k);
+            }
+            return new String[] {new String(topic, StandardCharsets.UTF_8), String.valueOf(queueId),
+                String.valueOf(queueOffset), new String(props, StandardCharsets.UTF_8)};
+        } finally {
+            sbr.release();
+        }
+    }
+
+    private static String withField(String json, String name, String value) {
+        return json.substring(0, json.length() - 1) + ",\"" + name + "\":" + value + "}";
+    }
+
+    private void lmqReadBack(String root) throws Exception {
+        // Every record is the harness's: nothing else (e.g. a delivered delayed message) was
+        // appended.
+        long[] last = records.get(records.size() - 1);
+        if (store.getMaxPhyOffset() != last[0] + last[1]) {
+            throw new IllegalStateException("CommitLog ends at " + store.getMaxPhyOffset()
+                + ", the last record put at " + (last[0] + last[1]));
+        }
+        for (int k = 0; k < messages.size(); k++) {
+            String[] r = storedRecord(records.get(k)[0], records.get(k)[1]);
+            messages.set(k, withField(withField(withField(withField(messages.get(k),
+                "storedTopic", str(r[0])), "storedQueueId", r[1]), "storedQueueOffset", r[2]),
+                "storedProperties", str(r[3])));
+        }
+        // Every consume queue directory, its units in order, read through ConsumeQueue.
+        List<String> cqs = new ArrayList<>();
+        File[] topics = new File(root, "consumequeue").listFiles();
+        java.util.Arrays.sort(topics);
+        for (File topicDir : topics) {
+            File[] queueDirs = topicDir.listFiles();
+            java.util.Arrays.sort(queueDirs);
+            for (File queueDir : queueDirs) {
+                String topic = topicDir.getName();
+                int queueId = Integer.parseInt(queueDir.getName());
+                ConsumeQueue cq = store.getConsumeQueue(topic, queueId);
+                long min = cq.getMinOffsetInQueue();
+                long max = cq.getMaxOffsetInQueue();
+                List<String> units = new ArrayList<>();
+                long index = min;
+                while (index < max) {
+                    SelectMappedBufferResult sbr = cq.getIndexBuffer(index);
+                    if (sbr == null) {
+                        throw new IllegalStateException("no unit " + index + " in " + topic + "/" + queueId);
+                    }
+                    try {
+                        ByteBuffer b = sbr.getByteBuffer();
+                        while (b.remaining() >= 20 && index < max) {
+                            long off = b.getLong();
+                            int size = b.getInt();
+                            long tags = b.getLong();
+                            units.add("[" + off + "," + size + "," + tags + "]");
+                            index++;
+                        }
+                    } finally {
+                        sbr.release();
+                    }
+                }
+                cqs.add("{\"topic\":" + str(topic) + ",\"queueId\":" + queueId + ",\"minOffset\":"
+                    + min + ",\"maxOffset\":" + max + ",\"units\":[" + String.join(",", units) + "]}");
+            }
+        }
+        extraSections.append(",\n\"consumeQueues\": [\n").append(String.join(",\n", cqs)).append("\n]");
+        // The CommitLog's next-offset tables as the puts left them.
+        extraSections.append(",\n\"topicQueueTable\": ")
+            .append(tableJson(store.getCommitLog().getTopicQueueTable()));
+        extraSections.append(",\n\"lmqTopicQueueTable\": ")
+            .append(tableJson(store.getCommitLog().getLmqTopicQueueTable()));
+        String[][] queues = {
+            {"%LMQ%a", "0"}, {"%LMQ%b", "0"}, {"%LMQ%c", "0"}, {"%LMQ%a", "1"}, {"PlainQ", "1"},
+            {"PlainQ", "2"}, {"PlainQ", "3"}, {"TopicL", "0"}, {"TopicL", "2"},
+            {"SCHEDULE_TOPIC_XXXX", "1"},
+        };
+        for (String[] q : queues) {
+            for (long offset : new long[] {0, 3, 31, 32, 150, 10_000}) {
+                gets.add(getJson(q[0], Integer.parseInt(q[1]), offset, 4));
+            }
+        }
+        // %LMQ%a queue 0 from offset 0 to its end, 32 at a time.
+        long offset = 0;
+        for (int n = 0; n < 100; n++) {
+            String json = getJson("%LMQ%a", 0, offset, 32);
+            gets.add(json);
+            GetMessageResult g = store.getMessage("GoldenGroup", "%LMQ%a", 0, offset, 32, null);
+            long next = g.getNextBeginOffset();
+            long max = g.getMaxOffset();
+            g.release();
+            if (next >= max || next == offset) {
+                break;
+            }
+            offset = next;
+        }
+        String[][] keys = {
+            {"TopicL", "lshared-3"}, {"TopicL", "lmq-7"}, {"TopicL", uniqKey(30_005)},
+            {"TopicL", "lmq-6010"}, {"TopicL", "batch-7000-1"}, {"%LMQ%a", "lmq-7"},
+            {"PlainQ", "lmq-6020"}, {"SCHEDULE_TOPIC_XXXX", "lmq-6030"}, {"TopicL", "lmq-6030"},
+        };
+        for (String[] k : keys) {
+            QueryMessageResult r = store.queryMessage(k[0], k[1], 32, 0, Long.MAX_VALUE);
+            List<Long> offsets = new ArrayList<>();
+            for (ByteBuffer b : r.getMessageBufferList()) {
+                offsets.add(b.getLong(b.position() + 28));
+            }
+            queries.add("{\"topic\":" + str(k[0]) + ",\"key\":" + str(k[1])
+                + ",\"maxCount\":32,\"commitLogOffsets\":" + offsets + "}");
+            r.release();
+        }
+    }
+
+    private String getJson(String topic, int queueId, long offset, int maxCount) {
+        GetMessageResult g = store.getMessage("GoldenGroup", topic, queueId, offset, maxCount, null);
+        List<Long> offsets = new ArrayList<>();
+        if (g.getMessageBufferList() != null) {
+            for (ByteBuffer b : g.getMessageBufferList()) {
+                offsets.add(b.getLong(b.position() + 28));
+            }
+        }
+        String json = "{\"topic\":" + str(topic) + ",\"queueId\":" + queueId + ",\"queueOffset\":"
+            + offset + ",\"maxCount\":" + maxCount + ",\"status\":" + str(g.getStatus().name())
+            + ",\"nextBeginOffset\":" + g.getNextBeginOffset() + ",\"minOffset\":"
+            + g.getMinOffset() + ",\"maxOffset\":" + g.getMaxOffset()
+            + ",\"commitLogOffsets\":" + offsets + "}";
+        g.release();
+        return json;
+    }
+
+    private static String tableJson(Map<String, Long> table) {
+        List<String> entries = new ArrayList<>();
+        for (Map.Entry<String, Long> e : new java.util.TreeMap<>(table).entrySet()) {
+            entries.add(str(e.getKey()) + ": " + e.getValue());
+        }
+        return "{" + String.join(", ", entries) + "}";
     }
 
     // --- reads recorded for the tests -----------------------------------------------------
@@ -490,10 +818,15 @@ public final class GoldenHarness {
         sb.append(", \"mappedFileSizeConsumeQueue\": ").append(CQ_UNITS * 20);
         sb.append(", \"maxHashSlotNum\": ").append(INDEX_SLOTS);
         sb.append(", \"maxIndexNum\": ").append(INDEX_ENTRIES);
-        sb.append(", \"storeHost\": ").append(str(STORE_HOST)).append("}");
+        sb.append(", \"storeHost\": ").append(str(STORE_HOST));
+        if (lmqConfig) {
+            sb.append(", \"enableLmq\": true, \"enableMultiDispatch\": true");
+        }
+        sb.append("}");
         sb.append(",\n\"messages\": [\n").append(String.join(",\n", messages)).append("\n]");
         sb.append(",\n\"getMessage\": [\n").append(String.join(",\n", gets)).append("\n]");
         sb.append(",\n\"queryMessage\": [\n").append(String.join(",\n", queries)).append("\n]");
+        sb.append(extraSections);
         sb.append("\n}\n");
         try (Writer w = new OutputStreamWriter(new FileOutputStream(path), StandardCharsets.UTF_8)) {
             w.write(sb.toString());

@@ -28,6 +28,7 @@ from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message
+from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.paths import RETRY_PREFIX
 from rocketstore.put_path import PutResult
 from rocketstore.status import PutStatus
@@ -215,8 +216,11 @@ async def send_message(
     properties = props.decode_properties_str(header.properties)
     properties[props.CLUSTER] = ctx.cluster_name
     peak = len(properties)
-    # WAIT=true only asks the broker to answer after storing; RocketMQ does not store it.
-    properties.pop(props.WAIT, None)
+    if not (ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)):
+        # WAIT=true only asks the broker to answer after storing; RocketMQ does not store
+        # it. A multi-dispatch message keeps it in its map: the store's wrap adds the
+        # queue offsets to that map (WAIT counts in its size) and leaves WAIT out.
+        properties.pop(props.WAIT, None)
     sys_flag = header.sys_flag
     if config.topic_filter_type == MULTI_TAG:
         sys_flag |= sysflag.MULTI_TAGS_FLAG
