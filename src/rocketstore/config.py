@@ -128,8 +128,9 @@ class StoreConfig:
         if self.index_file_size > JAVA_INT_MAX:
             # RocketMQ computes the size as a Java int and cannot make such a file.
             raise ConfigError(
-                f"an index file of max_hash_slot_num={self.max_hash_slot_num} and "
-                f"max_index_num={self.max_index_num} would be {self.index_file_size} bytes "
+                f"an index file of max_hash_slot_num (maxHashSlotNum) {self.max_hash_slot_num} "
+                f"and max_index_num (maxIndexNum) {self.max_index_num} would be "
+                f"{self.index_file_size} bytes "
                 f"(40 + 4 * slots + 20 * entries), more than the {JAVA_INT_MAX} a Java int "
                 "holds"
             )

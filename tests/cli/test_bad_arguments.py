@@ -279,3 +279,77 @@ def test_send_message_refuses_to_cut_records_after_damage(store: Path, cli: Cli)
     forced = cli("--store", store, "check", "--repair", "--force")
     assert forced.code == 0, forced.err
     assert cli("--store", store, "sendMessage", "-t", "Payments", "-p", "x").code == 0
+
+
+def test_rebuild_and_repair_refuse_to_cut_readable_records(store: Path, cli: Cli) -> None:
+    """A damaged magic with readable records after it in the same file: rebuild and
+    repair (without --force) refuse instead of cutting them; nothing is changed."""
+    scanned = cli("--store", store, "--json", "dump").json_lines()
+    offset = scanned[len(scanned) - 40]["commitLogOffset"]
+    flip_byte(commitlog_file(store, offset), offset % (64 * 1024) + 5)  # the magic
+    before = {p.name: p.read_bytes() for p in (store / "commitlog").iterdir()}
+    queues = sorted(p.name for p in (store / "consumequeue").iterdir())
+    run = cli("--store", store, "rebuild")
+    assert run.code == 1
+    assert f"corrupt CommitLog data at offset {offset} (unreadable record" in run.err
+    assert "is followed by readable records; a rebuild would cut them" in run.err
+    repair = cli("--store", store, "check", "--repair")
+    assert repair.code == 1
+    assert "followed by readable records; repair would lose them" in repair.err
+    assert {p.name: p.read_bytes() for p in (store / "commitlog").iterdir()} == before
+    assert sorted(p.name for p in (store / "consumequeue").iterdir()) == queues
+
+
+def test_send_message_refuses_system_topics_and_separators(store: Path, cli: Cli) -> None:
+    for topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"):
+        run = cli("--store", store, "sendMessage", "-t", topic, "-p", "x")
+        assert run.err == f"rocketstore: error: Sending message to topic[{topic}] is forbidden.\n"
+    bad_key = cli("--store", store, "sendMessage", "-t", "T", "-p", "x", "-k", "k\x02KEYS\x01z")
+    assert bad_key.code == 1 and "holds a control character 0x01 or 0x02" in bad_key.err
+    none_chosen = cli("--store", store, "--json", "sendMessage", "-t", "T", "-p", "x", "-i", "-1")
+    assert none_chosen.code == 0, none_chosen.err
+    assert none_chosen.json_lines()[0]["queueId"] == 0
+    assert cli("--store", store, "sendMessage", "-t", "T", "-p", "x", "-i", "-2").code == 2
+
+
+def _serve(store: Path, *extra: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "--store", str(store), "serve", "--listen", "127.0.0.1:0",
+         "--namesrv-listen", "127.0.0.1:0", *map(str, extra)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_serve_refuses_bad_options_before_opening_the_store(store: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "acl.yml"
+    os.mkfifo(fifo)
+    acl = _serve(store, "--acl", fifo)
+    assert acl.returncode == 1
+    assert f"ACL file {fifo} is not a regular file" in acl.stderr
+    assert not (store / "abort").exists()  # the store was never opened
+    port = _serve(store, "--listen", "127.0.0.1:70000")
+    assert port.returncode == 1 and "port 70000 is past 65535" in port.stderr
+    persist = _serve(store, "--offset-persist-ms", "1" + "0" * 40)
+    assert persist.returncode == 2 and "--offset-persist-ms" in persist.stderr
+    empty = _serve(store, "--store", "")
+    assert empty.returncode == 2 and "must name a directory" in empty.stderr
+
+
+def test_a_lost_page_before_records_is_not_cut_silently(store: Path, cli: Cli) -> None:
+    """Zeros (a page that never reached the disk) with whole records after them in the
+    same file: writers and repair refuse; `check --repair --force` cuts."""
+    scanned = cli("--store", store, "--json", "dump").json_lines()
+    offset = scanned[len(scanned) - 30]["commitLogOffset"]
+    path = commitlog_file(store, offset)
+    data = bytearray(path.read_bytes())
+    at = offset % (64 * 1024)
+    data[at : at + 600] = bytes(600)
+    path.write_bytes(bytes(data))
+    send = cli("--store", store, "sendMessage", "-t", "T", "-p", "x")
+    assert send.code == 1
+    assert f"damaged at offset {offset} (zeros where the data should go on)" in send.err
+    repair = cli("--store", store, "check", "--repair")
+    assert repair.code == 1 and "repair would lose them" in repair.err
+    forced = cli("--store", store, "check", "--repair", "--force")
+    assert forced.code == 0, forced.err
+    assert cli("--store", store, "sendMessage", "-t", "T", "-p", "x").code == 0

@@ -3,6 +3,8 @@ Python's bytes-to-bytes codecs nor the text codecs that fail on arbitrary bytes.
 
 from __future__ import annotations
 
+import codecs
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,8 +16,20 @@ PRINTABLE = ["UTF-8", "GBK", "GB2312", "ISO-8859-1", "US-ASCII", "UTF-16", "UTF-
 
 
 @pytest.mark.parametrize("name", PRINTABLE)
-def test_java_charset_names_are_taken_as_given(name: str) -> None:
-    assert check_charset(name) == name
+def test_java_charset_names_python_knows(name: str) -> None:
+    assert codecs.lookup(check_charset(name)).name == codecs.lookup(name).name
+
+
+@pytest.mark.parametrize(
+    ("name", "codec"),
+    [("windows-31j", "cp932"), ("MS932", "cp932"), ("windows-936", "gbk"),
+     ("x-EUC-CN", "gb2312"), ("x-windows-949", "cp949"), ("8859_1", "iso8859-1"),
+     ("ISO8859_15", "iso8859-15"), ("IBM01140", "cp1140"), ("IBM037", "cp037"),
+     ("UnicodeLittle", "utf-16"), ("UnicodeBigUnmarked", "utf-16-be"),
+     ("x-UTF-16LE-BOM", "utf-16"), ("Big5-HKSCS", "big5hkscs")],
+)  # fmt: skip
+def test_java_names_python_spells_otherwise(name: str, codec: str) -> None:
+    assert codecs.lookup(check_charset(name)).name == codecs.lookup(codec).name
 
 
 @pytest.mark.parametrize(
@@ -23,6 +37,8 @@ def test_java_charset_names_are_taken_as_given(name: str) -> None:
     [
         ("nonexistent", "unknown charset"),
         ("", "unknown charset"),
+        ("a\x00b", "unknown charset"),
+        ("CESU-8", "unknown charset"),
         ("hex", "not a charset"),
         ("base64", "not a charset"),
         ("zlib", "not a charset"),

@@ -38,7 +38,17 @@ def test_local_time_zone_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["yesterday", "2023-11-14 22:13:20", "2023-13-01#00:00:00:000", ""]
+    "text",
+    [
+        "yesterday",
+        "2023-11-14 22:13:20",
+        "2023-13-01#00:00:00:000",
+        "",
+        "--5",
+        "\u00b2",
+        "1-2",
+        "0001-01-01#00:00:00:000",
+    ],
 )
 def test_bad_times_say_why(text: str) -> None:
     with pytest.raises(ValueError, match=repr(text)):

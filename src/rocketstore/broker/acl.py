@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rocketstore.errors import ConfigError
+from rocketstore.files.regular_file import open_regular_file
 
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
@@ -106,8 +107,8 @@ class AclConfig:
         RocketMQ's ``plain_acl.yml`` (its ``accounts`` list; other keys are ignored)."""
         name = os.fspath(path)
         try:
-            with open(name, encoding="utf-8") as f:
-                text = f.read()
+            with open_regular_file(name, "ACL file") as f:
+                text = f.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"ACL file {name}: cannot read it: {e}") from e
         if text.lstrip().startswith("{"):

@@ -124,6 +124,8 @@ class BrokerApp:
     async def start(self) -> None:
         opts = self.options
         opts.broker.validate()
+        # Before the store is opened: a bad ACL file must not leave an opened store behind.
+        acl = AclConfig.load(opts.acl_file) if opts.acl_file else None
         sock, bound = _bind(opts.listen)
         try:
             self.address = self._advertised(bound)
@@ -146,7 +148,6 @@ class BrokerApp:
             trace_topic_enable=b.trace_topic_enable,
             trace_topic_name=b.msg_trace_topic_name,
         )
-        acl = AclConfig.load(opts.acl_file) if opts.acl_file else None
         ctx = BrokerContext(
             store=store,
             topics=topics,

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.atomic import write_atomic
+from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CONFIG_DIR
 
 log = logging.getLogger(__name__)
@@ -70,9 +71,14 @@ class BrokerConfig:
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
         for name in ("flush_consumer_offset_interval_ms", "flush_delay_offset_interval_ms"):
             value = getattr(self, name)
-            # A period RocketMQ's scheduleAtFixedRate refuses (the broker would not start).
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            # A period RocketMQ's scheduleAtFixedRate refuses (the broker would not start);
+            # the setting is a Java int.
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 < value <= JAVA_INT_MAX
+            ):
+                raise ConfigError(f"{name} must be 1..{JAVA_INT_MAX} (ms), got {value!r}")
         if not isinstance(self.default_topic_queue_nums, int) or not (
             1 <= self.default_topic_queue_nums <= 1024
         ):

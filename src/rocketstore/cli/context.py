@@ -13,7 +13,6 @@ import ipaddress
 import json
 import os
 import socket
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -22,6 +21,7 @@ import click
 
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
+from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
 from rocketstore.paths import COMMITLOG_DIR
 from rocketstore.settings_file import parse_java_properties, store_config_from_settings
 from rocketstore.store import MessageStore
@@ -65,24 +65,14 @@ def through_namesrv(what: str, namesrv: str) -> Iterator[None]:
 
 
 def open_regular_file(path: str, what: str) -> IO[bytes]:
-    """``path`` opened for reading; CliError unless it is a regular file.
-
-    Opened non-blocking and checked on the open descriptor: a FIFO would otherwise block
-    the open (or the read) forever, and /dev/zero would be read until memory runs out.
-    """
+    """``path`` opened for reading; CliError unless it is a regular file
+    (files.regular_file: a FIFO or a device never hangs the command)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return files_open_regular_file(path, what)
+    except ConfigError as e:
+        raise CliError(str(e)) from e
     except OSError as e:
         raise CliError(f"cannot read {what} {path}: {e.strerror or e}") from e
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise CliError(f"{what} {path} is {kind}")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def read_settings_file(path: str) -> dict[str, str]:

@@ -41,7 +41,8 @@ def demo(ctx: CliContext, messages: int, batch: int) -> None:
     Example: rocketstore --store ./store demo -n 50000
     """
     rng = random.Random(42)
-    config = StoreConfig(mapped_file_size_commit_log=64 * 1024 * 1024)
+    # Recovery of an existing store refuses to cut readable records (CliContext.writer_config).
+    config = StoreConfig(mapped_file_size_commit_log=64 * 1024 * 1024, cut_damaged_commitlog=False)
     prefix = uniq_key_prefix("127.0.0.1", 4242, 0x5EED)
     with MessageStore.open(ctx.store_dir, config) as store:
         started = time.perf_counter()

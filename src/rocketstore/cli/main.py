@@ -29,6 +29,7 @@ from rocketstore.cli import (
 )
 from rocketstore.cli.context import context_from_settings
 from rocketstore.cli.demo import demo
+from rocketstore.cli.params import non_empty_store
 from rocketstore.cli.serve import register as register_serve
 from rocketstore.cli.topic_admin import register as register_topic_admin
 from rocketstore.errors import StoreError
@@ -97,20 +98,13 @@ class SectionedGroup(click.Group):
                     formatter.write_dl(rows)
 
 
-def _non_empty_store(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    # An empty path would make the current directory the store (writers fill it with files).
-    if not value:
-        raise click.BadParameter("must name a directory, got an empty path")
-    return value
-
-
 @click.group(cls=SectionedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--store",
     "store_dir",
     default="./store",
     show_default=True,
-    callback=_non_empty_store,
+    callback=non_empty_store,
     help="Store directory (a rocketstore or a RocketMQ broker's store root). "
     "Example: --store /var/rocketmq/store",
 )

@@ -143,7 +143,11 @@ class Rebuild:
 
     def run(self) -> RebuildOutcome:
         started = time.monotonic()
-        config = self.config.replace(check_crc_on_recover=False, **self.geometry())
+        # Readable records after damage are refused, not cut: `check --repair --force`
+        # cuts on purpose (before this runs).
+        config = self.config.replace(
+            check_crc_on_recover=False, cut_damaged_commitlog=False, **self.geometry()
+        )
         with MessageStore.open(self.root, config) as store:
             report = store.recovery_report
             outcome = RebuildOutcome(

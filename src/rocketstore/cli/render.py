@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,16 +36,65 @@ _ZLIB_TYPES = (0, 3)
 _CHARSET_PROBE = bytes(range(256)) * 2 + b"\xe4\xb8"
 
 
+# Java charset names (and aliases) Python's codec registry does not know, lower-cased,
+# for the charsets both have: Windows code pages, Sun's "Unicode*" names, 8859_N.
+_JAVA_CHARSETS = {
+    "windows-31j": "cp932",
+    "ms932": "cp932",
+    "cswindows31j": "cp932",
+    "windows-936": "gbk",
+    "ms936": "gbk",
+    "x-mswin-936": "gbk",
+    "x-euc-cn": "gb2312",
+    "euc-cn": "gb2312",
+    "x-windows-949": "cp949",
+    "ms949": "cp949",
+    "windows-949": "cp949",
+    "x-windows-950": "cp950",
+    "ms950": "cp950",
+    "windows-950": "cp950",
+    "x-windows-874": "cp874",
+    "ms874": "cp874",
+    "windows-874": "cp874",
+    "unicodebig": "utf-16",
+    "unicodelittle": "utf-16",
+    "unicodebigunmarked": "utf-16-be",
+    "unicodelittleunmarked": "utf-16-le",
+    "x-utf-16le-bom": "utf-16",
+    "x-utf-32be-bom": "utf-32",
+    "x-utf-32le-bom": "utf-32",
+    "utf_32be_bom": "utf-32",
+    "utf_32le_bom": "utf-32",
+    "big5-hkscs": "big5hkscs",
+    "x-ms950-hkscs": "big5hkscs",
+}
+_JAVA_NUMBERED = re.compile(r"(?:iso)?8859_(\d{1,2})|ibm-?0?(\d{3,4})|cp0(\d{4})", re.IGNORECASE)
+
+
+def _python_codec_name(name: str) -> str:
+    """The Python codec for a Java charset name (the name itself when Python knows it)."""
+    known = _JAVA_CHARSETS.get(name.lower()) or _JAVA_CHARSETS.get(name)
+    if known is not None:
+        return known
+    numbered = _JAVA_NUMBERED.fullmatch(name)
+    if numbered is not None:
+        part, ibm, cp = numbered.groups()
+        return f"iso8859_{part}" if part else f"cp{int(ibm or cp):03d}"
+    return name
+
+
 def check_charset(name: str) -> str:
-    """``name`` if bodies can be printed in it; ValueError saying why not.
+    """The Python codec name bodies are decoded with for the charset ``name`` (a Java
+    name: ``GBK``, ``UTF-8``, ``windows-31j``, ``8859_1``, ``IBM01140``...); ValueError
+    saying why not.
 
     Python knows codecs that are no charsets (hex, base64, rot13) and text codecs that
     refuse some bytes even with errors="replace" (idna, punycode); both are refused here
     rather than failing halfway through the output.
     """
     try:
-        info = codecs.lookup(name)
-    except LookupError as e:
+        info = codecs.lookup(_python_codec_name(name))
+    except (LookupError, ValueError, TypeError) as e:  # (a NUL in the name: ValueError)
         raise ValueError(f"unknown charset {name!r}") from e
     if not info._is_text_encoding:
         raise ValueError(f"{name!r} is not a charset (Python's {info.name} codec transforms data)")
@@ -52,7 +102,7 @@ def check_charset(name: str) -> str:
         _CHARSET_PROBE.decode(info.name, errors="replace")
     except (UnicodeError, ValueError) as e:
         raise ValueError(f"charset {name!r} cannot print arbitrary bytes: {e}") from e
-    return name
+    return info.name
 
 
 class CharsetParam(click.ParamType):  # type: ignore[type-arg]

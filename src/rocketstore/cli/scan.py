@@ -24,6 +24,7 @@ from rocketstore.format.crc import (
     record_property_crc,
     stored_property_crc,
 )
+from rocketstore.format.record_search import first_valid_record
 from rocketstore.paths import COMMITLOG_DIR, is_offset_file_name
 
 _ZEROS = bytes(1 << 20)
@@ -137,6 +138,7 @@ class CommitLogScan:
         self.first_structure_issue: ScanIssue | None = None
         self.records_after_structure_issue = False
         self.last_record_offset: int | None = None
+        self.newest_stamp = 0  # store time of the last record read
         self._open_end: tuple[DataFile, int] | None = None
 
     @property
@@ -226,6 +228,7 @@ class CommitLogScan:
                 found = rec.read_record(buf, position)
             except (CorruptDataError, IncompleteDataError) as e:
                 self._stopped(f, buf, position, e)
+                self._note_records_after(f, buf, position)
                 break
             if isinstance(found, rec.Blank):
                 if found.remaining != size - position:
@@ -244,12 +247,14 @@ class CommitLogScan:
                     f"stale record: its PHYSICALOFFSET is {found.physical_offset}",
                     "structure",
                 )
+                self._note_records_after(f, buf, position)
                 break
             after = position + found.size
             if after != size and size - after < rec.END_FILE_MIN_BLANK_LENGTH:
                 self._issue(
                     f, position, "record leaves less than 8 bytes before the file end", "structure"
                 )
+                self._note_records_after(f, buf, position)
                 break
             crc_ok = True
             wanted = self.start is None or offset >= self.start
@@ -267,6 +272,7 @@ class CommitLogScan:
             if wanted and self.check_crc and crc_ok:
                 crc_ok = self._check_property_crc(f, buf, position, after)
             self._saw_record(offset)
+            self.newest_stamp = found.store_timestamp
             if wanted:
                 yield ScannedRecord(offset, buf, found, crc_ok)
             self.data_end = f.start + after
@@ -306,6 +312,15 @@ class CommitLogScan:
                 "data stops here without an END_OF_FILE blank, but later files hold records",
                 "structure",
             )
+
+    def _note_records_after(self, f: DataFile, buf: bytes, position: int) -> None:
+        """After a structure issue at ``position``: whether a whole, valid record follows
+        in the rest of the file (format.record_search), so that repair does not cut it
+        without --force. Later files are read on anyway."""
+        if self.records_after_structure_issue or self.first_structure_issue is None:
+            return
+        if first_valid_record(buf, position + 1, f.size, f.start, self.newest_stamp) is not None:
+            self.records_after_structure_issue = True
 
     def _stopped(self, f: DataFile, buf: bytes, position: int, error: Exception) -> None:
         """A record could not be read at ``position``: end of data (zeros) or corruption.

@@ -11,7 +11,7 @@ import time
 
 import click
 
-from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.topic_config import NOT_ALLOWED_SEND_TOPICS, TopicConfigManager
 from rocketstore.cli.context import BROKER_NAME, CliContext, CliError
 from rocketstore.cli.params import java_int
 from rocketstore.errors import StoreError
@@ -47,6 +47,8 @@ def queue_id_problem(store: MessageStore, topic: str, queue_id: int) -> str | No
     check does; an unknown one those a producer sees for a new topic, or any queue that
     already exists in the store (a copied store may have no topics.json).
     """
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        return f"Sending message to topic[{topic}] is forbidden."  # the broker's words
     config = TopicConfigManager(store.root).get(topic)
     if config is not None:
         if not config.writeable:
@@ -85,10 +87,10 @@ def _born_host() -> str:
     "-i",
     "--qid",
     "queue_id",
-    type=java_int(0),
+    type=java_int(-1),
     default=0,
     show_default=True,
-    help="Queue id. Example: -i 3",
+    help="Queue id (-1: none chosen, as mqadmin takes it; the default queue). Example: -i 3",
 )
 @click.option(
     "-b",
@@ -115,6 +117,11 @@ def send_message(
     Example:
       rocketstore sendMessage -t OrderEvents -p '{"id": 7}' -k order-7 -c created -i 1
     """
+    queue_id = max(queue_id, 0)  # mqadmin sends to a chosen queue only when -i > -1
+    for flag, text in (("-k", keys), ("-c", tags)):
+        if text and any(c in text for c in "\x01\x02"):
+            # They separate names and values in the properties string.
+            raise CliError(f"{flag} {text!r} holds a control character 0x01 or 0x02")
     if len(topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.match(topic):
         raise CliError(
             f"illegal topic {topic!r}: use up to {MAX_TOPIC_LENGTH} of the characters "

@@ -25,6 +25,7 @@ from rocketstore.broker.app import (
 )
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.cli.context import CliContext, CliError
+from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
 from rocketstore.errors import ConfigError
 from rocketstore.settings_file import apply_settings, camel_keys
@@ -40,9 +41,11 @@ BROKER_ALIASES = {
 
 def _address(value: str, what: str) -> str:
     try:
-        parse_host(value, what=what)
+        _host, port = parse_host(value, what=what)
     except ConfigError as e:
         raise CliError(str(e)) from e
+    if port > 65535:
+        raise CliError(f"{what}: port {port} is past 65535 (in {value!r})")
     return value
 
 
@@ -53,6 +56,7 @@ def _broker_options(func: FuncT) -> FuncT:
             "--store",
             "store_override",
             default=None,
+            callback=non_empty_store,
             metavar="DIR",
             help="Store directory (overrides the global --store). Example: --store ./store",
         ),
@@ -98,7 +102,7 @@ def _broker_options(func: FuncT) -> FuncT:
         ),
         click.option(
             "--offset-persist-ms",
-            type=click.IntRange(min=100),
+            type=java_int(100),
             default=None,
             help="How often committed consumer offsets are written to "
             "config/consumerOffset.json [default: 5000, or flushConsumerOffsetInterval of "

@@ -16,6 +16,7 @@ import click
 
 from rocketstore.java_ints import fits_java_long
 
+_EPOCH_MS = re.compile(r"-?[0-9]+")  # ASCII digits only: "²" is a digit to str.isdigit
 _HUMAN = re.compile(r"^(\d{4})-(\d{2})-(\d{2})#(\d{2}):(\d{2}):(\d{2}):(\d{3})$")
 HUMAN_FORMAT_HELP = "epoch ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS (local time)"
 
@@ -29,7 +30,7 @@ def parse_time(text: str) -> int:
     value = text.strip()
     if value.lower() == "now":
         return now_ms()
-    if value.lstrip("-").isdigit():
+    if _EPOCH_MS.fullmatch(value):
         number = int(value)
         if not fits_java_long(number):
             raise ValueError(f"{text!r} is past what a Java long holds (epoch ms)")
@@ -40,9 +41,9 @@ def parse_time(text: str) -> int:
     year, month, day, hour, minute, second, millis = (int(g) for g in match.groups())
     try:
         moment = _dt.datetime(year, month, day, hour, minute, second)
-    except ValueError as e:
+        return int(moment.timestamp()) * 1000 + millis
+    except (ValueError, OverflowError, OSError) as e:  # month 13; year 1 before the epoch's zone
         raise ValueError(f"{text!r}: {e}") from e
-    return int(moment.timestamp()) * 1000 + millis
 
 
 def format_time(epoch_ms: int) -> str:

@@ -299,11 +299,14 @@ def recover_store(
     index_empty = not any(f.entry_count for f in index.files)
     commitlog_min = max(commitlog.min_offset(), 0)
     missing_from: list[int] = []
+    newest_stamp = [0]  # store time of the last valid record scanned
 
     levels_ms = delay_levels_ms(config.message_delay_level)
 
     def on_records(buf: memoryview, base: int, records: Records, topics: TopicTable) -> None:
         """Note the first record (in CommitLog order) a queue or the index is missing."""
+        if len(records):
+            newest_stamp[0] = int(records.store_timestamp[-1])
         if missing_from:
             return
         offsets = records.commit_log_offsets(base)
@@ -343,7 +346,7 @@ def recover_store(
         on_records=on_records,
     )
     if not config.cut_damaged_commitlog and files:
-        _refuse_to_cut_records(commitlog, end, report)
+        _refuse_to_cut_records(commitlog, end, report, newest_stamp[0])
     scan_start = files[start].file_from_offset if files else 0
     if config.message_index_enable and index_empty and scan_start > commitlog_min:
         missing_from.append(commitlog_min)  # no index at all: rebuild it from the start
@@ -378,23 +381,27 @@ def recover_store(
     return report
 
 
-def _refuse_to_cut_records(commitlog: CommitLog, end: int, report: RecoveryReport) -> None:
+def _refuse_to_cut_records(
+    commitlog: CommitLog, end: int, report: RecoveryReport, newest_stamp: int
+) -> None:
     """CorruptDataError, before the CommitLog is touched, when whole records follow the
     point where the scan stopped (``StoreConfig.cut_damaged_commitlog`` off)."""
     damaged = report.stop_reason not in ("", "end of data")
-    later = first_record_after(commitlog, end, damaged=damaged)
+    later = first_record_after(commitlog, end, newest_stamp)
     if later is None:
         return
-    why = report.stop_reason if damaged else "no record where the data should go on"
+    why = report.stop_reason if damaged else "zeros where the data should go on"
     keep = ""
     if "CRC mismatch" in why:  # the record is whole: recovery can keep it
         keep = "; or keep the record as it is with checkCRCOnRecover=false (check_crc_on_recover)"
     raise CorruptDataError(
         f"the CommitLog is damaged at offset {end} ({why}) and a readable record follows "
         f"at offset {later}: recovery would cut the CommitLog at {end} and lose every "
-        "record after it, so the store was not opened for writing and the CommitLog is "
-        f"as it was. See `rocketstore check`; save the records with `rocketstore dump "
-        f"--from {later}`; cut as RocketMQ does with `rocketstore check --repair --force`" + keep
+        "record after it, so the store was not opened for writing and the CommitLog was "
+        "left as it was (stale consume-queue units and uncounted index entries past the "
+        "data may have been cleared, as in any recovery). See `rocketstore check`; save the "
+        f"records with `rocketstore dump --from {later}`; cut as RocketMQ does with "
+        "`rocketstore check --repair --force`" + keep
     )
 
 

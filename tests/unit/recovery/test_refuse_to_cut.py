@@ -12,6 +12,7 @@ import hashlib
 import random
 import shutil
 import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,7 +108,8 @@ REFUSED: dict[str, tuple[int, Callable[[bytearray], None], str]] = {
     "magic_byte_in_the_last_file": (-1, _flip(POS_MAGIC + 1, 0x10), "illegal magic"),
     "zeroed_totalsize_in_the_third_last_file": (-3, _zero(0, 4), "record"),
     "physical_offset_in_the_middle_file": (-2, _flip(POS_PHYSICALOFFSET + 6, 1), "stale record"),
-    "whole_header_zeroed_before_later_files": (-2, _zero(0, 8), "no record where"),
+    "whole_header_zeroed": (-2, _zero(0, 8), "zeros where"),
+    "a_zeroed_page_in_the_last_file": (-1, _zero(0, 1000), "zeros where"),
 }
 
 
@@ -129,10 +131,11 @@ def test_damage_before_readable_records_is_refused_and_left_alone(
     message = str(refused.value)
     assert f"the CommitLog is damaged at offset {offset} (" in message
     assert reason in message
-    # The first readable record is the next one, or (the in-file search being off at
-    # zeros) the first of the next file.
-    next_file = (offset // FILE_SIZE + 1) * FILE_SIZE
-    expected = next_file if reason == "no record where" else following
+    # The first readable record: the next one, or the first after the zeroed range.
+    records = template[1]
+    expected = following
+    if damage == "a_zeroed_page_in_the_last_file":
+        expected = next(o for o, _ in records if o >= offset + 1000)
     assert f"a readable record follows at offset {expected}:" in message
     assert f"rocketstore dump --from {expected}" in message
     assert ("checkCRCOnRecover=false" in message) == (reason == "body CRC mismatch")
@@ -192,3 +195,34 @@ def test_a_torn_or_dirty_tail_is_still_cut(
         assert store.max_commit_log_offset() == (last if torn else last + size)
         assert store.max_offset("T", (COUNT - 1) % 2) == COUNT // 2 - (1 if torn else 0)
         assert store.put(Message("T", b"after")).ok
+
+
+def test_records_left_behind_by_rocketmqs_own_cut_are_not_live(
+    template: tuple[Path, list[tuple[int, int]]], root: Path
+) -> None:
+    """RocketMQ's recovery moves the write position back without zeroing: after it cut
+    at a record and wrote a shorter one there, the old records after it are still whole,
+    at their own offsets, but stored before the new one. They are no reason to refuse."""
+    records = template[1]
+    offset, _following = _middle_of(records, -1)
+    with MessageStore.open(template[0], _config(), read_only=True) as store:
+        old = store.look_message(offset)
+    assert old is not None
+    path = _file(root, offset)
+    data = bytearray(path.read_bytes())
+    position = offset % FILE_SIZE
+    # What RocketMQ would leave: a new, shorter record at `offset` (the old bytes after
+    # it kept), written later than everything before it.
+    with MessageStore.open(root / "scratch", _config()) as scratch:
+        scratch.put(Message("T", b"new"), store_timestamp=old.store_timestamp + 10_000)
+    fresh = bytearray((root / "scratch" / "commitlog" / f"{0:020d}").read_bytes())
+    size = struct.unpack_from(">i", fresh, 0)[0]
+    record = fresh[:size]
+    struct.pack_into(">q", record, POS_PHYSICALOFFSET, offset)
+    struct.pack_into(">q", record, 20, 0)  # QUEUEOFFSET: T-0's next is not checked here
+    struct.pack_into(">i", record, 8, zlib.crc32(b"new") & 0x7FFFFFFF)
+    data[position : position + size] = record
+    data[position + size : position + size + 8] = bytes(8)  # no record starts right after
+    path.write_bytes(bytes(data))
+    with MessageStore.open(root, STRICT) as store:
+        assert store.recovery_report.commit_log_end == offset + size
