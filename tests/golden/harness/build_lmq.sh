@@ -8,37 +8,9 @@
 #   (the arguments and dependencies are build.sh's; see its header and tests/golden/README.md)
 set -euo pipefail
 
-GIT_DIR_RMQ=$1
-SCRATCH=$2
-STANDINS=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
-OUT=$(cd "$HERE/.." && pwd)/rocketmq-4.9.8
-J=/usr/share/java
-M=${M2_REPO:-$HOME/.m2/repository}
-
-mkdir -p "$SCRATCH/src" "$SCRATCH/classes" "$SCRATCH/stores" "$OUT"
-git --git-dir="$GIT_DIR_RMQ" archive rocketmq-all-4.9.8 store common logging remoting \
-    | tar -x -C "$SCRATCH/src"
-
-CP="$J/netty-buffer.jar:$J/netty-common.jar:$J/netty-transport.jar:$J/netty-handler.jar"
-CP="$CP:$J/netty-codec.jar:$J/netty-resolver.jar:$J/commons-validator.jar:$J/lz4-java.jar"
-CP="$CP:$J/commons-lang3.jar:$M/com/github/luben/zstd-jni/1.5.5-11/zstd-jni-1.5.5-11.jar"
-CP="$CP:$M/net/java/dev/jna/jna/5.13.0/jna-5.13.0.jar"
-CP="$CP:$M/org/slf4j/slf4j-api/1.7.36/slf4j-api-1.7.36.jar"
-S=$SCRATCH/src
-SP="$STANDINS:$S/store/src/main/java:$S/common/src/main/java:$S/logging/src/main/java"
-SP="$SP:$S/remoting/src/main/java"
-javac -nowarn -encoding UTF-8 --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
-    -d "$SCRATCH/classes" -cp "$CP" -sourcepath "$SP" "$HERE/GoldenHarness.java"
-
-JOPTS=(--add-exports java.base/sun.nio.ch=ALL-UNNAMED
-       --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
-       --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
-       --add-opens java.base/java.nio=ALL-UNNAMED
-       --add-opens java.base/sun.nio.ch=ALL-UNNAMED
-       --add-opens java.base/java.lang=ALL-UNNAMED)
-RUN_CP="$SCRATCH/classes:$CP"
-ST=$SCRATCH/stores
+# shellcheck source=compile498.sh
+source "$HERE/compile498.sh"
 rm -rf "${ST:?}/lmq" "$ST/lmq.json"
 
 # lmq: the INNER_MULTI_DISPATCH workload, read back (every consume queue, LMQs included),
