@@ -190,5 +190,7 @@ def test_a_broker_interval_rocketmq_would_not_start_with_is_refused(tmp_path: Pa
     conf = tmp_path / "broker.conf"
     conf.write_text("flushConsumerOffsetInterval=0\n")
     ctx = context_from_settings(str(conf), "./store", False, as_json=False, debug=False)
-    with pytest.raises(CliError, match=r"flush_consumer_offset_interval_ms must be 1\.\.2147483647 \(ms\), got 0"):
+    with pytest.raises(
+        CliError, match=r"flush_consumer_offset_interval_ms must be 1\.\.2147483647 \(ms\), got 0"
+    ):
         _make_options(ctx, _serve_options(conf))
