@@ -193,3 +193,25 @@ def test_many_puts_across_files_match_a_model(tmp_path: Path) -> None:
         for (topic, queue_id), expected in model.items():
             assert _queue(store, topic, queue_id) == expected, (topic, queue_id)
     assert len(list((tmp_path / "commitlog").iterdir())) > 2
+
+
+@pytest.mark.parametrize("loss", ["tail_unit", "whole_queue"])
+def test_recovery_gives_an_lmq_queue_back_what_it_lost(tmp_path: Path, loss: str) -> None:
+    """The LMQ queue lost units its records' own queue kept (a crash between the two
+    writes; a deleted directory): recovery dispatches those records again."""
+    with MessageStore.open(tmp_path, LMQ) as store:
+        sent = [store.put(_message(i % 2, "%LMQ%a")).commit_log_offset for i in range(6)]
+    lmq = tmp_path / "consumequeue" / "%LMQ%a" / "0"
+    if loss == "tail_unit":
+        with open(lmq / f"{0:020d}", "r+b") as f:
+            f.seek(5 * 20)
+            f.write(bytes(20))
+        (tmp_path / "abort").touch()
+    else:
+        for path in lmq.iterdir():
+            path.unlink()
+        lmq.rmdir()
+        lmq.parent.rmdir()
+    with MessageStore.open(tmp_path, LMQ) as store:
+        assert _queue(store, "%LMQ%a") == sent
+        assert _queue(store, "T", 0) == sent[0::2]

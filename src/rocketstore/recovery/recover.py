@@ -25,6 +25,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.crc import CRC_MASK
 from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
+from rocketstore.format.multi_dispatch import extra_units
 from rocketstore.format.native import native
 from rocketstore.format.record_scan import (
     Records,
@@ -312,12 +313,19 @@ def recover_store(
         offsets = records.commit_log_offsets(base)
         count = len(records)
         first_queue, queue_value = count, 0
-        for rows, topic, queue_id in queue_groups(records, topics):
-            queue_key = f"{topic}-{queue_id}"
-            missing = np.flatnonzero(records.queue_offset[rows] >= queue_next.get(queue_key, 0))
+        groups = [
+            (rows, f"{topic}-{queue_id}", records.queue_offset[rows])
+            for rows, topic, queue_id in queue_groups(records, topics)
+        ]
+        if config.enable_multi_dispatch:
+            # The units wrapped records give the queues they name (format.multi_dispatch).
+            extra, _problems = extra_units(buf, records, enable_lmq=config.enable_lmq)
+            groups += [(u.rows, f"{n}-{q}", u.queue_offsets) for (n, q), u in extra.items()]
+        for rows, queue_key, queue_offsets in groups:
+            missing = np.flatnonzero(queue_offsets >= queue_next.get(queue_key, 0))
             if len(missing) and int(rows[missing[0]]) < first_queue:
                 first_queue = int(rows[missing[0]])
-                if queue_key not in queue_next and records.queue_offset[first_queue] > 0:
+                if queue_key not in queue_next and queue_offsets[missing[0]] > 0:
                     # The whole queue is gone (its directory deleted): its earlier records
                     # lie before this scan, so rebuild from the start of the CommitLog.
                     queue_value = commitlog_min
