@@ -69,11 +69,22 @@ def commitlog_dir(root: str) -> str:
     return os.path.join(root, COMMITLOG_DIR)
 
 
+# The longest file name the usual file systems take, in bytes.
+MAX_DIR_NAME_BYTES = 255
+
+
 def is_queue_dir_name(topic: str) -> bool:
-    """Whether a topic read from a record can name a consume-queue directory. Every topic
-    RocketMQ accepts can; a damaged record's topic may not, and a '/', a NUL, '.' or '..'
-    would put its queue outside consumequeue/ or fail to make it."""
-    return bool(topic) and topic not in (".", "..") and "/" not in topic and "\0" not in topic
+    """Whether a topic read from a record (or a queue a multi-dispatch message names) can
+    name a consume-queue directory. Every topic RocketMQ accepts can; a damaged record's
+    topic may not: a '/', a NUL, '.' or '..' would put its queue outside consumequeue/ or
+    fail to make it, and a name past 255 bytes fails to make it."""
+    return (
+        bool(topic)
+        and topic not in (".", "..")
+        and "/" not in topic
+        and "\0" not in topic
+        and len(topic.encode("utf-8", errors="surrogatepass")) <= MAX_DIR_NAME_BYTES
+    )
 
 
 def consume_queue_dir(root: str, topic: str, queue_id: int) -> str:

@@ -46,9 +46,11 @@ from rocketstore.format.dispatch_facts import DispatchFacts, dispatch_facts
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
 from rocketstore.format.multi_dispatch import (
+    INNER_MULTI_DISPATCH,
     ExtraUnits,
     extra_units,
     is_multi_dispatch,
+    java_split,
     merge_units,
     queue_keys,
     wrapped_properties,
@@ -584,6 +586,13 @@ class MessageStore:
         """``_append_one`` for a multi-dispatch message (format.multi_dispatch), after the
         delay rewrite, as RocketMQ wraps it in doAppend."""
         message = self.preparer.rewrite_delay(msg, delay=delay)
+        names = java_split(message.properties[INNER_MULTI_DISPATCH])
+        unusable = next((n for n in names if not is_queue_dir_name(n)), None)
+        if unusable is not None:
+            # RocketMQ would take it and fail (or stray outside consumequeue/) at dispatch,
+            # leaving the store unwritable: refused before anything is appended.
+            reason = f"{INNER_MULTI_DISPATCH} names {unusable!r}, which can be no queue directory"
+            return [PutResult(PutStatus.MESSAGE_ILLEGAL, reason=reason)], None
         keys = queue_keys(message.properties, message.queue_id, enable_lmq=self.config.enable_lmq)
 
         def make(offsets: list[int]) -> PreparedMessage | PutStatus:

@@ -353,3 +353,25 @@ def test_a_lost_page_before_records_is_not_cut_silently(store: Path, cli: Cli) -
     forced = cli("--store", store, "check", "--repair", "--force")
     assert forced.code == 0, forced.err
     assert cli("--store", store, "sendMessage", "-t", "T", "-p", "x").code == 0
+
+
+def test_repair_cuts_a_last_record_with_a_bad_crc_as_a_torn_write(store: Path, cli: Cli) -> None:
+    """Nothing follows it: recovery would drop it as a torn write, and repair does."""
+    scanned = cli("--store", store, "--json", "dump").json_lines()
+    last = scanned[-1]
+    offset = last["commitLogOffset"]
+    flip_byte(commitlog_file(store, offset), offset % (64 * 1024) + 90)  # in the body
+    repair = cli("--store", store, "check", "--repair")
+    assert repair.code == 0, repair.out + repair.err
+    assert f"cut the CommitLog at offset {offset}" in repair.out
+    assert cli("--store", store, "check").code == 0
+
+
+def test_send_message_refuses_an_empty_body_and_escape_codecs(store: Path, cli: Cli) -> None:
+    empty = cli("--store", store, "sendMessage", "-t", "T", "-p", "")
+    assert (empty.code, empty.err) == (
+        1,
+        "rocketstore: error: -p: the message body length is zero\n",
+    )
+    escape = cli("--store", store, "printMsg", "-t", "Payments", "-c", "unicode_escape")
+    assert escape.code == 2 and "reads escape sequences" in escape.err

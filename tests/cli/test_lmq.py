@@ -128,3 +128,16 @@ def test_print_msg_through_the_parent_topic(root: Path, cli: Cli) -> None:
     ]
     missing = cli("--store", root, "printMsg", "-t", "%LMQ%a", "-l", "Nope")
     assert missing.code == 1 and "topic 'Nope' not found" in missing.err
+
+
+def test_check_reports_an_lmq_queue_that_lost_its_units(root: Path, cli: Cli, conf: Path) -> None:
+    """The units multi-dispatch records name must be there; `check --repair` with the
+    broker's settings rebuilds them."""
+    for path in (root / "consumequeue" / "%LMQ%b" / "0").iterdir():
+        path.unlink()
+    run = cli("--store", root, "check")
+    assert run.code == 1
+    assert "100 record(s) of %LMQ%b-0 have no unit (the first at offset 0" in run.out
+    repaired = cli("-c", conf, "--store", root, "check", "--repair")
+    assert repaired.code == 0, repaired.out + repaired.err
+    assert cli("--store", root, "check").code == 0

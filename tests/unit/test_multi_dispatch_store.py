@@ -215,3 +215,17 @@ def test_recovery_gives_an_lmq_queue_back_what_it_lost(tmp_path: Path, loss: str
     with MessageStore.open(tmp_path, LMQ) as store:
         assert _queue(store, "%LMQ%a") == sent
         assert _queue(store, "T", 0) == sent[0::2]
+
+
+@pytest.mark.parametrize("name", ["%LMQ%" + "a" * 300, "a/b", "..", ",a", "x\0y"])
+def test_a_queue_that_can_be_no_directory_is_refused_at_put(tmp_path: Path, name: str) -> None:
+    """RocketMQ would take it and then fail to dispatch (a name past 255 bytes) or write
+    outside consumequeue/; the put is refused and the store stays writable."""
+    with MessageStore.open(tmp_path, LMQ) as store:
+        refused = store.put(_message(0, name))
+        assert refused.status is PutStatus.MESSAGE_ILLEGAL
+        assert "can be no queue directory" in refused.reason
+        assert store.put(_message(0, "%LMQ%a")).ok
+        store.wait_dispatched()
+        assert store.dispatch_error is None
+        assert sorted(store.topics()) == ["%LMQ%a", "T"]

@@ -178,6 +178,7 @@ def check_store(
     result.commit_log_end = scan.data_end
     min_offset = scan.min_offset
     queue_check = _QueueCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes)
+    queue_check.multi_dispatch = settings.enable_multi_dispatch
     queue_check.run()
     configured = (config or StoreConfig()).index_geometry
     IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes, configured).run()
@@ -220,6 +221,7 @@ class _QueueCheck:
         self.queue_index = {name: i for i, name in enumerate(table.queue_names)}
         # Units per queue after the forward pass: (first queue offset, unit offsets).
         self.loaded: dict[int, tuple[int, I64]] = {}
+        self.multi_dispatch = False  # set from the store's config by check_store
         self.dispatched_end = -1
 
     def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:
@@ -353,57 +355,79 @@ class _QueueCheck:
         self._problem(path, where, reason, offset)
 
     def _check_records_have_units(self) -> None:
-        """CommitLog -> queue: one line per queue for the records without a unit."""
+        """CommitLog -> queue: one line per queue for the records without a unit (their own
+        queue's, and those multi-dispatch records give the queues they name)."""
         table = self.table
+        wanted: dict[int, tuple[list[I64], list[I64]]] = {}
         takes = np.flatnonzero(table.queue >= 0)
-        if not len(takes):
-            return
-        order = takes[np.argsort(table.queue[takes], kind="stable")]
-        keys = table.queue[order]
-        bounds = np.flatnonzero(np.diff(keys)) + 1
+        if len(takes):
+            order = takes[np.argsort(table.queue[takes], kind="stable")]
+            keys = table.queue[order]
+            for group in np.split(order, np.flatnonzero(np.diff(keys)) + 1):
+                entry = wanted.setdefault(int(table.queue[group[0]]), ([], []))
+                entry[0].append(table.offset[group])
+                entry[1].append(table.queue_offset[group])
+        for (row, key), queue_offset in table.extra.items():
+            if key not in wanted and not self._expects_extra(key):
+                continue
+            entry = wanted.setdefault(key, ([], []))
+            entry[0].append(table.offset[[row]])
+            entry[1].append(np.array([queue_offset], dtype=np.int64))
         lag_records = 0
-        groups = sorted(np.split(order, bounds), key=lambda g: table.queue_names[table.queue[g[0]]])
-        for group in groups:
-            key = int(table.queue[group[0]])
-            topic, queue_id = table.queue_names[key]
-            first, unit_offsets = self.loaded.get(key, (0, np.zeros(0, dtype=np.int64)))
-            rec_offsets = table.offset[group]
-            rec_q = table.queue_offset[group]
-            slot = rec_q - first
-            present = (slot >= 0) & (slot < len(unit_offsets))
-            before = slot < 0
-            points_elsewhere = np.zeros(len(group), dtype=bool)
-            points_elsewhere[present] = unit_offsets[slot[present]] != rec_offsets[present]
-            missing = ~present & ~before
-            lagging = missing & (rec_offsets >= self.dispatched_end) & self.result.unclean
-            lag_records += int(np.count_nonzero(lagging))
-            missing &= ~lagging
-            directory = os.path.join(self.base, topic, str(queue_id))
-            if np.any(missing):
-                where = np.flatnonzero(missing)
-                first_missing = int(rec_offsets[where[0]])
-                self._problem(
-                    directory,
-                    f"queue offset {int(rec_q[where[0]])}",
-                    f"{len(where)} record(s) of {topic}-{queue_id} have no unit "
-                    f"(the first at offset {first_missing}, the last at "
-                    f"{int(rec_offsets[where[-1]])})",
-                    first_missing,
-                )
-            for i in np.flatnonzero(points_elsewhere)[:20]:
-                self._problem(
-                    directory,
-                    f"queue offset {int(rec_q[i])}",
-                    f"the record at {int(rec_offsets[i])} has this QUEUEOFFSET, but the unit "
-                    f"points to {int(unit_offsets[slot[i]])}",
-                    int(rec_offsets[i]),
-                )
+        for key in sorted(wanted, key=lambda k: table.queue_names[k]):
+            offsets, queue_offsets = wanted[key]
+            rec_offsets = np.concatenate(offsets)
+            rec_q = np.concatenate(queue_offsets)
+            in_order = np.argsort(rec_offsets, kind="stable")
+            lag_records += self._check_queue_has(key, rec_offsets[in_order], rec_q[in_order])
         if lag_records:
             self.result.notes.append(
                 f"{lag_records} record(s) after offset {max(self.dispatched_end, 0)} are not in "
                 "the consume queues yet (dispatch lag: a running writer or the next writer's "
                 "recovery adds them)"
             )
+
+    def _expects_extra(self, key: int) -> bool:
+        """Whether the units multi-dispatch records name for queue ``key`` must be there:
+        with multi-dispatch on (``-c``), or when the queue's directory exists (a record
+        can carry the two properties from a producer to a broker that had it off)."""
+        topic, queue_id = self.table.queue_names[key]
+        return self.multi_dispatch or os.path.isdir(os.path.join(self.base, topic, str(queue_id)))
+
+    def _check_queue_has(self, key: int, rec_offsets: I64, rec_q: I64) -> int:
+        """Report the records (CommitLog offsets, the queue offsets they should have)
+        queue ``key`` lacks; return how many of them only lag behind a writer."""
+        topic, queue_id = self.table.queue_names[key]
+        first, unit_offsets = self.loaded.get(key, (0, np.zeros(0, dtype=np.int64)))
+        slot = rec_q - first
+        present = (slot >= 0) & (slot < len(unit_offsets))
+        before = slot < 0
+        points_elsewhere = np.zeros(len(rec_offsets), dtype=bool)
+        points_elsewhere[present] = unit_offsets[slot[present]] != rec_offsets[present]
+        missing = ~present & ~before
+        lagging = missing & (rec_offsets >= self.dispatched_end) & self.result.unclean
+        missing &= ~lagging
+        directory = os.path.join(self.base, topic, str(queue_id))
+        if np.any(missing):
+            where = np.flatnonzero(missing)
+            first_missing = int(rec_offsets[where[0]])
+            self._problem(
+                directory,
+                f"queue offset {int(rec_q[where[0]])}",
+                f"{len(where)} record(s) of {topic}-{queue_id} have no unit "
+                f"(the first at offset {first_missing}, the last at "
+                f"{int(rec_offsets[where[-1]])})",
+                first_missing,
+            )
+        for i in np.flatnonzero(points_elsewhere)[:20]:
+            self._problem(
+                directory,
+                f"queue offset {int(rec_q[i])}",
+                f"the record at {int(rec_offsets[i])} has this QUEUEOFFSET, but the unit "
+                f"points to {int(unit_offsets[slot[i]])}",
+                int(rec_offsets[i]),
+            )
+        return int(np.count_nonzero(lagging))
 
 
 def _file_of(files: list[DataFile], position: int) -> str:

@@ -68,6 +68,8 @@ _JAVA_CHARSETS = {
     "big5-hkscs": "big5hkscs",
     "x-ms950-hkscs": "big5hkscs",
 }
+# Text codecs of Python's that are no charsets: they read backslash escapes.
+_PYTHON_ONLY_CODECS = frozenset({"unicode-escape", "raw-unicode-escape"})
 _JAVA_NUMBERED = re.compile(r"(?:iso)?8859_(\d{1,2})|ibm-?0?(\d{3,4})|cp0(\d{4})", re.IGNORECASE)
 
 
@@ -96,6 +98,8 @@ def check_charset(name: str) -> str:
         info = codecs.lookup(_python_codec_name(name))
     except (LookupError, ValueError, TypeError) as e:  # (a NUL in the name: ValueError)
         raise ValueError(f"unknown charset {name!r}") from e
+    if info.name in _PYTHON_ONLY_CODECS:
+        raise ValueError(f"{name!r} is not a charset (Python's {info.name} reads escape sequences)")
     if not info._is_text_encoding:
         raise ValueError(f"{name!r} is not a charset (Python's {info.name} codec transforms data)")
     try:

@@ -118,6 +118,8 @@ def send_message(
       rocketstore sendMessage -t OrderEvents -p '{"id": 7}' -k order-7 -c created -i 1
     """
     queue_id = max(queue_id, 0)  # mqadmin sends to a chosen queue only when -i > -1
+    if not body:
+        raise CliError("-p: the message body length is zero")  # the client's check
     for flag, text in (("-k", keys), ("-c", tags)):
         if text and any(c in text for c in "\x01\x02"):
             # They separate names and values in the properties string.

@@ -102,7 +102,9 @@ def _cut_point(scan: CommitLogScan, force: bool) -> tuple[int | None, list[ScanI
                 "`rocketstore dump`, or cut there anyway with `check --repair --force`"
             )
         cut = structure.cut_at
-    if force and crc:
+    # A bad CRC on the very last record is a torn write, as recovery takes it: cut there.
+    torn = len(crc) == 1 and structure is None and crc[0].offset == scan.last_record_offset
+    if (force or torn) and crc:
         first_crc = crc[0].cut_at
         if first_crc is not None:
             cut = first_crc if cut is None else min(cut, first_crc)
