@@ -7,6 +7,7 @@ PHYSICALOFFSET names the position it was found at (which random bytes almost nev
 its body matches its CRC, and it was stored no earlier than the last valid record before
 the damage: RocketMQ's recovery moves the write position back without zeroing, so a
 store it cut and wrote on holds old, intact records past its end, at the offsets they had.
+An append cut short (``unfinished_append_end``) is a torn tail.
 
 Layer: format.
 """
@@ -28,6 +29,40 @@ class Searchable(Protocol):
     def find(self, sub: bytes, start: int = ..., end: int = ..., /) -> int: ...
 
     def __len__(self) -> int: ...
+
+
+def unfinished_append_end(buf: Searchable, position: int, limit: int, base: int) -> int | None:
+    """Where an append cut short ends, or None when ``position`` does not start one.
+
+    rocketstore writes a batch's first TOTALSIZE last (SYNC_FLUSH's pwrite path): a kill in
+    between leaves that size zero, its magic and other fields in place, and the batch's
+    other records whole after it, all with the batch's one store time. Those records were
+    never acknowledged: what they are is a torn tail. Anything else (a zeroed size with
+    records of other times after it: damage) is not."""
+    view = memoryview(buf)  # type: ignore[arg-type]
+    try:
+        head = bytes(view[position : position + rec.POS_BORNHOST + 40])
+    finally:
+        view.release()
+    if len(head) < rec.POS_BORNHOST + 40 or head[:4] != bytes(4) or head[4:8] not in _MAGICS:
+        return None
+    sys_flag = struct.unpack_from(">i", head, rec.POS_SYSFLAG)[0]
+    stamp = struct.unpack_from(">q", head, rec.store_timestamp_position(sys_flag))[0]
+    end = position + 8  # (the cut record's own size is unknown)
+    while True:
+        following = first_valid_record(buf, end, limit, base, stamp)
+        if following is None:
+            return end
+        if end != position + 8 and following != end:
+            return None  # the batch's records follow one another
+        view = memoryview(buf)  # type: ignore[arg-type]
+        try:
+            found = rec.read_record(view, following)
+        finally:
+            view.release()
+        if isinstance(found, rec.Blank) or found.store_timestamp != stamp:
+            return None  # a record of another time after it: not one batch
+        end = following + found.size
 
 
 def first_valid_record(

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from rocketstore.commitlog import CommitLog
 from rocketstore.errors import FileRemovedError
-from rocketstore.format.record_search import first_valid_record, valid_record_at
+from rocketstore.format.record_search import (
+    first_valid_record,
+    unfinished_append_end,
+    valid_record_at,
+)
 
 
 def first_record_after(commitlog: CommitLog, end: int, newest_stamp: int) -> int | None:
@@ -31,7 +35,10 @@ def first_record_after(commitlog: CommitLog, end: int, newest_stamp: int) -> int
             if base <= end:  # the file recovery stopped in
                 start = end - base
                 limit = mapped.last_nonzero_end(start)
-                found = first_valid_record(mapped.mm, start + 1, limit, base, newest_stamp)
+                # Past a batch whose append was cut short (never acknowledged), if it is one.
+                torn = unfinished_append_end(mapped.mm, start, limit, base)
+                since = start + 1 if torn is None else torn
+                found = first_valid_record(mapped.mm, since, limit, base, newest_stamp)
             else:
                 found = 0 if valid_record_at(mapped.mm, 0, base, newest_stamp) else None
         finally:

@@ -44,7 +44,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple
     with MessageStore.open(root, _config()) as store:
         for n in range(COUNT):
             body = b"body-%d-" % n + random.Random(n).randbytes(n % 300)
-            result = store.put(Message("T", body, queue_id=n % 2, properties={"KEYS": f"k{n}"}))
+            message = Message("T", body, queue_id=n % 2, properties={"KEYS": f"k{n}"})
+            result = store.put(message, store_timestamp=1_700_000_000_000 + n)
             assert result.ok
             records.append((result.commit_log_offset, result.size))
     assert len(list((root / "commitlog").iterdir())) >= 4
@@ -226,3 +227,40 @@ def test_records_left_behind_by_rocketmqs_own_cut_are_not_live(
     path.write_bytes(bytes(data))
     with MessageStore.open(root, STRICT) as store:
         assert store.recovery_report.commit_log_end == offset + size
+
+
+@pytest.mark.parametrize("abnormal", [False, True], ids=["normal", "abnormal"])
+def test_a_batch_whose_first_size_never_went_in_is_a_torn_tail(
+    tmp_path: Path, abnormal: bool
+) -> None:
+    """SYNC_FLUSH writes a batch's records, then its first TOTALSIZE: a kill in between
+    leaves that size zero and the batch's other records whole after it, all of one store
+    time. They were never acknowledged: strict recovery cuts them like any torn tail, but
+    a zeroed size followed by records of later times is damage and is refused."""
+    root = tmp_path / "store"
+    with MessageStore.open(root, _config()) as store:
+        for n in range(30):
+            assert store.put(Message("T", b"m%d" % n), store_timestamp=1000 + n).ok
+        batch = store.put_batch([Message("T", b"b%d" % n) for n in range(4)], store_timestamp=5000)
+    first = batch[0].commit_log_offset
+    _patch(root, first, _zero(0, 4))
+    if abnormal:
+        (root / "abort").touch()
+    damaged = tmp_path / "damaged"
+    shutil.copytree(root, damaged)
+    with MessageStore.open(root, STRICT) as store:
+        assert store.max_commit_log_offset() == first
+        assert store.max_offset("T", 0) == 30
+    # The same zeroed size with one more record, of a later time, after the batch.
+    with MessageStore.open(tmp_path / "later", _config()) as other:
+        other.put(Message("T", b"x"), store_timestamp=9000)
+    later_record = (tmp_path / "later" / "commitlog" / f"{0:020d}").read_bytes()
+    size = struct.unpack_from(">i", later_record, 0)[0]
+    record = bytearray(later_record[:size])
+    after = batch[-1].commit_log_offset + batch[-1].size
+    struct.pack_into(">q", record, POS_PHYSICALOFFSET, after)
+    _patch(damaged, after, lambda view: view.__setitem__(slice(0, size), record))
+    with pytest.raises(
+        CorruptDataError, match=f"a readable record follows at offset {batch[1].commit_log_offset}"
+    ):
+        MessageStore.open(damaged, STRICT)
