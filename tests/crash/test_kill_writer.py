@@ -63,8 +63,11 @@ def run_writer(
 
 
 def verify(root: Path, flush: str, acked: set[int]) -> int:
-    """Reopen and check every acknowledged message; return the next number to write."""
-    with MessageStore.open(root, config(flush)) as store:
+    """Reopen and check every acknowledged message; return the next number to write.
+
+    Reopened as the CLI's writers and the broker open a store (``cut_damaged_commitlog``
+    off): a kill leaves a torn tail, never damage that recovery refuses to cut."""
+    with MessageStore.open(root, config(flush).replace(cut_damaged_commitlog=False)) as store:
         report = store.recovery_report
         assert report.abnormal, "a killed writer leaves the abort file behind"
         seen: dict[int, tuple[int, int]] = {}
