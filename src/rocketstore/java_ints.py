@@ -12,9 +12,5 @@ JAVA_LONG_MIN = -(2**63)
 JAVA_LONG_MAX = 2**63 - 1
 
 
-def fits_java_int(value: int) -> bool:
-    return JAVA_INT_MIN <= value <= JAVA_INT_MAX
-
-
 def fits_java_long(value: int) -> bool:
     return JAVA_LONG_MIN <= value <= JAVA_LONG_MAX

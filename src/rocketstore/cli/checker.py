@@ -35,13 +35,7 @@ from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import CHECKPOINT_FILE_SIZE, decode_checkpoint
 from rocketstore.format.javahash import index_key_hash_many, tags_code
-from rocketstore.format.multi_dispatch import (
-    INNER_MULTI_DISPATCH,
-    INNER_MULTI_QUEUE_OFFSET,
-    java_is_blank,
-    java_split,
-    target_queue_id,
-)
+from rocketstore.format.multi_dispatch import INNER_MULTI_QUEUE_OFFSET, dispatch_targets
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
 from rocketstore.paths import ABORT_FILE, CHECKPOINT_FILE, CONSUME_QUEUE_DIR, SCHEDULE_TOPIC
 
@@ -91,21 +85,11 @@ class _RecordCollector:
                 self._hash_pending()
 
     def _add_extra(self, view: rec.RecordView, properties: dict[str, str]) -> None:
-        """The units a multi-dispatch record gives the queues it names (format.multi_dispatch)."""
-        names_text = properties.get(INNER_MULTI_DISPATCH)
-        offsets_text = properties[INNER_MULTI_QUEUE_OFFSET]
-        if java_is_blank(names_text) or java_is_blank(offsets_text) or names_text is None:
-            return
-        names, offsets = java_split(names_text), java_split(offsets_text)
-        if len(names) != len(offsets):
-            return
+        """The units a multi-dispatch record gives the queues it names, read as dispatch
+        reads them (format.multi_dispatch.dispatch_targets)."""
+        targets = dispatch_targets(properties, view.queue_id, enable_lmq=self.enable_lmq)
         row = len(self.offset) - 1
-        for name, text in zip(names, offsets, strict=True):
-            try:
-                offset = int(text)
-            except ValueError:
-                continue
-            queue_id = target_queue_id(name, view.queue_id, enable_lmq=self.enable_lmq)
+        for name, queue_id, offset in targets or []:
             key = self.queue_ids.setdefault((name, queue_id), len(self.queue_ids))
             if key != self.queue[-1]:  # naming its own queue is a repeat: no second unit
                 self.extra.setdefault((row, key), offset)
@@ -177,10 +161,12 @@ def check_store(
     result.records = scan.records_seen
     result.commit_log_end = scan.data_end
     min_offset = scan.min_offset
-    queue_check = _QueueCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes)
-    queue_check.multi_dispatch = settings.enable_multi_dispatch
+    queue_check = _QueueCheck(
+        root, table, min_offset, scan.data_end, result, rel, on_bytes,
+        multi_dispatch=settings.enable_multi_dispatch,
+    )  # fmt: skip
     queue_check.run()
-    configured = (config or StoreConfig()).index_geometry
+    configured = settings.index_geometry
     IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes, configured).run()
     _check_checkpoint(root, result, rel)
     return result
@@ -210,6 +196,8 @@ class _QueueCheck:
         result: CheckResult,
         rel: Callable[[str], str],
         on_bytes: Callable[[int], None] | None,
+        *,
+        multi_dispatch: bool,
     ):
         self.base = os.path.join(root, CONSUME_QUEUE_DIR)
         self.table = table
@@ -221,7 +209,8 @@ class _QueueCheck:
         self.queue_index = {name: i for i, name in enumerate(table.queue_names)}
         # Units per queue after the forward pass: (first queue offset, unit offsets).
         self.loaded: dict[int, tuple[int, I64]] = {}
-        self.multi_dispatch = False  # set from the store's config by check_store
+        # Multi-dispatch on (-c): the units its records name must be there.
+        self.multi_dispatch = multi_dispatch
         self.dispatched_end = -1
 
     def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:

@@ -24,7 +24,7 @@ from rocketstore.format.crc import (
     record_property_crc,
     stored_property_crc,
 )
-from rocketstore.format.record_search import first_valid_record, unfinished_append_end
+from rocketstore.format.record_search import readable_record_after
 from rocketstore.paths import COMMITLOG_DIR, is_offset_file_name
 
 _ZEROS = bytes(1 << 20)
@@ -319,9 +319,7 @@ class CommitLogScan:
         without --force. Later files are read on anyway."""
         if self.records_after_structure_issue or self.first_structure_issue is None:
             return
-        torn = unfinished_append_end(buf, position, f.size, f.start)
-        since = position + 1 if torn is None else torn  # past a batch cut short, if it is one
-        if first_valid_record(buf, since, f.size, f.start, self.newest_stamp) is not None:
+        if readable_record_after(buf, position, f.size, f.start, self.newest_stamp) is not None:
             self.records_after_structure_issue = True
 
     def _stopped(self, f: DataFile, buf: bytes, position: int, error: Exception) -> None:

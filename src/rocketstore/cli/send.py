@@ -124,14 +124,13 @@ def send_message(
         if text and any(c in text for c in "\x01\x02"):
             # They separate names and values in the properties string.
             raise CliError(f"{flag} {text!r} holds a control character 0x01 or 0x02")
+        if text is not None and not _is_utf8_text(text):
+            raise CliError(f"{flag} {text!r} is not valid UTF-8 text (properties are UTF-8)")
     if len(topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.match(topic):
         raise CliError(
             f"illegal topic {topic!r}: use up to {MAX_TOPIC_LENGTH} of the characters "
             "a-z A-Z 0-9 _ - % |"
         )
-    for flag, text in (("-k", keys), ("-c", tags)):
-        if text is not None and not _is_utf8_text(text):
-            raise CliError(f"{flag} {text!r} is not valid UTF-8 text (properties are UTF-8)")
     uniq_key = UniqKeyGenerator().next()
     message = Message(
         topic,

@@ -174,8 +174,10 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
             return
         assert before.scan is not None
         cut, kept_crc = _cut_point(before.scan, force)
-        if cut is not None or any(p.kind != "crc" for p in before.problems):
-            # Before anything is cut: a repair rebuilds the queues.
+        # Bad body CRCs alone are not fixed by a rebuild: only rebuild for anything else.
+        rebuilds = cut is not None or any(p.kind != "crc" for p in before.problems)
+        if rebuilds:
+            # Checked before anything is cut: the rebuild would drop LMQ queues.
             problem = multi_dispatch_problem(root, ctx.config, parallel=False)
             if problem is not None:
                 raise CliError(problem)
@@ -192,8 +194,7 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
                 clearedBytes=outcome.cleared_bytes,
                 removedFiles=outcome.removed_files,
             )
-        # Bad body CRCs alone are not fixed by a rebuild: only rebuild for anything else.
-        if cut is not None or any(p.kind != "crc" for p in before.problems):
+        if rebuilds:
             assert lock is not None
             held, lock = lock, None
             rebuilt = rebuild(root, queues=True, index=True, lock=held, config=ctx.config)

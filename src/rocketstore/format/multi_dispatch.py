@@ -91,6 +91,29 @@ def wrapped_properties(properties: Mapping[str, str], offsets: list[int]) -> dic
     return {k: values[k] for k in order if k != props.WAIT}
 
 
+def dispatch_targets(
+    properties: Mapping[str, str], queue_id: int, *, enable_lmq: bool
+) -> list[tuple[str, int, int]] | None:
+    """The (queue name, queue id, queue offset) of each unit a stored record's two
+    properties give other queues, as RocketMQ's dispatch reads them (``[]`` when either is
+    blank; offsets below 0 are skipped as repeats). None when they do not pair up: not as
+    many offsets as names, or one ``Long.parseLong`` refuses."""
+    names_text = properties.get(INNER_MULTI_DISPATCH)
+    offsets_text = properties.get(INNER_MULTI_QUEUE_OFFSET)
+    if names_text is None or offsets_text is None:
+        return []
+    if java_is_blank(names_text) or java_is_blank(offsets_text):
+        return []
+    names, offsets = java_split(names_text), java_split(offsets_text)
+    if len(names) != len(offsets) or not all(_is_java_long(o) for o in offsets):
+        return None
+    return [
+        (name, target_queue_id(name, queue_id, enable_lmq=enable_lmq), int(offset))
+        for name, offset in zip(names, offsets, strict=True)
+        if int(offset) >= 0  # before any queue's start: RocketMQ skips it as a repeat
+    ]
+
+
 class ExtraUnits(NamedTuple):
     """The units a run's wrapped records add beyond their own queue's, by queue."""
 
@@ -120,26 +143,18 @@ def extra_units(
             continue
         text = bytes(data[int(starts[row]) : int(ends[row])]).decode("utf-8", errors="replace")
         values = props.decode_properties_str(text)
-        names_text = values.get(INNER_MULTI_DISPATCH)
-        offsets_text = values.get(INNER_MULTI_QUEUE_OFFSET)
-        if java_is_blank(names_text) or java_is_blank(offsets_text):
-            continue
-        assert names_text is not None and offsets_text is not None
-        names, offsets = java_split(names_text), java_split(offsets_text)
-        if len(names) != len(offsets) or not all(_is_java_long(o) for o in offsets):
+        targets = dispatch_targets(values, int(records.queue_id[row]), enable_lmq=enable_lmq)
+        if targets is None:
             problems.append(
                 f"record at position {int(records.position[row])}: {INNER_MULTI_DISPATCH}="
-                f"{names_text!r} and {INNER_MULTI_QUEUE_OFFSET}={offsets_text!r} do not pair up"
+                f"{values.get(INNER_MULTI_DISPATCH)!r} and {INNER_MULTI_QUEUE_OFFSET}="
+                f"{values.get(INNER_MULTI_QUEUE_OFFSET)!r} do not pair up"
             )
             continue
-        queue_id = int(records.queue_id[row])
-        for name, offset in zip(names, offsets, strict=True):
-            if int(offset) < 0:  # before any queue's start: RocketMQ skips it as a repeat
-                continue
-            key = (name, target_queue_id(name, queue_id, enable_lmq=enable_lmq))
-            entry = found.setdefault(key, ([], []))
+        for name, queue_id, offset in targets:
+            entry = found.setdefault((name, queue_id), ([], []))
             entry[0].append(row)
-            entry[1].append(int(offset))
+            entry[1].append(offset)
     units = {
         key: ExtraUnits(np.array(r, dtype=np.int64), np.array(o, dtype=np.int64))
         for key, (r, o) in found.items()

@@ -65,6 +65,17 @@ def unfinished_append_end(buf: Searchable, position: int, limit: int, base: int)
         end = following + found.size
 
 
+def readable_record_after(
+    buf: Searchable, position: int, limit: int, base: int, newest_stamp: int
+) -> int | None:
+    """Position of the first valid record after the damage at ``position`` (up to
+    ``limit``), past the rest of a batch cut short if that is what starts there; None
+    when the damage is a torn tail."""
+    torn = unfinished_append_end(buf, position, limit, base)
+    since = position + 1 if torn is None else torn
+    return first_valid_record(buf, since, limit, base, newest_stamp)
+
+
 def first_valid_record(
     buf: Searchable, start: int, limit: int, base: int, newest_stamp: int
 ) -> int | None:

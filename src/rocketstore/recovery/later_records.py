@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from rocketstore.commitlog import CommitLog
 from rocketstore.errors import FileRemovedError
-from rocketstore.format.record_search import (
-    first_valid_record,
-    unfinished_append_end,
-    valid_record_at,
-)
+from rocketstore.format.record_search import readable_record_after, valid_record_at
 
 
 def first_record_after(commitlog: CommitLog, end: int, newest_stamp: int) -> int | None:
@@ -35,10 +31,7 @@ def first_record_after(commitlog: CommitLog, end: int, newest_stamp: int) -> int
             if base <= end:  # the file recovery stopped in
                 start = end - base
                 limit = mapped.last_nonzero_end(start)
-                # Past a batch whose append was cut short (never acknowledged), if it is one.
-                torn = unfinished_append_end(mapped.mm, start, limit, base)
-                since = start + 1 if torn is None else torn
-                found = first_valid_record(mapped.mm, since, limit, base, newest_stamp)
+                found = readable_record_after(mapped.mm, start, limit, base, newest_stamp)
             else:
                 found = 0 if valid_record_at(mapped.mm, 0, base, newest_stamp) else None
         finally:
