@@ -580,40 +580,34 @@ public final class GoldenHarness {
         }
         // Every consume queue directory, its units in order, read through ConsumeQueue.
         List<String> cqs = new ArrayList<>();
-        File[] topics = new File(root, "consumequeue").listFiles();
-        java.util.Arrays.sort(topics);
-        for (File topicDir : topics) {
-            File[] queueDirs = topicDir.listFiles();
-            java.util.Arrays.sort(queueDirs);
-            for (File queueDir : queueDirs) {
-                String topic = topicDir.getName();
-                int queueId = Integer.parseInt(queueDir.getName());
-                ConsumeQueue cq = store.getConsumeQueue(topic, queueId);
-                long min = cq.getMinOffsetInQueue();
-                long max = cq.getMaxOffsetInQueue();
-                List<String> units = new ArrayList<>();
-                long index = min;
-                while (index < max) {
-                    SelectMappedBufferResult sbr = cq.getIndexBuffer(index);
-                    if (sbr == null) {
-                        throw new IllegalStateException("no unit " + index + " in " + topic + "/" + queueId);
-                    }
-                    try {
-                        ByteBuffer b = sbr.getByteBuffer();
-                        while (b.remaining() >= 20 && index < max) {
-                            long off = b.getLong();
-                            int size = b.getInt();
-                            long tags = b.getLong();
-                            units.add("[" + off + "," + size + "," + tags + "]");
-                            index++;
-                        }
-                    } finally {
-                        sbr.release();
-                    }
+        for (Object[] q : queueDirs(root)) {
+            String topic = (String) q[0];
+            int queueId = (Integer) q[1];
+            ConsumeQueue cq = store.getConsumeQueue(topic, queueId);
+            long min = cq.getMinOffsetInQueue();
+            long max = cq.getMaxOffsetInQueue();
+            List<String> units = new ArrayList<>();
+            long index = min;
+            while (index < max) {
+                SelectMappedBufferResult sbr = cq.getIndexBuffer(index);
+                if (sbr == null) {
+                    throw new IllegalStateException("no unit " + index + " in " + topic + "/" + queueId);
                 }
-                cqs.add("{\"topic\":" + str(topic) + ",\"queueId\":" + queueId + ",\"minOffset\":"
-                    + min + ",\"maxOffset\":" + max + ",\"units\":[" + String.join(",", units) + "]}");
+                try {
+                    ByteBuffer b = sbr.getByteBuffer();
+                    while (b.remaining() >= 20 && index < max) {
+                        long off = b.getLong();
+                        int size = b.getInt();
+                        long tags = b.getLong();
+                        units.add("[" + off + "," + size + "," + tags + "]");
+                        index++;
+                    }
+                } finally {
+                    sbr.release();
+                }
             }
+            cqs.add("{\"topic\":" + str(topic) + ",\"queueId\":" + queueId + ",\"minOffset\":"
+                + min + ",\"maxOffset\":" + max + ",\"units\":[" + String.join(",", units) + "]}");
         }
         extraSections.append(",\n\"consumeQueues\": [\n").append(String.join(",\n", cqs)).append("\n]");
         // The CommitLog's next-offset tables as the puts left them.
@@ -740,38 +734,47 @@ public final class GoldenHarness {
         }
     }
 
-    /** One line per message reachable through the consume queues, in queue order:
-     * topic, queueId, queueOffset, commitLogOffset, size, msgId, bodyCRC, storeTimestamp. */
-    private void listQueues(String root, String out) throws Exception {
-        List<String> lines = new ArrayList<>();
+    /** (topic, queueId) of every consume queue directory of the store at root, sorted. */
+    private static List<Object[]> queueDirs(String root) {
+        List<Object[]> found = new ArrayList<>();
         File[] topics = new File(root, "consumequeue").listFiles();
         java.util.Arrays.sort(topics);
         for (File topicDir : topics) {
             File[] queueDirs = topicDir.listFiles();
             java.util.Arrays.sort(queueDirs);
             for (File queueDir : queueDirs) {
-                String topic = topicDir.getName();
-                int queueId = Integer.parseInt(queueDir.getName());
-                long offset = store.getMinOffsetInQueue(topic, queueId);
-                long max = store.getMaxOffsetInQueue(topic, queueId);
-                lines.add("# " + topic + " " + queueId + " min " + offset + " max " + max);
-                while (offset < max) {
-                    GetMessageResult g = store.getMessage("GoldenGroup", topic, queueId, offset,
-                        32, null);
-                    if (g.getMessageBufferList() == null || g.getMessageBufferList().isEmpty()) {
-                        lines.add("! " + g.getStatus() + " at " + offset);
-                        g.release();
-                        break;
-                    }
-                    for (ByteBuffer b : g.getMessageBufferList()) {
-                        MessageExt m = MessageDecoder.decode(b.slice(), true, false);
-                        lines.add(topic + " " + queueId + " " + m.getQueueOffset() + " "
-                            + m.getCommitLogOffset() + " " + m.getStoreSize() + " "
-                            + m.getMsgId() + " " + m.getBodyCRC() + " " + m.getStoreTimestamp());
-                    }
-                    offset = g.getNextBeginOffset();
+                found.add(new Object[] {topicDir.getName(), Integer.parseInt(queueDir.getName())});
+            }
+        }
+        return found;
+    }
+
+    /** One line per message reachable through the consume queues, in queue order:
+     * topic, queueId, queueOffset, commitLogOffset, size, msgId, bodyCRC, storeTimestamp. */
+    private void listQueues(String root, String out) throws Exception {
+        List<String> lines = new ArrayList<>();
+        for (Object[] q : queueDirs(root)) {
+            String topic = (String) q[0];
+            int queueId = (Integer) q[1];
+            long offset = store.getMinOffsetInQueue(topic, queueId);
+            long max = store.getMaxOffsetInQueue(topic, queueId);
+            lines.add("# " + topic + " " + queueId + " min " + offset + " max " + max);
+            while (offset < max) {
+                GetMessageResult g = store.getMessage("GoldenGroup", topic, queueId, offset,
+                    32, null);
+                if (g.getMessageBufferList() == null || g.getMessageBufferList().isEmpty()) {
+                    lines.add("! " + g.getStatus() + " at " + offset);
                     g.release();
+                    break;
                 }
+                for (ByteBuffer b : g.getMessageBufferList()) {
+                    MessageExt m = MessageDecoder.decode(b.slice(), true, false);
+                    lines.add(topic + " " + queueId + " " + m.getQueueOffset() + " "
+                        + m.getCommitLogOffset() + " " + m.getStoreSize() + " "
+                        + m.getMsgId() + " " + m.getBodyCRC() + " " + m.getStoreTimestamp());
+                }
+                offset = g.getNextBeginOffset();
+                g.release();
             }
         }
         try (Writer w = new OutputStreamWriter(new FileOutputStream(out), StandardCharsets.UTF_8)) {
