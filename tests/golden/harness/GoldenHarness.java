@@ -644,16 +644,7 @@ public final class GoldenHarness {
             {"TopicL", "lmq-6010"}, {"TopicL", "batch-7000-1"}, {"%LMQ%a", "lmq-7"},
             {"PlainQ", "lmq-6020"}, {"SCHEDULE_TOPIC_XXXX", "lmq-6030"}, {"TopicL", "lmq-6030"},
         };
-        for (String[] k : keys) {
-            QueryMessageResult r = store.queryMessage(k[0], k[1], 32, 0, Long.MAX_VALUE);
-            List<Long> offsets = new ArrayList<>();
-            for (ByteBuffer b : r.getMessageBufferList()) {
-                offsets.add(b.getLong(b.position() + 28));
-            }
-            queries.add("{\"topic\":" + str(k[0]) + ",\"key\":" + str(k[1])
-                + ",\"maxCount\":32,\"commitLogOffsets\":" + offsets + "}");
-            r.release();
-        }
+        recordQueries(keys);
     }
 
     private String getJson(String topic, int queueId, long offset, int maxCount) {
@@ -722,6 +713,11 @@ public final class GoldenHarness {
             {"TopicA", "no-such-key"}, {"TopicA", uniqKey(12)}, {"TopicA", "\ud83d\ude00-70"},
             {"TopicRoll", "roll-280"},
         };
+        recordQueries(keys);
+    }
+
+    /** queryMessage of each (topic, key), its answer's commit log offsets into {@code queries}. */
+    private void recordQueries(String[][] keys) {
         for (String[] k : keys) {
             QueryMessageResult r = store.queryMessage(k[0], k[1], 32, 0, Long.MAX_VALUE);
             List<Long> offsets = new ArrayList<>();
