@@ -29,7 +29,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
 from rocketstore.format.native import native
-from rocketstore.paths import commitlog_dir
+from rocketstore.paths import CommitLogDirs, commitlog_dir
 from rocketstore.status import AppendStatus, PutStatus
 
 log = logging.getLogger(__name__)
@@ -150,10 +150,22 @@ class Appended:
 
 
 class CommitLog:
-    def __init__(self, root: str, file_size: int, *, writable: bool):
+    def __init__(
+        self, root: str, file_size: int, *, writable: bool, dirs: CommitLogDirs | None = None
+    ):
+        """``dirs``: where the files are (default ``<root>/commitlog``)."""
         self.file_size = file_size
+        self.dirs = dirs or CommitLogDirs((commitlog_dir(root),))
+        # Paths whose disk is above disk_space_clean_forcibly_ratio, kept up to date by
+        # the retention service: a multi-path CommitLog puts no new file there.
+        self.full_paths: frozenset[str] = frozenset()
         self.files = MappedFileQueue(
-            commitlog_dir(root), file_size, writable=writable, reserve=True
+            self.dirs.writable[0],
+            file_size,
+            writable=writable,
+            reserve=True,
+            also_read=self.dirs.all,
+            place=self._directory_for if self.dirs.multi_path else None,
         )
         self.put_lock = threading.Lock()
         # "topic-queueId" -> next queue offset (RocketMQ's topicQueueTable).
@@ -183,6 +195,9 @@ class CommitLog:
         """Store time of the newest record appended in this process (0 if none)."""
         last = self.files.last
         return last.store_timestamp if last is not None else 0
+
+    def _directory_for(self, start_offset: int) -> str:
+        return self.dirs.directory_for(start_offset, self.file_size, self.full_paths)
 
     def roll_next_file(self, offset: int) -> int:
         return offset + self.file_size - offset % self.file_size

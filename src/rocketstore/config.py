@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from rocketstore.errors import ConfigError
 from rocketstore.java_ints import JAVA_INT_MAX
+from rocketstore.paths import CommitLogDirs
 
 CQ_UNIT_SIZE = 20
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -29,6 +30,13 @@ class StoreConfig:
     mapped_file_size_consume_queue: int = 300_000 * CQ_UNIT_SIZE
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
+    # Where the CommitLog files are: "" is <store root>/commitlog; one path puts them
+    # there; several separated by "," spread them over the paths (RocketMQ's
+    # MultiPathMappedFileQueue: file n in the n % len-th of the sorted paths that are not
+    # read-only and whose disk is not above disk_space_clean_forcibly_ratio), with the
+    # read_only_commit_log_store_paths' files read but never added to. paths.CommitLogDirs.
+    store_path_commit_log: str = ""
+    read_only_commit_log_store_paths: str = ""
     # The broker's own address written into STOREHOST and offsetMsgIds.
     store_host: str = "127.0.0.1:10911"
     # Limits.
@@ -138,6 +146,12 @@ class StoreConfig:
         delay_levels_ms(self.message_delay_level)
         delete_hours(self.delete_when)
         return self
+
+    def commit_log_dirs(self, root: str) -> CommitLogDirs:
+        """The CommitLog directories of a store at ``root`` with these settings."""
+        return CommitLogDirs.of(
+            root, self.store_path_commit_log, self.read_only_commit_log_store_paths
+        )
 
     @property
     def consume_queue_file_size(self) -> int:

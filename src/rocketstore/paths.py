@@ -8,7 +8,9 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+from dataclasses import dataclass
 
+from rocketstore.errors import ConfigError
 from rocketstore.java_ints import JAVA_LONG_MAX
 
 COMMITLOG_DIR = "commitlog"
@@ -67,6 +69,96 @@ def index_file_ms(name: str) -> int | None:
 
 def commitlog_dir(root: str) -> str:
     return os.path.join(root, COMMITLOG_DIR)
+
+
+# RocketMQ's MessageStoreConfig.MULTI_PATH_SPLITTER (the rocketmq.broker.multiPathSplitter
+# system property can change it; nobody we know does).
+MULTI_PATH_SPLITTER = ","
+
+
+def split_paths(setting: str) -> tuple[str, ...]:
+    """A ``storePathCommitLog``-style list as RocketMQ reads it (``trim().split(",")``),
+    each path once, in order; empty parts are no path (Java drops trailing ones, and an
+    empty path lists no files)."""
+    paths: list[str] = []
+    for part in setting.strip().split(MULTI_PATH_SPLITTER):
+        if part and part not in paths:
+            paths.append(part)
+    return tuple(paths)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogDirs:
+    """Where a store's CommitLog files are: one directory (``<root>/commitlog`` unless
+    ``storePathCommitLog`` names another), or, when the setting lists several (RocketMQ's
+    MultiPathMappedFileQueue), files spread over them, plus ``readOnlyCommitLogStorePaths``
+    whose files are read but never added to.
+
+    ``writable`` and ``read_only`` are as configured; ``all`` is every directory files are
+    read from."""
+
+    writable: tuple[str, ...]
+    read_only: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, root: str, store_path_commit_log: str = "", read_only_paths: str = ""
+    ) -> CommitLogDirs:
+        """The directories of the settings (``""``: ``<root>/commitlog``). As in RocketMQ,
+        read-only paths count only with a multi-path setting (one with a ``,``)."""
+        setting = store_path_commit_log.strip()
+        if not setting:
+            return cls((commitlog_dir(root),))
+        if MULTI_PATH_SPLITTER not in setting:
+            return cls((setting,))
+        writable = split_paths(setting)
+        if not writable:
+            return cls((commitlog_dir(root),))
+        return cls(writable, split_paths(read_only_paths))
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return self.writable + tuple(p for p in self.read_only if p not in self.writable)
+
+    @property
+    def multi_path(self) -> bool:
+        return len(self.all) > 1
+
+    def placement(self, full: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """The directories a new file may go to, sorted as Java sorts strings: the
+        writable ones that are not read-only, without those whose disk is ``full`` unless
+        that leaves none (RocketMQ's tryCreateMappedFile)."""
+        available = [p for p in self.writable if p not in self.read_only]
+        roomy = [p for p in available if p not in full]
+        return tuple(sorted(roomy or available, key=_java_string_order))
+
+    def directory_for(
+        self, start_offset: int, file_size: int, full: frozenset[str] = frozenset()
+    ) -> str:
+        """The directory of the file starting at ``start_offset``: file number ``n`` goes
+        to ``placement()[n % len]``. ConfigError when every path is read-only (RocketMQ
+        fails with an ArithmeticException then)."""
+        paths = self.placement(full)
+        if not paths:
+            raise ConfigError(
+                "every storePathCommitLog path is also in readOnlyCommitLogStorePaths: "
+                f"no directory to write a CommitLog file in ({', '.join(self.writable)})"
+            )
+        return paths[(start_offset // file_size) % len(paths)]
+
+
+def no_commitlog(dirs: CommitLogDirs) -> str:
+    """What a store missing its CommitLog lacks, for an error message: ``no commitlog/``,
+    or the configured directories."""
+    if len(dirs.all) == 1 and os.path.basename(dirs.all[0]) == COMMITLOG_DIR:
+        return f"no {COMMITLOG_DIR}/"
+    return "no CommitLog directory: " + ", ".join(dirs.all)
+
+
+def _java_string_order(text: str) -> bytes:
+    """Java's String.compareTo order: by UTF-16 code units (a character past U+FFFF sorts
+    as its surrogates, before U+E000..U+FFFF, unlike Python's code-point order)."""
+    return text.encode("utf-16-be", "surrogatepass")
 
 
 # The longest file name the usual file systems take, in bytes.

@@ -62,10 +62,10 @@ from rocketstore.java_ints import JAVA_LONG_MAX
 from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
-    COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     index_dir,
     is_queue_dir_name,
+    no_commitlog,
 )
 from rocketstore.put_path import MessagePreparer, PutResult, encoded_results
 from rocketstore.queries import KeyQuery
@@ -95,7 +95,10 @@ class MessageStore:
         self._closed = False
         self._lock = DirectoryLock(self.root) if not read_only else None
         self.commitlog = CommitLog(
-            self.root, config.mapped_file_size_commit_log, writable=not read_only
+            self.root,
+            config.mapped_file_size_commit_log,
+            writable=not read_only,
+            dirs=config.commit_log_dirs(self.root),
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._queues_lock = threading.Lock()
@@ -168,8 +171,9 @@ class MessageStore:
         root = os.fspath(path)
         config = (config or StoreConfig()).validate()
         if read_only:
-            if not os.path.isdir(os.path.join(root, COMMITLOG_DIR)):
-                raise NotAStoreError(f"{root} is not a store directory (no {COMMITLOG_DIR}/)")
+            dirs = config.commit_log_dirs(root)
+            if not any(os.path.isdir(d) for d in dirs.all):
+                raise NotAStoreError(f"{root} is not a store directory ({no_commitlog(dirs)})")
         elif os.path.exists(root) and not os.path.isdir(root):
             raise NotAStoreError(f"{root} exists and is not a directory")
         config = _adopt_file_sizes(root, config, read_only=read_only)
@@ -972,7 +976,7 @@ def _adopt_file_sizes(root: str, config: StoreConfig, *, read_only: bool) -> Sto
     the files themselves'), the index geometry from an existing index file (which only a
     writer needs to know: it makes the next files)."""
     changes: dict[str, object] = {}
-    commitlog_size = detect_file_size(os.path.join(root, COMMITLOG_DIR))
+    commitlog_size = detect_file_size(config.commit_log_dirs(root).all)
     if commitlog_size is not None and commitlog_size != config.mapped_file_size_commit_log:
         changes["mapped_file_size_commit_log"] = commitlog_size
     cq_size = _detect_queue_file_size(os.path.join(root, CONSUME_QUEUE_DIR))

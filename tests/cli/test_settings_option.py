@@ -69,10 +69,6 @@ def test_the_store_is_the_files_store_path_unless_store_is_given(tmp_path: Path,
 
 def test_settings_a_store_cannot_honour_are_refused(tmp_path: Path, cli: Cli) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"storePathRootDir={tmp_path}/s\nstorePathCommitLog=/data/commitlog\n")
-    moved = cli("-c", conf, "topicList")
-    assert moved.code == 1
-    assert "storePathCommitLog=/data/commitlog is not" in moved.err
     conf.write_text("maxIndexNum=lots\n")
     bad = cli("-c", conf, "--store", tmp_path, "topicList")
     assert bad.code == 1
@@ -194,3 +190,29 @@ def test_a_broker_interval_rocketmq_would_not_start_with_is_refused(tmp_path: Pa
         CliError, match=r"flush_consumer_offset_interval_ms must be 1\.\.2147483647 \(ms\), got 0"
     ):
         _make_options(ctx, _serve_options(conf))
+
+
+def test_the_commitlog_paths_of_the_file_follow_its_store(tmp_path: Path) -> None:
+    """storePathCommitLog applies to the file's own store (no --store, or --store naming
+    storePathRootDir); --store naming another directory (a copy) reads that one's
+    commitlog/, for every command and for serve's own --store."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"storePathRootDir={tmp_path}/s\nstorePathCommitLog=/d1/log,/d2/log\n"
+        "readOnlyCommitLogStorePaths=/d0/log\n"
+    )
+    own = context_from_settings(str(conf), "./store", False, as_json=False, debug=False)
+    assert own.commitlog_dirs.writable == ("/d1/log", "/d2/log")
+    assert own.commitlog_dirs.read_only == ("/d0/log",)
+    same = context_from_settings(str(conf), f"{tmp_path}/s", True, as_json=False, debug=False)
+    assert same.commitlog_dirs == own.commitlog_dirs
+    copy = context_from_settings(str(conf), f"{tmp_path}/c", True, as_json=False, debug=False)
+    assert copy.commitlog_dirs.all == (f"{tmp_path}/c/commitlog",)
+    served = _make_options(own, _serve_options(conf, store_override=str(tmp_path / "c")))
+    assert served.store_config is not None
+    assert served.store_config.commit_log_dirs(str(tmp_path / "c")).all == (
+        f"{tmp_path}/c/commitlog",
+    )
+    kept = _make_options(own, _serve_options(conf))
+    assert kept.store_config is not None
+    assert kept.store_config.store_path_commit_log == "/d1/log,/d2/log"

@@ -8,6 +8,7 @@ acknowledged when its future completes, from the group commit thread with SYNC_F
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -16,10 +17,13 @@ from concurrent.futures import Future
 from rocketstore import Message, MessageStore, PutResult, StoreConfig
 
 TOPIC = "Crash"
+# storePathCommitLog for the writer and the checks (a CommitLog over several paths).
+PATHS_ENV = "ROCKETSTORE_CRASH_COMMITLOG_PATHS"
 
 
 def config(flush_disk_type: str) -> StoreConfig:
     return StoreConfig(
+        store_path_commit_log=os.environ.get(PATHS_ENV, ""),
         # Small enough that files roll over often, large enough that a few hundred kill
         # rounds stay well below the open-file limit (every mapping holds a descriptor).
         mapped_file_size_commit_log=256 * 1024,

@@ -19,7 +19,7 @@ from rocketstore import crashpoints as cp
 from rocketstore.format.message_id import decode_offset_msg_id
 
 sys.path.insert(0, str(Path(__file__).parent))
-from crash_writer import TOPIC, config
+from crash_writer import PATHS_ENV, TOPIC, config
 
 WRITER = str(Path(__file__).parent / "crash_writer.py")
 ROUNDS = int(os.environ.get("ROCKETSTORE_CRASH_ROUNDS", "50"))
@@ -112,13 +112,13 @@ def _index_diagnosis(store: MessageStore, n: int, seen: dict[int, tuple[int, int
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
-def test_sigkill_at_random_moments(tmp_path: Path, flush: str) -> None:
-    rng = random.Random(f"{flush}-kill")
-    root = tmp_path / "store"
+def kill_rounds(root: Path, seed: str, flushes: list[str]) -> None:
+    """One writer per entry of ``flushes`` (each mode in turn), killed with SIGKILL at a
+    random moment, and the store checked after each."""
+    rng = random.Random(seed)
     next_n = 0
     total_acked: set[int] = set()
-    for round_no in range(ROUNDS):
+    for round_no, flush in enumerate(flushes):
         mode = ("single", "batch", "submit")[round_no % 3]
         acked, code = run_writer(
             root, flush, mode, next_n, kill_after_s=rng.uniform(0.0, 0.25), env={}
@@ -126,6 +126,28 @@ def test_sigkill_at_random_moments(tmp_path: Path, flush: str) -> None:
         assert code == -signal.SIGKILL
         total_acked |= acked
         next_n = verify(root, flush, total_acked)
+
+
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_sigkill_at_random_moments(tmp_path: Path, flush: str) -> None:
+    kill_rounds(tmp_path / "store", f"{flush}-kill", [flush] * ROUNDS)
+
+
+def test_sigkill_with_the_commitlog_over_two_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """storePathCommitLog with two paths: the torn tail may be in either directory, and the
+    file made ahead of need in the other."""
+    paths = f"{tmp_path / 'disk-b'},{tmp_path / 'disk-a'}"
+    monkeypatch.setenv(PATHS_ENV, paths)  # the writers inherit it; verify's config reads it
+    root = tmp_path / "store"
+    kill_rounds(root, "two-paths", ["ASYNC_FLUSH", "SYNC_FLUSH"] * max(3, ROUNDS // 4))
+    files = {d: os.listdir(tmp_path / d) for d in ("disk-a", "disk-b")}
+    assert files["disk-a"] and files["disk-b"], files
+    assert not (root / "commitlog").exists()
+    for directory, names in files.items():
+        for name in names:  # file n in the n % 2-th of the sorted paths
+            assert (int(name) // (256 * 1024)) % 2 == ("disk-a", "disk-b").index(directory)
 
 
 @pytest.mark.parametrize("point", cp.ALL_POINTS)

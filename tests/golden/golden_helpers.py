@@ -7,6 +7,8 @@ import base64
 import json
 import os
 import struct
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,9 @@ V5 = Path(__file__).parent / "rocketmq-5.3.3"
 CORPUS = V4  # the corpus of the write checks (and the default of the helpers)
 # "recovered" is "crashed" reopened by RocketMQ itself; its manifest has no puts of its own.
 STORES = ("basic", "crashed", "recovered")
-CORPORA = {V4: STORES, V5: (*STORES, "propcrc")}
+CORPORA = {V4: (*STORES, "multipath"), V5: (*STORES, "propcrc")}
+# The `multipath` store's storePathCommitLog, under its root, in the order it was given.
+MULTIPATH_DIRS = ("commitlog/b", "commitlog/a")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANSACTION_MASK = 0xC
 PREPARED, ROLLBACK = 0x4, 0xC
@@ -71,19 +75,37 @@ def extract(name: str, into: Path, corpus: Path = CORPUS) -> Path:
     return into / name
 
 
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The rocketstore command, as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def prop_crc(manifest: Manifest) -> bool:
     """Whether the store was written with enabledAppendPropCRC (5.x manifests say so)."""
     return bool(manifest["config"].get("enabledAppendPropCRC", False))
 
 
-def store_config(manifest: Manifest) -> StoreConfig:
+def store_config(manifest: Manifest, root: Path | None = None) -> StoreConfig:
+    """The settings the manifest's store was written with; for the `multipath` store at
+    ``root``, its CommitLog paths there."""
     c = manifest["config"]
+    paths = ""
+    if manifest["mode"] == "multipath":
+        assert root is not None, "the multipath store's paths are under its root"
+        paths = ",".join(str(root / d) for d in MULTIPATH_DIRS)
     return StoreConfig(
         mapped_file_size_commit_log=c["mappedFileSizeCommitLog"],
         mapped_file_size_consume_queue=c["mappedFileSizeConsumeQueue"],
         max_hash_slot_num=c["maxHashSlotNum"],
         max_index_num=c["maxIndexNum"],
         store_host=c["storeHost"],
+        store_path_commit_log=paths,
     )
 
 
@@ -305,7 +327,7 @@ def store_files(root: Path) -> dict[str, list[str]]:
 def rewrite_with_rocketstore(manifest: Manifest, root: Path) -> None:
     """Put the manifest's inputs in RocketMQ's order with RocketMQ's store timestamps."""
     entries = manifest["messages"]
-    with MessageStore.open(root, store_config(manifest)) as store:
+    with MessageStore.open(root, store_config(manifest, root)) as store:
         i = 0
         while i < len(entries):
             entry = entries[i]

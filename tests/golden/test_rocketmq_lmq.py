@@ -7,13 +7,11 @@ consume queues back."""
 from __future__ import annotations
 
 import base64
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from golden_helpers import compare_files, extract, load_manifest, store_config, to_message
+from golden_helpers import compare_files, extract, load_manifest, run_cli, store_config, to_message
 
 from rocketstore import Message, MessageStore
 from rocketstore.format import properties as props
@@ -146,18 +144,8 @@ def test_bodies_and_keys_read_back(manifest: Manifest, theirs: Path) -> None:
             ), asked
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rocketstore.cli.main", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_check_finds_rocketmqs_store_sound(theirs: Path, manifest: Manifest) -> None:
-    done = _cli("--store", theirs, "check")
+    done = run_cli("--store", theirs, "check")
     assert done.returncode == 0, done.stdout + done.stderr
     units = sum(len(q["units"]) for q in manifest["consumeQueues"])
     assert f"{units} queue units" in done.stdout
@@ -168,9 +156,9 @@ def test_rebuild_gives_rocketmqs_queues_back(manifest: Manifest, tmp_path: Path)
     reference = extract("lmq", tmp_path / "reference")
     conf = tmp_path / "broker.conf"
     conf.write_text("enableLmq=true\nenableMultiDispatch=true\n")
-    refused = _cli("--store", ours, "rebuild")
+    refused = run_cli("--store", ours, "rebuild")
     assert refused.returncode == 1 and "enableMultiDispatch" in refused.stderr
-    done = _cli("-c", conf, "--store", ours, "rebuild")
+    done = run_cli("-c", conf, "--store", ours, "rebuild")
     assert done.returncode == 0, done.stderr
     for kind in ("consumequeue", "index"):
         problems = compare_files(kind, ours, reference, manifest["config"]["maxHashSlotNum"])

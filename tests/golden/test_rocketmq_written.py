@@ -50,7 +50,7 @@ def rocketmq_store(
     corpus, name = request.param
     manifest = load_manifest(name, corpus)
     root = extract(name, tmp_path_factory.mktemp(name), corpus)
-    store = MessageStore.open(root, store_config(manifest), read_only=True)
+    store = MessageStore.open(root, store_config(manifest, root), read_only=True)
     try:
         yield manifest, store
     finally:

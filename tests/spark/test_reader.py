@@ -4,6 +4,7 @@ against the store's own API (get_messages, query_messages, offset_by_time)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from pyspark.sql import datasource as ds
 from spark_helpers import BASE_MS, LAYOUT, ROUNDS, ident, read_all, store_rows
 
 from rocketstore import Message, MessageStore, NotAStoreError
-from rocketstore.spark import columns
+from rocketstore.spark import columns, scan
 from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
 from rocketstore.spark.source import PushdownReader, RocketStoreDataSource, RocketStoreReader
 
@@ -182,6 +183,30 @@ def test_commitlog_mode_without_queues_or_index(store_copy):
     assert _ids(rows) == _ids(expected)  # the PREPARED record has no queue entry: left out
     by_id = {ident(r): r for r in rows}
     assert all(by_id[ident(w)]["commitLogOffset"] == w["commitLogOffset"] for w in expected)
+
+
+@pytest.mark.parametrize("mode", ["queue", "commitlog"])
+def test_a_commitlog_spread_over_directories(store_copy, tmp_path, mode):
+    """storePathCommitLog (and readOnlyCommitLogStorePaths) as a broker.conf has them."""
+    expected = _ids(read_all({"path": str(store_copy), "mode": mode}))
+    disks = [tmp_path / "disk-a", tmp_path / "disk-b", tmp_path / "old"]
+    for disk in disks:
+        disk.mkdir()
+    for i, name in enumerate(sorted(os.listdir(store_copy / "commitlog"))):
+        os.rename(store_copy / "commitlog" / name, disks[i % 3] / name)
+    os.rmdir(store_copy / "commitlog")
+    options = {
+        "path": str(store_copy),
+        "mode": mode,
+        "storePathCommitLog": f"{disks[0]},{disks[1]}",
+        "readOnlyCommitLogStorePaths": str(disks[2]),
+    }
+    assert len(list(disks[2].iterdir())) >= 1
+    assert _ids(read_all(options)) == expected
+    scan.close_stores()  # the store opened before the files moved is cached per process
+    source = RocketStoreDataSource({"path": str(store_copy), "mode": mode})
+    with pytest.raises(NotAStoreError, match=r"no commitlog/"):
+        source.reader(source.schema()).partitions()
 
 
 def test_commitlog_mode_splits_inside_files_at_record_boundaries(store_path):

@@ -130,9 +130,11 @@ def check_store(
     abort = os.path.exists(os.path.join(root, ABORT_FILE))
     result = CheckResult(root, unclean=abort and not lock_held)
     rel = _relative(root)
-    scan = CommitLogScan(root, check_crc=True, on_bytes=on_bytes)
-    result.scan = scan
     settings = config or StoreConfig()
+    scan = CommitLogScan(
+        root, check_crc=True, on_bytes=on_bytes, dirs=settings.commit_log_dirs(root)
+    )
+    result.scan = scan
     # LMQ queues are queue 0 unless a broker.conf turns multi-dispatch on without LMQ.
     collector = _RecordCollector(
         enable_lmq=settings.enable_lmq or not settings.enable_multi_dispatch
@@ -181,7 +183,9 @@ def _maybe_in_flight(scan: CommitLogScan, issue: ScanIssue) -> bool:
 
 def _relative(root: str) -> Callable[[str], str]:
     def rel(path: str) -> str:
-        return os.path.relpath(path, root)
+        # Files outside the root (a CommitLog spread over other directories) by full path.
+        inside = os.path.abspath(path).startswith(os.path.join(os.path.abspath(root), ""))
+        return os.path.relpath(path, root) if inside else os.path.abspath(path)
 
     return rel
 

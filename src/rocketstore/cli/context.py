@@ -22,8 +22,12 @@ import click
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
-from rocketstore.paths import COMMITLOG_DIR
-from rocketstore.settings_file import parse_java_properties, store_config_from_settings
+from rocketstore.paths import CommitLogDirs, no_commitlog
+from rocketstore.settings_file import (
+    COMMITLOG_PATH_KEYS,
+    parse_java_properties,
+    store_config_from_settings,
+)
 from rocketstore.store import MessageStore
 
 # mqadmin prints a broker name in several tables; offline there is only this store.
@@ -101,14 +105,10 @@ def context_from_settings(
     root_setting = settings.get("storePathRootDir", "").strip()
     if not store_given and root_setting:
         store_dir = root_setting
-    # With --store (a copy of the store, say) the file's paths name another place.
-    commitlog_setting = "" if store_given else settings.get("storePathCommitLog", "").strip()
-    expected = os.path.join(store_dir, COMMITLOG_DIR)
-    if commitlog_setting and os.path.abspath(commitlog_setting) != os.path.abspath(expected):
-        raise CliError(
-            f"{path}: storePathCommitLog={commitlog_setting} is not {expected}; rocketstore "
-            "reads the CommitLog from the commitlog/ directory of the store root"
-        )
+    if store_given and os.path.abspath(store_dir) != os.path.abspath(root_setting or store_dir):
+        # --store names another place than the file's root (a copy of the store, say):
+        # its CommitLog is the copy's commitlog/, not the paths the file names.
+        settings = {k: v for k, v in settings.items() if k not in COMMITLOG_PATH_KEYS}
     try:
         config = store_config_from_settings(settings, source=path)
     except ConfigError as e:
@@ -176,9 +176,16 @@ class CliContext:
             raise CliError(f"store directory {root} does not exist (use --store DIR)")
         if not os.path.isdir(root):
             raise CliError(f"{root} is not a directory")
-        if not os.path.isdir(os.path.join(root, COMMITLOG_DIR)):
-            raise CliError(f"{root} is not a store directory (no {COMMITLOG_DIR}/ inside)")
+        dirs = self.commitlog_dirs
+        if not any(os.path.isdir(d) for d in dirs.all):
+            raise CliError(f"{root} is not a store directory ({no_commitlog(dirs)} inside)")
         return root
+
+    @property
+    def commitlog_dirs(self) -> CommitLogDirs:
+        """Where the store's CommitLog files are (``<store>/commitlog`` unless the settings
+        file's ``storePathCommitLog`` names other directories)."""
+        return self.config.commit_log_dirs(self.store_dir)
 
     def open_read_only(self) -> MessageStore:
         """Open without the writer lock: works while a writer (or a broker) runs."""

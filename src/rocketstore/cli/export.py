@@ -20,8 +20,10 @@ from rocketstore.cli.params import java_long
 from rocketstore.cli.progress import progress
 from rocketstore.cli.rebuild_engines import spark_rebuild_module
 from rocketstore.cli.scan import CommitLogScan, ScannedRecord
+from rocketstore.config import StoreConfig
 from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
+from rocketstore.paths import MULTI_PATH_SPLITTER, split_paths
 
 PARQUET_BATCH_ROWS = 8192
 
@@ -37,7 +39,9 @@ def record_json(record: ScannedRecord) -> dict[str, Any]:
 
 def scan_range(ctx: CliContext, start: int | None, end: int | None) -> CommitLogScan:
     root = ctx.require_store_dir()
-    scan = CommitLogScan(root, check_crc=True, start=start, end=end)
+    scan = CommitLogScan(
+        root, check_crc=True, start=start, end=end, dirs=ctx.config.commit_log_dirs(root)
+    )
     if start is not None and scan.files and start >= scan.files[-1].end:
         raise CliError(
             f"offset {start} is beyond the end of the CommitLog (its files end at "
@@ -219,13 +223,30 @@ def _export_spark(
     root = ctx.require_store_dir()
     spark_rebuild = spark_rebuild_module()
     with spark_rebuild.spark_session(master, "rocketstore export") as spark:
-        count = spark_rebuild.export_parquet(spark, root, out, topics)
+        count = spark_rebuild.export_parquet(
+            spark, root, out, topics, commit_log_options=commit_log_options(ctx.config)
+        )
     if ctx.as_json:
         ctx.emit(
             {"type": "summary", "format": fmt, "engine": "spark", "out": out, "records": count}
         )
     else:
         click.echo(f"exported {count} records to {out} (parquet dataset by topic and date)")
+
+
+def commit_log_options(config: StoreConfig) -> dict[str, str]:
+    """The data source options naming the CommitLog directories of ``config`` (none for
+    ``<store>/commitlog``), as absolute paths: Spark's tasks may run elsewhere."""
+    options = {
+        "storePathCommitLog": config.store_path_commit_log,
+        "readOnlyCommitLogStorePaths": config.read_only_commit_log_store_paths,
+    }
+    return {
+        name: MULTI_PATH_SPLITTER.join(os.path.abspath(p) for p in split_paths(value))
+        + (MULTI_PATH_SPLITTER if MULTI_PATH_SPLITTER in value else "")
+        for name, value in options.items()
+        if value.strip()
+    }
 
 
 def _write_jsonl(records: Iterator[ScannedRecord], stream: IO[str]) -> int:

@@ -25,7 +25,6 @@ from rocketstore.cli.context import (
 from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format import record as rec
-from rocketstore.paths import COMMITLOG_DIR
 
 
 @click.command("topicList", short_help="The topics in the store.")
@@ -58,7 +57,7 @@ def topic_list(ctx: CliContext, namesrv: str | None) -> None:
     root = ctx.store_dir
     configured = read_topics_file(root) if os.path.isdir(root) else None
     queues: dict[str, list[int]] = {}
-    if configured is None or os.path.isdir(os.path.join(root, COMMITLOG_DIR)):
+    if configured is None or any(os.path.isdir(d) for d in ctx.commitlog_dirs.all):
         # A store whose topics were created before its first message has only config/.
         with ctx.open_read_only() as store:
             queues = store.topics()

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from rocketstore.config import StoreConfig
 from rocketstore.errors import StoreLockedError
 from rocketstore.files.lock import DirectoryLock
+from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format.multi_dispatch import LMQ_PREFIX
 from rocketstore.index import newest_geometry
 from rocketstore.paths import (
-    COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     INDEX_DIR,
+    CommitLogDirs,
     is_offset_file_name,
 )
 from rocketstore.store import MessageStore
@@ -57,20 +58,18 @@ class CutOutcome:
     removed_files: list[str]
 
 
-def cut_commitlog(root: str, offset: int) -> CutOutcome:
+def cut_commitlog(dirs: CommitLogDirs, offset: int) -> CutOutcome:
     """Zero the CommitLog from ``offset`` to the end of its file and delete later files.
 
     The file holding ``offset`` is kept (zeroed from there), so the store keeps its first
     offset even when the cut is at the start of the first file. Only chunks that hold data
     are written, so a sparse, pre-sized file stays sparse. The caller holds the lock.
     """
-    directory = os.path.join(root, COMMITLOG_DIR)
-    names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
     cleared = 0
     removed: list[str] = []
-    for name in names:
-        path = os.path.join(directory, name)
-        start, size = int(name), os.path.getsize(path)
+    for start, path in offset_file_paths(dirs.all).items():
+        name = os.path.basename(path)
+        size = os.path.getsize(path)
         if start + size <= offset:
             continue
         if start > offset:

@@ -59,7 +59,8 @@ def run_parallel(
     """Rebuild with the parallel engine; one line per skipped corrupt region, then the
     summary (the caller prints it)."""
     # Our bar for local processes; Spark draws its own stage progress on the terminal.
-    total = sum(length for _offset, length in commitlog_files(root)) if engine == "local" else 0
+    files = commitlog_files(root, ctx.commitlog_dirs) if engine == "local" else []
+    total = sum(length for _offset, length in files)
     with _runner(engine, master) as runner, progress(total, f"rebuild ({engine})") as bar:
 
         def on_progress(phase: str, done: int, _total: int) -> None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
 
 from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format import record as rec
 from rocketstore.format.crc import (
     PROPERTY_CRC_LENGTH,
@@ -25,7 +26,7 @@ from rocketstore.format.crc import (
     stored_property_crc,
 )
 from rocketstore.format.record_search import readable_record_after
-from rocketstore.paths import COMMITLOG_DIR, is_offset_file_name
+from rocketstore.paths import CommitLogDirs, commitlog_dir
 
 _ZEROS = bytes(1 << 20)
 
@@ -47,16 +48,14 @@ class DataFile:
         return self.start + self.size
 
 
-def offset_files(directory: str) -> list[DataFile]:
-    """The 20-digit-named files of ``directory`` in offset order (empty if none)."""
-    if not os.path.isdir(directory):
-        return []
-    names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
-    result = []
-    for name in names:
-        path = os.path.join(directory, name)
-        result.append(DataFile(path, int(name), os.path.getsize(path)))
-    return result
+def offset_files(directory: str | Sequence[str]) -> list[DataFile]:
+    """The 20-digit-named files of ``directory`` (or of several, a multi-path CommitLog)
+    in offset order (empty if none)."""
+    directories = (directory,) if isinstance(directory, str) else directory
+    return [
+        DataFile(path, start, os.path.getsize(path))
+        for start, path in offset_file_paths(directories).items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -124,10 +123,12 @@ class CommitLogScan:
         start: int | None = None,
         end: int | None = None,
         on_bytes: Callable[[int], None] | None = None,
+        dirs: CommitLogDirs | None = None,
     ):
+        """``dirs``: where the CommitLog files are (default ``<root>/commitlog``)."""
         self.root = root
-        self.directory = os.path.join(root, COMMITLOG_DIR)
-        self.files = offset_files(self.directory)
+        self.dirs = dirs or CommitLogDirs((commitlog_dir(root),))
+        self.files = offset_files(self.dirs.all)
         self.check_crc = check_crc
         self.start = start
         self.end = end

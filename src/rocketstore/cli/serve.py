@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -142,6 +143,12 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         given["auto_create_topic_enable"] = False
     broker = replace(broker, **{k: v for k, v in given.items() if v is not None})
     store_config = obj.writer_config
+    if os.path.abspath(store_dir) != os.path.abspath(obj.store_dir):
+        # Another store than the settings file's (as with the global --store): its
+        # CommitLog is its own commitlog/, not the paths the file names.
+        store_config = store_config.replace(
+            store_path_commit_log="", read_only_commit_log_store_paths=""
+        )
     if kwargs["flush"] is not None:
         store_config = store_config.replace(flush_disk_type=kwargs["flush"])
     listen = kwargs["listen"]

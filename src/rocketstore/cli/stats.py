@@ -15,7 +15,7 @@ import click
 from rocketstore.cli.context import CliContext, queue_bounds, unit_store_time
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format.checkpoint import decode_checkpoint
-from rocketstore.paths import CHECKPOINT_FILE, COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR
 from rocketstore.store import MessageStore
 
 # RocketMQ starts deleting files early above this disk usage (diskMaxUsedSpaceRatio).
@@ -38,11 +38,12 @@ class FileUsage:
         return {"files": self.files, "bytes": self.bytes, "diskBytes": self.disk_bytes}
 
 
-def usage(directory: str) -> FileUsage:
+def usage(*directories: str) -> FileUsage:
     total = FileUsage()
-    for base, _dirs, names in os.walk(directory):
-        for name in names:
-            total.add(os.path.join(base, name))
+    for directory in directories:
+        for base, _dirs, names in os.walk(directory):
+            for name in names:
+                total.add(os.path.join(base, name))
     return total
 
 
@@ -113,7 +114,8 @@ def collect(store: MessageStore) -> dict[str, Any]:
     return {
         "store": root,
         "commitLog": {
-            **usage(os.path.join(root, COMMITLOG_DIR)).to_json(),
+            **usage(*store.commitlog.dirs.all).to_json(),
+            "directories": list(store.commitlog.dirs.all),
             "fileSize": store.config.mapped_file_size_commit_log,
             "minOffset": commit_min,
             "maxOffset": commit_max,
@@ -162,6 +164,8 @@ def _print(stats: dict[str, Any]) -> None:
         f"{cl['maxOffset']} ({human_bytes(cl['dataBytes'])} of data), "
         f"{human_bytes(cl['diskBytes'])} on disk",
     )
+    if len(cl["directories"]) > 1:
+        row("", "spread over " + ", ".join(cl["directories"]))
     row(
         "ConsumeQueue:",
         f"{cq['queues']} queues in {cq['topics']} topics, {cq['files']} files, "

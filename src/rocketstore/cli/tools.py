@@ -28,14 +28,17 @@ from rocketstore.cli.rebuild_engines import ENGINES, run_parallel
 from rocketstore.cli.scan import CommitLogScan, ScanIssue
 from rocketstore.config import StoreConfig
 from rocketstore.files.lock import DirectoryLock
-from rocketstore.paths import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.paths import CONSUME_QUEUE_DIR, INDEX_DIR
+
+PARTS = (CONSUME_QUEUE_DIR, INDEX_DIR)
 
 
-def store_bytes(root: str) -> int:
+def store_bytes(root: str, config: StoreConfig) -> int:
     """Bytes of the CommitLog, queue and index files (the progress total of a check)."""
     total = 0
-    for part in (COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR):
-        for directory, _dirs, files in os.walk(os.path.join(root, part)):
+    parts = (*config.commit_log_dirs(root).all, *(os.path.join(root, d) for d in PARTS))
+    for part in parts:
+        for directory, _dirs, files in os.walk(part):
             for name in files:
                 with contextlib.suppress(OSError):
                     total += os.path.getsize(os.path.join(directory, name))
@@ -45,7 +48,7 @@ def store_bytes(root: str) -> int:
 def run_check(
     root: str, label: str, config: StoreConfig, *, lock_held: bool = False
 ) -> CheckResult:
-    with progress(store_bytes(root), label) as bar:
+    with progress(store_bytes(root, config), label) as bar:
         return check_store(root, on_bytes=bar.advance, lock_held=lock_held, config=config)
 
 
@@ -182,7 +185,7 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
             if problem is not None:
                 raise CliError(problem)
         if cut is not None:
-            outcome = cut_commitlog(root, cut)
+            outcome = cut_commitlog(ctx.config.commit_log_dirs(root), cut)
             removed = (
                 f", removed {', '.join(outcome.removed_files)}" if outcome.removed_files else ""
             )
@@ -333,7 +336,7 @@ def rebuild_command(
         return
     lock: DirectoryLock | None = held_lock(root)
     try:
-        scan = CommitLogScan(root, check_crc=False)
+        scan = CommitLogScan(root, check_crc=False, dirs=ctx.config.commit_log_dirs(root))
         with progress(scan.total_bytes, "scanning CommitLog") as bar:
             scan.on_bytes = bar.advance
             for _ in scan.records():

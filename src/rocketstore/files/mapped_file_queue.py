@@ -1,7 +1,9 @@
 """A directory of equally sized mapped files forming one contiguous offset space.
 
 Layer: files. Used by the CommitLog and each ConsumeQueue. File names are 20-digit start
-offsets; the file holding an offset is found arithmetically (with a linear fallback).
+offsets; the file holding an offset is found arithmetically (with a linear fallback). A
+CommitLog may spread its files over several directories (RocketMQ's
+MultiPathMappedFileQueue): the queue then reads every one and asks where a new file goes.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 
 from rocketstore.errors import CorruptDataError, StoreError
 from rocketstore.files.mapped_file import MappedFile, remove_leftovers
@@ -18,20 +21,51 @@ from rocketstore.paths import is_offset_file_name, offset_to_file_name
 log = logging.getLogger(__name__)
 
 
-def detect_file_size(directory: str) -> int | None:
-    """Size of the files in ``directory`` (None if there are none); CorruptDataError if they
-    differ, except that only the first file decides (RocketMQ requires them all equal)."""
-    if not os.path.isdir(directory):
-        return None
-    sizes = {
-        os.path.getsize(os.path.join(directory, name))
-        for name in os.listdir(directory)
-        if is_offset_file_name(name)
-    }
+def offset_file_paths(directories: Sequence[str]) -> dict[int, str]:
+    """Start offset -> path of every offset-named file in ``directories`` (a CommitLog may
+    spread its files over several: RocketMQ's MultiPathMappedFileQueue), ordered by offset.
+    CorruptDataError when two directories hold a file of the same name: which one is the
+    log cannot be told."""
+    found: dict[int, str] = {}
+    for directory in directories:
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            if not is_offset_file_name(name):
+                continue
+            path = os.path.join(directory, name)
+            start = int(name)
+            other = found.get(start)
+            if other is not None:
+                raise CorruptDataError(
+                    f"two files for offset {start}: {other} and {path}", path=directory
+                )
+            found[start] = path
+    return dict(sorted(found.items()))
+
+
+def offset_file_path(directories: Sequence[str], start_offset: int) -> str:
+    """The path of the file starting at ``start_offset``: in whichever of ``directories``
+    has it, else (so an error names a path) in the first."""
+    name = offset_to_file_name(start_offset)
+    for directory in directories:
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            return path
+    return os.path.join(directories[0], name)
+
+
+def detect_file_size(directory: str | Sequence[str]) -> int | None:
+    """Size of the files in ``directory`` (or in all of several; None if there are none);
+    CorruptDataError if they differ (RocketMQ requires them all equal)."""
+    directories = (directory,) if isinstance(directory, str) else directory
+    sizes = {os.path.getsize(path) for path in offset_file_paths(directories).values()}
     if not sizes:
         return None
     if len(sizes) > 1:
-        raise CorruptDataError(f"files of different sizes {sorted(sizes)}", path=directory)
+        raise CorruptDataError(
+            f"files of different sizes {sorted(sizes)}", path=", ".join(directories)
+        )
     return sizes.pop()
 
 
@@ -44,12 +78,19 @@ class MappedFileQueue:
         writable: bool,
         reserve: bool = False,
         read_around: bool = True,
+        also_read: Sequence[str] = (),
+        place: Callable[[int], str] | None = None,
     ):
         """``reserve``: allocate each new file's blocks up front (the CommitLog does, so a
         full disk fails at file creation rather than as a SIGBUS mid-write).
         ``read_around``: False maps each new file with ``advise_no_read_around`` (the
-        consume queues: small units written in order, many files barely used)."""
+        consume queues: small units written in order, many files barely used).
+        ``also_read``: more directories whose files belong to the queue, and ``place``
+        the directory a new file starting at an offset goes to (a multi-path CommitLog;
+        by default every file is in ``directory``)."""
         self.directory = directory
+        self.directories = (directory, *(d for d in also_read if d != directory))
+        self._place = place
         self.reserve = reserve
         self.read_around = read_around
         self.file_size = file_size
@@ -63,19 +104,16 @@ class MappedFileQueue:
         # no data; close() deletes it, and after a crash recovery drops it like any file
         # past the end of the data (truncate_dirty_files).
         self._spare: MappedFile | None = None
-        self._made_directory = False  # by a spare, removed again if nothing else came
+        self._made_directories: set[str] = set()  # by a spare, removed again if unused
 
     # --- loading ------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Map every file of the directory, sorted by name; all must have ``file_size``."""
-        if not os.path.isdir(self.directory):
-            return
+        """Map every file of the directories, by start offset; all must have ``file_size``."""
         if self.writable:
-            remove_leftovers(self.directory)
-        names = sorted(n for n in os.listdir(self.directory) if is_offset_file_name(n))
-        for name in names:
-            path = os.path.join(self.directory, name)
+            for directory in self.directories:
+                remove_leftovers(directory)
+        for path in offset_file_paths(self.directories).values():
             mapped = MappedFile(path, self.file_size, writable=self.writable)
             # Loaded files count as written to the end; recovery moves the positions back.
             mapped.wrote_position = self.file_size
@@ -83,25 +121,19 @@ class MappedFileQueue:
             self.files.append(mapped)
         for previous, current in zip(self.files, self.files[1:], strict=False):
             if current.file_from_offset != previous.file_from_offset + self.file_size:
-                log.warning(
-                    "gap in %s between %s and %s",
-                    self.directory,
-                    os.path.basename(previous.path),
-                    os.path.basename(current.path),
-                )
+                log.warning("gap in the files between %s and %s", previous.path, current.path)
 
     def refresh(self) -> None:
         """Read-only openers: map files a writer has added since the last look."""
-        if not os.path.isdir(self.directory):
-            return
         known = {f.file_from_offset for f in self.files}
-        names = sorted(n for n in os.listdir(self.directory) if is_offset_file_name(n))
+        try:
+            paths = offset_file_paths(self.directories)
+        except CorruptDataError:
+            return  # a file being moved between directories: look again next time
         with self._lock:
-            for name in names:
-                start = int(name)
+            for start, path in paths.items():
                 if start in known:
                     continue
-                path = os.path.join(self.directory, name)
                 try:
                     if os.path.getsize(path) != self.file_size:
                         continue  # still being created by the writer
@@ -201,12 +233,13 @@ class MappedFileQueue:
         return mapped
 
     def _new_file(self, start_offset: int) -> MappedFile:
+        directory = self.directory if self._place is None else self._place(start_offset)
         if not self.writable:
-            raise StoreError(f"{self.directory} is read-only")
-        if not os.path.isdir(self.directory):
-            os.makedirs(self.directory, exist_ok=True)
-            self._made_directory = True
-        path = os.path.join(self.directory, offset_to_file_name(start_offset))
+            raise StoreError(f"{directory} is read-only")
+        if not os.path.isdir(directory):
+            os.makedirs(directory, exist_ok=True)
+            self._made_directories.add(directory)
+        path = os.path.join(directory, offset_to_file_name(start_offset))
         mapped = MappedFile(path, self.file_size, writable=True, create=True, reserve=self.reserve)
         if not self.read_around:
             mapped.advise_no_read_around()
@@ -306,18 +339,21 @@ class MappedFileQueue:
             self.files = []
             self._drop_spare()
             self.flushed_where = 0
-        with contextlib.suppress(OSError):
-            os.rmdir(self.directory)
+        for directory in self.directories:
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
 
     def close(self) -> None:
         """Unmap every file; the spare, which holds nothing, is deleted."""
         with self._lock:
             for mapped in self.files:
                 mapped.close()
-            if self._drop_spare() and not self.files and self._made_directory:
-                # A store opened and closed without a put leaves no directory behind.
-                with contextlib.suppress(OSError):
-                    os.rmdir(self.directory)
+            if self._drop_spare():
+                # A store opened and closed without a put leaves no directory behind, nor
+                # does a spare in a directory of its own (rmdir fails on one in use).
+                for directory in self._made_directories:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(directory)
 
     def mapped_memory_size(self) -> int:
         return len(self.files) * self.file_size

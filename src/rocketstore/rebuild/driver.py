@@ -22,14 +22,13 @@ from typing import Any, TypeVar, cast
 from rocketstore.config import StoreConfig
 from rocketstore.errors import CorruptDataError
 from rocketstore.files.lock import DirectoryLock
+from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format.record_scan import CorruptRegion, check_record
 from rocketstore.paths import (
     CHECKPOINT_FILE,
-    COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     INDEX_DIR,
     index_file_name,
-    offset_to_file_name,
 )
 from rocketstore.rebuild.layout import (
     MIN_INDEX_PART_ENTRIES,
@@ -119,7 +118,8 @@ def rebuild_store(
     started = time.monotonic()
     path = os.path.abspath(os.fspath(root))
     config = (config or StoreConfig()).validate()
-    commitlog_files(path)  # NotAStoreError before anything is locked or created
+    dirs = config.commit_log_dirs(path)
+    commitlog_files(path, dirs)  # NotAStoreError before anything is locked or created
     lock = None if lock_held else DirectoryLock(path)
     if lock is not None:
         lock.acquire()
@@ -128,7 +128,7 @@ def rebuild_store(
         clear_stale_work(path)
         work = tempfile.mkdtemp(prefix=WORK_PREFIX, dir=path)
         if _is_local(runner) if scratch is None else scratch:
-            spills = make_scratch(sum(length for _offset, length in commitlog_files(path)))
+            spills = make_scratch(sum(length for _, length in commitlog_files(path, dirs)))
     except BaseException:
         if lock is not None:
             lock.release()
@@ -210,7 +210,13 @@ class _Job:
         geometry = settings.geometry
         report = RebuildReport(self.runner.name, rebuilt_queues=queues, rebuilt_index=index)
         clock = time.monotonic()
-        ranges = plan_ranges(self.root, geometry.commit_log_file_size, pieces, max_range_bytes)
+        ranges = plan_ranges(
+            self.root,
+            geometry.commit_log_file_size,
+            pieces,
+            max_range_bytes,
+            self.config.commit_log_dirs(self.root),
+        )
         report.ranges = len(ranges)
         scans = bundle_scans([ScanTask(settings, r) for r in ranges], self.runner.workers)
         bundled_scans: list[list[ScanResult | TaskFailure]] = self._map(
@@ -226,7 +232,7 @@ class _Job:
                 geometry.commit_log_file_size,
                 skip_corrupt=skip_corrupt,
                 inspect=lambda offset: inspect_offset(
-                    self.root, geometry.commit_log_file_size, offset
+                    settings.commitlog_dirs, geometry.commit_log_file_size, offset
                 ),
             )
         except CorruptDataError as e:
@@ -398,11 +404,11 @@ def _write_checkpoint(root: str, last_store_timestamp: int, index_end: int | Non
     checkpoint.flush()
 
 
-def inspect_offset(root: str, file_size: int, offset: int) -> str | None:
+def inspect_offset(dirs: Sequence[str], file_size: int, offset: int) -> str | None:
     """Why the bytes at CommitLog ``offset`` are not a valid record; None when they are
-    zero (the end of the data)."""
+    zero (the end of the data). ``dirs``: where the CommitLog files are."""
     first = offset - offset % file_size
-    path = os.path.join(root, COMMITLOG_DIR, offset_to_file_name(first))
+    path = offset_file_path(dirs, first)
     try:
         with open(path, "rb") as handle:
             handle.seek(offset - first)

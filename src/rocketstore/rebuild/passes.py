@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from rocketstore.errors import StoreError
 from rocketstore.files.holes import next_data_finder
+from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format import index_layout
 from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, max_queue_offset
@@ -56,7 +57,7 @@ from rocketstore.index import (
     SlotRuns,
     write_blocks,
 )
-from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
+from rocketstore.paths import offset_to_file_name
 from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
 
 UNIT_DTYPE = np.dtype(
@@ -151,7 +152,7 @@ def scan_pass(task: ScanTask) -> ScanResult | TaskFailure:
     """Pass 1 over one CommitLog range (see the module docstring)."""
     part = task.commit_range
     settings = task.settings
-    path = os.path.join(settings.root, COMMITLOG_DIR, offset_to_file_name(part.file_offset))
+    path = offset_file_path(settings.commitlog_dirs, part.file_offset)
     try:
         with open(path, "rb") as handle:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)

@@ -17,14 +17,18 @@ from dataclasses import dataclass
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError, NotAStoreError
 from rocketstore.files.holes import next_data_finder
-from rocketstore.files.mapped_file_queue import detect_file_size
+from rocketstore.files.mapped_file_queue import (
+    detect_file_size,
+    offset_file_path,
+    offset_file_paths,
+)
 from rocketstore.index import newest_geometry
 from rocketstore.paths import (
-    COMMITLOG_DIR,
     CONSUME_QUEUE_DIR,
     INDEX_DIR,
+    CommitLogDirs,
     is_offset_file_name,
-    offset_to_file_name,
+    no_commitlog,
 )
 
 SCAN_DIR = "scan"  # the scan's spills, when they stay in the work directory
@@ -54,6 +58,7 @@ class RebuildSettings:
     the rules that make the output byte-identical to the dispatcher's."""
 
     root: str  # the store directory (absolute)
+    commitlog_dirs: tuple[str, ...]  # where its CommitLog files are (paths.CommitLogDirs.all)
     work_dir: str  # the temporary directory inside the store root
     spill_dir: str  # where the scan's intermediate files go (work_dir/scan, or scratch)
     geometry: Geometry
@@ -103,18 +108,18 @@ def even_piece_bytes(total_bytes: int, pieces: int, ceiling: int) -> int:
     return max(1, min(ceiling, math.ceil(total_bytes / pieces)))
 
 
-def commitlog_files(root: str) -> list[tuple[int, int]]:
-    """(file offset, file length) of every CommitLog file, in offset order."""
-    directory = os.path.join(root, COMMITLOG_DIR)
-    if not os.path.isdir(directory):
-        raise NotAStoreError(f"{root} is not a store directory (no {COMMITLOG_DIR}/)")
-    names = sorted(n for n in os.listdir(directory) if is_offset_file_name(n))
-    return [(int(n), os.path.getsize(os.path.join(directory, n))) for n in names]
+def commitlog_files(root: str, dirs: CommitLogDirs | None = None) -> list[tuple[int, int]]:
+    """(file offset, file length) of every CommitLog file, in offset order. ``dirs``: where
+    they are (default ``<root>/commitlog``)."""
+    dirs = dirs or CommitLogDirs.of(root)
+    if not any(os.path.isdir(d) for d in dirs.all):
+        raise NotAStoreError(f"{root} is not a store directory ({no_commitlog(dirs)})")
+    return [(start, os.path.getsize(p)) for start, p in offset_file_paths(dirs.all).items()]
 
 
 def detect_geometry(root: str, config: StoreConfig) -> Geometry:
     """File sizes from the store's own files (as the engine adopts them), else ``config``."""
-    commitlog_size = detect_file_size(os.path.join(root, COMMITLOG_DIR))
+    commitlog_size = detect_file_size(config.commit_log_dirs(root).all)
     queue_size = config.consume_queue_file_size
     queue_base = os.path.join(root, CONSUME_QUEUE_DIR)
     for directory, _dirs, names in sorted(os.walk(queue_base)):
@@ -135,11 +140,16 @@ def detect_geometry(root: str, config: StoreConfig) -> Geometry:
 
 
 def plan_ranges(
-    root: str, file_size: int, pieces: int, max_range_bytes: int
+    root: str,
+    file_size: int,
+    pieces: int,
+    max_range_bytes: int,
+    dirs: CommitLogDirs | None = None,
 ) -> list[CommitLogRange]:
     """The whole CommitLog (every file, up to its length) cut into about ``pieces`` ranges
     of at most ``max_range_bytes``. Where data really ends is found by the scan."""
-    files = commitlog_files(root)
+    dirs = dirs or CommitLogDirs.of(root)
+    files = commitlog_files(root, dirs)
     for offset, length in files:
         if length != file_size:
             raise ConfigError(
@@ -150,14 +160,14 @@ def plan_ranges(
     piece = even_piece_bytes(total, pieces, max_range_bytes)
     piece = max(piece, min(MIN_RANGE_BYTES, max_range_bytes))
     last_file = files[-1][0] if files else -1
-    cut = _join_zero_tail(root, split_spans(spans, piece), last_file)
+    cut = _join_zero_tail(dirs, split_spans(spans, piece), last_file)
     return [
         CommitLogRange(number, first, start, end, first == last_file)
         for number, (first, start, end) in enumerate(cut)
     ]
 
 
-def _join_zero_tail(root: str, spans: list[Span], last_file: int) -> list[Span]:
+def _join_zero_tail(dirs: CommitLogDirs, spans: list[Span], last_file: int) -> list[Span]:
     """One range for the last file's pieces that start with zero bytes, as do all pieces
     after them, to the file's end: usually the unwritten rest of the file, then looked
     through by one task instead of one per piece. (Records may still lie there, after a
@@ -165,7 +175,7 @@ def _join_zero_tail(root: str, spans: list[Span], last_file: int) -> list[Span]:
     mine = [i for i, span in enumerate(spans) if span[0] == last_file]
     if len(mine) < 2:
         return spans
-    path = os.path.join(root, COMMITLOG_DIR, offset_to_file_name(last_file))
+    path = offset_file_path(dirs.all, last_file)
     join = None
     with open(path, "rb") as handle:
         next_data = next_data_finder(handle.fileno(), spans[mine[-1]][2])
@@ -193,6 +203,7 @@ def make_settings(
 ) -> RebuildSettings:
     return RebuildSettings(
         root=os.path.abspath(root),
+        commitlog_dirs=config.commit_log_dirs(root).all,
         work_dir=work_dir,
         spill_dir=spill_dir or os.path.join(work_dir, SCAN_DIR),
         geometry=detect_geometry(root, config),

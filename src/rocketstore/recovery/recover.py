@@ -285,6 +285,8 @@ def recover_store(
         queue.recover()
     queue_ends_before = {key: q.max_offset() for key, q in queues.items()}
     files = commitlog.files.files
+    if not config.cut_damaged_commitlog and not files:
+        _refuse_to_empty_queues(commitlog, queues, index)
     start = max(0, len(files) - 3)
     if abnormal:
         start = min(start, abnormal_start_index(commitlog, checkpoint))
@@ -387,6 +389,26 @@ def recover_store(
     else:
         report.redispatched_records = redispatch(end)
     return report
+
+
+def _refuse_to_empty_queues(
+    commitlog: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService
+) -> None:
+    """CorruptDataError when the CommitLog has no file at all but the queues or the index
+    hold entries (``StoreConfig.cut_damaged_commitlog`` off): recovery would delete them
+    all (as RocketMQ's does), yet the likelier story is a CommitLog somewhere else, such as
+    a broker whose storePathCommitLog names other directories, opened without it."""
+    units = sum(max(0, q.max_offset() - max(q.min_offset(), 0)) for q in queues.values())
+    entries = sum(f.entry_count for f in index.files)
+    if not units and not entries:
+        return
+    raise CorruptDataError(
+        f"no CommitLog file in {', '.join(commitlog.dirs.all)}, but the consume queues hold "
+        f"{units} units and the index {entries} entries: recovery would delete them, so the "
+        "store was not opened for writing. If the broker keeps its CommitLog elsewhere, give "
+        "its storePathCommitLog (rocketstore -c broker.conf); if the CommitLog is really "
+        "gone, remove consumequeue/ and index/ first"
+    )
 
 
 def _refuse_to_cut_records(

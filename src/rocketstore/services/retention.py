@@ -248,18 +248,30 @@ class RetentionService:
 
     def _measure(self, report: RetentionReport) -> None:
         c = self.config
-        report.disk_ratio = self.disk_usage(self._existing(self.commitlog.files.directory))
+        # Each CommitLog path's disk (one unless the CommitLog spreads over several):
+        # RocketMQ counts the one with the most room, and makes no new file on one above
+        # the forcible-clean ratio.
+        forcibly = c.disk_space_clean_forcibly_ratio / 100
+        ratios = {p: self.disk_usage(self._existing(p)) for p in self.commitlog.dirs.writable}
+        self.commitlog.full_paths = frozenset(p for p, r in ratios.items() if r > forcibly)
+        report.disk_ratio = min(ratios.values())
         report.queue_disk_ratio = self.disk_usage(
             self._existing(os.path.join(self.root, CONSUME_QUEUE_DIR))
         )
-        forcibly = c.disk_space_clean_forcibly_ratio / 100
         report.clean_immediately = c.clean_file_forcibly_enable and any(
             r > forcibly for r in (report.disk_ratio, report.queue_disk_ratio)
         )
 
     def _existing(self, path: str) -> str:
-        # Before the first file is written the directory may not exist; measure the root.
-        return path if os.path.isdir(path) else self.root
+        # Before the first file is written the directory may not exist: measure the disk
+        # it will be made on (its nearest existing parent), else the root's.
+        probe = os.path.abspath(path)
+        while not os.path.isdir(probe):
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                return self.root
+            probe = parent
+        return probe
 
     def _update_disk_full(self, report: RetentionReport) -> None:
         warning = self.config.disk_space_warning_level_ratio

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 
 from rocketstore.errors import ConfigError
 from rocketstore.format.subscription import parse_subscription
-from rocketstore.paths import DLQ_PREFIX, LMQ_PREFIX, RETRY_PREFIX, is_system_topic
+from rocketstore.paths import (
+    DLQ_PREFIX,
+    LMQ_PREFIX,
+    RETRY_PREFIX,
+    CommitLogDirs,
+    is_system_topic,
+)
 
 MODE_QUEUE = "queue"
 MODE_COMMITLOG = "commitlog"
@@ -44,6 +50,8 @@ KNOWN_OPTIONS = frozenset(
         "minPartitions",
         "includeBody",
         "pushdown",
+        "storePathCommitLog",
+        "readOnlyCommitLogStorePaths",
     )
 )
 # Streaming options: accepted (so one option map serves both) but unused by batch reads.
@@ -117,6 +125,15 @@ class ReadOptions:
     min_partitions: int | None = None
     include_body: bool = True
     pushdown: bool = True
+    # Where the CommitLog files are when not in <path>/commitlog: RocketMQ's
+    # storePathCommitLog (several paths separated by ",") and readOnlyCommitLogStorePaths.
+    store_path_commit_log: str = ""
+    read_only_commit_log_store_paths: str = ""
+
+    def commit_log_dirs(self) -> CommitLogDirs:
+        return CommitLogDirs.of(
+            self.path, self.store_path_commit_log, self.read_only_commit_log_store_paths
+        )
 
 
 def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -278,6 +295,8 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         min_partitions=_int_option(options, "minPartitions", 1),
         include_body=_bool_option(options, "includeBody", True),
         pushdown=_bool_option(options, "pushdown", True),
+        store_path_commit_log=options.get("storepathcommitlog", ""),
+        read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -78,17 +78,25 @@ def spark_session(master: str | None = None, app_name: str = "rocketstore") -> I
 
 
 def export_parquet(
-    spark: Any, store: str, out: str, topics: Sequence[str] = (), mode: str = "commitlog"
+    spark: Any,
+    store: str,
+    out: str,
+    topics: Sequence[str] = (),
+    mode: str = "commitlog",
+    commit_log_options: Mapping[str, str] | None = None,
 ) -> int:
     """Write the store's messages to ``out`` as a Parquet dataset partitioned by ``topic``
     and ``date`` (the store time's UTC date), through the ``rocketstore`` data source: the
     source's default topics (all but system, retry and DLQ topics), or ``topics``. Returns
-    the number of rows written."""
+    the number of rows written. ``commit_log_options``: ``storePathCommitLog`` and
+    ``readOnlyCommitLogStorePaths`` when the CommitLog is not in ``<store>/commitlog``."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     reader = spark.read.format("rocketstore").option("mode", mode)
     if topics:
         reader = reader.option("topics", ",".join(topics))
+    for name, value in (commit_log_options or {}).items():
+        reader = reader.option(name, value)
     frame = reader.load(os.path.abspath(store)).withColumn("date", F.to_date("timestamp"))
     frame = frame.cache()
     try:

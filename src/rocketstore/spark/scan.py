@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rocketstore.config import StoreConfig
 from rocketstore.errors import (
     CorruptDataError,
     DataLossError,
@@ -29,6 +30,7 @@ from rocketstore.errors import (
     NotAStoreError,
 )
 from rocketstore.files.holes import next_data_finder
+from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
@@ -36,7 +38,7 @@ from rocketstore.format.queue_unit import decode_units
 from rocketstore.format.record_scan import NextData, Stop, find_record_start, walk_starts
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.java_ints import JAVA_INT_MAX
-from rocketstore.paths import COMMITLOG_DIR, offset_to_file_name
+from rocketstore.paths import CommitLogDirs, no_commitlog
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
 from rocketstore.spark.columns import RowBuffer
 from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
@@ -51,28 +53,35 @@ MAX_REGION_BYTES = 16 * 1024 * 1024  # CommitLog bytes copied out per record bat
 MATCH_ALL = parse_subscription(None)
 NOTHING_PUSHED = Pushed()
 
-_STORES: dict[str, MessageStore] = {}
+_STORES: dict[tuple[str, CommitLogDirs], MessageStore] = {}
 _STORES_LOCK = threading.Lock()
 _HEADER = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _KEY_QUERY_MAX = JAVA_INT_MAX  # every match: the query takes a Java int count
 
 
-def open_store(path: str) -> MessageStore:
-    """The read-only store at ``path``, opened once per process."""
+def open_store(options: ReadOptions) -> MessageStore:
+    """The read-only store of ``options`` (its path and CommitLog directories), opened
+    once per process."""
+    path = options.path
     root = os.path.abspath(path)
+    dirs = options.commit_log_dirs()
+    key = (root, dirs)
     with _STORES_LOCK:
-        store = _STORES.get(root)
+        store = _STORES.get(key)
         if store is None:
             if not os.path.isdir(root):
                 raise NotAStoreError(f"path {path!r} is not a store directory (no such directory)")
+            config = StoreConfig(
+                store_path_commit_log=options.store_path_commit_log,
+                read_only_commit_log_store_paths=options.read_only_commit_log_store_paths,
+            )
             try:
-                store = MessageStore.open(root, read_only=True)
+                store = MessageStore.open(root, config, read_only=True)
             except NotAStoreError as e:
                 raise NotAStoreError(
-                    f"path {path!r} is not a rocketstore/RocketMQ store "
-                    f"(no {COMMITLOG_DIR}/ directory)"
+                    f"path {path!r} is not a rocketstore/RocketMQ store ({no_commitlog(dirs)})"
                 ) from e
-            _STORES[root] = store
+            _STORES[key] = store
         return store
 
 
@@ -99,12 +108,12 @@ def read_partition(
 ) -> Iterator[Any]:  # pyarrow.RecordBatch
     subscription = parse_subscription(options.tags)
     if isinstance(partition, QueuePartition) and subscription.matches_all:
-        return _queue_batches(open_store(options.path), partition, pushed, options.include_body)
+        return _queue_batches(open_store(options), partition, pushed, options.include_body)
     if isinstance(partition, QueuePartition):
-        store = open_store(options.path)
+        store = open_store(options)
         rows = _queue_rows(store, partition, subscription, pushed, options.include_body)
     elif isinstance(partition, KeyPartition):
-        store = open_store(options.path)
+        store = open_store(options)
         rows = _key_rows(store, partition, subscription, pushed)
     elif isinstance(partition, CommitLogPartition):
         if not pushed.by_index:  # key filters are checked per record
@@ -371,7 +380,7 @@ def _mapped_commitlog_file(
     """The partition's CommitLog file mapped read-only (view, path, length, and where data
     may start from a position on: holes are skipped unread); None when it is empty or went
     with retention before it was read."""
-    path = os.path.join(options.path, COMMITLOG_DIR, offset_to_file_name(part.file_offset))
+    path = offset_file_path(options.commit_log_dirs().all, part.file_offset)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed in the finally below
     except FileNotFoundError:

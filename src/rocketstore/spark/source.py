@@ -103,7 +103,7 @@ class RocketStoreReader(DataSourceReader):
         self.pushed = Pushed()
 
     def partitions(self) -> Sequence[InputPartition]:
-        store = open_store(self.options.path)
+        store = open_store(self.options)
         if self.options.mode == MODE_COMMITLOG:
             return plan_commitlog_read(store, self.options)
         return plan_queue_read(store, self.options, self.pushed)
@@ -121,6 +121,6 @@ class PushdownReader(RocketStoreReader):
         if self.options.mode == MODE_COMMITLOG:
             usable = True  # every row is read anyway: key filters are checked per record
         else:
-            usable = index_usable(open_store(self.options.path))
+            usable = index_usable(open_store(self.options))
         self.pushed, rest = push_filters(filters, self.pushed, index_usable=usable)
         return rest

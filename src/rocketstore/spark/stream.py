@@ -40,18 +40,18 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._target: offs.Offsets | None = None  # Trigger.AvailableNow's end
 
     def _queues(self) -> list[offs.QueueKey]:
-        store = open_store(self.options.read.path)
+        store = open_store(self.options.read)
         store.refresh()  # once per call from Spark: new queues show up at once
         return self.options.read.selection.select(store.topics())
 
     def _max_offsets(self) -> offs.Offsets:
-        store = open_store(self.options.read.path)
+        store = open_store(self.options.read)
         return {key: store.max_offset(*key) for key in self._queues()}
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802
         """Where a new query starts (``startingOffsets`` / ``startingTimestamp``; default
         latest). A restarted query starts from its checkpoint instead."""
-        store = open_store(self.options.read.path)
+        store = open_store(self.options.read)
         start: offs.Offsets = {}
         for topic, qid in self._queues():
             low, high = store.min_offset(topic, qid), store.max_offset(topic, qid)
@@ -79,7 +79,7 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return offs.to_json(self._max_offsets())
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        store = open_store(self.options.read.path)
+        store = open_store(self.options.read)
         begin, finish = offs.from_json(start), offs.from_json(end)
         present = {(t, q) for t, qids in store.topics().items() for q in qids}
         low = {key: store.min_offset(*key) for key in finish if key in present}

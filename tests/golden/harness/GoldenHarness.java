@@ -99,6 +99,12 @@ public final class GoldenHarness {
             config.setEnableLmq(true);
             config.setEnableMultiDispatch(true);
         }
+        if (mode.equals("multipath")) {
+            // MultiPathMappedFileQueue: the basic workload's CommitLog over two paths, given
+            // out of order (RocketMQ sorts them), so file i lands in path i % 2.
+            String base = root + File.separator + "commitlog" + File.separator;
+            config.setStorePathCommitLog(base + "b," + base + "a");
+        }
         DefaultMessageStore store = new DefaultMessageStore(
             config, new BrokerStatsManager("GoldenCluster", true), null, new BrokerConfig());
         if (!store.load()) {

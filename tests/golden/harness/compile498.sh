@@ -1,4 +1,4 @@
-# Sourced by build.sh and build_lmq.sh: RocketMQ 4.9.8's store sources, the classpath, the
+# Sourced by build.sh and build_store.sh: RocketMQ 4.9.8's store sources, the classpath, the
 # compiled harness and the JVM options to run it. Arguments and needs: build.sh's header.
 # Sets OUT (the corpus directory), RUN_CP, JOPTS and ST (the scratch stores directory).
 

@@ -470,3 +470,74 @@ def test_a_buffer_call_gets_no_mapping_of_a_retired_file_and_keeps_the_one_it_ha
     assert held.unpack_at(struct.Struct(">H"), 1) is None
     assert held.read(0, 3) == b"abc"
     held.release()
+
+
+# --- several directories (MultiPathMappedFileQueueTest) --------------------------------------
+
+
+def _spread(tmp_path, names: list[str], **kwargs) -> MappedFileQueue:
+    dirs = [str(tmp_path / n) for n in names]
+    return MappedFileQueue(
+        dirs[0],
+        FILE_SIZE,
+        writable=True,
+        also_read=dirs,
+        place=lambda offset: dirs[(offset // FILE_SIZE) % len(dirs)],
+        **kwargs,
+    )
+
+
+def test_files_go_where_place_says_and_load_back_in_offset_order(tmp_path):
+    queue = _spread(tmp_path, ["a", "b", "c"])
+    _append_many(queue, b"x" * 256, 4 * 5)  # five files
+    assert [os.path.relpath(f.path, tmp_path) for f in queue.files] == [
+        f"{'abcab'[i]}/{i * FILE_SIZE:020d}" for i in range(5)
+    ]
+    queue.close()
+    again = _spread(tmp_path, ["a", "b", "c"])
+    again.load()
+    assert [f.file_from_offset for f in again.files] == [i * FILE_SIZE for i in range(5)]
+    assert again.find(3 * FILE_SIZE + 5).path == str(tmp_path / "a" / f"{3 * FILE_SIZE:020d}")
+    assert detect_file_size(again.directories) == FILE_SIZE
+    again.destroy()
+    assert not any(os.path.exists(tmp_path / n) for n in "abc")
+
+
+def test_a_spare_goes_where_its_file_will_be(tmp_path):
+    queue = _spread(tmp_path, ["a", "b"])
+    _append_many(queue, b"x" * 256, 3)
+    spare = queue.prepare_next()
+    assert spare.path == str(tmp_path / "b" / f"{FILE_SIZE:020d}")
+    queue.close()  # deletes the spare and the directory made for it alone
+    assert not os.path.exists(tmp_path / "b")
+    again = _spread(tmp_path / "second", ["a", "b"])
+    _append_many(again, b"x" * 256, 3)
+    spare = again.prepare_next()
+    _append_many(again, b"x" * 256, 1)  # the first file is full now
+    assert again.last_file_for_write() is spare  # the roll takes it as it is
+    assert spare.path == str(tmp_path / "second" / "b" / f"{FILE_SIZE:020d}")
+    again.close()
+
+
+def test_the_same_file_name_in_two_directories_is_refused(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{0:020d}").write_bytes(bytes(FILE_SIZE))
+    queue = _spread(tmp_path, ["a", "b"])
+    with pytest.raises(CorruptDataError, match="two files for offset 0"):
+        queue.load()
+
+
+def test_a_reader_sees_files_added_in_any_directory(tmp_path):
+    writer = _spread(tmp_path, ["a", "b"])
+    _append_many(writer, b"x" * 256, 4)
+    reader = MappedFileQueue(
+        str(tmp_path / "a"), FILE_SIZE, writable=False, also_read=[str(tmp_path / "b")]
+    )
+    reader.load()
+    assert len(reader.files) == 1
+    _append_many(writer, b"y" * 256, 8)
+    reader.refresh()
+    assert [os.path.basename(os.path.dirname(f.path)) for f in reader.files] == ["a", "b", "a"]
+    reader.close()
+    writer.close()

@@ -1,0 +1,98 @@
+"""The CLI on a broker whose CommitLog is spread over several directories (broker.conf's
+``storePathCommitLog`` with ``,``): reads, writes, check, repair and rebuild follow the
+files wherever they are."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from cli_helpers import Run
+
+from rocketstore import Message, MessageStore
+from rocketstore.settings_file import store_config_from_settings
+
+Cli = Callable[..., Run]
+FILE_SIZE = 4096
+
+
+def _broker(tmp_path: Path, count: int = 40) -> tuple[Path, Path, list[str]]:
+    """A store whose CommitLog files alternate between disk-a and disk-b, its broker.conf
+    and the msg ids of its messages (key ``k<i>``)."""
+    root = tmp_path / "store"
+    paths = f"{tmp_path}/disk-b/commitlog,{tmp_path}/disk-a/commitlog"
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"storePathRootDir={root}\nstorePathCommitLog={paths}\n"
+        f"mappedFileSizeCommitLog={FILE_SIZE}\n"
+    )
+    config = store_config_from_settings({"storePathCommitLog": paths})
+    config = config.replace(mapped_file_size_commit_log=FILE_SIZE)
+    ids = []
+    with MessageStore.open(root, config) as store:
+        for i in range(count):
+            body = f"body {i}".encode().ljust(200, b"-")
+            result = store.put(Message("T", body, i % 2, properties={"KEYS": f"k{i}"}))
+            assert result.ok
+            ids.append(result.msg_id)
+    assert os.listdir(tmp_path / "disk-a" / "commitlog")
+    assert os.listdir(tmp_path / "disk-b" / "commitlog")
+    return root, conf, ids
+
+
+def test_reading_commands_follow_the_files(tmp_path: Path, cli: Cli) -> None:
+    root, conf, ids = _broker(tmp_path)
+    by_key = cli("-c", conf, "--json", "queryMsgByKey", "-t", "T", "-k", "k37")
+    assert by_key.code == 0, by_key.err
+    assert [m["msgId"] for m in by_key.json_lines()] == [ids[37]]
+    by_id = cli("-c", conf, "queryMsgById", "-i", ids[25])
+    assert by_id.code == 0, by_id.err
+    assert "body 25" in by_id.out
+    stats = cli("-c", conf, "--json", "stats").json_lines()[0]["commitLog"]
+    assert stats["directories"] == [
+        f"{tmp_path}/disk-b/commitlog",
+        f"{tmp_path}/disk-a/commitlog",
+    ]
+    assert stats["files"] >= 3
+    dumped = cli("-c", conf, "--json", "dump").json_lines()
+    assert len([r for r in dumped if r.get("topic") == "T"]) == 40
+    # --store naming the file's own root keeps its CommitLog paths.
+    same = cli("-c", conf, "--store", root, "queryMsgById", "-i", ids[3])
+    assert same.code == 0, same.err
+    # Without the settings file the root alone has no CommitLog, and says so.
+    alone = cli("--store", root, "topicList")
+    assert alone.code == 1
+    assert f"{root} is not a store directory (no commitlog/ inside)" in alone.err
+
+
+def test_writing_checking_and_rebuilding_follow_the_files(tmp_path: Path, cli: Cli) -> None:
+    _root, conf, _ids = _broker(tmp_path)
+    sent = cli("-c", conf, "sendMessage", "-t", "T", "-p", "late", "-k", "late")
+    assert sent.code == 0, sent.err
+    check = cli("-c", conf, "check")
+    assert check.code == 0, check.out + check.err
+    for engine in ("single", "local"):
+        rebuilt = cli("-c", conf, "rebuild", "--engine", engine)
+        assert rebuilt.code == 0, rebuilt.err
+        after = cli("-c", conf, "--json", "queryMsgByKey", "-t", "T", "-k", "late")
+        assert [base64.b64decode(m["body"]) for m in after.json_lines()] == [b"late"]
+    assert cli("-c", conf, "check").code == 0
+    # A torn record at the end of the last file (in whichever directory): repair cuts it.
+    last = max(
+        (tmp_path / d / "commitlog" / n for d in ("disk-a", "disk-b")
+         for n in os.listdir(tmp_path / d / "commitlog")),
+        key=lambda p: p.name,
+    )  # fmt: skip
+    data = bytearray(last.read_bytes())
+    end = len(data.rstrip(b"\0"))
+    data[end : end + 8] = b"\x00\x00\x01\x00\xda\xa3\x20\xa7"
+    last.write_bytes(bytes(data))
+    damaged = cli("-c", conf, "check")
+    assert damaged.code != 0
+    assert str(last) in damaged.out
+    repaired = cli("-c", conf, "check", "--repair")
+    assert repaired.code == 0, repaired.out + repaired.err
+    assert cli("-c", conf, "check").code == 0
+    assert len(cli("-c", conf, "--json", "dump").json_lines()) == 41
