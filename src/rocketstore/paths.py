@@ -15,6 +15,7 @@ from rocketstore.java_ints import JAVA_LONG_MAX
 
 COMMITLOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
+CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"
 INDEX_DIR = "index"
 CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
@@ -181,6 +182,10 @@ def is_queue_dir_name(topic: str) -> bool:
 
 def consume_queue_dir(root: str, topic: str, queue_id: int) -> str:
     return os.path.join(root, CONSUME_QUEUE_DIR, topic, str(queue_id))
+
+
+def consume_queue_ext_dir(root: str, topic: str, queue_id: int) -> str:
+    return os.path.join(root, CONSUME_QUEUE_EXT_DIR, topic, str(queue_id))
 
 
 def index_dir(root: str) -> str:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from rocketstore.commitlog import Appended, CommitLog, EncodedBatch, PreparedMessage
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
+from rocketstore.consume_queue_ext import ConsumeQueueExtReader
 from rocketstore.crashpoints import (
     AFTER_APPEND_BEFORE_FLUSH,
     AFTER_DISPATCH_QUEUE_BEFORE_INDEX,
@@ -42,6 +43,7 @@ from rocketstore.errors import (
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
 from rocketstore.format import record as rec
+from rocketstore.format.cq_ext import ExtUnit, is_ext_address
 from rocketstore.format.dispatch_facts import DispatchFacts, dispatch_facts
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
@@ -101,6 +103,7 @@ class MessageStore:
             dirs=config.commit_log_dirs(self.root),
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._ext_readers: dict[tuple[str, int], ConsumeQueueExtReader] = {}
         self._queues_lock = threading.Lock()
         self.index = IndexService(
             self.root, config.max_hash_slot_num, config.max_index_num, writable=not read_only
@@ -763,6 +766,19 @@ class MessageStore:
     def look_message(self, commit_log_offset: int) -> MessageExt | None:
         self._check_open(queues=False)
         return self.reader.look(commit_log_offset)
+
+    def ext_unit(self, topic: str, queue_id: int, address: int) -> ExtUnit | None:
+        """The ConsumeQueueExt unit a unit's tagsCode points to, when it is an extension
+        address (a broker with enableConsumeQueueExt wrote the queue: format.cq_ext);
+        None when it is not one or the unit cannot be found."""
+        self._check_open(queues=False)
+        if not is_ext_address(address):
+            return None
+        reader = self._ext_readers.get((topic, queue_id))
+        if reader is None:
+            reader = ConsumeQueueExtReader(self.root, topic, queue_id)
+            self._ext_readers[(topic, queue_id)] = reader
+        return reader.get(address)
 
     def view_message(self, msg_id: str) -> MessageExt | None:
         """Find a message by offsetMsgId (store host + CommitLog offset)."""

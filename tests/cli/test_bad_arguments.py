@@ -204,6 +204,34 @@ def test_send_message_queue_ids_a_broker_accepts(store: Path, cli: Cli) -> None:
     assert queues["Wide"] == [5] and queues["ReadOnly"] == []
 
 
+def test_send_message_follows_the_brokers_topic_creation_settings(
+    store: Path, tmp_path: Path, cli: Cli
+) -> None:
+    """A new topic gets the producer's 4 queues or the broker's defaultTopicQueueNums if
+    fewer; with autoCreateTopicEnable=false only topics the store or topics.json knows."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("defaultTopicQueueNums=2\n")
+    few = cli("-c", conf, "--store", store, "sendMessage", "-t", "Few", "-p", "x", "-i", "2")
+    assert (
+        few.err == "rocketstore: error: queue id 2 is illegal: topic Few is new and gets 2 queues\n"
+    )
+    assert (
+        cli("-c", conf, "--store", store, "sendMessage", "-t", "Few", "-p", "x", "-i", "1").code
+        == 0
+    )
+    conf.write_text("autoCreateTopicEnable=false\n")
+    unknown = cli("-c", conf, "--store", store, "sendMessage", "-t", "Nowhere", "-p", "x")
+    assert unknown.err == (
+        "rocketstore: error: No route info of this topic: Nowhere (autoCreateTopicEnable=false)\n"
+    )
+    assert cli("-c", conf, "--store", store, "sendMessage", "-t", "Payments", "-p", "x").code == 0
+    TopicConfigManager(store).update(TopicConfig("Made", read_queue_nums=1, write_queue_nums=1))
+    assert cli("-c", conf, "--store", store, "sendMessage", "-t", "Made", "-p", "x").code == 0
+    conf.write_text("defaultTopicQueueNums=0\n")
+    bad = cli("-c", conf, "--store", store, "sendMessage", "-t", "Few", "-p", "x")
+    assert bad.code == 1 and "default_topic_queue_nums must be 1..1024, got 0" in bad.err
+
+
 def test_an_absurd_read_queue_count_is_named_not_listed(store: Path, cli: Cli) -> None:
     TopicConfigManager(store).update(
         TopicConfig("Payments", read_queue_nums=2147483647, write_queue_nums=4)

@@ -35,6 +35,7 @@ from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.atomic import write_atomic
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CONFIG_DIR
+from rocketstore.settings_file import apply_settings, camel_keys
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,25 @@ class BrokerConfig:
                 f"default_topic_queue_nums must be 1..1024, got {self.default_topic_queue_nums!r}"
             )
         return self
+
+
+# broker.conf keys whose spelling is not the camelCase of BrokerConfig's field name.
+BROKER_ALIASES = {
+    "flushConsumerOffsetInterval": "flush_consumer_offset_interval_ms",
+    "flushDelayOffsetInterval": "flush_delay_offset_interval_ms",
+}
+
+
+def broker_config_from_settings(
+    settings: Mapping[str, str], *, source: str = "settings"
+) -> BrokerConfig:
+    """RocketMQ's defaults with the broker settings of a broker.conf (every BrokerConfig
+    field by its camelCase key, plus ``BROKER_ALIASES``), validated; ConfigError names
+    ``source`` and the key."""
+    defaults = BrokerConfig()
+    keys = camel_keys(defaults, BROKER_ALIASES)
+    broker, _used = apply_settings(defaults, settings, keys, source=source)
+    return broker.validate()
 
 
 def config_dir(store_root: str | os.PathLike[str]) -> str:

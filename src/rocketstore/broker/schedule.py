@@ -50,6 +50,7 @@ from rocketstore.broker.broker_config import (
 from rocketstore.config import DEFAULT_DELAY_LEVELS, delay_levels_ms
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
+from rocketstore.format.cq_ext import is_ext_address
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.paths import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
@@ -268,6 +269,16 @@ class ScheduleService:
             self.on_delivered()
         return delivered
 
+    def _ext_deliver_time(self, level: int, commit_log_offset: int, address: int) -> int:
+        """The delivery time of a unit whose tagsCode is a ConsumeQueueExt address (a
+        broker with enableConsumeQueueExt): the extension's tagsCode, else, as RocketMQ,
+        the record's store time plus the level's delay."""
+        ext = self.store.ext_unit(SCHEDULE_TOPIC, level_to_queue_id(level), address)
+        if ext is not None:
+            return ext.tags_code
+        stored = self.store.commitlog.store_time_at(commit_log_offset, 0)
+        return max(stored, 0) + self._delays_ms[level - 1]
+
     def _deliver_level(self, level: int) -> int:
         queue = self.store.queues.get((SCHEDULE_TOPIC, level_to_queue_id(level)))
         if queue is None:
@@ -285,6 +296,8 @@ class ScheduleService:
                 break  # retention is removing that file; the next pass re-reads the range
             now = self.clock()
             deliver_at = unit.tags_code
+            if is_ext_address(deliver_at):
+                deliver_at = self._ext_deliver_time(level, unit.commit_log_offset, deliver_at)
             if deliver_at > now + delay:
                 deliver_at = now  # correctDeliverTimestamp: the clock went back
             if deliver_at > now:

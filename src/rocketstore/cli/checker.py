@@ -30,14 +30,23 @@ from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable,
 from rocketstore.cli.check_index import IndexCheck
 from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_files
 from rocketstore.config import StoreConfig
+from rocketstore.consume_queue_ext import ConsumeQueueExtReader
+from rocketstore.errors import CorruptDataError
 from rocketstore.format import properties as props
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import CHECKPOINT_FILE_SIZE, decode_checkpoint
+from rocketstore.format.cq_ext import MAX_ADDRESS, is_ext_address
 from rocketstore.format.javahash import index_key_hash_many, tags_code
 from rocketstore.format.multi_dispatch import INNER_MULTI_QUEUE_OFFSET, dispatch_targets
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
-from rocketstore.paths import ABORT_FILE, CHECKPOINT_FILE, CONSUME_QUEUE_DIR, SCHEDULE_TOPIC
+from rocketstore.paths import (
+    ABORT_FILE,
+    CHECKPOINT_FILE,
+    CONSUME_QUEUE_DIR,
+    CONSUME_QUEUE_EXT_DIR,
+    SCHEDULE_TOPIC,
+)
 
 BLANK_FILL_SIZE = 0x7FFFFFFF
 
@@ -168,6 +177,11 @@ def check_store(
         multi_dispatch=settings.enable_multi_dispatch,
     )  # fmt: skip
     queue_check.run()
+    if queue_check.ext_units:
+        result.notes.append(
+            f"{queue_check.ext_units} queue units keep their tagsCode in "
+            f"{CONSUME_QUEUE_EXT_DIR}/ (a broker with enableConsumeQueueExt); read there"
+        )
     configured = settings.index_geometry
     IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes, configured).run()
     _check_checkpoint(root, result, rel)
@@ -203,6 +217,7 @@ class _QueueCheck:
         *,
         multi_dispatch: bool,
     ):
+        self.root = root
         self.base = os.path.join(root, CONSUME_QUEUE_DIR)
         self.table = table
         self.min_offset = min_offset
@@ -216,6 +231,7 @@ class _QueueCheck:
         # Multi-dispatch on (-c): the units its records name must be there.
         self.multi_dispatch = multi_dispatch
         self.dispatched_end = -1
+        self.ext_units = 0  # units whose tagsCode is in consumequeue_ext (cq_ext)
 
     def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:
         self.result.problems.append(Problem("consumequeue", self.rel(path), where, reason, offset))
@@ -299,6 +315,11 @@ class _QueueCheck:
                 f"{topic}-{queue_id}: {expired} units point below the CommitLog's first "
                 f"offset {self.min_offset} (expired, normal after retention)"
             )
+        ext = None
+        if np.any(codes <= MAX_ADDRESS):
+            # A broker with enableConsumeQueueExt: the tag hashes are in consumequeue_ext.
+            ext = ConsumeQueueExtReader(self.root, topic, queue_id)
+            self.ext_units += int(np.count_nonzero(codes <= MAX_ADDRESS))
         where_q = np.flatnonzero(alive)
         index, found = lookup(table.offset, offsets[where_q])
         for j in np.flatnonzero(~found):
@@ -307,9 +328,35 @@ class _QueueCheck:
         for j in np.flatnonzero(found):
             q = int(where_q[j])
             r = int(index[j])
-            reason = self._mismatch(q, r, key, first, int(sizes[q]), int(codes[q]))
+            code = int(codes[q])
+            reason = self._ext_problem(ext, topic, queue_id, code) if ext else ""
+            if ext and not reason and is_ext_address(code):
+                code = self._ext_code(ext, code)
+            reason = reason or self._mismatch(q, r, key, first, int(sizes[q]), code)
             if reason:
                 self._unit_problem(files, first + q, int(offsets[q]), reason)
+
+    @staticmethod
+    def _ext_code(ext: ConsumeQueueExtReader, code: int) -> int:
+        unit = ext.get(code)
+        assert unit is not None  # _ext_problem found it
+        return unit.tags_code
+
+    @staticmethod
+    def _ext_problem(ext: ConsumeQueueExtReader, topic: str, queue_id: int, code: int) -> str:
+        """Why a tagsCode that is a ConsumeQueueExt address leads to no extension unit."""
+        if not is_ext_address(code):
+            return ""
+        try:
+            unit = ext.get(code)
+        except CorruptDataError as e:
+            return f"tagsCode {code} is a ConsumeQueueExt address, where {e}"
+        if unit is None:
+            return (
+                f"tagsCode {code} is a ConsumeQueueExt address, but "
+                f"{CONSUME_QUEUE_EXT_DIR}/{topic}/{queue_id} has no unit there"
+            )
+        return ""
 
     def _no_record(self, offset: int) -> str:
         if offset >= self.data_end:

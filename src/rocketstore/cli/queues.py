@@ -6,6 +6,7 @@ config/topics.json, as a broker keeps it).
 
 from __future__ import annotations
 
+import json
 import os
 
 import click
@@ -25,6 +26,7 @@ from rocketstore.cli.context import (
 from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format import record as rec
+from rocketstore.format.cq_ext import bitmap_text, ext_unit_json, is_ext_address
 
 
 @click.command("topicList", short_help="The topics in the store.")
@@ -161,6 +163,13 @@ def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, coun
             message = rec.to_message_ext(*located, read_body=False) if located else None
             found = message is not None and message.size == unit.size
             msg_id = message.msg_id if message is not None and found else None
+            ext_json, bitmap, msg = "null", "null", msg_id or "NOT FOUND"
+            ext = store.ext_unit(topic, queue_id, unit.tags_code)
+            if ext is not None:
+                ext_json = ext_unit_json(ext)
+                bitmap = bitmap_text(ext.bitmap) if ext.bitmap else "null"
+            elif is_ext_address(unit.tags_code):
+                msg = f"Cq extend not exist!addr: {unit.tags_code}"  # mqadmin's words
             if ctx.as_json:
                 ctx.emit(
                     {
@@ -172,14 +181,15 @@ def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, coun
                         "tagsCode": unit.tags_code,
                         "msgId": msg_id,
                         "tags": message.tags if message is not None and found else None,
+                        **({"ext": json.loads(ext_json)} if ext is not None else {}),
                     }
                 )
                 continue
             click.echo(
                 f"ConsumeQueueData{{queueOffset={queue_offset}, "
                 f"physicOffset={unit.commit_log_offset}, physicSize={unit.size}, "
-                f"tagsCode={unit.tags_code}, extendDataJson='null', bitMap='null', "
-                f"eval=false, msg='{msg_id or 'NOT FOUND'}'}}"
+                f"tagsCode={unit.tags_code}, extendDataJson='{ext_json}', bitMap='{bitmap}', "
+                f"eval=false, msg='{msg}'}}"
             )
 
 

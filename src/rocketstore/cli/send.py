@@ -11,10 +11,11 @@ import time
 
 import click
 
+from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
 from rocketstore.broker.topic_config import NOT_ALLOWED_SEND_TOPICS, TopicConfigManager
 from rocketstore.cli.context import BROKER_NAME, CliContext, CliError
 from rocketstore.cli.params import java_int
-from rocketstore.errors import StoreError
+from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message
@@ -40,13 +41,19 @@ def _producer_properties(tags: str | None, keys: str | None, uniq_key: str) -> d
     return {name: given[name] for name in java_hashmap_order(given)}
 
 
-def queue_id_problem(store: MessageStore, topic: str, queue_id: int) -> str | None:
+def queue_id_problem(
+    store: MessageStore, topic: str, queue_id: int, broker: BrokerConfig | None = None
+) -> str | None:
     """Why a broker would refuse to store into ``topic``'s queue ``queue_id``, or None.
 
     A configured topic takes queue ids below its larger queue count, as the broker's send
-    check does; an unknown one those a producer sees for a new topic, or any queue that
-    already exists in the store (a copied store may have no topics.json).
+    check does; an unknown one those a producer sees for a new topic (the producer's 4,
+    at most the broker's ``defaultTopicQueueNums``: TBW102's queues), or any queue that
+    already exists in the store (a copied store may have no topics.json). A topic neither
+    configured nor in the store has no route when the broker's ``autoCreateTopicEnable``
+    is off.
     """
+    broker = broker or BrokerConfig()
     if topic in NOT_ALLOWED_SEND_TOPICS:
         return f"Sending message to topic[{topic}] is forbidden."  # the broker's words
     config = TopicConfigManager(store.root).get(topic)
@@ -57,11 +64,23 @@ def queue_id_problem(store: MessageStore, topic: str, queue_id: int) -> str | No
         has = f"has {limit} queues in config/topics.json"
     else:
         known = store.topics().get(topic, [])
-        limit = max([DEFAULT_TOPIC_QUEUE_NUMS, *(q + 1 for q in known)])
+        if not known and not broker.auto_create_topic_enable:
+            # The producer finds no route (autoCreateTopicEnable=false): mqadmin's words.
+            return f"No route info of this topic: {topic} (autoCreateTopicEnable=false)"
+        new = min(DEFAULT_TOPIC_QUEUE_NUMS, broker.default_topic_queue_nums)
+        limit = max([new, *(q + 1 for q in known)])
         has = f"has {limit} queues in the store" if known else f"is new and gets {limit} queues"
     if queue_id >= limit:
         return f"queue id {queue_id} is illegal: topic {topic} {has}"
     return None
+
+
+def _broker_settings(ctx: CliContext) -> BrokerConfig:
+    """The broker settings of the -c file (defaults without one)."""
+    try:
+        return broker_config_from_settings(ctx.settings, source=ctx.settings_path)
+    except ConfigError as e:
+        raise CliError(str(e)) from e
 
 
 def _is_utf8_text(text: str) -> bool:
@@ -142,7 +161,7 @@ def send_message(
         born_host=_born_host(),
     )
     with ctx.open_writer() as store:
-        problem = queue_id_problem(store, topic, queue_id)
+        problem = queue_id_problem(store, topic, queue_id, _broker_settings(ctx))
         if problem is not None:
             raise CliError(problem)
         result = store.put(message)

@@ -24,20 +24,13 @@ from rocketstore.broker.app import (
     Service,
     run_until_signal,
 )
-from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.broker_config import broker_config_from_settings
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
 from rocketstore.errors import ConfigError
-from rocketstore.settings_file import apply_settings, camel_keys
 
 FuncT = Callable[..., Any]
-
-# broker.conf keys whose spelling is not the camelCase of BrokerConfig's field name.
-BROKER_ALIASES = {
-    "flushConsumerOffsetInterval": "flush_consumer_offset_interval_ms",
-    "flushDelayOffsetInterval": "flush_delay_offset_interval_ms",
-}
 
 
 def _address(value: str, what: str) -> str:
@@ -128,10 +121,7 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
     else the default."""
     store_dir = kwargs["store_override"] or obj.store_dir
     try:
-        defaults = BrokerConfig()
-        keys = camel_keys(defaults, BROKER_ALIASES)
-        broker, _used = apply_settings(defaults, obj.settings, keys, source=obj.settings_path)
-        broker = broker.validate()
+        broker = broker_config_from_settings(obj.settings, source=obj.settings_path)
     except ConfigError as e:
         raise CliError(str(e)) from e
     given = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from rocketstore.format.cq_ext import MAX_ADDRESS
 from rocketstore.format.javahash import java_string_hash
 
 SUB_ALL = "*"
@@ -30,7 +31,11 @@ class Subscription:
         return not self.tags
 
     def match_code(self, tags_code: int) -> bool:
-        return self.matches_all or _to_int32(tags_code) in self.codes
+        """Whether a unit's tagsCode may be one of the tags. An extension address (a
+        broker with enableConsumeQueueExt, format.cq_ext) says nothing of the tag: it
+        passes, as RocketMQ passes a unit whose extension it cannot read, and the
+        record's TAGS decide (``match_tags``)."""
+        return self.matches_all or tags_code <= MAX_ADDRESS or _to_int32(tags_code) in self.codes
 
     def match_tags(self, tags: str | None) -> bool:
         return self.matches_all or (tags is not None and tags in self.tags)

@@ -99,6 +99,14 @@ public final class GoldenHarness {
             config.setEnableLmq(true);
             config.setEnableMultiDispatch(true);
         }
+        if (mode.equals("cqext")) {
+            // Every consume-queue unit gets a ConsumeQueueExt unit; its tagsCode field
+            // holds the extension's address.
+            config.setEnableConsumeQueueExt(true);
+            // Small extension files (48 MiB by default), so that some roll over: a file
+            // whose next unit does not fit ends with the short -1.
+            config.setMappedFileSizeConsumeQueueExt(1024);
+        }
         if (mode.equals("multipath")) {
             // MultiPathMappedFileQueue: the basic workload's CommitLog over two paths, given
             // out of order (RocketMQ sorts them), so file i lands in path i % 2.
@@ -107,6 +115,16 @@ public final class GoldenHarness {
         }
         DefaultMessageStore store = new DefaultMessageStore(
             config, new BrokerStatsManager("GoldenCluster", true), null, new BrokerConfig());
+        if (mode.equals("cqext")) {
+            // What a broker's CommitLogDispatcherCalcBitMap does: a filter bitmap (64 bits,
+            // bitMapLengthConsumeQueueExt) for some messages, here TopicA's.
+            store.getDispatcherList().addFirst(request -> {
+                if (request.getTopic().equals("TopicA")) {
+                    request.setBitMap(
+                        ByteBuffer.allocate(8).putLong(request.getCommitLogOffset() * 31).array());
+                }
+            });
+        }
         if (!store.load()) {
             throw new IllegalStateException("store.load() failed for " + root);
         }

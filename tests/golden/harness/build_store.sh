@@ -6,10 +6,12 @@
 #              enableMultiDispatch=true, read back (every consume queue, LMQs included),
 #              then a normal shutdown. The harness fails if the CommitLog holds anything it
 #              did not put (the DELAY=2 message must not come due first: keep the run short).
+#   cqext      the basic workload with enableConsumeQueueExt=true (and a filter bitmap for
+#              TopicA's messages): tagsCode fields hold ConsumeQueueExt addresses.
 #   multipath  the basic workload with storePathCommitLog=<root>/commitlog/b,<root>/commitlog/a
 #              (RocketMQ's MultiPathMappedFileQueue spreads the CommitLog over the two).
 #
-# Usage: tests/golden/harness/build_store.sh lmq|multipath ROCKETMQ_GIT_DIR SCRATCH_DIR STANDINS_DIR
+# Usage: tests/golden/harness/build_store.sh lmq|cqext|multipath ROCKETMQ_GIT_DIR SCRATCH_DIR STANDINS_DIR
 #   (the other arguments and the dependencies are build.sh's; see its header and
 #   tests/golden/README.md)
 set -euo pipefail
@@ -17,8 +19,8 @@ set -euo pipefail
 MODE=$1
 shift
 case "$MODE" in
-    lmq|multipath) ;;
-    *) echo "usage: $0 lmq|multipath ROCKETMQ_GIT_DIR SCRATCH_DIR STANDINS_DIR" >&2; exit 2 ;;
+    lmq|cqext|multipath) ;;
+    *) echo "usage: $0 lmq|cqext|multipath ROCKETMQ_GIT_DIR SCRATCH_DIR STANDINS_DIR" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=compile498.sh

@@ -81,3 +81,13 @@ def test_match_tags() -> None:
     assert not sub.match_tags("")
     assert not sub.match_tags("TagA || TagB")
     assert not sub.match_tags("taga")
+
+
+def test_an_extension_address_defers_to_the_records_tag() -> None:
+    """A broker with enableConsumeQueueExt keeps an address in the tagsCode field: it says
+    nothing of the tag, so it passes the code check and the record's TAGS decide."""
+    sub = parse_subscription("TagA")
+    assert sub.match_code(-(2**63) + 40)
+    assert sub.match_code(-(2**31) - 1)
+    assert not sub.match_code(-(2**31))  # a tag hash (a Java int), not TagA's
+    assert not sub.match_tags("TagB")
