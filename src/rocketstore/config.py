@@ -142,6 +142,7 @@ class StoreConfig:
                 f"(40 + 4 * slots + 20 * entries), more than the {JAVA_INT_MAX} a Java int "
                 "holds"
             )
+        self.commit_log_dirs("")  # a path list RocketMQ could not use is refused here
         parse_host(self.store_host, what="store_host")
         delay_levels_ms(self.message_delay_level)
         delete_hours(self.delete_when)

@@ -61,4 +61,4 @@ class ConsumeQueueExtReader:
         try:
             return decode_ext_unit(data, 0)
         except CorruptDataError as e:
-            raise CorruptDataError(str(e), path=path, position=position) from e
+            raise CorruptDataError(e.reason, path=path, position=position) from e

@@ -21,6 +21,7 @@ CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
 LOCK_FILE = "lock"
+DLEDGER_PREFIX = "dledger-"  # DLedger's data: <root>/dledger-<selfId>/data
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -77,13 +78,26 @@ def commitlog_dir(root: str) -> str:
 MULTI_PATH_SPLITTER = ","
 
 
-def split_paths(setting: str) -> tuple[str, ...]:
-    """A ``storePathCommitLog``-style list as RocketMQ reads it (``trim().split(",")``),
-    each path once, in order; empty parts are no path (Java drops trailing ones, and an
-    empty path lists no files)."""
+def split_paths(setting: str, *, key: str = "storePathCommitLog") -> tuple[str, ...]:
+    """A ``storePathCommitLog``-style list as RocketMQ reads it (``trim().split(",")``,
+    which drops trailing empty parts), each directory once (``a``, ``./a`` and ``a/`` are
+    one: RocketMQ would load its files twice). ConfigError for an empty part before
+    another (RocketMQ would take the empty path, and write files at the file-system
+    root) and for a setting that names no directory at all; ``key`` names the setting."""
+    parts = setting.strip().split(MULTI_PATH_SPLITTER)
+    while parts and not parts[-1]:
+        parts.pop()  # as Java's split drops them
+    if "" in parts or (not parts and setting.strip()):
+        raise ConfigError(
+            f"{key}={setting!r} has an empty path; list directories separated by "
+            f"{MULTI_PATH_SPLITTER!r}"
+        )
     paths: list[str] = []
-    for part in setting.strip().split(MULTI_PATH_SPLITTER):
-        if part and part not in paths:
+    seen: set[str] = set()
+    for part in parts:
+        same = os.path.normpath(part)
+        if same not in seen:
+            seen.add(same)
             paths.append(part)
     return tuple(paths)
 
@@ -96,34 +110,37 @@ class CommitLogDirs:
     whose files are read but never added to.
 
     ``writable`` and ``read_only`` are as configured; ``all`` is every directory files are
-    read from."""
+    read from; ``multi_path`` says new files are placed (the setting held a ``,``)."""
 
     writable: tuple[str, ...]
     read_only: tuple[str, ...] = ()
+    multi_path: bool = False
 
     @classmethod
     def of(
         cls, root: str, store_path_commit_log: str = "", read_only_paths: str = ""
     ) -> CommitLogDirs:
         """The directories of the settings (``""``: ``<root>/commitlog``). As in RocketMQ,
-        read-only paths count only with a multi-path setting (one with a ``,``)."""
+        read-only paths count only with a multi-path setting (one with a ``,``).
+        ConfigError for a list RocketMQ could not use (split_paths)."""
         setting = store_path_commit_log.strip()
         if not setting:
             return cls((commitlog_dir(root),))
         if MULTI_PATH_SPLITTER not in setting:
             return cls((setting,))
         writable = split_paths(setting)
-        if not writable:
-            return cls((commitlog_dir(root),))
-        return cls(writable, split_paths(read_only_paths))
+        given = split_paths(read_only_paths, key="readOnlyCommitLogStorePaths")
+        # A directory is one however it is spelled: a writable one named read-only (as
+        # "a/" for "a") is read-only under its writable spelling.
+        named = {os.path.normpath(p) for p in given}
+        known = {os.path.normpath(p) for p in writable}
+        read_only = tuple(p for p in writable if os.path.normpath(p) in named)
+        read_only += tuple(p for p in given if os.path.normpath(p) not in known)
+        return cls(writable, read_only, multi_path=True)
 
     @property
     def all(self) -> tuple[str, ...]:
         return self.writable + tuple(p for p in self.read_only if p not in self.writable)
-
-    @property
-    def multi_path(self) -> bool:
-        return len(self.all) > 1
 
     def placement(self, full: frozenset[str] = frozenset()) -> tuple[str, ...]:
         """The directories a new file may go to, sorted as Java sorts strings: the
@@ -139,21 +156,35 @@ class CommitLogDirs:
         """The directory of the file starting at ``start_offset``: file number ``n`` goes
         to ``placement()[n % len]``. ConfigError when every path is read-only (RocketMQ
         fails with an ArithmeticException then)."""
+        self.require_writable()
         paths = self.placement(full)
-        if not paths:
+        return paths[(start_offset // file_size) % len(paths)]
+
+    def require_writable(self) -> None:
+        """ConfigError when no path takes new files (every one is read-only)."""
+        if self.multi_path and not self.placement():
             raise ConfigError(
                 "every storePathCommitLog path is also in readOnlyCommitLogStorePaths: "
                 f"no directory to write a CommitLog file in ({', '.join(self.writable)})"
             )
-        return paths[(start_offset // file_size) % len(paths)]
 
 
-def no_commitlog(dirs: CommitLogDirs) -> str:
+def no_commitlog(dirs: CommitLogDirs, entries: list[str] | None = None) -> str:
     """What a store missing its CommitLog lacks, for an error message: ``no commitlog/``,
-    or the configured directories."""
+    or the configured directories. ``entries`` (the root's names, when known) tell a
+    DLedger broker's store (enableDLegerCommitLog: its log is dledger-<id>/data, in
+    DLedger's own entry format, which rocketstore does not read)."""
     if len(dirs.all) == 1 and os.path.basename(dirs.all[0]) == COMMITLOG_DIR:
-        return f"no {COMMITLOG_DIR}/"
-    return "no CommitLog directory: " + ", ".join(dirs.all)
+        text = f"no {COMMITLOG_DIR}/"
+    else:
+        text = "no CommitLog directory: " + ", ".join(dirs.all)
+    dledger = sorted(name for name in entries or () if name.startswith(DLEDGER_PREFIX))
+    if dledger:
+        text += (
+            f"; {dledger[0]}/ is a DLedger CommitLog (enableDLegerCommitLog), whose entry "
+            "format rocketstore does not read"
+        )
+    return text
 
 
 def _java_string_order(text: str) -> bytes:

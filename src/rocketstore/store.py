@@ -35,6 +35,7 @@ from rocketstore.crashpoints import (
 )
 from rocketstore.errors import (
     ConfigError,
+    CorruptDataError,
     NotAStoreError,
     ReadOnlyStoreError,
     StoreClosedError,
@@ -42,6 +43,7 @@ from rocketstore.errors import (
 )
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
+from rocketstore.files.store_dir import missing_commitlog
 from rocketstore.format import record as rec
 from rocketstore.format.cq_ext import ExtUnit, is_ext_address
 from rocketstore.format.dispatch_facts import DispatchFacts, dispatch_facts
@@ -67,7 +69,6 @@ from rocketstore.paths import (
     CONSUME_QUEUE_DIR,
     index_dir,
     is_queue_dir_name,
-    no_commitlog,
 )
 from rocketstore.put_path import MessagePreparer, PutResult, encoded_results
 from rocketstore.queries import KeyQuery
@@ -176,9 +177,13 @@ class MessageStore:
         if read_only:
             dirs = config.commit_log_dirs(root)
             if not any(os.path.isdir(d) for d in dirs.all):
-                raise NotAStoreError(f"{root} is not a store directory ({no_commitlog(dirs)})")
+                raise NotAStoreError(
+                    f"{root} is not a store directory ({missing_commitlog(root, dirs)})"
+                )
         elif os.path.exists(root) and not os.path.isdir(root):
             raise NotAStoreError(f"{root} exists and is not a directory")
+        else:
+            config.commit_log_dirs(root).require_writable()
         config = _adopt_file_sizes(root, config, read_only=read_only)
         store = cls(root, config, read_only=read_only)
         if read_only:
@@ -770,7 +775,8 @@ class MessageStore:
     def ext_unit(self, topic: str, queue_id: int, address: int) -> ExtUnit | None:
         """The ConsumeQueueExt unit a unit's tagsCode points to, when it is an extension
         address (a broker with enableConsumeQueueExt wrote the queue: format.cq_ext);
-        None when it is not one or the unit cannot be found."""
+        None when it is not one or the unit cannot be found or read (logged; `check`
+        reports damaged units)."""
         self._check_open(queues=False)
         if not is_ext_address(address):
             return None
@@ -778,7 +784,12 @@ class MessageStore:
         if reader is None:
             reader = ConsumeQueueExtReader(self.root, topic, queue_id)
             self._ext_readers[(topic, queue_id)] = reader
-        return reader.get(address)
+        try:
+            return reader.get(address)
+        except CorruptDataError as e:
+            # As RocketMQ, whose reads of a bad unit fail quietly: callers fall back.
+            log.warning("%s-%d: unreadable ConsumeQueueExt unit: %s", topic, queue_id, e)
+            return None
 
     def view_message(self, msg_id: str) -> MessageExt | None:
         """Find a message by offsetMsgId (store host + CommitLog offset)."""

@@ -64,7 +64,7 @@ def test_reading_commands_follow_the_files(tmp_path: Path, cli: Cli) -> None:
     # Without the settings file the root alone has no CommitLog, and says so.
     alone = cli("--store", root, "topicList")
     assert alone.code == 1
-    assert f"{root} is not a store directory (no commitlog/ inside)" in alone.err
+    assert f"{root} is not a store directory (no commitlog/)" in alone.err
 
 
 def test_writing_checking_and_rebuilding_follow_the_files(tmp_path: Path, cli: Cli) -> None:
@@ -96,3 +96,24 @@ def test_writing_checking_and_rebuilding_follow_the_files(tmp_path: Path, cli: C
     assert repaired.code == 0, repaired.out + repaired.err
     assert cli("-c", conf, "check").code == 0
     assert len(cli("-c", conf, "--json", "dump").json_lines()) == 41
+
+
+def test_without_the_settings_nothing_is_emptied(tmp_path: Path, cli: Cli) -> None:
+    """Run without -c, the root alone has no CommitLog file: rebuild and repair refuse
+    instead of deleting every consume queue and index file (RocketMQ's recovery would)."""
+    root, conf, ids = _broker(tmp_path)
+    (root / "commitlog").mkdir()  # an empty commitlog/ beside the queues
+    before = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+    for args in (("rebuild",), ("rebuild", "--engine", "local"), ("check", "--repair")):
+        run = cli("--store", root, *args)
+        assert run.code == 1, args
+        assert "no CommitLog file in" in run.err and "a rebuild would delete them" in run.err
+    assert sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file()) == before
+    sent = cli("--store", root, "sendMessage", "-t", "T", "-p", "x")
+    assert sent.code == 1 and "recovery would delete them" in sent.err
+    # updateTopic knows the store by its queues (no config/ yet, no commitlog/).
+    (root / "commitlog").rmdir()
+    assert not (root / "config").exists()
+    made = cli("-c", conf, "updateTopic", "-t", "NewT", "-r", "2", "-w", "2")
+    assert made.code == 0, made.err
+    assert cli("-c", conf, "queryMsgById", "-i", ids[0]).code == 0

@@ -42,8 +42,7 @@ def test_missing_directory_and_not_a_store(cli: Cli, tmp_path: Path, args: tuple
     not_store = cli("--store", other, *args)
     assert not_store.code == 1
     assert (
-        not_store.err
-        == f"rocketstore: error: {other} is not a store directory (no commitlog/ inside)\n"
+        not_store.err == f"rocketstore: error: {other} is not a store directory (no commitlog/)\n"
     )
 
 
@@ -155,3 +154,16 @@ def test_demo_stops_when_the_store_refuses_its_messages(cli: Cli, tmp_path: Path
     assert run.code == 1
     assert "refused the demo's messages: MESSAGE_ILLEGAL" in run.err
     assert not run.out.startswith("wrote")
+
+
+def test_a_dledger_store_is_named_as_one(tmp_path: Path, cli: Cli) -> None:
+    """A broker with enableDLegerCommitLog keeps its log in dledger-<id>/data, in DLedger's
+    entry format: said so, not just "no commitlog/"."""
+    (tmp_path / "dledger-n0" / "data").mkdir(parents=True)
+    run = cli("--store", tmp_path, "topicStatus", "-t", "T")
+    assert run.code == 1
+    assert run.err == (
+        f"rocketstore: error: {tmp_path} is not a store directory (no commitlog/; dledger-n0/ "
+        "is a DLedger CommitLog (enableDLegerCommitLog), whose entry format rocketstore does "
+        "not read)\n"
+    )

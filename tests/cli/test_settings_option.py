@@ -216,3 +216,22 @@ def test_the_commitlog_paths_of_the_file_follow_its_store(tmp_path: Path) -> Non
     kept = _make_options(own, _serve_options(conf))
     assert kept.store_config is not None
     assert kept.store_config.store_path_commit_log == "/d1/log,/d2/log"
+
+
+def test_commitlog_paths_inside_the_files_root_move_with_a_copy(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    root = tmp_path / "s"
+    conf.write_text(
+        f"storePathRootDir={root}\nstorePathCommitLog={root}/commitlog/b,{root}/commitlog/a\n"
+    )
+    copy = context_from_settings(str(conf), f"{tmp_path}/c", True, as_json=False, debug=False)
+    assert copy.commitlog_dirs.writable == (
+        f"{tmp_path}/c/commitlog/b",
+        f"{tmp_path}/c/commitlog/a",
+    )
+    assert copy.commitlog_dirs.multi_path
+    # A link to the file's root is that root: the paths stay as they are.
+    root.mkdir()
+    (tmp_path / "link").symlink_to(root)
+    linked = context_from_settings(str(conf), f"{tmp_path}/link", True, as_json=False, debug=False)
+    assert linked.commitlog_dirs.writable == (f"{root}/commitlog/b", f"{root}/commitlog/a")

@@ -162,3 +162,36 @@ def test_delayed_messages_come_due_at_the_extensions_time(
         service.run_once()
         store.wait_dispatched()
         assert store.max_offset(delayed[0]["topic"], delayed[0]["queueId"]) == before + 1
+
+
+def test_a_damaged_or_missing_extension_is_read_around(
+    manifest: Manifest, theirs: Path, tmp_path: Path
+) -> None:
+    """As RocketMQ: a unit whose extension cannot be read passes pulls, is shown as
+    missing by queryCq, and its delayed message comes due by the store time; `check`
+    reports the damaged unit, and only notes a queue whose extension directory is gone."""
+    root = tmp_path / "store"
+    shutil.copytree(theirs, root)
+    first = root / CONSUME_QUEUE_EXT_DIR / SCHEDULE_TOPIC / "2" / f"{0:020d}"
+    data = bytearray(first.read_bytes())
+    data[0:2] = (7).to_bytes(2, "big")  # a size no unit has
+    first.write_bytes(bytes(data))
+    shown = run_cli("--store", root, "queryCq", "-t", SCHEDULE_TOPIC, "-q", "2", "-c", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "msg='Cq extend not exist!addr: -9223372036854775808'" in shown.stdout
+    checked = run_cli("--store", root, "check")
+    assert checked.returncode == 1
+    assert "a ConsumeQueueExt unit claims 7 bytes" in checked.stdout
+    delayed = next(e for e in manifest["messages"] if delay_level(e) == 3)
+    now = [delayed["storeTimestamp"] + 10_000]
+    with MessageStore.open(root, store_config(manifest)) as store:
+        before = store.max_offset(delayed["topic"], delayed["queueId"])
+        ScheduleService(store, clock=lambda: now[0]).run_once()
+        store.wait_dispatched()
+        assert store.max_offset(delayed["topic"], delayed["queueId"]) == before + 1
+    gone = tmp_path / "gone"
+    shutil.copytree(theirs, gone)
+    shutil.rmtree(gone / CONSUME_QUEUE_EXT_DIR / "TopicB")
+    noted = run_cli("--store", gone, "check")
+    assert noted.returncode == 0, noted.stdout
+    assert "TopicB-0: " in noted.stdout and "consumequeue_ext/TopicB/0 is gone" in noted.stdout

@@ -8,6 +8,7 @@ answers run on it in test_rocketmq_written.py.)"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,13 @@ def test_check_and_rebuild_with_the_brokers_settings(
     if engine == "single":  # the parallel engines name index files by the build's time
         problems = compare_files("index", ours, reference, manifest["config"]["maxHashSlotNum"])
         assert not problems, "\n".join(problems)
+
+
+def test_stats_counts_only_the_commitlog_files_it_reads(manifest: Manifest, tmp_path: Path) -> None:
+    ours = extract("multipath", tmp_path)
+    conf = _broker_conf(ours, manifest)
+    with_paths = run_cli("-c", conf, "--json", "stats")
+    assert json.loads(with_paths.stdout)["commitLog"]["files"] == 3
+    # Without them, commitlog/ holds the two paths' directories, and no file of its own.
+    alone = run_cli("--store", ours, "--json", "stats")
+    assert json.loads(alone.stdout)["commitLog"]["files"] == 0

@@ -64,13 +64,23 @@ def test_one_path_is_the_whole_commitlog_and_read_only_paths_need_a_comma() -> N
 
 
 def test_several_paths_split_as_java_splits_them() -> None:
-    dirs = CommitLogDirs.of("/s", "/c,/a,,/b,/a,", "/old,/b")
-    assert dirs.writable == ("/c", "/a", "/b")
-    assert dirs.read_only == ("/old", "/b")
+    dirs = CommitLogDirs.of("/s", "/c,/a,/b,/x/../a,/a/,", "/old,/b/")
+    assert dirs.writable == ("/c", "/a", "/b")  # one directory, however spelled
+    assert dirs.read_only == ("/b", "/old")
     assert dirs.all == ("/c", "/a", "/b", "/old")
     assert dirs.multi_path
     assert split_paths(" x, y ,") == ("x", " y ")  # trim() is of the whole setting only
-    assert CommitLogDirs.of("/s", ",").all == ("/s/commitlog",)
+    one = CommitLogDirs.of("/s", "/a,")  # a comma makes it multi-path, with one path
+    assert one.multi_path and one.all == ("/a",)
+
+
+@pytest.mark.parametrize("setting", [",", ",/a", "/a,,/b", " , "])
+def test_a_list_with_an_empty_path_is_refused(setting: str) -> None:
+    # Java keeps a leading or middle empty part: files would go to the file-system root.
+    with pytest.raises(ConfigError, match=r"storePathCommitLog=.* has an empty path"):
+        CommitLogDirs.of("/s", setting)
+    with pytest.raises(ConfigError, match=r"readOnlyCommitLogStorePaths=.* has an empty path"):
+        CommitLogDirs.of("/s", "/a,/b", setting)
 
 
 def test_file_n_goes_to_path_n_mod_count_of_the_sorted_available_paths() -> None:
@@ -100,5 +110,6 @@ def test_paths_sort_by_utf16_code_units_as_java_strings_do() -> None:
 def test_every_path_read_only_leaves_nowhere_to_write() -> None:
     dirs = CommitLogDirs.of("/s", "/a,/b", "/a,/b")
     assert dirs.all == ("/a", "/b")
+    assert CommitLogDirs.of("/s", "a,", "./a").placement() == ()
     with pytest.raises(ConfigError, match="every storePathCommitLog path is also in"):
         dirs.directory_for(0, 1024)

@@ -181,3 +181,29 @@ def test_a_writer_without_the_paths_refuses_to_empty_the_queues(tmp_path: Path) 
     with MessageStore.open(root) as store:
         assert store.recovery_report.queue_units_dropped == 30
         assert store.max_offset("T", 0) == 0
+
+
+def test_a_writer_refuses_a_commitlog_with_a_directory_missing(tmp_path: Path) -> None:
+    """A path not mounted: a gap in the files, or the newest files gone while the queues
+    point into them. RocketMQ's recovery would cut there and write new files where the
+    missing ones belong; the CLI's writers refuse and lose nothing."""
+    root = tmp_path / "store"
+    config = _config(tmp_path, "a,b")
+    with MessageStore.open(root, config) as store:
+        _put(store, 0, 60)
+        files = [f.path for f in store.commitlog.files.files]
+    careful = config.replace(cut_damaged_commitlog=False)
+    (tmp_path / "b").rename(tmp_path / "b.unmounted")
+    (tmp_path / "b").mkdir()  # the empty mount point
+    with pytest.raises(CorruptDataError, match="CommitLog files are missing between"):
+        MessageStore.open(root, careful)
+    # Only the newest file gone: the queues and index point past the last file left.
+    (tmp_path / "b").rmdir()
+    (tmp_path / "b.unmounted").rename(tmp_path / "b")
+    newest = Path(files[-1])
+    newest.rename(tmp_path / "newest")
+    with pytest.raises(CorruptDataError, match=r"point to CommitLog offset .* past the last"):
+        MessageStore.open(root, careful)
+    (tmp_path / "newest").rename(newest)
+    with MessageStore.open(root, careful) as store:
+        assert len(_bodies(store)) == 60

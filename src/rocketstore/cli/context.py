@@ -22,7 +22,8 @@ import click
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
-from rocketstore.paths import CommitLogDirs, no_commitlog
+from rocketstore.files.store_dir import missing_commitlog
+from rocketstore.paths import MULTI_PATH_SPLITTER, CommitLogDirs
 from rocketstore.settings_file import (
     COMMITLOG_PATH_KEYS,
     parse_java_properties,
@@ -105,10 +106,9 @@ def context_from_settings(
     root_setting = settings.get("storePathRootDir", "").strip()
     if not store_given and root_setting:
         store_dir = root_setting
-    if store_given and os.path.abspath(store_dir) != os.path.abspath(root_setting or store_dir):
-        # --store names another place than the file's root (a copy of the store, say):
-        # its CommitLog is the copy's commitlog/, not the paths the file names.
-        settings = {k: v for k, v in settings.items() if k not in COMMITLOG_PATH_KEYS}
+    if store_given and os.path.realpath(store_dir) != os.path.realpath(root_setting or store_dir):
+        # --store names another place than the file's root (a copy of the store, say).
+        settings = _commitlog_paths_moved(settings, root_setting, store_dir)
     try:
         config = store_config_from_settings(settings, source=path)
     except ConfigError as e:
@@ -129,6 +129,27 @@ def context_from_settings(
         settings_path=path,
         store_host_error=host_error,
     )
+
+
+def _commitlog_paths_moved(
+    settings: dict[str, str], old_root: str, new_root: str
+) -> dict[str, str]:
+    """The settings for a copy of the file's store at ``new_root``: CommitLog paths inside
+    the file's root move with it (``<root>/commitlog/a`` -> ``<new>/commitlog/a``); if
+    any lies outside, the copy's CommitLog is its own ``commitlog/``."""
+    moved = dict(settings)
+    old = os.path.realpath(old_root)
+    for key in COMMITLOG_PATH_KEYS:
+        value = settings.get(key, "").strip()
+        parts = []
+        for part in value.split(MULTI_PATH_SPLITTER) if value else []:
+            inside = os.path.relpath(os.path.realpath(part), old) if part else ""
+            if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+                return {k: v for k, v in settings.items() if k not in COMMITLOG_PATH_KEYS}
+            parts.append(os.path.join(new_root, inside) if part else part)
+        if value:
+            moved[key] = MULTI_PATH_SPLITTER.join(parts)
+    return moved
 
 
 def store_host_of(settings: dict[str, str], default: str) -> str:
@@ -178,7 +199,7 @@ class CliContext:
             raise CliError(f"{root} is not a directory")
         dirs = self.commitlog_dirs
         if not any(os.path.isdir(d) for d in dirs.all):
-            raise CliError(f"{root} is not a store directory ({no_commitlog(dirs)} inside)")
+            raise CliError(f"{root} is not a store directory ({missing_commitlog(root, dirs)})")
         return root
 
     @property

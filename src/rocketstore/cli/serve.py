@@ -25,7 +25,7 @@ from rocketstore.broker.app import (
     run_until_signal,
 )
 from rocketstore.broker.broker_config import broker_config_from_settings
-from rocketstore.cli.context import CliContext, CliError
+from rocketstore.cli.context import CliContext, CliError, context_from_settings
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
 from rocketstore.errors import ConfigError
@@ -133,12 +133,13 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         given["auto_create_topic_enable"] = False
     broker = replace(broker, **{k: v for k, v in given.items() if v is not None})
     store_config = obj.writer_config
-    if os.path.abspath(store_dir) != os.path.abspath(obj.store_dir):
-        # Another store than the settings file's (as with the global --store): its
-        # CommitLog is its own commitlog/, not the paths the file names.
-        store_config = store_config.replace(
-            store_path_commit_log="", read_only_commit_log_store_paths=""
+    if obj.settings_path and os.path.realpath(store_dir) != os.path.realpath(obj.store_dir):
+        # Another store than the context's: the file's CommitLog paths as the global
+        # --store would take them (context_from_settings).
+        moved = context_from_settings(
+            obj.settings_path, store_dir, True, as_json=obj.as_json, debug=obj.debug
         )
+        store_config = moved.writer_config
     if kwargs["flush"] is not None:
         store_config = store_config.replace(flush_disk_type=kwargs["flush"])
     listen = kwargs["listen"]

@@ -14,6 +14,7 @@ import click
 
 from rocketstore.cli.context import CliContext, queue_bounds, unit_store_time
 from rocketstore.cli.timeparse import format_time
+from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format.checkpoint import decode_checkpoint
 from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR
 from rocketstore.store import MessageStore
@@ -38,12 +39,20 @@ class FileUsage:
         return {"files": self.files, "bytes": self.bytes, "diskBytes": self.disk_bytes}
 
 
-def usage(*directories: str) -> FileUsage:
+def usage(directory: str) -> FileUsage:
     total = FileUsage()
-    for directory in directories:
-        for base, _dirs, names in os.walk(directory):
-            for name in names:
-                total.add(os.path.join(base, name))
+    for base, _dirs, names in os.walk(directory):
+        for name in names:
+            total.add(os.path.join(base, name))
+    return total
+
+
+def commitlog_usage(store: MessageStore) -> FileUsage:
+    """The CommitLog files the store reads (in each of its directories, nothing else:
+    a directory may hold other things, such as the other paths of a multi-path log)."""
+    total = FileUsage()
+    for path in offset_file_paths(store.commitlog.dirs.all).values():
+        total.add(path)
     return total
 
 
@@ -114,7 +123,7 @@ def collect(store: MessageStore) -> dict[str, Any]:
     return {
         "store": root,
         "commitLog": {
-            **usage(*store.commitlog.dirs.all).to_json(),
+            **commitlog_usage(store).to_json(),
             "directories": list(store.commitlog.dirs.all),
             "fileSize": store.config.mapped_file_size_commit_log,
             "minOffset": commit_min,

@@ -21,6 +21,7 @@ from rocketstore.cli.rebuild import (
     RebuildOutcome,
     cut_commitlog,
     held_lock,
+    missing_commitlog_problem,
     multi_dispatch_problem,
     rebuild,
 )
@@ -167,6 +168,9 @@ def _say(ctx: CliContext, text: str, kind: str = "repair", **fields: object) -> 
 
 
 def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
+    problem = missing_commitlog_problem(root, ctx.commitlog_dirs)
+    if problem is not None:
+        raise CliError(problem)
     lock: DirectoryLock | None = held_lock(root)
     rebuilt: RebuildOutcome | None = None
     try:
@@ -305,7 +309,7 @@ def rebuild_command(
             "--skip-corrupt needs --engine local or spark", param_hint="--skip-corrupt"
         )
     root = ctx.require_store_dir()
-    problem = (
+    problem = missing_commitlog_problem(root, ctx.commitlog_dirs) or (
         multi_dispatch_problem(root, ctx.config, parallel=engine != "single") if queues else None
     )
     if problem is not None:

@@ -35,7 +35,7 @@ from rocketstore.cli.context import CliContext, CliError, through_namesrv
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, StoreLockedError
 from rocketstore.files.lock import DirectoryLock
-from rocketstore.paths import COMMITLOG_DIR, CONFIG_DIR
+from rocketstore.paths import COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
 
 T = TypeVar("T")
 
@@ -83,7 +83,9 @@ def _check_store_dir(root: str, *, create: bool) -> None:
         return
     if not os.path.isdir(root):
         raise CliError(f"{root} is not a directory")
-    known = (COMMITLOG_DIR, CONFIG_DIR)
+    # (consumequeue/ and index/ too: a broker whose CommitLog is elsewhere, by
+    # storePathCommitLog, may have neither commitlog/ nor config/ here)
+    known = (COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR)
     if os.listdir(root) and not any(os.path.isdir(os.path.join(root, d)) for d in known):
         raise CliError(f"{root} is not a store directory (no {COMMITLOG_DIR}/ or {CONFIG_DIR}/)")
 

@@ -83,14 +83,16 @@ def decode_ext_unit(data: bytes | memoryview, position: int) -> ExtUnit | None:
         return None
     if size < MIN_EXT_UNIT_SIZE or position + size > len(data):
         raise CorruptDataError(
-            f"ConsumeQueueExt unit at {position} claims {size} bytes "
-            f"({len(data) - position} left, at least {MIN_EXT_UNIT_SIZE} needed)"
+            f"a ConsumeQueueExt unit claims {size} bytes "
+            f"({len(data) - position} left, at least {MIN_EXT_UNIT_SIZE} needed)",
+            position=position,
         )
     _size, tags_code, msg_store_time, bitmap_size = _HEAD.unpack_from(data, position)
     bitmap_size = max(bitmap_size, 0)
     if MIN_EXT_UNIT_SIZE + bitmap_size > size:
         raise CorruptDataError(
-            f"ConsumeQueueExt unit at {position}: a {bitmap_size}-byte bitmap in {size} bytes"
+            f"a ConsumeQueueExt unit holds a {bitmap_size}-byte bitmap in {size} bytes",
+            position=position,
         )
     start = position + MIN_EXT_UNIT_SIZE
     return ExtUnit(tags_code, msg_store_time, bytes(data[start : start + bitmap_size]))

@@ -22,13 +22,13 @@ from rocketstore.files.mapped_file_queue import (
     offset_file_path,
     offset_file_paths,
 )
+from rocketstore.files.store_dir import missing_commitlog
 from rocketstore.index import newest_geometry
 from rocketstore.paths import (
     CONSUME_QUEUE_DIR,
     INDEX_DIR,
     CommitLogDirs,
     is_offset_file_name,
-    no_commitlog,
 )
 
 SCAN_DIR = "scan"  # the scan's spills, when they stay in the work directory
@@ -113,7 +113,7 @@ def commitlog_files(root: str, dirs: CommitLogDirs | None = None) -> list[tuple[
     they are (default ``<root>/commitlog``)."""
     dirs = dirs or CommitLogDirs.of(root)
     if not any(os.path.isdir(d) for d in dirs.all):
-        raise NotAStoreError(f"{root} is not a store directory ({no_commitlog(dirs)})")
+        raise NotAStoreError(f"{root} is not a store directory ({missing_commitlog(root, dirs)})")
     return [(start, os.path.getsize(p)) for start, p in offset_file_paths(dirs.all).items()]
 
 

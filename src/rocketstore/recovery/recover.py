@@ -8,6 +8,7 @@ accepted (#9121), an illegal magic ends the scan instead of looping (#289).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import struct
 import zlib
@@ -285,8 +286,10 @@ def recover_store(
         queue.recover()
     queue_ends_before = {key: q.max_offset() for key, q in queues.items()}
     files = commitlog.files.files
-    if not config.cut_damaged_commitlog and not files:
-        _refuse_to_empty_queues(commitlog, queues, index)
+    if not config.cut_damaged_commitlog:
+        if not files:
+            _refuse_to_empty_queues(commitlog, queues, index)
+        _refuse_missing_files(commitlog, queues, index)
     start = max(0, len(files) - 3)
     if abnormal:
         start = min(start, abnormal_start_index(commitlog, checkpoint))
@@ -409,6 +412,37 @@ def _refuse_to_empty_queues(
         "its storePathCommitLog (rocketstore -c broker.conf); if the CommitLog is really "
         "gone, remove consumequeue/ and index/ first"
     )
+
+
+def _refuse_missing_files(
+    commitlog: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService
+) -> None:
+    """CorruptDataError when CommitLog files are missing (``cut_damaged_commitlog`` off):
+    a gap between two files, or queue units or index entries pointing past the last file.
+    Recovery would cut the CommitLog and the queues at the gap and write new files where
+    the missing ones belong; the likelier story is a storePathCommitLog directory that is
+    not mounted, and when it comes back its files would hide the new ones."""
+    files = commitlog.files.files
+    size = commitlog.file_size
+    hint = "; is every storePathCommitLog directory there (" + ", ".join(commitlog.dirs.all) + ")?"
+    for previous, current in itertools.pairwise(files):
+        if current.file_from_offset != previous.file_from_offset + size:
+            raise CorruptDataError(
+                f"CommitLog files are missing between {previous.path} and {current.path} "
+                f"(offsets {previous.file_from_offset + size} to {current.file_from_offset}): "
+                "recovery would cut the CommitLog at the gap, so the store was not opened "
+                "for writing" + hint
+            )
+    end = files[-1].file_from_offset + size if files else 0
+    pointed = max((q.max_physic_offset for q in queues.values()), default=-1)
+    pointed = max(pointed, max((f.end_phy_offset for f in index.files), default=-1))
+    if files and pointed > end:
+        raise CorruptDataError(
+            f"consume queues or the index point to CommitLog offset {pointed}, past the "
+            f"last CommitLog file ({files[-1].path}, which ends at {end}): a file is "
+            "missing, and recovery would drop those units and entries, so the store was "
+            "not opened for writing" + hint
+        )
 
 
 def _refuse_to_cut_records(

@@ -31,6 +31,7 @@ from rocketstore.errors import (
 )
 from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import offset_file_path
+from rocketstore.files.store_dir import missing_commitlog
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
@@ -38,7 +39,7 @@ from rocketstore.format.queue_unit import decode_units
 from rocketstore.format.record_scan import NextData, Stop, find_record_start, walk_starts
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.java_ints import JAVA_INT_MAX
-from rocketstore.paths import CommitLogDirs, no_commitlog
+from rocketstore.paths import CommitLogDirs
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
 from rocketstore.spark.columns import RowBuffer
 from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
@@ -78,8 +79,9 @@ def open_store(options: ReadOptions) -> MessageStore:
             try:
                 store = MessageStore.open(root, config, read_only=True)
             except NotAStoreError as e:
+                lacks = missing_commitlog(root, dirs)
                 raise NotAStoreError(
-                    f"path {path!r} is not a rocketstore/RocketMQ store ({no_commitlog(dirs)})"
+                    f"path {path!r} is not a rocketstore/RocketMQ store ({lacks})"
                 ) from e
             _STORES[key] = store
         return store

@@ -69,7 +69,7 @@ def test_where_no_unit_is() -> None:
         decode_ext_unit(struct.pack(">h", 12) + bytes(30), 0)
     with pytest.raises(CorruptDataError, match="claims 40 bytes"):
         decode_ext_unit(struct.pack(">h", 40) + bytes(20), 0)
-    with pytest.raises(CorruptDataError, match="a 9-byte bitmap in 22 bytes"):
+    with pytest.raises(CorruptDataError, match="holds a 9-byte bitmap in 22 bytes"):
         decode_ext_unit(struct.pack(">hqqh", 22, 0, 0, 9) + bytes(9), 0)
 
 
