@@ -57,7 +57,11 @@ class ConsumeQueueExtReader:
                 f.seek(position)
                 data = f.read(MAX_EXT_UNIT_SIZE)
         except FileNotFoundError:
-            return None
+            return None  # removed meanwhile
+        except OSError as e:
+            raise CorruptDataError(
+                f"cannot read the ConsumeQueueExt file: {e.strerror or e}", path=path
+            ) from e
         try:
             return decode_ext_unit(data, 0)
         except CorruptDataError as e:

@@ -43,7 +43,7 @@ from rocketstore.errors import (
 )
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
-from rocketstore.files.store_dir import missing_commitlog
+from rocketstore.files.store_dir import missing_commitlog, orphaned_files
 from rocketstore.format import record as rec
 from rocketstore.format.cq_ext import ExtUnit, is_ext_address
 from rocketstore.format.dispatch_facts import DispatchFacts, dispatch_facts
@@ -74,7 +74,12 @@ from rocketstore.put_path import MessagePreparer, PutResult, encoded_results
 from rocketstore.queries import KeyQuery
 from rocketstore.read_path import GetResult, MessageReader
 from rocketstore.recovery.checkpoint_file import CheckpointFile
-from rocketstore.recovery.recover import RecoveryReport, recover_store, scan_valid_end
+from rocketstore.recovery.recover import (
+    RecoveryReport,
+    missing_files,
+    recover_store,
+    scan_valid_end,
+)
 from rocketstore.services.dispatcher import Dispatcher, DispatchRun
 from rocketstore.services.flusher import Flusher
 from rocketstore.services.group_commit import GroupCommit
@@ -180,10 +185,17 @@ class MessageStore:
                 raise NotAStoreError(
                     f"{root} is not a store directory ({missing_commitlog(root, dirs)})"
                 )
+            orphaned = orphaned_files(root, dirs)
+            if orphaned is not None:
+                raise NotAStoreError(f"{root}: {orphaned}")
         elif os.path.exists(root) and not os.path.isdir(root):
             raise NotAStoreError(f"{root} exists and is not a directory")
         else:
-            config.commit_log_dirs(root).require_writable()
+            dirs = config.commit_log_dirs(root)
+            dirs.require_writable()
+            for directory in dirs.all:
+                if os.path.exists(directory) and not os.path.isdir(directory):
+                    raise ConfigError(f"CommitLog path {directory} is not a directory")
         config = _adopt_file_sizes(root, config, read_only=read_only)
         store = cls(root, config, read_only=read_only)
         if read_only:
@@ -771,6 +783,14 @@ class MessageStore:
     def look_message(self, commit_log_offset: int) -> MessageExt | None:
         self._check_open(queues=False)
         return self.reader.look(commit_log_offset)
+
+    def missing_commitlog_files(self) -> str | None:
+        """What CommitLog files are missing (a gap, or queues and index pointing past the
+        last file: a storePathCommitLog directory not there), or None. A writer opened
+        with ``cut_damaged_commitlog=False`` refuses such a store; a reader reads what is
+        there, and the CLI warns with this."""
+        self._check_open(queues=False)
+        return missing_files(self.commitlog, self.queues, self.index)
 
     def ext_unit(self, topic: str, queue_id: int, address: int) -> ExtUnit | None:
         """The ConsumeQueueExt unit a unit's tagsCode points to, when it is an extension

@@ -117,3 +117,27 @@ def test_without_the_settings_nothing_is_emptied(tmp_path: Path, cli: Cli) -> No
     made = cli("-c", conf, "updateTopic", "-t", "NewT", "-r", "2", "-w", "2")
     assert made.code == 0, made.err
     assert cli("-c", conf, "queryMsgById", "-i", ids[0]).code == 0
+
+
+def test_readers_refuse_orphaned_queues_and_warn_of_missing_files(tmp_path: Path, cli: Cli) -> None:
+    """Without the settings, the queues' files would read as full of units (their
+    size): readers refuse, and nothing is written (offset tools). With a path left out,
+    they read what is there and say what is missing."""
+    root, conf, _ids = _broker(tmp_path)
+    (root / "commitlog").mkdir()
+    for args in (
+        ("topicStatus", "-t", "T"),
+        ("resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now"),
+        ("skipAccumulatedMessage", "-g", "G", "-t", "T"),
+    ):
+        run = cli("--store", root, *args)
+        assert run.code == 1, args
+        assert "no CommitLog file in" in run.err and "give its storePathCommitLog" in run.err
+    assert not (root / "config" / "consumerOffset.json").exists()
+    one = conf.read_text().replace(f",{tmp_path}/disk-a/commitlog", ",")
+    (tmp_path / "one.conf").write_text(one)
+    partial = cli("-c", tmp_path / "one.conf", "--json", "printMsg", "-t", "T")
+    assert partial.code == 0
+    assert "warning: CommitLog files are missing between" in partial.err
+    assert "Messages in the missing files cannot be read." in partial.err
+    assert 0 < len(partial.json_lines()) < 40

@@ -235,3 +235,14 @@ def test_commitlog_paths_inside_the_files_root_move_with_a_copy(tmp_path: Path) 
     (tmp_path / "link").symlink_to(root)
     linked = context_from_settings(str(conf), f"{tmp_path}/link", True, as_json=False, debug=False)
     assert linked.commitlog_dirs.writable == (f"{root}/commitlog/b", f"{root}/commitlog/a")
+
+
+def test_commitlog_paths_outside_the_files_root_stay_behind(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"storePathRootDir={tmp_path}/s\n"
+        f"storePathCommitLog={tmp_path}/s/commitlog/a,{tmp_path}/elsewhere/b\n"
+    )
+    copy = context_from_settings(str(conf), f"{tmp_path}/c", True, as_json=False, debug=False)
+    assert copy.commitlog_dirs.writable == (f"{tmp_path}/c/commitlog/a",)
+    assert copy.commitlog_dirs.multi_path  # still a multi-path list, of one

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import stat
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -330,3 +331,18 @@ def test_odd_commitlog_files_are_problems_not_crashes(store: Path, cli: Cli) -> 
     first.unlink()
     (store / "commitlog" / ("9" * 20)).write_bytes(bytes(65536))
     assert cli("--store", store, "stats").code == 0
+
+
+def test_export_never_replaces_a_link_fifo_or_device(store: Path, cli: Cli, tmp_path: Path) -> None:
+    """The file is written beside OUT and renamed over it: a symlink, FIFO or device
+    node there would become a plain file (run as root, even /dev/null)."""
+    (tmp_path / "real.jsonl").write_text("keep\n")
+    (tmp_path / "link").symlink_to(tmp_path / "real.jsonl")
+    os.mkfifo(tmp_path / "fifo")
+    for out in (tmp_path / "link", tmp_path / "fifo", Path("/dev/null")):
+        run = cli("--store", store, "export", "--format", "jsonl", out)
+        assert run.code == 2, out
+        assert "exists and is not a regular file" in run.err
+    assert (tmp_path / "link").is_symlink() and stat.S_ISFIFO((tmp_path / "fifo").lstat().st_mode)
+    assert (tmp_path / "real.jsonl").read_text() == "keep\n"
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

@@ -195,3 +195,20 @@ def test_a_damaged_or_missing_extension_is_read_around(
     noted = run_cli("--store", gone, "check")
     assert noted.returncode == 0, noted.stdout
     assert "TopicB-0: " in noted.stdout and "consumequeue_ext/TopicB/0 is gone" in noted.stdout
+
+
+def test_an_extension_path_that_is_no_file_is_read_around(theirs: Path, tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    shutil.copytree(theirs, root)
+    first = root / CONSUME_QUEUE_EXT_DIR / "TopicA" / "0" / f"{0:020d}"
+    first.unlink()
+    first.mkdir()  # a directory where the first extension file was
+    shown = run_cli("--store", root, "queryCq", "-t", "TopicA", "-q", "0", "-c", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "Cq extend not exist!addr:" in shown.stdout
+    checked = run_cli("--store", root, "check")
+    assert checked.returncode == 1 and "has no unit there" in checked.stdout
+    with MessageStore.open(root, read_only=True) as store:
+        pulled = store.get_messages("g", "TopicA", 0, 0, 32, tags="Tag0")
+        assert pulled.status is GetStatus.FOUND
+        assert {m.tags for m in pulled.messages} == {"Tag0"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.errors import CorruptDataError, NotAStoreError
+from rocketstore.errors import ConfigError, CorruptDataError, NotAStoreError
 from rocketstore.status import GetStatus, PutStatus
 
 FILE_SIZE = 4096
@@ -207,3 +207,9 @@ def test_a_writer_refuses_a_commitlog_with_a_directory_missing(tmp_path: Path) -
     (tmp_path / "newest").rename(newest)
     with MessageStore.open(root, careful) as store:
         assert len(_bodies(store)) == 60
+
+
+def test_a_path_that_is_no_directory_is_named_when_a_writer_opens(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a directory")
+    with pytest.raises(ConfigError, match=r"CommitLog path .*afile is not a directory"):
+        MessageStore.open(tmp_path / "store", _config(tmp_path, "a,afile"))

@@ -135,20 +135,27 @@ def _commitlog_paths_moved(
     settings: dict[str, str], old_root: str, new_root: str
 ) -> dict[str, str]:
     """The settings for a copy of the file's store at ``new_root``: CommitLog paths inside
-    the file's root move with it (``<root>/commitlog/a`` -> ``<new>/commitlog/a``); if
-    any lies outside, the copy's CommitLog is its own ``commitlog/``."""
-    moved = dict(settings)
+    the file's root move with it (``<root>/commitlog/a`` -> ``<new>/commitlog/a``); those
+    outside are not the copy's and are left out (a copy missing files then says so);
+    with none inside, the copy's CommitLog is its own ``commitlog/``."""
+    moved = {k: v for k, v in settings.items() if k not in COMMITLOG_PATH_KEYS}
     old = os.path.realpath(old_root)
     for key in COMMITLOG_PATH_KEYS:
         value = settings.get(key, "").strip()
-        parts = []
-        for part in value.split(MULTI_PATH_SPLITTER) if value else []:
-            inside = os.path.relpath(os.path.realpath(part), old) if part else ""
-            if inside == os.pardir or inside.startswith(os.pardir + os.sep):
-                return {k: v for k, v in settings.items() if k not in COMMITLOG_PATH_KEYS}
-            parts.append(os.path.join(new_root, inside) if part else part)
-        if value:
-            moved[key] = MULTI_PATH_SPLITTER.join(parts)
+        inside = [
+            os.path.relpath(os.path.realpath(part), old)
+            for part in value.split(MULTI_PATH_SPLITTER)
+            if part
+        ]
+        kept = [
+            os.path.join(new_root, rel)
+            for rel in inside
+            if rel != os.pardir and not rel.startswith(os.pardir + os.sep)
+        ]
+        if kept:
+            # A trailing splitter keeps a multi-path list of one a multi-path list.
+            multi = MULTI_PATH_SPLITTER in value
+            moved[key] = MULTI_PATH_SPLITTER.join(kept) + (MULTI_PATH_SPLITTER if multi else "")
     return moved
 
 
@@ -211,7 +218,15 @@ class CliContext:
     def open_read_only(self) -> MessageStore:
         """Open without the writer lock: works while a writer (or a broker) runs."""
         config = self.config.replace(**READER_LIMITS)
-        return MessageStore.open(self.require_store_dir(), config, read_only=True)
+        store = MessageStore.open(self.require_store_dir(), config, read_only=True)
+        missing = store.missing_commitlog_files()
+        if missing is not None:
+            # Reading on is right (a salvage, say), but not without saying what is gone.
+            click.echo(
+                f"rocketstore: warning: {missing} Messages in the missing files cannot be read.",
+                err=True,
+            )
+        return store
 
     def open_writer(self) -> MessageStore:
         """Open as the writer (takes the lock). A missing directory is created; an existing

@@ -174,6 +174,14 @@ def export(
         raise click.BadParameter("--master needs --engine spark", param_hint="--master")
     if os.path.isdir(out):
         raise click.BadParameter(f"{out} is a directory", param_hint="OUT")
+    if out != "-" and (os.path.islink(out) or (os.path.exists(out) and not os.path.isfile(out))):
+        # The file is written beside OUT and renamed over it: a link, FIFO or device
+        # would be replaced by a plain file (as root, /dev/null too).
+        raise click.BadParameter(
+            f"{out} exists and is not a regular file (a link, FIFO or device): give a "
+            "file's path, or - for stdout (jsonl)",
+            param_hint="OUT",
+        )
     if start is not None and end is not None and end <= start:
         raise click.BadParameter(f"--to {end} must be after --from {start}", param_hint="--to")
     if fmt == "parquet" and out == "-":

@@ -22,6 +22,7 @@ from rocketstore.config import StoreConfig
 from rocketstore.errors import StoreLockedError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import offset_file_paths
+from rocketstore.files.store_dir import orphaned_files
 from rocketstore.format.multi_dispatch import LMQ_PREFIX
 from rocketstore.index import newest_geometry
 from rocketstore.paths import (
@@ -192,25 +193,9 @@ class Rebuild:
 
 def missing_commitlog_problem(root: str, dirs: CommitLogDirs) -> str | None:
     """Why rebuilding (or repairing) ``root`` would delete its consume queues and index,
-    or None: no CommitLog file in ``dirs`` while queue or index files are there. The
-    usual story is a CommitLog elsewhere (storePathCommitLog) and a command run without
-    the broker's settings; RocketMQ's own recovery would empty them too."""
-    if offset_file_paths(dirs.all):
-        return None
-    held = [
-        os.path.join(base, name)
-        for part in (CONSUME_QUEUE_DIR, INDEX_DIR)
-        for base, _dirs, names in os.walk(os.path.join(root, part))
-        for name in names
-    ]
-    if not held:
-        return None
-    return (
-        f"no CommitLog file in {', '.join(dirs.all)}, but {len(held)} consume-queue and "
-        "index files are there: a rebuild would delete them. If the broker keeps its "
-        "CommitLog elsewhere, give its storePathCommitLog (rocketstore -c broker.conf); if "
-        "the CommitLog is really gone, remove consumequeue/ and index/ first"
-    )
+    or None (files.store_dir.orphaned_files; RocketMQ's recovery would empty them too)."""
+    problem = orphaned_files(root, dirs)
+    return None if problem is None else f"{problem}: a rebuild would delete them"
 
 
 def multi_dispatch_problem(root: str, config: StoreConfig, *, parallel: bool) -> str | None:

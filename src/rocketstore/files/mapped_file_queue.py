@@ -9,6 +9,7 @@ MultiPathMappedFileQueue): the queue then reads every one and asks where a new f
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import threading
@@ -34,6 +35,8 @@ def offset_file_paths(directories: Sequence[str]) -> dict[int, str]:
             if not is_offset_file_name(name):
                 continue
             path = os.path.join(directory, name)
+            if not os.path.isfile(path):
+                continue  # a directory (or FIFO...) so named is no file of the queue's
             start = int(name)
             other = found.get(start)
             if other is not None:
@@ -119,9 +122,8 @@ class MappedFileQueue:
             mapped.wrote_position = self.file_size
             mapped.flushed_position = self.file_size
             self.files.append(mapped)
-        for previous, current in zip(self.files, self.files[1:], strict=False):
-            if current.file_from_offset != previous.file_from_offset + self.file_size:
-                log.warning("gap in the files between %s and %s", previous.path, current.path)
+        for previous, current in self.gaps():
+            log.warning("gap in the files between %s and %s", previous.path, current.path)
 
     def refresh(self) -> None:
         """Read-only openers: map files a writer has added since the last look."""
@@ -202,6 +204,16 @@ class MappedFileQueue:
             if candidate.file_from_offset <= offset < candidate.file_from_offset + self.file_size:
                 return candidate
         return first if return_first_if_not_found else None
+
+    def gaps(self) -> list[tuple[MappedFile, MappedFile]]:
+        """Neighbouring files with offsets missing between them (files lost, or a
+        directory of a multi-path CommitLog not there)."""
+        files = self.files
+        return [
+            (previous, current)
+            for previous, current in itertools.pairwise(files)
+            if current.file_from_offset != previous.file_from_offset + self.file_size
+        ]
 
     # --- writing ------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from rocketstore.paths import CommitLogDirs, no_commitlog
+from rocketstore.files.mapped_file_queue import offset_file_paths
+from rocketstore.paths import CONSUME_QUEUE_DIR, INDEX_DIR, CommitLogDirs, no_commitlog
 
 
 def missing_commitlog(root: str, dirs: CommitLogDirs) -> str:
@@ -15,3 +16,26 @@ def missing_commitlog(root: str, dirs: CommitLogDirs) -> str:
     except OSError:
         entries = []
     return no_commitlog(dirs, entries)
+
+
+def orphaned_files(root: str, dirs: CommitLogDirs) -> str | None:
+    """Why ``root``'s consume queues and index cannot be used, or None: there is no
+    CommitLog file in ``dirs`` but queue or index files are there. The usual story is a
+    broker whose CommitLog is elsewhere (storePathCommitLog) and a command given only the
+    root; reading would take the queues' file sizes for their contents, and writing (as
+    RocketMQ's recovery does) would delete them."""
+    if offset_file_paths(dirs.all):
+        return None
+    held = sum(
+        len(names)
+        for part in (CONSUME_QUEUE_DIR, INDEX_DIR)
+        for _base, _dirs, names in os.walk(os.path.join(root, part))
+    )
+    if not held:
+        return None
+    return (
+        f"no CommitLog file in {', '.join(dirs.all)}, but {held} consume-queue and index "
+        "files are there: if the broker keeps its CommitLog elsewhere, give its "
+        "storePathCommitLog (rocketstore -c broker.conf); if the CommitLog is really gone, "
+        "remove consumequeue/ and index/ first"
+    )

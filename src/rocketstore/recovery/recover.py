@@ -8,7 +8,6 @@ accepted (#9121), an illegal magic ends the scan instead of looping (#289).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import struct
 import zlib
@@ -414,34 +413,47 @@ def _refuse_to_empty_queues(
     )
 
 
+def missing_files(
+    commitlog: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService
+) -> str | None:
+    """What CommitLog files are missing, or None: a gap between two files, or queue units
+    or index entries pointing past the end of the last file. Retention never leaves
+    either; the likelier story is a storePathCommitLog directory that is not there (a
+    disk not mounted)."""
+    size = commitlog.file_size
+    hint = f"; is every storePathCommitLog directory there ({', '.join(commitlog.dirs.all)})?"
+    gaps = commitlog.files.gaps()
+    if gaps:
+        previous, current = gaps[0]
+        return (
+            f"CommitLog files are missing between {previous.path} and {current.path} "
+            f"(offsets {previous.file_from_offset + size} to {current.file_from_offset})" + hint
+        )
+    files = commitlog.files.files
+    if not files:
+        return None
+    end = files[-1].file_from_offset + size
+    pointed = max((q.max_physic_offset for q in queues.values()), default=-1)
+    pointed = max(pointed, max((f.end_phy_offset for f in index.files), default=-1))
+    if pointed > end:
+        return (
+            f"consume queues or the index point to CommitLog offset {pointed}, past the "
+            f"last CommitLog file ({files[-1].path}, which ends at {end}): a file is missing" + hint
+        )
+    return None
+
+
 def _refuse_missing_files(
     commitlog: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService
 ) -> None:
     """CorruptDataError when CommitLog files are missing (``cut_damaged_commitlog`` off):
-    a gap between two files, or queue units or index entries pointing past the last file.
-    Recovery would cut the CommitLog and the queues at the gap and write new files where
-    the missing ones belong; the likelier story is a storePathCommitLog directory that is
-    not mounted, and when it comes back its files would hide the new ones."""
-    files = commitlog.files.files
-    size = commitlog.file_size
-    hint = "; is every storePathCommitLog directory there (" + ", ".join(commitlog.dirs.all) + ")?"
-    for previous, current in itertools.pairwise(files):
-        if current.file_from_offset != previous.file_from_offset + size:
-            raise CorruptDataError(
-                f"CommitLog files are missing between {previous.path} and {current.path} "
-                f"(offsets {previous.file_from_offset + size} to {current.file_from_offset}): "
-                "recovery would cut the CommitLog at the gap, so the store was not opened "
-                "for writing" + hint
-            )
-    end = files[-1].file_from_offset + size if files else 0
-    pointed = max((q.max_physic_offset for q in queues.values()), default=-1)
-    pointed = max(pointed, max((f.end_phy_offset for f in index.files), default=-1))
-    if files and pointed > end:
+    recovery would cut the CommitLog and the queues there and write new files where the
+    missing ones belong, which would collide with them when they come back."""
+    missing = missing_files(commitlog, queues, index)
+    if missing is not None:
         raise CorruptDataError(
-            f"consume queues or the index point to CommitLog offset {pointed}, past the "
-            f"last CommitLog file ({files[-1].path}, which ends at {end}): a file is "
-            "missing, and recovery would drop those units and entries, so the store was "
-            "not opened for writing" + hint
+            "the store was not opened for writing, as recovery would cut the CommitLog "
+            f"where files are missing and drop what points past it: {missing}"
         )
 
 

@@ -76,13 +76,10 @@ def open_store(options: ReadOptions) -> MessageStore:
                 store_path_commit_log=options.store_path_commit_log,
                 read_only_commit_log_store_paths=options.read_only_commit_log_store_paths,
             )
-            try:
-                store = MessageStore.open(root, config, read_only=True)
-            except NotAStoreError as e:
+            if not any(os.path.isdir(d) for d in dirs.all):
                 lacks = missing_commitlog(root, dirs)
-                raise NotAStoreError(
-                    f"path {path!r} is not a rocketstore/RocketMQ store ({lacks})"
-                ) from e
+                raise NotAStoreError(f"path {path!r} is not a rocketstore/RocketMQ store ({lacks})")
+            store = MessageStore.open(root, config, read_only=True)
             _STORES[key] = store
         return store
 
