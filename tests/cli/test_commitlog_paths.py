@@ -56,6 +56,11 @@ def test_reading_commands_follow_the_files(tmp_path: Path, cli: Cli) -> None:
         f"{tmp_path}/disk-a/commitlog",
     ]
     assert stats["files"] >= 3
+    disks = cli("-c", conf, "--json", "stats").json_lines()[0]["commitLogDisks"]
+    assert [d["path"] for d in disks] == stats["directories"]
+    assert all(0 < d["usedRatio"] <= 1 for d in disks)
+    shown = cli("-c", conf, "stats").out
+    assert f"CommitLog path {tmp_path}/disk-a/commitlog: " in shown
     dumped = cli("-c", conf, "--json", "dump").json_lines()
     assert len([r for r in dumped if r.get("topic") == "T"]) == 40
     # --store naming the file's own root keeps its CommitLog paths.

@@ -17,6 +17,7 @@ from rocketstore.cli.timeparse import format_time
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format.checkpoint import decode_checkpoint
 from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.services.retention import disk_usage_ratio
 from rocketstore.store import MessageStore
 
 # RocketMQ starts deleting files early above this disk usage (diskMaxUsedSpaceRatio).
@@ -156,6 +157,14 @@ def collect(store: MessageStore) -> dict[str, Any]:
         if dispatched >= 0
         else commit_max - commit_min,
         "disk": {"totalBytes": total, "freeBytes": free, "usedRatio": round(used_ratio, 4)},
+        # A CommitLog over several paths: each one's disk (RocketMQ cleans up by the one
+        # with the most room and puts no new file on one above 85 %).
+        "commitLogDisks": [
+            {"path": path, "usedRatio": disk_usage_ratio(path if os.path.isdir(path) else root)}
+            for path in store.commitlog.dirs.writable
+        ]
+        if store.commitlog.dirs.multi_path
+        else [],
         "checkpoint": checkpoint,
     }
 
@@ -202,6 +211,8 @@ def _print(stats: dict[str, Any]) -> None:
         f"{human_bytes(disk['freeBytes'])} free of {human_bytes(disk['totalBytes'])}, "
         f"{disk['usedRatio']:.1%} used{warn}",
     )
+    for path_disk in stats["commitLogDisks"]:
+        row("", f"CommitLog path {path_disk['path']}: {path_disk['usedRatio']:.0%} used")
     checkpoint = stats["checkpoint"]
     if checkpoint:
         row(
