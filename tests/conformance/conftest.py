@@ -169,6 +169,20 @@ def server(tmp_path: Path) -> Iterator[BackgroundServer]:
 
 
 @pytest.fixture
+def two_path_server(tmp_path: Path) -> Iterator[BackgroundServer]:
+    """A broker whose CommitLog spreads over disk-b and disk-a (storePathCommitLog with
+    two paths) in 16 KiB files, so a few messages roll it over."""
+    options = broker_options(tmp_path / "store")
+    assert options.store_config is not None
+    options.store_config = options.store_config.replace(
+        mapped_file_size_commit_log=16 * 1024,
+        store_path_commit_log=f"{tmp_path / 'disk-b'},{tmp_path / 'disk-a'}",
+    )
+    with BackgroundServer(options) as running:
+        yield running
+
+
+@pytest.fixture
 def second_broker(server: BackgroundServer, tmp_path: Path) -> Iterator[BrokerApp]:
     """A second broker (broker-b, its own store) registered with ``server``'s name server."""
     options = broker_options(tmp_path / "store-b", broker_name="broker-b")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -325,3 +327,25 @@ def test_orderly_consumer_locks_its_queue_and_reads_in_order(
     queue = ("PyOrder", "broker-a", received[0]["queue_id"])
     assert queue in granted  # locked through LOCK_BATCH_MQ while consuming
     assert ctx.locks.holder("GroupO", queue) is None  # and unlocked at shutdown
+
+
+def test_a_broker_over_a_two_path_commitlog(
+    py_client: Any, two_path_server: BackgroundServer, tmp_path: Path
+) -> None:
+    """storePathCommitLog with two paths (RocketMQ's MultiPathMappedFileQueue): the real
+    client produces and consumes across file rolls, and the files alternate between the
+    sorted paths."""
+    server = two_path_server
+    sent = _produce(py_client, server, "TwoPaths", 240)
+    run = py_client(
+        "consume", server.namesrv_address, "TwoPaths", "G2", "--expect", 240, "--seconds", 40
+    )
+    got = [e for e in run.finish(60) if e["event"] == "recv"]
+    assert {e["id"] for e in got} == {s["msg_id"] for s in sent}
+    assert set(_stored(server, "TwoPaths")) == {s["msg_id"] for s in sent}
+    store = server.broker.store
+    assert store is not None
+    placed = [os.path.dirname(f.path) for f in store.commitlog.files.files]
+    assert len(placed) >= 3
+    disks = [str(tmp_path / "disk-a"), str(tmp_path / "disk-b")]
+    assert placed == [disks[i % 2] for i in range(len(placed))]
