@@ -29,7 +29,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
 from rocketstore.format.native import native
-from rocketstore.paths import CommitLogDirs, commitlog_dir
+from rocketstore.paths import CommitLogDirs
 from rocketstore.status import AppendStatus, PutStatus
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ class CommitLog:
     ):
         """``dirs``: where the files are (default ``<root>/commitlog``)."""
         self.file_size = file_size
-        self.dirs = dirs or CommitLogDirs((commitlog_dir(root),))
+        self.dirs = dirs or CommitLogDirs.of(root)
         # Paths whose disk is above disk_space_clean_forcibly_ratio, kept up to date by
         # the retention service: a multi-path CommitLog puts no new file there.
         self.full_paths: frozenset[str] = frozenset()

@@ -29,15 +29,15 @@ from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN
 
 T = TypeVar("T")
 
-# The MessageStoreConfig keys (4.9.8's setters; the three disk and delete settings are
-# 5.x's) that StoreConfig has, by the field they set. Other StoreConfig fields are
-# rocketstore's own and no broker.conf sets them.
 # Where the CommitLog files are: with --store naming another root than the file's, the
-# CLI leaves them out (cli.context).
+# CLI moves those inside the file's root to it and leaves the others out (cli.context).
 COMMITLOG_PATH_KEYS = {
     "storePathCommitLog": "store_path_commit_log",
     "readOnlyCommitLogStorePaths": "read_only_commit_log_store_paths",
 }
+# The MessageStoreConfig keys (4.9.8's setters; the three disk and delete settings are
+# 5.x's) that StoreConfig has, by the field they set. Other StoreConfig fields are
+# rocketstore's own and no broker.conf sets them.
 STORE_KEYS = COMMITLOG_PATH_KEYS | {
     "mappedFileSizeCommitLog": "mapped_file_size_commit_log",
     "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",

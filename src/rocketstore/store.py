@@ -181,10 +181,9 @@ class MessageStore:
         config = (config or StoreConfig()).validate()
         if read_only:
             dirs = config.commit_log_dirs(root)
-            if not any(os.path.isdir(d) for d in dirs.all):
-                raise NotAStoreError(
-                    f"{root} is not a store directory ({missing_commitlog(root, dirs)})"
-                )
+            lacks = missing_commitlog(root, dirs)
+            if lacks is not None:
+                raise NotAStoreError(f"{root} is not a store directory ({lacks})")
             orphaned = orphaned_files(root, dirs)
             if orphaned is not None:
                 raise NotAStoreError(f"{root}: {orphaned}")

@@ -338,36 +338,31 @@ class _QueueCheck:
         for j in np.flatnonzero(found):
             q = int(where_q[j])
             r = int(index[j])
-            raw = int(codes[q])
-            reason = self._ext_problem(ext, topic, queue_id, raw) if ext else ""
-            code: int | None = raw
-            if is_ext_address(raw) and not reason:
-                code = self._ext_code(ext, raw) if ext else None  # None: not checked
+            code, reason = self._tags_code(ext, topic, queue_id, int(codes[q]))
             reason = reason or self._mismatch(q, r, key, first, int(sizes[q]), code)
             if reason:
                 self._unit_problem(files, first + q, int(offsets[q]), reason)
 
     @staticmethod
-    def _ext_code(ext: ConsumeQueueExtReader, code: int) -> int:
-        unit = ext.get(code)
-        assert unit is not None  # _ext_problem found it
-        return unit.tags_code
-
-    @staticmethod
-    def _ext_problem(ext: ConsumeQueueExtReader, topic: str, queue_id: int, code: int) -> str:
-        """Why a tagsCode that is a ConsumeQueueExt address leads to no extension unit."""
+    def _tags_code(
+        ext: ConsumeQueueExtReader | None, topic: str, queue_id: int, code: int
+    ) -> tuple[int | None, str]:
+        """The tagsCode to check a unit by (None: not checked, its extension directory is
+        gone), or why a ConsumeQueueExt address leads to no extension unit."""
         if not is_ext_address(code):
-            return ""
+            return code, ""
+        if ext is None:
+            return None, ""
         try:
             unit = ext.get(code)
         except CorruptDataError as e:
-            return f"tagsCode {code} is a ConsumeQueueExt address, where {e}"
+            return None, f"tagsCode {code} is a ConsumeQueueExt address, where {e}"
         if unit is None:
-            return (
+            return None, (
                 f"tagsCode {code} is a ConsumeQueueExt address, but "
                 f"{CONSUME_QUEUE_EXT_DIR}/{topic}/{queue_id} has no unit there"
             )
-        return ""
+        return unit.tags_code, ""
 
     def _no_record(self, offset: int) -> str:
         if offset >= self.data_end:

@@ -204,9 +204,9 @@ class CliContext:
             raise CliError(f"store directory {root} does not exist (use --store DIR)")
         if not os.path.isdir(root):
             raise CliError(f"{root} is not a directory")
-        dirs = self.commitlog_dirs
-        if not any(os.path.isdir(d) for d in dirs.all):
-            raise CliError(f"{root} is not a store directory ({missing_commitlog(root, dirs)})")
+        lacks = missing_commitlog(root, self.commitlog_dirs)
+        if lacks is not None:
+            raise CliError(f"{root} is not a store directory ({lacks})")
         return root
 
     @property

@@ -39,9 +39,7 @@ def record_json(record: ScannedRecord) -> dict[str, Any]:
 
 def scan_range(ctx: CliContext, start: int | None, end: int | None) -> CommitLogScan:
     root = ctx.require_store_dir()
-    scan = CommitLogScan(
-        root, check_crc=True, start=start, end=end, dirs=ctx.config.commit_log_dirs(root)
-    )
+    scan = CommitLogScan(root, check_crc=True, start=start, end=end, dirs=ctx.commitlog_dirs)
     if start is not None and scan.files and start >= scan.files[-1].end:
         raise CliError(
             f"offset {start} is beyond the end of the CommitLog (its files end at "

@@ -26,7 +26,7 @@ from rocketstore.format.crc import (
     stored_property_crc,
 )
 from rocketstore.format.record_search import readable_record_after
-from rocketstore.paths import CommitLogDirs, commitlog_dir
+from rocketstore.paths import CommitLogDirs
 
 _ZEROS = bytes(1 << 20)
 
@@ -127,7 +127,7 @@ class CommitLogScan:
     ):
         """``dirs``: where the CommitLog files are (default ``<root>/commitlog``)."""
         self.root = root
-        self.dirs = dirs or CommitLogDirs((commitlog_dir(root),))
+        self.dirs = dirs or CommitLogDirs.of(root)
         self.files = offset_files(self.dirs.all)
         self.check_crc = check_crc
         self.start = start

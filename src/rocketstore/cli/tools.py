@@ -29,20 +29,21 @@ from rocketstore.cli.rebuild_engines import ENGINES, run_parallel
 from rocketstore.cli.scan import CommitLogScan, ScanIssue
 from rocketstore.config import StoreConfig
 from rocketstore.files.lock import DirectoryLock
+from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.paths import CONSUME_QUEUE_DIR, INDEX_DIR
-
-PARTS = (CONSUME_QUEUE_DIR, INDEX_DIR)
 
 
 def store_bytes(root: str, config: StoreConfig) -> int:
     """Bytes of the CommitLog, queue and index files (the progress total of a check)."""
+    # The CommitLog files the check reads (its directories may hold other things).
+    paths = list(offset_file_paths(config.commit_log_dirs(root).all).values())
+    for part in (CONSUME_QUEUE_DIR, INDEX_DIR):
+        for directory, _dirs, files in os.walk(os.path.join(root, part)):
+            paths += [os.path.join(directory, name) for name in files]
     total = 0
-    parts = (*config.commit_log_dirs(root).all, *(os.path.join(root, d) for d in PARTS))
-    for part in parts:
-        for directory, _dirs, files in os.walk(part):
-            for name in files:
-                with contextlib.suppress(OSError):
-                    total += os.path.getsize(os.path.join(directory, name))
+    for path in paths:
+        with contextlib.suppress(OSError):  # removed by a running writer meanwhile
+            total += os.path.getsize(path)
     return total
 
 
@@ -189,7 +190,7 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
             if problem is not None:
                 raise CliError(problem)
         if cut is not None:
-            outcome = cut_commitlog(ctx.config.commit_log_dirs(root), cut)
+            outcome = cut_commitlog(ctx.commitlog_dirs, cut)
             removed = (
                 f", removed {', '.join(outcome.removed_files)}" if outcome.removed_files else ""
             )
@@ -340,7 +341,7 @@ def rebuild_command(
         return
     lock: DirectoryLock | None = held_lock(root)
     try:
-        scan = CommitLogScan(root, check_crc=False, dirs=ctx.config.commit_log_dirs(root))
+        scan = CommitLogScan(root, check_crc=False, dirs=ctx.commitlog_dirs)
         with progress(scan.total_bytes, "scanning CommitLog") as bar:
             scan.on_bytes = bar.advance
             for _ in scan.records():

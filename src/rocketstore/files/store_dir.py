@@ -8,9 +8,12 @@ from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.paths import CONSUME_QUEUE_DIR, INDEX_DIR, CommitLogDirs, no_commitlog
 
 
-def missing_commitlog(root: str, dirs: CommitLogDirs) -> str:
-    """Why ``root`` has no CommitLog to read, for an error message (paths.no_commitlog,
-    with the root's names, so a DLedger store is named as one)."""
+def missing_commitlog(root: str, dirs: CommitLogDirs) -> str | None:
+    """Why ``root`` has no CommitLog to read, for an error message, or None when one of
+    its CommitLog directories is there (paths.no_commitlog, with the root's names, so a
+    DLedger store is named as one)."""
+    if any(os.path.isdir(d) for d in dirs.all):
+        return None
     try:
         entries = os.listdir(root)
     except OSError:

@@ -112,8 +112,9 @@ def commitlog_files(root: str, dirs: CommitLogDirs | None = None) -> list[tuple[
     """(file offset, file length) of every CommitLog file, in offset order. ``dirs``: where
     they are (default ``<root>/commitlog``)."""
     dirs = dirs or CommitLogDirs.of(root)
-    if not any(os.path.isdir(d) for d in dirs.all):
-        raise NotAStoreError(f"{root} is not a store directory ({missing_commitlog(root, dirs)})")
+    lacks = missing_commitlog(root, dirs)
+    if lacks is not None:
+        raise NotAStoreError(f"{root} is not a store directory ({lacks})")
     return [(start, os.path.getsize(p)) for start, p in offset_file_paths(dirs.all).items()]
 
 

@@ -76,8 +76,8 @@ def open_store(options: ReadOptions) -> MessageStore:
                 store_path_commit_log=options.store_path_commit_log,
                 read_only_commit_log_store_paths=options.read_only_commit_log_store_paths,
             )
-            if not any(os.path.isdir(d) for d in dirs.all):
-                lacks = missing_commitlog(root, dirs)
+            lacks = missing_commitlog(root, dirs)
+            if lacks is not None:
                 raise NotAStoreError(f"path {path!r} is not a rocketstore/RocketMQ store ({lacks})")
             store = MessageStore.open(root, config, read_only=True)
             _STORES[key] = store
