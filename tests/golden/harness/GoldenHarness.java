@@ -12,14 +12,23 @@
  *        GoldenHarness list <storeDir> <listing.txt>       (every message of every queue)
  *        GoldenHarness lmq <storeDir> <manifest.json>      (enableLmq + enableMultiDispatch:
  *                                                          INNER_MULTI_DISPATCH workload)
+ *        GoldenHarness cqext|multipath <storeDir> <manifest.json>  (the basic workload with
+ *                                                          ConsumeQueueExt / two CommitLog paths)
+ *        GoldenHarness dledger <storeDir> <manifest.json>  (the basic workload with a DLedger
+ *                                                          CommitLog; needs DLedger compiled in)
+ *        GoldenHarness dledgermixed <storeDir> <manifest.json>  (part of it with a plain
+ *                                                          CommitLog, the rest after switching
+ *                                                          the same store to DLedger)
  */
 
 import java.io.File;
 import java.io.FileOutputStream;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
+import java.lang.reflect.Field;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -56,8 +65,17 @@ public final class GoldenHarness {
     static final int INDEX_ENTRIES = 32;
     static final String STORE_HOST = "10.0.0.1:10911";
     static final long BORN_BASE = 1700000000000L;
+    static final String DLEDGER_GROUP = "golden";
+    static final String DLEDGER_SELF_ID = "n0";
+    /** dledgermixed: rounds of the workload written before DLedger is switched on. */
+    static final int MIXED_SPLIT = 60;
 
-    private final DefaultMessageStore store;
+    /** The store written to (dledgermixed: the plain one, then the DLedger one). */
+    private DefaultMessageStore store;
+    /** dLegerPeers of a DLedger mode (null otherwise): its port is any free one. */
+    private String dledgerPeers;
+    /** dledgermixed: the plain CommitLog's max offset at its shutdown (-1 otherwise). */
+    private long plainMaxPhyOffset = -1;
     private final List<String> messages = new ArrayList<>();
     private final List<String> gets = new ArrayList<>();
     private final List<String> queries = new ArrayList<>();
@@ -87,6 +105,63 @@ public final class GoldenHarness {
         String mode = args[0];
         String root = args[1];
         String manifest = args[2];
+        if (mode.equals("dledgermixed")) {
+            runMixed(root, manifest);
+            return;
+        }
+        boolean dledger = mode.equals("dledger");
+        DefaultMessageStore store = open(mode, root, dledger);
+        GoldenHarness h = new GoldenHarness(store);
+        if (dledger) {
+            h.dledgerPeers = store.getMessageStoreConfig().getdLegerPeers();
+            h.waitLeader();
+        }
+        if (mode.equals("lmq")) {
+            h.lmqWorkload();
+            h.waitDispatched();
+            h.lmqReadBack(root);
+            store.shutdown();
+            h.writeManifest(manifest, mode, true);
+            System.out.println("DONE");
+            return;
+        }
+        if (mode.equals("list")) {
+            // Reads any store (e.g. one rocketstore wrote): every queue, every message.
+            h.waitDispatched();
+            h.listQueues(root, manifest);
+            store.shutdown();
+            System.out.println("DONE");
+            return;
+        }
+        if (!mode.equals("recover")) {
+            // "recover" only opens a store left by "crash": load() and start() run
+            // RocketMQ's abnormal recovery; then the same reads and a normal shutdown.
+            boolean crash = mode.equals("crash");
+            h.workload(0, crash ? 60 : 180, !crash, !crash);
+        }
+        h.waitDispatched();
+        h.readBack();
+        if (dledger) {
+            h.dledgerReadBack(0);
+        }
+        if (mode.equals("crash")) {
+            // Let the flush services run at least once so the checkpoint is not empty, then
+            // wait to be killed: the store is left exactly as a crashed broker leaves it.
+            Thread.sleep(3000);
+            h.writeManifest(manifest, mode, false);
+            System.out.println("READY");
+            System.out.flush();
+            Thread.sleep(600_000);
+            return;
+        }
+        store.shutdown();
+        h.writeManifest(manifest, mode, true);
+        System.out.println("DONE");
+    }
+
+    /** The store of a mode at root, loaded and started (dledger: a DLedger CommitLog). */
+    private static DefaultMessageStore open(String mode, String root, boolean dledger)
+        throws Exception {
         MessageStoreConfig config = new MessageStoreConfig();
         config.setStorePathRootDir(root);
         config.setStorePathCommitLog(root + File.separator + "commitlog");
@@ -113,6 +188,16 @@ public final class GoldenHarness {
             String base = root + File.separator + "commitlog" + File.separator;
             config.setStorePathCommitLog(base + "b," + base + "a");
         }
+        if (dledger) {
+            // A one-member DLedger group: DLedgerCommitLog keeps its entries under
+            // <root>/dledger-n0/ (data files of mappedFileSizeCommitLog, 64 KiB here; index
+            // files of DLedger's default 160 MiB), elects itself and commits each append
+            // alone. The port is any free one: nothing connects to it.
+            config.setEnableDLegerCommitLog(true);
+            config.setdLegerGroup(DLEDGER_GROUP);
+            config.setdLegerSelfId(DLEDGER_SELF_ID);
+            config.setdLegerPeers(DLEDGER_SELF_ID + "-127.0.0.1:" + freePort());
+        }
         DefaultMessageStore store = new DefaultMessageStore(
             config, new BrokerStatsManager("GoldenCluster", true), null, new BrokerConfig());
         if (mode.equals("cqext")) {
@@ -129,51 +214,58 @@ public final class GoldenHarness {
             throw new IllegalStateException("store.load() failed for " + root);
         }
         store.start();
-        GoldenHarness h = new GoldenHarness(store);
-        if (mode.equals("lmq")) {
-            h.lmqWorkload();
-            h.waitDispatched();
-            h.lmqReadBack(root);
-            store.shutdown();
-            h.writeManifest(manifest, mode, true);
-            System.out.println("DONE");
-            return;
+        return store;
+    }
+
+    private static int freePort() throws Exception {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.1"))) {
+            return s.getLocalPort();
         }
-        if (mode.equals("list")) {
-            // Reads any store (e.g. one rocketstore wrote): every queue, every message.
-            h.waitDispatched();
-            h.listQueues(root, manifest);
-            store.shutdown();
-            System.out.println("DONE");
-            return;
+    }
+
+    /** dledgermixed: the basic workload up to round MIXED_SPLIT with a plain CommitLog, a
+     * normal shutdown, then the same directory reopened with enableDLegerCommitLog=true
+     * (RocketMQ's "mixed" recovery ends the old CommitLog and starts DLedger after its last
+     * file) and the rest of the workload. */
+    private static void runMixed(String root, String manifest) throws Exception {
+        DefaultMessageStore plain = open("dledgermixed", root, false);
+        GoldenHarness h = new GoldenHarness(plain);
+        h.workload(0, MIXED_SPLIT, true, false);
+        h.waitDispatched();
+        h.plainMaxPhyOffset = plain.getMaxPhyOffset();
+        plain.shutdown();
+        // config/delayOffset.json was written at shutdown by the fastjson stand-in, which
+        // cannot parse it back (the build drops config/ anyway): remove it so that the store
+        // loads. Nothing reads it under DLedger (the schedule service is not started).
+        File configDir = new File(root, "config");
+        File[] configFiles = configDir.listFiles();
+        if (configFiles != null) {
+            for (File f : configFiles) {
+                if (!f.delete()) {
+                    throw new IllegalStateException("cannot remove " + f);
+                }
+            }
         }
-        if (!mode.equals("recover")) {
-            // "recover" only opens a store left by "crash": load() and start() run
-            // RocketMQ's abnormal recovery; then the same reads and a normal shutdown.
-            h.workload(mode.equals("crash"));
-        }
+        int firstDLedger = h.messages.size();
+        DefaultMessageStore store = open("dledgermixed", root, true);
+        h.store = store;
+        h.dledgerPeers = store.getMessageStoreConfig().getdLegerPeers();
+        h.waitLeader();
+        h.workload(MIXED_SPLIT, 180, true, true);
         h.waitDispatched();
         h.readBack();
-        if (mode.equals("crash")) {
-            // Let the flush services run at least once so the checkpoint is not empty, then
-            // wait to be killed: the store is left exactly as a crashed broker leaves it.
-            Thread.sleep(3000);
-            h.writeManifest(manifest, mode, false);
-            System.out.println("READY");
-            System.out.flush();
-            Thread.sleep(600_000);
-            return;
-        }
+        h.dledgerReadBack(firstDLedger);
         store.shutdown();
-        h.writeManifest(manifest, mode, true);
+        h.writeManifest(manifest, "dledgermixed", true);
         System.out.println("DONE");
     }
 
     // --- the workload ----------------------------------------------------------------------
 
-    private void workload(boolean crash) throws Exception {
-        int rounds = crash ? 60 : 180;
-        for (int i = 0; i < rounds; i++) {
+    /** Rounds from..to-1 of the workload; extras: the special cases after some rounds (not in
+     * crash); finalBatch: the batch that ends the full workload. */
+    private void workload(int from, int to, boolean extras, boolean finalBatch) throws Exception {
+        for (int i = from; i < to; i++) {
             String topic = i % 3 == 2 ? "TopicB" : "TopicA";
             int queueId = topic.equals("TopicA") ? i % 4 : i % 2;
             Map<String, String> props = new LinkedHashMap<>();
@@ -186,7 +278,7 @@ public final class GoldenHarness {
             byte[] body = body(i, 40 + (i * 37) % 400);
             put(topic, queueId, body, props, i % 13 == 0 ? 7 : 0, 0, 0, "127.0.0.1:" + (40000 + i),
                 STORE_HOST, 0L);
-            if (crash) {
+            if (!extras) {
                 continue;
             }
             switch (i) {
@@ -256,7 +348,7 @@ public final class GoldenHarness {
                     break;
             }
         }
-        if (!crash) {
+        if (finalBatch) {
             batch("TopicBatch", 1, 3, 1000);
         }
     }
@@ -365,10 +457,20 @@ public final class GoldenHarness {
         if (!result.isOk()) {
             throw new IllegalStateException("put failed: " + result);
         }
-        messages.add(messageJson("single", 0, topic, queueId, body, propsText, flag, sysFlag,
+        long storeTimestamp = r.getStoreTimestamp();
+        if (dledgerPeers != null) {
+            // DLedgerCommitLog answers System.currentTimeMillis() after the append, not the
+            // store timestamp it wrote into the record: keep both.
+            storeTimestamp = store.lookMessageByOffset(r.getWroteOffset()).getStoreTimestamp();
+        }
+        String json = messageJson("single", 0, topic, queueId, body, propsText, flag, sysFlag,
             reconsumeTimes, born, bornHost, storeHost, preparedOffset, r.getWroteOffset(),
-            r.getLogicsOffset(), r.getMsgId(), r.getStoreTimestamp(), r.getWroteBytes(),
-            result.getPutMessageStatus().name()));
+            r.getLogicsOffset(), r.getMsgId(), storeTimestamp, r.getWroteBytes(),
+            result.getPutMessageStatus().name());
+        if (dledgerPeers != null) {
+            json = withField(json, "putResultStoreTimestamp", String.valueOf(r.getStoreTimestamp()));
+        }
+        messages.add(json);
         records.add(new long[] {r.getWroteOffset(), r.getWroteBytes()});
         // Index file names are creation times in ms: keep two rollovers apart.
         Thread.sleep(2);
@@ -411,14 +513,25 @@ public final class GoldenHarness {
         String[] ids = r.getMsgId().split(",");
         long offset = r.getWroteOffset();
         for (int k = 0; k < count; k++) {
+            if (dledgerPeers != null) {
+                // Under DLedger each message of the batch is an entry of its own (a 48-byte
+                // entry header in between, maybe a file end): its offset is in its msgId.
+                offset = MessageDecoder.decodeMessageId(ids[k]).getOffset();
+            }
             MessageExt stored = store.lookMessageByOffset(offset);
             int size = stored.getStoreSize();
+            long storeTimestamp = dledgerPeers != null ? stored.getStoreTimestamp()
+                : r.getStoreTimestamp();
             String json = messageJson("batch", k, topic, queueId, list.get(k).getBody(), texts.get(k),
                 list.get(k).getFlag(), 0, 0, born, "127.0.0.1:40100", STORE_HOST, 0L, offset,
-                r.getLogicsOffset() + k, ids[k], r.getStoreTimestamp(), size,
+                r.getLogicsOffset() + k, ids[k], storeTimestamp, size,
                 result.getPutMessageStatus().name());
             if (batchProps != null) {
                 json = withField(json, "batchProperties", str(batchProps));
+            }
+            if (dledgerPeers != null) {
+                json = withField(json, "putResultStoreTimestamp",
+                    String.valueOf(r.getStoreTimestamp()));
             }
             messages.add(json);
             records.add(new long[] {offset, size});
@@ -696,6 +809,99 @@ public final class GoldenHarness {
         return "{" + String.join(", ", entries) + "}";
     }
 
+    // --- DLedger (modes dledger and dledgermixed) --------------------------------------------
+    // Through reflection, so that the harness compiles against the stand-ins too (the other
+    // modes build without DLedger).
+
+    private static Object call(Object target, String name, Object... args) throws Exception {
+        for (java.lang.reflect.Method m : target.getClass().getMethods()) {
+            if (m.getName().equals(name) && m.getParameterCount() == args.length) {
+                return m.invoke(target, args);
+            }
+        }
+        throw new NoSuchMethodException(target.getClass().getName() + "." + name);
+    }
+
+    private Object dledgerServer() throws Exception {
+        return call(store.getCommitLog(), "getdLedgerServer");
+    }
+
+    /** A DLedger group elects its leader first; appends before that fail (NOT_LEADER). */
+    private void waitLeader() throws Exception {
+        Object member = call(dledgerServer(), "getMemberState");
+        for (int i = 0; i < 3000 && !(Boolean) call(member, "isLeader"); i++) {
+            Thread.sleep(10);
+        }
+        if (!(Boolean) call(member, "isLeader")) {
+            throw new IllegalStateException("DLedger member n0 did not become leader in 30 s");
+        }
+    }
+
+    /** Every DLedger entry, read back through DLedgerMmapFileStore.get(index), and the
+     * DLedger state before the shutdown; each entry must be the record put firstRecord + k
+     * (wroteOffset = entry pos + 48, record size = entry body size): the data files hold
+     * nothing the harness did not put. */
+    private void dledgerReadBack(int firstRecord) throws Exception {
+        Object server = dledgerServer();
+        Object member = call(server, "getMemberState");
+        Object dstore = call(server, "getdLedgerStore");
+        Object dconfig = call(server, "getdLedgerConfig");
+        long begin = (Long) call(dstore, "getLedgerBeginIndex");
+        long end = (Long) call(dstore, "getLedgerEndIndex");
+        if (end - begin + 1 != records.size() - firstRecord) {
+            throw new IllegalStateException("DLedger holds entries " + begin + ".." + end + ", "
+                + (records.size() - firstRecord) + " records were put under DLedger");
+        }
+        List<String> entries = new ArrayList<>();
+        for (long index = begin; index <= end && index >= 0; index++) {
+            Object e = call(dstore, "get", Long.valueOf(index));
+            long pos = (Long) call(e, "getPos");
+            int size = (Integer) call(e, "getSize");
+            byte[] body = (byte[]) call(e, "getBody");
+            long[] rec = records.get(firstRecord + (int) (index - begin));
+            if (rec[0] != pos + 48 || rec[1] != body.length || size != 48 + body.length) {
+                throw new IllegalStateException("entry " + index + " at " + pos + " (size " + size
+                    + ", body " + body.length + ") is not record " + rec[0] + " (" + rec[1] + ")");
+            }
+            entries.add("{\"index\":" + call(e, "getIndex") + ",\"term\":" + call(e, "getTerm")
+                + ",\"magic\":" + call(e, "getMagic") + ",\"pos\":" + pos + ",\"size\":" + size
+                + ",\"channel\":" + call(e, "getChannel") + ",\"chainCrc\":"
+                + call(e, "getChainCrc") + ",\"bodyCrc\":" + call(e, "getBodyCrc")
+                + ",\"bodyOffset\":" + (pos + 48) + ",\"bodySize\":" + body.length + "}");
+        }
+        Field divided = store.getCommitLog().getClass().getDeclaredField("dividedCommitlogOffset");
+        divided.setAccessible(true);
+        String rootDir = store.getMessageStoreConfig().getStorePathRootDir() + File.separator;
+        extraSections.append(",\n\"dledger\": {\"selfId\": ").append(str((String) call(member, "getSelfId")))
+            .append(", \"group\": ").append(str((String) call(member, "getGroup")))
+            .append(", \"role\": ").append(str(String.valueOf(call(member, "getRole"))))
+            .append(", \"leaderId\": ").append(str((String) call(member, "getLeaderId")))
+            .append(", \"currTerm\": ").append(call(member, "currTerm"))
+            .append(", \"committedIndex\": ").append(call(dstore, "getCommittedIndex"))
+            .append(", \"ledgerEndIndex\": ").append(end)
+            .append(", \"ledgerBeginIndex\": ").append(begin)
+            .append(", \"ledgerEndTerm\": ").append(call(dstore, "getLedgerEndTerm"))
+            .append(", \"committedPos\": ").append(call(dstore, "getCommittedPos"))
+            .append(", \"writePos\": ").append(call(dstore, "getWritePos"))
+            .append(", \"dataStorePath\": ")
+            .append(str(((String) call(dconfig, "getDataStorePath")).replace(rootDir, "")))
+            .append(", \"indexStorePath\": ")
+            .append(str(((String) call(dconfig, "getIndexStorePath")).replace(rootDir, "")))
+            .append(", \"mappedFileSizeForEntryData\": ")
+            .append(call(dconfig, "getMappedFileSizeForEntryData"))
+            .append(", \"mappedFileSizeForEntryIndex\": ")
+            .append(call(dconfig, "getMappedFileSizeForEntryIndex"))
+            .append("}");
+        extraSections.append(",\n\"dividedCommitlogOffset\": ").append(divided.getLong(store.getCommitLog()));
+        if (plainMaxPhyOffset >= 0) {
+            extraSections.append(",\n\"plainMaxPhyOffset\": ").append(plainMaxPhyOffset);
+        }
+        extraSections.append(",\n\"minPhyOffset\": ").append(store.getMinPhyOffset());
+        extraSections.append(",\n\"maxPhyOffset\": ").append(store.getMaxPhyOffset());
+        extraSections.append(",\n\"dledgerEntries\": [\n").append(String.join(",\n", entries))
+            .append("\n]");
+    }
+
     // --- reads recorded for the tests -----------------------------------------------------
 
     private void waitDispatched() throws InterruptedException {
@@ -844,6 +1050,14 @@ public final class GoldenHarness {
         sb.append(", \"storeHost\": ").append(str(STORE_HOST));
         if (lmqConfig) {
             sb.append(", \"enableLmq\": true, \"enableMultiDispatch\": true");
+        }
+        if (dledgerPeers != null) {
+            sb.append(", \"enableDLegerCommitLog\": true, \"dLegerGroup\": ").append(str(DLEDGER_GROUP));
+            sb.append(", \"dLegerSelfId\": ").append(str(DLEDGER_SELF_ID));
+            sb.append(", \"dLegerPeers\": ").append(str(dledgerPeers));
+        }
+        if (mode.equals("dledgermixed")) {
+            sb.append(", \"mixedSplitRound\": ").append(MIXED_SPLIT);
         }
         sb.append("}");
         sb.append(",\n\"messages\": [\n").append(String.join(",\n", messages)).append("\n]");
