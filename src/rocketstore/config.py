@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from rocketstore.errors import ConfigError
 from rocketstore.java_ints import JAVA_INT_MAX
-from rocketstore.paths import CommitLogDirs
+from rocketstore.paths import CommitLogDirs, dledger_data_dir, split_paths
 
 CQ_UNIT_SIZE = 20
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -37,6 +37,12 @@ class StoreConfig:
     # read_only_commit_log_store_paths' files read but never added to. paths.CommitLogDirs.
     store_path_commit_log: str = ""
     read_only_commit_log_store_paths: str = ""
+    # A DLedger CommitLog (enableDLegerCommitLog): the log is in dledger-<selfId>/data (or
+    # store_path_dledger_commit_log), each record framed in a DLedger entry; read only.
+    # Openers find such a directory by themselves (files.store_dir.with_dledger).
+    enable_dledger_commit_log: bool = False
+    dledger_self_id: str = ""
+    store_path_dledger_commit_log: str = ""
     # The broker's own address written into STOREHOST and offsetMsgIds.
     store_host: str = "127.0.0.1:10911"
     # Limits.
@@ -150,9 +156,22 @@ class StoreConfig:
 
     def commit_log_dirs(self, root: str) -> CommitLogDirs:
         """The CommitLog directories of a store at ``root`` with these settings."""
-        return CommitLogDirs.of(
+        dirs = CommitLogDirs.of(
             root, self.store_path_commit_log, self.read_only_commit_log_store_paths
         )
+        if not self.enable_dledger_commit_log:
+            return dirs
+        setting = self.store_path_dledger_commit_log.strip()
+        if setting:
+            data = split_paths(setting, key="storePathDLedgerCommitLog")
+        elif self.dledger_self_id.strip():
+            data = (dledger_data_dir(root, self.dledger_self_id.strip()),)
+        else:
+            raise ConfigError(
+                "enableDLegerCommitLog needs dLegerSelfId (its log is in "
+                "dledger-<selfId>/data) or storePathDLedgerCommitLog"
+            )
+        return dataclasses.replace(dirs, dledger=data)
 
     @property
     def consume_queue_file_size(self) -> int:

@@ -21,7 +21,8 @@ CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
 LOCK_FILE = "lock"
-DLEDGER_PREFIX = "dledger-"  # DLedger's data: <root>/dledger-<selfId>/data
+DLEDGER_PREFIX = "dledger-"  # DLedger's home: <root>/dledger-<selfId>/
+DLEDGER_DATA_DIR = "data"  # its log: <root>/dledger-<selfId>/data/<20-digit offset>
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -73,6 +74,15 @@ def commitlog_dir(root: str) -> str:
     return os.path.join(root, COMMITLOG_DIR)
 
 
+def dledger_home(root: str, self_id: str) -> str:
+    """``DLedgerConfig.getDefaultPath``: the member's directory (data, index, checkpoint)."""
+    return os.path.join(root, DLEDGER_PREFIX + self_id)
+
+
+def dledger_data_dir(root: str, self_id: str) -> str:
+    return os.path.join(dledger_home(root, self_id), DLEDGER_DATA_DIR)
+
+
 # RocketMQ's MessageStoreConfig.MULTI_PATH_SPLITTER (the rocketmq.broker.multiPathSplitter
 # system property can change it; nobody we know does).
 MULTI_PATH_SPLITTER = ","
@@ -110,11 +120,17 @@ class CommitLogDirs:
     whose files are read but never added to.
 
     ``writable`` and ``read_only`` are as configured; ``all`` is every directory files are
-    read from; ``multi_path`` says new files are placed (the setting held a ``,``)."""
+    read from; ``multi_path`` says new files are placed (the setting held a ``,``).
+
+    ``dledger``: the data directories of a DLedger CommitLog (enableDLegerCommitLog), whose
+    files frame each record in a DLedger entry (format.dledger_entry). They come after the
+    plain directories, whose files (a broker's log from before it turned DLedger on) end
+    where the DLedger log begins. rocketstore reads them, never writes them."""
 
     writable: tuple[str, ...]
     read_only: tuple[str, ...] = ()
     multi_path: bool = False
+    dledger: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -140,7 +156,15 @@ class CommitLogDirs:
 
     @property
     def all(self) -> tuple[str, ...]:
-        return self.writable + tuple(p for p in self.read_only if p not in self.writable)
+        plain = self.writable + tuple(p for p in self.read_only if p not in self.writable)
+        return plain + tuple(p for p in self.dledger if p not in plain)
+
+    def holds_entries(self, path: str) -> bool:
+        """Whether the CommitLog file ``path`` is in a DLedger data directory."""
+        if not self.dledger:
+            return False
+        parent = os.path.normpath(os.path.dirname(path))
+        return any(os.path.normpath(d) == parent for d in self.dledger)
 
     def placement(self, full: frozenset[str] = frozenset()) -> tuple[str, ...]:
         """The directories a new file may go to, sorted as Java sorts strings: the
@@ -161,7 +185,14 @@ class CommitLogDirs:
         return paths[(start_offset // file_size) % len(paths)]
 
     def require_writable(self) -> None:
-        """ConfigError when no path takes new files (every one is read-only)."""
+        """ConfigError when no path takes new files (every one is read-only, or the log is
+        a DLedger one)."""
+        if self.dledger:
+            raise ConfigError(
+                f"the CommitLog is a DLedger log ({', '.join(self.dledger)}): rocketstore "
+                "reads it but does not write it (open it with read-only commands, or run "
+                "the DLedger broker)"
+            )
         if self.multi_path and not self.placement():
             raise ConfigError(
                 "every storePathCommitLog path is also in readOnlyCommitLogStorePaths: "
@@ -172,8 +203,7 @@ class CommitLogDirs:
 def no_commitlog(dirs: CommitLogDirs, entries: list[str] | None = None) -> str:
     """What a store missing its CommitLog lacks, for an error message: ``no commitlog/``,
     or the configured directories. ``entries`` (the root's names, when known) tell a
-    DLedger broker's store (enableDLegerCommitLog: its log is dledger-<id>/data, in
-    DLedger's own entry format, which rocketstore does not read)."""
+    DLedger broker's store whose data directory is not where the settings say."""
     if len(dirs.all) == 1 and os.path.basename(dirs.all[0]) == COMMITLOG_DIR:
         text = f"no {COMMITLOG_DIR}/"
     else:
@@ -181,8 +211,8 @@ def no_commitlog(dirs: CommitLogDirs, entries: list[str] | None = None) -> str:
     dledger = sorted(name for name in entries or () if name.startswith(DLEDGER_PREFIX))
     if dledger:
         text += (
-            f"; {dledger[0]}/ is a DLedger CommitLog (enableDLegerCommitLog), whose entry "
-            "format rocketstore does not read"
+            f"; {dledger[0]}/ may be a DLedger CommitLog (enableDLegerCommitLog) without "
+            f"its {DLEDGER_DATA_DIR}/ directory"
         )
     return text
 

@@ -34,6 +34,7 @@ T = TypeVar("T")
 COMMITLOG_PATH_KEYS = {
     "storePathCommitLog": "store_path_commit_log",
     "readOnlyCommitLogStorePaths": "read_only_commit_log_store_paths",
+    "storePathDLedgerCommitLog": "store_path_dledger_commit_log",
 }
 # The MessageStoreConfig keys (4.9.8's setters; the three disk and delete settings are
 # 5.x's) that StoreConfig has, by the field they set. Other StoreConfig fields are
@@ -58,6 +59,9 @@ STORE_KEYS = COMMITLOG_PATH_KEYS | {
     "syncFlushTimeout": "sync_flush_timeout",
     "checkCRCOnRecover": "check_crc_on_recover",
     "enableLmq": "enable_lmq",
+    # RocketMQ's spelling ("DLeger") in both.
+    "enableDLegerCommitLog": "enable_dledger_commit_log",
+    "dLegerSelfId": "dledger_self_id",
     "enableMultiDispatch": "enable_multi_dispatch",
     "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_on_message_in_memory",
     "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",

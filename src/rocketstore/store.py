@@ -43,7 +43,7 @@ from rocketstore.errors import (
 )
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
-from rocketstore.files.store_dir import missing_commitlog, orphaned_files
+from rocketstore.files.store_dir import missing_commitlog, orphaned_files, with_dledger
 from rocketstore.format import record as rec
 from rocketstore.format.cq_ext import ExtUnit, is_ext_address
 from rocketstore.format.dispatch_facts import DispatchFacts, dispatch_facts
@@ -75,6 +75,7 @@ from rocketstore.queries import KeyQuery
 from rocketstore.read_path import GetResult, MessageReader
 from rocketstore.recovery.checkpoint_file import CheckpointFile
 from rocketstore.recovery.recover import (
+    EntryChain,
     RecoveryReport,
     missing_files,
     recover_store,
@@ -178,7 +179,7 @@ class MessageStore:
         whatever the broker that wrote it was configured with), so new files match.
         """
         root = os.fspath(path)
-        config = (config or StoreConfig()).validate()
+        config = with_dledger(root, (config or StoreConfig()).validate())
         if read_only:
             dirs = config.commit_log_dirs(root)
             lacks = missing_commitlog(root, dirs)
@@ -302,12 +303,22 @@ class MessageStore:
             return
         report = RecoveryReport()
         if full or self._ro_end < files.min_offset():
+            self._ro_entries = EntryChain()
             end = scan_valid_end(
-                self.commitlog, max(0, len(files.files) - 3), check_crc=True, report=report
+                self.commitlog,
+                max(0, len(files.files) - 3),
+                check_crc=True,
+                report=report,
+                entries=self._ro_entries,
             )
         else:
             end = scan_valid_end(
-                self.commitlog, 0, check_crc=True, report=report, start_offset=self._ro_end
+                self.commitlog,
+                0,
+                check_crc=True,
+                report=report,
+                start_offset=self._ro_end,
+                entries=self._ro_entries,
             )
         for mapped in files.files:
             if mapped.file_from_offset + files.file_size <= end:
@@ -356,6 +367,8 @@ class MessageStore:
     _ro_listed_at = 0.0
     _ro_min_offset = -2
     _ro_end = 0
+    # A DLedger log: the entry at _ro_end must follow the last one seen (recovery.recover).
+    _ro_entries: EntryChain | None = None
 
     # --- dispatch -----------------------------------------------------------------------
 

@@ -156,14 +156,14 @@ def test_demo_stops_when_the_store_refuses_its_messages(cli: Cli, tmp_path: Path
     assert not run.out.startswith("wrote")
 
 
-def test_a_dledger_store_is_named_as_one(tmp_path: Path, cli: Cli) -> None:
-    """A broker with enableDLegerCommitLog keeps its log in dledger-<id>/data, in DLedger's
-    entry format: said so, not just "no commitlog/"."""
-    (tmp_path / "dledger-n0" / "data").mkdir(parents=True)
+def test_a_dledger_home_without_its_log_is_named(tmp_path: Path, cli: Cli) -> None:
+    """A broker with enableDLegerCommitLog keeps its log in dledger-<id>/data: a
+    dledger-<id>/ without it is said to be one, not just "no commitlog/" (a DLedger store
+    is read: tests/cli/test_dledger.py)."""
+    (tmp_path / "dledger-n0").mkdir()
     run = cli("--store", tmp_path, "topicStatus", "-t", "T")
     assert run.code == 1
     assert run.err == (
         f"rocketstore: error: {tmp_path} is not a store directory (no commitlog/; dledger-n0/ "
-        "is a DLedger CommitLog (enableDLegerCommitLog), whose entry format rocketstore does "
-        "not read)\n"
+        "may be a DLedger CommitLog (enableDLegerCommitLog) without its data/ directory)\n"
     )

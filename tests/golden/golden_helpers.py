@@ -26,7 +26,10 @@ V5 = Path(__file__).parent / "rocketmq-5.3.3"
 CORPUS = V4  # the corpus of the write checks (and the default of the helpers)
 # "recovered" is "crashed" reopened by RocketMQ itself; its manifest has no puts of its own.
 STORES = ("basic", "crashed", "recovered")
-CORPORA = {V4: (*STORES, "multipath", "cqext"), V5: (*STORES, "propcrc")}
+CORPORA = {
+    V4: (*STORES, "multipath", "cqext", "dledger", "dledgermixed"),
+    V5: (*STORES, "propcrc"),
+}
 # The `multipath` store's storePathCommitLog, under its root, in the order it was given.
 MULTIPATH_DIRS = ("commitlog/b", "commitlog/a")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"

@@ -209,6 +209,28 @@ def test_a_commitlog_spread_over_directories(store_copy, tmp_path, mode):
         source.reader(source.schema()).partitions()
 
 
+def test_a_dledger_log_reads_in_queue_mode(store_copy):
+    """A DLedger broker's store (its records framed in dledger-<id>/data, found without
+    options): queue mode reads every message at its new offset; commitlog mode, which
+    steps from record to record, refuses it by name."""
+    from dledger_helpers import frame_as_dledger
+    from rocketstore.errors import ConfigError
+
+    expected = read_all({"path": str(store_copy)})
+    scan.close_stores()
+    framed = frame_as_dledger(store_copy, hash_slot_num=64)
+    rows = read_all({"path": str(store_copy)})
+    assert [(r["topic"], r["partition"], r["offset"], r["value"]) for r in rows] == [
+        (r["topic"], r["partition"], r["offset"], r["value"]) for r in expected
+    ]
+    assert [r["commitLogOffset"] for r in rows] == [
+        framed.moved[r["commitLogOffset"]] for r in expected
+    ]
+    with pytest.raises(ConfigError, match=r"is a DLedger log .*: read it with mode=queue"):
+        read_all({"path": str(store_copy), "mode": "commitlog"})
+    scan.close_stores()
+
+
 def test_commitlog_mode_splits_inside_files_at_record_boundaries(store_path):
     options = {"path": str(store_path), "mode": "commitlog", "minPartitions": "50"}
     source = RocketStoreDataSource(options)

@@ -22,7 +22,7 @@ import click
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
-from rocketstore.files.store_dir import missing_commitlog
+from rocketstore.files.store_dir import missing_commitlog, with_dledger
 from rocketstore.paths import MULTI_PATH_SPLITTER, CommitLogDirs
 from rocketstore.settings_file import (
     COMMITLOG_PATH_KEYS,
@@ -194,6 +194,13 @@ class CliContext:
     settings_path: str = ""
     # Why the file's brokerIP1/listenPort give no store host ("": they do, or are absent).
     store_host_error: str = ""
+
+    def __post_init__(self) -> None:
+        # A DLedger broker's store is read without its broker.conf (dledger-<id>/data).
+        try:
+            self.config = with_dledger(self.store_dir, self.config)
+        except ConfigError as e:
+            raise CliError(str(e)) from e
 
     # --- opening ------------------------------------------------------------------------
 

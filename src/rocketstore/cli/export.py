@@ -227,6 +227,12 @@ def _export_spark(
     if out == "-" or os.path.exists(out):
         raise click.BadParameter(f"{out} must be a new directory", param_hint="OUT")
     root = ctx.require_store_dir()
+    if ctx.commitlog_dirs.dledger:
+        # The Spark job reads the CommitLog in byte ranges, stepping from record to record.
+        raise CliError(
+            f"{root}'s CommitLog is a DLedger log, which --engine spark does not read: "
+            "export it without --engine (or read it with the Spark source's mode=queue)"
+        )
     spark_rebuild = spark_rebuild_module()
     with spark_rebuild.spark_session(master, "rocketstore export") as spark:
         count = spark_rebuild.export_parquet(

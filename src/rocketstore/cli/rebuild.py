@@ -193,7 +193,14 @@ class Rebuild:
 
 def missing_commitlog_problem(root: str, dirs: CommitLogDirs) -> str | None:
     """Why rebuilding (or repairing) ``root`` would delete its consume queues and index,
-    or None (files.store_dir.orphaned_files; RocketMQ's recovery would empty them too)."""
+    or None (files.store_dir.orphaned_files; RocketMQ's recovery would empty them too),
+    or why neither can be done (a DLedger CommitLog, which rocketstore only reads)."""
+    if dirs.dledger:
+        return (
+            f"the CommitLog is a DLedger log ({', '.join(dirs.dledger)}): rocketstore reads "
+            "it (check, dump, query and consume commands) but does not rebuild or repair "
+            "its store; the DLedger broker rebuilds its queues when it starts"
+        )
     problem = orphaned_files(root, dirs)
     return None if problem is None else f"{problem}: a rebuild would delete them"
 

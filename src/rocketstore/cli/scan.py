@@ -25,6 +25,7 @@ from rocketstore.format.crc import (
     record_property_crc,
     stored_property_crc,
 )
+from rocketstore.format.dledger_entry import END_OF_DATA, EntryHeader, walk_entries
 from rocketstore.format.record_search import readable_record_after
 from rocketstore.paths import CommitLogDirs
 
@@ -141,6 +142,7 @@ class CommitLogScan:
         self.last_record_offset: int | None = None
         self.newest_stamp = 0  # store time of the last record read
         self._open_end: tuple[DataFile, int] | None = None
+        self._last_entry: EntryHeader | None = None  # of a DLedger log
 
     @property
     def file_size(self) -> int:
@@ -207,7 +209,10 @@ class CommitLogScan:
             mapping = mmap.mmap(handle.fileno(), f.size, access=mmap.ACCESS_READ)
         try:
             # mmap reads like bytes (slicing copies), so no buffer export outlives the map.
-            yield from self._scan_buffer(f, cast(bytes, mapping))
+            if self.dirs.holds_entries(f.path):
+                yield from self._scan_entries(f, cast(bytes, mapping))
+            else:
+                yield from self._scan_buffer(f, cast(bytes, mapping))
         finally:
             mapping.close()
 
@@ -257,21 +262,8 @@ class CommitLogScan:
                 )
                 self._note_records_after(f, buf, position)
                 break
-            crc_ok = True
             wanted = self.start is None or offset >= self.start
-            if wanted and self.check_crc and found.body_length > 0 and found.body_crc != 0:
-                body = buf[found.body_position : found.body_position + found.body_length]
-                actual = masked_crc32(body)
-                if actual != found.body_crc:
-                    crc_ok = False
-                    self._issue(
-                        f,
-                        position,
-                        f"body CRC mismatch: stored {found.body_crc}, computed {actual}",
-                        "crc",
-                    )
-            if wanted and self.check_crc and crc_ok:
-                crc_ok = self._check_property_crc(f, buf, position, after)
+            crc_ok = self._crcs_ok(f, buf, position, found) if wanted else True
             self._saw_record(offset)
             self.newest_stamp = found.store_timestamp
             if wanted:
@@ -282,6 +274,74 @@ class CommitLogScan:
                 self._progress(position - reported)
                 reported = position
         self._progress(size - reported)
+
+    def _crcs_ok(self, f: DataFile, buf: bytes, position: int, found: rec.RecordView) -> bool:
+        """Whether the record's body CRC and property CRC (if it has one) match (an issue
+        for each that does not); True when CRCs are not checked."""
+        if not self.check_crc:
+            return True
+        if found.body_length > 0 and found.body_crc != 0:
+            body = buf[found.body_position : found.body_position + found.body_length]
+            actual = masked_crc32(body)
+            if actual != found.body_crc:
+                self._issue(
+                    f,
+                    position,
+                    f"body CRC mismatch: stored {found.body_crc}, computed {actual}",
+                    "crc",
+                )
+                return False
+        return self._check_property_crc(f, buf, position, position + found.size)
+
+    def _scan_entries(self, f: DataFile, buf: bytes) -> Iterator[ScannedRecord]:
+        """``_scan_buffer`` for a file of a DLedger log: the records are the bodies of the
+        entries (format.dledger_entry), each checked to fill its body. An entry that is
+        not valid, or whose body is no such record, is a structure issue at the entry
+        (nothing after it in the file is read); data_end is an entry boundary."""
+        walk = walk_entries(buf, f.start, 0, f.size, self._last_entry)
+        stop_position, stop_reason = walk.stop_position, walk.stop_reason
+        for header in walk.entries:
+            offset = header.body_offset
+            if self.end is not None and offset >= self.end:
+                stop_reason = None
+                break
+            position = offset - f.start
+            problem = ""
+            try:
+                found = rec.read_record(buf, position)
+            except (CorruptDataError, IncompleteDataError) as e:
+                problem = f"unreadable record: {e.reason if isinstance(e, CorruptDataError) else e}"
+            else:
+                if isinstance(found, rec.Blank):
+                    problem = "a CommitLog blank in a DLedger entry"
+                elif found.size != header.body_size:
+                    problem = f"a record of {found.size} bytes in a body of {header.body_size}"
+                elif found.physical_offset != offset:
+                    problem = f"stale record: its PHYSICALOFFSET is {found.physical_offset}"
+            if problem:
+                stop_position, stop_reason = (
+                    header.pos - f.start,
+                    f"DLedger entry {header.index}: {problem}",
+                )
+                break
+            assert isinstance(found, rec.RecordView)
+            wanted = self.start is None or offset >= self.start
+            crc_ok = self._crcs_ok(f, buf, position, found) if wanted else True
+            self._saw_record(offset)
+            self._last_entry = header
+            self.newest_stamp = found.store_timestamp
+            if wanted:
+                yield ScannedRecord(offset, buf, found, crc_ok)
+            self.data_end = header.end
+        self._progress(f.size)
+        if stop_reason == END_OF_DATA:
+            self._end_of_data(f, buf, stop_position, stop_position)
+        elif stop_reason is not None:
+            self._issue(f, stop_position, stop_reason, "structure")
+            # Later files are read on, as in a plain log: their entries follow what is lost.
+            self._last_entry = None
+            # A record whose PHYSICALOFFSET is its place: a body of a later entry will do.
+            self._note_records_after(f, buf, stop_position)
 
     def _check_property_crc(self, f: DataFile, buf: bytes, position: int, after: int) -> bool:
         """False (and an issue) when the record ends with a property CRC that its bytes do
@@ -333,7 +393,13 @@ class CommitLogScan:
             reason = error.reason if isinstance(error, CorruptDataError) else str(error)
             self._issue(f, position, f"unreadable record: {reason}", "structure")
             return
-        garbage = first_nonzero(buf, header_end, f.size)
+        self._end_of_data(f, buf, position, header_end)
+
+    def _end_of_data(self, f: DataFile, buf: bytes, position: int, zeros_end: int) -> None:
+        """The data of ``f`` ends at ``position`` (zeros up to ``zeros_end``): fine if the
+        rest of the file is zeros and no later file holds records; bytes after it are a
+        structure issue, cut at ``position``."""
+        garbage = first_nonzero(buf, zeros_end, f.size)
         if garbage is None:
             self._open_end = (f, position)  # fine if no later file holds records
             return

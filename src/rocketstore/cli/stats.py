@@ -14,9 +14,10 @@ import click
 
 from rocketstore.cli.context import CliContext, queue_bounds, unit_store_time
 from rocketstore.cli.timeparse import format_time
+from rocketstore.files.dledger_log import describe
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format.checkpoint import decode_checkpoint
-from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR, dledger_home
 from rocketstore.services.retention import disk_usage_ratio
 from rocketstore.store import MessageStore
 
@@ -125,7 +126,8 @@ def collect(store: MessageStore) -> dict[str, Any]:
         "store": root,
         "commitLog": {
             **commitlog_usage(store).to_json(),
-            "directories": list(store.commitlog.dirs.all),
+            # Those that exist: a DLedger store has no commitlog/ unless it was plain once.
+            "directories": [d for d in store.commitlog.dirs.all if os.path.isdir(d)],
             "fileSize": store.config.mapped_file_size_commit_log,
             "minOffset": commit_min,
             "maxOffset": commit_max,
@@ -166,7 +168,37 @@ def collect(store: MessageStore) -> dict[str, Any]:
         if store.commitlog.dirs.multi_path
         else [],
         "checkpoint": checkpoint,
+        "dledger": _dledger(store),
     }
+
+
+def _dledger(store: MessageStore) -> dict[str, Any] | None:
+    """A DLedger CommitLog's own bookkeeping: the entries its log and index hold, and its
+    checkpoint (committedIndex: what the group had agreed on when it was written)."""
+    config = store.config
+    dirs = store.commitlog.dirs
+    if not dirs.dledger:
+        return None
+    log = describe(dledger_home(store.root, config.dledger_self_id), dirs.dledger)
+    plain = [m for m in store.commitlog.files.files if not dirs.holds_entries(m.path)]
+    return {
+        "home": log.home,
+        "selfId": config.dledger_self_id,
+        "dataDirectories": list(dirs.dledger),
+        "firstIndex": log.first_entry.index if log.first_entry else None,
+        "lastIndex": log.last_indexed.index if log.last_indexed else None,
+        "lastTerm": log.last_indexed.term if log.last_indexed else None,
+        "endIndex": log.end_index,
+        "committedIndex": log.committed_index,
+        # Where the log turned DLedger (files before it are the broker's plain CommitLog).
+        "dividedOffset": store.commitlog.files.files[len(plain)].file_from_offset
+        if plain and len(plain) < len(store.commitlog.files.files)
+        else None,
+    }
+
+
+def _known(value: int | None) -> str:
+    return "?" if value is None else str(value)
 
 
 def _print(stats: dict[str, Any]) -> None:
@@ -213,6 +245,17 @@ def _print(stats: dict[str, Any]) -> None:
     )
     for path_disk in stats["commitLogDisks"]:
         row("", f"CommitLog path {path_disk['path']}: {path_disk['usedRatio']:.0%} used")
+    dledger = stats["dledger"]
+    if dledger:
+        row(
+            "DLedger:",
+            f"member {dledger['selfId']}, entries {_known(dledger['firstIndex'])}.."
+            f"{_known(dledger['lastIndex'])} (term {_known(dledger['lastTerm'])}), "
+            f"committedIndex {_known(dledger['committedIndex'])} "
+            f"(checkpoint; endIndex {_known(dledger['endIndex'])})",
+        )
+        if dledger["dividedOffset"] is not None:
+            row("", f"plain CommitLog before offset {dledger['dividedOffset']}")
     checkpoint = stats["checkpoint"]
     if checkpoint:
         row(

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from rocketstore.config import StoreConfig
-from rocketstore.errors import CorruptDataError
+from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import offset_file_path
+from rocketstore.files.store_dir import with_dledger
 from rocketstore.format.record_scan import CorruptRegion, check_record
 from rocketstore.paths import (
     CHECKPOINT_FILE,
@@ -117,8 +118,13 @@ def rebuild_store(
     """
     started = time.monotonic()
     path = os.path.abspath(os.fspath(root))
-    config = (config or StoreConfig()).validate()
+    config = with_dledger(path, (config or StoreConfig()).validate())
     dirs = config.commit_log_dirs(path)
+    if dirs.dledger:
+        raise ConfigError(
+            f"{path}'s CommitLog is a DLedger log ({', '.join(dirs.dledger)}), which the "
+            "parallel rebuild does not read"
+        )
     commitlog_files(path, dirs)  # NotAStoreError before anything is locked or created
     lock = None if lock_held else DirectoryLock(path)
     if lock is not None:

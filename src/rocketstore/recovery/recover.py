@@ -25,6 +25,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.crc import CRC_MASK
 from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
+from rocketstore.format.dledger_entry import BODY_OFFSET, EntryHeader, walk_entries
 from rocketstore.format.multi_dispatch import extra_units
 from rocketstore.format.native import native
 from rocketstore.format.record_scan import (
@@ -90,6 +91,7 @@ def scan_valid_end(
     report: RecoveryReport,
     on_records: RecordsHandler | None = None,
     start_offset: int | None = None,
+    entries: EntryChain | None = None,
 ) -> int:
     """Walk records from file ``start_index`` (or from ``start_offset``, a record
     boundary); return the offset after the last valid one.
@@ -99,6 +101,9 @@ def scan_valid_end(
     the 8-byte tail rule for a whole run at once, then the body CRC of each record (a stored
     CRC of 0 is accepted). A blank moves to the next file; anything invalid stops the walk,
     with the reason in ``report``.
+
+    In a DLedger log each entry must follow the one before (``entries``: the last one a
+    previous scan accepted, when this one goes on from where it ended).
     """
     files = commitlog.files.files
     if not files:
@@ -114,6 +119,7 @@ def scan_valid_end(
         offset = files[index].file_from_offset
     size = commitlog.file_size
     topics = TopicTable()
+    entries = entries or EntryChain()
     while index < len(files):
         mapped = files[index]
         if not mapped.hold():
@@ -121,7 +127,8 @@ def scan_valid_end(
         try:
             buf = memoryview(mapped.mm)
             try:
-                stopped = _scan_file(
+                scan = _scan_entry_file if commitlog.dirs.holds_entries(mapped.path) else _scan_file
+                stopped = scan(
                     buf,
                     mapped.file_from_offset,
                     offset - mapped.file_from_offset,
@@ -130,6 +137,7 @@ def scan_valid_end(
                     report=report,
                     topics=topics,
                     on_records=on_records,
+                    entries=entries,
                 )
             finally:
                 with contextlib.suppress(BufferError):  # a view outlived the scan: GC frees it
@@ -149,6 +157,61 @@ def scan_valid_end(
     return offset
 
 
+@dataclass
+class EntryChain:
+    """The last DLedger entry a scan accepted, so that the next one, in this file or the
+    next, is checked to follow it (index + 1, term no lower)."""
+
+    last: EntryHeader | None = None
+
+
+def _scan_entry_file(
+    buf: memoryview,
+    base: int,
+    position: int,
+    size: int,
+    *,
+    check_crc: bool,
+    report: RecoveryReport,
+    topics: TopicTable,
+    on_records: RecordsHandler | None,
+    entries: EntryChain,
+) -> tuple[int, str] | None:
+    """``_scan_file`` for a file of a DLedger log: the entries are followed by their
+    headers (format.dledger_entry), then the records in them are validated in bulk as a
+    plain file's are, each filling its entry's body exactly. Stops are at entry
+    boundaries, so a later scan can start there."""
+    walk = walk_entries(buf, base, position, size, entries.last)
+    headers = walk.entries
+    if headers:
+        starts = np.fromiter((h.pos + BODY_OFFSET - base for h in headers), np.int64, len(headers))
+        records, valid = decode_run(
+            buf, np.frombuffer(buf, dtype=np.uint8), base, starts, size, topics
+        )
+        reason = ""
+        if valid < len(headers):
+            bad = int(starts[valid])
+            reason = check_record(buf, base, bad, size) or "invalid record"
+        sizes = np.fromiter((h.body_size for h in headers[:valid]), np.int64, valid)
+        misfit = np.flatnonzero(records.size != sizes)
+        if len(misfit):
+            valid = int(misfit[0])
+            reason = (
+                f"a record of {int(records.size[valid])} bytes in a body of {int(sizes[valid])}"
+            )
+            records = records.take(valid)
+        valid, reason = _hand_over(
+            buf, base, records, valid, reason, check_crc, report, topics, on_records
+        )
+        if valid < len(headers):
+            entries.last = headers[valid - 1] if valid else entries.last
+            return headers[valid].pos - base, f"DLedger entry {headers[valid].index}: {reason}"
+        entries.last = headers[-1]
+    if walk.stop_reason is None:
+        return None
+    return walk.stop_position, walk.stop_reason
+
+
 def _scan_file(
     buf: memoryview,
     base: int,
@@ -159,6 +222,7 @@ def _scan_file(
     report: RecoveryReport,
     topics: TopicTable,
     on_records: RecordsHandler | None,
+    entries: EntryChain | None = None,
 ) -> tuple[int, str] | None:
     """Validate one file's records from ``position``: None when the file is finished (a
     correct blank, or records up to its very end), else where the walk stopped and why."""
@@ -171,16 +235,9 @@ def _scan_file(
         window_end = min(size, position + SCAN_WINDOW_BYTES)
         starts, stop_at, why = walk_start_array(buf, position, window_end, size)
         records, valid = decode_run(buf, raw, base, starts, size, topics)
-        reason = ""
-        if check_crc and len(records):
-            bad = _first_crc_mismatch(buf, records)
-            if bad is not None:
-                valid, reason = bad
-                records = records.take(valid)
-        if len(records):
-            report.records_scanned += len(records)
-            if on_records is not None:
-                on_records(buf, base, records, topics)
+        valid, reason = _hand_over(
+            buf, base, records, valid, "", check_crc, report, topics, on_records
+        )
         if valid < len(starts):
             bad_at = int(starts[valid])
             return bad_at, reason or check_record(buf, base, bad_at, size) or "invalid record"
@@ -196,6 +253,32 @@ def _scan_file(
         else:
             return stop_at, check_record(buf, base, stop_at, size) or "invalid record header"
     return None
+
+
+def _hand_over(
+    buf: memoryview,
+    base: int,
+    records: Records,
+    valid: int,
+    reason: str,
+    check_crc: bool,
+    report: RecoveryReport,
+    topics: TopicTable,
+    on_records: RecordsHandler | None,
+) -> tuple[int, str]:
+    """Count and hand over a run's valid records (``valid`` of them, ``reason`` why the
+    next is not), first cutting the run at the first body CRC mismatch when CRCs are
+    checked; the count and reason after that."""
+    if check_crc and len(records):
+        bad = _first_crc_mismatch(buf, records)
+        if bad is not None:
+            valid, reason = bad
+            records = records.take(valid)
+    if len(records):
+        report.records_scanned += len(records)
+        if on_records is not None:
+            on_records(buf, base, records, topics)
+    return valid, reason
 
 
 def _first_crc_mismatch(buf: memoryview, records: Records) -> tuple[int, str] | None:

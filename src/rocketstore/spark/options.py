@@ -20,7 +20,6 @@ from rocketstore.paths import (
     DLQ_PREFIX,
     LMQ_PREFIX,
     RETRY_PREFIX,
-    CommitLogDirs,
     is_system_topic,
 )
 
@@ -129,11 +128,6 @@ class ReadOptions:
     # storePathCommitLog (several paths separated by ",") and readOnlyCommitLogStorePaths.
     store_path_commit_log: str = ""
     read_only_commit_log_store_paths: str = ""
-
-    def commit_log_dirs(self) -> CommitLogDirs:
-        return CommitLogDirs.of(
-            self.path, self.store_path_commit_log, self.read_only_commit_log_store_paths
-        )
 
 
 def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from rocketstore.errors import ConfigError
 from rocketstore.rebuild.plan import split_spans
 from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
 from rocketstore.spark.pushdown import Pushed
@@ -163,6 +164,13 @@ def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[Commi
     """File ranges of the CommitLog up to its validated end, at most
     COMMITLOG_PARTITION_BYTES each (as Spark's own file sources cut files); smaller pieces
     of about total / ``minPartitions`` bytes when that asks for more partitions."""
+    if store.commitlog.dirs.dledger:
+        # Partitions start anywhere in a file and step from record to record; a DLedger
+        # log has entry headers between its records.
+        raise ConfigError(
+            f"mode=commitlog reads a plain CommitLog, and {store.root}'s is a DLedger log "
+            f"({', '.join(store.commitlog.dirs.dledger)}): read it with mode=queue"
+        )
     file_size = store.commitlog.file_size
     low, high = store.min_commit_log_offset(), store.max_commit_log_offset()
     if low < 0 or high <= low:

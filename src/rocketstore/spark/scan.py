@@ -31,7 +31,7 @@ from rocketstore.errors import (
 )
 from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import offset_file_path
-from rocketstore.files.store_dir import missing_commitlog
+from rocketstore.files.store_dir import missing_commitlog, with_dledger
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
@@ -65,23 +65,30 @@ def open_store(options: ReadOptions) -> MessageStore:
     once per process."""
     path = options.path
     root = os.path.abspath(path)
-    dirs = options.commit_log_dirs()
+    config = store_config(options)
+    dirs = config.commit_log_dirs(root)
     key = (root, dirs)
     with _STORES_LOCK:
         store = _STORES.get(key)
         if store is None:
             if not os.path.isdir(root):
                 raise NotAStoreError(f"path {path!r} is not a store directory (no such directory)")
-            config = StoreConfig(
-                store_path_commit_log=options.store_path_commit_log,
-                read_only_commit_log_store_paths=options.read_only_commit_log_store_paths,
-            )
             lacks = missing_commitlog(root, dirs)
             if lacks is not None:
                 raise NotAStoreError(f"path {path!r} is not a rocketstore/RocketMQ store ({lacks})")
             store = MessageStore.open(root, config, read_only=True)
             _STORES[key] = store
         return store
+
+
+def store_config(options: ReadOptions) -> StoreConfig:
+    """The settings the store of ``options`` is read with: its CommitLog directories, and
+    the DLedger log its directory holds, if any (files.store_dir.with_dledger)."""
+    config = StoreConfig(
+        store_path_commit_log=options.store_path_commit_log,
+        read_only_commit_log_store_paths=options.read_only_commit_log_store_paths,
+    )
+    return with_dledger(os.path.abspath(options.path), config)
 
 
 def close_stores() -> None:
@@ -379,7 +386,10 @@ def _mapped_commitlog_file(
     """The partition's CommitLog file mapped read-only (view, path, length, and where data
     may start from a position on: holes are skipped unread); None when it is empty or went
     with retention before it was read."""
-    path = offset_file_path(options.commit_log_dirs().all, part.file_offset)
+    path = offset_file_path(
+        store_config(options).commit_log_dirs(os.path.abspath(options.path)).all,
+        part.file_offset,
+    )
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed in the finally below
     except FileNotFoundError:
