@@ -28,7 +28,7 @@ CORPUS = V4  # the corpus of the write checks (and the default of the helpers)
 STORES = ("basic", "crashed", "recovered")
 CORPORA = {
     V4: (*STORES, "multipath", "cqext", "dledger", "dledgermixed"),
-    V5: (*STORES, "propcrc"),
+    V5: (*STORES, "propcrc", "dledger"),
 }
 # The `multipath` store's storePathCommitLog, under its root, in the order it was given.
 MULTIPATH_DIRS = ("commitlog/b", "commitlog/a")

@@ -209,25 +209,33 @@ def test_a_commitlog_spread_over_directories(store_copy, tmp_path, mode):
         source.reader(source.schema()).partitions()
 
 
-def test_a_dledger_log_reads_in_queue_mode(store_copy):
+@pytest.mark.parametrize("keep_plain", [0, 50], ids=["dledger", "mixed"])
+@pytest.mark.parametrize("mode", ["queue", "commitlog"])
+def test_a_dledger_log_reads_in_both_modes(store_copy, mode, keep_plain):
     """A DLedger broker's store (its records framed in dledger-<id>/data, found without
-    options): queue mode reads every message at its new offset; commitlog mode, which
-    steps from record to record, refuses it by name."""
+    options): every message at its new offset, column-wise and record by record (a key
+    filter takes the record path); a commitlog partition is a whole DLedger file."""
     from dledger_helpers import frame_as_dledger
-    from rocketstore.errors import ConfigError
 
-    expected = read_all({"path": str(store_copy)})
+    def key(r):
+        return (r["topic"], r["partition"], r["offset"], r["value"])
+
+    expected = read_all({"path": str(store_copy), "mode": mode})
     scan.close_stores()
-    framed = frame_as_dledger(store_copy, hash_slot_num=64)
-    rows = read_all({"path": str(store_copy)})
-    assert [(r["topic"], r["partition"], r["offset"], r["value"]) for r in rows] == [
-        (r["topic"], r["partition"], r["offset"], r["value"]) for r in expected
-    ]
-    assert [r["commitLogOffset"] for r in rows] == [
-        framed.moved[r["commitLogOffset"]] for r in expected
-    ]
-    with pytest.raises(ConfigError, match=r"is a DLedger log .*: read it with mode=queue"):
-        read_all({"path": str(store_copy), "mode": "commitlog"})
+    framed = frame_as_dledger(store_copy, hash_slot_num=64, keep_plain=keep_plain)
+    rows = read_all({"path": str(store_copy), "mode": mode})
+    assert sorted(map(key, rows)) == sorted(map(key, expected))
+    moved = {key(r): framed.moved[r["commitLogOffset"]] for r in expected}
+    assert all(r["commitLogOffset"] == moved[key(r)] for r in rows)
+    if mode == "commitlog":
+        source = RocketStoreDataSource({"path": str(store_copy), "mode": mode})
+        parts = source.reader(source.schema()).partitions()
+        assert sum(p.framed for p in parts) == len({e.pos // 8192 for e in framed.entries})
+        wanted = expected[len(expected) // 2]
+        found = read_all(
+            {"path": str(store_copy), "mode": mode}, [ds.EqualTo(("key",), wanted["key"])]
+        )
+        assert wanted["value"] in [r["value"] for r in found]
     scan.close_stores()
 
 

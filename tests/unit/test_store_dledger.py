@@ -179,11 +179,39 @@ def test_an_entry_never_spans_files(tmp_path: Path) -> None:
     assert first[ends : ends + 8] == dl.encode_blank(size - ends)
 
 
-def test_the_parallel_rebuild_refuses_a_dledger_store(tmp_path: Path) -> None:
+def _files(directory: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()]
+
+
+@pytest.mark.parametrize("keep_plain", [0, 30], ids=["dledger", "mixed"])
+def test_the_parallel_rebuild_follows_the_entries(keep_plain: int, tmp_path: Path) -> None:
+    """Each file of the DLedger log is one range; the queues and index come out as the
+    dispatcher made them (index files compared in order: their names are build times)."""
     from rocketstore.rebuild.driver import rebuild_store
     from rocketstore.rebuild.runners import SerialRunner
 
-    _framed(tmp_path)
-    with pytest.raises(ConfigError, match=r"DLedger log .* the parallel rebuild does not read"):
+    framed = _framed(tmp_path, keep_plain)
+    queues, index = _files(tmp_path / "consumequeue"), _files(tmp_path / "index")
+    report = rebuild_store(tmp_path, SerialRunner(), config=CONFIG)
+    assert report.records == COUNT
+    assert report.commit_log_end == framed.entries[-1].end
+    assert _files(tmp_path / "consumequeue") == queues
+    assert _files(tmp_path / "index") == index
+
+
+def test_the_parallel_rebuild_stops_at_a_damaged_entry(tmp_path: Path) -> None:
+    from rocketstore.rebuild.driver import rebuild_store
+    from rocketstore.rebuild.runners import RebuildFailedError, SerialRunner
+
+    framed = _framed(tmp_path)
+    path, position = _entry_at(tmp_path, framed, 20)
+    with open(path, "r+b") as f:
+        f.seek(position + 24)
+        f.write(struct.pack(">q", 3))  # pos: not where the entry is
+    with pytest.raises(RebuildFailedError, match=r"DLedger entry 20 says it is at 3"):
         rebuild_store(tmp_path, SerialRunner(), config=CONFIG)
-    assert (tmp_path / "consumequeue").is_dir() and (tmp_path / "index").is_dir()
+    report = rebuild_store(tmp_path, SerialRunner(), config=CONFIG, skip_corrupt=True)
+    lost = [e for e in framed.entries if e.pos // 8192 == framed.entries[20].pos // 8192]
+    assert report.records == COUNT - len([e for e in lost if e.index >= 20])
+    (region,) = report.corrupt
+    assert region.offset == framed.entries[20].pos

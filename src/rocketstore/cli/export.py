@@ -227,16 +227,10 @@ def _export_spark(
     if out == "-" or os.path.exists(out):
         raise click.BadParameter(f"{out} must be a new directory", param_hint="OUT")
     root = ctx.require_store_dir()
-    if ctx.commitlog_dirs.dledger:
-        # The Spark job reads the CommitLog in byte ranges, stepping from record to record.
-        raise CliError(
-            f"{root}'s CommitLog is a DLedger log, which --engine spark does not read: "
-            "export it without --engine (or read it with the Spark source's mode=queue)"
-        )
     spark_rebuild = spark_rebuild_module()
     with spark_rebuild.spark_session(master, "rocketstore export") as spark:
         count = spark_rebuild.export_parquet(
-            spark, root, out, topics, commit_log_options=commit_log_options(ctx.config)
+            spark, root, out, topics, commit_log_options=commit_log_options(ctx.config, root)
         )
     if ctx.as_json:
         ctx.emit(
@@ -246,12 +240,14 @@ def _export_spark(
         click.echo(f"exported {count} records to {out} (parquet dataset by topic and date)")
 
 
-def commit_log_options(config: StoreConfig) -> dict[str, str]:
+def commit_log_options(config: StoreConfig, root: str) -> dict[str, str]:
     """The data source options naming the CommitLog directories of ``config`` (none for
-    ``<store>/commitlog``), as absolute paths: Spark's tasks may run elsewhere."""
+    ``<store>/commitlog``), as absolute paths: Spark's tasks may run elsewhere. A DLedger
+    log's data directories are named whenever there is one (``root`` tells which)."""
     options = {
         "storePathCommitLog": config.store_path_commit_log,
         "readOnlyCommitLogStorePaths": config.read_only_commit_log_store_paths,
+        "storePathDLedgerCommitLog": MULTI_PATH_SPLITTER.join(config.commit_log_dirs(root).dledger),
     }
     return {
         name: MULTI_PATH_SPLITTER.join(os.path.abspath(p) for p in split_paths(value))

@@ -193,16 +193,26 @@ class Rebuild:
 
 def missing_commitlog_problem(root: str, dirs: CommitLogDirs) -> str | None:
     """Why rebuilding (or repairing) ``root`` would delete its consume queues and index,
-    or None (files.store_dir.orphaned_files; RocketMQ's recovery would empty them too),
-    or why neither can be done (a DLedger CommitLog, which rocketstore only reads)."""
-    if dirs.dledger:
-        return (
-            f"the CommitLog is a DLedger log ({', '.join(dirs.dledger)}): rocketstore reads "
-            "it (check, dump, query and consume commands) but does not rebuild or repair "
-            "its store; the DLedger broker rebuilds its queues when it starts"
-        )
+    or None (files.store_dir.orphaned_files; RocketMQ's recovery would empty them too)."""
     problem = orphaned_files(root, dirs)
     return None if problem is None else f"{problem}: a rebuild would delete them"
+
+
+def dledger_problem(dirs: CommitLogDirs, engine: str | None) -> str | None:
+    """Why a store with a DLedger CommitLog cannot be repaired (``engine`` None) or
+    rebuilt with ``engine``, or None: its log is only read, so repair (which cuts it) and
+    the single engine (a writer's recovery) cannot run; the parallel engines read it."""
+    if not dirs.dledger:
+        return None
+    where = f"the CommitLog is a DLedger log ({', '.join(dirs.dledger)})"
+    if engine is None:
+        return (
+            f"{where}: rocketstore reads it but does not repair it (check reports its "
+            "damage; rebuild --engine local rebuilds its queues and index)"
+        )
+    if engine == "single":
+        return f"{where}: rebuild its queues and index with --engine local or --engine spark"
+    return None
 
 
 def multi_dispatch_problem(root: str, config: StoreConfig, *, parallel: bool) -> str | None:

@@ -20,6 +20,7 @@ from rocketstore.cli.progress import progress
 from rocketstore.cli.rebuild import (
     RebuildOutcome,
     cut_commitlog,
+    dledger_problem,
     held_lock,
     missing_commitlog_problem,
     multi_dispatch_problem,
@@ -169,7 +170,9 @@ def _say(ctx: CliContext, text: str, kind: str = "repair", **fields: object) -> 
 
 
 def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
-    problem = missing_commitlog_problem(root, ctx.commitlog_dirs)
+    problem = dledger_problem(ctx.commitlog_dirs, None) or missing_commitlog_problem(
+        root, ctx.commitlog_dirs
+    )
     if problem is not None:
         raise CliError(problem)
     lock: DirectoryLock | None = held_lock(root)
@@ -310,8 +313,14 @@ def rebuild_command(
             "--skip-corrupt needs --engine local or spark", param_hint="--skip-corrupt"
         )
     root = ctx.require_store_dir()
-    problem = missing_commitlog_problem(root, ctx.commitlog_dirs) or (
-        multi_dispatch_problem(root, ctx.config, parallel=engine != "single") if queues else None
+    problem = (
+        dledger_problem(ctx.commitlog_dirs, engine)
+        or missing_commitlog_problem(root, ctx.commitlog_dirs)
+        or (
+            multi_dispatch_problem(root, ctx.config, parallel=engine != "single")
+            if queues
+            else None
+        )
     )
     if problem is not None:
         raise CliError(problem)

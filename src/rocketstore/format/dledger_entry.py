@@ -162,11 +162,11 @@ def entry_problem(
     if header.body_size < 0 or header.body_size + BODY_OFFSET != header.size:
         return f"DLedger entry size {header.size} is not {BODY_OFFSET} + body {header.body_size}"
     if header.pos != absolute_pos:
-        return f"DLedger entry says it is at {header.pos}"
+        return f"DLedger entry {header.index} says it is at {header.pos}"
     if header.end > file_end or (
         header.end != file_end and file_end - header.end < MIN_BLANK_LENGTH
     ):
-        return f"DLedger entry of {header.size} bytes does not fit its file"
+        return f"DLedger entry {header.index} of {header.size} bytes does not fit its file"
     if header.index < 0:
         return f"DLedger entry index {header.index} is negative"
     if previous is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from rocketstore.config import StoreConfig
-from rocketstore.errors import ConfigError, CorruptDataError
+from rocketstore.errors import CorruptDataError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.files.store_dir import with_dledger
@@ -120,11 +120,6 @@ def rebuild_store(
     path = os.path.abspath(os.fspath(root))
     config = with_dledger(path, (config or StoreConfig()).validate())
     dirs = config.commit_log_dirs(path)
-    if dirs.dledger:
-        raise ConfigError(
-            f"{path}'s CommitLog is a DLedger log ({', '.join(dirs.dledger)}), which the "
-            "parallel rebuild does not read"
-        )
     commitlog_files(path, dirs)  # NotAStoreError before anything is locked or created
     lock = None if lock_held else DirectoryLock(path)
     if lock is not None:

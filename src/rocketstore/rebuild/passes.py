@@ -39,6 +39,7 @@ from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format import index_layout
 from rocketstore.format.dispatch_facts import dispatch_facts
+from rocketstore.format.entry_scan import scan_entry_file
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, max_queue_offset
 from rocketstore.format.queue_unit import UNIT_DTYPE as _CQ_DTYPE
 from rocketstore.format.record_scan import (
@@ -57,7 +58,7 @@ from rocketstore.index import (
     SlotRuns,
     write_blocks,
 )
-from rocketstore.paths import offset_to_file_name
+from rocketstore.paths import CommitLogDirs, offset_to_file_name
 from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
 
 UNIT_DTYPE = np.dtype(
@@ -157,7 +158,9 @@ def scan_pass(task: ScanTask) -> ScanResult | TaskFailure:
         with open(path, "rb") as handle:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
             try:
-                return _scan(task, mapped, next_data_finder(handle.fileno(), len(mapped)))
+                framed = CommitLogDirs((), dledger=settings.dledger_dirs).holds_entries(path)
+                next_data = next_data_finder(handle.fileno(), len(mapped))
+                return _scan(task, mapped, next_data, framed)
             finally:
                 with contextlib.suppress(BufferError):  # numpy views alive: the GC unmaps it
                     mapped.close()
@@ -165,22 +168,25 @@ def scan_pass(task: ScanTask) -> ScanResult | TaskFailure:
         return TaskFailure(part.describe(), str(e))
 
 
-def _scan(task: ScanTask, mapped: mmap.mmap, next_data: NextData) -> ScanResult:
+def _scan(task: ScanTask, mapped: mmap.mmap, next_data: NextData, framed: bool) -> ScanResult:
     part, settings = task.commit_range, task.settings
     buf = memoryview(mapped)
     topics = TopicTable()
-    found = scan_range(
-        buf,
-        part.file_offset,
-        part.start,
-        part.end,
-        len(mapped),
-        # Damage is always stepped over here; the driver decides whether it fails the job
-        # (it may be a torn tail, which is not an error).
-        skip_corrupt=True,
-        topics=topics,
-        next_data=next_data,  # the unwritten rest of the newest file is not read
-    )
+    if framed:  # a whole file of a DLedger log (plan.plan_ranges)
+        found = scan_entry_file(buf, part.file_offset, len(mapped), topics)
+    else:
+        found = scan_range(
+            buf,
+            part.file_offset,
+            part.start,
+            part.end,
+            len(mapped),
+            # Damage is always stepped over here; the driver decides whether it fails the
+            # job (it may be a torn tail, which is not an error).
+            skip_corrupt=True,
+            topics=topics,
+            next_data=next_data,  # the unwritten rest of the newest file is not read
+        )
     records = found.records
     count = len(records)
     units_path = keys_path = None

@@ -59,6 +59,8 @@ class RebuildSettings:
 
     root: str  # the store directory (absolute)
     commitlog_dirs: tuple[str, ...]  # where its CommitLog files are (paths.CommitLogDirs.all)
+    # Those of them whose files frame records in DLedger entries (CommitLogDirs.dledger).
+    dledger_dirs: tuple[str, ...]
     work_dir: str  # the temporary directory inside the store root
     spill_dir: str  # where the scan's intermediate files go (work_dir/scan, or scratch)
     geometry: Geometry
@@ -161,7 +163,14 @@ def plan_ranges(
     piece = even_piece_bytes(total, pieces, max_range_bytes)
     piece = max(piece, min(MIN_RANGE_BYTES, max_range_bytes))
     last_file = files[-1][0] if files else -1
-    cut = _join_zero_tail(dirs, split_spans(spans, piece), last_file)
+    # A DLedger log's file is one range: its records are found by following the entries
+    # from the file's start (a range cannot find its first entry by itself).
+    whole = {
+        offset for offset, path in offset_file_paths(dirs.all).items() if dirs.holds_entries(path)
+    }
+    cut = [span for span in split_spans([s for s in spans if s[0] not in whole], piece)]
+    cut = sorted(cut + [s for s in spans if s[0] in whole])
+    cut = _join_zero_tail(dirs, cut, last_file)
     return [
         CommitLogRange(number, first, start, end, first == last_file)
         for number, (first, start, end) in enumerate(cut)
@@ -205,6 +214,7 @@ def make_settings(
     return RebuildSettings(
         root=os.path.abspath(root),
         commitlog_dirs=config.commit_log_dirs(root).all,
+        dledger_dirs=config.commit_log_dirs(root).dledger,
         work_dir=work_dir,
         spill_dir=spill_dir or os.path.join(work_dir, SCAN_DIR),
         geometry=detect_geometry(root, config),

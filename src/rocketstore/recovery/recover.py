@@ -25,7 +25,8 @@ from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.crc import CRC_MASK
 from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
-from rocketstore.format.dledger_entry import BODY_OFFSET, EntryHeader, walk_entries
+from rocketstore.format.dledger_entry import EntryHeader
+from rocketstore.format.entry_scan import cut_run, entry_records
 from rocketstore.format.multi_dispatch import extra_units
 from rocketstore.format.native import native
 from rocketstore.format.record_scan import (
@@ -181,35 +182,16 @@ def _scan_entry_file(
     headers (format.dledger_entry), then the records in them are validated in bulk as a
     plain file's are, each filling its entry's body exactly. Stops are at entry
     boundaries, so a later scan can start there."""
-    walk = walk_entries(buf, base, position, size, entries.last)
-    headers = walk.entries
-    if headers:
-        starts = np.fromiter((h.pos + BODY_OFFSET - base for h in headers), np.int64, len(headers))
-        records, valid = decode_run(
-            buf, np.frombuffer(buf, dtype=np.uint8), base, starts, size, topics
-        )
-        reason = ""
-        if valid < len(headers):
-            bad = int(starts[valid])
-            reason = check_record(buf, base, bad, size) or "invalid record"
-        sizes = np.fromiter((h.body_size for h in headers[:valid]), np.int64, valid)
-        misfit = np.flatnonzero(records.size != sizes)
-        if len(misfit):
-            valid = int(misfit[0])
-            reason = (
-                f"a record of {int(records.size[valid])} bytes in a body of {int(sizes[valid])}"
-            )
-            records = records.take(valid)
-        valid, reason = _hand_over(
-            buf, base, records, valid, reason, check_crc, report, topics, on_records
-        )
-        if valid < len(headers):
-            entries.last = headers[valid - 1] if valid else entries.last
-            return headers[valid].pos - base, f"DLedger entry {headers[valid].index}: {reason}"
-        entries.last = headers[-1]
-    if walk.stop_reason is None:
+    run = entry_records(buf, base, position, size, topics, entries.last)
+    valid, reason = _hand_over(
+        buf, base, run.records, len(run.entries), "", check_crc, report, topics, on_records
+    )
+    run = cut_run(run, base, valid, reason)
+    if run.entries:
+        entries.last = run.entries[-1]
+    if run.stop_reason is None:
         return None
-    return walk.stop_position, walk.stop_reason
+    return run.stop_position, run.stop_reason
 
 
 def _scan_file(

@@ -51,6 +51,7 @@ KNOWN_OPTIONS = frozenset(
         "pushdown",
         "storePathCommitLog",
         "readOnlyCommitLogStorePaths",
+        "storePathDLedgerCommitLog",
     )
 )
 # Streaming options: accepted (so one option map serves both) but unused by batch reads.
@@ -128,6 +129,8 @@ class ReadOptions:
     # storePathCommitLog (several paths separated by ",") and readOnlyCommitLogStorePaths.
     store_path_commit_log: str = ""
     read_only_commit_log_store_paths: str = ""
+    # A DLedger log's data directories, when not the one dledger-<id>/data of <path>.
+    store_path_dledger_commit_log: str = ""
 
 
 def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -291,6 +294,7 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         pushdown=_bool_option(options, "pushdown", True),
         store_path_commit_log=options.get("storepathcommitlog", ""),
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
+        store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
     )
 
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from rocketstore.errors import ConfigError
 from rocketstore.rebuild.plan import split_spans
 from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
 from rocketstore.spark.pushdown import Pushed
@@ -58,6 +57,9 @@ class CommitLogPartition(InputPartition):
     file_offset: int  # the file's first CommitLog offset (its name)
     start: int  # position in the file: records starting in [start, end) are ours
     end: int
+    # A whole file of a DLedger log: its records are the bodies of its entries, found by
+    # following them from the file's start (format.entry_scan).
+    framed: bool = False
 
 
 QueueRange = tuple[str, int, int, int]  # topic, queue id, start, end
@@ -164,28 +166,29 @@ def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[Commi
     """File ranges of the CommitLog up to its validated end, at most
     COMMITLOG_PARTITION_BYTES each (as Spark's own file sources cut files); smaller pieces
     of about total / ``minPartitions`` bytes when that asks for more partitions."""
-    if store.commitlog.dirs.dledger:
-        # Partitions start anywhere in a file and step from record to record; a DLedger
-        # log has entry headers between its records.
-        raise ConfigError(
-            f"mode=commitlog reads a plain CommitLog, and {store.root}'s is a DLedger log "
-            f"({', '.join(store.commitlog.dirs.dledger)}): read it with mode=queue"
-        )
     file_size = store.commitlog.file_size
     low, high = store.min_commit_log_offset(), store.max_commit_log_offset()
     if low < 0 or high <= low:
         return []
     spans: list[tuple[int, int, int]] = []
+    whole: list[CommitLogPartition] = []
     for mapped in list(store.commitlog.files.files):
         first = mapped.file_from_offset
         start, end = max(low, first) - first, min(high, first + file_size) - first
-        if end > start:
+        if end <= start:
+            continue
+        if store.commitlog.dirs.holds_entries(mapped.path):
+            # Entries are followed from the file's start; the options' bounds still apply
+            # to each record.
+            whole.append(CommitLogPartition(first, 0, end, framed=True))
+        else:
             spans.append((first, start, end))
     total = sum(end - start for _, start, end in spans)
     piece = min(file_size, COMMITLOG_PARTITION_BYTES)
     if options.min_partitions and len(spans) < options.min_partitions:
         piece = min(piece, max(1, math.ceil(total / options.min_partitions)))
-    return [CommitLogPartition(*span) for span in split_spans(spans, piece)]
+    parts = [CommitLogPartition(*span) for span in split_spans(spans, piece)] + whole
+    return sorted(parts, key=lambda p: (p.file_offset, p.start))
 
 
 def index_usable(store: MessageStore) -> bool:

@@ -34,9 +34,17 @@ from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.files.store_dir import missing_commitlog, with_dledger
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
+from rocketstore.format.dledger_entry import END_OF_DATA
+from rocketstore.format.entry_scan import entry_records
 from rocketstore.format.message import MessageExt
 from rocketstore.format.queue_unit import decode_units
-from rocketstore.format.record_scan import NextData, Stop, find_record_start, walk_starts
+from rocketstore.format.record_scan import (
+    NextData,
+    Stop,
+    TopicTable,
+    find_record_start,
+    walk_starts,
+)
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CommitLogDirs
@@ -87,6 +95,8 @@ def store_config(options: ReadOptions) -> StoreConfig:
     config = StoreConfig(
         store_path_commit_log=options.store_path_commit_log,
         read_only_commit_log_store_paths=options.read_only_commit_log_store_paths,
+        enable_dledger_commit_log=bool(options.store_path_dledger_commit_log.strip()),
+        store_path_dledger_commit_log=options.store_path_dledger_commit_log,
     )
     return with_dledger(os.path.abspath(options.path), config)
 
@@ -372,11 +382,27 @@ def _commitlog_rows(
         if mapped is None:
             return
         view, path, length, next_data = mapped
+        if part.framed:
+            for position in _entry_bodies(view, path, length, part):
+                yield from _record_row(view, path, length, position, options, subscription,
+                                       pushed)  # fmt: skip
+            return
         first = _first_record(view, length, part, next_data)
         if first is not None:
             end = min(part.end, length)
             yield from _scan_records(view, path, length, first, end, options, subscription,
                                      pushed)  # fmt: skip
+
+
+def _entry_bodies(buf: memoryview, path: str, length: int, part: CommitLogPartition) -> list[int]:
+    """The positions of the records in a DLedger log file's entries that start before the
+    partition's end; CorruptDataError, naming the entry, when an entry or record before
+    that is not valid (as the plain path raises at a damaged record)."""
+    run = entry_records(buf, part.file_offset, 0, length, TopicTable())
+    positions = [int(p) for p in run.records.position if p < part.end]
+    if run.stop_reason not in (None, END_OF_DATA) and run.stop_position < part.end:
+        raise CorruptDataError(run.stop_reason or "", path=path, position=run.stop_position)
+    return positions
 
 
 @contextlib.contextmanager
@@ -446,18 +472,30 @@ def _scan_records(
         if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2) or total <= 0:
             raise CorruptDataError(f"no record where one was expected ({magic=:#x})", path=path,
                                    position=position)  # fmt: skip
-        try:
-            view = rec.read_record(buf, position, end=length)
-        except (CorruptDataError, IncompleteDataError) as e:
-            raise CorruptDataError(str(e), path=path, position=position) from e
-        assert not isinstance(view, rec.Blank)
-        if sysflag.gets_queue_entry(view.sys_flag) and _within_options(options, view):
-            message = rec.to_message_ext(buf, view, read_body=options.include_body)
-            if subscription.match_tags(message.tags) and _accepts(
-                pushed, message, view.queue_offset
-            ):
-                yield message, view.queue_offset
+        yield from _record_row(buf, path, length, position, options, subscription, pushed)
         position += total
+
+
+def _record_row(
+    buf: memoryview,
+    path: str,
+    length: int,
+    position: int,
+    options: ReadOptions,
+    subscription: Subscription,
+    pushed: Pushed,
+) -> Iterator[tuple[MessageExt, int]]:
+    """The record at ``position`` as a row, when the options, tags and pushed filters take
+    it (nothing otherwise)."""
+    try:
+        view = rec.read_record(buf, position, end=length)
+    except (CorruptDataError, IncompleteDataError) as e:
+        raise CorruptDataError(str(e), path=path, position=position) from e
+    assert not isinstance(view, rec.Blank)
+    if sysflag.gets_queue_entry(view.sys_flag) and _within_options(options, view):
+        message = rec.to_message_ext(buf, view, read_body=options.include_body)
+        if subscription.match_tags(message.tags) and _accepts(pushed, message, view.queue_offset):
+            yield message, view.queue_offset
 
 
 # CommitLog bytes walked per column-wise batch (about 18k records of 100 B, 4k of 1 KiB).
@@ -489,6 +527,9 @@ def _chunked(
     next_data: NextData,
 ) -> Iterator[Any]:
     end = min(part.end, length)
+    if part.framed:
+        yield from _framed_batches(buf, path, length, part, options, subscription, pushed)
+        return
     position = _first_record(buf, length, part, next_data)
     while position is not None and position < end:
         limit = min(end, position + COMMITLOG_CHUNK_BYTES)
@@ -513,12 +554,55 @@ def _chunked(
         position = stop_at
 
 
+# Records of a DLedger log file decoded per column-wise batch.
+FRAMED_CHUNK_RECORDS = 16_384
+
+
+def _framed_batches(
+    buf: memoryview,
+    path: str,
+    length: int,
+    part: CommitLogPartition,
+    options: ReadOptions,
+    subscription: Subscription,
+    pushed: Pushed,
+) -> Iterator[Any]:
+    """``_chunked`` for a DLedger log file: the records in its entries, column-wise in
+    chunks (a chunk the decoder declines goes record by record)."""
+    positions = _entry_bodies(buf, path, length, part)
+    for first in range(0, len(positions), FRAMED_CHUNK_RECORDS):
+        chunk = positions[first : first + FRAMED_CHUNK_RECORDS]
+        sizes = [_HEADER.unpack_from(buf, p)[0] for p in chunk]
+        batch = _decode_chunk(buf, part.file_offset, chunk, chunk[-1] + sizes[-1], options, sizes)
+        if batch is None:
+            rows = (
+                row
+                for p in chunk
+                for row in _record_row(buf, path, length, p, options, subscription, pushed)
+            )
+            yield from _batches(rows, options.include_body)
+            continue
+        kept = _filter_chunk(batch, options, subscription, pushed)
+        if kept.num_rows:
+            yield kept
+
+
 def _decode_chunk(
-    buf: memoryview, file_offset: int, starts: list[int], stop_at: int, options: ReadOptions
+    buf: memoryview,
+    file_offset: int,
+    starts: list[int],
+    stop_at: int,
+    options: ReadOptions,
+    sizes_given: list[int] | None = None,
 ) -> Any | None:
+    """The records at ``starts`` (ending by ``stop_at``) as a column-wise batch; their
+    sizes, unless given, from the starts (records back to back, as in a plain file)."""
     positions = np.asarray(starts, dtype=np.int64)
     low = int(positions[0])
-    sizes = np.diff(np.append(positions, stop_at))  # records are back to back
+    if sizes_given is None:
+        sizes = np.diff(np.append(positions, stop_at))
+    else:
+        sizes = np.asarray(sizes_given, dtype=np.int64)
     region = bytes(buf[low:stop_at])
     relative = positions - low
     return decode_records(

@@ -22,20 +22,27 @@
  *    `properties` is the inner message's string followed by the batch's, i.e. what is stored.
  *  - Mode "propcrc": a small store written with enabledAppendPropCRC=true (every record ends
  *    with a __CRC32# property: ten decimal digits, least significant first).
+ *  - Mode "dledger": the normal workload with a DLedger CommitLog (enableDLegerCommitLog, a
+ *    one-member group); it needs RocketMQ's own DLedgerCommitLog and the real DLedger compiled
+ *    in instead of the stand-ins (build5_store.sh). The DLedger classes are reached through
+ *    reflection, so that the other modes still build against the stand-ins.
  *
  * Usage: GoldenHarness5 normal  <storeDir> <manifest.json>
  *        GoldenHarness5 crash   <storeDir> <manifest.json>  (prints READY, waits for kill -9)
  *        GoldenHarness5 recover <storeDir> <manifest.json>  (reopens a crashed store, no puts)
  *        GoldenHarness5 propcrc <storeDir> <manifest.json>  (enabledAppendPropCRC=true)
  *        GoldenHarness5 list    <storeDir> <listing.txt>    (every message of every queue)
+ *        GoldenHarness5 dledger <storeDir> <manifest.json>  (normal's workload, DLedger CommitLog)
  */
 
 import java.io.File;
 import java.io.FileOutputStream;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
+import java.lang.reflect.Field;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -61,6 +68,7 @@ import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.GetMessageResult;
 import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.QueryMessageResult;
+import org.apache.rocketmq.store.SelectMappedBufferResult;
 import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 import org.apache.rocketmq.store.stats.BrokerStatsManager;
@@ -78,11 +86,19 @@ public final class GoldenHarness5 {
     static final String TOPIC_127 = longTopic("TopicLen127-", 127);
     static final String TOPIC_128 = longTopic("TopicLen128-", 128);
     static final String TOPIC_200 = longTopic("TopicLen200-", 200);
+    static final String DLEDGER_GROUP = "golden";
+    static final String DLEDGER_SELF_ID = "n0";
 
     private final DefaultMessageStore store;
     private final List<String> messages = new ArrayList<>();
     private final List<String> gets = new ArrayList<>();
     private final List<String> queries = new ArrayList<>();
+    /** (commitLogOffset, size) of each entry of messages. */
+    private final List<long[]> records = new ArrayList<>();
+    /** Manifest sections of the dledger mode (empty otherwise). */
+    private final StringBuilder extraSections = new StringBuilder();
+    /** dLegerPeers of the dledger mode (null otherwise): its port is any free one. */
+    private String dledgerPeers;
     private int seq;
 
     private GoldenHarness5(DefaultMessageStore store) {
@@ -113,6 +129,17 @@ public final class GoldenHarness5 {
         config.setMaxIndexNum(INDEX_ENTRIES);
         config.setFlushDiskType(FlushDiskType.ASYNC_FLUSH);
         config.setEnabledAppendPropCRC(mode.equals("propcrc"));
+        boolean dledger = mode.equals("dledger");
+        if (dledger) {
+            // A one-member DLedger group: DLedgerCommitLog keeps its entries under
+            // <root>/dledger-n0/ (data files of mappedFileSizeCommitLog, 64 KiB here; index
+            // files of DLedger's default 160 MiB), elects itself and commits each append
+            // alone. The port is any free one: nothing connects to it.
+            config.setEnableDLegerCommitLog(true);
+            config.setdLegerGroup(DLEDGER_GROUP);
+            config.setdLegerSelfId(DLEDGER_SELF_ID);
+            config.setdLegerPeers(DLEDGER_SELF_ID + "-127.0.0.1:" + freePort());
+        }
         BrokerConfig brokerConfig = new BrokerConfig();
         brokerConfig.setBrokerClusterName("GoldenCluster");
         DefaultMessageStore store = new DefaultMessageStore(config,
@@ -123,6 +150,10 @@ public final class GoldenHarness5 {
         }
         store.start();
         GoldenHarness5 h = new GoldenHarness5(store);
+        if (dledger) {
+            h.dledgerPeers = config.getdLegerPeers();
+            h.waitLeader();
+        }
         if (mode.equals("list")) {
             // Reads any store (e.g. one rocketstore wrote): every queue, every message.
             h.waitDispatched();
@@ -140,6 +171,9 @@ public final class GoldenHarness5 {
         }
         h.waitDispatched();
         h.readBack();
+        if (dledger) {
+            h.dledgerReadBack();
+        }
         if (mode.equals("crash")) {
             // Let the flush services run at least once so the checkpoint is not empty, then
             // wait to be killed: the store is left exactly as a crashed broker leaves it.
@@ -153,6 +187,12 @@ public final class GoldenHarness5 {
         store.shutdown();
         h.writeManifest(manifest, mode, true, config);
         System.out.println("DONE");
+    }
+
+    private static int freePort() throws Exception {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.1"))) {
+            return s.getLocalPort();
+        }
     }
 
     // --- the workload ----------------------------------------------------------------------
@@ -421,10 +461,21 @@ public final class GoldenHarness5 {
         if (!result.isOk()) {
             throw new IllegalStateException("put failed: " + result);
         }
-        messages.add(messageJson("single", 0, topic, queueId, body, propsText, flag, sysFlag,
+        long storeTimestamp = r.getStoreTimestamp();
+        if (dledgerPeers != null) {
+            // DLedgerCommitLog answers System.currentTimeMillis() after the append, not the
+            // store timestamp it wrote into the record: keep both.
+            storeTimestamp = store.lookMessageByOffset(r.getWroteOffset()).getStoreTimestamp();
+        }
+        String json = messageJson("single", 0, topic, queueId, body, propsText, flag, sysFlag,
             reconsumeTimes, born, bornHost, storeHost, preparedOffset,
-            r.getWroteOffset(), r.getLogicsOffset(), r.getMsgId(), r.getStoreTimestamp(),
-            r.getWroteBytes(), result.getPutMessageStatus().name()));
+            r.getWroteOffset(), r.getLogicsOffset(), r.getMsgId(), storeTimestamp,
+            r.getWroteBytes(), result.getPutMessageStatus().name());
+        if (dledgerPeers != null) {
+            json = withField(json, "putResultStoreTimestamp", String.valueOf(r.getStoreTimestamp()));
+        }
+        messages.add(json);
+        records.add(new long[] {r.getWroteOffset(), r.getWroteBytes()});
         // Index file names are creation times in ms: keep two rollovers apart.
         Thread.sleep(2);
         return r.getWroteOffset();
@@ -462,7 +513,13 @@ public final class GoldenHarness5 {
             MessageAccessor.setProperties(m, new LinkedHashMap<>(props));
             list.add(m);
             String text = propertiesString(props);
-            if (batchProps != null) {
+            if (dledgerPeers != null) {
+                // DLedgerCommitLog's own encoder copies each message's properties from the
+                // batch body as the client encoded them (MessageDecoder.encodeMessages: a
+                // separator after every property, the last one too) and leaves the batch's
+                // own properties out.
+                text = text + '\u0002';
+            } else if (batchProps != null) {
                 // What the 5.x encoder stores: inner properties, then the batch's.
                 text = text + '\u0002' + propertiesString(batchProps);
             }
@@ -491,15 +548,158 @@ public final class GoldenHarness5 {
         String[] ids = r.getMsgId().split(",");
         long offset = r.getWroteOffset();
         for (int k = 0; k < count; k++) {
+            if (dledgerPeers != null) {
+                // Under DLedger each message of the batch is an entry of its own (a 48-byte
+                // entry header in between, maybe a file end): its offset is in its msgId.
+                offset = MessageDecoder.decodeMessageId(ids[k]).getOffset();
+            }
             MessageExt stored = store.lookMessageByOffset(offset);
             int size = stored.getStoreSize();
-            messages.add(messageJson("batch", k, topic, queueId, list.get(k).getBody(), texts.get(k),
+            long storeTimestamp = r.getStoreTimestamp();
+            if (dledgerPeers != null) {
+                storeTimestamp = stored.getStoreTimestamp();
+                String found = storedProperties(offset, size);
+                if (!found.equals(texts.get(k))) {
+                    throw new IllegalStateException("batch record at " + offset + " holds properties "
+                        + str(found) + ", not " + str(texts.get(k)));
+                }
+            }
+            String json = messageJson("batch", k, topic, queueId, list.get(k).getBody(), texts.get(k),
                 list.get(k).getFlag(), 0, 0, born, "127.0.0.1:40100", STORE_HOST, 0L, offset,
-                r.getLogicsOffset() + k, ids[k], r.getStoreTimestamp(), size,
-                result.getPutMessageStatus().name()));
+                r.getLogicsOffset() + k, ids[k], storeTimestamp, size,
+                result.getPutMessageStatus().name());
+            if (dledgerPeers != null) {
+                if (batchProps != null) {
+                    // Given to the store, not stored (see above).
+                    json = withField(json, "batchProperties", str(propertiesString(batchProps)));
+                }
+                json = withField(json, "putResultStoreTimestamp",
+                    String.valueOf(r.getStoreTimestamp()));
+            }
+            messages.add(json);
+            records.add(new long[] {offset, size});
             offset += size;
         }
         Thread.sleep(2);
+    }
+
+    /** The properties string of the record at offset, as stored (byte for byte, UTF-8). */
+    private String storedProperties(long offset, int size) {
+        SelectMappedBufferResult sbr = store.getCommitLog().getMessage(offset, size);
+        try {
+            ByteBuffer b = sbr.getByteBuffer().slice();
+            int magic = b.getInt(4);
+            int sysFlag = b.getInt(4 + 4 + 4 + 4 + 4 + 8 + 8);
+            int bornHost = (sysFlag & MessageSysFlag.BORNHOST_V6_FLAG) == 0 ? 8 : 20;
+            int storeHost = (sysFlag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG) == 0 ? 8 : 20;
+            int pos = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + bornHost + 8 + storeHost + 4 + 8;
+            pos += 4 + b.getInt(pos);
+            boolean v2 = magic == MessageVersion.MESSAGE_VERSION_V2.getMagicCode();
+            int topicLength = v2 ? b.getShort(pos) : b.get(pos);
+            pos += (v2 ? 2 : 1) + topicLength;
+            int propsLength = b.getShort(pos);
+            byte[] props = new byte[propsLength];
+            b.position(pos + 2);
+            b.get(props);
+            return new String(props, StandardCharsets.UTF_8);
+        } finally {
+            sbr.release();
+        }
+    }
+
+    /** json (an object) with one more field at its end. */
+    static String withField(String json, String name, String value) {
+        return json.substring(0, json.length() - 1) + ",\"" + name + "\":" + value + "}";
+    }
+
+    // --- DLedger (mode dledger) ---------------------------------------------------------------
+    // Through reflection, so that the harness compiles against the stand-ins too (the other
+    // modes build without DLedger).
+
+    private static Object call(Object target, String name, Object... args) throws Exception {
+        for (java.lang.reflect.Method m : target.getClass().getMethods()) {
+            if (m.getName().equals(name) && m.getParameterCount() == args.length) {
+                return m.invoke(target, args);
+            }
+        }
+        throw new NoSuchMethodException(target.getClass().getName() + "." + name);
+    }
+
+    private Object dledgerServer() throws Exception {
+        return call(store.getCommitLog(), "getdLedgerServer");
+    }
+
+    /** A DLedger group elects its leader first; appends before that fail (NOT_LEADER). */
+    private void waitLeader() throws Exception {
+        Object member = call(dledgerServer(), "getMemberState");
+        for (int i = 0; i < 3000 && !(Boolean) call(member, "isLeader"); i++) {
+            Thread.sleep(10);
+        }
+        if (!(Boolean) call(member, "isLeader")) {
+            throw new IllegalStateException("DLedger member n0 did not become leader in 30 s");
+        }
+    }
+
+    /** Every DLedger entry, read back through DLedgerMmapFileStore.get(index), and the
+     * DLedger state before the shutdown; entry k must be the record put k (wroteOffset =
+     * entry pos + 48, record size = entry body size): the data files hold nothing the harness
+     * did not put. */
+    private void dledgerReadBack() throws Exception {
+        Object server = dledgerServer();
+        Object member = call(server, "getMemberState");
+        Object dstore = call(server, "getdLedgerStore");
+        Object dconfig = call(server, "getdLedgerConfig");
+        long begin = (Long) call(dstore, "getLedgerBeginIndex");
+        long end = (Long) call(dstore, "getLedgerEndIndex");
+        if (end - begin + 1 != records.size()) {
+            throw new IllegalStateException("DLedger holds entries " + begin + ".." + end + ", "
+                + records.size() + " records were put");
+        }
+        List<String> entries = new ArrayList<>();
+        for (long index = begin; index <= end && index >= 0; index++) {
+            Object e = call(dstore, "get", Long.valueOf(index));
+            long pos = (Long) call(e, "getPos");
+            int size = (Integer) call(e, "getSize");
+            byte[] body = (byte[]) call(e, "getBody");
+            long[] rec = records.get((int) (index - begin));
+            if (rec[0] != pos + 48 || rec[1] != body.length || size != 48 + body.length) {
+                throw new IllegalStateException("entry " + index + " at " + pos + " (size " + size
+                    + ", body " + body.length + ") is not record " + rec[0] + " (" + rec[1] + ")");
+            }
+            entries.add("{\"index\":" + call(e, "getIndex") + ",\"term\":" + call(e, "getTerm")
+                + ",\"magic\":" + call(e, "getMagic") + ",\"pos\":" + pos + ",\"size\":" + size
+                + ",\"channel\":" + call(e, "getChannel") + ",\"chainCrc\":"
+                + call(e, "getChainCrc") + ",\"bodyCrc\":" + call(e, "getBodyCrc")
+                + ",\"bodyOffset\":" + (pos + 48) + ",\"bodySize\":" + body.length + "}");
+        }
+        Field divided = store.getCommitLog().getClass().getDeclaredField("dividedCommitlogOffset");
+        divided.setAccessible(true);
+        String rootDir = store.getMessageStoreConfig().getStorePathRootDir() + File.separator;
+        extraSections.append(",\n\"dledger\": {\"selfId\": ").append(str((String) call(member, "getSelfId")))
+            .append(", \"group\": ").append(str((String) call(member, "getGroup")))
+            .append(", \"role\": ").append(str(String.valueOf(call(member, "getRole"))))
+            .append(", \"leaderId\": ").append(str((String) call(member, "getLeaderId")))
+            .append(", \"currTerm\": ").append(call(member, "currTerm"))
+            .append(", \"committedIndex\": ").append(call(dstore, "getCommittedIndex"))
+            .append(", \"ledgerEndIndex\": ").append(end)
+            .append(", \"ledgerBeginIndex\": ").append(begin)
+            .append(", \"ledgerEndTerm\": ").append(call(dstore, "getLedgerEndTerm"))
+            .append(", \"committedPos\": ").append(call(dstore, "getCommittedPos"))
+            .append(", \"writePos\": ").append(call(dstore, "getWritePos"))
+            .append(", \"dataStorePath\": ")
+            .append(str(((String) call(dconfig, "getDataStorePath")).replace(rootDir, "")))
+            .append(", \"indexStorePath\": ")
+            .append(str(((String) call(dconfig, "getIndexStorePath")).replace(rootDir, "")))
+            .append(", \"mappedFileSizeForEntryData\": ")
+            .append(call(dconfig, "getMappedFileSizeForEntryData"))
+            .append(", \"mappedFileSizeForEntryIndex\": ")
+            .append(call(dconfig, "getMappedFileSizeForEntryIndex"))
+            .append("}");
+        extraSections.append(",\n\"dividedCommitlogOffset\": ").append(divided.getLong(store.getCommitLog()));
+        extraSections.append(",\n\"minPhyOffset\": ").append(store.getMinPhyOffset());
+        extraSections.append(",\n\"maxPhyOffset\": ").append(store.getMaxPhyOffset());
+        extraSections.append(",\n\"dledgerEntries\": [\n").append(String.join(",\n", entries))
+            .append("\n]");
     }
 
     // --- reads recorded for the tests -----------------------------------------------------
@@ -646,10 +846,16 @@ public final class GoldenHarness5 {
         sb.append(", \"maxIndexNum\": ").append(INDEX_ENTRIES);
         sb.append(", \"storeHost\": ").append(str(STORE_HOST));
         sb.append(", \"enabledAppendPropCRC\": ").append(config.isEnabledAppendPropCRC());
+        if (dledgerPeers != null) {
+            sb.append(", \"enableDLegerCommitLog\": true, \"dLegerGroup\": ").append(str(DLEDGER_GROUP));
+            sb.append(", \"dLegerSelfId\": ").append(str(DLEDGER_SELF_ID));
+            sb.append(", \"dLegerPeers\": ").append(str(dledgerPeers));
+        }
         sb.append("}");
         sb.append(",\n\"messages\": [\n").append(String.join(",\n", messages)).append("\n]");
         sb.append(",\n\"getMessage\": [\n").append(String.join(",\n", gets)).append("\n]");
         sb.append(",\n\"queryMessage\": [\n").append(String.join(",\n", queries)).append("\n]");
+        sb.append(extraSections);
         sb.append("\n}\n");
         try (Writer w = new OutputStreamWriter(new FileOutputStream(path), StandardCharsets.UTF_8)) {
             w.write(sb.toString());

@@ -3,6 +3,9 @@
 // (compaction/position-checkpoint) through toJSONString(Object, boolean): a small reflective
 // writer (fields, maps, collections, numbers, strings) serves that. build5.sh drops the file,
 // since fastjson did not write it. Parsing is never reached (no such file at load).
+// With DLedger compiled in (build5_store.sh dledger), DLedger also calls toJSONString(Object)
+// (log arguments, evaluated even when the level is off) and toJSONBytes (RPC bodies, which a
+// one-member group never sends): the same writer; its RPC client parses the default "{}".
 package com.alibaba.fastjson;
 
 import com.alibaba.fastjson.serializer.SerializerFeature;
@@ -20,7 +23,11 @@ public abstract class JSON {
     }
 
     public static String toJSONString(Object object) {
-        throw unsupported();
+        return toJSONString(object, false);
+    }
+
+    public static byte[] toJSONBytes(Object object, SerializerFeature... features) {
+        return toJSONString(object, false).getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
 
     public static String toJSONString(Object object, boolean prettyFormat) {
@@ -98,7 +105,13 @@ public abstract class JSON {
         throw unsupported();
     }
 
+    @SuppressWarnings("unchecked")
     public static <T> T parseObject(String text, TypeReference<T> type) {
+        // DLedger's RPC client (RocketMQ's NettyRemotingClient) parses its SOCKS proxy map,
+        // "{}" by default, into a Map: an empty one.
+        if (text != null && text.trim().equals("{}")) {
+            return (T) new java.util.LinkedHashMap<Object, Object>();
+        }
         throw unsupported();
     }
 
