@@ -86,3 +86,48 @@ def test_check_names_a_damaged_entry(store: Path, cli: Callable[..., Run]) -> No
     # Readers read up to it.
     status = cli("--store", store, "--json", "queryMsgByKey", "-t", "Payments", "-k", "order-0")
     assert status.code == 0, status.err
+
+
+def _index_file(store: Path) -> Path:
+    return store / "dledger-n0" / "index" / f"{0:020d}"
+
+
+def test_check_compares_dledgers_index_and_checkpoint_with_the_entries(
+    store: Path, cli: Callable[..., Run]
+) -> None:
+    framed = _framed(store)
+    index = _index_file(store)
+    with open(index, "r+b") as f:
+        f.seek(7 * 32 + 24)  # unit 7's term
+        f.write(struct.pack(">q", 5))
+        f.seek(890 * 32)  # the last ten units never written
+        f.write(bytes(10 * 32))
+    checkpoint = store / "dledger-n0" / "checkpoint"
+    checkpoint.write_text("committedIndex=950\nendIndex=899\n")
+    run = cli("--store", store, "check")
+    assert run.code == 1, run.out
+    name = index.relative_to(store)
+    assert run.out.splitlines()[:3] == [
+        f"{name}: unit of entry 7: says term 5 where the entry has 1",
+        f"dledger-n0/index: units: no unit for entries 890..{COUNT - 1} (DLedger's recovery "
+        "writes them from the entries)",
+        "dledger-n0/checkpoint: committedIndex: committedIndex 950 is past the last readable "
+        f"entry ({COUNT - 1}): entries the DLedger group had agreed on are missing or unreadable",
+    ]
+    assert f"{COUNT} records" in run.out and "890 DLedger index units: 3 problem(s)" in run.out
+    assert framed.entries[-1].index == COUNT - 1
+
+
+def test_check_names_a_damaged_dledger_checkpoint(store: Path, cli: Callable[..., Run]) -> None:
+    _framed(store)
+    (store / "dledger-n0" / "checkpoint").write_text("committedIndex=abc\n")
+    run = cli("--store", store, "check")
+    assert run.code == 1
+    assert (
+        "dledger-n0/checkpoint: file: DLedger checkpoint line 1: committedIndex is 'abc', "
+        "not a number" in run.out
+    )
+    stats = cli("--store", store, "--json", "stats")
+    assert stats.code == 0, stats.err
+    dledger = json.loads(stats.out)["dledger"]
+    assert (dledger["committedIndex"], dledger["lastIndex"]) == (None, COUNT - 1)

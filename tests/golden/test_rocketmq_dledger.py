@@ -122,6 +122,7 @@ def _digest(root: Path) -> dict[str, str]:
         ("rebuild",),  # the single engine recovers as a writer: --engine local is the way
         ("check", "--repair"),
         ("deleteExpiredCommitLog",),
+        ("serve",),  # refused before any server listens
     ],
     ids=lambda c: c[0] + (c[1] if len(c) > 1 and c[1].startswith("--") else ""),
 )

@@ -67,6 +67,7 @@ class CheckResult:
     records: int = 0
     queue_units: int = 0
     index_entries: int = 0
+    dledger_units: int | None = None  # a DLedger log's index units checked (None: no such log)
     commit_log_end: int = 0
     scan: CommitLogScan | None = None
     # The abort file is there: a writer runs (or crashed), so records it has not dispatched

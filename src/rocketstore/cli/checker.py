@@ -27,11 +27,13 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable, lookup
+from rocketstore.cli.check_dledger import DLedgerCheck
 from rocketstore.cli.check_index import IndexCheck
 from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_files
 from rocketstore.config import StoreConfig
 from rocketstore.consume_queue_ext import ConsumeQueueExtReader
 from rocketstore.errors import CorruptDataError
+from rocketstore.files.store_dir import with_dledger
 from rocketstore.format import properties as props
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
@@ -46,6 +48,7 @@ from rocketstore.paths import (
     CONSUME_QUEUE_DIR,
     CONSUME_QUEUE_EXT_DIR,
     SCHEDULE_TOPIC,
+    dledger_home,
 )
 
 BLANK_FILL_SIZE = 0x7FFFFFFF
@@ -139,7 +142,7 @@ def check_store(
     abort = os.path.exists(os.path.join(root, ABORT_FILE))
     result = CheckResult(root, unclean=abort and not lock_held)
     rel = _relative(root)
-    settings = config or StoreConfig()
+    settings = with_dledger(root, config or StoreConfig())
     scan = CommitLogScan(
         root, check_crc=True, on_bytes=on_bytes, dirs=settings.commit_log_dirs(root)
     )
@@ -184,6 +187,10 @@ def check_store(
         )
     configured = settings.index_geometry
     IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes, configured).run()
+    dirs = settings.commit_log_dirs(root)
+    if dirs.dledger:
+        home = dledger_home(root, settings.dledger_self_id)
+        DLedgerCheck(home, dirs.dledger, scan.last_entry, result, rel).run()
     _check_checkpoint(root, result, rel)
     return result
 

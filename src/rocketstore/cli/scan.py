@@ -142,7 +142,8 @@ class CommitLogScan:
         self.last_record_offset: int | None = None
         self.newest_stamp = 0  # store time of the last record read
         self._open_end: tuple[DataFile, int] | None = None
-        self._last_entry: EntryHeader | None = None  # of a DLedger log
+        self._last_entry: EntryHeader | None = None  # of a DLedger log, for the chain
+        self.last_entry: EntryHeader | None = None  # the last valid entry read
 
     @property
     def file_size(self) -> int:
@@ -328,7 +329,7 @@ class CommitLogScan:
             wanted = self.start is None or offset >= self.start
             crc_ok = self._crcs_ok(f, buf, position, found) if wanted else True
             self._saw_record(offset)
-            self._last_entry = header
+            self._last_entry = self.last_entry = header
             self.newest_stamp = found.store_timestamp
             if wanted:
                 yield ScannedRecord(offset, buf, found, crc_ok)

@@ -29,6 +29,7 @@ from rocketstore.cli.context import CliContext, CliError, context_from_settings
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
 from rocketstore.errors import ConfigError
+from rocketstore.files.store_dir import with_dledger
 
 FuncT = Callable[..., Any]
 
@@ -142,6 +143,12 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         store_config = moved.writer_config
     if kwargs["flush"] is not None:
         store_config = store_config.replace(flush_disk_type=kwargs["flush"])
+    try:
+        # A store no broker of ours can write (a DLedger log, every path read-only) is
+        # refused before any server listens.
+        with_dledger(store_dir, store_config).commit_log_dirs(store_dir).require_writable()
+    except ConfigError as e:
+        raise CliError(str(e)) from e
     listen = kwargs["listen"]
     if listen is None:
         port = obj.settings.get("listenPort", "").strip() or "10911"

@@ -79,13 +79,19 @@ def print_check(ctx: CliContext, result: CheckResult, max_problems: int) -> None
         "indexEntries": result.index_entries,
         "problems": len(result.problems),
     }
+    if result.dledger_units is not None:
+        summary["dledgerIndexUnits"] = result.dledger_units
     if ctx.as_json:
         ctx.emit(summary)
         return
     verdict = "OK" if result.ok else f"{len(result.problems)} problem(s)"
+    dledger = (
+        f", {result.dledger_units} DLedger index units" if result.dledger_units is not None else ""
+    )
     click.echo(
         f"checked {result.records} records (CommitLog data ends at {result.commit_log_end}), "
-        f"{result.queue_units} queue units, {result.index_entries} index entries: {verdict}"
+        f"{result.queue_units} queue units, {result.index_entries} index entries{dledger}: "
+        f"{verdict}"
     )
 
 

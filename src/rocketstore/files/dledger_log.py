@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rocketstore.errors import IncompleteDataError
+from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format import dledger_entry as dl
 
@@ -29,8 +29,12 @@ class DLedgerLog:
 
 
 def describe(home: str, data_dirs: tuple[str, ...]) -> DLedgerLog:
-    """The member at ``home`` (``dledger-<selfId>/``) with its log in ``data_dirs``."""
-    checkpoint = read_checkpoint(home)
+    """The member at ``home`` (``dledger-<selfId>/``) with its log in ``data_dirs`` (an
+    unreadable checkpoint leaves its fields unknown: ``check`` names it)."""
+    try:
+        checkpoint = read_checkpoint(home)
+    except CorruptDataError:
+        checkpoint = {}
     return DLedgerLog(
         home=home,
         first_entry=first_entry(data_dirs),
