@@ -168,7 +168,7 @@ def plan_ranges(
     whole = {
         offset for offset, path in offset_file_paths(dirs.all).items() if dirs.holds_entries(path)
     }
-    cut = [span for span in split_spans([s for s in spans if s[0] not in whole], piece)]
+    cut = split_spans([s for s in spans if s[0] not in whole], piece)
     cut = sorted(cut + [s for s in spans if s[0] in whole])
     cut = _join_zero_tail(dirs, cut, last_file)
     return [
