@@ -8,6 +8,7 @@ accepted (#9121), an illegal magic ends the scan instead of looping (#289).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import struct
 import zlib
@@ -128,7 +129,11 @@ def scan_valid_end(
         try:
             buf = memoryview(mapped.mm)
             try:
-                scan = _scan_entry_file if commitlog.dirs.holds_entries(mapped.path) else _scan_file
+                scan = (
+                    functools.partial(_scan_entry_file, entries=entries)
+                    if commitlog.dirs.holds_entries(mapped.path)
+                    else _scan_file
+                )
                 stopped = scan(
                     buf,
                     mapped.file_from_offset,
@@ -138,7 +143,6 @@ def scan_valid_end(
                     report=report,
                     topics=topics,
                     on_records=on_records,
-                    entries=entries,
                 )
             finally:
                 with contextlib.suppress(BufferError):  # a view outlived the scan: GC frees it
@@ -204,7 +208,6 @@ def _scan_file(
     report: RecoveryReport,
     topics: TopicTable,
     on_records: RecordsHandler | None,
-    entries: EntryChain | None = None,
 ) -> tuple[int, str] | None:
     """Validate one file's records from ``position``: None when the file is finished (a
     correct blank, or records up to its very end), else where the walk stopped and why."""

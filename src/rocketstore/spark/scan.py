@@ -535,15 +535,8 @@ def _chunked(
         limit = min(end, position + COMMITLOG_CHUNK_BYTES)
         starts, stop_at, stop = walk_starts(buf, position, limit, length)
         if starts:
-            batch = _decode_chunk(buf, part.file_offset, starts, stop_at, options)
-            if batch is None:
-                rows = _scan_records(buf, path, length, starts[0], stop_at, options,
-                                     subscription, pushed)  # fmt: skip
-                yield from _batches(rows, options.include_body)
-            else:
-                kept = _filter_chunk(batch, options, subscription, pushed)
-                if kept.num_rows:
-                    yield kept
+            yield from _chunk_batches(buf, path, length, part.file_offset, starts, stop_at,
+                                      options, subscription, pushed)  # fmt: skip
         if stop == Stop.CORRUPT:  # the reference path raises, naming the position
             rows = _scan_records(buf, path, length, stop_at, end, options, subscription,
                                  pushed)  # fmt: skip
@@ -573,18 +566,38 @@ def _framed_batches(
     for first in range(0, len(positions), FRAMED_CHUNK_RECORDS):
         chunk = positions[first : first + FRAMED_CHUNK_RECORDS]
         sizes = [_HEADER.unpack_from(buf, p)[0] for p in chunk]
-        batch = _decode_chunk(buf, part.file_offset, chunk, chunk[-1] + sizes[-1], options, sizes)
-        if batch is None:
-            rows = (
-                row
-                for p in chunk
-                for row in _record_row(buf, path, length, p, options, subscription, pushed)
-            )
-            yield from _batches(rows, options.include_body)
-            continue
-        kept = _filter_chunk(batch, options, subscription, pushed)
-        if kept.num_rows:
-            yield kept
+        yield from _chunk_batches(buf, path, length, part.file_offset, chunk,
+                                  chunk[-1] + sizes[-1], options, subscription, pushed,
+                                  sizes)  # fmt: skip
+
+
+def _chunk_batches(
+    buf: memoryview,
+    path: str,
+    length: int,
+    file_offset: int,
+    starts: list[int],
+    stop_at: int,
+    options: ReadOptions,
+    subscription: Subscription,
+    pushed: Pushed,
+    sizes: list[int] | None = None,
+) -> Iterator[Any]:
+    """The records at ``starts`` (ending by ``stop_at``; ``sizes`` as for _decode_chunk)
+    column-wise with the options applied, or record by record when the decoder declines
+    the chunk."""
+    batch = _decode_chunk(buf, file_offset, starts, stop_at, options, sizes)
+    if batch is None:
+        rows = (
+            row
+            for position in starts
+            for row in _record_row(buf, path, length, position, options, subscription, pushed)
+        )
+        yield from _batches(rows, options.include_body)
+        return
+    kept = _filter_chunk(batch, options, subscription, pushed)
+    if kept.num_rows:
+        yield kept
 
 
 def _decode_chunk(
