@@ -23,27 +23,13 @@ STANDINS=$HERE/standins-5
 OUT=$(cd "$HERE/.." && pwd)/rocketmq-$VERSION
 J=/usr/share/java
 M=${M2_REPO:-$HOME/.m2/repository}
-O=$M/io/opentelemetry
 
 mkdir -p "$SCRATCH/src" "$SCRATCH/classes" "$SCRATCH/stores" "$OUT"
 rm -rf "${SCRATCH:?}/src/"* "${SCRATCH:?}/classes/"*
 git --git-dir="$GIT_DIR_RMQ" archive "$TAG" store common remoting | tar -x -C "$SCRATCH/src"
 
-CP=""
-for jar in netty-buffer netty-common netty-transport netty-handler netty-handler-proxy \
-    netty-codec netty-codec-haproxy netty-resolver netty-transport-native-epoll \
-    netty-transport-native-unix-common commons-validator lz4-java commons-lang3 guava \
-    conversant-disruptor commons-collections3 jsr305; do
-    CP="$CP:$J/$jar.jar"
-done
-CP="${CP#:}:$M/com/github/luben/zstd-jni/1.5.5-11/zstd-jni-1.5.5-11.jar"
-CP="$CP:$M/net/java/dev/jna/jna/5.13.0/jna-5.13.0.jar"
-CP="$CP:$M/org/slf4j/slf4j-api/1.7.36/slf4j-api-1.7.36.jar"
-CP="$CP:$M/commons-io/commons-io/2.11.0/commons-io-2.11.0.jar"
-CP="$CP:$M/commons-codec/commons-codec/1.16.0/commons-codec-1.16.0.jar"
-for otel in api context common sdk-common sdk-metrics; do
-    CP="$CP:$O/opentelemetry-$otel/1.62.0/opentelemetry-$otel-1.62.0.jar"
-done
+# shellcheck source=classpath5.sh
+source "$HERE/classpath5.sh"
 S=$SCRATCH/src
 # The stand-ins come first on the source path so they shadow RocketMQ's RocksDB and DLedger
 # classes; javac compiles only what the harness reaches from there.
@@ -51,14 +37,6 @@ SP="$STANDINS:$S/store/src/main/java:$S/common/src/main/java:$S/remoting/src/mai
 javac -nowarn -encoding UTF-8 --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
     -d "$SCRATCH/classes" -cp "$CP" -sourcepath "$SP" "$HERE/GoldenHarness5.java"
 
-# Java 17 closes the JDK internals RocketMQ uses to unmap files.
-JOPTS=(--add-exports java.base/sun.nio.ch=ALL-UNNAMED
-       --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
-       --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
-       --add-opens java.base/java.nio=ALL-UNNAMED
-       --add-opens java.base/sun.nio.ch=ALL-UNNAMED
-       --add-opens java.base/java.lang=ALL-UNNAMED
-       -Dorg.slf4j.simpleLogger.defaultLogLevel=error)
 RUN_CP="$SCRATCH/classes:$CP:$J/slf4j-simple.jar"
 ST=$SCRATCH/stores
 rm -rf "${ST:?}"/*

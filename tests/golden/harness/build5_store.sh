@@ -40,7 +40,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$(cd "$HERE/.." && pwd)/rocketmq-$VERSION
 J=/usr/share/java
 M=${M2_REPO:-$HOME/.m2/repository}
-O=$M/io/opentelemetry
 
 # Sources: RocketMQ's store, common and remoting; DLedger's module dledger; the stand-ins
 # without their DLedger pair (RocketMQ's DLedgerCommitLog and DLedger's DLedgerEntry are the
@@ -59,21 +58,8 @@ rm -f "$STANDINS/io/openmessaging/storage/dledger/entry/DLedgerEntry.java" \
 
 # build5.sh's classpath (DLedger's RPC service is RocketMQ's NettyRemotingServer, whose
 # netty classes, epoll's included, are already there).
-CP=""
-for jar in netty-buffer netty-common netty-transport netty-handler netty-handler-proxy \
-    netty-codec netty-codec-haproxy netty-resolver netty-transport-native-epoll \
-    netty-transport-native-unix-common commons-validator lz4-java commons-lang3 guava \
-    conversant-disruptor commons-collections3 jsr305; do
-    CP="$CP:$J/$jar.jar"
-done
-CP="${CP#:}:$M/com/github/luben/zstd-jni/1.5.5-11/zstd-jni-1.5.5-11.jar"
-CP="$CP:$M/net/java/dev/jna/jna/5.13.0/jna-5.13.0.jar"
-CP="$CP:$M/org/slf4j/slf4j-api/1.7.36/slf4j-api-1.7.36.jar"
-CP="$CP:$M/commons-io/commons-io/2.11.0/commons-io-2.11.0.jar"
-CP="$CP:$M/commons-codec/commons-codec/1.16.0/commons-codec-1.16.0.jar"
-for otel in api context common sdk-common sdk-metrics; do
-    CP="$CP:$O/opentelemetry-$otel/1.62.0/opentelemetry-$otel-1.62.0.jar"
-done
+# shellcheck source=classpath5.sh
+source "$HERE/classpath5.sh"
 SP="$STANDINS:$S/store/src/main/java:$S/common/src/main/java:$S/remoting/src/main/java"
 SP="$SP:$SCRATCH/dledger-src/dledger/src/main/java"
 javac -nowarn -encoding UTF-8 --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
@@ -81,14 +67,7 @@ javac -nowarn -encoding UTF-8 --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
 
 # tls.server.mode=disabled: DLedger's RPC server (RocketMQ's NettyRemotingServer) would build
 # a self-signed TLS context (permissive by default) for a port nothing connects to.
-JOPTS=(--add-exports java.base/sun.nio.ch=ALL-UNNAMED
-       --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
-       --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
-       --add-opens java.base/java.nio=ALL-UNNAMED
-       --add-opens java.base/sun.nio.ch=ALL-UNNAMED
-       --add-opens java.base/java.lang=ALL-UNNAMED
-       -Dorg.slf4j.simpleLogger.defaultLogLevel=error
-       -Dtls.server.mode=disabled)
+JOPTS+=(-Dtls.server.mode=disabled)
 RUN_CP="$CLASSES:$CP:$J/slf4j-simple.jar"
 ST=$SCRATCH/stores
 rm -rf "${ST:?}/$MODE" "$ST/$MODE.json"
