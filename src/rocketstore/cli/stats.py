@@ -180,7 +180,8 @@ def _dledger(store: MessageStore) -> dict[str, Any] | None:
     if not dirs.dledger:
         return None
     log = describe(dledger_home(store.root, config.dledger_self_id), dirs.dledger)
-    plain = [m for m in store.commitlog.files.files if not dirs.holds_entries(m.path)]
+    files = store.commitlog.files.files
+    framed = [m.file_from_offset for m in files if dirs.holds_entries(m.path)]
     return {
         "home": log.home,
         "selfId": config.dledger_self_id,
@@ -191,9 +192,7 @@ def _dledger(store: MessageStore) -> dict[str, Any] | None:
         "endIndex": log.end_index,
         "committedIndex": log.committed_index,
         # Where the log turned DLedger (files before it are the broker's plain CommitLog).
-        "dividedOffset": store.commitlog.files.files[len(plain)].file_from_offset
-        if plain and len(plain) < len(store.commitlog.files.files)
-        else None,
+        "dividedOffset": framed[0] if framed and len(framed) < len(files) else None,
     }
 
 

@@ -99,5 +99,5 @@ def scan_entry_file(buf: memoryview, base: int, file_size: int, topics: TopicTab
         stop = Stop.END_OF_DATA
     else:
         stop = Stop.CORRUPT
-    reason = run.stop_reason if stop == Stop.CORRUPT else ""
-    return RangeScan(run.records, 0, stop, run.stop_position, reason or "")
+    reason = (run.stop_reason or "") if stop == Stop.CORRUPT else ""
+    return RangeScan(run.records, 0, stop, run.stop_position, reason)

@@ -211,10 +211,11 @@ def make_settings(
     skip_corrupt: bool,
     spill_dir: str | None = None,
 ) -> RebuildSettings:
+    dirs = config.commit_log_dirs(root)
     return RebuildSettings(
         root=os.path.abspath(root),
-        commitlog_dirs=config.commit_log_dirs(root).all,
-        dledger_dirs=config.commit_log_dirs(root).dledger,
+        commitlog_dirs=dirs.all,
+        dledger_dirs=dirs.dledger,
         work_dir=work_dir,
         spill_dir=spill_dir or os.path.join(work_dir, SCAN_DIR),
         geometry=detect_geometry(root, config),
