@@ -71,3 +71,14 @@ class NotAStoreError(StoreError):
 class DataLossError(StoreError):
     """Messages a reader still needed were removed (by retention) or its queue went back;
     the message names the topic, queue and offsets (Spark's ``failOnDataLoss``)."""
+
+
+class SelectorError(ConfigError):
+    """A SQL92 message selector (a subscription's ``expressionType`` SQL92) that RocketMQ
+    would refuse: a lexical or syntax error, or an operand its parser rejects. The message
+    names what is wrong and where (``position`` counts characters from 0)."""
+
+    def __init__(self, message: str, *, position: int | None = None):
+        super().__init__(message if position is None else f"{message} (at character {position})")
+        self.reason = message
+        self.position = position

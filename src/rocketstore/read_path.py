@@ -255,7 +255,7 @@ class MessageReader:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
                 next_file_start = self.commitlog.roll_next_file(offset)
                 continue
-            if not subscription.match_tags(message.tags):
+            if not subscription.match_properties(message.properties):
                 continue
             result.messages.append(message)
             total_bytes += size

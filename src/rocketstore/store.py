@@ -60,7 +60,8 @@ from rocketstore.format.multi_dispatch import (
     wrapped_properties,
 )
 from rocketstore.format.record_scan import queue_runs
-from rocketstore.format.subscription import parse_subscription
+from rocketstore.format.selector import TAG
+from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.index import IndexService, newest_geometry
 from rocketstore.java_ints import JAVA_LONG_MAX
 from rocketstore.paths import (
@@ -784,12 +785,31 @@ class MessageStore:
         queue_offset: int,
         max_count: int = 32,
         tags: str | None = None,
+        expression_type: str = TAG,
     ) -> GetResult:
-        """RocketMQ's getMessage: statuses, batch limits and next_begin_offset as spec 10."""
+        """RocketMQ's getMessage: statuses, batch limits and next_begin_offset as spec 10.
+        ``tags`` is the subscription's expression: tags (``TagA || TagB``) or, with
+        ``expression_type`` SQL92, a selector on the messages' properties (SelectorError
+        when it does not parse)."""
+        subscription = build_subscription(tags, expression_type)
+        return self.get_matching_messages(
+            group, topic, queue_id, queue_offset, max_count, subscription
+        )
+
+    def get_matching_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_count: int,
+        subscription: Subscription,
+    ) -> GetResult:
+        """``get_messages`` with a subscription already built (``build_subscription``, or
+        one whose property filter a broker supplies)."""
         self._check_open((topic, queue_id))
         if max_count <= 0:
             raise ConfigError(f"max_count must be positive, got {max_count}")
-        subscription = parse_subscription(tags)
         return self.reader.get(self._queue(topic, queue_id), queue_offset, max_count, subscription)
 
     def look_message(self, commit_log_offset: int) -> MessageExt | None:

@@ -210,3 +210,30 @@ def test_consume_message_refuses_what_mqadmin_refuses(store: Path, cli: Cli) -> 
         assert run.err.startswith(f"rocketstore: error: {message}"), run.err
     unknown = cli("--store", store, "consumeMessage", "-t", "Nope")
     assert unknown.code == 1 and "topic 'Nope' not found" in unknown.err
+
+
+def test_print_msg_with_a_sql92_selector(store: Path, cli: Cli) -> None:
+    selector = "TAGS IN ('paid', 'shipped') AND KEYS ENDSWITH 'cust-3'"
+    run = cli("--store", store, "--json", "printMsg", "-t", "OrderEvents", "--sql92", selector)
+    assert run.code == 0, run.err
+    got = sorted(int(o["uniqKey"][8:], 16) for o in run.json_lines())
+    assert got == [i for i in indexes("OrderEvents") if i % 3 in (1, 2) and i % 7 == 3]
+    assert got
+    by_queue = cli(
+        "--store", store, "printMsgByQueue", "-t", "OrderEvents", "-i", "1", "-f", "true",
+        "--sql92", "TAGS = 'paid'",
+    )  # fmt: skip
+    assert by_queue.code == 0, by_queue.err
+    paid = sum(1 for i in indexes("OrderEvents", 1) if i % 3 == 1)
+    assert by_queue.out.splitlines()[1:] == [f"Tag: {'paid':<30} Count: {paid}"]
+
+
+def test_print_msg_refuses_a_bad_selector_or_two_kinds_of_subscription(
+    store: Path, cli: Cli
+) -> None:
+    bad = cli("--store", store, "printMsg", "-t", "OrderEvents", "--sql92", "TAGS >")
+    assert bad.code == 2 and "--sql92" in bad.err and "expected a literal" in bad.err
+    both = cli(
+        "--store", store, "printMsg", "-t", "OrderEvents", "-s", "paid", "--sql92", "a IS NULL"
+    )
+    assert both.code == 2 and "give one" in both.err

@@ -90,6 +90,7 @@ def _serve_options(conf: Path, **given: object) -> dict[str, object]:
         "cluster": None,
         "flush": None,
         "no_auto_create": False,
+        "enable_property_filter": False,
         "offset_persist_ms": None,
         "acl_file": None,
     }
@@ -102,13 +103,17 @@ def test_the_broker_takes_its_settings_from_the_file_and_options_win(tmp_path: P
     conf.write_text(
         "brokerClusterName=Prod\nbrokerName=broker-b\nlistenPort=10921\nflushDiskType=SYNC_FLUSH\n"
         "autoCreateTopicEnable=false\ndefaultTopicQueueNums=8\n"
-        "flushConsumerOffsetInterval=1000\nmaxIndexNum=64\n"
+        "flushConsumerOffsetInterval=1000\nmaxIndexNum=64\nfilterSupportRetry=true\n"
     )
     ctx = context_from_settings(str(conf), "./store", False, as_json=False, debug=False)
     options = _make_options(ctx, _serve_options(conf))
     assert options.listen == "127.0.0.1:10921"
     broker = options.broker
     assert (broker.broker_cluster_name, broker.broker_name) == ("Prod", "broker-b")
+    assert broker.filter_support_retry is True and broker.enable_property_filter is False
+    assert _make_options(
+        ctx, _serve_options(conf, enable_property_filter=True)
+    ).broker.enable_property_filter
     assert broker.auto_create_topic_enable is False
     assert broker.default_topic_queue_nums == 8
     assert broker.flush_consumer_offset_interval_ms == 1000

@@ -169,6 +169,15 @@ def server(tmp_path: Path) -> Iterator[BackgroundServer]:
 
 
 @pytest.fixture
+def sql_server(tmp_path: Path) -> Iterator[BackgroundServer]:
+    """A broker that serves SQL92 subscriptions (enablePropertyFilter)."""
+    with BackgroundServer(
+        broker_options(tmp_path / "store", enable_property_filter=True)
+    ) as running:
+        yield running
+
+
+@pytest.fixture
 def two_path_server(tmp_path: Path) -> Iterator[BackgroundServer]:
     """A broker whose CommitLog spreads over disk-b and disk-a (storePathCommitLog with
     two paths) in 16 KiB files, so a few messages roll it over."""

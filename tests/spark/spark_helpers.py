@@ -90,6 +90,7 @@ def store_rows(root: Path, queues: list[tuple[str, int]] | None = None) -> list[
                             "uniqKey": m.uniq_key,
                             "value": m.body,
                             "ts_ms": m.store_timestamp,
+                            "color": m.properties.get("color"),
                         }
                     )
                 offset = got.next_begin_offset

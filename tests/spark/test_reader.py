@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import datasource as ds
 from spark_helpers import BASE_MS, LAYOUT, ROUNDS, ident, read_all, store_rows
 
-from rocketstore import Message, MessageStore, NotAStoreError
+from rocketstore import ConfigError, Message, MessageStore, NotAStoreError
 from rocketstore.spark import columns, scan
 from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
 from rocketstore.spark.source import PushdownReader, RocketStoreDataSource, RocketStoreReader
@@ -139,6 +139,25 @@ def test_tags_filter_code_then_real_tag(store_path):
     assert rows and {r["tags"] for r in rows} == {"TagA", "TagC"}
     expected = [r for r in store_rows(store_path) if r["tags"] in ("TagA", "TagC")]
     assert _ids(rows) == _ids(expected)
+
+
+def test_sql92_selector_in_both_modes(store_path):
+    selector = "color = 'red' AND TAGS <> 'TagB'"
+    expected = [r for r in store_rows(store_path) if r["color"] == "red" and r["tags"] != "TagB"]
+    assert expected
+    for mode in ("queue", "commitlog"):
+        rows = read_all({"path": str(store_path), "sql92": selector, "mode": mode})
+        assert _ids(rows) == _ids(expected), mode
+        assert all(dict(r["properties"])["color"] == "red" for r in rows)
+
+
+def test_sql92_option_refusals(store_path):
+    with pytest.raises(ConfigError, match=r"option sql92: .*expected a literal"):
+        RocketStoreDataSource({"path": str(store_path), "sql92": "color ="}).reader(None)
+    with pytest.raises(ConfigError, match="give one"):
+        RocketStoreDataSource(
+            {"path": str(store_path), "sql92": "color = 'red'", "tags": "TagA"}
+        ).reader(None)
 
 
 def test_partitions_split_by_max_records_and_min_partitions(store_path):

@@ -17,6 +17,7 @@ from rocketstore import (
     StoreConfig,
     StoreLockedError,
 )
+from rocketstore.errors import ConfigError, SelectorError
 from rocketstore.format.properties import VerbatimProperties
 from rocketstore.format.queue_unit import BLANK_UNIT, QueueUnit, decode_unit
 from rocketstore.paths import is_queue_dir_name
@@ -443,6 +444,25 @@ def test_get_with_no_matching_tag(store):
     assert result.status is GetStatus.NO_MATCHED_MESSAGE
     assert result.messages == []
     assert result.next_begin_offset == 4
+
+
+def test_get_with_a_sql92_selector(store):
+    amounts = ["5", "50", "x", "500", "60"]
+    for i, amount in enumerate(amounts):
+        assert store.put(_message(i, properties={"TAGS": "T", "amount": amount}), BASE_MS + i).ok
+    store.wait_dispatched()
+    found = store.get_messages(GROUP, TOPIC, 0, 0, 32, "amount BETWEEN 10 AND 100", "SQL92")
+    assert found.status is GetStatus.FOUND
+    assert [m.queue_offset for m in found.messages] == [1, 4]  # "x" throws: not selected
+    assert found.next_begin_offset == 5
+    two = store.get_messages(GROUP, TOPIC, 0, 0, 1, "amount > 10", "sql92")
+    assert [m.queue_offset for m in two.messages] == [1] and two.next_begin_offset == 2
+    none = store.get_messages(GROUP, TOPIC, 0, 0, 32, "amount IS NULL", "SQL92")
+    assert none.status is GetStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 5
+    with pytest.raises(SelectorError, match="expected a literal"):
+        store.get_messages(GROUP, TOPIC, 0, 0, 32, "amount >", "SQL92")
+    with pytest.raises(ConfigError, match="CLASS"):
+        store.get_messages(GROUP, TOPIC, 0, 0, 32, "x", "CLASS")
 
 
 # --- delay messages ---------------------------------------------------------------------------

@@ -64,6 +64,12 @@ class BrokerConfig:
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     flush_consumer_offset_interval_ms: int = 5000
     flush_delay_offset_interval_ms: int = 10_000
+    # Consumers may subscribe with SQL92 selectors (MessageSelector.bySql); off, as in
+    # RocketMQ: such a consumer is refused (CHECK_CLIENT_CONFIG, PULL_MESSAGE).
+    enable_property_filter: bool = False
+    # Retry messages are filtered by the selector the group subscribed their original
+    # topic with (RocketMQ's ExpressionForRetryMessageFilter); off, as in RocketMQ.
+    filter_support_retry: bool = False
 
     def validate(self) -> BrokerConfig:
         for name in ("broker_cluster_name", "broker_name", "msg_trace_topic_name"):

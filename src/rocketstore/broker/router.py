@@ -44,6 +44,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.HEART_BEAT: clients.heart_beat,
     RequestCode.UNREGISTER_CLIENT: clients.unregister_client,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: clients.get_consumer_list,
+    RequestCode.CHECK_CLIENT_CONFIG: clients.check_client_config,
     RequestCode.CONSUMER_SEND_MSG_BACK: send_back.consumer_send_back,
     RequestCode.QUERY_MESSAGE: query.query_message,
     RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,

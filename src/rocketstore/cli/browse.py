@@ -2,7 +2,8 @@
 printMsgByQueue (one queue, with per-tag counts).
 
 Layer: cli. Read-only. Messages are pulled through the store's getMessage with a tag
-filter, as a consumer would; time bounds become queue offsets through offset_by_time.
+filter or a SQL92 selector (``--sql92``), as a consumer with that subscription would get
+them; time bounds become queue offsets through offset_by_time.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from rocketstore.cli.render import (
     message_to_string,
 )
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
+from rocketstore.errors import SelectorError
 from rocketstore.format.message import MessageExt
+from rocketstore.format.selector import SQL92, TAG
+from rocketstore.format.subscription import SUB_ALL, Subscription, build_subscription
 from rocketstore.status import GetStatus
 from rocketstore.store import MessageStore
 
@@ -64,14 +68,16 @@ def pull(
     queue_id: int,
     low: int,
     high: int,
-    tags: str | None,
+    subscription: Subscription,
     bar: Progress,
 ) -> Iterator[tuple[MessageExt, QueueSpan]]:
-    """Messages of one queue in [low, high) matching ``tags``, as a consumer pulls them,
-    each with the queue's (min, max) offsets its pull answered."""
+    """Messages of one queue in [low, high) that ``subscription`` selects, as a consumer
+    pulls them, each with the queue's (min, max) offsets its pull answered."""
     offset = low
     while offset < high:
-        got = store.get_messages(CLI_GROUP, topic, queue_id, offset, PULL_BATCH, tags)
+        got = store.get_matching_messages(
+            CLI_GROUP, topic, queue_id, offset, PULL_BATCH, subscription
+        )
         if got.status is GetStatus.FOUND:
             span = (got.min_offset, got.max_offset)
             yield from ((m, span) for m in got.messages if m.queue_offset < high)
@@ -94,11 +100,27 @@ def message_line(message: MessageExt, span: QueueSpan, print_body: bool, charset
 BEGIN_HELP = f"Earliest store time, {HUMAN_FORMAT_HELP}. Example: -b 2024-05-01#00:00:00:000"
 END_HELP = f"Latest store time (inclusive), {HUMAN_FORMAT_HELP}. Example: -e now"
 SUB_HELP = "Tag expression. Example: -s 'created || paid'"
+SQL92_HELP = (
+    "Only messages this SQL92 selector (a consumer's MessageSelector.bySql) selects; "
+    "not with -s. Example: --sql92 \"region = 'eu' AND amount > 100\""
+)
+
+
+def subscription_of(sub: str, sql92: str | None) -> Subscription:
+    """The subscription -s or --sql92 describe; a usage error names what is wrong."""
+    if sql92 is None:
+        return build_subscription(sub, TAG)
+    if sub.strip() not in ("", SUB_ALL):
+        raise click.UsageError("-s and --sql92 are two kinds of subscription: give one")
+    try:
+        return build_subscription(sql92, SQL92)
+    except SelectorError as e:
+        raise click.BadParameter(str(e), param_hint="--sql92") from e
 
 
 def _charset_filter_options(command: Callable[..., None]) -> Callable[..., None]:
     """-c charset, -s tag expression, -b/-e time bounds: shared by printMsg and
-    printMsgByQueue, with mqadmin's flags."""
+    printMsgByQueue, with mqadmin's flags; and our --sql92 selector."""
     options = (
         click.option(
             "-c",
@@ -110,6 +132,7 @@ def _charset_filter_options(command: Callable[..., None]) -> Callable[..., None]
             help="Charset of printed bodies. Example: -c GBK",
         ),
         click.option("-s", "--subExpression", "sub", default="*", show_default=True, help=SUB_HELP),
+        click.option("--sql92", "sql92", default=None, metavar="EXPR", help=SQL92_HELP),
         click.option("-b", "--beginTimestamp", "begin", type=TIME, default=None, help=BEGIN_HELP),
         click.option("-e", "--endTimestamp", "end", type=TIME, default=None, help=END_HELP),
     )
@@ -144,6 +167,7 @@ def print_msg(
     topic: str,
     charset: str,
     sub: str,
+    sql92: str | None,
     begin: int | None,
     end: int | None,
     print_body: bool,
@@ -154,7 +178,9 @@ def print_msg(
     \b
     Example:
       rocketstore printMsg -t OrderEvents -s paid -b 2024-05-01#00:00:00:000 -e now -d false
+      rocketstore printMsg -t OrderEvents --sql92 "region IN ('eu', 'us')"
     """
+    subscription = subscription_of(sub, sql92)
     with ctx.open_read_only() as store:
         if lmq_parent is not None:
             queue_ids = require_topic(store, lmq_parent)
@@ -174,7 +200,7 @@ def print_msg(
                 if not ctx.as_json:
                     mq = message_queue(topic, queue_id)
                     click.echo(f"minOffset={low}, maxOffset={high}, {mq}")
-                for message, span in pull(store, topic, queue_id, low, high, sub, bar):
+                for message, span in pull(store, topic, queue_id, low, high, subscription, bar):
                     if ctx.as_json:
                         ctx.emit(message_json(message, with_body=print_body))
                     else:
@@ -231,6 +257,7 @@ def print_msg_by_queue(
     broker: str | None,
     charset: str,
     sub: str,
+    sql92: str | None,
     begin: int | None,
     end: int | None,
     print_messages: bool,
@@ -244,7 +271,9 @@ def print_msg_by_queue(
     Example:
       rocketstore printMsgByQueue -t OrderEvents -i 0 -f true
       rocketstore printMsgByQueue -t OrderEvents -i 0 -p true -d true -s created
+      rocketstore printMsgByQueue -t OrderEvents -i 0 -f true --sql92 "amount > 100"
     """
+    subscription = subscription_of(sub, sql92)
     counts: Counter[str | None] = Counter()
     with ctx.open_read_only() as store:
         require_queue(store, topic, queue_id)
@@ -252,7 +281,7 @@ def print_msg_by_queue(
         if not ctx.as_json:
             click.echo(f"minOffset={low}, maxOffset={high}, {message_queue(topic, queue_id)}")
         with progress(high - low, "printMsgByQueue", streams_stdout=print_messages) as bar:
-            for message, span in pull(store, topic, queue_id, low, high, sub, bar):
+            for message, span in pull(store, topic, queue_id, low, high, subscription, bar):
                 if by_tag:
                     counts[message.tags] += 1
                 if not print_messages:

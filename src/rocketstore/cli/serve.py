@@ -96,6 +96,13 @@ def _broker_options(func: FuncT) -> FuncT:
             "Example: --no-auto-create",
         ),
         click.option(
+            "--enable-property-filter",
+            is_flag=True,
+            help="Serve consumers that subscribe with a SQL92 selector "
+            "(enablePropertyFilter=true; off by default, as in RocketMQ). "
+            "Example: --enable-property-filter",
+        ),
+        click.option(
             "--offset-persist-ms",
             type=java_int(100),
             default=None,
@@ -132,6 +139,8 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
     }
     if kwargs["no_auto_create"]:
         given["auto_create_topic_enable"] = False
+    if kwargs["enable_property_filter"]:
+        given["enable_property_filter"] = True
     broker = replace(broker, **{k: v for k, v in given.items() if v is not None})
     store_config = obj.writer_config
     if obj.settings_path and os.path.realpath(store_dir) != os.path.realpath(obj.store_dir):

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rocketstore.errors import ConfigError
-from rocketstore.format.subscription import parse_subscription
+from rocketstore.format.selector import SQL92
+from rocketstore.format.subscription import Subscription, build_subscription, parse_subscription
 from rocketstore.paths import (
     DLQ_PREFIX,
     LMQ_PREFIX,
@@ -45,6 +46,7 @@ KNOWN_OPTIONS = frozenset(
         "startingOffsetsByTimestamp",
         "endingOffsetsByTimestamp",
         "tags",
+        "sql92",
         "maxRecordsPerPartition",
         "minPartitions",
         "includeBody",
@@ -121,6 +123,8 @@ class ReadOptions:
     start: Bound = Bound(EARLIEST)
     end: Bound = Bound(LATEST)
     tags: str | None = None
+    # A SQL92 selector on the messages' properties (a MessageSelector.bySql consumer's).
+    sql92: str | None = None
     max_records_per_partition: int | None = None
     min_partitions: int | None = None
     include_body: bool = True
@@ -131,6 +135,12 @@ class ReadOptions:
     read_only_commit_log_store_paths: str = ""
     # A DLedger log's data directories, when not the one dledger-<id>/data of <path>.
     store_path_dledger_commit_log: str = ""
+
+    def subscription(self) -> Subscription:
+        """What rows the tags or sql92 option keep (``read_options`` checked both)."""
+        if self.sql92 is not None:
+            return build_subscription(self.sql92, SQL92)
+        return parse_subscription(self.tags)
 
 
 def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -277,8 +287,14 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
                     f"{name} offsets name topic {topic!r}, which is not among the topics read"
                 )
     tags = options.get("tags")
-    if tags is not None:
-        parse_subscription(tags)  # any text parses; kept for symmetry with the store API
+    sql92 = options.get("sql92")
+    if sql92 is not None:
+        if tags is not None:
+            raise ConfigError("options tags and sql92 are two kinds of subscription: give one")
+        try:
+            build_subscription(sql92, SQL92)
+        except ConfigError as e:
+            raise ConfigError(f"option sql92: {e}") from e
     if mode == MODE_COMMITLOG:
         _check_commitlog_bounds(start, end)
     return ReadOptions(
@@ -288,6 +304,7 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         start=start,
         end=end,
         tags=tags,
+        sql92=sql92,
         max_records_per_partition=_int_option(options, "maxRecordsPerPartition", 1),
         min_partitions=_int_option(options, "minPartitions", 1),
         include_body=_bool_option(options, "includeBody", True),

@@ -122,7 +122,7 @@ def _batches(rows: Iterator[tuple[MessageExt, int]], include_body: bool) -> Iter
 def read_partition(
     partition: object, options: ReadOptions, pushed: Pushed
 ) -> Iterator[Any]:  # pyarrow.RecordBatch
-    subscription = parse_subscription(options.tags)
+    subscription = options.subscription()
     if isinstance(partition, QueuePartition) and subscription.matches_all:
         return _queue_batches(open_store(options), partition, pushed, options.include_body)
     if isinstance(partition, QueuePartition):
@@ -132,7 +132,8 @@ def read_partition(
         store = open_store(options)
         rows = _key_rows(store, partition, subscription, pushed)
     elif isinstance(partition, CommitLogPartition):
-        if not pushed.by_index:  # key filters are checked per record
+        # Key filters and SQL92 selectors are checked per record.
+        if not pushed.by_index and subscription.selector is None:
             return _commitlog_batches(partition, options, subscription, pushed)
         rows = _commitlog_rows(partition, options, subscription, pushed)
     else:  # Spark's placeholder when a plan has no partitions
@@ -158,7 +159,8 @@ def _queue_rows(
     pushed: Pushed,
     include_body: bool,
 ) -> Iterator[tuple[MessageExt, int]]:
-    """Units [start, end) of one queue; tagsCode first, then the record's real tag."""
+    """Units [start, end) of one queue; tagsCode first, then the record's real tag (or
+    the SQL92 selector, on its properties)."""
     for offset, units in _unit_chunks(store, part, None):
         for i in range(len(units)):
             physical = int(units[i]["offset"])
@@ -174,7 +176,9 @@ def _queue_rows(
                 continue  # the record went with retention
             data, view = found
             message = rec.to_message_ext(data, view, read_body=include_body)
-            if subscription.match_tags(message.tags) and _accepts(pushed, message, offset + i):
+            if subscription.match_properties(message.properties) and _accepts(
+                pushed, message, offset + i
+            ):
                 yield message, offset + i
 
 
@@ -329,7 +333,7 @@ def _key_rows(
         span = wanted.get(message.queue_id)
         if span is None or not span[0] <= message.queue_offset < span[1]:
             continue
-        if subscription.match_tags(message.tags) and _accepts(
+        if subscription.match_properties(message.properties) and _accepts(
             pushed, message, message.queue_offset
         ):
             yield message, message.queue_offset
@@ -494,7 +498,9 @@ def _record_row(
     assert not isinstance(view, rec.Blank)
     if sysflag.gets_queue_entry(view.sys_flag) and _within_options(options, view):
         message = rec.to_message_ext(buf, view, read_body=options.include_body)
-        if subscription.match_tags(message.tags) and _accepts(pushed, message, view.queue_offset):
+        if subscription.match_properties(message.properties) and _accepts(
+            pushed, message, view.queue_offset
+        ):
             yield message, view.queue_offset
 
 

@@ -3,7 +3,9 @@
 // object per line on stdout; a hard timer ends the process whatever the broker does.
 //
 //   node client.js produce NAMESRV TOPIC COUNT [BIG_INDEX] [DELAY_LEVEL]
+//   node client.js produce_props NAMESRV TOPIC PROPERTIES_JSON   (one message per object)
 //   node client.js consume NAMESRV TOPIC GROUP EXPECT SECONDS [FAIL_KEY]
+//   (SUBSCRIBE_SQL92 in the environment subscribes with that SQL92 selector instead of *.)
 //   node client.js query NAMESRV TOPIC KEY MSG_ID
 //   (ACCESS_KEY and SECRET_KEY in the environment sign every request, as with ACL.)
 
@@ -47,6 +49,7 @@ function describe(msg) {
     reconsume_times: msg.reconsumeTimes,
     sys_flag: msg.sysFlag,
     uniq_key: msg.properties && msg.properties.UNIQ_KEY,
+    properties: msg.properties || {},
     origin_id: msg.originMessageId || '',
     retry_topic: msg.retryTopic || '',
   };
@@ -82,6 +85,20 @@ async function produce() {
   await producer.close();
 }
 
+async function produceProps() {
+  const [, , , , topic, propertiesJson] = process.argv;
+  const producer = new Producer(options({ producerGroup: 'ons_conformance_props' }));
+  await producer.ready();
+  const all = JSON.parse(propertiesJson);
+  for (let i = 0; i < all.length; i++) {
+    const msg = new Message(topic, 'sql', Buffer.from(`ons-props-${i}`));
+    Object.assign(msg.properties, all[i]);
+    const result = await producer.send(msg);
+    emit({ event: 'sent', i, status: result.sendStatus, msg_id: result.msgId });
+  }
+  await producer.close();
+}
+
 async function consume() {
   const [, , , , topic, group, expectText, secondsText, failKey] = process.argv;
   const consumer = new Consumer(options({
@@ -94,7 +111,9 @@ async function consume() {
   let finish;
   const done = new Promise(resolve => { finish = resolve; });
   consumer.on('error', err => emit({ event: 'error', error: String(err && err.message).slice(0, 200) }));
-  consumer.subscribe(topic, '*', async msg => {
+  const sql = process.env.SUBSCRIBE_SQL92;
+  const expression = sql ? { expressionType: 'SQL92', subString: sql } : '*';
+  consumer.subscribe(topic, expression, async msg => {
     const keys = msg.keys || [];
     // A retried copy has a new msgId; its first id travels in ORIGIN_MESSAGE_ID.
     const identity = msg.originMessageId || msg.msgId;
@@ -136,7 +155,7 @@ async function query() {
   await producer.close();
 }
 
-const modes = { produce, consume, query };
+const modes = { produce, produce_props: produceProps, consume, query };
 modes[process.argv[2]]().then(
   () => process.exit(0),
   err => {

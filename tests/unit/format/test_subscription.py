@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from rocketstore.errors import ConfigError, SelectorError
 from rocketstore.format.javahash import java_string_hash, tags_code
-from rocketstore.format.subscription import SUB_ALL, parse_subscription
+from rocketstore.format.subscription import SUB_ALL, build_subscription, parse_subscription
 
 
 @pytest.mark.parametrize("expression", [None, "", "*", "  ", " * ", "||", " || || "])
@@ -91,3 +92,20 @@ def test_an_extension_address_defers_to_the_records_tag() -> None:
     assert sub.match_code(-(2**31) - 1)
     assert not sub.match_code(-(2**31))  # a tag hash (a Java int), not TagA's
     assert not sub.match_tags("TagB")
+
+
+def test_build_subscription_tag_or_sql92() -> None:
+    tags = build_subscription("TagA || TagB", None)
+    assert tags == parse_subscription("TagA || TagB") and tags.expression_type == "TAG"
+    assert tags.match_properties({"TAGS": "TagB"}) and not tags.match_properties({})
+    sql = build_subscription("a > 5", "SQL92")
+    assert sql.expression_type == "SQL92" and not sql.matches_all
+    assert sql.match_code(12345)  # no bitmap: every unit goes on to the record
+    assert sql.match_properties({"a": "6"}) and not sql.match_properties({"a": "5"})
+    assert build_subscription("a > 5", " sql92 ") is sql  # cached
+    with pytest.raises(SelectorError, match="needs an expression"):
+        build_subscription("  ", "SQL92")
+    with pytest.raises(SelectorError):
+        build_subscription("a >", "SQL92")
+    with pytest.raises(ConfigError, match="TAG or SQL92"):
+        build_subscription("x", "CLASS")

@@ -1,5 +1,5 @@
 """Client membership: HEART_BEAT (34), UNREGISTER_CLIENT (35),
-GET_CONSUMER_LIST_BY_GROUP (38).
+GET_CONSUMER_LIST_BY_GROUP (38), CHECK_CLIENT_CONFIG (46).
 
 Layer: broker processors. A consumer's heartbeat registers it in its group and creates the
 group's ``%RETRY%`` topic; a change of membership is pushed to the group's clients
@@ -18,6 +18,9 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import retry_topic
+from rocketstore.errors import ConfigError
+from rocketstore.format.selector import TAG
+from rocketstore.format.subscription import build_subscription
 
 log = logging.getLogger(__name__)
 
@@ -76,3 +79,35 @@ async def get_consumer_list(
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
     body = json.dumps({"consumerIdList": ids}, separators=(",", ":")).encode("utf-8")
     return cmd.response(ResponseCode.SUCCESS, body=body)
+
+
+async def check_client_config(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """A Java consumer's check, when it starts, that the broker can serve its subscription
+    (``{clientId, group, subscriptionData}``): a TAG one always; a SQL92 one only with
+    enablePropertyFilter, and only if the selector parses."""
+    if not cmd.body:
+        return cmd.response(ResponseCode.SUCCESS)
+    try:
+        data = parse_fastjson(cmd.body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RequestFieldError(f"check client config body is not JSON: {e}") from e
+    subscription = data.get("subscriptionData") if isinstance(data, dict) else None
+    if not isinstance(subscription, dict):
+        return cmd.response(ResponseCode.SUCCESS)
+    kind = subscription.get("expressionType")
+    if kind in (None, "", TAG):
+        return cmd.response(ResponseCode.SUCCESS)
+    if not ctx.config.enable_property_filter:
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {kind}",
+        )
+    expression = subscription.get("subString")
+    try:
+        build_subscription(expression if isinstance(expression, str) else None, str(kind))
+    except ConfigError as e:
+        log.info("client %s: subscription %r refused: %s", conn.peer, expression, e)
+        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+    return cmd.response(ResponseCode.SUCCESS)

@@ -8,14 +8,23 @@ answered with what is there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import MAX_SUSPEND_MS, BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
+from rocketstore.broker.topic_config import retry_topic
+from rocketstore.errors import ConfigError, SelectorError
+from rocketstore.format import properties as props
+from rocketstore.format.selector import SQL92, TAG, compile_selector
+from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.read_path import GetResult
 from rocketstore.status import GetStatus
+
+log = logging.getLogger(__name__)
 
 # PullSysFlag bits.
 FLAG_COMMIT_OFFSET = 0x1
@@ -60,7 +69,7 @@ class PullHeader:
             commit_offset=ext_int(ext, "commitOffset", 0),
             suspend_timeout_ms=ext_int(ext, "suspendTimeoutMillis", 15_000),
             subscription=ext.get("subscription"),
-            expression_type=ext.get("expressionType", "TAG"),
+            expression_type=ext.get("expressionType", TAG),
         )
 
 
@@ -81,21 +90,96 @@ def pulled_records(ctx: BrokerContext, result: GetResult) -> bytes:
     return b"".join(chunks)
 
 
-def _subscription(ctx: BrokerContext, header: PullHeader) -> str | None:
-    """The tag expression: from the request when it carries one, else the group's
-    registered subscription (a client sends it only until the broker knows it)."""
+def _registered(ctx: BrokerContext, group: str, topic: str) -> tuple[str | None, str]:
+    """The expression and its type the group's heartbeats subscribed ``topic`` with."""
+    data = ctx.clients.subscription(group, topic)
+    if data is None or not isinstance(data.get("subString"), str):
+        return None, TAG
+    return str(data["subString"]), str(data.get("expressionType") or TAG)
+
+
+def _subscription_of(ctx: BrokerContext, header: PullHeader) -> tuple[str | None, str]:
+    """The expression and type to pull with: the request's when it carries one (sysFlag
+    bit 4), else the group's registered subscription (a client sends it only until the
+    broker knows it), else the request's fields as they are."""
     if header.sys_flag & FLAG_SUBSCRIPTION and header.subscription is not None:
-        return header.subscription
-    data = ctx.clients.subscription(header.group, header.topic)
-    if data is not None and isinstance(data.get("subString"), str):
-        return str(data["subString"])
-    return header.subscription
+        return header.subscription, header.expression_type or TAG
+    expression, kind = _registered(ctx, header.group, header.topic)
+    if expression is not None:
+        return expression, kind
+    return header.subscription, header.expression_type or TAG
 
 
-def _read(ctx: BrokerContext, header: PullHeader, tags: str | None) -> tuple[GetResult, bytes]:
+@dataclass(frozen=True)
+class RetrySelector:
+    """RocketMQ's ExpressionForRetryMessageFilter (``filterSupportRetry``): a message in a
+    group's %RETRY% topic passes only if the group's SQL92 selector for the topic it was
+    first sent to (its RETRY_TOPIC property) selects it; without one it passes."""
+
+    ctx: BrokerContext
+    group: str
+
+    def matches(self, properties: Mapping[str, str]) -> bool:
+        topic = properties.get(props.RETRY_TOPIC)
+        if topic is None:
+            return True
+        expression, kind = _registered(self.ctx, self.group, topic)
+        if expression is None or kind.upper() != SQL92:
+            return True
+        try:
+            selector = compile_selector(expression)
+        except SelectorError:
+            return True  # RocketMQ keeps no filter for an expression that did not parse
+        return selector.matches(properties)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: int
+    remark: str
+
+
+def _build(ctx: BrokerContext, header: PullHeader, conn: Connection) -> Subscription | Refusal:
+    """The subscription this pull reads with, or the error reply (RocketMQ's order: a
+    non-TAG type on a broker without enablePropertyFilter is refused before parsing)."""
+    expression, kind = _subscription_of(ctx, header)
+    if kind.upper() not in ("", TAG) and not ctx.config.enable_property_filter:
+        return Refusal(
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {kind}",
+        )
+    try:
+        subscription = build_subscription(expression, kind)
+    except ConfigError as e:
+        log.warning(
+            "consumer %s of group %s: subscription %r (%s) of topic %s refused: %s",
+            conn.peer,
+            header.group,
+            expression,
+            kind,
+            header.topic,
+            e,
+        )
+        return Refusal(
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+            f"parse the consumer's subscription[{expression}] failed, group: {header.group}: {e}",
+        )
+    if (
+        ctx.config.filter_support_retry
+        and ctx.config.enable_property_filter
+        and subscription.matches_all
+        and header.topic == retry_topic(header.group)
+    ):
+        return replace(subscription, selector=RetrySelector(ctx, header.group))
+    return subscription
+
+
+def _read(
+    ctx: BrokerContext, header: PullHeader, subscription: Subscription
+) -> tuple[GetResult, bytes]:
     max_count = max(1, header.max_msg_nums)
-    result = ctx.store.get_messages(
-        header.group, header.topic, header.queue_id, header.queue_offset, max_count, tags
+    result = ctx.store.get_matching_messages(
+        header.group, header.topic, header.queue_id, header.queue_offset, max_count, subscription
     )
     body = pulled_records(ctx, result) if result.found else b""
     return result, body
@@ -124,14 +208,10 @@ async def pull_message(
     # The consumer's progress rides on the pull; stored before any hold, as RocketMQ does.
     if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
         ctx.offsets.commit(header.group, header.topic, header.queue_id, header.commit_offset)
-    if header.expression_type.upper() not in ("", "TAG"):
-        # SQL92 (or class) filters need the broker to evaluate properties: not supported.
-        return cmd.response(
-            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-            f"expression type {header.expression_type} is not supported, only TAG",
-        )
-    tags = _subscription(ctx, header)
-    result, body = await ctx.run(_read, ctx, header, tags)
+    subscription = _build(ctx, header, conn)
+    if isinstance(subscription, Refusal):
+        return cmd.response(subscription.code, subscription.remark)
+    result, body = await ctx.run(_read, ctx, header, subscription)
     code = response_code(result, header.queue_offset)
     if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & FLAG_SUSPEND:
         # Hold the pull; answer as soon as the queue grows past the asked offset.
@@ -142,7 +222,7 @@ async def pull_message(
             return ctx.store.max_offset(header.topic, header.queue_id) > header.queue_offset
 
         if await ctx.waiters.wait(has_new, timeout_ms / 1000):
-            result, body = await ctx.run(_read, ctx, header, tags)
+            result, body = await ctx.run(_read, ctx, header, subscription)
             code = response_code(result, header.queue_offset)
     ext: dict[str, object] = {
         "nextBeginOffset": result.next_begin_offset,
