@@ -83,12 +83,20 @@ class RocketstoreAdapter(Adapter):
         found = self.store.query_messages(TOPIC, key, max_count=1)
         return found[0].body if found else None
 
-    def scan(self) -> tuple[int, int]:
+    def scan(self, sql92: str | None = None) -> tuple[int, int]:
+        """Every message, 32 per get_messages call; with ``sql92``, those that SQL92
+        selector selects (each record evaluated, as a broker does for such a consumer)."""
         count = size = 0
         for queue_id in range(QUEUES):
             offset = 0
             while True:
-                got = self.store.get_messages("bench", TOPIC, queue_id, offset, 32)
+                got = (
+                    self.store.get_messages("bench", TOPIC, queue_id, offset, 32)
+                    if sql92 is None
+                    else self.store.get_messages(
+                        "bench", TOPIC, queue_id, offset, 32, sql92, "SQL92"
+                    )
+                )
                 if not got.messages:
                     break
                 for message in got.messages:

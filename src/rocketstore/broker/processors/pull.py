@@ -164,12 +164,9 @@ def _build(ctx: BrokerContext, header: PullHeader, conn: Connection) -> Subscrip
             ResponseCode.SUBSCRIPTION_PARSE_FAILED,
             f"parse the consumer's subscription[{expression}] failed, group: {header.group}: {e}",
         )
-    if (
-        ctx.config.filter_support_retry
-        and ctx.config.enable_property_filter
-        and subscription.matches_all
-        and header.topic == retry_topic(header.group)
-    ):
+    if ctx.config.filter_support_retry and header.topic == retry_topic(header.group):
+        # The retry topic's own subscription keeps its tag check on the queue units; the
+        # records are judged by the original topic's selector instead, as RocketMQ does.
         return replace(subscription, selector=RetrySelector(ctx, header.group))
     return subscription
 
