@@ -151,14 +151,17 @@ def test_check_finds_rocketmqs_store_sound(theirs: Path, manifest: Manifest) -> 
     assert f"{units} queue units" in done.stdout
 
 
-def test_rebuild_gives_rocketmqs_queues_back(manifest: Manifest, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["single", "local"])
+def test_rebuild_gives_rocketmqs_queues_back(
+    manifest: Manifest, tmp_path: Path, engine: str
+) -> None:
     ours = extract("lmq", tmp_path / "ours")
     reference = extract("lmq", tmp_path / "reference")
     conf = tmp_path / "broker.conf"
     conf.write_text("enableLmq=true\nenableMultiDispatch=true\n")
-    refused = run_cli("--store", ours, "rebuild")
+    refused = run_cli("--store", ours, "rebuild", "--engine", engine)
     assert refused.returncode == 1 and "enableMultiDispatch" in refused.stderr
-    done = run_cli("-c", conf, "--store", ours, "rebuild")
+    done = run_cli("-c", conf, "--store", ours, "rebuild", "--engine", engine)
     assert done.returncode == 0, done.stderr
     for kind in ("consumequeue", "index"):
         problems = compare_files(kind, ours, reference, manifest["config"]["maxHashSlotNum"])

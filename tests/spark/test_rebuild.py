@@ -16,12 +16,14 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
 from rebuild_helpers import (
     assert_same_index,
     assert_same_queues,
+    build_lmq_store,
     build_store,
     checkpoint_of,
     damage,
     dispatch_reference,
     files_under,
     index_files,
+    lmq_config,
     record_offsets,
     small_config,
 )
@@ -47,6 +49,19 @@ def test_spark_rebuild_is_byte_identical(spark: Any, reference: Path, tmp_path: 
     assert_same_queues(copy, reference)
     assert_same_index(copy, reference)
     assert checkpoint_of(copy) == checkpoint_of(reference)
+
+
+def test_spark_rebuild_writes_lmq_units(spark: Any, tmp_path: Path) -> None:
+    reference = tmp_path / "reference"
+    build_lmq_store(reference)
+    copy = tmp_path / "copy"
+    shutil.copytree(reference, copy)
+    report = rebuild_store(
+        copy, SparkRunner(spark.sparkContext), config=lmq_config(), max_range_bytes=3000
+    )
+    assert report.ranges > 4
+    assert_same_queues(copy, reference)
+    assert_same_index(copy, reference)
 
 
 def test_spark_salvage(spark: Any, reference: Path, tmp_path: Path) -> None:

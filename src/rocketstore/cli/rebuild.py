@@ -215,15 +215,11 @@ def dledger_problem(dirs: CommitLogDirs, engine: str | None) -> str | None:
     return None
 
 
-def multi_dispatch_problem(root: str, config: StoreConfig, *, parallel: bool) -> str | None:
+def multi_dispatch_problem(root: str, config: StoreConfig) -> str | None:
     """Why rebuilding the consume queues of ``root`` under ``config`` would lose the
-    units multi-dispatch (LMQ) records give other queues, or None."""
+    units multi-dispatch (LMQ) records give other queues, or None (every engine writes
+    them with enableMultiDispatch)."""
     if config.enable_multi_dispatch:
-        if parallel:
-            return (
-                "the parallel engines do not write multi-dispatch (LMQ) queues: with "
-                "enableMultiDispatch use the single engine (rebuild without --engine)"
-            )
         return None
     base = os.path.join(root, CONSUME_QUEUE_DIR)
     names = sorted(os.listdir(base)) if os.path.isdir(base) else []

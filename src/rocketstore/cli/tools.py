@@ -195,7 +195,7 @@ def _repair(ctx: CliContext, root: str, force: bool, max_problems: int) -> None:
         rebuilds = cut is not None or any(p.kind != "crc" for p in before.problems)
         if rebuilds:
             # Checked before anything is cut: the rebuild would drop LMQ queues.
-            problem = multi_dispatch_problem(root, ctx.config, parallel=False)
+            problem = multi_dispatch_problem(root, ctx.config)
             if problem is not None:
                 raise CliError(problem)
         if cut is not None:
@@ -322,11 +322,7 @@ def rebuild_command(
     problem = (
         dledger_problem(ctx.commitlog_dirs, engine)
         or missing_commitlog_problem(root, ctx.commitlog_dirs)
-        or (
-            multi_dispatch_problem(root, ctx.config, parallel=engine != "single")
-            if queues
-            else None
-        )
+        or (multi_dispatch_problem(root, ctx.config) if queues else None)
     )
     if problem is not None:
         raise CliError(problem)

@@ -132,7 +132,9 @@ def extra_units(
     starts = records.properties_position
     ends = starts + records.properties_length
     rows: list[int] = []
-    for match in _OFFSETS_NAME.finditer(data):
+    # Only the run's bytes (a rebuild's range is a part of a file ``data`` maps whole).
+    first, last = int(starts[0]), int(ends.max())
+    for match in _OFFSETS_NAME.finditer(data, first, last):
         row = int(np.searchsorted(starts, match.start(), side="right")) - 1
         if row >= 0 and match.end() <= ends[row] and (not rows or rows[-1] != row):
             rows.append(row)

@@ -40,6 +40,7 @@ from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format import index_layout
 from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.entry_scan import scan_entry_file
+from rocketstore.format.multi_dispatch import ExtraUnits, extra_units, merge_units
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, max_queue_offset
 from rocketstore.format.queue_unit import UNIT_DTYPE as _CQ_DTYPE
 from rocketstore.format.record_scan import (
@@ -197,7 +198,7 @@ def _scan(task: ScanTask, mapped: mmap.mmap, next_data: NextData, framed: bool) 
         facts = dispatch_facts(buf, records, topics, settings.delay_levels_ms, index=settings.index)
         codes, entries = facts.tags_codes, facts.entries
         if settings.queues:
-            units_path, queues = _spill_units(task, records, topics, codes)
+            units_path, queues = _spill_units(task, buf, records, topics, codes)
         if settings.index and len(entries):
             entries["offset"] += part.file_offset
             keys_path = _spill_path(task, "keys")
@@ -224,22 +225,39 @@ def _scan(task: ScanTask, mapped: mmap.mmap, next_data: NextData, framed: bool) 
 
 
 def _spill_units(
-    task: ScanTask, records: Records, topics: TopicTable, codes: npt.NDArray[np.int64]
+    task: ScanTask,
+    data: memoryview,
+    records: Records,
+    topics: TopicTable,
+    codes: npt.NDArray[np.int64],
 ) -> tuple[str | None, list[QueueSpan]]:
-    groups = queue_groups(records, topics)
-    if not groups:
+    """The range's consume queue units, queue by queue in CommitLog order, saved for the
+    queue pass; with multi-dispatch, each queue's own units merged with those wrapped
+    records give it (as the dispatcher writes them, record by record)."""
+    extra: dict[tuple[str, int], ExtraUnits] = {}
+    if task.settings.multi_dispatch:
+        # Records whose two properties disagree get no extra units (the store's
+        # dispatcher logs them; `rocketstore check` reports them).
+        extra, _problems = extra_units(data, records, enable_lmq=task.settings.enable_lmq)
+    pieces: list[tuple[str, int, ExtraUnits]] = []
+    for rows, topic, queue_id in queue_groups(records, topics):
+        own = ExtraUnits(rows, records.queue_offset[rows])
+        more = extra.pop((topic, queue_id), None)
+        pieces.append((topic, queue_id, own if more is None else merge_units(*own, more)))
+    pieces += [(name, queue_id, more) for (name, queue_id), more in extra.items()]
+    if not pieces:
         return None, []
-    rows = np.concatenate([g[0] for g in groups])
+    rows = np.concatenate([piece.rows for _, _, piece in pieces])
     units = np.empty(len(rows), dtype=UNIT_DTYPE)
-    units["queue_offset"] = records.queue_offset[rows]
+    units["queue_offset"] = np.concatenate([piece.queue_offsets for _, _, piece in pieces])
     units["offset"] = task.commit_range.file_offset + records.position[rows]
     units["size"] = records.size[rows]
     units["tags_code"] = codes[rows]
     spans = []
     start = 0
-    for group_rows, topic, queue_id in groups:
-        spans.append(QueueSpan(topic, queue_id, start, len(group_rows)))
-        start += len(group_rows)
+    for topic, queue_id, piece in pieces:
+        spans.append(QueueSpan(topic, queue_id, start, len(piece.rows)))
+        start += len(piece.rows)
     path = _spill_path(task, "units")
     np.save(path, units, allow_pickle=False)
     return path, spans

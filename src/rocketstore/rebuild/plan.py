@@ -68,6 +68,10 @@ class RebuildSettings:
     queues: bool
     index: bool
     skip_corrupt: bool
+    # LMQ multi-dispatch (enableMultiDispatch, enableLmq): the extra units a wrapped
+    # record gives the queues it names (format.multi_dispatch).
+    multi_dispatch: bool = False
+    enable_lmq: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,4 +227,6 @@ def make_settings(
         queues=queues,
         index=index and config.message_index_enable,
         skip_corrupt=skip_corrupt,
+        multi_dispatch=config.enable_multi_dispatch,
+        enable_lmq=config.enable_lmq,
     )

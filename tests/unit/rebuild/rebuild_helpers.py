@@ -108,6 +108,25 @@ def build_store(root: Path, rounds: int = 40, config: StoreConfig | None = None)
     return n
 
 
+def lmq_config() -> StoreConfig:
+    return small_config(enable_multi_dispatch=True, enable_lmq=True)
+
+
+def build_lmq_store(root: Path, count: int = 300) -> None:
+    """Messages of two topics, most naming LMQ queues in INNER_MULTI_DISPATCH (one, two,
+    a name twice, a plain queue that takes the message's queue id, a blank), so the
+    dispatcher writes their extra units; through the store's own multi-dispatch put."""
+    lists = ["%LMQ%a", "%LMQ%a,%LMQ%b", "%LMQ%b,%LMQ%c", "%LMQ%c,%LMQ%c", "PlainQ", " ", ""]
+    with MessageStore.open(root, lmq_config()) as store:
+        for i in range(count):
+            msg = message("Orders" if i % 3 else "Payments", i % 2, i)
+            names = lists[i % len(lists)]
+            if names:
+                msg.properties["INNER_MULTI_DISPATCH"] = names
+            assert store.put(msg, BASE_MS + 11 * i).ok
+        store.wait_dispatched()
+
+
 def files_under(root: Path, part: str) -> dict[str, bytes]:
     base = root / part
     found: dict[str, bytes] = {}

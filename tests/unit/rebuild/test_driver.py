@@ -17,12 +17,14 @@ from rebuild_helpers import (
     BASE_MS,
     assert_same_index,
     assert_same_queues,
+    build_lmq_store,
     build_store,
     checkpoint_of,
     damage,
     dispatch_reference,
     files_under,
     index_files,
+    lmq_config,
     record_offsets,
     small_config,
 )
@@ -71,6 +73,23 @@ def test_serial_rebuild_is_byte_identical(copy: Path, reference: Path, range_byt
     # The checkpoint the store itself writes on close: last record, index end.
     assert checkpoint_of(copy) == checkpoint_of(reference)
     assert leftovers(copy) == []
+
+
+@pytest.mark.parametrize("range_bytes", [997, 4000, FILE_SIZE])
+def test_lmq_units_are_rebuilt_as_the_dispatcher_wrote_them(
+    tmp_path: Path, range_bytes: int
+) -> None:
+    reference = tmp_path / "reference"
+    build_lmq_store(reference)
+    lmq = [n for n in os.listdir(reference / CONSUME_QUEUE_DIR) if n.startswith("%LMQ%")]
+    assert sorted(lmq) == ["%LMQ%a", "%LMQ%b", "%LMQ%c"]
+    assert (reference / CONSUME_QUEUE_DIR / "PlainQ" / "1").is_dir()
+    copy = tmp_path / "copy"
+    shutil.copytree(reference, copy)
+    shutil.rmtree(copy / CONSUME_QUEUE_DIR)
+    rebuild_store(copy, SerialRunner(), config=lmq_config(), max_range_bytes=range_bytes)
+    assert_same_queues(copy, reference)
+    assert_same_index(copy, reference)
 
 
 @pytest.mark.parametrize("parts", [2, 3, 17, 400])

@@ -159,6 +159,8 @@ def double_compare(a: float, b: float) -> int:
 
 def _same_type_compare(lv: bool | str | JavaNumber, rv: bool | str | JavaNumber) -> int:
     if isinstance(lv, str) and isinstance(rv, str):
+        if lv == rv:
+            return 0
         # String.compareTo compares UTF-16 code units.
         return _sign(
             lv.encode("utf-16-be", "surrogatepass"), rv.encode("utf-16-be", "surrogatepass")

@@ -43,10 +43,13 @@ def _fold(operands: tuple[Node, ...], properties: Properties, decisive: bool) ->
     if any operand was, else the other value."""
     unknown = False
     for operand in operands:
-        value = _as_condition(operand.evaluate(properties))
+        value = operand.evaluate(properties)
         if value is decisive:
             return decisive
-        unknown = unknown or value is None
+        if value is None:
+            unknown = True
+        elif value is not (not decisive):
+            _as_condition(value)  # raises: not a boolean
     return None if unknown else not decisive
 
 
@@ -179,6 +182,8 @@ class Equal(Node):
             if lv is None and rv is None:
                 return True
             return None if lv is None else False
+        if type(lv) is str and type(rv) is str:
+            return lv == rv  # (the common case, without java_compare's dispatch)
         return java_compare(lv, rv) == 0
 
     def __str__(self) -> str:
