@@ -276,6 +276,20 @@ HAND_PICKED = [
     "a = 1E",
     "a = 1e+",
     "a = .e1",
+    # beyond ASCII: identifiers, spaces, digits Java's parsers take, strings
+    "\u0130 IS NULL",
+    "\u017f IS NULL",
+    "\u212a IS NULL",
+    "\u00e9 IS NULL",
+    "a\u00a0= 1",
+    "a = 1\u00a0",
+    "a = 3",
+    "a > 2",
+    "a = 3.0",
+    "b = '\u00e9t\u00e9'",
+    "b CONTAINS 't\u00e9'",
+    "c = '\U0001f600'",
+    "b = '\u00c9T\u00c9'",
 ]
 
 NAMES = ["a", "b", "c", "d", "TAGS"]
