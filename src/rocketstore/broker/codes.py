@@ -59,6 +59,7 @@ class ResponseCode(enum.IntEnum):
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
     SUBSCRIPTION_PARSE_FAILED = 23
+    FILTER_DATA_NOT_EXIST = 27
 
 
 # LanguageCode.java, by ordinal: the binary (ROCKETMQ) header carries the ordinal, the JSON

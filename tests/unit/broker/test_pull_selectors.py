@@ -123,6 +123,16 @@ def test_refusals(ctx: BrokerContext) -> None:
     assert _pull(ctx, "Orders", subscription="t1").code == ResponseCode.SUCCESS
 
 
+def test_a_heartbeat_selector_that_does_not_parse_has_no_filter_data(ctx: BrokerContext) -> None:
+    _orders(ctx)
+    _heartbeat(ctx, {"topic": "Orders", "subString": "region = ", "expressionType": "SQL92"})
+    answer = _pull(ctx, "Orders", sysFlag=0, subscription=None, expressionType="TAG")
+    assert answer.code == ResponseCode.FILTER_DATA_NOT_EXIST == 27
+    assert answer.remark == (
+        "The broker's consumer filter data is not exist!Your expression may be wrong!"
+    )
+
+
 def _check(ctx: BrokerContext, subscription: dict[str, object] | None) -> RemotingCommand:
     body = (
         b""

@@ -98,16 +98,18 @@ def _registered(ctx: BrokerContext, group: str, topic: str) -> tuple[str | None,
     return str(data["subString"]), str(data.get("expressionType") or TAG)
 
 
-def _subscription_of(ctx: BrokerContext, header: PullHeader) -> tuple[str | None, str]:
-    """The expression and type to pull with: the request's when it carries one (sysFlag
-    bit 4), else the group's registered subscription (a client sends it only until the
-    broker knows it), else the request's fields as they are."""
+def _subscription_of(ctx: BrokerContext, header: PullHeader) -> tuple[str | None, str, bool]:
+    """The expression and type to pull with, and whether they are the heartbeat's: the
+    request's when it carries one (sysFlag bit 4; Java push consumers do not, unless
+    postSubscriptionWhenPull), else the group's registered subscription, else the
+    request's fields as they are (RocketMQ answers SUBSCRIPTION_NOT_EXIST there; a client
+    that pulls before its first heartbeat is served instead)."""
     if header.sys_flag & FLAG_SUBSCRIPTION and header.subscription is not None:
-        return header.subscription, header.expression_type or TAG
+        return header.subscription, header.expression_type or TAG, False
     expression, kind = _registered(ctx, header.group, header.topic)
     if expression is not None:
-        return expression, kind
-    return header.subscription, header.expression_type or TAG
+        return expression, kind, True
+    return header.subscription, header.expression_type or TAG, False
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class Refusal:
 def _build(ctx: BrokerContext, header: PullHeader, conn: Connection) -> Subscription | Refusal:
     """The subscription this pull reads with, or the error reply (RocketMQ's order: a
     non-TAG type on a broker without enablePropertyFilter is refused before parsing)."""
-    expression, kind = _subscription_of(ctx, header)
+    expression, kind, registered = _subscription_of(ctx, header)
     if kind.upper() not in ("", TAG) and not ctx.config.enable_property_filter:
         return Refusal(
             ResponseCode.SYSTEM_ERROR,
@@ -160,6 +162,12 @@ def _build(ctx: BrokerContext, header: PullHeader, conn: Connection) -> Subscrip
             header.topic,
             e,
         )
+        if registered:
+            # RocketMQ kept no filter for the heartbeat's selector: its own words.
+            return Refusal(
+                ResponseCode.FILTER_DATA_NOT_EXIST,
+                "The broker's consumer filter data is not exist!Your expression may be wrong!",
+            )
         return Refusal(
             ResponseCode.SUBSCRIPTION_PARSE_FAILED,
             f"parse the consumer's subscription[{expression}] failed, group: {header.group}: {e}",
