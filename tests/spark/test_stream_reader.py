@@ -177,3 +177,17 @@ def test_tags_filter_rows_but_offsets_cover_every_entry(store_copy):
     with MessageStore.open(store_copy) as store:
         store.put(Message(topic="Payments", body=b"x", properties={"TAGS": "TagB"}))
     assert len(_batch(reader, end)[1]) == 1
+
+
+def test_a_sql92_selector_filters_rows_but_offsets_cover_every_entry(store_copy):
+    reader = _reader(
+        store_copy, topics="Payments", startingOffsets="earliest", sql92="color = 'red'"
+    )
+    start = _json(reader.initialOffset())
+    end, rows = _batch(reader, start)
+    assert end == {"Payments": {"0": ROUNDS, "1": ROUNDS}}
+    assert rows and all(dict(r["properties"])["color"] == "red" for r in rows)
+    with MessageStore.open(store_copy) as store:
+        store.put(Message(topic="Payments", body=b"x", properties={"color": "blue"}))
+        store.put(Message(topic="Payments", body=b"y", properties={"color": "red"}))
+    assert [r["value"] for r in _batch(reader, end)[1]] == [b"y"]
