@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from rocketstore.format.selector.java_values import (
     EvaluationError,
     JavaNumber,
-    JavaType,
     Value,
     java_compare,
-    java_type,
     negate,
     parse_java_double,
 )
@@ -268,10 +266,3 @@ class StringTest(Node):
     def __str__(self) -> str:
         words = f"NOT {self.symbol}" if self.negated else self.symbol
         return f"{self.operand} {words} '{self.search}'"
-
-
-def constant_type(node: Node) -> JavaType | None:
-    """The Java type of a constant node's value; None for NULL or a non-constant."""
-    if isinstance(node, Constant) and node.value is not None:
-        return java_type(node.value)
-    return None
