@@ -39,7 +39,6 @@ import java.io.File;
 import java.io.FileOutputStream;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
-import java.lang.reflect.Field;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -612,94 +611,18 @@ public final class GoldenHarness5 {
         return json.substring(0, json.length() - 1) + ",\"" + name + "\":" + value + "}";
     }
 
-    // --- DLedger (mode dledger) ---------------------------------------------------------------
-    // Through reflection, so that the harness compiles against the stand-ins too (the other
-    // modes build without DLedger).
+    // --- DLedger (mode dledger): HarnessSupport, through reflection ---------------------------
 
-    private static Object call(Object target, String name, Object... args) throws Exception {
-        for (java.lang.reflect.Method m : target.getClass().getMethods()) {
-            if (m.getName().equals(name) && m.getParameterCount() == args.length) {
-                return m.invoke(target, args);
-            }
-        }
-        throw new NoSuchMethodException(target.getClass().getName() + "." + name);
-    }
-
-    private Object dledgerServer() throws Exception {
-        return call(store.getCommitLog(), "getdLedgerServer");
-    }
-
-    /** A DLedger group elects its leader first; appends before that fail (NOT_LEADER). */
     private void waitLeader() throws Exception {
-        Object member = call(dledgerServer(), "getMemberState");
-        for (int i = 0; i < 3000 && !(Boolean) call(member, "isLeader"); i++) {
-            Thread.sleep(10);
-        }
-        if (!(Boolean) call(member, "isLeader")) {
-            throw new IllegalStateException("DLedger member n0 did not become leader in 30 s");
-        }
+        HarnessSupport.waitLeader(store.getCommitLog());
     }
 
-    /** Every DLedger entry, read back through DLedgerMmapFileStore.get(index), and the
-     * DLedger state before the shutdown; entry k must be the record put k (wroteOffset =
-     * entry pos + 48, record size = entry body size): the data files hold nothing the harness
-     * did not put. */
+    /** The DLedger entries and state (HarnessSupport.dledgerSections); entry k must be the
+     * record put k. */
     private void dledgerReadBack() throws Exception {
-        Object server = dledgerServer();
-        Object member = call(server, "getMemberState");
-        Object dstore = call(server, "getdLedgerStore");
-        Object dconfig = call(server, "getdLedgerConfig");
-        long begin = (Long) call(dstore, "getLedgerBeginIndex");
-        long end = (Long) call(dstore, "getLedgerEndIndex");
-        if (end - begin + 1 != records.size()) {
-            throw new IllegalStateException("DLedger holds entries " + begin + ".." + end + ", "
-                + records.size() + " records were put");
-        }
-        List<String> entries = new ArrayList<>();
-        for (long index = begin; index <= end && index >= 0; index++) {
-            Object e = call(dstore, "get", Long.valueOf(index));
-            long pos = (Long) call(e, "getPos");
-            int size = (Integer) call(e, "getSize");
-            byte[] body = (byte[]) call(e, "getBody");
-            long[] rec = records.get((int) (index - begin));
-            if (rec[0] != pos + 48 || rec[1] != body.length || size != 48 + body.length) {
-                throw new IllegalStateException("entry " + index + " at " + pos + " (size " + size
-                    + ", body " + body.length + ") is not record " + rec[0] + " (" + rec[1] + ")");
-            }
-            entries.add("{\"index\":" + call(e, "getIndex") + ",\"term\":" + call(e, "getTerm")
-                + ",\"magic\":" + call(e, "getMagic") + ",\"pos\":" + pos + ",\"size\":" + size
-                + ",\"channel\":" + call(e, "getChannel") + ",\"chainCrc\":"
-                + call(e, "getChainCrc") + ",\"bodyCrc\":" + call(e, "getBodyCrc")
-                + ",\"bodyOffset\":" + (pos + 48) + ",\"bodySize\":" + body.length + "}");
-        }
-        Field divided = store.getCommitLog().getClass().getDeclaredField("dividedCommitlogOffset");
-        divided.setAccessible(true);
-        String rootDir = store.getMessageStoreConfig().getStorePathRootDir() + File.separator;
-        extraSections.append(",\n\"dledger\": {\"selfId\": ").append(str((String) call(member, "getSelfId")))
-            .append(", \"group\": ").append(str((String) call(member, "getGroup")))
-            .append(", \"role\": ").append(str(String.valueOf(call(member, "getRole"))))
-            .append(", \"leaderId\": ").append(str((String) call(member, "getLeaderId")))
-            .append(", \"currTerm\": ").append(call(member, "currTerm"))
-            .append(", \"committedIndex\": ").append(call(dstore, "getCommittedIndex"))
-            .append(", \"ledgerEndIndex\": ").append(end)
-            .append(", \"ledgerBeginIndex\": ").append(begin)
-            .append(", \"ledgerEndTerm\": ").append(call(dstore, "getLedgerEndTerm"))
-            .append(", \"committedPos\": ").append(call(dstore, "getCommittedPos"))
-            .append(", \"writePos\": ").append(call(dstore, "getWritePos"))
-            .append(", \"dataStorePath\": ")
-            .append(str(((String) call(dconfig, "getDataStorePath")).replace(rootDir, "")))
-            .append(", \"indexStorePath\": ")
-            .append(str(((String) call(dconfig, "getIndexStorePath")).replace(rootDir, "")))
-            .append(", \"mappedFileSizeForEntryData\": ")
-            .append(call(dconfig, "getMappedFileSizeForEntryData"))
-            .append(", \"mappedFileSizeForEntryIndex\": ")
-            .append(call(dconfig, "getMappedFileSizeForEntryIndex"))
-            .append("}");
-        extraSections.append(",\n\"dividedCommitlogOffset\": ").append(divided.getLong(store.getCommitLog()));
-        extraSections.append(",\n\"minPhyOffset\": ").append(store.getMinPhyOffset());
-        extraSections.append(",\n\"maxPhyOffset\": ").append(store.getMaxPhyOffset());
-        extraSections.append(",\n\"dledgerEntries\": [\n").append(String.join(",\n", entries))
-            .append("\n]");
+        extraSections.append(HarnessSupport.dledgerSections(store.getCommitLog(),
+            store.getMessageStoreConfig().getStorePathRootDir(), records, 0, -1,
+            store.getMinPhyOffset(), store.getMaxPhyOffset()));
     }
 
     // --- reads recorded for the tests -----------------------------------------------------
@@ -815,17 +738,7 @@ public final class GoldenHarness5 {
     }
 
     static String str(String s) {
-        StringBuilder sb = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                sb.append('\\').append(c);
-            } else if (c < 0x20) {
-                sb.append(String.format("\\u%04x", (int) c));
-            } else {
-                sb.append(c);
-            }
-        }
-        return sb.append('"').toString();
+        return HarnessSupport.str(s);
     }
 
     /** "5.3.3" for MQVersion's "V5_3_3": the version of the store classes actually run. */

@@ -33,7 +33,7 @@ source "$HERE/classpath5.sh"
 S=$SCRATCH/src
 # The stand-ins come first on the source path so they shadow RocketMQ's RocksDB and DLedger
 # classes; javac compiles only what the harness reaches from there.
-SP="$STANDINS:$S/store/src/main/java:$S/common/src/main/java:$S/remoting/src/main/java"
+SP="$STANDINS:$HERE:$S/store/src/main/java:$S/common/src/main/java:$S/remoting/src/main/java"
 javac -nowarn -encoding UTF-8 --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
     -d "$SCRATCH/classes" -cp "$CP" -sourcepath "$SP" "$HERE/GoldenHarness5.java"
 

@@ -60,7 +60,7 @@ rm -f "$STANDINS/io/openmessaging/storage/dledger/entry/DLedgerEntry.java" \
 # netty classes, epoll's included, are already there).
 # shellcheck source=classpath5.sh
 source "$HERE/classpath5.sh"
-SP="$STANDINS:$S/store/src/main/java:$S/common/src/main/java:$S/remoting/src/main/java"
+SP="$STANDINS:$HERE:$S/store/src/main/java:$S/common/src/main/java:$S/remoting/src/main/java"
 SP="$SP:$SCRATCH/dledger-src/dledger/src/main/java"
 javac -nowarn -encoding UTF-8 --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
     -d "$CLASSES" -cp "$CP" -sourcepath "$SP" "$HERE/GoldenHarness5.java"

@@ -45,7 +45,7 @@ if [ -n "${DLEDGER_GIT_DIR:-}" ]; then
 fi
 # The stand-ins come first on the source path so they shadow RocketMQ's DLedger class;
 # javac compiles only what the harness reaches from there.
-SP="$SOURCES_IN:$S/store/src/main/java:$S/common/src/main/java:$S/logging/src/main/java"
+SP="$SOURCES_IN:$HERE:$S/store/src/main/java:$S/common/src/main/java:$S/logging/src/main/java"
 SP="$SP:$S/remoting/src/main/java$SP_DLEDGER"
 javac -nowarn -encoding UTF-8 --add-exports java.base/sun.nio.ch=ALL-UNNAMED \
     -d "$CLASSES" -cp "$CP" -sourcepath "$SP" "$HERE/GoldenHarness.java"
