@@ -31,8 +31,9 @@ from rocketstore.broker.schedule import ScheduleService
 from rocketstore.broker.server import Connection, RemotingServer, bind_socket, format_address
 from rocketstore.broker.timeouts import within
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.transaction_service import TransactionService
 from rocketstore.config import StoreConfig, parse_host
-from rocketstore.errors import ConfigError
+from rocketstore.errors import ConfigError, StoreError
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,15 @@ class BrokerApp:
             broker_addr=self.address,
             acl=acl,
         )
+        ctx.transactions = TransactionService(
+            store,
+            ctx.offsets,
+            topics,
+            self.address,
+            timeout_ms=b.transaction_timeout_ms,
+            check_max=b.transaction_check_max,
+            on_topics_changed=ctx.topics_changed,
+        )
         self.ctx = ctx
         ctx.waiters.bind(asyncio.get_running_loop())
         previous = store.dispatcher.on_progress
@@ -180,6 +190,7 @@ class BrokerApp:
         self._timers = [
             asyncio.create_task(self._persist_loop()),
             asyncio.create_task(self._housekeeping_loop()),
+            asyncio.create_task(self._transaction_check_loop()),
         ]
         log.info("broker %s serving %s at %s", b.broker_name, opts.store_dir, self.address)
 
@@ -205,6 +216,21 @@ class BrokerApp:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_MS / 1000)
             for group in self.ctx.clients.expire():
                 self.ctx.notify_consumers_changed(group)
+
+    async def _transaction_check_loop(self) -> None:
+        """TransactionalMessageCheckService: a check pass every transactionCheckInterval,
+        its CHECK_TRANSACTION_STATE requests sent to the producers."""
+        assert self.ctx is not None and self.ctx.transactions is not None
+        service = self.ctx.transactions
+        while True:
+            await asyncio.sleep(self.options.broker.transaction_check_interval_ms / 1000)
+            try:
+                requests = await asyncio.to_thread(service.check)
+            except (StoreError, OSError) as e:
+                log.error("transaction check failed: %s", e)
+                continue
+            for request in requests:
+                self.ctx.send_transaction_check(request)
 
     async def stop(self) -> None:
         for task in self._timers:

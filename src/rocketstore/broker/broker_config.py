@@ -70,13 +70,25 @@ class BrokerConfig:
     # Retry messages are filtered by the selector the group subscribed their original
     # topic with (RocketMQ's ExpressionForRetryMessageFilter); off, as in RocketMQ.
     filter_support_retry: bool = False
+    # Transactional messages (TRAN_MSG=true) are refused with NO_PERMISSION.
+    reject_transaction_message: bool = False
+    # A half message younger than this is not checked (transactionTimeOut).
+    transaction_timeout_ms: int = 6_000
+    # Checks of one half message before it moves to TRANS_CHECK_MAX_TIME_TOPIC.
+    transaction_check_max: int = 15
+    # The pause between two passes of the transaction check (transactionCheckInterval).
+    transaction_check_interval_ms: int = 60_000
 
     def validate(self) -> BrokerConfig:
         for name in ("broker_cluster_name", "broker_name", "msg_trace_topic_name"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
-        for name in ("flush_consumer_offset_interval_ms", "flush_delay_offset_interval_ms"):
+        for name in (
+            "flush_consumer_offset_interval_ms",
+            "flush_delay_offset_interval_ms",
+            "transaction_check_interval_ms",
+        ):
             value = getattr(self, name)
             # A period RocketMQ's scheduleAtFixedRate refuses (the broker would not start);
             # the setting is a Java int.
@@ -86,6 +98,10 @@ class BrokerConfig:
                 or not 0 < value <= JAVA_INT_MAX
             ):
                 raise ConfigError(f"{name} must be 1..{JAVA_INT_MAX} (ms), got {value!r}")
+        for name in ("transaction_timeout_ms", "transaction_check_max"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         if not isinstance(self.default_topic_queue_nums, int) or not (
             1 <= self.default_topic_queue_nums <= 1024
         ):
@@ -99,6 +115,8 @@ class BrokerConfig:
 BROKER_ALIASES = {
     "flushConsumerOffsetInterval": "flush_consumer_offset_interval_ms",
     "flushDelayOffsetInterval": "flush_delay_offset_interval_ms",
+    "transactionTimeOut": "transaction_timeout_ms",
+    "transactionCheckInterval": "transaction_check_interval_ms",
 }
 
 

@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import logging
 import socket
+from collections.abc import Callable
 
 from rocketstore.broker.remoting import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -54,9 +55,18 @@ def request(
 class RemotingClient:
     """One connection to one server; ``invoke`` may be called concurrently."""
 
-    def __init__(self, address: str, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+    def __init__(
+        self,
+        address: str,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        on_request: Callable[[RemotingCommand], None] | None = None,
+    ):
         self.address = address
         self.max_frame_bytes = max_frame_bytes
+        # Requests the server sends on this connection (CHECK_TRANSACTION_STATE,
+        # NOTIFY_CONSUMER_IDS_CHANGED ...); without a handler they are dropped.
+        self.on_request = on_request
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -86,7 +96,11 @@ class RemotingClient:
                 length = frame_length(prefix, self.max_frame_bytes)
                 assert length is not None
                 cmd = decode_command(await reader.readexactly(length))
-                future = self._pending.pop(cmd.opaque, None) if cmd.is_response else None
+                if not cmd.is_response:
+                    if self.on_request is not None:
+                        self.on_request(cmd)
+                    continue
+                future = self._pending.pop(cmd.opaque, None)
                 if future is not None and not future.done():
                     future.set_result(cmd)
         except (asyncio.IncompleteReadError, ConnectionError, OSError, ProtocolError) as e:

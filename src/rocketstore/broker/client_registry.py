@@ -142,6 +142,10 @@ class ClientRegistry:
             info = self.consumers.get(group)
             return [c.connection for c in info.clients.values()] if info else []
 
+    def producer_connections(self, group: str) -> list[object]:
+        with self._lock:
+            return [c.connection for c in self.producers.get(group, {}).values()]
+
     def subscription(self, group: str, topic: str) -> dict[str, Any] | None:
         with self._lock:
             info = self.consumers.get(group)

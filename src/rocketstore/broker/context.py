@@ -7,6 +7,7 @@ processors (``broker.processors``) read and change the state through it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -22,6 +23,7 @@ from rocketstore.broker.long_polling import PullWaiters
 from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.transaction_service import CheckRequest, TransactionService
 from rocketstore.format.message import Message
 from rocketstore.put_path import PutResult
 from rocketstore.store import MessageStore
@@ -59,11 +61,13 @@ class BrokerContext:
     locks: QueueLocks = field(default_factory=QueueLocks)
     waiters: PullWaiters = field(default_factory=PullWaiters)
     acl: AclConfig | None = None
+    transactions: TransactionService | None = None
     long_polling_enable: bool = True
     short_polling_ms: int = 1000
     # Called when the topic table changed, so the name servers learn it at once.
     on_topics_changed: Callable[[], None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    _producer_turn: itertools.count[int] = field(default_factory=itertools.count)
 
     @property
     def broker_name(self) -> str:
@@ -124,3 +128,29 @@ class BrokerContext:
                         ext_fields={"consumerGroup": group},
                     )
                 )
+
+    def send_transaction_check(self, request: CheckRequest) -> bool:
+        """CHECK_TRANSACTION_STATE (one-way) to one producer of the request's group, taken
+        in turn as RocketMQ's ProducerManager.getAvailableChannel does; False when the
+        group has no producer connected (the half message is checked again later)."""
+        connections = [
+            c
+            for c in self.clients.producer_connections(request.producer_group)
+            if isinstance(c, CommandSink)
+        ]
+        if not connections:
+            log.warning(
+                "transaction check for group %s not sent: no producer of it is connected",
+                request.producer_group,
+            )
+            return False
+        connection = connections[next(self._producer_turn) % len(connections)]
+        connection.send(
+            RemotingCommand(
+                code=RequestCode.CHECK_TRANSACTION_STATE,
+                flag=FLAG_ONEWAY,
+                ext_fields=dict(request.fields),
+                body=request.body,
+            )
+        )
+        return True

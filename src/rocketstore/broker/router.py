@@ -15,6 +15,7 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors import (
     admin,
     clients,
+    end_transaction,
     locks,
     offsets,
     pull,
@@ -28,7 +29,9 @@ from rocketstore.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-Processor = Callable[[BrokerContext, RemotingCommand, Connection], Awaitable[RemotingCommand]]
+Processor = Callable[
+    [BrokerContext, RemotingCommand, Connection], Awaitable[RemotingCommand | None]
+]
 
 PROCESSORS: dict[int, Processor] = {
     RequestCode.SEND_MESSAGE: send.send_message,
@@ -46,6 +49,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: clients.get_consumer_list,
     RequestCode.CHECK_CLIENT_CONFIG: clients.check_client_config,
     RequestCode.CONSUMER_SEND_MSG_BACK: send_back.consumer_send_back,
+    RequestCode.END_TRANSACTION: end_transaction.end_transaction,
     RequestCode.QUERY_MESSAGE: query.query_message,
     RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
     RequestCode.LOCK_BATCH_MQ: locks.lock_batch,

@@ -24,6 +24,7 @@ from rocketstore.broker.topic_config import (
     dlq_topic,
     topic_name_problem,
 )
+from rocketstore.broker.transaction import half_message, half_message_properties, is_transactional
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.javahash import java_hashmap_order
@@ -199,12 +200,6 @@ async def send_message(
     if isinstance(checked, RemotingCommand):
         return checked
     config = checked
-    if sysflag.transaction_type(header.sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
-        return cmd.response(
-            ResponseCode.NO_PERMISSION,
-            f"the broker[{ctx.broker_name}] sending transaction message is forbidden "
-            "(rocketstore has no transaction support)",
-        )
     queue_id = header.queue_id
     if queue_id < 0:
         queue_id = random.randrange(max(config.write_queue_nums, 1))
@@ -214,6 +209,12 @@ async def send_message(
     # properties then replace, so the store's delay rewrite schedules the message and the
     # schedule service delivers it to the DLQ when due.
     properties = props.decode_properties_str(header.properties)
+    sys_flag = header.sys_flag
+    if config.topic_filter_type == MULTI_TAG:
+        sys_flag |= sysflag.MULTI_TAGS_FLAG
+    if is_transactional(properties):
+        # RocketMQ goes by the TRAN_MSG property, not by the sys flag.
+        return await _send_half(ctx, cmd, conn, header, properties, sys_flag, topic, queue_id)
     properties[props.CLUSTER] = ctx.cluster_name
     peak = len(properties)
     if not (ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)):
@@ -221,9 +222,6 @@ async def send_message(
         # it. A multi-dispatch message keeps it in its map: the store's wrap adds the
         # queue offsets to that map (WAIT counts in its size) and leaves WAIT out.
         properties.pop(props.WAIT, None)
-    sys_flag = header.sys_flag
-    if config.topic_filter_type == MULTI_TAG:
-        sys_flag |= sysflag.MULTI_TAGS_FLAG
     message = Message(
         topic=topic,
         body=cmd.body,
@@ -236,6 +234,39 @@ async def send_message(
         reconsume_times=header.reconsume_times,
     )
     result = await ctx.put(message, len(message.body))
+    return put_response(cmd, [result], queue_id)
+
+
+async def _send_half(
+    ctx: BrokerContext,
+    cmd: RemotingCommand,
+    conn: Connection,
+    header: SendHeader,
+    properties: dict[str, str],
+    sys_flag: int,
+    topic: str,
+    queue_id: int,
+) -> RemotingCommand:
+    """A transactional message: stored as a half message until the producer ends it
+    (TransactionalMessageBridge.parseHalfMessageInner). The answer names the half
+    message (its offset msgId and its queue offset in the half queue, which the producer
+    sends back in END_TRANSACTION) and the queue the producer asked for."""
+    if ctx.config.reject_transaction_message:
+        host = ctx.broker_addr.rsplit(":", 1)[0]
+        return cmd.response(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{host}] sending transaction message is forbidden",
+        )
+    half = half_message(
+        body=cmd.body,
+        flag=header.flag,
+        sys_flag=sys_flag,
+        properties=half_message_properties(properties, ctx.cluster_name, topic, queue_id),
+        born_timestamp=header.born_timestamp,
+        born_host=conn.peer,
+        reconsume_times=header.reconsume_times,
+    )
+    result = await ctx.put(half, len(half.body))
     return put_response(cmd, [result], queue_id)
 
 
