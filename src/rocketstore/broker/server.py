@@ -148,8 +148,12 @@ class RemotingServer:
                     continue  # answers to our one-way notifications: nothing to do
                 await in_flight.acquire()
                 request = asyncio.create_task(self._handle(cmd, conn, in_flight))
-                requests.add(request)
-                request.add_done_callback(requests.discard)
+                if not cmd.is_oneway:
+                    # Only these end with the connection (a held pull has nobody to answer);
+                    # a one-way request (END_TRANSACTION, an offset commit) is the client's
+                    # last word even when it closes right after sending it.
+                    requests.add(request)
+                    request.add_done_callback(requests.discard)
                 self._requests.add(request)
                 request.add_done_callback(self._requests.discard)
                 # Flow control: wait while the socket's send buffer is full.

@@ -22,9 +22,10 @@ from broker_helpers import small_store
 
 from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
 from rocketstore.broker.broker_config import BrokerConfig
-from rocketstore.broker.client import invoke_sync, request
+from rocketstore.broker.client import RemotingClient, invoke_sync, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.registration import register_request_body
+from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.cli.main import main
 from rocketstore.errors import ConfigError
 from rocketstore.paths import ABORT_FILE
@@ -217,3 +218,63 @@ def test_a_delayed_message_survives_a_restart(tmp_path: Path) -> None:
         delivered = store.get_messages("g", "Later", 0, 0, 1).messages
         assert [m.body for m in delivered] == [b"z"]
         assert delivered[0].store_timestamp - delivered[0].born_timestamp >= 1000
+
+
+def test_an_open_transaction_is_checked_over_the_producers_connection(tmp_path: Path) -> None:
+    """A producer that never ends its transaction gets CHECK_TRANSACTION_STATE on its own
+    connection once the timeout passes, answers it with a one-way END_TRANSACTION, and
+    the message is then in its topic."""
+    options = BrokerOptions(
+        str(tmp_path / "store"),
+        listen="127.0.0.1:0",
+        store_config=small_store(),
+        broker=BrokerConfig(transaction_check_interval_ms=100, transaction_timeout_ms=300),
+    )
+    with BackgroundServer(options) as server:
+        address = server.broker_address
+
+        async def producer() -> RemotingCommand:
+            checks: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+            client = RemotingClient(address, on_request=checks.put_nowait)
+            heartbeat = {"clientID": "tx-client", "consumerDataSet": []}
+            heartbeat["producerDataSet"] = [{"groupName": "TxGroup"}]
+            beat = await client.invoke(
+                request(RequestCode.HEART_BEAT, {}, json.dumps(heartbeat).encode())
+            )
+            assert beat.code == ResponseCode.SUCCESS
+            properties = "TRAN_MSG\x01true\x02PGROUP\x01TxGroup\x02UNIQ_KEY\x01AB12\x02WAIT\x01true"
+            ext = {"a": "TxGroup", "b": "TxTopic", "c": "TBW102", "d": "4", "e": "1", "f": "4"}
+            ext |= {"g": str(int(time.time() * 1000)), "h": "0", "i": properties}
+            ext |= {"j": "0", "k": "false"}
+            sent = await client.invoke(request(RequestCode.SEND_MESSAGE_V2, ext, b"later"))
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
+            check = await asyncio.wait_for(checks.get(), 10)
+            assert check.code == RequestCode.CHECK_TRANSACTION_STATE
+            fields = check.ext_fields
+            end = {
+                "producerGroup": "TxGroup",
+                "tranStateTableOffset": fields["tranStateTableOffset"],
+                "commitLogOffset": fields["commitLogOffset"],
+                "commitOrRollback": "8",
+                "fromTransactionCheck": "true",
+                "msgId": fields["msgId"],
+                "transactionId": fields["transactionId"],
+            }
+            await client.invoke_oneway(request(RequestCode.END_TRANSACTION, end))
+            await client.close()
+            return check
+
+        check = asyncio.run(producer())
+        assert (
+            check.ext_fields["msgId"] == "AB12" and check.ext_fields["tranStateTableOffset"] == "1"
+        )
+        pull = {"consumerGroup": "G", "topic": "TxTopic", "queueId": "1", "queueOffset": "0"}
+        pull |= {"maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0"}
+        pull |= {"suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
+        deadline = time.monotonic() + 10
+        while True:
+            answer = invoke_sync(address, request(RequestCode.PULL_MESSAGE, pull))
+            if answer.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert answer.code == ResponseCode.SUCCESS and b"later" in answer.body

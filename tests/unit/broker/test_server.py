@@ -14,7 +14,7 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, encode_command
 from rocketstore.broker.server import Connection, RemotingServer, bind_socket
 
-SLOW, FAST, BOOM, BAD_FIELD, NOTE = 1, 2, 3, 4, 5
+SLOW, FAST, BOOM, BAD_FIELD, NOTE, SLOW_NOTE = 1, 2, 3, 4, 5, 6
 
 
 class Handler:
@@ -23,13 +23,13 @@ class Handler:
         self.notes: list[str] = []
 
     async def __call__(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
-        if cmd.code == SLOW:
+        if cmd.code in (SLOW, SLOW_NOTE):
             await self.release.wait()
         if cmd.code == BOOM:
             raise RuntimeError("kaput")
         if cmd.code == BAD_FIELD:
             raise RequestFieldError("the request has no 'topic' field")
-        if cmd.code == NOTE:
+        if cmd.code in (NOTE, SLOW_NOTE):
             self.notes.append(cmd.ext_fields["text"])
         return cmd.response(ResponseCode.SUCCESS, conn.peer)
 
@@ -63,6 +63,36 @@ def test_requests_on_one_connection_run_concurrently() -> None:
             assert bad.code == ResponseCode.SYSTEM_ERROR and "'topic'" in (bad.remark or "")
         finally:
             await client.close()
+            await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_one_way_request_finishes_after_its_connection_closes() -> None:
+    """A client may close right after a one-way request (a producer's END_TRANSACTION):
+    the request still runs to its end; a held request that needs an answer is dropped
+    with the connection instead."""
+
+    async def scenario() -> None:
+        handler = Handler()
+        server = await _server(handler)
+        client = RemotingClient(server.address)
+        try:
+            answered = asyncio.create_task(client.invoke(request(SLOW_NOTE, {"text": "asked"}), 5))
+            await client.invoke_oneway(request(SLOW_NOTE, {"text": "last word"}))
+            await asyncio.sleep(0.05)
+            await client.close()
+            await asyncio.sleep(0.05)  # the server sees the connection gone
+            handler.release.set()
+            for _ in range(100):
+                if handler.notes:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            assert handler.notes == ["last word"]
+            with pytest.raises(RemotingClientError):
+                await answered
+        finally:
             await server.stop()
 
     asyncio.run(scenario())
