@@ -453,7 +453,10 @@ class TransactionService:
         return self._put(copy, half.store_host).status is PutStatus.PUT_OK
 
     def _put(self, message: Message, store_host: str) -> PutResult:
-        return self.store.put(message, store_host=store_host)
+        # Stamped by the service's clock, the one the pass compares store times with (a
+        # copy stored during a pass must look fresh to it, as in RocketMQ where both are
+        # the system clock).
+        return self.store.put(message, store_timestamp=self.clock(), store_host=store_host)
 
     def _discard(self, half: MessageExt, properties: dict[str, str]) -> None:
         """resolveDiscardMsg: into TRANS_CHECK_MAX_TIME_TOPIC (queue 0, created with one

@@ -6,6 +6,7 @@ progress, restart)."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from broker_helpers import (
     make_context,
     send_v2,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
@@ -382,3 +385,54 @@ def test_the_check_goes_to_a_producer_of_the_group(ctx: BrokerContext) -> None:
     command = first.sent[0]
     assert command.code == RequestCode.CHECK_TRANSACTION_STATE and command.is_oneway
     assert command.ext_fields == {"tranStateTableOffset": "1"} and command.body == b"body"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(["commit", "rollback", "open"]), min_size=1, max_size=6),
+    st.lists(st.booleans(), min_size=6, max_size=6),
+)
+def test_every_transaction_ends_exactly_once(outcomes: list[str], answers: list[bool]) -> None:
+    """Transactions ended by their producer are never checked; each open one is checked
+    once, and once the producer answers the check nothing is left: the topic holds
+    exactly the committed messages, and both progress offsets reach the ends."""
+    with tempfile.TemporaryDirectory() as scratch:
+        clock = Clock()
+        context = make_context(Path(scratch) / "store")
+        context.transactions = TransactionService(
+            context.store, context.offsets, context.topics, BROKER_ADDR, clock=clock
+        )
+        try:
+            committed: set[str] = set()
+            open_keys: set[str] = set()
+            for index, outcome in enumerate(outcomes):
+                uniq = f"AC11000100002A9F00000000000000{index:02X}"
+                sent = send_tx(context, clock, body=uniq.encode(), uniq=uniq)
+                queue_offset, commit_log_offset = half_offsets(sent)
+                if outcome == "open":
+                    open_keys.add(uniq)
+                    continue
+                kind = COMMIT if outcome == "commit" else ROLLBACK
+                end_tx(context, kind, queue_offset, commit_log_offset)
+                if kind == COMMIT:
+                    committed.add(uniq)
+            requests = check(context, clock, TIMEOUT_MS + 1)
+            assert {r.fields["msgId"] for r in requests} == open_keys
+            assert len(requests) == len(open_keys)
+            for request, commit in zip(requests, answers, strict=False):
+                answer = end_tx(
+                    context,
+                    COMMIT if commit else ROLLBACK,
+                    int(request.fields["tranStateTableOffset"]),
+                    int(request.fields["commitLogOffset"]),
+                    from_check=True,
+                )
+                assert answer is not None and answer.code == ResponseCode.SUCCESS
+                if commit:
+                    committed.add(request.fields["msgId"])
+            assert check(context, clock, TIMEOUT_MS + 1) == []
+            stored = [m.uniq_key for m in queue(context, "TopicA", 2)]
+            assert sorted(stored) == sorted(committed)  # each exactly once
+            assert progress(context) == (len(outcomes) + len(open_keys), len(outcomes))
+        finally:
+            context.store.close()
