@@ -141,6 +141,17 @@ def real_destination(half: MessageExt) -> tuple[str, int] | None:
     return None if queue_id is None else (topic, queue_id)
 
 
+def required_destination(half: MessageExt) -> tuple[str, int]:
+    """``real_destination``, or ValueError naming the half message."""
+    destination = real_destination(half)
+    if destination is None:
+        raise ValueError(
+            f"half message at CommitLog offset {half.commit_log_offset} has no valid "
+            f"REAL_TOPIC/REAL_QID"
+        )
+    return destination
+
+
 def committed_message(half: MessageExt, commit_log_offset: int) -> Message:
     """The message a commit stores (``endMessageTransaction``): the half message for its
     real topic and queue, COMMIT typed, with the half message's CommitLog offset as its
@@ -148,13 +159,7 @@ def committed_message(half: MessageExt, commit_log_offset: int) -> Message:
     REAL_QID and TRAN_MSG included, in HashMap order (RocketMQ writes the string before
     it clears those entries from the map). The body is the stored one (still compressed
     when the sys flag says so). ValueError when the half message has no real topic."""
-    destination = real_destination(half)
-    if destination is None:
-        raise ValueError(
-            f"half message at CommitLog offset {half.commit_log_offset} has no valid "
-            f"REAL_TOPIC/REAL_QID"
-        )
-    topic, queue_id = destination
+    topic, queue_id = required_destination(half)
     return Message(
         topic=topic,
         body=half.body if half.body is not None else b"",
@@ -299,13 +304,7 @@ def check_request_body(
     queue and CommitLog offsets, ``properties`` (the map as the check changed it) in
     HashMap order, and its stored body and sys flag. ValueError when it has no real
     topic or the topic does not fit a record."""
-    destination = real_destination(half)
-    if destination is None:
-        raise ValueError(
-            f"half message at CommitLog offset {half.commit_log_offset} has no valid "
-            f"REAL_TOPIC/REAL_QID"
-        )
-    topic, queue_id = destination
+    topic, queue_id = required_destination(half)
     ordered = hashmap_ordered(list(properties), dict(properties))
     try:
         return encode_record(

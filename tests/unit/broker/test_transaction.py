@@ -248,20 +248,15 @@ def test_parse_java_integer_refuses_what_java_refuses(text: str) -> None:
     assert parse_java_integer(text, 32) is None
 
 
+_PROPERTY_TEXT = st.text(
+    st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]),
+    min_size=1,
+    max_size=8,
+)
+
+
 @given(
-    st.dictionaries(
-        st.text(
-            st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]),
-            min_size=1,
-            max_size=8,
-        ),
-        st.text(
-            st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]),
-            min_size=1,
-            max_size=8,
-        ),
-        max_size=20,
-    ),
+    st.dictionaries(_PROPERTY_TEXT, _PROPERTY_TEXT, max_size=20),
     st.text(st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=20),
     st.integers(0, 2**31 - 1),
 )
