@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,30 +13,12 @@ from typing import Any
 
 from rocketstore.store import MessageStore
 
+sys.path.insert(0, str(Path(__file__).parent))
+from broker_process import free_port, serve_process
+
 TOPIC = "KillTopic"
 GROUP = "KillGroup"
 TOTAL = 300
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve(store: Path, broker: int, namesrv: int) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "rocketstore.cli.main", "serve", "--store", str(store)]
-    command += ["--listen", f"127.0.0.1:{broker}", "--namesrv-listen", f"127.0.0.1:{namesrv}"]
-    command += ["--flush", "SYNC_FLUSH", "--offset-persist-ms", "500"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if "Ctrl-C stops" in line:
-            return process
-        assert line or process.poll() is None, "serve exited early"
-    raise AssertionError("serve did not start in time")
 
 
 def _offsets(store: Path) -> dict[int, int]:
@@ -70,9 +50,9 @@ def _wait(condition: Any, timeout_s: float) -> bool:
 
 def test_kill_9_loses_no_acknowledged_message(py_client: Any, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    broker_port, namesrv_port = _free_port(), _free_port()
+    broker_port, namesrv_port = free_port(), free_port()
     namesrv = f"127.0.0.1:{namesrv_port}"
-    server = _serve(store, broker_port, namesrv_port)
+    server = serve_process(store, broker_port, namesrv_port)
     stop = tmp_path / "stop"
     producer = consumer = None
     try:
@@ -101,7 +81,7 @@ def test_kill_9_loses_no_acknowledged_message(py_client: Any, tmp_path: Path) ->
         server.wait(10)
         assert (store / "abort").exists()  # it really died without shutting down
         time.sleep(1)
-        server = _serve(store, broker_port, namesrv_port)
+        server = serve_process(store, broker_port, namesrv_port)
         producer.finish(80)
         sent = producer.events("sent")
         assert len(sent) > acked_before_kill and sent[-1]["i"] == TOTAL - 1, producer.stderr[-5:]
