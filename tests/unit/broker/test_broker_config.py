@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rocketstore.broker.broker_config import (
     BrokerConfig,
+    broker_config_from_settings,
     dump_pretty,
     load_config_file,
     parse_fastjson,
@@ -141,6 +142,25 @@ def test_broker_config_validation() -> None:
         BrokerConfig(broker_name=" ").validate()
     with pytest.raises(ConfigError, match="default_topic_queue_nums"):
         BrokerConfig(default_topic_queue_nums=0).validate()
+    with pytest.raises(ConfigError, match="transaction_check_interval_ms"):
+        BrokerConfig(transaction_check_interval_ms=0).validate()
+    with pytest.raises(ConfigError, match="transaction_check_max"):
+        BrokerConfig(transaction_check_max=-1).validate()
+
+
+def test_transaction_settings_from_broker_conf_keys() -> None:
+    settings = {
+        "rejectTransactionMessage": "true",
+        "transactionTimeOut": "3000",
+        "transactionCheckMax": "5",
+        "transactionCheckInterval": "30000",
+    }
+    broker = broker_config_from_settings(settings, source="broker.conf")
+    assert broker.reject_transaction_message is True
+    assert (broker.transaction_timeout_ms, broker.transaction_check_max) == (3000, 5)
+    assert broker.transaction_check_interval_ms == 30_000
+    with pytest.raises(ConfigError, match="transactionCheckInterval"):
+        broker_config_from_settings({"transactionCheckInterval": "soon"}, source="broker.conf")
 
 
 @given(st.text(alphabet='{}[]:,"0123456789-\\ ab\t\n', max_size=200) | st.text(max_size=100))
