@@ -281,25 +281,40 @@ public final class JavaClientProbe {
         final AtomicInteger deliveries = new AtomicInteger();
         final Map<String, Boolean> seen = new ConcurrentHashMap<String, Boolean>();
         final AtomicInteger duplicates = new AtomicInteger();
+        // Both listeners: a message asked to come back later ends the batch unacknowledged;
+        // otherwise the whole batch is acknowledged and counted.
+        final class Acks {
+            boolean later(List<MessageExt> msgs, String ack) {
+                for (MessageExt m : msgs) {
+                    deliveries.incrementAndGet();
+                    if (m.getReconsumeTimes() < laterUntil) {
+                        recvLine("recv", m).put("ack", ack).print();
+                        return true;
+                    }
+                }
+                return false;
+            }
+
+            void accept(List<MessageExt> msgs) {
+                for (MessageExt m : msgs) {
+                    if (seen.put(m.getMsgId(), Boolean.TRUE) != null) {
+                        duplicates.incrementAndGet();
+                    }
+                    recvLine("recv", m).put("ack", "success").print();
+                    received.incrementAndGet();
+                    enough.countDown();
+                }
+            }
+        }
+        final Acks acks = new Acks();
         if (intEnv("PROBE_ORDERLY", 0) != 0) {
             consumer.registerMessageListener(new MessageListenerOrderly() {
                 @Override
                 public ConsumeOrderlyStatus consumeMessage(List<MessageExt> msgs, ConsumeOrderlyContext context) {
-                    for (MessageExt m : msgs) {
-                        deliveries.incrementAndGet();
-                        if (m.getReconsumeTimes() < laterUntil) {
-                            recvLine("recv", m).put("ack", "suspend").print();
-                            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
-                        }
+                    if (acks.later(msgs, "suspend")) {
+                        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
                     }
-                    for (MessageExt m : msgs) {
-                        if (seen.put(m.getMsgId(), Boolean.TRUE) != null) {
-                            duplicates.incrementAndGet();
-                        }
-                        recvLine("recv", m).put("ack", "success").print();
-                        received.incrementAndGet();
-                        enough.countDown();
-                    }
+                    acks.accept(msgs);
                     return ConsumeOrderlyStatus.SUCCESS;
                 }
             });
@@ -308,21 +323,10 @@ public final class JavaClientProbe {
                 @Override
                 public ConsumeConcurrentlyStatus consumeMessage(List<MessageExt> msgs,
                     ConsumeConcurrentlyContext context) {
-                    for (MessageExt m : msgs) {
-                        deliveries.incrementAndGet();
-                        if (m.getReconsumeTimes() < laterUntil) {
-                            recvLine("recv", m).put("ack", "later").print();
-                            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
-                        }
+                    if (acks.later(msgs, "later")) {
+                        return ConsumeConcurrentlyStatus.RECONSUME_LATER;
                     }
-                    for (MessageExt m : msgs) {
-                        if (seen.put(m.getMsgId(), Boolean.TRUE) != null) {
-                            duplicates.incrementAndGet();
-                        }
-                        recvLine("recv", m).put("ack", "success").print();
-                        received.incrementAndGet();
-                        enough.countDown();
-                    }
+                    acks.accept(msgs);
                     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
                 }
             });
