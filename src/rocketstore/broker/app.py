@@ -179,6 +179,7 @@ class BrokerApp:
         if opts.schedule_enable:
             self.schedule = ScheduleService(store, opts.store_dir)
             self.schedule.start()
+            ctx.schedule = self.schedule
         self.server = RemotingServer(
             BrokerRouter(ctx).handle, name="broker", on_close=self._connection_closed
         )

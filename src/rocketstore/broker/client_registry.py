@@ -19,6 +19,15 @@ CLIENT_TIMEOUT_MS = 120_000
 # Enum ordinals the Java clients may send instead of names.
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+# ConsumeFromWhere by ordinal (4.9.8; the three deprecated ones included).
+CONSUME_FROM_WHERE = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+)
 
 
 @dataclass
@@ -26,6 +35,11 @@ class ClientChannel:
     client_id: str
     connection: object
     last_update_ms: int
+    # What admin requests show of a connection (RocketMQ's ClientChannelInfo): the peer
+    # address and the language and version of the client's heartbeat.
+    addr: str = ""
+    language: str = "JAVA"
+    version: int = 0
 
 
 @dataclass
@@ -35,6 +49,7 @@ class ConsumerGroup:
     subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)  # by topic
     consume_type: str = "CONSUME_PASSIVELY"
     message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
 
 
 def enum_name(value: object, names: tuple[str, ...], default: str) -> str:
@@ -62,6 +77,10 @@ class ClientRegistry:
         connection: object,
         data: dict[str, Any],
         now_ms: int | None = None,
+        *,
+        addr: str = "",
+        language: str = "JAVA",
+        version: int = 0,
     ) -> bool:
         """Add or refresh a consumer; True when the group's membership changed (the
         broker then tells the group's clients to rebalance)."""
@@ -74,6 +93,9 @@ class ClientRegistry:
                 data.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"
             )
             info.message_model = enum_name(data.get("messageModel"), MESSAGE_MODELS, "CLUSTERING")
+            info.consume_from_where = enum_name(
+                data.get("consumeFromWhere"), CONSUME_FROM_WHERE, "CONSUME_FROM_LAST_OFFSET"
+            )
             subs = data.get("subscriptionDataSet") or []
             if isinstance(subs, list):
                 info.subscriptions = {
@@ -81,16 +103,26 @@ class ClientRegistry:
                 }
             old = info.clients.get(client_id)
             changed = old is None or old.connection is not connection
-            info.clients[client_id] = ClientChannel(client_id, connection, now)
+            info.clients[client_id] = ClientChannel(
+                client_id, connection, now, addr, language, version
+            )
             return changed
 
     def register_producer(
-        self, group: str, client_id: str, connection: object, now_ms: int | None = None
+        self,
+        group: str,
+        client_id: str,
+        connection: object,
+        now_ms: int | None = None,
+        *,
+        addr: str = "",
+        language: str = "JAVA",
+        version: int = 0,
     ) -> None:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         with self._lock:
             self.producers.setdefault(group, {})[client_id] = ClientChannel(
-                client_id, connection, now
+                client_id, connection, now, addr, language, version
             )
 
     def unregister(
@@ -141,6 +173,35 @@ class ClientRegistry:
         with self._lock:
             info = self.consumers.get(group)
             return [c.connection for c in info.clients.values()] if info else []
+
+    def consumer_group(self, group: str) -> ConsumerGroup | None:
+        """A copy of the group's state (clients and subscriptions), None when no client
+        of it is registered."""
+        with self._lock:
+            info = self.consumers.get(group)
+            if info is None or not info.clients:
+                return None
+            return ConsumerGroup(
+                info.name,
+                dict(info.clients),
+                dict(info.subscriptions),
+                info.consume_type,
+                info.message_model,
+                info.consume_from_where,
+            )
+
+    def producer_channels(self, group: str) -> list[ClientChannel]:
+        with self._lock:
+            return list(self.producers.get(group, {}).values())
+
+    def groups_subscribed_to(self, topic: str) -> set[str]:
+        """Consumer groups with a registered client whose subscriptions include ``topic``."""
+        with self._lock:
+            return {
+                name
+                for name, info in self.consumers.items()
+                if info.clients and topic in info.subscriptions
+            }
 
     def producer_connections(self, group: str) -> list[object]:
         with self._lock:

@@ -22,6 +22,8 @@ from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.long_polling import PullWaiters
 from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
+from rocketstore.broker.schedule import ScheduleService
+from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.broker.transaction_service import CheckRequest, TransactionService
 from rocketstore.format.message import Message
@@ -62,6 +64,8 @@ class BrokerContext:
     waiters: PullWaiters = field(default_factory=PullWaiters)
     acl: AclConfig | None = None
     transactions: TransactionService | None = None
+    stats: BrokerStats = field(default_factory=BrokerStats)
+    schedule: ScheduleService | None = None
     long_polling_enable: bool = True
     short_polling_ms: int = 1000
     # Called when the topic table changed, so the name servers learn it at once.

@@ -17,6 +17,7 @@ from rocketstore.broker.processors import (
     clients,
     end_transaction,
     locks,
+    monitoring,
     offsets,
     pull,
     query,
@@ -57,6 +58,12 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+    RequestCode.GET_TOPIC_STATS_INFO: monitoring.get_topic_stats_info,
+    RequestCode.GET_CONSUME_STATS: monitoring.get_consume_stats,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: monitoring.get_consumer_connection_list,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: monitoring.get_producer_connection_list,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: monitoring.query_topic_consume_by_who,
+    RequestCode.GET_BROKER_RUNTIME_INFO: monitoring.get_broker_runtime_info,
 }
 
 

@@ -40,6 +40,11 @@ def _groups(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return [g for g in items if isinstance(g, dict) and isinstance(g.get("groupName"), str)]
 
 
+def _channel_facts(cmd: RemotingCommand, conn: Connection) -> dict[str, Any]:
+    """What the admin requests show of a client's connection (ClientChannelInfo)."""
+    return {"addr": conn.peer, "language": cmd.language, "version": cmd.version}
+
+
 async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
     data = parse_heartbeat(cmd.body)
     client_id = data["clientID"]
@@ -48,11 +53,15 @@ async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
         if retry_topic(group) not in ctx.topics:
             ctx.topics.create_retry_topic(group)
             ctx.topics_changed()
-        if ctx.clients.register_consumer(group, client_id, conn, consumer):
+        if ctx.clients.register_consumer(
+            group, client_id, conn, consumer, **_channel_facts(cmd, conn)
+        ):
             log.info("consumer %s joined group %s from %s", client_id, group, conn.peer)
             ctx.notify_consumers_changed(group)
     for producer in _groups(data, "producerDataSet"):
-        ctx.clients.register_producer(producer["groupName"], client_id, conn)
+        ctx.clients.register_producer(
+            producer["groupName"], client_id, conn, **_channel_facts(cmd, conn)
+        )
     return cmd.response(ResponseCode.SUCCESS)
 
 

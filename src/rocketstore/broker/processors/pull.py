@@ -238,4 +238,5 @@ async def pull_message(
     if code != ResponseCode.SUCCESS:
         remark = result.status.value
         return cmd.response(code, remark, ext)
+    ctx.stats.pulled(header.group, header.topic, len(result.messages))
     return cmd.response(code, "FOUND", ext, body)

@@ -176,12 +176,16 @@ def ordered_properties(properties: dict[str, str], peak_size: int | None = None)
     return {k: properties[k] for k in java_hashmap_order(list(properties), peak_size=peak_size)}
 
 
-def put_response(cmd: RemotingCommand, results: list[PutResult], queue_id: int) -> RemotingCommand:
+def put_response(
+    cmd: RemotingCommand, results: list[PutResult], queue_id: int, ctx: BrokerContext | None = None
+) -> RemotingCommand:
     first = results[0]
     code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
     if first.status not in _STORED:
         remark = first.reason or f"put message failed: {first.status.value}"
         return cmd.response(code, remark)
+    if ctx is not None:
+        ctx.stats.put.add(len(results))
     ext = {
         "msgId": ",".join(r.msg_id for r in results),
         "queueId": queue_id,
@@ -234,7 +238,7 @@ async def send_message(
         reconsume_times=header.reconsume_times,
     )
     result = await ctx.put(message, len(message.body))
-    return put_response(cmd, [result], queue_id)
+    return put_response(cmd, [result], queue_id, ctx)
 
 
 async def _send_half(
@@ -267,7 +271,7 @@ async def _send_half(
         reconsume_times=header.reconsume_times,
     )
     result = await ctx.put(half, len(half.body))
-    return put_response(cmd, [result], queue_id)
+    return put_response(cmd, [result], queue_id, ctx)
 
 
 async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -311,4 +315,4 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
         )
     body_bytes = sum(len(message.body) for message in messages)
     results = await ctx.put_batch(messages, body_bytes)
-    return put_response(cmd, results, queue_id)
+    return put_response(cmd, results, queue_id, ctx)

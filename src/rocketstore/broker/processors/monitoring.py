@@ -1,0 +1,216 @@
+"""What mqadmin asks a broker about its state: GET_TOPIC_STATS_INFO (202, topicStatus),
+GET_CONSUME_STATS (208, consumerProgress), GET_CONSUMER_CONNECTION_LIST (203,
+consumerConnection), GET_PRODUCER_CONNECTION_LIST (204, producerConnection),
+QUERY_TOPIC_CONSUME_BY_WHO (300, statsAll, topicList -c, message tracks) and
+GET_BROKER_RUNTIME_INFO (28, brokerStatus, clusterList).
+
+Layer: broker processors. Bodies are written as RocketMQ 4.9.8's AdminBrokerProcessor
+writes them with fastjson (:mod:`rocketstore.broker.fastjson_body`: MessageQueue map keys
+as unquoted objects).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import Any
+
+from rocketstore.broker.client_registry import ClientChannel
+from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
+from rocketstore.broker.remoting import RemotingCommand, ext_str
+from rocketstore.broker.server import Connection
+
+# MQVersion.CURRENT_VERSION of 4.9.8 (V4_9_8) and its ordinal: what clients compare.
+BROKER_VERSION_DESC = "V4_9_8"
+BROKER_VERSION = 409
+GIB = 1024**3
+
+
+def _body(value: Any) -> bytes:
+    return dumps(value).encode("utf-8")
+
+
+def _store_time(ctx: BrokerContext, topic: str, queue_id: int, offset: int) -> int:
+    """getMessageStoreTimeStamp: the message's store time, 0 when there is none."""
+    found = ctx.store.message_store_time(topic, queue_id, offset)
+    return found if found > 0 else 0
+
+
+def topic_stats(ctx: BrokerContext, topic: str) -> dict[str, Any] | None:
+    """TopicStatsTable: per write queue its min and max offset and the store time of its
+    last message; None for a topic this broker has no config for."""
+    config = ctx.topics.get(topic)
+    if config is None:
+        return None
+    table: dict[MessageQueueKey, dict[str, int]] = {}
+    for queue_id in range(config.write_queue_nums):
+        has_queue = (topic, queue_id) in ctx.store.queues
+        low = max(ctx.store.min_offset(topic, queue_id), 0) if has_queue else 0
+        high = max(ctx.store.max_offset(topic, queue_id), 0) if has_queue else 0
+        last = _store_time(ctx, topic, queue_id, high - 1) if high > 0 else 0
+        table[MessageQueueKey(topic, ctx.broker_name, queue_id)] = {
+            "lastUpdateTimestamp": last,
+            "maxOffset": high,
+            "minOffset": low,
+        }
+    return {"offsetTable": table}
+
+
+async def get_topic_stats_info(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    topic = ext_str(cmd.ext_fields, "topic")
+    stats = await ctx.run(topic_stats, ctx, topic)
+    if stats is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    return cmd.response(ResponseCode.SUCCESS, body=_body(stats))
+
+
+def consume_stats(ctx: BrokerContext, group: str, topic: str | None) -> dict[str, Any]:
+    """ConsumeStats: for each topic the group has offsets on (or the one asked), per read
+    queue the broker's max offset, the committed offset and the store time of the last
+    consumed message; consumeTps is the group's pull rate over the last minute."""
+    topics = [topic] if topic else sorted(ctx.offsets.topics_of_group(group))
+    online = ctx.clients.consumer_group(group)
+    table: dict[MessageQueueKey, dict[str, int]] = {}
+    tps = 0.0
+    for name in topics:
+        config = ctx.topics.get(name)
+        if config is None:
+            continue
+        if online is not None and online.subscriptions and name not in online.subscriptions:
+            continue  # the group is online and does not subscribe to it
+        for queue_id in range(config.read_queue_nums):
+            has_queue = (name, queue_id) in ctx.store.queues
+            broker_offset = max(ctx.store.max_offset(name, queue_id), 0) if has_queue else 0
+            committed = ctx.offsets.query(group, name, queue_id)
+            consumer_offset = max(committed if committed is not None else 0, 0)
+            last = 0
+            if consumer_offset > 0 and has_queue:
+                last = _store_time(ctx, name, queue_id, consumer_offset - 1)
+            table[MessageQueueKey(name, ctx.broker_name, queue_id)] = {
+                "brokerOffset": broker_offset,
+                "consumerOffset": consumer_offset,
+                "lastTimestamp": last,
+            }
+        tps += ctx.stats.group_get_tps(group, name)
+    return {"consumeTps": tps, "offsetTable": table}
+
+
+async def get_consume_stats(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    group = ext_str(cmd.ext_fields, "consumerGroup")
+    topic = (cmd.ext_fields.get("topic") or "").strip() or None
+    stats = await ctx.run(consume_stats, ctx, group, topic)
+    return cmd.response(ResponseCode.SUCCESS, body=_body(stats))
+
+
+def _connection(channel: ClientChannel) -> dict[str, Any]:
+    return {
+        "clientAddr": channel.addr,
+        "clientId": channel.client_id,
+        "language": channel.language,
+        "version": channel.version,
+    }
+
+
+async def get_consumer_connection_list(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    group = ext_str(cmd.ext_fields, "consumerGroup")
+    info = ctx.clients.consumer_group(group)
+    if info is None:
+        return cmd.response(
+            ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+        )
+    body = {
+        "connectionSet": [_connection(c) for c in info.clients.values()],
+        "consumeFromWhere": info.consume_from_where,
+        "consumeType": info.consume_type,
+        "messageModel": info.message_model,
+        "subscriptionTable": dict(info.subscriptions),
+    }
+    return cmd.response(ResponseCode.SUCCESS, body=_body(body))
+
+
+async def get_producer_connection_list(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    group = ext_str(cmd.ext_fields, "producerGroup")
+    channels = ctx.clients.producer_channels(group)
+    if not channels:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+    body = {"connectionSet": [_connection(c) for c in channels]}
+    return cmd.response(ResponseCode.SUCCESS, body=_body(body))
+
+
+async def query_topic_consume_by_who(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """The groups online with a subscription to the topic and those with offsets on it."""
+    topic = ext_str(cmd.ext_fields, "topic")
+    groups = ctx.clients.groups_subscribed_to(topic) | ctx.offsets.groups_of_topic(topic)
+    return cmd.response(ResponseCode.SUCCESS, body=_body({"groupList": set(groups)}))
+
+
+def _disk_ratio(path: str) -> float:
+    usage = shutil.disk_usage(path)
+    return (usage.total - usage.free) / usage.total if usage.total else 0.0
+
+
+def runtime_info(ctx: BrokerContext) -> dict[str, str]:
+    """The KVTable of GET_BROKER_RUNTIME_INFO: the keys whose facts rocketstore has
+    (rates since start, offsets, disk, earliest message, delay levels). Thread-pool queue
+    sizes and waits are 0: requests are not queued in pools here."""
+    store = ctx.store
+    stats = ctx.stats
+    commitlog_dir = store.commitlog.dirs.writable[0]
+    usage = shutil.disk_usage(commitlog_dir)
+    low, high = store.commitlog.min_offset(), store.commitlog.max_offset()
+    earliest = store.commitlog.store_time_at(low, 0) if high > low else 0
+    now = int(time.time() * 1000)
+    table = {
+        "brokerVersionDesc": BROKER_VERSION_DESC,
+        "brokerVersion": str(BROKER_VERSION),
+        "bootTimestamp": str(stats.boot_ms),
+        "runtime": _runtime(now - stats.boot_ms),
+        "putTps": stats.put.tps_text(),
+        "getTransferedTps": stats.get.tps_text(),
+        "msgPutTotalTodayNow": str(stats.put.total),
+        "msgGetTotalTodayNow": str(stats.get.total),
+        "commitLogMinOffset": str(low),
+        "commitLogMaxOffset": str(high),
+        "commitLogDiskRatio": f"{_disk_ratio(commitlog_dir)}",
+        "commitLogDirCapacity": (
+            f"Total : {usage.total / GIB:.2f} GiB, Free : {usage.free / GIB:.2f} GiB."
+        ),
+        "dispatchBehindBytes": str(store.dispatch_lag_bytes()),
+        "earliestMessageTimeStamp": str(max(earliest, 0)),
+        "sendThreadPoolQueueSize": "0",
+        "pullThreadPoolQueueSize": "0",
+        "sendThreadPoolQueueHeadWaitTimeMills": "0",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0",
+        "pageCacheLockTimeMills": "0",
+    }
+    if ctx.schedule is not None:
+        table.update(ctx.schedule.running_stats())
+    return table
+
+
+def _runtime(ms: int) -> str:
+    """StoreStatsService's "[ D days, H hours, M minutes, S seconds ]"."""
+    seconds = ms // 1000
+    days, seconds = divmod(seconds, 86400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]"
+
+
+async def get_broker_runtime_info(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    table = await ctx.run(runtime_info, ctx)
+    return cmd.response(ResponseCode.SUCCESS, body=_body({"table": table}))

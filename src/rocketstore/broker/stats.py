@@ -1,0 +1,88 @@
+"""Message rates the admin requests report (RocketMQ's StoreStatsService and
+BrokerStatsManager, reduced to what mqadmin shows): messages put, messages pulled, and
+messages pulled per consumer group and topic.
+
+Layer: broker, plain synchronous state. Counts go into one-second buckets over the last
+ten minutes; a rate is the count over a window divided by its length, as RocketMQ's
+"10 s / 1 min / 10 min" TPS figures are.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+WINDOW_S = 600
+TPS_WINDOWS_S = (10, 60, 600)
+
+
+def now_s() -> int:
+    return int(time.monotonic())
+
+
+class RateCounter:
+    """Event counts per second over the last ten minutes, and a total since start."""
+
+    def __init__(self, clock: Callable[[], int] = now_s) -> None:
+        self.clock = clock
+        self.total = 0
+        self._buckets: deque[list[int]] = deque()  # [second, count], oldest first
+        self._lock = threading.Lock()
+
+    def add(self, count: int = 1) -> None:
+        if count <= 0:
+            return
+        second = self.clock()
+        with self._lock:
+            self.total += count
+            if self._buckets and self._buckets[-1][0] == second:
+                self._buckets[-1][1] += count
+            else:
+                self._buckets.append([second, count])
+            self._trim(second)
+
+    def _trim(self, second: int) -> None:
+        while self._buckets and self._buckets[0][0] <= second - WINDOW_S:
+            self._buckets.popleft()
+
+    def tps(self, window_s: int) -> float:
+        """Events per second over the last ``window_s`` seconds (the current one
+        included)."""
+        second = self.clock()
+        with self._lock:
+            self._trim(second)
+            count = sum(c for s, c in self._buckets if s > second - window_s)
+        return count / window_s
+
+    def tps_text(self) -> str:
+        """RocketMQ's "<10 s> <1 min> <10 min>" form (two decimals)."""
+        return " ".join(f"{self.tps(window):.2f}" for window in TPS_WINDOWS_S)
+
+
+class BrokerStats:
+    """The broker's counters."""
+
+    def __init__(self, clock: Callable[[], int] = now_s) -> None:
+        self.clock = clock
+        self.boot_ms = int(time.time() * 1000)
+        self.put = RateCounter(clock)
+        self.get = RateCounter(clock)
+        self._group_get: dict[tuple[str, str], RateCounter] = {}
+        self._lock = threading.Lock()
+
+    def pulled(self, group: str, topic: str, count: int) -> None:
+        self.get.add(count)
+        key = (group, topic)
+        with self._lock:
+            counter = self._group_get.get(key)
+            if counter is None:
+                counter = self._group_get[key] = RateCounter(self.clock)
+        counter.add(count)
+
+    def group_get_tps(self, group: str, topic: str) -> float:
+        """GROUP_GET_NUMS per second over the last minute (what ConsumeStats sums)."""
+        with self._lock:
+            counter = self._group_get.get((group, topic))
+        return counter.tps(60) if counter is not None else 0.0

@@ -1,0 +1,139 @@
+"""mqadmin's state requests, called on the processors directly: topic stats, consume
+stats, consumer and producer connections, who consumes a topic, broker runtime info."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker_helpers import CLIENT_ADDR, FakeConnection, call, make_context, send_v2
+
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.context import BrokerContext
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Iterator[BrokerContext]:
+    context = make_context(tmp_path / "store")
+    yield context
+    context.store.close()
+
+
+def _fastjson(body: bytes) -> object:
+    """Parse a body whose MessageQueue keys are unquoted objects: each becomes the string
+    "topic/queueId"."""
+    text = body.decode("utf-8")
+    keyed = re.sub(
+        r'\{"brokerName":"[^"]*","queueId":(\d+),"topic":"([^"]*)"\}:', r'"\2/\1":', text
+    )
+    return json.loads(keyed)
+
+
+def _send(ctx: BrokerContext, topic: str, queue_id: int, count: int) -> None:
+    for _ in range(count):
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2(topic, queue_id=queue_id), b"x")
+        assert answer.code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()
+
+
+def _heartbeat(ctx: BrokerContext, conn: FakeConnection, *, consumer: bool = True) -> None:
+    data: dict[str, object] = {"clientID": "client-1", "producerDataSet": [{"groupName": "PG"}]}
+    data["consumerDataSet"] = (
+        [
+            {
+                "groupName": "G",
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": 4,  # an ordinal: CONSUME_FROM_FIRST_OFFSET
+                "subscriptionDataSet": [{"topic": "T", "subString": "*", "subVersion": 7}],
+            }
+        ]
+        if consumer
+        else []
+    )
+    answer = call(ctx, RequestCode.HEART_BEAT, body=json.dumps(data).encode(), conn=conn)
+    assert answer.code == ResponseCode.SUCCESS
+
+
+def test_topic_stats(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 1, 3)
+    answer = call(ctx, RequestCode.GET_TOPIC_STATS_INFO, {"topic": "T"})
+    assert answer.code == ResponseCode.SUCCESS
+    table = _fastjson(answer.body)["offsetTable"]  # type: ignore[index]
+    assert set(table) == {f"T/{q}" for q in range(4)}  # every write queue
+    assert table["T/1"]["maxOffset"] == 3 and table["T/1"]["minOffset"] == 0
+    assert table["T/1"]["lastUpdateTimestamp"] == ctx.store.message_store_time("T", 1, 2)
+    assert table["T/0"] == {"lastUpdateTimestamp": 0, "maxOffset": 0, "minOffset": 0}
+    missing = call(ctx, RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"})
+    assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
+
+
+def test_consume_stats(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 0, 4)
+    ctx.offsets.commit("G", "T", 0, 3)
+    answer = call(ctx, RequestCode.GET_CONSUME_STATS, {"consumerGroup": "G"})
+    stats = _fastjson(answer.body)
+    table = stats["offsetTable"]  # type: ignore[index]
+    assert table["T/0"] == {
+        "brokerOffset": 4,
+        "consumerOffset": 3,
+        "lastTimestamp": ctx.store.message_store_time("T", 0, 2),
+    }
+    assert table["T/1"] == {"brokerOffset": 0, "consumerOffset": 0, "lastTimestamp": 0}
+    assert stats["consumeTps"] == 0.0  # type: ignore[index]
+    # Online and subscribed to T only: a topic it has offsets on but no subscription is left out.
+    _send(ctx, "Other", 0, 1)
+    ctx.offsets.commit("G", "Other", 0, 1)
+    _heartbeat(ctx, FakeConnection())
+    listed = _fastjson(call(ctx, RequestCode.GET_CONSUME_STATS, {"consumerGroup": "G"}).body)
+    assert {key.split("/")[0] for key in listed["offsetTable"]} == {"T"}  # type: ignore[index]
+    # Pulls count in the group's rate.
+    pull = {"consumerGroup": "G", "topic": "T", "queueId": 0, "queueOffset": 0}
+    pull |= {"maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0}
+    pull |= {"subscription": "*", "subVersion": 0}
+    assert call(ctx, RequestCode.PULL_MESSAGE, pull).code == ResponseCode.SUCCESS
+    again = _fastjson(call(ctx, RequestCode.GET_CONSUME_STATS, {"consumerGroup": "G"}).body)
+    assert again["consumeTps"] == pytest.approx(4 / 60)  # type: ignore[index]
+
+
+def test_connections_and_who_consumes(ctx: BrokerContext) -> None:
+    offline = call(ctx, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "G"})
+    assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
+    assert offline.remark == "the consumer group[G] not online"
+    nobody = call(ctx, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG"})
+    assert nobody.code == ResponseCode.SYSTEM_ERROR
+    _heartbeat(ctx, FakeConnection())
+    consumer = json.loads(
+        call(ctx, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "G"}).body
+    )
+    assert consumer["connectionSet"] == [
+        {"clientAddr": CLIENT_ADDR, "clientId": "client-1", "language": "JAVA", "version": 0}
+    ]
+    assert consumer["consumeFromWhere"] == "CONSUME_FROM_FIRST_OFFSET"
+    assert consumer["consumeType"] == "CONSUME_PASSIVELY"
+    assert consumer["messageModel"] == "CLUSTERING"
+    assert consumer["subscriptionTable"]["T"]["subVersion"] == 7
+    producer = json.loads(
+        call(ctx, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG"}).body
+    )
+    assert [c["clientId"] for c in producer["connectionSet"]] == ["client-1"]
+    ctx.offsets.commit("Old", "T", 0, 1)
+    who = json.loads(call(ctx, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"}).body)
+    assert who == {"groupList": ["G", "Old"]}
+
+
+def test_broker_runtime_info(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 0, 2)
+    table = json.loads(call(ctx, RequestCode.GET_BROKER_RUNTIME_INFO).body)["table"]
+    assert all(isinstance(v, str) for v in table.values())  # a KVTable of strings
+    assert table["brokerVersionDesc"] == "V4_9_8" and table["brokerVersion"] == "409"
+    assert table["msgPutTotalTodayNow"] == "2"
+    assert re.fullmatch(r"\d+\.\d\d \d+\.\d\d \d+\.\d\d", table["putTps"])
+    assert float(table["putTps"].split()[1]) == pytest.approx(2 / 60, abs=0.01)
+    assert int(table["commitLogMaxOffset"]) == ctx.store.commitlog.max_offset()
+    assert int(table["earliestMessageTimeStamp"]) == ctx.store.message_store_time("T", 0, 0)
+    assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
+    assert table["commitLogDirCapacity"].startswith("Total : ")
