@@ -17,6 +17,13 @@ public class JSONArray extends ArrayList<Object> {
         return v instanceof JSONObject ? (JSONObject) v : null;
     }
 
+    // used by acl/plain/PlainPermissionManager (globalWhiteRemoteAddresses); fastjson returns
+    // the element's string form (null stays null)
+    public String getString(int index) {
+        Object v = get(index);
+        return v == null ? null : (v instanceof String ? (String) v : JSON.toJSONString(v));
+    }
+
     public <T> List<T> toJavaList(Class<T> clazz) {
         List<T> out = new ArrayList<T>();
         for (Object o : this) {
