@@ -29,6 +29,7 @@ from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.schedule import ScheduleService
 from rocketstore.broker.server import Connection, RemotingServer, bind_socket, format_address
+from rocketstore.broker.subscription_groups import SubscriptionGroupManager
 from rocketstore.broker.timeouts import within
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.broker.transaction_service import TransactionService
@@ -153,6 +154,9 @@ class BrokerApp:
             store=store,
             topics=topics,
             offsets=ConsumerOffsets(opts.store_dir),
+            groups=SubscriptionGroupManager(
+                opts.store_dir, auto_create=b.auto_create_subscription_group
+            ),
             config=b,
             broker_addr=self.address,
             acl=acl,

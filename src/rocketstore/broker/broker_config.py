@@ -70,6 +70,8 @@ class BrokerConfig:
     # Retry messages are filtered by the selector the group subscribed their original
     # topic with (RocketMQ's ExpressionForRetryMessageFilter); off, as in RocketMQ.
     filter_support_retry: bool = False
+    # A consumer group nobody configured is created with the defaults on first use.
+    auto_create_subscription_group: bool = True
     # Transactional messages (TRAN_MSG=true) are refused with NO_PERMISSION.
     reject_transaction_message: bool = False
     # A half message younger than this is not checked (transactionTimeOut).

@@ -24,6 +24,10 @@ from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
 from rocketstore.broker.schedule import ScheduleService
 from rocketstore.broker.stats import BrokerStats
+from rocketstore.broker.subscription_groups import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupManager,
+)
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.broker.transaction_service import CheckRequest, TransactionService
 from rocketstore.format.message import Message
@@ -38,8 +42,6 @@ M = TypeVar("M")
 # PullMessageProcessor's hold limits: a held pull waits at most its suspend time, capped here
 # so a client asking for hours cannot pin a task forever.
 MAX_SUSPEND_MS = 60_000
-# Retries before a message goes to the group's DLQ (SubscriptionGroupConfig.retryMaxTimes).
-DEFAULT_MAX_RECONSUME_TIMES = 16
 # Bodies above this many bytes are put from a worker thread: their copy (about a
 # millisecond for 4 MiB) would hold up every other connection.
 INLINE_PUT_MAX_BYTES = 256 * 1024
@@ -65,6 +67,9 @@ class BrokerContext:
     acl: AclConfig | None = None
     transactions: TransactionService | None = None
     stats: BrokerStats = field(default_factory=BrokerStats)
+    # Consumer groups' settings; None: every group has the defaults (tools and tests that
+    # build a context without a store root of their own).
+    groups: SubscriptionGroupManager | None = None
     schedule: ScheduleService | None = None
     long_polling_enable: bool = True
     short_polling_ms: int = 1000
@@ -115,6 +120,12 @@ class BrokerContext:
         if self.store.config.flush_disk_type == "SYNC_FLUSH":
             return await asyncio.wrap_future(submit(messages, None, self.broker_addr))
         return put(messages, None, self.broker_addr)
+
+    def group_config(self, group: str) -> SubscriptionGroupConfig | None:
+        """findSubscriptionGroupConfig (the defaults when no manager is attached)."""
+        if self.groups is None:
+            return SubscriptionGroupConfig(group)
+        return self.groups.find(group)
 
     def topics_changed(self) -> None:
         if self.on_topics_changed is not None:

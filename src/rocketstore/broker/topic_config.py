@@ -481,10 +481,12 @@ class TopicConfigManager:
             self._changed()
             return replace(config)
 
-    def create_retry_topic(self, group: str) -> TopicConfig:
-        """``%RETRY%<group>``: one queue, read and write (as the broker creates it on a
-        consumer's heartbeat or first send-back)."""
-        return self.create_on_send_back(retry_topic(group), 1, PERM_READ | PERM_WRITE)
+    def create_retry_topic(self, group: str, queue_nums: int = 1) -> TopicConfig:
+        """``%RETRY%<group>``: the group's retryQueueNums queues (1 by default), read and
+        write (as the broker creates it on a consumer's heartbeat or first send-back)."""
+        return self.create_on_send_back(
+            retry_topic(group), max(queue_nums, 1), PERM_READ | PERM_WRITE
+        )
 
     def create_dlq_topic(self, group: str) -> TopicConfig:
         """``%DLQ%<group>``: one queue, write only, so nobody consumes it by accident."""

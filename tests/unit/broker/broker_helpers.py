@@ -15,6 +15,7 @@ from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
+from rocketstore.broker.subscription_groups import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.config import StoreConfig
 from rocketstore.format import record as rec
@@ -51,6 +52,7 @@ def make_context(root: Path, *, auto_create: bool = True, **store: Any) -> Broke
         store=message_store,
         topics=TopicConfigManager(root, auto_create_topic_enable=auto_create),
         offsets=ConsumerOffsets(root),
+        groups=SubscriptionGroupManager(root),
         config=broker,
         broker_addr=BROKER_ADDR,
     )

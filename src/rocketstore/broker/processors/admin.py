@@ -1,5 +1,7 @@
-"""Topic administration through a running broker: UPDATE_AND_CREATE_TOPIC (17),
-DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21).
+"""Topic and consumer-group administration through a running broker:
+UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+DELETE_SUBSCRIPTIONGROUP (207).
 
 Layer: broker processors. Changes reach the name servers at once (``topics_changed``).
 """
@@ -8,10 +10,12 @@ from __future__ import annotations
 
 import json
 
+from rocketstore.broker.broker_config import parse_fastjson
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
+from rocketstore.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
 from rocketstore.errors import ConfigError
 
@@ -62,3 +66,47 @@ async def get_all_topic_config(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     return cmd.response(ResponseCode.SUCCESS, body=topic_config_wrapper(ctx))
+
+
+def _groups(ctx: BrokerContext, cmd: RemotingCommand) -> SubscriptionGroupManager | RemotingCommand:
+    if ctx.groups is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker keeps no subscription groups")
+    return ctx.groups
+
+
+async def update_and_create_subscription_group(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    groups = _groups(ctx, cmd)
+    if isinstance(groups, RemotingCommand):
+        return groups
+    try:
+        config = SubscriptionGroupConfig.from_json(parse_fastjson(cmd.body.decode("utf-8")))
+        groups.update(config)
+    except (UnicodeDecodeError, ValueError, ConfigError) as e:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {e}")
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def get_all_subscription_group_config(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    groups = _groups(ctx, cmd)
+    if isinstance(groups, RemotingCommand):
+        return groups
+    body = json.dumps(groups.document(), separators=(",", ":")).encode("utf-8")
+    return cmd.response(ResponseCode.SUCCESS, body=body)
+
+
+async def delete_subscription_group(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """The group's config goes; with removeOffset its committed offsets too."""
+    groups = _groups(ctx, cmd)
+    if isinstance(groups, RemotingCommand):
+        return groups
+    group = ext_str(cmd.ext_fields, "groupName")
+    groups.delete(group)
+    if ext_bool(cmd.ext_fields, "removeOffset"):
+        ctx.offsets.remove_group(group)
+    return cmd.response(ResponseCode.SUCCESS)

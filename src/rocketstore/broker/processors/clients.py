@@ -50,14 +50,16 @@ async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
     client_id = data["clientID"]
     for consumer in _groups(data, "consumerDataSet"):
         group = consumer["groupName"]
-        if retry_topic(group) not in ctx.topics:
-            ctx.topics.create_retry_topic(group)
+        group_config = ctx.group_config(group)
+        if group_config is not None and retry_topic(group) not in ctx.topics:
+            ctx.topics.create_retry_topic(group, group_config.retry_queue_nums)
             ctx.topics_changed()
         if ctx.clients.register_consumer(
             group, client_id, conn, consumer, **_channel_facts(cmd, conn)
         ):
             log.info("consumer %s joined group %s from %s", client_id, group, conn.peer)
-            ctx.notify_consumers_changed(group)
+            if group_config is None or group_config.notify_consumer_ids_changed_enable:
+                ctx.notify_consumers_changed(group)
     for producer in _groups(data, "producerDataSet"):
         ctx.clients.register_producer(
             producer["groupName"], client_id, conn, **_channel_facts(cmd, conn)

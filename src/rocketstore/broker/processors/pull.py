@@ -194,6 +194,16 @@ async def pull_message(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     header = PullHeader.parse(cmd.ext_fields)
+    group_config = ctx.group_config(header.group)
+    if group_config is None:
+        return cmd.response(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{header.group}] does not exist",
+        )
+    if not group_config.consume_enable:
+        return cmd.response(
+            ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.group}"
+        )
     config = ctx.topics.get(header.topic)
     if config is None:
         return cmd.response(

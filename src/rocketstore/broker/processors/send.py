@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from rocketstore.broker.codes import ResponseCode
-from rocketstore.broker.context import DEFAULT_MAX_RECONSUME_TIMES, BrokerContext
+from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors.message_batch import decode_batch
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
@@ -154,14 +154,18 @@ def check_topic(
 
 def _retry_target(
     ctx: BrokerContext, header: SendHeader, topic: str, queue_id: int
-) -> tuple[str, int]:
-    """handleRetryAndDLQ: a retry message past its max reconsume times goes to the DLQ."""
+) -> tuple[str, int] | str:
+    """handleRetryAndDLQ: a retry message past its max reconsume times goes to the DLQ;
+    the refusal's remark when the group has no config."""
     if not topic.startswith(RETRY_PREFIX):
         return topic, queue_id
     group = topic[len(RETRY_PREFIX) :]
+    group_config = ctx.group_config(group)
+    if group_config is None:
+        return f"subscription group not exist, {group}"
     max_times = header.max_reconsume_times
     if max_times is None:
-        max_times = DEFAULT_MAX_RECONSUME_TIMES
+        max_times = group_config.retry_max_times
     if header.reconsume_times < max_times:
         return topic, queue_id
     if dlq_topic(group) not in ctx.topics:
@@ -207,7 +211,10 @@ async def send_message(
     queue_id = header.queue_id
     if queue_id < 0:
         queue_id = random.randrange(max(config.write_queue_nums, 1))
-    topic, queue_id = _retry_target(ctx, header, header.topic, queue_id)
+    target = _retry_target(ctx, header, header.topic, queue_id)
+    if isinstance(target, str):
+        return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, target)
+    topic, queue_id = target
     # A DELAY the producer sent stays even on the way to the DLQ: RocketMQ 4.9.8's
     # handleRetryAndDLQ clears the level on a properties map that the request's own
     # properties then replace, so the store's delay rewrite schedules the message and the

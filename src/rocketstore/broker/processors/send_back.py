@@ -9,8 +9,10 @@ back when due. Past the max reconsume times (or with a negative level) it goes t
 
 from __future__ import annotations
 
+import random
+
 from rocketstore.broker.codes import ResponseCode
-from rocketstore.broker.context import DEFAULT_MAX_RECONSUME_TIMES, BrokerContext
+from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors.send import PUT_STATUS_CODES, ordered_properties
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
@@ -30,14 +32,17 @@ def retry_message(
     delay_level: int,
     max_reconsume_times: int,
     origin_msg_id: str | None,
+    retry_queue_id: int = 0,
 ) -> tuple[Message, bool]:
     """The message to store for a send-back, and whether it goes to the DLQ."""
     properties = dict(original.properties)
     properties.setdefault(props.RETRY_TOPIC, original.topic)
     properties.pop(props.WAIT, None)
     to_dlq = original.reconsume_times >= max_reconsume_times or delay_level < 0
+    queue_id = retry_queue_id
     if to_dlq:
         topic = dlq_topic(group)
+        queue_id = 0
         properties.pop(props.DELAY, None)
     else:
         topic = retry_topic(group)
@@ -50,7 +55,7 @@ def retry_message(
     message = Message(
         topic=topic,
         body=original.body or b"",
-        queue_id=0,
+        queue_id=queue_id,
         flag=original.flag,
         sys_flag=original.sys_flag,
         properties=ordered_properties(properties),
@@ -68,17 +73,31 @@ async def consumer_send_back(
     offset = ext_int(ext, "offset")
     group = ext_str(ext, "group")
     delay_level = ext_int(ext, "delayLevel", 0)
-    max_times = ext_int(ext, "maxReconsumeTimes", DEFAULT_MAX_RECONSUME_TIMES)
+    group_config = ctx.group_config(group)
+    if group_config is None:
+        return cmd.response(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+        )
+    if group_config.retry_queue_nums <= 0:
+        return cmd.response(ResponseCode.SUCCESS)  # the group keeps no retries: dropped
+    # Clients since 3.4.9 send their own limit; the group's retryMaxTimes is for older ones.
+    max_times = ext_int(ext, "maxReconsumeTimes", group_config.retry_max_times)
     original = await ctx.run(ctx.store.look_message, offset)
     if original is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
     message, to_dlq = retry_message(
-        original, group, delay_level, max_times, ext.get("originMsgId") or None
+        original,
+        group,
+        delay_level,
+        max_times,
+        ext.get("originMsgId") or None,
+        random.randrange(group_config.retry_queue_nums),
     )
     if message.topic not in ctx.topics:
         perm = PERM_WRITE if to_dlq else PERM_READ | PERM_WRITE
+        queues = 1 if to_dlq else group_config.retry_queue_nums
         try:
-            ctx.topics.create_on_send_back(message.topic, 1, perm)
+            ctx.topics.create_on_send_back(message.topic, queues, perm)
         except ConfigError as e:  # a group name no topic name may hold
             return cmd.response(
                 ResponseCode.SYSTEM_ERROR, f"consumer group {group!r} has no valid retry topic: {e}"
