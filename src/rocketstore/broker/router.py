@@ -67,6 +67,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_PRODUCER_CONNECTION_LIST: monitoring.get_producer_connection_list,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: monitoring.query_topic_consume_by_who,
     RequestCode.GET_BROKER_RUNTIME_INFO: monitoring.get_broker_runtime_info,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: monitoring.invoke_broker_to_reset_offset,
 }
 
 

@@ -3,6 +3,7 @@ stats, consumer and producer connections, who consumes a topic, broker runtime i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from broker_helpers import CLIENT_ADDR, FakeConnection, call, make_context, send
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.broker.router import BrokerRouter
 
 
 @pytest.fixture
@@ -137,3 +140,51 @@ def test_broker_runtime_info(ctx: BrokerContext) -> None:
     assert int(table["earliestMessageTimeStamp"]) == ctx.store.message_store_time("T", 0, 0)
     assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
     assert table["commitLogDirCapacity"].startswith("Total : ")
+
+
+def test_reset_offset_by_time(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 0, 3)
+    reset = {"topic": "T", "group": "G", "timestamp": "-1", "isForce": "true"}
+    no_offsets = call(ctx, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+    assert no_offsets.code == ResponseCode.SYSTEM_ERROR
+    assert no_offsets.remark == "THe consumer group <G> not exist"
+    for queue_id in range(4):
+        ctx.offsets.commit("G", "T", queue_id, 0)
+    offline = call(ctx, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+    assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE  # mqadmin falls back to 15
+    assert offline.remark == (
+        "Consumer not online, so can not reset offset, Group: G Topic: T Timestamp: -1"
+    )
+    java, cpp = FakeConnection(), FakeConnection()
+    _heartbeat(ctx, java)
+    body = {"clientID": "client-2", "producerDataSet": []}
+    body["consumerDataSet"] = [{"groupName": "G", "subscriptionDataSet": []}]
+    beat = RemotingCommand(RequestCode.HEART_BEAT, body=json.dumps(body).encode(), language="CPP")
+    asyncio.run(BrokerRouter(ctx).handle(beat, cpp))  # type: ignore[arg-type]
+    java.sent.clear()
+    cpp.sent.clear()
+    answer = call(ctx, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+    assert answer.code == ResponseCode.SUCCESS
+    assert _fastjson(answer.body) == {"offsetTable": {"T/0": 3, "T/1": 0, "T/2": 0, "T/3": 0}}
+    [told] = java.sent
+    assert told.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET and told.is_oneway
+    assert told.ext_fields == {"topic": "T", "group": "G", "timestamp": "-1"}
+    assert told.body == answer.body
+    [told_c] = cpp.sent
+    assert json.loads(told_c.body)["offsetTable"][0] == {
+        "brokerName": "broker-a",
+        "offset": 3,
+        "queueId": 0,
+        "topic": "T",
+    }
+    # Not forced: a queue only ever moves back; the committed 0 is below the end, so it stays.
+    kept = call(ctx, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "isForce": "false"})
+    assert _fastjson(kept.body) == {"offsetTable": {"T/0": 0, "T/1": 0, "T/2": 0, "T/3": 0}}
+    # By time: the first message stored at or after it.
+    stored = ctx.store.message_store_time("T", 0, 1)
+    by_time = call(ctx, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "timestamp": stored})
+    assert _fastjson(by_time.body)["offsetTable"]["T/0"] == ctx.store.offset_by_time(  # type: ignore[index]
+        "T", 0, stored
+    )
+    unknown = call(ctx, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "topic": "Nope"})
+    assert unknown.code == ResponseCode.SYSTEM_ERROR and "no topic" in (unknown.remark or "")

@@ -1,8 +1,10 @@
-"""What mqadmin asks a broker about its state: GET_TOPIC_STATS_INFO (202, topicStatus),
-GET_CONSUME_STATS (208, consumerProgress), GET_CONSUMER_CONNECTION_LIST (203,
-consumerConnection), GET_PRODUCER_CONNECTION_LIST (204, producerConnection),
-QUERY_TOPIC_CONSUME_BY_WHO (300, statsAll, topicList -c, message tracks) and
-GET_BROKER_RUNTIME_INFO (28, brokerStatus, clusterList).
+"""What mqadmin asks a broker about its state, and resetOffsetByTime:
+GET_TOPIC_STATS_INFO (202, topicStatus), GET_CONSUME_STATS (208, consumerProgress),
+GET_CONSUMER_CONNECTION_LIST (203, consumerConnection), GET_PRODUCER_CONNECTION_LIST
+(204, producerConnection), QUERY_TOPIC_CONSUME_BY_WHO (300, statsAll, topicList -c,
+message tracks), GET_BROKER_RUNTIME_INFO (28, brokerStatus, clusterList) and
+INVOKE_BROKER_TO_RESET_OFFSET (222, resetOffsetByTime: the group's consumers are told the
+new offsets with RESET_CONSUMER_CLIENT_OFFSET, 220).
 
 Layer: broker processors. Bodies are written as RocketMQ 4.9.8's AdminBrokerProcessor
 writes them with fastjson (:mod:`rocketstore.broker.fastjson_body`: MessageQueue map keys
@@ -16,10 +18,10 @@ import time
 from typing import Any
 
 from rocketstore.broker.client_registry import ClientChannel
-from rocketstore.broker.codes import ResponseCode
-from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.context import BrokerContext, CommandSink
 from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
-from rocketstore.broker.remoting import RemotingCommand, ext_str
+from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
 
 # MQVersion.CURRENT_VERSION of 4.9.8 (V4_9_8) and its ordinal: what clients compare.
@@ -214,3 +216,70 @@ async def get_broker_runtime_info(
 ) -> RemotingCommand:
     table = await ctx.run(runtime_info, ctx)
     return cmd.response(ResponseCode.SUCCESS, body=_body({"table": table}))
+
+
+def reset_offsets(
+    ctx: BrokerContext, topic: str, group: str, timestamp: int, force: bool
+) -> dict[MessageQueueKey, int] | str:
+    """Broker2Client.resetOffset's table: per write queue the offset at ``timestamp`` (the
+    max offset for -1), or the committed one when that is lower and ``force`` is off; the
+    refusal's remark when the topic or the group's offsets are missing."""
+    config = ctx.topics.get(topic)
+    if config is None:
+        return f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
+    table: dict[MessageQueueKey, int] = {}
+    for queue_id in range(config.write_queue_nums):
+        committed = ctx.offsets.query(group, topic, queue_id)
+        if committed is None:
+            return f"THe consumer group <{group}> not exist"
+        has_queue = (topic, queue_id) in ctx.store.queues
+        if not has_queue:
+            target = 0
+        elif timestamp == -1:
+            target = ctx.store.max_offset(topic, queue_id)
+        else:
+            target = ctx.store.offset_by_time(topic, queue_id, timestamp)
+        target = max(target, 0)
+        key = MessageQueueKey(topic, ctx.broker_name, queue_id)
+        table[key] = target if force or target < committed else committed
+    return table
+
+
+async def invoke_broker_to_reset_offset(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    ext = cmd.ext_fields
+    topic, group = ext_str(ext, "topic"), ext_str(ext, "group")
+    timestamp = ext_int(ext, "timestamp")
+    table = await ctx.run(reset_offsets, ctx, topic, group, timestamp, ext_bool(ext, "isForce"))
+    if isinstance(table, str):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, table)
+    online = ctx.clients.consumer_group(group)
+    if online is None:
+        # mqadmin then falls back to committing the offsets itself (UPDATE_CONSUMER_OFFSET).
+        return cmd.response(
+            ResponseCode.CONSUMER_NOT_ONLINE,
+            f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+            f"Timestamp: {timestamp}",
+        )
+    header = {"topic": topic, "group": group, "timestamp": str(timestamp)}
+    # The C++ clients read a list of MessageQueueForC; the others a map keyed by queue.
+    body = _body({"offsetTable": table})
+    body_for_c = _body(
+        {
+            "offsetTable": [
+                {**key.as_bean(), "offset": offset} for key, offset in sorted(table.items())
+            ]
+        }
+    )
+    for channel in online.clients.values():
+        if isinstance(channel.connection, CommandSink):
+            channel.connection.send(
+                RemotingCommand(
+                    code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                    flag=FLAG_ONEWAY,
+                    ext_fields=dict(header),
+                    body=body_for_c if channel.language == "CPP" else body,
+                )
+            )
+    return cmd.response(ResponseCode.SUCCESS, body=body)
