@@ -188,3 +188,18 @@ def test_reset_offset_by_time(ctx: BrokerContext) -> None:
     )
     unknown = call(ctx, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "topic": "Nope"})
     assert unknown.code == ResponseCode.SYSTEM_ERROR and "no topic" in (unknown.remark or "")
+
+
+def test_broker_config_as_java_properties(ctx: BrokerContext) -> None:
+    answer = call(ctx, RequestCode.GET_BROKER_CONFIG)
+    assert answer.code == ResponseCode.SUCCESS
+    lines = answer.body.decode().splitlines()
+    settings = dict(line.split("=", 1) for line in lines)
+    assert settings["brokerName"] == "broker-a" and settings["listenPort"] == "10911"
+    assert settings["autoCreateTopicEnable"] == "true"
+    assert settings["flushDiskType"] == "ASYNC_FLUSH"
+    assert settings["transactionCheckInterval"] == "60000"
+    assert settings["storePathRootDir"] == ctx.store.root
+    assert lines == sorted(lines)
+    version = json.loads(answer.ext_fields["version"])
+    assert version["counter"] == 0 and version["timestamp"] == ctx.stats.boot_ms

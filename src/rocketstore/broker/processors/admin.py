@@ -1,7 +1,7 @@
 """Topic and consumer-group administration through a running broker:
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-DELETE_SUBSCRIPTIONGROUP (207).
+DELETE_SUBSCRIPTIONGROUP (207), GET_BROKER_CONFIG (26).
 
 Layer: broker processors. Changes reach the name servers at once (``topics_changed``).
 """
@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 
-from rocketstore.broker.broker_config import parse_fastjson
+from rocketstore.broker.broker_config import BROKER_ALIASES, parse_fastjson
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
+from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
+from rocketstore.settings_file import STORE_KEYS, camel_keys
 
 
 async def update_and_create_topic(
@@ -110,3 +112,32 @@ async def delete_subscription_group(
     if ext_bool(cmd.ext_fields, "removeOffset"):
         ctx.offsets.remove_group(group)
     return cmd.response(ResponseCode.SUCCESS)
+
+
+def _java_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def broker_settings(ctx: BrokerContext) -> dict[str, str]:
+    """The settings this broker runs with, by RocketMQ's names (the BrokerConfig and
+    MessageStoreConfig keys rocketstore has, the address and the store root)."""
+    host, port = parse_host(ctx.broker_addr)
+    settings = {"brokerIP1": host, "listenPort": str(port), "storePathRootDir": ctx.store.root}
+    for key, name in camel_keys(ctx.config, BROKER_ALIASES).items():
+        settings[key] = _java_text(getattr(ctx.config, name))
+    for key, name in STORE_KEYS.items():
+        settings[key] = _java_text(getattr(ctx.store.config, name))
+    return settings
+
+
+async def get_broker_config(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """The settings as Java properties text (``key=value`` lines, as MixAll.properties2String
+    writes them); the ``version`` field is the configuration's data version, which never
+    changes while rocketstore runs (it takes no updateBrokerConfig)."""
+    text = "".join(f"{key}={value}\n" for key, value in sorted(broker_settings(ctx).items()))
+    version = json.dumps({"counter": 0, "timestamp": ctx.stats.boot_ms}, separators=(",", ":"))
+    return cmd.response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
