@@ -79,6 +79,8 @@ class BrokerRouter:
     async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         processor = PROCESSORS.get(cmd.code)
         if processor is None:
+            # RocketMQ logs each one too: the operator sees which client wants what.
+            log.warning("request code %d from %s is not supported", cmd.code, conn.peer)
             return cmd.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported"
             )
