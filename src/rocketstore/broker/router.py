@@ -69,6 +69,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: monitoring.query_topic_consume_by_who,
     RequestCode.GET_BROKER_RUNTIME_INFO: monitoring.get_broker_runtime_info,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: monitoring.invoke_broker_to_reset_offset,
+    RequestCode.VIEW_BROKER_STATS_DATA: monitoring.view_broker_stats_data,
 }
 
 

@@ -1,6 +1,7 @@
 """Message rates the admin requests report (RocketMQ's StoreStatsService and
-BrokerStatsManager, reduced to what mqadmin shows): messages put, messages pulled, and
-messages pulled per consumer group and topic.
+BrokerStatsManager, reduced to what mqadmin shows): messages put, messages pulled, messages
+put per topic and pulled per consumer group and topic (with minute, hour and day sums for
+VIEW_BROKER_STATS_DATA).
 
 Layer: broker, plain synchronous state. Counts go into one-second buckets over the last
 ten minutes; a rate is the count over a window divided by its length, as RocketMQ's
@@ -13,6 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 WINDOW_S = 600
 TPS_WINDOWS_S = (10, 60, 600)
@@ -61,6 +63,54 @@ class RateCounter:
         return " ".join(f"{self.tps(window):.2f}" for window in TPS_WINDOWS_S)
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """BrokerStatsItem: the sum over a window, per second, and per recorded event."""
+
+    sum: int
+    tps: float
+    avgpt: float
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"avgpt": self.avgpt, "sum": self.sum, "tps": self.tps}
+
+
+class StatsItem:
+    """One StatsItem (e.g. TOPIC_PUT_NUMS of a topic): counts and the number of times they
+    were recorded, per minute over the last day."""
+
+    def __init__(self, clock: Callable[[], int] = now_s) -> None:
+        self.clock = clock
+        self._minutes: deque[list[int]] = deque()  # [minute, value, times], oldest first
+        self._lock = threading.Lock()
+
+    def add(self, value: int) -> None:
+        minute = self.clock() // 60
+        with self._lock:
+            if self._minutes and self._minutes[-1][0] == minute:
+                self._minutes[-1][1] += value
+                self._minutes[-1][2] += 1
+            else:
+                self._minutes.append([minute, value, 1])
+            while self._minutes and self._minutes[0][0] <= minute - DAY_MINUTES:
+                self._minutes.popleft()
+
+    def snapshot(self, minutes: int) -> Snapshot:
+        """The last ``minutes`` minutes, the current one included."""
+        now = self.clock() // 60
+        with self._lock:
+            recent = [(v, t) for m, v, t in self._minutes if m > now - minutes]
+        total = sum(v for v, _ in recent)
+        times = sum(t for _, t in recent)
+        return Snapshot(total, total / (minutes * 60), total / times if times else 0.0)
+
+
+# BrokerStatsManager's item names that VIEW_BROKER_STATS_DATA serves.
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+DAY_MINUTES = 24 * 60
+
+
 class BrokerStats:
     """The broker's counters."""
 
@@ -70,7 +120,24 @@ class BrokerStats:
         self.put = RateCounter(clock)
         self.get = RateCounter(clock)
         self._group_get: dict[tuple[str, str], RateCounter] = {}
+        self._items: dict[tuple[str, str], StatsItem] = {}
         self._lock = threading.Lock()
+
+    def _item(self, name: str, key: str) -> StatsItem:
+        with self._lock:
+            item = self._items.get((name, key))
+            if item is None:
+                item = self._items[(name, key)] = StatsItem(self.clock)
+            return item
+
+    def stats_item(self, name: str, key: str) -> StatsItem | None:
+        """getStatsItem: None for an item nothing was recorded in."""
+        with self._lock:
+            return self._items.get((name, key))
+
+    def stored(self, topic: str, count: int) -> None:
+        self.put.add(count)
+        self._item(TOPIC_PUT_NUMS, topic).add(count)
 
     def pulled(self, group: str, topic: str, count: int) -> None:
         self.get.add(count)
@@ -80,6 +147,7 @@ class BrokerStats:
             if counter is None:
                 counter = self._group_get[key] = RateCounter(self.clock)
         counter.add(count)
+        self._item(GROUP_GET_NUMS, f"{topic}@{group}").add(count)
 
     def group_get_tps(self, group: str, topic: str) -> float:
         """GROUP_GET_NUMS per second over the last minute (what ConsumeStats sums)."""

@@ -203,3 +203,14 @@ def test_broker_config_as_java_properties(ctx: BrokerContext) -> None:
     assert lines == sorted(lines)
     version = json.loads(answer.ext_fields["version"])
     assert version["counter"] == 0 and version["timestamp"] == ctx.stats.boot_ms
+
+
+def test_view_broker_stats_data(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 0, 2)
+    ask = {"statsName": "TOPIC_PUT_NUMS", "statsKey": "T"}
+    data = json.loads(call(ctx, RequestCode.VIEW_BROKER_STATS_DATA, ask).body)
+    assert data["statsMinute"]["sum"] == 2 and data["statsDay"]["sum"] == 2
+    assert data["statsMinute"]["avgpt"] == 1.0  # two sends of one message
+    missing = call(ctx, RequestCode.VIEW_BROKER_STATS_DATA, {**ask, "statsKey": "Nope"})
+    assert missing.code == ResponseCode.SYSTEM_ERROR
+    assert missing.remark == "The stats <TOPIC_PUT_NUMS> <Nope> not exist"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketstore.broker.stats import BrokerStats, RateCounter
+from rocketstore.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS, BrokerStats, RateCounter
 
 
 class Clock:
@@ -38,3 +38,30 @@ def test_group_rates_are_per_group_and_topic() -> None:
     assert stats.group_get_tps("G", "T") == 2.0 and stats.group_get_tps("G", "U") == 1.0
     assert stats.group_get_tps("H", "T") == 0.0
     assert stats.get.total == 180
+
+
+def test_stats_items_sum_minute_hour_and_day() -> None:
+    clock = Clock()
+    stats = BrokerStats(clock)
+    assert stats.stats_item(TOPIC_PUT_NUMS, "T") is None  # nothing recorded: no item
+    stats.stored("T", 3)
+    clock.now += 60 * 30
+    stats.stored("T", 2)
+    stats.stored("T", 1)
+    item = stats.stats_item(TOPIC_PUT_NUMS, "T")
+    assert item is not None
+    minute, hour, day = item.snapshot(1), item.snapshot(60), item.snapshot(24 * 60)
+    assert (minute.sum, minute.tps, minute.avgpt) == (3, 3 / 60, 1.5)  # 3 in 2 puts
+    assert (hour.sum, day.sum) == (6, 6) and day.avgpt == 2.0
+    clock.now += 60 * 60
+    assert item.snapshot(60).sum == 0 and item.snapshot(24 * 60).sum == 6
+    clock.now += 24 * 60 * 60
+    stats.stored("T", 1)  # recording drops what is older than a day
+    assert item.snapshot(24 * 60).sum == 1
+    stats.pulled("G", "T", 4)
+    pulled = stats.stats_item(GROUP_GET_NUMS, "T@G")
+    assert pulled is not None and pulled.snapshot(1).to_json() == {
+        "avgpt": 4.0,
+        "sum": 4,
+        "tps": 4 / 60,
+    }

@@ -4,7 +4,8 @@ GET_CONSUMER_CONNECTION_LIST (203, consumerConnection), GET_PRODUCER_CONNECTION_
 (204, producerConnection), QUERY_TOPIC_CONSUME_BY_WHO (300, statsAll, topicList -c,
 message tracks), GET_BROKER_RUNTIME_INFO (28, brokerStatus, clusterList) and
 INVOKE_BROKER_TO_RESET_OFFSET (222, resetOffsetByTime: the group's consumers are told the
-new offsets with RESET_CONSUMER_CLIENT_OFFSET, 220).
+new offsets with RESET_CONSUMER_CLIENT_OFFSET, 220) and VIEW_BROKER_STATS_DATA (315,
+statsAll's rates: TOPIC_PUT_NUMS and GROUP_GET_NUMS).
 
 Layer: broker processors. Bodies are written as RocketMQ 4.9.8's AdminBrokerProcessor
 writes them with fastjson (:mod:`rocketstore.broker.fastjson_body`: MessageQueue map keys
@@ -283,3 +284,20 @@ async def invoke_broker_to_reset_offset(
                 )
             )
     return cmd.response(ResponseCode.SUCCESS, body=body)
+
+
+async def view_broker_stats_data(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """BrokerStatsData of one stats item: the last minute's, hour's and day's sums."""
+    name = ext_str(cmd.ext_fields, "statsName")
+    key = ext_str(cmd.ext_fields, "statsKey")
+    item = ctx.stats.stats_item(name, key)
+    if item is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+    body = {
+        "statsDay": item.snapshot(24 * 60).to_json(),
+        "statsHour": item.snapshot(60).to_json(),
+        "statsMinute": item.snapshot(1).to_json(),
+    }
+    return cmd.response(ResponseCode.SUCCESS, body=_body(body))

@@ -181,7 +181,11 @@ def ordered_properties(properties: dict[str, str], peak_size: int | None = None)
 
 
 def put_response(
-    cmd: RemotingCommand, results: list[PutResult], queue_id: int, ctx: BrokerContext | None = None
+    cmd: RemotingCommand,
+    results: list[PutResult],
+    queue_id: int,
+    ctx: BrokerContext | None = None,
+    topic: str = "",
 ) -> RemotingCommand:
     first = results[0]
     code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
@@ -189,7 +193,7 @@ def put_response(
         remark = first.reason or f"put message failed: {first.status.value}"
         return cmd.response(code, remark)
     if ctx is not None:
-        ctx.stats.put.add(len(results))
+        ctx.stats.stored(topic, len(results))
     ext = {
         "msgId": ",".join(r.msg_id for r in results),
         "queueId": queue_id,
@@ -245,7 +249,7 @@ async def send_message(
         reconsume_times=header.reconsume_times,
     )
     result = await ctx.put(message, len(message.body))
-    return put_response(cmd, [result], queue_id, ctx)
+    return put_response(cmd, [result], queue_id, ctx, message.topic)
 
 
 async def _send_half(
@@ -278,7 +282,7 @@ async def _send_half(
         reconsume_times=header.reconsume_times,
     )
     result = await ctx.put(half, len(half.body))
-    return put_response(cmd, [result], queue_id, ctx)
+    return put_response(cmd, [result], queue_id, ctx, half.topic)
 
 
 async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -322,4 +326,4 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
         )
     body_bytes = sum(len(message.body) for message in messages)
     results = await ctx.put_batch(messages, body_bytes)
-    return put_response(cmd, results, queue_id, ctx)
+    return put_response(cmd, results, queue_id, ctx, header.topic)
