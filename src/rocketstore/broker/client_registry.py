@@ -203,10 +203,6 @@ class ClientRegistry:
                 if info.clients and topic in info.subscriptions
             }
 
-    def producer_connections(self, group: str) -> list[object]:
-        with self._lock:
-            return [c.connection for c in self.producers.get(group, {}).values()]
-
     def subscription(self, group: str, topic: str) -> dict[str, Any] | None:
         with self._lock:
             info = self.consumers.get(group)

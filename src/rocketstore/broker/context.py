@@ -24,10 +24,7 @@ from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
 from rocketstore.broker.schedule import ScheduleService
 from rocketstore.broker.stats import BrokerStats
-from rocketstore.broker.subscription_groups import (
-    SubscriptionGroupConfig,
-    SubscriptionGroupManager,
-)
+from rocketstore.broker.subscription_groups import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.broker.transaction_service import CheckRequest, TransactionService
 from rocketstore.format.message import Message
@@ -61,15 +58,13 @@ class BrokerContext:
     offsets: ConsumerOffsets
     config: BrokerConfig
     broker_addr: str  # "ip:port" clients reach us at; also the STOREHOST of every record
+    groups: SubscriptionGroupManager  # consumer groups' settings
     clients: ClientRegistry = field(default_factory=ClientRegistry)
     locks: QueueLocks = field(default_factory=QueueLocks)
     waiters: PullWaiters = field(default_factory=PullWaiters)
     acl: AclConfig | None = None
     transactions: TransactionService | None = None
     stats: BrokerStats = field(default_factory=BrokerStats)
-    # Consumer groups' settings; None: every group has the defaults (tools and tests that
-    # build a context without a store root of their own).
-    groups: SubscriptionGroupManager | None = None
     schedule: ScheduleService | None = None
     long_polling_enable: bool = True
     short_polling_ms: int = 1000
@@ -121,12 +116,6 @@ class BrokerContext:
             return await asyncio.wrap_future(submit(messages, None, self.broker_addr))
         return put(messages, None, self.broker_addr)
 
-    def group_config(self, group: str) -> SubscriptionGroupConfig | None:
-        """findSubscriptionGroupConfig (the defaults when no manager is attached)."""
-        if self.groups is None:
-            return SubscriptionGroupConfig(group)
-        return self.groups.find(group)
-
     def topics_changed(self) -> None:
         if self.on_topics_changed is not None:
             self.on_topics_changed()
@@ -149,9 +138,9 @@ class BrokerContext:
         in turn as RocketMQ's ProducerManager.getAvailableChannel does; False when the
         group has no producer connected (the half message is checked again later)."""
         connections = [
-            c
-            for c in self.clients.producer_connections(request.producer_group)
-            if isinstance(c, CommandSink)
+            channel.connection
+            for channel in self.clients.producer_channels(request.producer_group)
+            if isinstance(channel.connection, CommandSink)
         ]
         if not connections:
             log.warning(

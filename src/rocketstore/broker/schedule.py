@@ -51,7 +51,7 @@ from rocketstore.config import DEFAULT_DELAY_LEVELS, delay_levels_ms
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
 from rocketstore.format.cq_ext import is_ext_address
-from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.paths import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rocketstore.status import PutStatus
@@ -142,14 +142,13 @@ def delivered_message(scheduled: MessageExt) -> Message | None:
     # they come out in that map's iteration order, DELAY included: it clears DELAY from
     # the map only after writing the properties string. The put skips the delay rewrite
     # (store.put(..., delay=False)), so the message is not delayed again.
-    ordered = java_hashmap_order(list(properties), peak_size=len(properties))
     return Message(
         topic=real_topic,
         body=scheduled.body if scheduled.body is not None else b"",
         queue_id=int(real_qid),
         flag=scheduled.flag,
         sys_flag=scheduled.sys_flag,
-        properties={key: properties[key] for key in ordered},
+        properties=java_hashmap_ordered(properties),
         born_timestamp=scheduled.born_timestamp,
         born_host=scheduled.born_host,
         reconsume_times=scheduled.reconsume_times,

@@ -34,13 +34,13 @@ message), the string is what the record holds, and so it is what these functions
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.hosts import encode_host
-from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.record import encode_record
 from rocketstore.paths import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -77,12 +77,6 @@ def reset_transaction_type(sys_flag: int, kind: int) -> int:
     return (sys_flag & ~sysflag.TRANSACTION_MASK) | kind
 
 
-def hashmap_ordered(keys: Sequence[str], values: Mapping[str, str]) -> dict[str, str]:
-    """``values`` in the iteration order of a HashMap into which ``keys`` were put in this
-    order (and never removed: the table is sized for all of them)."""
-    return {key: values[key] for key in java_hashmap_order(keys, peak_size=len(keys))}
-
-
 def half_message_properties(
     request_properties: Mapping[str, str], cluster_name: str, real_topic: str, real_queue_id: int
 ) -> dict[str, str]:
@@ -102,7 +96,7 @@ def half_message_properties(
     values[props.REAL_TOPIC] = real_topic
     values[props.REAL_QID] = str(real_queue_id)
     keys += [props.REAL_TOPIC, props.REAL_QID]
-    return hashmap_ordered(keys, values)
+    return java_hashmap_ordered(values, keys)
 
 
 def half_message(
@@ -166,7 +160,7 @@ def committed_message(half: MessageExt, commit_log_offset: int) -> Message:
         queue_id=queue_id,
         flag=half.flag,
         sys_flag=reset_transaction_type(half.sys_flag, COMMIT),
-        properties=hashmap_ordered(list(half.properties), half.properties),
+        properties=java_hashmap_ordered(half.properties),
         born_timestamp=half.born_timestamp,
         born_host=half.born_host,
         reconsume_times=half.reconsume_times,
@@ -189,7 +183,7 @@ def op_message(
         queue_id=half_queue_id,
         flag=0,
         sys_flag=0,
-        properties=hashmap_ordered(list(values), values),
+        properties=java_hashmap_ordered(values),
         born_timestamp=now_ms,
         born_host=broker_addr,
     )
@@ -252,7 +246,7 @@ def renewed_half_message(
         queue_id=half.queue_id,
         flag=0,
         sys_flag=half.sys_flag,
-        properties=hashmap_ordered(keys, values),
+        properties=java_hashmap_ordered(values, keys),
         born_timestamp=half.born_timestamp,
         born_host=half.born_host,
     )
@@ -267,7 +261,7 @@ def discarded_message(half: MessageExt, properties: Mapping[str, str]) -> Messag
         queue_id=0,
         flag=half.flag,
         sys_flag=half.sys_flag,
-        properties=hashmap_ordered(list(properties), dict(properties)),
+        properties=java_hashmap_ordered(properties),
         born_timestamp=half.born_timestamp,
         born_host=half.born_host,
         reconsume_times=half.reconsume_times,
@@ -305,7 +299,7 @@ def check_request_body(
     HashMap order, and its stored body and sys flag. ValueError when it has no real
     topic or the topic does not fit a record."""
     topic, queue_id = required_destination(half)
-    ordered = hashmap_ordered(list(properties), dict(properties))
+    ordered = java_hashmap_ordered(properties)
     try:
         return encode_record(
             topic=topic.encode("utf-8"),

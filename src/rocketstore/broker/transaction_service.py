@@ -158,8 +158,6 @@ _PULL_STATUS = {
     GetStatus.NO_MATCHED_MESSAGE: _Pull.NO_MATCHED_MSG,
     GetStatus.NO_MESSAGE_IN_QUEUE: _Pull.NO_NEW_MSG,
     GetStatus.OFFSET_OVERFLOW_ONE: _Pull.NO_NEW_MSG,
-    # RocketMQ creates a queue it is asked about, which then has no message.
-    GetStatus.NO_MATCHED_LOGIC_QUEUE: _Pull.NO_NEW_MSG,
 }
 
 
@@ -268,18 +266,14 @@ class TransactionService:
     # --- checking -----------------------------------------------------------------------
 
     def _progress(self, topic: str, queue_id: int) -> int:
-        """fetchConsumeOffset: the recorded progress, else the queue's min offset."""
+        """fetchConsumeOffset: the recorded progress, else the queue's min offset (0 for a
+        queue the store does not have yet)."""
         offset = self.offsets.query(TRANS_GROUP, topic, queue_id)
-        if offset is None:
-            return self.store.min_offset(topic, queue_id) if self._has_queue(topic, queue_id) else 0
-        return offset
-
-    def _has_queue(self, topic: str, queue_id: int) -> bool:
-        return (topic, queue_id) in self.store.queues
+        return self.store.min_offset(topic, queue_id) if offset is None else offset
 
     def _pull(self, topic: str, queue_id: int, offset: int, count: int) -> _PullResult:
-        if not self._has_queue(topic, queue_id):
-            return _PullResult(_Pull.NO_NEW_MSG, [], offset)
+        """A read as RocketMQ's bridge pulls (a queue the store does not have yet has no
+        message in it: NO_NEW_MSG)."""
         got = self.store.get_messages(TRANS_GROUP, topic, queue_id, offset, count)
         status = _PULL_STATUS.get(got.status, _Pull.OFFSET_ILLEGAL)
         messages = got.messages if status is _Pull.FOUND else []

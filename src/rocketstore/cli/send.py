@@ -17,7 +17,7 @@ from rocketstore.cli.context import BROKER_NAME, CliContext, CliError
 from rocketstore.cli.params import java_int
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
-from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.paths import TOPIC_PATTERN
 from rocketstore.store import MessageStore
@@ -38,7 +38,7 @@ def _producer_properties(tags: str | None, keys: str | None, uniq_key: str) -> d
         given[props.KEYS] = keys
     given[props.WAIT] = "true"
     given[props.UNIQ_KEY] = uniq_key
-    return {name: given[name] for name in java_hashmap_order(given)}
+    return java_hashmap_ordered(given)
 
 
 def queue_id_problem(

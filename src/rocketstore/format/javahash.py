@@ -13,7 +13,7 @@ Vectorised variants work on numpy arrays for batches.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -172,3 +172,12 @@ def java_hashmap_order(
     cap = hashmap_capacity(max(peak_size or 0, len(ordered)), initial_capacity)
     decorated = sorted(enumerate(ordered), key=lambda item: (hashmap_bucket(item[1], cap), item[0]))
     return [key for _, key in decorated]
+
+
+def java_hashmap_ordered(
+    values: Mapping[str, str], keys: Sequence[str] | None = None, peak_size: int | None = None
+) -> dict[str, str]:
+    """``values`` as a ``java.util.HashMap`` iterates them, the keys put in the order of
+    ``keys`` (default: ``values``' own order); ``peak_size`` as for java_hashmap_order."""
+    order = java_hashmap_order(list(values) if keys is None else keys, peak_size=peak_size)
+    return {key: values[key] for key in order}

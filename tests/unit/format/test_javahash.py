@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketstore.format.javahash import (
     hashmap_bucket,
@@ -14,6 +16,7 @@ from rocketstore.format.javahash import (
     index_key_hash,
     index_key_hash_many,
     java_hashmap_order,
+    java_hashmap_ordered,
     java_string_hash,
     java_string_hash_many,
     tags_code,
@@ -282,3 +285,11 @@ def test_hashmap_bucket_spreads_high_bits() -> None:
     assert hashmap_bucket("polygenelubricants", 16) == (h ^ (h >> 16)) & 15
     h = 2_303_476  # "KEYS"
     assert hashmap_bucket("KEYS", 16) == (h ^ (h >> 16)) & 15 == 7
+
+
+@given(st.dictionaries(st.text(max_size=6), st.text(max_size=3), max_size=20), st.booleans())
+def test_hashmap_ordered_is_the_map_in_hashmap_order(values: dict[str, str], reverse: bool) -> None:
+    keys = list(values)[::-1] if reverse else None
+    ordered = java_hashmap_ordered(values, keys)
+    assert ordered == values
+    assert list(ordered) == java_hashmap_order(keys if keys is not None else list(values))

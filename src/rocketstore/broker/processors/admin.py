@@ -15,7 +15,7 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
-from rocketstore.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
@@ -70,21 +70,12 @@ async def get_all_topic_config(
     return cmd.response(ResponseCode.SUCCESS, body=topic_config_wrapper(ctx))
 
 
-def _groups(ctx: BrokerContext, cmd: RemotingCommand) -> SubscriptionGroupManager | RemotingCommand:
-    if ctx.groups is None:
-        return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker keeps no subscription groups")
-    return ctx.groups
-
-
 async def update_and_create_subscription_group(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
-    groups = _groups(ctx, cmd)
-    if isinstance(groups, RemotingCommand):
-        return groups
     try:
         config = SubscriptionGroupConfig.from_json(parse_fastjson(cmd.body.decode("utf-8")))
-        groups.update(config)
+        ctx.groups.update(config)
     except (UnicodeDecodeError, ValueError, ConfigError) as e:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {e}")
     return cmd.response(ResponseCode.SUCCESS)
@@ -93,10 +84,7 @@ async def update_and_create_subscription_group(
 async def get_all_subscription_group_config(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
-    groups = _groups(ctx, cmd)
-    if isinstance(groups, RemotingCommand):
-        return groups
-    body = json.dumps(groups.document(), separators=(",", ":")).encode("utf-8")
+    body = json.dumps(ctx.groups.document(), separators=(",", ":")).encode("utf-8")
     return cmd.response(ResponseCode.SUCCESS, body=body)
 
 
@@ -104,11 +92,8 @@ async def delete_subscription_group(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     """The group's config goes; with removeOffset its committed offsets too."""
-    groups = _groups(ctx, cmd)
-    if isinstance(groups, RemotingCommand):
-        return groups
     group = ext_str(cmd.ext_fields, "groupName")
-    groups.delete(group)
+    ctx.groups.delete(group)
     if ext_bool(cmd.ext_fields, "removeOffset"):
         ctx.offsets.remove_group(group)
     return cmd.response(ResponseCode.SUCCESS)

@@ -50,7 +50,7 @@ async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
     client_id = data["clientID"]
     for consumer in _groups(data, "consumerDataSet"):
         group = consumer["groupName"]
-        group_config = ctx.group_config(group)
+        group_config = ctx.groups.find(group)
         if group_config is not None and retry_topic(group) not in ctx.topics:
             ctx.topics.create_retry_topic(group, group_config.retry_queue_nums)
             ctx.topics_changed()

@@ -49,9 +49,8 @@ def topic_stats(ctx: BrokerContext, topic: str) -> dict[str, Any] | None:
         return None
     table: dict[MessageQueueKey, dict[str, int]] = {}
     for queue_id in range(config.write_queue_nums):
-        has_queue = (topic, queue_id) in ctx.store.queues
-        low = max(ctx.store.min_offset(topic, queue_id), 0) if has_queue else 0
-        high = max(ctx.store.max_offset(topic, queue_id), 0) if has_queue else 0
+        low = max(ctx.store.min_offset(topic, queue_id), 0)
+        high = max(ctx.store.max_offset(topic, queue_id), 0)
         last = _store_time(ctx, topic, queue_id, high - 1) if high > 0 else 0
         table[MessageQueueKey(topic, ctx.broker_name, queue_id)] = {
             "lastUpdateTimestamp": last,
@@ -86,12 +85,11 @@ def consume_stats(ctx: BrokerContext, group: str, topic: str | None) -> dict[str
         if online is not None and online.subscriptions and name not in online.subscriptions:
             continue  # the group is online and does not subscribe to it
         for queue_id in range(config.read_queue_nums):
-            has_queue = (name, queue_id) in ctx.store.queues
-            broker_offset = max(ctx.store.max_offset(name, queue_id), 0) if has_queue else 0
+            broker_offset = max(ctx.store.max_offset(name, queue_id), 0)
             committed = ctx.offsets.query(group, name, queue_id)
             consumer_offset = max(committed if committed is not None else 0, 0)
             last = 0
-            if consumer_offset > 0 and has_queue:
+            if consumer_offset > 0:
                 last = _store_time(ctx, name, queue_id, consumer_offset - 1)
             table[MessageQueueKey(name, ctx.broker_name, queue_id)] = {
                 "brokerOffset": broker_offset,
@@ -233,10 +231,7 @@ def reset_offsets(
         committed = ctx.offsets.query(group, topic, queue_id)
         if committed is None:
             return f"THe consumer group <{group}> not exist"
-        has_queue = (topic, queue_id) in ctx.store.queues
-        if not has_queue:
-            target = 0
-        elif timestamp == -1:
+        if timestamp == -1:
             target = ctx.store.max_offset(topic, queue_id)
         else:
             target = ctx.store.offset_by_time(topic, queue_id, timestamp)

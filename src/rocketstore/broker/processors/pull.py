@@ -194,7 +194,7 @@ async def pull_message(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     header = PullHeader.parse(cmd.ext_fields)
-    group_config = ctx.group_config(header.group)
+    group_config = ctx.groups.find(header.group)
     if group_config is None:
         return cmd.response(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

@@ -25,9 +25,10 @@ from rocketstore.broker.topic_config import (
     topic_name_problem,
 )
 from rocketstore.broker.transaction import half_message, half_message_properties, is_transactional
+from rocketstore.config import parse_host
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
-from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.paths import RETRY_PREFIX
@@ -160,7 +161,7 @@ def _retry_target(
     if not topic.startswith(RETRY_PREFIX):
         return topic, queue_id
     group = topic[len(RETRY_PREFIX) :]
-    group_config = ctx.group_config(group)
+    group_config = ctx.groups.find(group)
     if group_config is None:
         return f"subscription group not exist, {group}"
     max_times = header.max_reconsume_times
@@ -174,26 +175,16 @@ def _retry_target(
     return dlq_topic(group), 0
 
 
-def ordered_properties(properties: dict[str, str], peak_size: int | None = None) -> dict[str, str]:
-    """Properties in the order a Java broker writes them (HashMap iteration order);
-    ``peak_size``: the most entries the map held (a removed WAIT still sized its table)."""
-    return {k: properties[k] for k in java_hashmap_order(list(properties), peak_size=peak_size)}
-
-
 def put_response(
-    cmd: RemotingCommand,
-    results: list[PutResult],
-    queue_id: int,
-    ctx: BrokerContext | None = None,
-    topic: str = "",
+    cmd: RemotingCommand, results: list[PutResult], queue_id: int, ctx: BrokerContext, topic: str
 ) -> RemotingCommand:
+    """The send's answer; a stored send counts in ``topic``'s put statistics."""
     first = results[0]
     code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
     if first.status not in _STORED:
         remark = first.reason or f"put message failed: {first.status.value}"
         return cmd.response(code, remark)
-    if ctx is not None:
-        ctx.stats.stored(topic, len(results))
+    ctx.stats.stored(topic, len(results))
     ext = {
         "msgId": ",".join(r.msg_id for r in results),
         "queueId": queue_id,
@@ -243,7 +234,7 @@ async def send_message(
         queue_id=queue_id,
         flag=header.flag,
         sys_flag=sys_flag,
-        properties=ordered_properties(properties, peak),
+        properties=java_hashmap_ordered(properties, peak_size=peak),
         born_timestamp=header.born_timestamp,
         born_host=conn.peer,
         reconsume_times=header.reconsume_times,
@@ -267,7 +258,7 @@ async def _send_half(
     message (its offset msgId and its queue offset in the half queue, which the producer
     sends back in END_TRANSACTION) and the queue the producer asked for."""
     if ctx.config.reject_transaction_message:
-        host = ctx.broker_addr.rsplit(":", 1)[0]
+        host, _port = parse_host(ctx.broker_addr)
         return cmd.response(
             ResponseCode.NO_PERMISSION,
             f"the broker[{host}] sending transaction message is forbidden",
@@ -304,7 +295,7 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
     # the batch's own properties (the header's and CLUSTER, WAIT kept, in HashMap order).
     shared = props.decode_properties_str(header.properties)
     shared[props.CLUSTER] = ctx.cluster_name
-    batch_text = props.encode_properties_str(ordered_properties(shared))
+    batch_text = props.encode_properties_str(java_hashmap_ordered(shared))
     sys_flag = header.sys_flag
     if checked.topic_filter_type == MULTI_TAG:
         sys_flag |= sysflag.MULTI_TAGS_FLAG

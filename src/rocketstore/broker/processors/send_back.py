@@ -13,12 +13,13 @@ import random
 
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
-from rocketstore.broker.processors.send import PUT_STATUS_CODES, ordered_properties
+from rocketstore.broker.processors.send import PUT_STATUS_CODES
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
+from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.status import PutStatus
 
@@ -58,7 +59,7 @@ def retry_message(
         queue_id=queue_id,
         flag=original.flag,
         sys_flag=original.sys_flag,
-        properties=ordered_properties(properties),
+        properties=java_hashmap_ordered(properties),
         born_timestamp=original.born_timestamp,
         born_host=original.born_host,
         reconsume_times=original.reconsume_times + 1,
@@ -73,7 +74,7 @@ async def consumer_send_back(
     offset = ext_int(ext, "offset")
     group = ext_str(ext, "group")
     delay_level = ext_int(ext, "delayLevel", 0)
-    group_config = ctx.group_config(group)
+    group_config = ctx.groups.find(group)
     if group_config is None:
         return cmd.response(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
