@@ -157,11 +157,6 @@ async def query_topic_consume_by_who(
     return cmd.response(ResponseCode.SUCCESS, body=_body({"groupList": set(groups)}))
 
 
-def _disk_ratio(path: str) -> float:
-    usage = shutil.disk_usage(path)
-    return (usage.total - usage.free) / usage.total if usage.total else 0.0
-
-
 def runtime_info(ctx: BrokerContext) -> dict[str, str]:
     """The KVTable of GET_BROKER_RUNTIME_INFO: the keys whose facts rocketstore has
     (rates since start, offsets, disk, earliest message, delay levels). Thread-pool queue
@@ -184,7 +179,7 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
         "msgGetTotalTodayNow": str(stats.get.total),
         "commitLogMinOffset": str(low),
         "commitLogMaxOffset": str(high),
-        "commitLogDiskRatio": f"{_disk_ratio(commitlog_dir)}",
+        "commitLogDiskRatio": str((usage.total - usage.free) / usage.total if usage.total else 0.0),
         "commitLogDirCapacity": (
             f"Total : {usage.total / GIB:.2f} GiB, Free : {usage.free / GIB:.2f} GiB."
         ),
