@@ -20,6 +20,47 @@ FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+# The settings an open store takes at once (MessageStore.update_config): its services
+# read them at each use (a flush round, a retention round, a pull, a query). The others
+# shape the files or the put path and take effect when the store is next opened.
+LIVE_FIELDS = frozenset(
+    {
+        "flush_interval_commit_log",
+        "flush_commit_log_least_pages",
+        "flush_commit_log_thorough_interval",
+        "flush_interval_consume_queue",
+        "flush_consume_queue_least_pages",
+        "flush_consume_queue_thorough_interval",
+        "sync_flush_timeout",
+        "max_transfer_bytes_on_message_in_memory",
+        "max_transfer_count_on_message_in_memory",
+        "max_transfer_bytes_on_message_in_disk",
+        "max_transfer_count_on_message_in_disk",
+        "access_message_in_memory_max_ratio",
+        "default_query_max_num",
+        "file_reserved_time",
+        "delete_when",
+        "disk_max_used_space_ratio",
+        "disk_space_clean_forcibly_ratio",
+        "disk_space_warning_level_ratio",
+        "clean_resource_interval",
+        "delete_file_batch_max",
+        "delete_commit_log_files_interval",
+        "delete_consume_queue_files_interval",
+        "destroy_mapped_file_interval_forcibly",
+        "clean_file_forcibly_enable",
+    }
+)
+# Intervals, counts and percents for which a negative number means nothing.
+NON_NEGATIVE_FIELDS = tuple(
+    sorted(
+        LIVE_FIELDS
+        - {"delete_when", "clean_file_forcibly_enable", "sync_flush_timeout"}
+        - {"clean_resource_interval", "delete_file_batch_max"}  # positive, checked above
+    )
+)
+
+
 @dataclass
 class StoreConfig:
     """Every knob of the store; field names are RocketMQ's MessageStoreConfig in snake_case."""
@@ -152,6 +193,10 @@ class StoreConfig:
         parse_host(self.store_host, what="store_host")
         delay_levels_ms(self.message_delay_level)
         delete_hours(self.delete_when)
+        for name in NON_NEGATIVE_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         return self
 
     def commit_log_dirs(self, root: str) -> CommitLogDirs:

@@ -232,3 +232,86 @@ def _convert(text: str, current: object, key: str, source: str) -> object:
     if isinstance(current, str):
         return text
     raise ConfigError(f"{source}: {key} cannot be set from a settings file")
+
+
+def escape_property(text: str, *, key: bool = False) -> str:
+    """``text`` as ``java.util.Properties.store`` writes a key or a value: backslash
+    escapes for ``\\``, the separators, control characters and blanks (every blank of a
+    key, a value's leading one), and ``\\uXXXX`` for anything outside printable ASCII (the
+    file is read as ISO-8859-1)."""
+    out: list[str] = []
+    for i, char in enumerate(text):
+        if char in _STORE_ESCAPES:
+            out.append(_STORE_ESCAPES[char])
+        elif char in "\\=:#!" or (char == " " and (key or i == 0)):
+            out.append("\\" + char)
+        elif " " <= char <= "~":
+            out.append(char)
+        else:
+            out.extend(f"\\u{unit:04X}" for unit in _utf16_units(char))
+    return "".join(out)
+
+
+_STORE_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}
+
+
+def _utf16_units(char: str) -> list[int]:
+    data = char.encode("utf-16-be", "surrogatepass")
+    return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
+
+
+def update_properties_text(text: str, entries: Mapping[str, str]) -> str:
+    """``text`` (a ``java.util.Properties`` file) with each key of ``entries`` set to its
+    value: the entry that decides the key's value now (the last one) is rewritten in place
+    as ``key=value``, comments, order and every other line kept; keys the text lacks are
+    appended at the end."""
+    lines = re.split(r"(?<=\n)|(?<=\r)(?!\n)", text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    # Each logical entry: (first physical line, last physical line, key).
+    spans: list[tuple[int, int, str]] = []
+    start: int | None = None
+    pending = ""
+    for number, raw in enumerate(lines):
+        line = raw.rstrip("\r\n").lstrip(" \t\f")
+        if start is None and (not line or line[0] in "#!"):
+            continue
+        if start is None:
+            start, pending = number, ""
+        trailing = len(line) - len(line.rstrip("\\"))
+        continued = trailing % 2 == 1
+        pending += line[:-1] if continued else line
+        if not continued:
+            spans.append((start, number, _split_entry(pending)[0]))
+            start = None
+    ends_continued = start is not None
+    if start is not None:
+        spans.append((start, len(lines) - 1, _split_entry(pending)[0]))
+    deciding = {key: (first, last) for first, last, key in spans if key in entries}
+    newline = "\r\n" if "\r\n" in text else "\n"
+    out: list[str] = []
+    skip_until = -1
+    by_first = {first: (last, key) for key, (first, last) in deciding.items()}
+    for number, raw in enumerate(lines):
+        if number <= skip_until:
+            continue
+        if number in by_first:
+            last, key = by_first[number]
+            ending = raw[len(raw.rstrip("\r\n")) :] or newline
+            out.append(f"{escape_property(key, key=True)}={escape_property(entries[key])}{ending}")
+            skip_until = last
+            continue
+        out.append(raw)
+    if out and not out[-1].endswith(("\n", "\r")):
+        out[-1] += newline
+    if ends_continued:
+        # The file ends inside a continuation, which would take in the next line: an
+        # empty line ends it where the file did (a lone \r, when the file's last line
+        # ends so, since \r\n would be a single line end).
+        out.append("\r" if out[-1].endswith("\r") else newline)
+    out.extend(
+        f"{escape_property(key, key=True)}={escape_property(value)}{newline}"
+        for key, value in entries.items()
+        if key not in deciding
+    )
+    return "".join(out)

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.commitlog import Appended, CommitLog, EncodedBatch, PreparedMessage
-from rocketstore.config import StoreConfig, delay_levels_ms
+from rocketstore.config import LIVE_FIELDS, StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.consume_queue_ext import ConsumeQueueExtReader
 from rocketstore.crashpoints import (
@@ -488,6 +488,37 @@ class MessageStore:
     def _flush_queues(self, least_pages: int) -> None:
         for queue in list(self.queues.values()):
             queue.flush(least_pages)
+
+    # --- settings -----------------------------------------------------------------------
+
+    def update_config(self, **changes: object) -> StoreConfig:
+        """Change settings of the open store at once (RocketMQ's updateBrokerConfig for the
+        store's part): only those in ``config.LIVE_FIELDS``, read by the flusher, the
+        retention service, pulls and queries at each use. Validated as a whole first, so a
+        bad value changes nothing (ConfigError naming it); the new settings are returned.
+        """
+        self._check_open(queues=False)
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(StoreConfig)})
+        if unknown:
+            raise ConfigError(f"not a store setting: {', '.join(unknown)}")
+        fixed = sorted(set(changes) - LIVE_FIELDS)
+        if fixed:
+            raise ConfigError(
+                f"{', '.join(fixed)} cannot change while the store is open "
+                "(they take effect when it is next opened)"
+            )
+        updated = self.config.replace(**changes).validate()
+        # Each holder reads its ``config`` afresh at each use; one reference swap apiece.
+        for holder in (
+            self,
+            self.preparer,
+            self.reader,
+            self.queries,
+            self.flusher,
+            self.retention,
+        ):
+            holder.config = updated
+        return updated
 
     # --- guards -------------------------------------------------------------------------
 

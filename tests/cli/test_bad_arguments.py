@@ -18,7 +18,8 @@ import pytest
 from cli_helpers import CLI, Run, commitlog_file, flip_byte, uniq_of
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.broker.topic_config import PERM_READ, TopicConfig, TopicConfigManager
+from rocketstore.broker.perm_name import PERM_READ
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
 
 Cli = Callable[..., Run]
 PAST_LONG = "99999999999999999999"

@@ -14,8 +14,10 @@ from rocketstore.settings_file import (
     apply_settings,
     camel_case,
     camel_keys,
+    escape_property,
     parse_java_properties,
     store_config_from_settings,
+    update_properties_text,
 )
 
 BROKER_CONF = """\
@@ -134,28 +136,6 @@ def test_camel_case() -> None:
     assert camel_case("flush_interval_commit_log") == "flushIntervalCommitLog"
 
 
-def _java_escape(text: str, *, key: bool) -> str:
-    """What java.util.Properties.store writes for ``text`` (ASCII-only output)."""
-    out: list[str] = []
-    for i, char in enumerate(text):
-        if char == "\\":
-            out.append("\\\\")
-        elif char in "\t\n\r\f":
-            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}[char])
-        elif char in "=:#!" or (char == " " and (key or i == 0)):
-            out.append("\\" + char)
-        elif not 0x20 <= ord(char) <= 0x7E:
-            out.extend(f"\\u{unit:04x}" for unit in _utf16_units(char))
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def _utf16_units(char: str) -> list[int]:
-    data = char.encode("utf-16-be")
-    return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
-
-
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20)
 
 
@@ -164,7 +144,7 @@ def test_what_java_stores_parses_back(entries: dict[str, str]) -> None:
     """Properties.store's escaping, read back: every key and value as written (characters
     outside the BMP as two \\u escapes, a surrogate pair)."""
     text = "#comment\n" + "".join(
-        f"{_java_escape(k, key=True)}={_java_escape(v, key=False)}\n" for k, v in entries.items()
+        f"{escape_property(k, key=True)}={escape_property(v)}\n" for k, v in entries.items()
     )
     assert parse_java_properties(text) == entries
 
@@ -174,3 +154,27 @@ def test_lines_end_where_javas_line_reader_ends_them() -> None:
     (允 is E5 85 81), and \\f (a blank to Java) do not."""
     text = "brokerName=\xe5\x85\x81x\r\nk=a\fb\rlast=1"
     assert parse_java_properties(text) == {"brokerName": "\xe5\x85\x81x", "k": "a\fb", "last": "1"}
+
+
+_LINE = st.text(st.sampled_from(list("ab=: #!\\\t\r\nxé")), max_size=12)
+
+
+@given(
+    st.lists(_LINE, max_size=8).map("".join),
+    st.dictionaries(_TEXT, _TEXT, max_size=4),
+)
+def test_updating_a_file_sets_those_keys_and_keeps_the_others(
+    base: str, entries: dict[str, str]
+) -> None:
+    """Whatever the file (comments, continuations, odd separators, a continuation cut by
+    the end of the file), the update reads back as the old entries with the new ones set."""
+    updated = update_properties_text(base, entries)
+    assert parse_java_properties(updated) == parse_java_properties(base) | entries
+
+
+def test_an_update_rewrites_the_deciding_entry_in_place() -> None:
+    base = "# c\na=1\nb = 2\\\n  3\na=4\n! end"
+    assert update_properties_text(base, {"a": "5", "b": "6", "c": " 7"}) == (
+        "# c\na=1\nb=6\na=5\n! end\nc=\\ 7\n"
+    )
+    assert update_properties_text("", {"k": "v"}) == "k=v\n"

@@ -99,6 +99,8 @@ class BrokerOptions:
     acl_file: str | None = None
     register_interval_ms: int = REGISTER_INTERVAL_MS
     schedule_enable: bool = True
+    # The broker.conf the settings came from (-c): updateBrokerConfig writes changes there.
+    settings_path: str | None = None
 
 
 class BrokerApp:
@@ -160,6 +162,7 @@ class BrokerApp:
             config=b,
             broker_addr=self.address,
             acl=acl,
+            settings_path=opts.settings_path,
         )
         ctx.transactions = TransactionService(
             store,
@@ -207,9 +210,9 @@ class BrokerApp:
 
     async def _persist_loop(self) -> None:
         assert self.ctx is not None
-        interval = self.options.broker.flush_consumer_offset_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval)
+            # Read at each round: updateBrokerConfig may change it.
+            await asyncio.sleep(self.options.broker.flush_consumer_offset_interval_ms / 1000)
             try:
                 await asyncio.to_thread(self.ctx.offsets.persist)
             except OSError as e:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rocketstore.broker.perm_name import PERM_ALL, PERM_READ, PERM_WRITE
 from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.atomic import write_atomic
 from rocketstore.java_ints import JAVA_INT_MAX
@@ -80,6 +81,13 @@ class BrokerConfig:
     transaction_check_max: int = 15
     # The pause between two passes of the transaction check (transactionCheckInterval).
     transaction_check_interval_ms: int = 60_000
+    # PermName bits of the whole broker (4 read, 2 write): without both, every topic is
+    # registered with the name servers with this perm instead of its own, pulls are refused
+    # without read, and sends to order topics without write (RocketMQ's brokerPermission;
+    # changed live with updateBrokerConfig to drain a broker).
+    broker_permission: int = PERM_READ | PERM_WRITE
+    # Settings updateBrokerConfig may not change, ";"-separated (configBlackList).
+    config_black_list: str = "configBlackList;brokerConfigPath"
 
     def validate(self) -> BrokerConfig:
         for name in ("broker_cluster_name", "broker_name", "msg_trace_topic_name"):
@@ -104,6 +112,12 @@ class BrokerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        perm = self.broker_permission
+        if isinstance(perm, bool) or not isinstance(perm, int) or not 0 <= perm <= PERM_ALL:
+            raise ConfigError(
+                f"broker_permission (brokerPermission) must be PermName bits 0..{PERM_ALL} "
+                f"(4 read, 2 write, 6 both), got {perm!r}"
+            )
         if not isinstance(self.default_topic_queue_nums, int) or not (
             1 <= self.default_topic_queue_nums <= 1024
         ):
@@ -112,6 +126,20 @@ class BrokerConfig:
             )
         return self
 
+
+# Settings a running broker cannot take (updateBrokerConfig refuses them): its identity,
+# and the system topics it makes at start. Set in broker.conf; they apply at the next start.
+RESTART_ONLY_FIELDS = frozenset(
+    {
+        "broker_cluster_name",
+        "broker_name",
+        "cluster_topic_enable",
+        "broker_topic_enable",
+        "trace_topic_enable",
+        "msg_trace_topic_name",
+        "config_black_list",
+    }
+)
 
 # broker.conf keys whose spelling is not the camelCase of BrokerConfig's field name.
 BROKER_ALIASES = {

@@ -25,8 +25,9 @@ from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
 from rocketstore.broker.schedule import ScheduleService
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_groups import SubscriptionGroupManager
-from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.topic_config import DataVersion, TopicConfigManager
 from rocketstore.broker.transaction_service import CheckRequest, TransactionService
+from rocketstore.config import parse_host
 from rocketstore.format.message import Message
 from rocketstore.put_path import PutResult
 from rocketstore.store import MessageStore
@@ -68,6 +69,10 @@ class BrokerContext:
     schedule: ScheduleService | None = None
     long_polling_enable: bool = True
     short_polling_ms: int = 1000
+    # The broker.conf it was started with (-c): updateBrokerConfig writes changes there.
+    settings_path: str | None = None
+    # Bumped by each updateBrokerConfig (getBrokerConfig's ``version``).
+    config_version: DataVersion = field(default_factory=DataVersion)
     # Called when the topic table changed, so the name servers learn it at once.
     on_topics_changed: Callable[[], None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -80,6 +85,11 @@ class BrokerContext:
     @property
     def cluster_name(self) -> str:
         return self.config.broker_cluster_name
+
+    @property
+    def broker_host(self) -> str:
+        """The IP part of ``broker_addr`` (RocketMQ's brokerIP1)."""
+        return parse_host(self.broker_addr)[0]
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking store work (disk reads, a SYNC_FLUSH put) off the event loop."""

@@ -15,8 +15,9 @@ import logging
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
-from rocketstore.broker.processors.admin import topic_config_wrapper
+from rocketstore.broker.perm_name import is_readable, is_writeable
 from rocketstore.broker.timeouts import wait_event
+from rocketstore.broker.topic_config import TopicConfig, encode_topics_file
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,20 @@ REGISTER_INTERVAL_MS = 30_000
 MASTER_ID = 0
 
 
+def registered_topics(ctx: BrokerContext) -> list[TopicConfig]:
+    """The topic table as the name servers get it. A broker without read or write
+    permission (brokerPermission) registers each topic as RocketMQ's
+    ``new TopicConfig(name, readQueueNums, writeQueueNums, brokerPermission)``: that perm
+    in place of the topic's own, and the order flag and sys flag left at their defaults."""
+    topics = ctx.topics.all()
+    perm = ctx.config.broker_permission
+    if is_readable(perm) and is_writeable(perm):
+        return list(topics)
+    return [TopicConfig(t.topic_name, t.read_queue_nums, t.write_queue_nums, perm) for t in topics]
+
+
 def register_request_body(ctx: BrokerContext) -> bytes:
-    wrapper = json.loads(topic_config_wrapper(ctx))
+    wrapper = encode_topics_file(registered_topics(ctx), ctx.topics.data_version)
     return json.dumps(
         {"topicConfigSerializeWrapper": wrapper, "filterServerList": []}, separators=(",", ":")
     ).encode("utf-8")

@@ -59,6 +59,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
     RequestCode.GET_BROKER_CONFIG: admin.get_broker_config,
+    RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group_config,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,

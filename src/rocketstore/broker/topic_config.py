@@ -29,16 +29,12 @@ from rocketstore.broker.broker_config import (
     load_config_file,
     persist_config_file,
 )
+from rocketstore.broker.perm_name import PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE
 from rocketstore.errors import ConfigError
 from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
-# PermName: bits of a topic's (or a route's) ``perm``.
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
 # The most queues the offline tools create or list for one topic. RocketMQ sets no bound
 # (a Java int), but per-queue work over 2^31 queues never ends; updateTopic refuses more,
 # and the consumer tools refuse a topics.json that names more.
@@ -497,6 +493,11 @@ class TopicConfigManager:
         with self._lock:
             document = encode_topics_file(self._table.values(), self.data_version)
             persist_config_file(self.path, document)
+
+    def next_data_version(self) -> None:
+        """Bump the data version (and persist) though no topic changed: what the name
+        servers were told of them did (the broker's permission)."""
+        self._changed()
 
     def _changed(self) -> None:
         self.data_version.next_version()

@@ -46,12 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
-from rocketstore.broker.topic_config import (
-    PERM_READ,
-    PERM_WRITE,
-    TopicConfig,
-    TopicConfigManager,
-)
+from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketstore.broker.transaction import (
     COMMIT,
     REMOVE_TAG,

@@ -169,6 +169,7 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         store_config=store_config,
         advertise_host=kwargs["advertise"],
         acl_file=kwargs["acl_file"],
+        settings_path=obj.settings_path or None,
     )
 
 

@@ -20,12 +20,9 @@ from typing import Any, TypeVar
 import click
 
 from rocketstore.broker import admin_client
+from rocketstore.broker.perm_name import PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE
 from rocketstore.broker.topic_config import (
     MAX_QUEUE_NUMS,
-    PERM_INHERIT,
-    PERM_PRIORITY,
-    PERM_READ,
-    PERM_WRITE,
     TopicConfig,
     TopicConfigManager,
     route_data,

@@ -9,12 +9,18 @@ import os
 import shutil
 
 
-def write_atomic(path: str, data: bytes, *, keep_backup: bool = True) -> None:
+def write_atomic(
+    path: str, data: bytes, *, keep_backup: bool = True, keep_mode: bool = False
+) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file whole;
+    ``keep_mode`` gives the new file the old one's permission bits (an operator's file)."""
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    if keep_mode and os.path.exists(path):
+        shutil.copymode(path, tmp)
     if keep_backup and os.path.exists(path):
         shutil.copyfile(path, path + ".bak")
     os.replace(tmp, path)

@@ -153,11 +153,13 @@ class Flusher:
         self._thread = threading.Thread(target=self._run, name="rocketstore-flusher", daemon=True)
         self._thread.start()
 
+    def _interval_s(self) -> float:
+        # Read at each round: the settings may change while the store is open.
+        c = self.config
+        return max(min(c.flush_interval_commit_log, c.flush_interval_consume_queue), 1) / 1000
+
     def _run(self) -> None:
-        interval = min(
-            self.config.flush_interval_commit_log, self.config.flush_interval_consume_queue
-        )
-        while not self._stop.wait(max(interval, 1) / 1000):
+        while not self._stop.wait(self._interval_s()):
             try:
                 self.run_once()
             except OSError as e:

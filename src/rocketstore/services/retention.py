@@ -432,8 +432,8 @@ class RetentionService:
         self._thread.start()
 
     def _run(self) -> None:
-        interval = self.config.clean_resource_interval / 1000
-        while not self._stop.wait(interval):
+        # The interval is read at each round: the settings may change while the store is open.
+        while not self._stop.wait(self.config.clean_resource_interval / 1000):
             try:
                 self.run_once()
             except Exception as e:  # a failed round is retried next interval, as RocketMQ's

@@ -21,11 +21,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from broker_helpers import small_store
 
 from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
-from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
 from rocketstore.broker.client import RemotingClient, invoke_sync, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.registration import register_request_body
 from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.cli.context import read_settings_file
 from rocketstore.cli.main import main
 from rocketstore.errors import ConfigError
 from rocketstore.paths import ABORT_FILE
@@ -278,3 +279,36 @@ def test_an_open_transaction_is_checked_over_the_producers_connection(tmp_path: 
                 break
             time.sleep(0.05)
         assert answer.code == ResponseCode.SUCCESS and b"later" in answer.body
+
+
+def test_update_broker_config_drains_the_broker_in_the_routes(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# ours\nbrokerName=broker-a\n")
+    options = BrokerOptions(
+        str(tmp_path / "s"),
+        listen="127.0.0.1:0",
+        store_config=small_store(),
+        settings_path=str(conf),
+    )
+
+    def perm_of(server: BackgroundServer, topic: str) -> int | None:
+        route = _route(server.namesrv_address, topic)
+        return None if route is None else int(route["queueDatas"][0]["perm"])
+
+    def wait_for_perm(server: BackgroundServer, topic: str, perm: int) -> None:
+        deadline = time.monotonic() + 5
+        while perm_of(server, topic) != perm and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert perm_of(server, topic) == perm
+
+    with BackgroundServer(options) as server:
+        _send(server.broker_address, "Drain", b"x")
+        wait_for_perm(server, "Drain", 6)
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=4\n")
+        answer = invoke_sync(server.broker_address, update)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        wait_for_perm(server, "Drain", 4)  # registered at once, not at the next 30 s round
+        assert conf.read_text() == "# ours\nbrokerName=broker-a\nbrokerPermission=4\n"
+    # The next start reads the file: the broker comes back drained.
+
+    assert broker_config_from_settings(read_settings_file(str(conf))).broker_permission == 4

@@ -202,7 +202,7 @@ def test_broker_config_as_java_properties(ctx: BrokerContext) -> None:
     assert settings["storePathRootDir"] == ctx.store.root
     assert lines == sorted(lines)
     version = json.loads(answer.ext_fields["version"])
-    assert version["counter"] == 0 and version["timestamp"] == ctx.stats.boot_ms
+    assert version["counter"] == 0 and isinstance(version["timestamp"], int)
 
 
 def test_view_broker_stats_data(ctx: BrokerContext) -> None:

@@ -10,10 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketstore.broker.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
 from rocketstore.broker.topic_config import (
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
     TopicConfig,
     TopicConfigManager,
     decode_topics_file,

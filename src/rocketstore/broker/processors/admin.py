@@ -1,7 +1,7 @@
 """Topic and consumer-group administration through a running broker:
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-DELETE_SUBSCRIPTIONGROUP (207), GET_BROKER_CONFIG (26).
+DELETE_SUBSCRIPTIONGROUP (207), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25).
 
 Layer: broker processors. Changes reach the name servers at once (``topics_changed``).
 """
@@ -9,9 +9,12 @@ Layer: broker processors. Changes reach the name servers at once (``topics_chang
 from __future__ import annotations
 
 import json
+import logging
 
+from rocketstore.broker import config_update
 from rocketstore.broker.broker_config import BROKER_ALIASES, parse_fastjson
 from rocketstore.broker.codes import ResponseCode
+from rocketstore.broker.config_update import black_listed, java_text
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
@@ -19,7 +22,9 @@ from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
-from rocketstore.settings_file import STORE_KEYS, camel_keys
+from rocketstore.settings_file import STORE_KEYS, camel_keys, parse_java_properties
+
+log = logging.getLogger(__name__)
 
 
 async def update_and_create_topic(
@@ -99,21 +104,15 @@ async def delete_subscription_group(
     return cmd.response(ResponseCode.SUCCESS)
 
 
-def _java_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def broker_settings(ctx: BrokerContext) -> dict[str, str]:
     """The settings this broker runs with, by RocketMQ's names (the BrokerConfig and
     MessageStoreConfig keys rocketstore has, the address and the store root)."""
     host, port = parse_host(ctx.broker_addr)
     settings = {"brokerIP1": host, "listenPort": str(port), "storePathRootDir": ctx.store.root}
     for key, name in camel_keys(ctx.config, BROKER_ALIASES).items():
-        settings[key] = _java_text(getattr(ctx.config, name))
+        settings[key] = java_text(getattr(ctx.config, name))
     for key, name in STORE_KEYS.items():
-        settings[key] = _java_text(getattr(ctx.store.config, name))
+        settings[key] = java_text(getattr(ctx.store.config, name))
     return settings
 
 
@@ -121,8 +120,42 @@ async def get_broker_config(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     """The settings as Java properties text (``key=value`` lines, as MixAll.properties2String
-    writes them); the ``version`` field is the configuration's data version, which never
-    changes while rocketstore runs (it takes no updateBrokerConfig)."""
+    writes them); the ``version`` field is the configuration's data version, bumped by
+    each updateBrokerConfig."""
     text = "".join(f"{key}={value}\n" for key, value in sorted(broker_settings(ctx).items()))
-    version = json.dumps({"counter": 0, "timestamp": ctx.stats.boot_ms}, separators=(",", ":"))
+    version = json.dumps(ctx.config_version.to_json(), separators=(",", ":"))
     return cmd.response(ResponseCode.SUCCESS, None, {"version": version}, text.encode("utf-8"))
+
+
+async def update_broker_config(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """Change settings of the running broker (module ``config_update``): all the request's
+    keys or none; written into the -c broker.conf first."""
+    if not cmd.body:
+        return cmd.response(ResponseCode.SUCCESS)
+    try:
+        properties = parse_java_properties(cmd.body.decode("utf-8"))
+    except (UnicodeDecodeError, ConfigError) as e:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {e}")
+    listed = black_listed(properties, ctx.config.config_black_list)
+    if listed:
+        log.warning("updateBrokerConfig from %s refused: black-listed %s", conn.peer, listed)
+        return cmd.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+    change = config_update.plan(properties, ctx.config, ctx.store.config)
+    if ctx.settings_path:
+        try:
+            config_update.persist(ctx.settings_path, change)
+        except OSError as e:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"cannot write {ctx.settings_path}: {e.strerror or e}; nothing was changed",
+            )
+    config_update.apply(ctx, change)
+    log.info(
+        "updateBrokerConfig from %s: %s%s",
+        conn.peer,
+        ", ".join(f"{k}={v}" for k, v in change.text.items()),
+        "" if ctx.settings_path else " (not written to a file: the broker was started without -c)",
+    )
+    return cmd.response(ResponseCode.SUCCESS)

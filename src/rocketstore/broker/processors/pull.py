@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import MAX_SUSPEND_MS, BrokerContext
+from rocketstore.broker.perm_name import is_readable
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import retry_topic
@@ -194,6 +195,11 @@ async def pull_message(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     header = PullHeader.parse(cmd.ext_fields)
+    if not is_readable(ctx.config.broker_permission):
+        return cmd.response(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{ctx.broker_host}] pulling message is forbidden",
+        )
     group_config = ctx.groups.find(header.group)
     if group_config is None:
         return cmd.response(

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE, is_writeable
 from rocketstore.broker.processors.message_batch import decode_batch
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import (
     MULTI_TAG,
     NOT_ALLOWED_SEND_TOPICS,
-    PERM_READ,
-    PERM_WRITE,
     TopicConfig,
     dlq_topic,
     topic_name_problem,
@@ -116,6 +115,16 @@ def check_topic(
 ) -> TopicConfig | RemotingCommand:
     """SendMessageProcessor.msgCheck: the topic's config, or the error response."""
     topic = header.topic
+    if not is_writeable(ctx.config.broker_permission):
+        # A drained broker still takes sends the name servers' routes no longer lead
+        # to, except for order topics, whose queues must not move (RocketMQ's msgCheck).
+        ordered = ctx.topics.get(topic)
+        if ordered is not None and ordered.order:
+            return _error(
+                cmd,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{ctx.broker_host}] sending message is forbidden",
+            )
     problem = topic_name_problem(topic)
     if problem is not None:
         return _error(cmd, ResponseCode.SYSTEM_ERROR, problem)

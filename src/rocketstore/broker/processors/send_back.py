@@ -13,10 +13,11 @@ import random
 
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE, is_writeable
 from rocketstore.broker.processors.send import PUT_STATUS_CODES
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
-from rocketstore.broker.topic_config import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+from rocketstore.broker.topic_config import dlq_topic, retry_topic
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
 from rocketstore.format.javahash import java_hashmap_ordered
@@ -78,6 +79,11 @@ async def consumer_send_back(
     if group_config is None:
         return cmd.response(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+        )
+    if not is_writeable(ctx.config.broker_permission):
+        return cmd.response(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{ctx.broker_host}] sending message is forbidden",
         )
     if group_config.retry_queue_nums <= 0:
         return cmd.response(ResponseCode.SUCCESS)  # the group keeps no retries: dropped
