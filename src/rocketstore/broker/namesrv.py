@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.paths import RETRY_PREFIX
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 BROKER_TIMEOUT_MS = 120_000
 MASTER_ID = 0
-PERM_READ_WRITE = 6
+PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
 
 @dataclass
@@ -102,7 +103,17 @@ class RouteTable:
                 if addr == broker_addr and old_id != broker_id:
                     del entry.addrs[old_id]
             entry.addrs[broker_id] = broker_addr
-            if broker_id == MASTER_ID:
+            previous = self.live.get(broker_addr)
+            # RocketMQ takes a master's topics only from its first registration or one with
+            # a new data version: what an operator changed here since (wipeWritePerm) stays
+            # until the broker's topics change.
+            changed = (
+                previous is None
+                or not data_version
+                or previous.data_version != dict(data_version)
+                or previous.name != broker_name
+            )
+            if broker_id == MASTER_ID and changed:
                 for queues in self.topics.values():
                     queues.pop(broker_name, None)
                 for topic, config in topic_configs.items():
@@ -203,6 +214,21 @@ class RouteTable:
         with self._lock:
             return self.topics.pop(topic, None) is not None
 
+    def set_write_perm(self, broker_name: str, *, writable: bool) -> int:
+        """wipeWritePerm / addWritePerm: every queue data of ``broker_name`` loses its
+        write bit, or becomes read and write (RocketMQ sets 6 whatever it was); the number
+        of topics touched. Lasts until the broker registers new topic data."""
+        count = 0
+        with self._lock:
+            for queues in self.topics.values():
+                data = queues.get(broker_name)
+                if data is None:
+                    continue
+                perm = int(data.get("perm", PERM_READ_WRITE))
+                data["perm"] = PERM_READ_WRITE if writable else perm & ~PERM_WRITE
+                count += 1
+        return count
+
 
 def _json_body(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode("utf-8")
@@ -244,6 +270,11 @@ class NameServer:
         if code == RequestCode.DELETE_TOPIC_IN_NAMESRV:
             self.table.delete_topic(ext_str(ext, "topic"))
             return cmd.response(ResponseCode.SUCCESS)
+        if code in (RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER):
+            writable = code == RequestCode.ADD_WRITE_PERM_OF_BROKER
+            count = self.table.set_write_perm(ext_str(ext, "brokerName"), writable=writable)
+            field = "addTopicCount" if writable else "wipeTopicCount"
+            return cmd.response(ResponseCode.SUCCESS, ext_fields={field: str(count)})
         if code == RequestCode.GET_KV_CONFIG:
             return cmd.response(
                 ResponseCode.QUERY_NOT_FOUND,

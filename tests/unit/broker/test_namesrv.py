@@ -143,3 +143,53 @@ def test_name_server_requests() -> None:
     assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
     bad = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=ext, body=b"{not json")
     assert ns.handle_sync(bad, None).code == ResponseCode.SYSTEM_ERROR
+
+
+def _register_version(table: RouteTable, topics: dict, counter: int) -> None:
+    table.register(
+        cluster="DefaultCluster",
+        broker_name="broker-a",
+        broker_addr="127.0.0.1:1",
+        broker_id=0,
+        topic_configs=topics,
+        data_version={"counter": counter, "timestamp": 1},
+        now_ms=0,
+    )
+
+
+def _perm(table: RouteTable, topic: str) -> int:
+    route = table.route(topic)
+    assert route is not None
+    return int(route["queueDatas"][0]["perm"])
+
+
+def test_a_registration_with_the_same_data_version_keeps_the_routes() -> None:
+    table = RouteTable()
+    _register_version(table, {"A": TOPIC_A}, 1)
+    _register_version(table, {"A": {**TOPIC_A, "perm": 4}}, 1)  # the 30 s heartbeat
+    assert _perm(table, "A") == 6
+    _register_version(table, {"A": {**TOPIC_A, "perm": 4}}, 2)
+    assert _perm(table, "A") == 4
+
+
+def test_wipe_and_add_write_perm_last_until_the_broker_has_news() -> None:
+    server = NameServer()
+    _register_version(server.table, {"A": TOPIC_A, "TBW102": TBW102}, 1)
+
+    def ask(code: int, name: str) -> RemotingCommand:
+        return server.handle_sync(RemotingCommand(code, ext_fields={"brokerName": name}), None)
+
+    wiped = ask(RequestCode.WIPE_WRITE_PERM_OF_BROKER, "broker-a")
+    assert wiped.code == ResponseCode.SUCCESS and wiped.ext_fields == {"wipeTopicCount": "2"}
+    assert (_perm(server.table, "A"), _perm(server.table, "TBW102")) == (4, 5)
+    _register_version(server.table, {"A": TOPIC_A, "TBW102": TBW102}, 1)
+    assert _perm(server.table, "A") == 4  # a heartbeat does not undo it
+    added = ask(RequestCode.ADD_WRITE_PERM_OF_BROKER, "broker-a")
+    assert added.ext_fields == {"addTopicCount": "2"}
+    # RocketMQ sets read and write, whatever the perm was (TBW102 loses its inherit bit).
+    assert (_perm(server.table, "A"), _perm(server.table, "TBW102")) == (6, 6)
+    ask(RequestCode.WIPE_WRITE_PERM_OF_BROKER, "broker-a")
+    _register_version(server.table, {"A": TOPIC_A, "TBW102": TBW102}, 2)
+    assert _perm(server.table, "A") == 6  # new topic data from the broker wins
+    nobody = ask(RequestCode.WIPE_WRITE_PERM_OF_BROKER, "broker-x")
+    assert nobody.ext_fields == {"wipeTopicCount": "0"}
