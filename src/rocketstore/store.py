@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -62,6 +63,7 @@ from rocketstore.format.multi_dispatch import (
 from rocketstore.format.record_scan import queue_runs
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
+from rocketstore.format.sysflag import gets_queue_entry
 from rocketstore.index import IndexService, newest_geometry
 from rocketstore.java_ints import JAVA_LONG_MAX
 from rocketstore.paths import (
@@ -90,6 +92,16 @@ from rocketstore.services.retention import RetentionReport, RetentionService
 from rocketstore.status import AppendStatus, Boundary, PutStatus, RunningFlags
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UndispatchedRecord:
+    """A CommitLog record no consume queue has a unit for (``undispatched_record``)."""
+
+    offset: int
+    commitlog_end: int
+    topic: str
+    queue_id: int
 
 
 class MessageStore:
@@ -854,6 +866,33 @@ class MessageStore:
         there, and the CLI warns with this."""
         self._check_open(queues=False)
         return missing_files(self.commitlog, self.queues, self.index)
+
+    def undispatched_record(self, probe: int = 64) -> UndispatchedRecord | None:
+        """The first record past every consume queue's last unit that should have a unit
+        of its own (not a PREPARED or ROLLBACK one), or None when the queues cover the
+        CommitLog. Such a record in a store that was shut down cleanly means its queues are
+        gone (removed, or never written: a RocketMQ 5 broker keeping its queues in RocksDB)
+        or the broker stopped before building them. Looks at ``probe`` records at most
+        past the queues' end, so it costs little on a store whose queues are all gone."""
+        self._check_open()
+        if self.config.enable_dledger_commit_log:
+            return None  # DLedger entries frame the records; recovery dispatches those
+        covered = max((q.max_physic_offset for q in self.queues.values()), default=-1)
+        offset = max(covered, self.commitlog.min_offset())
+        end = self.commitlog.max_offset()
+        size = self.commitlog.file_size
+        for _ in range(probe):
+            if offset >= end:
+                return None
+            found = self.commitlog.read_record(offset)
+            if found is None:  # the blank end of a file (or damage): the next file
+                offset = (offset // size + 1) * size
+                continue
+            view = found[1]
+            if gets_queue_entry(view.sys_flag):
+                return UndispatchedRecord(offset, end, view.topic, view.queue_id)
+            offset += view.size
+        return None
 
     def ext_unit(self, topic: str, queue_id: int, address: int) -> ExtUnit | None:
         """The ConsumeQueueExt unit a unit's tagsCode points to, when it is an extension

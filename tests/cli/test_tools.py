@@ -346,3 +346,22 @@ def test_export_never_replaces_a_link_fifo_or_device(store: Path, cli: Cli, tmp_
     assert (tmp_path / "link").is_symlink() and stat.S_ISFIFO((tmp_path / "fifo").lstat().st_mode)
     assert (tmp_path / "real.jsonl").read_text() == "keep\n"
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_readers_warn_when_the_queues_end_before_the_commitlog(store: Path, cli: Cli) -> None:
+    """A cleanly stopped store whose queues are gone (or kept in RocksDB by a RocketMQ 5
+    broker): the queue commands see nothing, and say why and what to do."""
+    assert "warning" not in cli("--store", store, "topicList").err
+    shutil.rmtree(store / "consumequeue")
+    run = cli("--store", store, "topicStatus", "-t", "Payments")
+    assert run.code == 1
+    assert "warning: the consume queues end before the CommitLog" in run.err
+    assert "(the first of Payments-0)" in run.err
+    assert "rocketstore rebuild --queues" in run.err
+    # Behind a writer (or after a crash) that is lag, not news: no warning.
+    (store / "abort").touch()
+    assert "warning" not in cli("--store", store, "topicList").err
+    (store / "abort").unlink()
+    assert cli("--store", store, "rebuild", "--queues").code == 0
+    healed = cli("--store", store, "topicStatus", "-t", "Payments")
+    assert healed.code == 0 and "warning" not in healed.err

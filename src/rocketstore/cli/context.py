@@ -23,7 +23,7 @@ from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
 from rocketstore.files.store_dir import missing_commitlog, with_dledger
-from rocketstore.paths import MULTI_PATH_SPLITTER, CommitLogDirs
+from rocketstore.paths import ABORT_FILE, MULTI_PATH_SPLITTER, CommitLogDirs
 from rocketstore.settings_file import (
     COMMITLOG_PATH_KEYS,
     parse_java_properties,
@@ -233,6 +233,20 @@ class CliContext:
                 f"rocketstore: warning: {missing} Messages in the missing files cannot be read.",
                 err=True,
             )
+        # Behind a running (or crashed) writer the queues trail the CommitLog by moments
+        # (or recovery builds them); after a clean stop they should cover all of it.
+        if not os.path.exists(os.path.join(store.root, ABORT_FILE)):
+            tail = store.undispatched_record()
+            if tail is not None:
+                click.echo(
+                    f"rocketstore: warning: the consume queues end before the CommitLog: "
+                    f"{tail.commitlog_end - tail.offset} bytes of records from offset "
+                    f"{tail.offset} (the first of {tail.topic}-{tail.queue_id}) are in no "
+                    "queue, so the commands that go through queues do not see them (their "
+                    "queues were removed, or are kept elsewhere, as RocketMQ 5 does in "
+                    "RocksDB). `rocketstore rebuild --queues` builds them from the CommitLog.",
+                    err=True,
+                )
         return store
 
     def open_writer(self) -> MessageStore:
