@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.codes import RequestCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand
@@ -116,6 +117,27 @@ def send_v2(
     if max_reconsume_times is not None:
         ext["l"] = max_reconsume_times
     return ext
+
+
+def pull(
+    ctx: BrokerContext, topic: str, queue_id: int = 0, offset: int = 0, **extra: object
+) -> RemotingCommand:
+    """PULL_MESSAGE as a push consumer of group G sends it (no subscription in it, no
+    hold), each field overridable by ``extra``."""
+    ext = {
+        "consumerGroup": "G",
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": 32,
+        "sysFlag": 0,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": 0,
+        "subscription": "*",
+        "subVersion": 0,
+        **extra,
+    }
+    return call(ctx, RequestCode.PULL_MESSAGE, ext)
 
 
 def decode_records(body: bytes) -> list[MessageExt]:

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker_helpers import call, make_context, send_v2
+from broker_helpers import call, make_context, pull, send_v2
 
 from rocketstore.broker import config_update
 from rocketstore.broker.broker_config import BrokerConfig
@@ -199,19 +199,7 @@ def test_auto_create_settings_reach_the_managers(ctx: BrokerContext) -> None:
 
 
 def _pull(ctx: BrokerContext, topic: str) -> tuple[int, str | None]:
-    ext = {
-        "consumerGroup": "G",
-        "topic": topic,
-        "queueId": 0,
-        "queueOffset": 0,
-        "maxMsgNums": 32,
-        "sysFlag": 0,
-        "commitOffset": 0,
-        "suspendTimeoutMillis": 0,
-        "subscription": "*",
-        "subVersion": 0,
-    }
-    answer = call(ctx, RequestCode.PULL_MESSAGE, ext)
+    answer = pull(ctx, topic)
     return answer.code, answer.remark
 
 

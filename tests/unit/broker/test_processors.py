@@ -24,6 +24,7 @@ from broker_helpers import (
     decode_records,
     inflate,
     make_context,
+    pull,
     run,
     send_v2,
 )
@@ -51,25 +52,6 @@ def ctx(tmp_path: Path):
     context.store.close()
 
 
-def _pull(
-    ctx: BrokerContext, topic: str, queue_id: int, offset: int, **extra: object
-) -> RemotingCommand:
-    ext = {
-        "consumerGroup": "G",
-        "topic": topic,
-        "queueId": queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": 32,
-        "sysFlag": 0,
-        "commitOffset": 0,
-        "suspendTimeoutMillis": 0,
-        "subscription": "*",
-        "subVersion": 0,
-        **extra,
-    }
-    return call(ctx, RequestCode.PULL_MESSAGE, ext)
-
-
 def test_send_v2_then_pull_gives_back_every_field(ctx: BrokerContext) -> None:
     body = zlib.compress(b"hello " * 50)
     answer = call(
@@ -84,7 +66,7 @@ def test_send_v2_then_pull_gives_back_every_field(ctx: BrokerContext) -> None:
     assert msg_id == offset_msg_id(BROKER_ADDR, 0)
     assert ctx.topics.get("TopicA") is not None  # auto-created from TBW102
     ctx.store.wait_dispatched()
-    pulled = _pull(ctx, "TopicA", 2, 0)
+    pulled = pull(ctx, "TopicA", 2, 0)
     assert pulled.code == ResponseCode.SUCCESS
     assert pulled.ext_fields["nextBeginOffset"] == "1"
     assert (pulled.ext_fields["minOffset"], pulled.ext_fields["maxOffset"]) == ("0", "1")
@@ -198,7 +180,7 @@ def test_send_batch(ctx: BrokerContext) -> None:
     ids = answer.ext_fields["msgId"].split(",")
     assert len(ids) == 3
     ctx.store.wait_dispatched()
-    messages = decode_records(_pull(ctx, "TB", 1, 0).body)
+    messages = decode_records(pull(ctx, "TB", 1, 0).body)
     assert [m.body for m in messages] == [b"m0", b"m1", b"m2"]
     assert [m.queue_offset for m in messages] == [0, 1, 2]
     assert [offset_msg_id(m.store_host, m.commit_log_offset) for m in messages] == ids
@@ -229,7 +211,7 @@ def test_send_batch_stores_each_messages_property_bytes_then_the_batchs(
     )
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     ctx.store.wait_dispatched()
-    records = decode_records(_pull(ctx, "TB", 0, 0).body)
+    records = decode_records(pull(ctx, "TB", 0, 0).body)
     for record, text in zip(records, stored, strict=True):
         raw = ctx.store.commitlog.read(record.commit_log_offset, record.size)
         assert raw is not None
@@ -240,25 +222,25 @@ def test_send_batch_stores_each_messages_property_bytes_then_the_batchs(
 
 
 def test_pull_statuses(ctx: BrokerContext) -> None:
-    assert _pull(ctx, "Nope", 0, 0).code == ResponseCode.TOPIC_NOT_EXIST
+    assert pull(ctx, "Nope", 0, 0).code == ResponseCode.TOPIC_NOT_EXIST
     call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TP"), b"x")
     ctx.store.wait_dispatched()
-    assert _pull(ctx, "TP", 9, 0).code == ResponseCode.SYSTEM_ERROR
-    assert _pull(ctx, "TP", 1, 0).code == ResponseCode.PULL_NOT_FOUND  # empty queue at 0
-    assert _pull(ctx, "TP", 1, 5).code == ResponseCode.PULL_OFFSET_MOVED  # empty queue, 5
-    answer = _pull(ctx, "TP", 0, 1)
+    assert pull(ctx, "TP", 9, 0).code == ResponseCode.SYSTEM_ERROR
+    assert pull(ctx, "TP", 1, 0).code == ResponseCode.PULL_NOT_FOUND  # empty queue at 0
+    assert pull(ctx, "TP", 1, 5).code == ResponseCode.PULL_OFFSET_MOVED  # empty queue, 5
+    answer = pull(ctx, "TP", 0, 1)
     assert (
         answer.code == ResponseCode.PULL_NOT_FOUND and answer.ext_fields["nextBeginOffset"] == "1"
     )
-    answer = _pull(ctx, "TP", 0, 7)
+    answer = pull(ctx, "TP", 0, 7)
     assert (
         answer.code == ResponseCode.PULL_OFFSET_MOVED
         and answer.ext_fields["nextBeginOffset"] == "1"
     )
-    tagged = _pull(ctx, "TP", 0, 0, sysFlag=4, subscription="other")
+    tagged = pull(ctx, "TP", 0, 0, sysFlag=4, subscription="other")
     assert tagged.code == ResponseCode.PULL_RETRY_IMMEDIATELY
     # SQL92 needs enablePropertyFilter (tests/unit/broker/test_pull_selectors.py).
-    sql = _pull(ctx, "TP", 0, 0, sysFlag=4, subscription="a > 1", expressionType="SQL92")
+    sql = pull(ctx, "TP", 0, 0, sysFlag=4, subscription="a > 1", expressionType="SQL92")
     assert sql.code == ResponseCode.SYSTEM_ERROR
     assert sql.remark == "The broker does not support consumer to filter message by SQL92"
 
@@ -310,7 +292,7 @@ def test_held_pull_answers_when_a_message_arrives(ctx: BrokerContext) -> None:
 def test_held_pull_times_out_with_not_found(ctx: BrokerContext) -> None:
     call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TT"), b"x")
     ctx.store.wait_dispatched()
-    answer = _pull(ctx, "TT", 0, 1, sysFlag=FLAG_SUSPEND, suspendTimeoutMillis=100)
+    answer = pull(ctx, "TT", 0, 1, sysFlag=FLAG_SUSPEND, suspendTimeoutMillis=100)
     assert answer.code == ResponseCode.PULL_NOT_FOUND
 
 
@@ -383,7 +365,7 @@ def test_heartbeat_registers_and_notifies_the_group(ctx: BrokerContext) -> None:
 def test_send_back_retries_then_dead_letters(ctx: BrokerContext) -> None:
     call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TR", properties=PROPS), b"payload")
     ctx.store.wait_dispatched()
-    [original] = decode_records(_pull(ctx, "TR", 0, 0).body)
+    [original] = decode_records(pull(ctx, "TR", 0, 0).body)
     origin_id = offset_msg_id(original.store_host, original.commit_log_offset)
     back = {
         "offset": original.commit_log_offset,
@@ -573,5 +555,5 @@ def test_a_dropped_wait_still_sized_the_map_the_properties_are_ordered_by(
     order = sorted(kept, key=lambda n: (_java_bucket(n, 32), kept.index(n)))
     assert order != sorted(kept, key=lambda n: (_java_bucket(n, 16), kept.index(n)))
     ctx.store.wait_dispatched()
-    (record,) = decode_records(_pull(ctx, "TW", 0, 0).body)
+    (record,) = decode_records(pull(ctx, "TW", 0, 0).body)
     assert list(record.properties) == order

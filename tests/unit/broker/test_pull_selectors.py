@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from broker_helpers import FakeConnection, call, decode_records, make_context, send_v2
+from broker_helpers import FakeConnection, call, decode_records, make_context, pull, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
@@ -37,20 +37,7 @@ def _send(ctx: BrokerContext, topic: str, **properties: str) -> None:
 
 
 def _pull(ctx: BrokerContext, topic: str, offset: int = 0, **extra: object) -> RemotingCommand:
-    ext = {
-        "consumerGroup": "G",
-        "topic": topic,
-        "queueId": 0,
-        "queueOffset": offset,
-        "maxMsgNums": 32,
-        "sysFlag": 4,
-        "commitOffset": 0,
-        "suspendTimeoutMillis": 0,
-        "subscription": "*",
-        "subVersion": 0,
-        **extra,
-    }
-    return call(ctx, RequestCode.PULL_MESSAGE, ext)
+    return pull(ctx, topic, 0, offset, **{"sysFlag": 4, **extra})
 
 
 def _heartbeat(ctx: BrokerContext, *subscriptions: dict[str, object]) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_helpers import FakeConnection, call, make_context, send_v2
+from broker_helpers import FakeConnection, call, make_context, pull, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
@@ -101,10 +101,7 @@ def test_admin_requests(ctx: BrokerContext) -> None:
 
 
 def _pull(ctx: BrokerContext, group: str) -> RemotingCommand:
-    pull = {"consumerGroup": group, "topic": "T", "queueId": 0, "queueOffset": 0}
-    pull |= {"maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0}
-    pull |= {"subscription": "*", "subVersion": 0}
-    return call(ctx, RequestCode.PULL_MESSAGE, pull)
+    return pull(ctx, "T", consumerGroup=group)
 
 
 def test_a_disabled_or_unknown_group_cannot_pull(ctx: BrokerContext) -> None:
