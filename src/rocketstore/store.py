@@ -350,7 +350,9 @@ class MessageStore:
         self._ro_min_offset = min_offset
 
         def record_exists(offset: int) -> bool:
-            return self.commitlog.read_record(offset) is not None
+            # A unit whose record retention deleted is expired, not torn: it stays, and
+            # correct_min_offset moves the queue's minimum past it.
+            return offset < min_offset or self.commitlog.read_record(offset) is not None
 
         if list_dirs or correct_min or (queues and queue_key is None):
             refreshing = list(self.queues.values())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rocketstore import Message, MessageStore, StoreClosedError, StoreConfig
@@ -51,3 +53,20 @@ def test_a_next_file_made_ahead_is_not_data(tmp_path):
         writer.flush()
         with MessageStore.open(tmp_path, read_only=True) as reader:
             assert reader.max_commit_log_offset() == writer_end
+
+
+def test_a_queue_whose_records_retention_deleted_keeps_its_offsets(tmp_path: Path) -> None:
+    """Every record of queue A-1 is in a deleted CommitLog file: a reader sees the queue
+    at min = max = 10, as the writer does, not at 0 (its units are expired, not torn)."""
+    config = StoreConfig(mapped_file_size_commit_log=4096)
+    with MessageStore.open(tmp_path / "s", config) as store:
+        for _ in range(10):
+            assert store.put(Message("A", b"old", queue_id=1)).ok
+        for i in range(150):
+            assert store.put(Message("A", b"x%d" % i, queue_id=0)).ok
+        store.wait_dispatched()
+        store.delete_expired_files(force=True)
+        written = [store.min_offset("A", q) for q in (0, 1)], store.max_offset("A", 1)
+        assert written[1] == 10 and written[0][1] == 10 and written[0][0] > 0
+    with MessageStore.open(tmp_path / "s", config, read_only=True) as reader:
+        assert ([reader.min_offset("A", q) for q in (0, 1)], reader.max_offset("A", 1)) == written
