@@ -95,4 +95,8 @@ def test_streaming_sink_copies_a_store_and_never_appends_a_batch_twice(spark, st
     run()
     assert len(store_rows(target)) == 2 * ROUNDS  # the replayed batch appended nothing
     assert not (target / ".rocketstore-staging").exists()
+    # The checkpoint thrown away: a new query at the same location (batch ids from 0
+    # again) is not taken for the old one, and copies everything once more.
     shutil.rmtree(checkpoint)
+    run()
+    assert len(store_rows(target)) == 4 * ROUNDS

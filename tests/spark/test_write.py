@@ -304,3 +304,27 @@ def test_interrupted_streaming_commit_appends_only_what_is_missing(tmp_path, mon
     assert [m.body for m in _messages(store)] == [f"m{i}".encode() for i in range(5)]
     assert sink_log.SinkLog(str(store)).last_batch_id("q") == 7
     assert os.path.exists(store / "config" / sink_log.FILE_NAME)
+
+
+def test_a_new_query_at_a_reused_checkpoint_starts_its_record_afresh(tmp_path):
+    store = tmp_path / "store"
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"query-1"}\n')
+    query = sink_log.checkpoint_query_id(f"file://{checkpoint}")
+    assert query == "query-1" == sink_log.checkpoint_query_id(str(checkpoint))
+    assert sink_log.checkpoint_query_id("hdfs://nn/ckpt") is None
+    assert sink_log.checkpoint_query_id(str(tmp_path / "none")) is None
+    _, staged, _ = _stage(store, _rows(3))
+    sink = (str(checkpoint), 0)
+    assert commit_staged(str(store), [staged], 4, sink=sink, query_id=query).appended == 3
+    assert commit_staged(str(store), [staged], 4, sink=sink, query_id=query).replayed
+    # Another query at the same location: its batch 0 is new.
+    assert commit_staged(str(store), [staged], 4, sink=sink, query_id="query-2").appended == 3
+    log = sink_log.SinkLog(str(store))
+    assert log.last_batch_id(str(checkpoint)) == 0
+    assert log.bind_query(str(checkpoint), "query-2") is False
+    # A record written before query ids were kept adopts the first id it meets.
+    assert commit_staged(str(store), [staged], 4, sink=("old", 5)).appended == 3
+    assert sink_log.SinkLog(str(store)).bind_query("old", "query-9") is False
+    assert commit_staged(str(store), [staged], 4, sink=("old", 5), query_id="query-9").replayed

@@ -192,8 +192,10 @@ def commit_staged(
     files: Sequence[str],
     queue_nums: int,
     sink: tuple[str, int] | None = None,
+    query_id: str | None = None,
 ) -> CommitResult:
-    """Append the staged files' messages; ``sink`` is (sink id, batch id) for streams."""
+    """Append the staged files' messages; ``sink`` is (sink id, batch id) for streams,
+    ``query_id`` the id of the streaming query that owns the sink's checkpoint."""
     store = open_writer(path)
     try:
         record = None
@@ -201,6 +203,13 @@ def commit_staged(
         if sink is not None:
             record = sink_log.SinkLog(store.root)
             sink_id, batch_id = sink
+            if record.bind_query(sink_id, query_id):
+                log.warning(
+                    "sink %s: a new streaming query (%s) owns this checkpoint; its batch ids "
+                    "start again, so the previous query's record of them is dropped",
+                    sink_id,
+                    query_id,
+                )
             state = record.state(sink_id, batch_id)
             if state is sink_log.BatchState.COMMITTED:
                 log.info("sink %s: batch %d was committed before; nothing appended", *sink)

@@ -6,9 +6,13 @@ rename; the previous version kept as ``.bak``), as RocketMQ writes its own confi
 
 Per sink id (the query's checkpoint location, or option ``sinkId``)::
 
-    {"sinks": {"/ckpt/q1": {"lastBatchId": 7,
+    {"sinks": {"/ckpt/q1": {"queryId": "0b5b4454-...", "lastBatchId": 7,
                             "pending": {"batchId": 8, "fromOffset": 123456,
                                         "count": 1000, "skipped": 0}}}}
+
+``queryId`` is the id Spark keeps in the checkpoint's ``metadata`` file: a checkpoint
+deleted and made anew at the same location belongs to a new query, whose batch ids start
+again at 0, so its record starts afresh (``bind_query``).
 
 A commit records ``pending`` (where the CommitLog ended and how many messages the batch
 has) before its first append and replaces it with ``lastBatchId`` after the flush. So:
@@ -54,6 +58,23 @@ def _same(stored: MessageExt, message: Message) -> bool:
     )
 
 
+def checkpoint_query_id(location: str) -> str | None:
+    """The id of the streaming query whose checkpoint is at ``location`` (its
+    ``metadata`` file, which Spark writes when the query first starts), or None when the
+    location is not a local directory or holds no readable id."""
+    path = location.removeprefix("file://") if location.startswith("file://") else location
+    path = path.removeprefix("file:")
+    if "://" in path:
+        return None  # hdfs://, s3a://...: not readable from here
+    try:
+        with open(os.path.join(path, "metadata"), encoding="utf-8") as f:
+            data = json.loads(f.readline())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    query_id = data.get("id") if isinstance(data, dict) else None
+    return query_id if isinstance(query_id, str) and query_id else None
+
+
 class SinkLog:
     def __init__(self, store_root: str) -> None:
         self.path = os.path.join(store_root, CONFIG_DIR, FILE_NAME)
@@ -79,6 +100,23 @@ class SinkLog:
     def _entry(self, sink_id: str) -> dict[str, Any]:
         entry: dict[str, Any] = self._data["sinks"].setdefault(sink_id, {})
         return entry
+
+    def bind_query(self, sink_id: str, query_id: str | None) -> bool:
+        """Tie the sink's record to the streaming query that owns the checkpoint: a
+        checkpoint deleted and made anew by another query (its batch ids start again at
+        0) must not find the old query's batches committed. True when the record was
+        started afresh for a new query."""
+        if query_id is None:
+            return False
+        entry = self._data["sinks"].get(sink_id)
+        if isinstance(entry, dict) and entry.get("queryId") == query_id:
+            return False
+        fresh = isinstance(entry, dict) and "queryId" in entry
+        if fresh:
+            self._data["sinks"][sink_id] = {}
+        self._entry(sink_id)["queryId"] = query_id
+        self._save()
+        return fresh
 
     def last_batch_id(self, sink_id: str) -> int | None:
         value = self._data["sinks"].get(sink_id, {}).get("lastBatchId")

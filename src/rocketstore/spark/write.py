@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
 )
 
 from rocketstore.spark.commit import commit_staged
+from rocketstore.spark.sink_log import checkpoint_query_id
 from rocketstore.spark.staging import new_job_id, remove_job, sink_job_id, stage
 from rocketstore.spark.write_options import WriteColumns, WriteOptions
 
@@ -82,6 +83,11 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
                 _files(messages),
                 self.options.queue_nums,
                 sink=(self.options.sink_id, batchId),
+                query_id=(
+                    checkpoint_query_id(self.options.checkpoint)
+                    if self.options.checkpoint
+                    else None
+                ),
             )
         finally:
             remove_job(self.options.path, self.job_id)

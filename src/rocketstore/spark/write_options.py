@@ -74,6 +74,9 @@ class WriteOptions:
     topic: str | None = None
     queue_nums: int = DEFAULT_QUEUE_NUMS  # queues of a topic the store does not have yet
     sink_id: str | None = None  # streaming: whose batch ids are recorded
+    # streaming: the checkpointLocation the sink id came from (no sinkId option), whose
+    # metadata names the query that owns it
+    checkpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,10 @@ def parse_write_options(raw_options: Mapping[str, str], *, streaming: bool) -> W
             "the rocketstore streaming sink records the batches it committed under an id: "
             "give option checkpointLocation (or option sinkId)"
         )
-    return WriteOptions(path=path, topic=topic, queue_nums=queue_nums, sink_id=sink_id)
+    checkpoint = None if options.get("sinkid") else options.get("checkpointlocation")
+    return WriteOptions(
+        path=path, topic=topic, queue_nums=queue_nums, sink_id=sink_id, checkpoint=checkpoint
+    )
 
 
 def check_columns(fields: Iterable[tuple[str, str]], options: WriteOptions) -> WriteColumns:
