@@ -90,8 +90,9 @@ class KeyQuery:
             found.sort(key=_commit_log_offset)
         return found
 
-    def by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
-        found = self._matches(
-            topic, uniq_key, self.config.default_query_max_num, 0, JAVA_LONG_MAX, True
-        )
+    def by_unique_key(
+        self, topic: str, uniq_key: str, max_count: int | None = None
+    ) -> list[MessageExt]:
+        limit = self.config.default_query_max_num if max_count is None else max_count
+        found = self._matches(topic, uniq_key, limit, 0, JAVA_LONG_MAX, True)
         return sorted(found, key=lambda m: (m.store_timestamp, m.commit_log_offset))

@@ -935,10 +935,13 @@ class MessageStore:
             self._check_open(queues=False)
         return self.queries.by_key(topic, key, max_count, begin_ms, end_ms)
 
-    def query_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
-        """Messages of ``topic`` whose UNIQ_KEY is ``uniq_key``, oldest first."""
+    def query_by_unique_key(
+        self, topic: str, uniq_key: str, max_count: int | None = None
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose UNIQ_KEY is ``uniq_key``, oldest first: at most
+        ``max_count`` (default ``default_query_max_num``, RocketMQ's 32)."""
         self._check_open(queues=False)
-        return self.queries.by_unique_key(topic, uniq_key)
+        return self.queries.by_unique_key(topic, uniq_key, max_count)
 
     def offset_by_time(
         self, topic: str, queue_id: int, timestamp_ms: int, boundary: str | Boundary = "lower"

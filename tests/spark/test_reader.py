@@ -537,3 +537,19 @@ def test_commitlog_mode_column_wise_with_records_it_declines(tmp_path, monkeypat
     monkeypatch.setattr(scan, "decode_records", lambda *args: None)
     assert fast == read_all(options)
     assert len(fast) == 298  # not the delayed one (it is in SCHEDULE_TOPIC) nor the rollback
+
+
+def test_uniq_key_pushdown_finds_every_match(tmp_path):
+    """40 messages share one UNIQ_KEY (a producer resending): the claimed filter gives all
+    of them, not the 32 an index query returns by default."""
+    path = tmp_path / "s"
+    with MessageStore.open(path) as store:
+        for i in range(40):
+            props = {"UNIQ_KEY": "SAME"}
+            assert store.put(Message("T", b"x%d" % i, i % 2, properties=props)).ok
+        store.wait_dispatched()
+        assert len(store.query_by_unique_key("T", "SAME")) == 32  # RocketMQ's default
+    rows = _check_pushdown(
+        path, [ds.EqualTo(("uniqKey",), "SAME")], lambda r: r["uniqKey"] == "SAME"
+    )
+    assert len(rows) == 40

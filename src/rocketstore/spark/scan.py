@@ -321,7 +321,8 @@ def _key_rows(
     found: list[MessageExt] = []
     if part.uniq_keys:
         for uniq in part.uniq_keys:
-            found.extend(store.query_by_unique_key(part.topic, uniq))
+            # Every match, as for keys: a claimed filter is applied exactly.
+            found.extend(store.query_by_unique_key(part.topic, uniq, _KEY_QUERY_MAX))
     else:
         for key in part.keys:
             token = key.split()[0]  # any token of KEYS finds it; the row check is exact
