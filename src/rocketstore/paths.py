@@ -253,7 +253,23 @@ def index_dir(root: str) -> str:
     return os.path.join(root, INDEX_DIR)
 
 
+# TopicValidator.SYSTEM_TOPIC_SET (4.9.8).
+SYSTEM_TOPIC_NAMES = frozenset(
+    {
+        "TBW102",
+        SCHEDULE_TOPIC,
+        "BenchmarkTest",
+        TRANS_HALF_TOPIC,
+        "RMQ_SYS_TRACE_TOPIC",
+        TRANS_OP_HALF_TOPIC,
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+
+
 def is_system_topic(topic: str) -> bool:
-    return topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC) or topic.startswith(
-        ("rmq_sys_", "RMQ_SYS_")
-    )
+    """TopicValidator.isSystemTopic: the set, and the ``rmq_sys_`` prefix (and its
+    upper-case spelling, which the set's RMQ_SYS_ names share)."""
+    return topic in SYSTEM_TOPIC_NAMES or topic.startswith(("rmq_sys_", "RMQ_SYS_"))

@@ -14,9 +14,10 @@ from rocketstore.spark.options import is_default_topic
 BASE_MS = 1_700_000_000_000
 STEP_MS = 10
 TAGS = ("TagA", "TagB", "TagC")
-# topic -> queue count; the last two are not read by default.
+# topic -> queue count; the system topic is not read by default (the retry topic is).
 LAYOUT = {"Orders": 4, "Payments": 2, "%RETRY%groupA": 1, "RMQ_SYS_TRACE_TOPIC": 1}
 ROUNDS = 30  # messages per queue
+DEFAULT_QUEUES = 7  # the queues a read without topics goes through
 
 
 def small_config() -> StoreConfig:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from spark_helpers import ROUNDS, store_rows
+from spark_helpers import DEFAULT_QUEUES, ROUNDS, store_rows
 
 from rocketstore import MessageStore
 from rocketstore.spark import columns
@@ -34,7 +34,7 @@ def test_batch_read_equals_store_api(spark, store_path):
 def test_commitlog_mode_and_options(spark, store_path):
     path = str(store_path)
     scan = spark.read.format("rocketstore").option("mode", "commitlog")
-    assert scan.option("minPartitions", "5").load(path).count() == 6 * ROUNDS
+    assert scan.option("minPartitions", "5").load(path).count() == DEFAULT_QUEUES * ROUNDS
     tagged = (
         spark.read.format("rocketstore")
         .option("topics", "Orders")
@@ -94,7 +94,7 @@ def test_pushed_filters_shape_the_plan(spark, store_path):
         return int(df.where(where).rdd.getNumPartitions())
 
     assert partitions("topic = 'Orders' AND key = 'Orders-2-7'") == 1  # one index lookup
-    assert partitions("topic = 'Orders' AND key = 'Orders-2-7'", "false") == 6
+    assert partitions("topic = 'Orders' AND key = 'Orders-2-7'", "false") == DEFAULT_QUEUES
     assert partitions("topic = 'Payments' AND partition = 0") == 1
     # A pushed time range outside every queue plans no queue at all (Spark's placeholder).
     assert partitions("timestamp > TIMESTAMP '2100-01-01 00:00:00'") == 1

@@ -13,9 +13,22 @@ def test_defaults():
     assert opts.mode == "queue"
     assert opts.start.default == EARLIEST and opts.end.default == LATEST
     assert opts.include_body and opts.pushdown
-    assert opts.selection.accepts("Orders", 3)
-    for topic in ("RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX", "%RETRY%g", "%DLQ%g"):
+    # Every topic but RocketMQ's system topics (TopicValidator.isSystemTopic), as the
+    # contract says: the retry, dead-letter and light queues are topics like others.
+    for topic in ("Orders", "%RETRY%g", "%DLQ%g", "%LMQ%x"):
+        assert opts.selection.accepts(topic, 3)
+    for topic in (
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "SCHEDULE_TOPIC_XXXX",
+        "TBW102",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "rmq_sys_wheel_timer",
+    ):
         assert not opts.selection.accepts(topic, 0)
+    # A pattern matches among the same topics (Kafka leaves out internal topics so).
+    pattern = parse_options({"path": "/s", "topicPattern": "%RETRY%.*|RMQ_SYS.*"}).selection
+    assert pattern.accepts("%RETRY%g", 0) and not pattern.accepts("RMQ_SYS_TRACE_TOPIC", 0)
 
 
 def test_option_names_are_case_insensitive():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.sql import datasource as ds
-from spark_helpers import BASE_MS, LAYOUT, ROUNDS, ident, read_all, store_rows
+from spark_helpers import BASE_MS, DEFAULT_QUEUES, LAYOUT, ROUNDS, ident, read_all, store_rows
 
 from rocketstore import ConfigError, Message, MessageStore, NotAStoreError
 from rocketstore.spark import columns, scan
@@ -32,7 +32,7 @@ def test_arrow_schema_is_what_spark_derives():
 def test_default_read_equals_get_messages(store_path):
     rows = read_all({"path": str(store_path)})
     expected = store_rows(store_path)
-    assert len(rows) == sum(n for t, n in LAYOUT.items() if t[0] not in "%R") * ROUNDS
+    assert len(rows) == sum(n for t, n in LAYOUT.items() if not t.startswith("RMQ_")) * ROUNDS
     by_id = {ident(r): r for r in rows}
     assert sorted(by_id) == _ids(expected)
     for want in expected:
@@ -78,7 +78,8 @@ def test_reads_yield_arrow_batches_of_the_schema(store_path):
 
 def test_selection_topics_pattern_assign_and_system_topics(store_path):
     path = str(store_path)
-    assert {r["topic"] for r in read_all({"path": path})} == {"Orders", "Payments"}
+    default = {r["topic"] for r in read_all({"path": path})}
+    assert default == {"Orders", "Payments", "%RETRY%groupA"}  # not RMQ_SYS_TRACE_TOPIC
     assert {r["topic"] for r in read_all({"path": path, "topics": "Payments"})} == {"Payments"}
     assert {r["topic"] for r in read_all({"path": path, "topicPattern": "Pay.*"})} == {"Payments"}
     retry = read_all({"path": path, "topics": "%RETRY%groupA,RMQ_SYS_TRACE_TOPIC"})
@@ -167,11 +168,13 @@ def test_partitions_split_by_max_records_and_min_partitions(store_path):
 
     whole = plan()
     assert all(isinstance(p, QueuePartition) for p in whole)
-    assert len(whole) == 6 and all(p.count == ROUNDS for p in whole)
+    assert len(whole) == DEFAULT_QUEUES and all(p.count == ROUNDS for p in whole)
     small = plan(maxRecordsPerPartition="7")
-    assert max(p.count for p in small) == 7 and sum(p.count for p in small) == 6 * ROUNDS
+    assert (
+        max(p.count for p in small) == 7 and sum(p.count for p in small) == DEFAULT_QUEUES * ROUNDS
+    )
     many = plan(minPartitions="24")
-    assert len(many) >= 24 and sum(p.count for p in many) == 6 * ROUNDS
+    assert len(many) >= 24 and sum(p.count for p in many) == DEFAULT_QUEUES * ROUNDS
     rows = read_all({"path": str(store_path), "minPartitions": "24"})
     assert _ids(rows) == _ids(store_rows(store_path))
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-from spark_helpers import BASE_MS, ROUNDS, STEP_MS, ident, message, store_rows
+from spark_helpers import BASE_MS, DEFAULT_QUEUES, ROUNDS, STEP_MS, ident, message, store_rows
 
 from rocketstore import ConfigError, Message, MessageStore
 from rocketstore.errors import DataLossError
@@ -57,7 +57,7 @@ def test_initial_offset_default_latest_earliest_and_timestamp(store_path):
         }
         at = store.offset_by_time("Orders", 2, BASE_MS + STEP_MS * 100, "lower")
     start = _reader(store_path).initialOffset()
-    assert start == {t: latest[t] for t in ("Orders", "Payments")}
+    assert start == {t: latest[t] for t in ("Orders", "Payments", "%RETRY%groupA")}
     earliest = _reader(store_path, startingOffsets="earliest").initialOffset()
     assert earliest["Orders"] == {"0": 0, "1": 0, "2": 0, "3": 0}
     by_time = _reader(store_path, startingTimestamp=str(BASE_MS + STEP_MS * 100)).initialOffset()
@@ -85,7 +85,7 @@ def test_micro_batches_read_every_message_once_under_admission_control(store_pat
     start = _json(reader.initialOffset())
     end, batches = _drain(reader, start)
     assert all(len(rows) <= 25 for rows in batches)
-    assert len(batches) == -(-6 * ROUNDS // 25)
+    assert len(batches) == -(-DEFAULT_QUEUES * ROUNDS // 25)
     rows = [ident(r) for b in batches for r in b]
     assert len(rows) == len(set(rows))
     assert sorted(rows) == sorted(ident(r) for r in store_rows(store_path))
@@ -123,7 +123,9 @@ def test_available_now_stops_at_the_target(store_copy):
         assert store.put(message("NewTopic", 0, 1)).ok
     end, batches = _drain(reader, start)
     rows = [ident(r) for b in batches for r in b]
-    assert len(rows) == 6 * ROUNDS and len(batches) == -(-6 * ROUNDS // 40)
+    assert len(rows) == DEFAULT_QUEUES * ROUNDS and len(batches) == -(
+        -DEFAULT_QUEUES * ROUNDS // 40
+    )
     assert end["Orders"]["0"] == ROUNDS and "NewTopic" not in end
     assert reader.reportLatestOffset()["Orders"]["0"] == ROUNDS + 1
 

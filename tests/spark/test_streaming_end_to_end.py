@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from spark_helpers import ROUNDS, message, store_rows
+from spark_helpers import DEFAULT_QUEUES, ROUNDS, message, store_rows
 
 from rocketstore import MessageStore
 
@@ -43,7 +43,7 @@ def test_stopped_and_restarted_query_reads_each_message_once(spark, store_copy, 
     finally:
         query.stop()
     first_run = spark.read.parquet(str(out)).count()
-    assert 0 < first_run < 6 * ROUNDS
+    assert 0 < first_run < DEFAULT_QUEUES * ROUNDS
     # More messages arrive while it is down, one in a queue the topic did not have.
     with MessageStore.open(store_copy) as store:
         for i in range(5):
@@ -57,7 +57,7 @@ def test_stopped_and_restarted_query_reads_each_message_once(spark, store_copy, 
     assert query.exception() is None
     rows = [r.asDict() for r in spark.read.parquet(str(out)).collect()]
     expected = store_rows(store_copy)
-    assert len(expected) == 6 * ROUNDS + 6
+    assert len(expected) == DEFAULT_QUEUES * ROUNDS + 6
     assert _ids(rows) == _ids(expected)  # each exactly once
     assert ("Payments", 5, 0) in {(r["topic"], r["partition"], r["offset"]) for r in rows}
 

@@ -31,7 +31,7 @@ from rocketstore.broker.broker_config import (
 )
 from rocketstore.broker.perm_name import PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE
 from rocketstore.errors import ConfigError
-from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC
+from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPIC_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +58,7 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 TOPIC_MAX_LENGTH = 127
 SCHEDULE_TOPIC_QUEUE_NUMS = 18
 
-SYSTEM_TOPICS = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        SCHEDULE_TOPIC,
-        BENCHMARK_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRACE_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT_TOPIC,
-    }
-)
+SYSTEM_TOPICS = SYSTEM_TOPIC_NAMES
 # Topics a client may never send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {

@@ -18,9 +18,6 @@ from rocketstore.errors import ConfigError
 from rocketstore.format.selector import SQL92
 from rocketstore.format.subscription import Subscription, build_subscription, parse_subscription
 from rocketstore.paths import (
-    DLQ_PREFIX,
-    LMQ_PREFIX,
-    RETRY_PREFIX,
     is_system_topic,
 )
 
@@ -63,12 +60,12 @@ SPARK_ADDED_OPTIONS = frozenset(("checkpointlocation",))
 
 
 def is_default_topic(topic: str) -> bool:
-    """Topics read when none are named: all but RocketMQ's system topics, and not the
-    per-group copies (%RETRY%, %DLQ%) or light queues (%LMQ%), which would count the same
-    messages twice. Name them in ``topics`` or ``assign`` to read them."""
-    return not is_system_topic(topic) and not topic.startswith(
-        (RETRY_PREFIX, DLQ_PREFIX, LMQ_PREFIX)
-    )
+    """Topics read when none are named, and those a ``topicPattern`` can match: all but
+    RocketMQ's system topics (TopicValidator.isSystemTopic), as Kafka's connector leaves
+    out internal topics. The per-group copies (%RETRY%, %DLQ%) and light queues (%LMQ%)
+    are topics like any other there. Name a system topic in ``topics`` or ``assign`` to
+    read it."""
+    return not is_system_topic(topic)
 
 
 @dataclass(frozen=True)
