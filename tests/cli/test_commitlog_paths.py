@@ -47,7 +47,7 @@ def test_reading_commands_follow_the_files(tmp_path: Path, cli: Cli) -> None:
     by_key = cli("-c", conf, "--json", "queryMsgByKey", "-t", "T", "-k", "k37")
     assert by_key.code == 0, by_key.err
     assert [m["msgId"] for m in by_key.json_lines()] == [ids[37]]
-    by_id = cli("-c", conf, "queryMsgById", "-i", ids[25])
+    by_id = cli("-c", conf, "queryMsgById", "-i", ids[25], "-f", "UTF-8", "--body-dir", tmp_path)
     assert by_id.code == 0, by_id.err
     assert "body 25" in by_id.out
     stats = cli("-c", conf, "--json", "stats").json_lines()[0]["commitLog"]

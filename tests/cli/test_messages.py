@@ -4,6 +4,7 @@ sendMessage through the real console script."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,8 @@ def test_query_by_key_table_and_json(store: Path, cli: Cli) -> None:
     lines = table.out.splitlines()
     assert lines[0].split() == ["#Message", "ID", "#QID", "#Offset"]
     offset, queue_offset = offset_of(store, 5)
-    assert lines[1].split() == [offset_msg_id("127.0.0.1:10911", offset), "1", str(queue_offset)]
+    # mqadmin's #Message ID is the client's msgId (UNIQ_KEY), which queryMsgByUniqueKey takes.
+    assert lines[1].split() == [uniq_of(5), "1", str(queue_offset)]
 
     as_json = cli("--store", store, "--json", "queryMsgByKey", "-t", "OrderEvents", "-k", "order-5")
     (obj,) = as_json.json_lines()
@@ -95,12 +97,28 @@ def test_query_by_key_time_window_and_max(store: Path, cli: Cli) -> None:
     assert len(few.json_lines()) == 2
 
 
-def test_query_by_id_block_shows_every_field(store: Path, cli: Cli) -> None:
+def test_query_by_id_block_shows_every_field(store: Path, cli: Cli, tmp_path: Path) -> None:
     offset, queue_offset = offset_of(store, 7)
     msg_id = offset_msg_id("127.0.0.1:10911", offset)
-    run = cli("--store", store, "queryMsgById", "-i", msg_id)
+    bodies = tmp_path / "bodies"
+    run = cli("--store", store, "queryMsgById", "-i", msg_id, "--body-dir", bodies)
     assert run.code == 0, run.err
-    block = dict((line[:20].strip(), line[21:]) for line in run.out.splitlines() if line.strip())
+    # mqadmin's layout: the fields, the body's file, two blank lines, the consumers.
+    lines = run.out.splitlines()
+    assert lines[-5:] == [
+        f"{'Message Body Path:':<20} {bodies / msg_id}",
+        "",
+        "",
+        "WARN: No Consumer",
+        "",
+    ]
+    assert (bodies / msg_id).read_bytes() == body_of(7)
+    printed = cli(
+        "--store", store, "queryMsgById", "-i", msg_id, "-f", "UTF-8", "--body-dir", bodies
+    )
+    block = dict(
+        (line[:20].strip(), line[21:]) for line in printed.out.splitlines() if line[:1].isupper()
+    )
     assert block == {
         "OffsetID:": msg_id,
         "Topic:": "OrderEvents",
@@ -117,7 +135,9 @@ def test_query_by_id_block_shows_every_field(store: Path, cli: Cli) -> None:
         "System Flag:": "0",
         # The HashMap RocketMQ decodes them into, in its order (buckets 7, 12, 14).
         "Properties:": f"{{KEYS=order-7 cust-0, UNIQ_KEY={uniq_of(7)}, TAGS=paid}}",
+        "Message Body Path:": str(bodies / msg_id),
         "Message Body:": body_of(7).decode(),
+        "WARN: No Consumer": "",
     }
 
 
@@ -265,9 +285,9 @@ def test_a_store_of_another_index_geometry_works_as_it_is(tmp_path: Path, cli: C
             assert writer.put(message_of(i), store_timestamp=BASE_MS + i * 1000).ok
     table = cli("--store", root, "queryMsgByKey", "-t", "OrderEvents", "-k", "order-100")
     assert table.code == 0, table.err
-    offset, queue_offset = offset_of(root, 100)
+    _offset, queue_offset = offset_of(root, 100)
     assert table.out.splitlines()[1].split() == [
-        offset_msg_id("127.0.0.1:10911", offset),
+        uniq_of(100),
         "0",
         str(queue_offset),
     ]
@@ -278,3 +298,41 @@ def test_a_store_of_another_index_geometry_works_as_it_is(tmp_path: Path, cli: C
     check = cli("--store", root, "check")
     assert check.code == 0, check.out + check.err
     assert "OK" in check.out
+
+
+def test_message_tracks_come_from_the_committed_offsets(
+    store: Path, cli: Cli, tmp_path: Path
+) -> None:
+    """mqadmin lists, after the block, each group consuming the topic and whether it has
+    consumed the message; offline, from config/consumerOffset.json."""
+    offset, queue_offset = offset_of(store, 7)  # OrderEvents queue 3
+    (store / "config").mkdir(exist_ok=True)
+    table = {"OrderEvents@ahead": {3: queue_offset + 1}, "OrderEvents@behind": {3: queue_offset}}
+    text = json.dumps({"offsetTable": table}).replace('"3"', "3")  # fastjson's int keys
+    (store / "config" / "consumerOffset.json").write_text(text)
+    msg_id = offset_msg_id("127.0.0.1:10911", offset)
+    run = cli("--store", store, "queryMsgById", "-i", msg_id, "--body-dir", tmp_path)
+    assert run.out.splitlines()[-3:] == [
+        "MessageTrack [consumerGroup=ahead, trackType=CONSUMED, exceptionDesc=null]",
+        "MessageTrack [consumerGroup=behind, trackType=NOT_CONSUMED_YET, exceptionDesc=null]",
+        "",
+    ]
+    by_uniq = cli(
+        "--store", store, "queryMsgByUniqueKey", "-t", "OrderEvents", "-i", uniq_of(7),
+        "--body-dir", tmp_path,
+    )  # fmt: skip
+    assert by_uniq.out.startswith("Topic:")  # mqadmin's block there has no OffsetID line
+    assert f"Message Body Path:   {tmp_path / uniq_of(7)}" in by_uniq.out
+    pulled = cli(
+        "--store", store, "queryMsgByOffset", "-t", "OrderEvents", "-i", "3",
+        "-o", str(queue_offset), "--body-dir", tmp_path,
+    )  # fmt: skip
+    # A pulled message: the client adds the queue's bounds to its properties.
+    assert "MIN_OFFSET=0" in pulled.out and "MAX_OFFSET=" in pulled.out
+
+
+def test_a_missing_id_prints_mqadmins_words(store: Path, cli: Cli) -> None:
+    run = cli("--store", store, "queryMsgById", "-i", offset_msg_id("127.0.0.1:10911", 1))
+    assert run.code == 1
+    assert run.out.strip() == "Message not found!"
+    assert "Message not found: 7F00000100002A9F0000000000000001" in run.err

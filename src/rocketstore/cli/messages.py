@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import click
 
+from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.cli.context import (
     CLI_GROUP,
     CliContext,
@@ -30,6 +32,7 @@ from rocketstore.cli.render import (
 )
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME, format_time, now_ms
 from rocketstore.errors import CorruptDataError
+from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import (
     decode_offset_msg_id,
@@ -39,15 +42,58 @@ from rocketstore.format.message_id import (
 )
 from rocketstore.java_ints import JAVA_LONG_MAX
 from rocketstore.status import GetStatus
+from rocketstore.store import MessageStore
 
 
-def print_messages(ctx: CliContext, messages: Iterable[MessageExt], body: BodyOptions) -> None:
-    """Each message as mqadmin's block (blank line after each) or as one JSON object."""
-    for message in messages:
+def message_tracks(offsets: ConsumerOffsets, message: MessageExt) -> list[str]:
+    """mqadmin's MessageTrack lines, from the committed offsets: each group that has
+    offsets for the message's topic, CONSUMED when its offset in the message's queue is
+    past the message, else NOT_CONSUMED_YET (mqadmin asks the broker which groups consume
+    the topic and whether they are online; offline, the offsets are what is known)."""
+    lines = []
+    for group in sorted(offsets.groups_of_topic(message.topic)):
+        committed = offsets.query(group, message.topic, message.queue_id)
+        consumed = committed is not None and committed > message.queue_offset
+        kind = "CONSUMED" if consumed else "NOT_CONSUMED_YET"
+        lines.append(f"MessageTrack [consumerGroup={group}, trackType={kind}, exceptionDesc=null]")
+    return lines
+
+
+def _consumer_offsets(root: str) -> ConsumerOffsets | None:
+    try:
+        return ConsumerOffsets(root)
+    except (CorruptDataError, OSError) as e:
+        click.echo(f"rocketstore: warning: consumer offsets not shown: {e}", err=True)
+        return None
+
+
+def print_messages(
+    ctx: CliContext,
+    store: MessageStore,
+    messages: Iterable[MessageExt],
+    body: BodyOptions,
+    *,
+    offset_id: bool = True,
+    numbered: bool = False,
+) -> None:
+    """Each message as mqadmin's block, then its consumer tracks (or ``WARN: No
+    Consumer``) after two blank lines, or as one JSON object. ``numbered``: the n-th
+    match's body file is ``<msgId>_<n>`` (queryMsgByUniqueKey -a: they share a msgId)."""
+    offsets = None if ctx.as_json else _consumer_offsets(store.root)
+    for n, message in enumerate(messages):
         if ctx.as_json:
             ctx.emit(message_json(message, body))
             continue
-        for line in message_block(message, body):
+        # queryMsgByUniqueKey names the file by the client's msgId (UNIQ_KEY), _n after
+        # the first match.
+        name = None if offset_id else (message.uniq_key or message.msg_id)
+        if name is not None and numbered and n > 0:
+            name = f"{name}_{n}"
+        for line in message_block(message, body, offset_id=offset_id, body_name=name):
+            click.echo(line)
+        tracks = message_tracks(offsets, message) if offsets is not None else []
+        click.echo("\n")
+        for line in tracks or ["WARN: No Consumer"]:
             click.echo(line)
         click.echo()
 
@@ -87,8 +133,9 @@ def print_messages(ctx: CliContext, messages: Iterable[MessageExt], body: BodyOp
 def query_by_key(ctx: CliContext, topic: str, key: str, begin: int, end: int, max_num: int) -> None:
     """Messages of TOPIC whose KEYS contain KEY, through the index.
 
-    Prints mqadmin's table (#Message ID is the offsetMsgId, usable with queryMsgById);
-    --json prints every field of each message.
+    Prints mqadmin's table (#Message ID is the client's msgId, the UNIQ_KEY, as mqadmin
+    shows it: queryMsgByUniqueKey takes it; the offsetMsgId when a message has none);
+    --json prints every field of each message, the offsetMsgId as msgId.
 
     \b
     Example:
@@ -106,7 +153,10 @@ def query_by_key(ctx: CliContext, topic: str, key: str, begin: int, end: int, ma
             return
         click.echo(f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}")
         for m in found:
-            click.echo(f"{m.msg_id:<50} {m.queue_id:>4} {m.queue_offset:>40}")
+            # The client's msgId as mqadmin shows it (MessageClientExt.getMsgId: the
+            # UNIQ_KEY, else the offsetMsgId): queryMsgByUniqueKey takes it.
+            shown = m.uniq_key or m.msg_id
+            click.echo(f"{shown:<50} {m.queue_id:>4} {m.queue_offset:>40}")
 
 
 @click.command("queryMsgById", short_help="Messages by offsetMsgId (a comma-separated list).")
@@ -128,7 +178,11 @@ def query_by_key(ctx: CliContext, topic: str, key: str, begin: int, end: int, ma
 @body_options
 @click.pass_obj
 def query_by_id(
-    ctx: CliContext, msg_ids: str, topic: str | None, body_format: str, body_dir: str | None
+    ctx: CliContext,
+    msg_ids: str,
+    topic: str | None,
+    body_format: str | None,
+    body_dir: str | None,
 ) -> None:
     """Messages by offsetMsgId (store host + CommitLog offset, 32 hex digits for IPv4).
 
@@ -162,8 +216,10 @@ def query_by_id(
             if message is None:
                 missing.append(msg_id)
                 continue
-            print_messages(ctx, [message], body)
+            print_messages(ctx, store, [message], body)
     if missing:
+        if not ctx.as_json:
+            click.echo("\nMessage not found!")  # mqadmin's words, on stdout
         hint = "" if topic else " (a client msgId/UNIQ_KEY needs -t TOPIC or queryMsgByUniqueKey)"
         raise CliError(f"Message not found: {', '.join(missing)}{hint}")
 
@@ -193,7 +249,7 @@ def query_by_unique_key(
     topic: str,
     uniq_key: str,
     show_all: bool,
-    body_format: str,
+    body_format: str | None,
     body_dir: str | None,
 ) -> None:
     """Messages of TOPIC by UNIQ_KEY (the msgId a RocketMQ client reports), oldest first.
@@ -210,7 +266,9 @@ def query_by_unique_key(
         found = store.query_by_unique_key(topic, uniq_key.strip())
         if not found:
             raise CliError(f"Message not found: no message with UNIQ_KEY {uniq_key} in {topic}")
-        print_messages(ctx, found if show_all else found[:1], body)
+        print_messages(
+            ctx, store, found if show_all else found[:1], body, offset_id=False, numbered=show_all
+        )
 
 
 @click.command("queryMsgByOffset", short_help="The message at a queue offset.")
@@ -241,7 +299,7 @@ def query_by_offset(
     queue_id: int,
     queue_offset: int,
     broker: str | None,
-    body_format: str,
+    body_format: str | None,
     body_dir: str | None,
 ) -> None:
     """The message at a queue offset of TOPIC's queue QUEUEID.
@@ -265,7 +323,10 @@ def query_by_offset(
                 f"no message at {topic}-{queue_id} offset {queue_offset} "
                 f"({got.status.name}: its record is no longer in the CommitLog)"
             )
-        print_messages(ctx, got.messages[:1], body)
+        # mqadmin pulls it: the client adds the queue's bounds to its properties.
+        bounds = {props.MIN_OFFSET: str(low), props.MAX_OFFSET: str(high)}
+        pulled = replace(got.messages[0], properties={**got.messages[0].properties, **bounds})
+        print_messages(ctx, store, [pulled], body)
 
 
 @click.command("decodeMessageId", short_help="Decode an id as a UNIQ_KEY and as an offsetMsgId.")

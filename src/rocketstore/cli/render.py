@@ -124,12 +124,21 @@ class CharsetParam(click.ParamType):  # type: ignore[type-arg]
 CHARSET = CharsetParam()
 
 
+# Where mqadmin writes the bodies of the messages it shows.
+MSGBODY_DIR = "/tmp/rocketmq/msgbodys"
+
+
 @dataclass(frozen=True)
 class BodyOptions:
-    """How a message body is shown: decoded with ``charset`` or written under ``body_dir``."""
+    """How a message body is shown: as mqadmin, written to ``body_dir`` (default
+    MSGBODY_DIR) and its path printed; also printed in ``charset`` when one was given."""
 
-    charset: str = "UTF-8"
+    charset: str | None = None
     body_dir: str | None = None
+
+    @property
+    def directory(self) -> str:
+        return self.body_dir if self.body_dir is not None else MSGBODY_DIR
 
 
 def body_options(func: F) -> F:
@@ -139,22 +148,21 @@ def body_options(func: F) -> F:
         "body_dir",
         type=click.Path(file_okay=False),
         default=None,
-        help="Write each body to DIR/<msgId> and print its path instead of the body "
-        "(mqadmin writes to /tmp/rocketmq/msgbodys). Example: --body-dir /tmp/bodies",
+        help=f"Where each body is written, as DIR/<msgId> [default: {MSGBODY_DIR}, as "
+        "mqadmin]. Example: --body-dir /tmp/bodies",
     )(func)
     func = click.option(
         "-f",
         "--bodyFormat",
         "body_format",
         type=CHARSET,
-        default="UTF-8",
-        show_default=True,
-        help="Charset the body is printed in. Example: -f GBK",
+        default=None,
+        help="Also print the body, in this charset (mqadmin 5's -f). Example: -f UTF-8",
     )(func)
     return func
 
 
-def make_body_options(body_format: str, body_dir: str | None) -> BodyOptions:
+def make_body_options(body_format: str | None, body_dir: str | None) -> BodyOptions:
     """``body_format`` has been checked by the CHARSET option type."""
     return BodyOptions(charset=body_format, body_dir=body_dir)
 
@@ -177,9 +185,10 @@ def body_text(message: MessageExt, charset: str) -> str:
     return readable_body(message).decode(charset, errors="replace")
 
 
-def write_body(message: MessageExt, body_dir: str) -> str:
+def write_body(message: MessageExt, body_dir: str, name: str | None = None) -> str:
+    """Write the body to ``body_dir/name`` (default: the message's msgId, as mqadmin)."""
     os.makedirs(body_dir, exist_ok=True)
-    path = os.path.join(body_dir, message.msg_id)
+    path = os.path.join(body_dir, name or message.msg_id)
     with open(path, "wb") as f:
         f.write(readable_body(message))
     return path
@@ -204,10 +213,18 @@ def java_str(value: str | None) -> str:
     return "null" if value is None else value
 
 
-def message_block(message: MessageExt, body: BodyOptions) -> list[str]:
-    """mqadmin's queryMsgById block, one ``%-20s %s`` line per field."""
-    rows: list[tuple[str, object]] = [
-        ("OffsetID:", message.msg_id),
+def message_block(
+    message: MessageExt,
+    body: BodyOptions,
+    *,
+    offset_id: bool = True,
+    body_name: str | None = None,
+) -> list[str]:
+    """mqadmin's queryMsgById block, one ``%-20s %s`` line per field (queryMsgByUniqueKey's
+    has no OffsetID line: ``offset_id=False``), ending with the body file's path (and the
+    body itself when a charset was given)."""
+    rows: list[tuple[str, object]] = [("OffsetID:", message.msg_id)] if offset_id else []
+    rows += [
         ("Topic:", message.topic),
         ("Tags:", f"[{java_str(message.tags)}]"),
         ("Keys:", f"[{java_str(message.keys)}]"),
@@ -222,9 +239,12 @@ def message_block(message: MessageExt, body: BodyOptions) -> list[str]:
         ("System Flag:", message.sys_flag),
         ("Properties:", java_map(message.properties)),
     ]
-    if body.body_dir is not None:
-        rows.append(("Message Body Path:", write_body(message, body.body_dir)))
-    else:
+    try:
+        path = write_body(message, body.directory, body_name)
+    except OSError as e:
+        path = f"(not written: {e.strerror or e})"
+    rows.append(("Message Body Path:", path))
+    if body.charset is not None:
         rows.append(("Message Body:", body_text(message, body.charset)))
     return [f"{name:<20} {value}" for name, value in rows]
 
