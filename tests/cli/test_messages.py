@@ -336,3 +336,17 @@ def test_a_missing_id_prints_mqadmins_words(store: Path, cli: Cli) -> None:
     assert run.code == 1
     assert run.out.strip() == "Message not found!"
     assert "Message not found: 7F00000100002A9F0000000000000001" in run.err
+
+
+def test_mqadmins_namesrv_and_cluster_flags_are_taken_and_ignored(store: Path, cli: Cli) -> None:
+    plain = cli("--store", store, "queryMsgByKey", "-t", "OrderEvents", "-k", "order-5")
+    with_flags = cli(
+        "--store", store, "queryMsgByKey", "-t", "OrderEvents", "-k", "order-5",
+        "-n", "127.0.0.1:9876", "-c", "DefaultCluster",
+    )  # fmt: skip
+    assert with_flags.code == 0 and with_flags.out == plain.out
+    status = cli("--store", store, "topicStatus", "-t", "OrderEvents", "-n", "ns:9876", "-c", "C")
+    assert status.code == 0, status.err
+    # printMsg's own -c (the charset) keeps its meaning.
+    bad = cli("--store", store, "printMsg", "-t", "OrderEvents", "-c", "DefaultCluster")
+    assert bad.code == 2 and "charset" in bad.err.lower()

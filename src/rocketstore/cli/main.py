@@ -177,6 +177,25 @@ for module in (
 register_topic_admin(cli)
 register_serve(cli)
 
+# mqadmin's -n (every command) and -c cluster (the message queries, topicStatus): scripts
+# written for mqadmin pass them; offline they name nothing to reach, so they are taken and
+# ignored, as -b is. Commands whose own -n or -c means something keep it.
+_MQADMIN_ONLY = {
+    "-n": ("--namesrvAddr", set(cli.commands) - {"serve", "broker", "namesrv"}),
+    "-c": (
+        "--cluster",
+        {"queryMsgByKey", "queryMsgById", "queryMsgByUniqueKey", "topicStatus"},
+    ),
+}
+for _flag, (_long, _names) in _MQADMIN_ONLY.items():
+    for _name in sorted(_names):
+        _command = cli.commands[_name]
+        if any(_flag in p.opts or _long in p.opts for p in _command.params):
+            continue
+        _command.params.append(
+            click.Option([_flag, _long], hidden=True, expose_value=False, metavar="IGNORED")
+        )
+
 
 def _error(message: str) -> int:
     click.echo(f"rocketstore: error: {message}", err=True)
