@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -228,7 +229,11 @@ def test_decode_message_id_both_ways(cli: Cli, tmp_path: Path) -> None:
         "commitLogOffset": 0x05265C000001,
     }
     text = cli("decodeMessageId", "-i", uniq)
-    assert "ip=10.1.2.3 pid=8090" in text.out
+    # mqadmin's ip= and date= (yyyy-MM-dd#HH:mm:ss:SSS) first, then the rest.
+    lines = text.out.splitlines()
+    assert lines[0] == "ip=10.1.2.3"
+    assert re.fullmatch(r"date=\d{4}-\d\d-\d\d#\d\d:\d\d:\d\d:000", lines[1])
+    assert lines[2] == "pid=8090"
     assert f"commitLogOffset={0x05265C000001}" in text.out
     bad = cli("decodeMessageId", "-i", "1234")
     assert bad.code == 1

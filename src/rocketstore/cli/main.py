@@ -193,7 +193,14 @@ for _flag, (_long, _names) in _MQADMIN_ONLY.items():
         if any(_flag in p.opts or _long in p.opts for p in _command.params):
             continue
         _command.params.append(
-            click.Option([_flag, _long], hidden=True, expose_value=False, metavar="IGNORED")
+            click.Option(
+                [_flag, _long],
+                hidden=True,
+                expose_value=False,
+                metavar="IGNORED",
+                help="Accepted for mqadmin compatibility, ignored offline. "
+                f"Example: {_flag} {'127.0.0.1:9876' if _flag == '-n' else 'DefaultCluster'}",
+            )
         )
 
 

@@ -30,7 +30,13 @@ from rocketstore.cli.render import (
     message_block,
     message_json,
 )
-from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME, format_time, now_ms
+from rocketstore.cli.timeparse import (
+    HUMAN_FORMAT_HELP,
+    TIME,
+    format_hash_time,
+    format_time,
+    now_ms,
+)
 from rocketstore.errors import CorruptDataError
 from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
@@ -355,19 +361,17 @@ def decode_message_id(ctx: CliContext, msg_ids: str) -> None:
         if ctx.as_json:
             ctx.emit(decoded)
             continue
-        click.echo(f"{'ID:':<28} {msg_id}")
+        # mqadmin's two lines first (it prints them without line ends), then what else
+        # the id holds: the producer's pid, and the id read as an offsetMsgId.
         uniq = decoded["uniqKey"]
-        if uniq is not None:
-            click.echo(
-                f"{'As UNIQ_KEY (client msgId):':<28} ip={uniq['ip']} pid={uniq['pid']} "
-                f"date={uniq['date']}"
-            )
+        click.echo(f"ip={uniq['ip']}")
+        click.echo(f"date={format_hash_time(uniq['timestamp'])}")
+        click.echo(f"pid={uniq['pid']}")
         offset_id = decoded["offsetMsgId"]
-        if offset_id is not None:
-            click.echo(
-                f"{'As offsetMsgId:':<28} storeHost={offset_id['storeHost']} "
-                f"commitLogOffset={offset_id['commitLogOffset']}"
-            )
+        click.echo(
+            f"as offsetMsgId: storeHost={offset_id['storeHost']} "
+            f"commitLogOffset={offset_id['commitLogOffset']}"
+        )
         click.echo()
 
 

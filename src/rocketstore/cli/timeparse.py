@@ -77,3 +77,12 @@ class TimeParam(click.ParamType):  # type: ignore[type-arg]
 
 
 TIME = TimeParam()
+
+
+def format_hash_time(epoch_ms: int) -> str:
+    """``2024-05-01#10:00:00:123`` in local time (UtilAll's yyyy-MM-dd#HH:mm:ss:SSS, the
+    form -b/-e take, as mqadmin's decodeMessageId prints a date)."""
+    seconds = format_seconds(epoch_ms)
+    if seconds == str(epoch_ms):
+        return seconds
+    return seconds.replace(" ", "#") + f":{epoch_ms % 1000:03d}"
