@@ -52,6 +52,8 @@ def dump_compaction_log(ctx: CliContext, path: str) -> None:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 # The codecs take any buffer; an mmap is one (typeshed says otherwise).
                 _print_records(ctx, cast(bytes, buf), size)
+    except BrokenPipeError:
+        raise  # the reader of our output went away (| head): main stops quietly
     except OSError as e:
         raise CliError(f"cannot read {path}: {e.strerror or e}") from e
 
