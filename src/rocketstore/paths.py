@@ -253,18 +253,25 @@ def index_dir(root: str) -> str:
     return os.path.join(root, INDEX_DIR)
 
 
-# TopicValidator.SYSTEM_TOPIC_SET (4.9.8).
+# TopicValidator (4.9.8): the system topics' names, SYSTEM_TOPIC_SET.
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+BENCHMARK_TOPIC = "BenchmarkTest"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT_TOPIC = "OFFSET_MOVED_EVENT"
+# Where half messages checked too often go (one queue, read and write).
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 SYSTEM_TOPIC_NAMES = frozenset(
     {
-        "TBW102",
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
         SCHEDULE_TOPIC,
-        "BenchmarkTest",
+        BENCHMARK_TOPIC,
         TRANS_HALF_TOPIC,
-        "RMQ_SYS_TRACE_TOPIC",
+        TRACE_TOPIC,
         TRANS_OP_HALF_TOPIC,
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT_TOPIC,
     }
 )
 

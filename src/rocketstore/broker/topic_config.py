@@ -31,7 +31,20 @@ from rocketstore.broker.broker_config import (
 )
 from rocketstore.broker.perm_name import PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE
 from rocketstore.errors import ConfigError
-from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPIC_NAMES
+from rocketstore.paths import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    DLQ_PREFIX,
+    OFFSET_MOVED_EVENT_TOPIC,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_NAMES,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +57,12 @@ SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"
 TOPIC_FILTER_TYPES = (SINGLE_TAG, MULTI_TAG)
 
-# TopicValidator (4.9.8): the system topics' names and the limits on a topic name.
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-BENCHMARK_TOPIC = "BenchmarkTest"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT_TOPIC = "OFFSET_MOVED_EVENT"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+# TopicValidator (4.9.8): the limits on a topic name (the system topics' names are in paths).
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 TOPIC_MAX_LENGTH = 127
 SCHEDULE_TOPIC_QUEUE_NUMS = 18
 
-SYSTEM_TOPICS = SYSTEM_TOPIC_NAMES
 # Topics a client may never send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
@@ -326,7 +330,7 @@ class TopicConfigManager:
         self._lock = threading.RLock()
         self._table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
-        self._system_topics = set(SYSTEM_TOPICS)
+        self._system_topics = set(SYSTEM_TOPIC_NAMES)
         self._add_builtin_topics(
             cluster_topic_enable, broker_topic_enable, trace_topic_enable, trace_topic_name
         )

@@ -43,11 +43,8 @@ from rocketstore.format.hosts import encode_host
 from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.record import encode_record
-from rocketstore.paths import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketstore.paths import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
-# TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: where half messages checked too often
-# go (one queue, read and write).
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 # MixAll.CID_SYS_RMQ_TRANS: the group whose consumer offsets record the check's progress
 # through the half and op queues.
 TRANS_GROUP = "CID_RMQ_SYS_TRANS"

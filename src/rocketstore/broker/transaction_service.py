@@ -52,7 +52,6 @@ from rocketstore.broker.transaction import (
     COMMIT,
     REMOVE_TAG,
     ROLLBACK,
-    TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_GROUP,
     TRANSACTION_CHECK_MAX,
     TRANSACTION_TIMEOUT_MS,
@@ -70,7 +69,7 @@ from rocketstore.broker.transaction import (
 from rocketstore.errors import StoreError
 from rocketstore.format import properties as props
 from rocketstore.format.message import Message, MessageExt
-from rocketstore.paths import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketstore.paths import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketstore.put_path import PutResult
 from rocketstore.status import GetStatus, PutStatus
 from rocketstore.store import MessageStore

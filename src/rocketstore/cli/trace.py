@@ -26,9 +26,9 @@ from rocketstore.errors import ConfigError
 from rocketstore.format.javahash import hashmap_bucket, hashmap_capacity
 from rocketstore.format.message import MessageExt
 from rocketstore.java_ints import JAVA_LONG_MAX
+from rocketstore.paths import TRACE_TOPIC
 
 F = TypeVar("F", bound=Callable[..., Any])
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
 
 
