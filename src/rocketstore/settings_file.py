@@ -101,25 +101,34 @@ def parse_java_properties(text: str) -> dict[str, str]:
 
 def _logical_lines(text: str) -> list[str]:
     """Joined continuation lines, with comments and blank lines dropped."""
-    lines: list[str] = []
-    pending: str | None = None
     # Java's LineReader ends lines at \n, \r and \r\n only (str.splitlines would also
     # split at \f, \x1c-\x1e and \x85, a byte of much UTF-8 text read as Latin-1).
-    for raw in re.split(r"\r\n|\r|\n", text):
+    spans, _ = _entry_spans(re.split(r"\r\n|\r|\n", text))
+    return [joined for _first, _last, joined in spans]
+
+
+def _entry_spans(lines: list[str]) -> tuple[list[tuple[int, int, str]], bool]:
+    """The entries of ``lines`` (physical lines, their ends removed): (first line, last
+    line, the text joined across continuations) each, comments and blank lines skipped;
+    and whether the last line leaves an entry continued."""
+    spans: list[tuple[int, int, str]] = []
+    start: int | None = None
+    pending = ""
+    for number, raw in enumerate(lines):
         line = raw.lstrip(" \t\f")
-        if pending is None and (not line or line[0] in "#!"):
+        if start is None and (not line or line[0] in "#!"):
             continue
+        if start is None:
+            start, pending = number, ""
         trailing = len(line) - len(line.rstrip("\\"))
         continued = trailing % 2 == 1
-        if continued:
-            line = line[:-1]
-        pending = line if pending is None else pending + line
+        pending += line[:-1] if continued else line
         if not continued:
-            lines.append(pending)
-            pending = None
-    if pending is not None:
-        lines.append(pending)
-    return lines
+            spans.append((start, number, pending))
+            start = None
+    if start is not None:
+        spans.append((start, len(lines) - 1, pending))
+    return spans, start is not None
 
 
 def _split_entry(line: str) -> tuple[str, str]:
@@ -268,26 +277,10 @@ def update_properties_text(text: str, entries: Mapping[str, str]) -> str:
     lines = re.split(r"(?<=\n)|(?<=\r)(?!\n)", text)
     if lines and lines[-1] == "":
         lines.pop()
-    # Each logical entry: (first physical line, last physical line, key).
-    spans: list[tuple[int, int, str]] = []
-    start: int | None = None
-    pending = ""
-    for number, raw in enumerate(lines):
-        line = raw.rstrip("\r\n").lstrip(" \t\f")
-        if start is None and (not line or line[0] in "#!"):
-            continue
-        if start is None:
-            start, pending = number, ""
-        trailing = len(line) - len(line.rstrip("\\"))
-        continued = trailing % 2 == 1
-        pending += line[:-1] if continued else line
-        if not continued:
-            spans.append((start, number, _split_entry(pending)[0]))
-            start = None
-    ends_continued = start is not None
-    if start is not None:
-        spans.append((start, len(lines) - 1, _split_entry(pending)[0]))
-    deciding = {key: (first, last) for first, last, key in spans if key in entries}
+    spans, ends_continued = _entry_spans([raw.rstrip("\r\n") for raw in lines])
+    keyed = ((first, last, _split_entry(logical)[0]) for first, last, logical in spans)
+    # The last entry of a key wins (a later one replaces an earlier in the dict).
+    deciding = {key: (first, last) for first, last, key in keyed if key in entries}
     newline = "\r\n" if "\r\n" in text else "\n"
     out: list[str] = []
     skip_until = -1

@@ -24,7 +24,6 @@ Layer: broker (state, below the processors). ``plan`` is pure; ``persist`` write
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -139,7 +138,7 @@ def apply(ctx: BrokerContext, change: SettingsChange) -> None:
     every holder of it sees the new values), and the components that keep a copy."""
     if change.store:
         ctx.store.update_config(**change.store)
-    before = dataclasses.replace(ctx.config)
+    old_permission = ctx.config.broker_permission
     for name, value in change.broker.items():
         setattr(ctx.config, name, value)
     b = ctx.config
@@ -150,10 +149,10 @@ def apply(ctx: BrokerContext, change: SettingsChange) -> None:
         ctx.transactions.timeout_ms = b.transaction_timeout_ms
         ctx.transactions.check_max = b.transaction_check_max
     ctx.config_version.next_version()
-    if b.broker_permission != before.broker_permission:
+    if b.broker_permission != old_permission:
         log.warning(
             "brokerPermission %d -> %d: registering with the name servers now",
-            before.broker_permission,
+            old_permission,
             b.broker_permission,
         )
         ctx.topics.next_data_version()

@@ -29,7 +29,14 @@ from rocketstore.broker.broker_config import (
     load_config_file,
     persist_config_file,
 )
-from rocketstore.broker.perm_name import PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE
+from rocketstore.broker.perm_name import (
+    PERM_INHERIT,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    is_readable,
+    is_writeable,
+)
 from rocketstore.errors import ConfigError
 from rocketstore.paths import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -121,11 +128,11 @@ class TopicConfig:
 
     @property
     def readable(self) -> bool:
-        return bool(self.perm & PERM_READ)
+        return is_readable(self.perm)
 
     @property
     def writeable(self) -> bool:
-        return bool(self.perm & PERM_WRITE)
+        return is_writeable(self.perm)
 
     @property
     def inheritable(self) -> bool:

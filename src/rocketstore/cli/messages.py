@@ -29,6 +29,7 @@ from rocketstore.cli.render import (
     make_body_options,
     message_block,
     message_json,
+    pulled_properties,
 )
 from rocketstore.cli.timeparse import (
     HUMAN_FORMAT_HELP,
@@ -38,7 +39,6 @@ from rocketstore.cli.timeparse import (
     now_ms,
 )
 from rocketstore.errors import CorruptDataError
-from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import (
     decode_offset_msg_id,
@@ -330,8 +330,8 @@ def query_by_offset(
                 f"({got.status.name}: its record is no longer in the CommitLog)"
             )
         # mqadmin pulls it: the client adds the queue's bounds to its properties.
-        bounds = {props.MIN_OFFSET: str(low), props.MAX_OFFSET: str(high)}
-        pulled = replace(got.messages[0], properties={**got.messages[0].properties, **bounds})
+        found = got.messages[0]
+        pulled = replace(found, properties=pulled_properties(found.properties, (low, high)))
         print_messages(ctx, store, [pulled], body)
 
 

@@ -262,6 +262,12 @@ def message_json(
     return obj
 
 
+def pulled_properties(properties: Mapping[str, str], span: QueueSpan) -> dict[str, str]:
+    """A pulled message's properties: the client's PullAPIWrapper adds the (min, max)
+    queue offsets the pull was answered with as MIN_OFFSET and MAX_OFFSET."""
+    return {**properties, props.MIN_OFFSET: str(span[0]), props.MAX_OFFSET: str(span[1])}
+
+
 def message_to_string(
     message: MessageExt,
     *,
@@ -283,8 +289,7 @@ def message_to_string(
     if pulled is not None:
         if properties.get(props.TRAN_MSG, "").lower() == "true":  # Boolean.parseBoolean
             transaction_id = properties.get(props.UNIQ_KEY)
-        properties[props.MIN_OFFSET] = str(pulled[0])
-        properties[props.MAX_OFFSET] = str(pulled[1])
+        properties = pulled_properties(properties, pulled)
     inner = (
         f"Message{{topic='{message.topic}', flag={message.flag}, "
         f"properties={java_map(properties)}, body={java_byte_array(body)}, "

@@ -115,16 +115,14 @@ def check_topic(
 ) -> TopicConfig | RemotingCommand:
     """SendMessageProcessor.msgCheck: the topic's config, or the error response."""
     topic = header.topic
-    if not is_writeable(ctx.config.broker_permission):
-        # A drained broker still takes sends the name servers' routes no longer lead
-        # to, except for order topics, whose queues must not move (RocketMQ's msgCheck).
-        ordered = ctx.topics.get(topic)
-        if ordered is not None and ordered.order:
-            return _error(
-                cmd,
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{ctx.broker_host}] sending message is forbidden",
-            )
+    # A drained broker still takes sends the name servers' routes no longer lead to,
+    # except for order topics, whose queues must not move (RocketMQ's msgCheck).
+    if not is_writeable(ctx.config.broker_permission) and ctx.topics.is_order_topic(topic):
+        return _error(
+            cmd,
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{ctx.broker_host}] sending message is forbidden",
+        )
     problem = topic_name_problem(topic)
     if problem is not None:
         return _error(cmd, ResponseCode.SYSTEM_ERROR, problem)
