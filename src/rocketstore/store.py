@@ -876,7 +876,9 @@ class MessageStore:
         gone (removed, or never written: a RocketMQ 5 broker keeping its queues in RocksDB)
         or the broker stopped before building them. Looks at ``probe`` records at most
         past the queues' end, so it costs little on a store whose queues are all gone."""
-        self._check_open()
+        # No refresh of every queue: the question is about a stopped store, whose queues
+        # the open has just read (a live writer's would move on anyway).
+        self._check_open(queues=False)
         if self.config.enable_dledger_commit_log:
             return None  # DLedger entries frame the records; recovery dispatches those
         covered = max((q.max_physic_offset for q in self.queues.values()), default=-1)
