@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import stat
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker_helpers import call, make_context, pull, send_v2
+from broker_helpers import call, pull, send_v2
 
 from rocketstore.broker import config_update
 from rocketstore.broker.broker_config import BrokerConfig
@@ -26,13 +25,6 @@ from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
 from rocketstore.settings_file import parse_java_properties
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> Iterator[BrokerContext]:
-    context = make_context(tmp_path / "store")
-    yield context
-    context.store.close()
 
 
 def _send(ctx: BrokerContext, topic: str) -> RemotingCommand:

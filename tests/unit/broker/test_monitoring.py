@@ -6,23 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from broker_helpers import CLIENT_ADDR, FakeConnection, call, make_context, send_v2
+from broker_helpers import CLIENT_ADDR, FakeConnection, call, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> Iterator[BrokerContext]:
-    context = make_context(tmp_path / "store")
-    yield context
-    context.store.close()
 
 
 def _fastjson(body: bytes) -> object:

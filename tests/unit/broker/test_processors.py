@@ -45,13 +45,6 @@ PROPS = (
 )
 
 
-@pytest.fixture
-def ctx(tmp_path: Path):
-    context = make_context(tmp_path / "store")
-    yield context
-    context.store.close()
-
-
 def test_send_v2_then_pull_gives_back_every_field(ctx: BrokerContext) -> None:
     body = zlib.compress(b"hello " * 50)
     answer = call(

@@ -6,11 +6,10 @@ membership notifications."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_helpers import FakeConnection, call, make_context, pull, send_v2
+from broker_helpers import FakeConnection, call, pull, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
@@ -27,13 +26,6 @@ JAVA_BODY = (
     '"consumeFromMinEnable":false,"groupName":"GroupNew","notifyConsumerIdsChangedEnable":true,'
     '"retryMaxTimes":16,"retryQueueNums":1,"whichBrokerWhenConsumeSlowly":1}'
 )
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> Iterator[BrokerContext]:
-    context = make_context(tmp_path / "store")
-    yield context
-    context.store.close()
 
 
 def test_builtin_groups_auto_creation_and_the_file(tmp_path: Path) -> None:
