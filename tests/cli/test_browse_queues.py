@@ -6,8 +6,9 @@ import base64
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import BASE_MS, COUNT, TAGS, Run, body_of, topic_of, uniq_of
+from cli_helpers import BASE_MS, CONFIG, COUNT, TAGS, Run, body_of, topic_of, uniq_of
 
+from rocketstore import Message, MessageStore
 from rocketstore.format.javahash import tags_code
 
 Cli = Callable[..., Run]
@@ -72,13 +73,12 @@ def test_print_msg_by_queue_counts_tags(store: Path, cli: Cli) -> None:
     assert run.code == 0, run.err
     numbers = indexes("OrderEvents", 1)
     counts = {tag: sum(1 for i in numbers if TAGS[i % 3] == tag) for tag in ("paid", "shipped")}
+    # No offsets line (mqadmin's printMsgByQueue prints none), only the counts; the tie
+    # in HashMap order ("shipped" in bucket 3 of 16, "paid" in 8).
+    assert counts == {"paid": 75, "shipped": 75}
     assert run.out.splitlines() == [
-        f"minOffset=0, maxOffset={len(numbers)}, MessageQueue [topic=OrderEvents, "
-        "brokerName=localStore, queueId=1]",
-        *(
-            f"Tag: {tag:<30} Count: {count}"
-            for tag, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        ),
+        f"Tag: {'shipped':<30} Count: 75",
+        f"Tag: {'paid':<30} Count: 75",
     ]
     as_json = cli(
         "--store", store, "--json", "printMsgByQueue", "-t", "OrderEvents", "-i", "1",
@@ -142,11 +142,24 @@ def test_query_cq(store: Path, cli: Cli) -> None:
         assert row["tagsCode"] == tags_code(TAGS[i % 3])
         assert row["tags"] == TAGS[i % 3]
         assert row["msgId"] is not None
-    text = cli("--store", store, "queryCq", "-t", "OrderEvents", "-q", "2", "-c", "2")
-    lines = text.out.splitlines()
-    assert lines[:2] == ["Queue data: ", f"max: {len(numbers)}, min: 0"]
-    assert lines[2].startswith("ConsumeQueueData{queueOffset=0, physicOffset=")
-    assert len(lines) == 4
+    text = cli("--store", store, "queryCq", "-t", "OrderEvents", "-q", "2", "-i", "5", "-c", "2")
+    # mqadmin's layout: the bounds, then "idx: N" and the unit, each closed by a rule.
+    rule = "=" * 38
+    size = f"physicSize={rows[0]['physicSize']}, tagsCode={rows[0]['tagsCode']}"
+    assert text.out.splitlines() == [
+        "Queue data: ",
+        f"max: {len(numbers)}, min: 0",
+        rule,
+        "idx: 5",
+        f"ConsumeQueueData{{physicOffset={rows[0]['physicOffset']}, {size}, "
+        "extendDataJson='null', bitMap='null', eval=false, msg='null'}",
+        rule,
+        "idx: 6",
+        f"ConsumeQueueData{{physicOffset={rows[1]['physicOffset']}, "
+        f"physicSize={rows[1]['physicSize']}, tagsCode={rows[1]['tagsCode']}, "
+        "extendDataJson='null', bitMap='null', eval=false, msg='null'}",
+        rule,
+    ]
     bad = cli("--store", store, "queryCq", "-t", "OrderEvents", "-q", "2", "-i", "100000")
     assert bad.code == 1
     assert "out of range" in bad.err
@@ -225,7 +238,7 @@ def test_print_msg_with_a_sql92_selector(store: Path, cli: Cli) -> None:
     )  # fmt: skip
     assert by_queue.code == 0, by_queue.err
     paid = sum(1 for i in indexes("OrderEvents", 1) if i % 3 == 1)
-    assert by_queue.out.splitlines()[1:] == [f"Tag: {'paid':<30} Count: {paid}"]
+    assert by_queue.out.splitlines() == [f"Tag: {'paid':<30} Count: {paid}"]
 
 
 def test_print_msg_refuses_a_bad_selector_or_two_kinds_of_subscription(
@@ -237,3 +250,62 @@ def test_print_msg_refuses_a_bad_selector_or_two_kinds_of_subscription(
         "--store", store, "printMsg", "-t", "OrderEvents", "-s", "paid", "--sql92", "a IS NULL"
     )
     assert both.code == 2 and "give one" in both.err
+
+
+def test_print_msg_reports_each_pull_as_mqadmin(store: Path, cli: Cli) -> None:
+    """A pull of 32 that finds no message with the tag prints mqadmin's "no matched msg"
+    line with the offset it moved to; a filtered pull scans to the end of the queue file
+    (100 units here) at most, as the broker's does."""
+    run = cli("--store", store, "printMsg", "-t", "OrderEvents", "-s", "created")
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    size = len(indexes("OrderEvents", 1))
+    mq = "MessageQueue [topic=OrderEvents, brokerName=localStore, queueId=1]"
+    at = lines.index(f"minOffset=0, maxOffset={size}, {mq}")
+    assert lines[at + 1 : at + 4] == [
+        f"{mq} no matched msg. status=NO_MATCHED_MSG, offset=100",
+        f"{mq} no matched msg. status=NO_MATCHED_MSG, offset={size}",
+        "-" * 56,
+    ]
+    # printMsgByQueue ends the queue at the first such pull.
+    by_queue = cli(
+        "--store", store, "printMsgByQueue", "-t", "OrderEvents", "-i", "1", "-s", "created",
+        "-p", "true", "-f", "true",
+    )  # fmt: skip
+    assert by_queue.code == 0 and by_queue.out == ""
+
+
+def test_print_msg_end_time_is_exclusive_as_search_offset(store: Path, cli: Cli) -> None:
+    """-b and -e become offsets through searchOffset: the first message stored at or
+    after each. A message stored exactly at -e is the first one not printed."""
+    q0 = indexes("Payments", 0)
+    begin, end = BASE_MS + q0[2] * 1000, BASE_MS + q0[5] * 1000
+    run = cli("--store", store, "printMsg", "-t", "Payments", "-b", begin, "-e", end)
+    assert run.code == 0, run.err
+    mq = "MessageQueue [topic=Payments, brokerName=localStore, queueId=0]"
+    lines = run.out.splitlines()
+    assert lines[0] == f"minOffset=2, maxOffset=5, {mq}"
+    assert [line.split()[1] for line in lines[1:4]] == [uniq_of(i) for i in q0[2:5]]
+    assert lines[4] == "-" * 56
+    # A time between two messages: the next one starts (or ends) the range.
+    between = cli("--store", store, "printMsg", "-t", "Payments", "-b", begin + 1, "-e", end - 1)
+    assert between.out.splitlines()[0] == f"minOffset=3, maxOffset=5, {mq}"
+
+
+def test_print_msg_by_queue_ranks_ties_as_mqadmin_hash_map(tmp_path: Path, cli: Cli) -> None:
+    """Equal counts keep the order of mqadmin's HashMap of tags: "BB" and "Aa" share a
+    hash code, so the tag seen first comes first; blank tags are not counted."""
+    root = tmp_path / "store"
+    tags = ["BB", "Aa", "   ", "zz", "BB", "Aa", None, "zz", "zz"]
+    with MessageStore.open(root, CONFIG) as store:
+        for tag in tags:
+            properties = {} if tag is None else {"TAGS": tag}
+            assert store.put(Message("T", b"x", queue_id=0, properties=properties)).status.ok
+        store.wait_dispatched()
+    run = cli("--store", root, "printMsgByQueue", "-t", "T", "-i", "0", "-f", "true")
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [
+        f"Tag: {'zz':<30} Count: 3",
+        f"Tag: {'BB':<30} Count: 2",
+        f"Tag: {'Aa':<30} Count: 2",
+    ]

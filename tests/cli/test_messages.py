@@ -98,6 +98,21 @@ def test_query_by_key_time_window_and_max(store: Path, cli: Cli) -> None:
     assert len(few.json_lines()) == 2
 
 
+def test_query_by_key_without_a_match_fails_as_mqadmin(store: Path, cli: Cli) -> None:
+    """mqadmin's client fails a query that finds nothing ("... but no message.") and
+    prints no table; here an error with exit status 1, in either output mode."""
+    for mode in ([], ["--json"]):
+        run = cli("--store", store, *mode, "queryMsgByKey", "-t", "OrderEvents", "-k", "nope")
+        assert (run.code, run.out) == (1, "")
+        assert run.err == (
+            "rocketstore: error: query message by key finished, but no message. (no message "
+            f"of OrderEvents with key nope stored in [0, {2**63 - 1}])\n"
+        )
+    # A key of another topic's messages is not a match either.
+    other = cli("--store", store, "queryMsgByKey", "-t", "Payments", "-k", "order-5")
+    assert other.code == 1 and "but no message" in other.err
+
+
 def test_query_by_id_block_shows_every_field(store: Path, cli: Cli, tmp_path: Path) -> None:
     offset, queue_offset = offset_of(store, 7)
     msg_id = offset_msg_id("127.0.0.1:10911", offset)

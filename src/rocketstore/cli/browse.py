@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import click
 
 from rocketstore.cli.context import (
-    CLI_GROUP,
-    PULL_BATCH,
     CliContext,
     queue_bounds,
     require_queue,
@@ -34,17 +33,16 @@ from rocketstore.cli.render import (
     message_to_string,
 )
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
+from rocketstore.cli.tools_pull import PullStatus, PullStep, tools_pull
 from rocketstore.errors import SelectorError
+from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import MessageExt
 from rocketstore.format.selector import SQL92, TAG
 from rocketstore.format.subscription import SUB_ALL, Subscription, build_subscription
-from rocketstore.status import GetStatus
 from rocketstore.store import MessageStore
 
 # What printMsg prints after each queue.
 QUEUE_SEPARATOR = "-" * 56
-# Statuses after which a pull simply continues at next_begin_offset.
-_SKIP = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL)
 
 
 def queue_range(
@@ -62,7 +60,20 @@ def queue_range(
     return low, max(low, high)
 
 
-def pull(
+def searched_range(
+    store: MessageStore, topic: str, queue_id: int, begin: int | None, end: int | None
+) -> tuple[int, int]:
+    """mqadmin's [minOffset, maxOffset) for -b/-e: each bound is ``searchOffset`` of its
+    time, the first offset stored at or after it (the queue's min and max without one)."""
+    low, high = queue_bounds(store, topic, queue_id)
+    if begin is not None:
+        low = store.offset_by_time(topic, queue_id, begin, "lower")
+    if end is not None:
+        high = store.offset_by_time(topic, queue_id, end, "lower")
+    return low, high
+
+
+def tools_pulls(
     store: MessageStore,
     topic: str,
     queue_id: int,
@@ -70,23 +81,24 @@ def pull(
     high: int,
     subscription: Subscription,
     bar: Progress,
-) -> Iterator[tuple[MessageExt, QueueSpan]]:
-    """Messages of one queue in [low, high) that ``subscription`` selects, as a consumer
-    pulls them, each with the queue's (min, max) offsets its pull answered."""
+) -> Iterator[PullStep]:
+    """mqadmin's loop over [low, high): a pull of 32 at a time, from each pull's next
+    begin offset, until one answers NO_NEW_MSG or OFFSET_ILLEGAL (yielded too). Found
+    messages at or past ``high`` are dropped: mqadmin prints a whole last batch, so its
+    output may run past -e; ours ends there. A pull that would not move on ends it."""
     offset = low
     while offset < high:
-        got = store.get_matching_messages(
-            CLI_GROUP, topic, queue_id, offset, PULL_BATCH, subscription
-        )
-        if got.status is GetStatus.FOUND:
-            span = (got.min_offset, got.max_offset)
-            yield from ((m, span) for m in got.messages if m.queue_offset < high)
-        elif got.status not in _SKIP and got.status is not GetStatus.OFFSET_TOO_SMALL:
+        step = tools_pull(store, topic, queue_id, offset, subscription)
+        if step.status is PullStatus.FOUND and any(m.queue_offset >= high for m in step.messages):
+            kept = [m for m in step.messages if m.queue_offset < high]
+            step = replace(step, messages=kept)
+        yield step
+        if step.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
             return
-        if got.next_begin_offset <= offset:
+        if step.next_offset <= offset:
             return
-        bar.advance(min(got.next_begin_offset, high) - offset)
-        offset = got.next_begin_offset
+        bar.advance(min(step.next_offset, high) - offset)
+        offset = step.next_offset
 
 
 def message_line(message: MessageExt, span: QueueSpan, print_body: bool, charset: str) -> str:
@@ -98,7 +110,10 @@ def message_line(message: MessageExt, span: QueueSpan, print_body: bool, charset
 
 
 BEGIN_HELP = f"Earliest store time, {HUMAN_FORMAT_HELP}. Example: -b 2024-05-01#00:00:00:000"
-END_HELP = f"Latest store time (inclusive), {HUMAN_FORMAT_HELP}. Example: -e now"
+END_HELP = (
+    f"End store time, exclusive (the first message stored at or after it is not printed), "
+    f"{HUMAN_FORMAT_HELP}. Example: -e now"
+)
 SUB_HELP = "Tag expression. Example: -s 'created || paid'"
 SQL92_HELP = (
     "Only messages this SQL92 selector (a consumer's MessageSelector.bySql) selects; "
@@ -181,7 +196,7 @@ def print_msg(
       rocketstore printMsg -t OrderEvents --sql92 "region IN ('eu', 'us')"
     """
     subscription = subscription_of(sub, sql92)
-    with ctx.open_read_only() as store:
+    with ctx.open_read_only(broker_limits=True) as store:
         if lmq_parent is not None:
             queue_ids = require_topic(store, lmq_parent)
             present = set(store.topics().get(topic, []))
@@ -189,22 +204,30 @@ def print_msg(
             queue_ids = require_topic(store, topic)
             present = set(queue_ids)
         ranges = [
-            (queue_id, *queue_range(store, topic, queue_id, begin, end))
+            (queue_id, *searched_range(store, topic, queue_id, begin, end))
             if queue_id in present
             else (queue_id, 0, 0)  # a queue the parent has and TOPIC has not: empty
             for queue_id in queue_ids
         ]
-        total = sum(high - low for _, low, high in ranges)
+        total = sum(max(high - low, 0) for _, low, high in ranges)
         with progress(total, "printMsg", streams_stdout=True) as bar:
             for queue_id, low, high in ranges:
+                mq = message_queue(topic, queue_id)
                 if not ctx.as_json:
-                    mq = message_queue(topic, queue_id)
                     click.echo(f"minOffset={low}, maxOffset={high}, {mq}")
-                for message, span in pull(store, topic, queue_id, low, high, subscription, bar):
+                for step in tools_pulls(store, topic, queue_id, low, high, subscription, bar):
                     if ctx.as_json:
-                        ctx.emit(message_json(message, with_body=print_body))
-                    else:
-                        click.echo(message_line(message, span, print_body, charset))
+                        for message in step.messages:
+                            ctx.emit(message_json(message, with_body=print_body))
+                        continue
+                    for message in step.messages:
+                        click.echo(message_line(message, step.span, print_body, charset))
+                    if step.status is PullStatus.NO_MATCHED_MSG:
+                        status = f"status={step.status.value}, offset={step.next_offset}"
+                        click.echo(f"{mq} no matched msg. {status}")
+                    elif step.status is not PullStatus.FOUND:
+                        status = f"status={step.status.value}, offset={step.next_offset}"
+                        click.echo(f"{mq} print msg finished. {status}")
                 if not ctx.as_json:
                     click.echo(QUEUE_SEPARATOR)
 
@@ -274,28 +297,31 @@ def print_msg_by_queue(
       rocketstore printMsgByQueue -t OrderEvents -i 0 -f true --sql92 "amount > 100"
     """
     subscription = subscription_of(sub, sql92)
-    counts: Counter[str | None] = Counter()
-    with ctx.open_read_only() as store:
+    counts: Counter[str] = Counter()
+    with ctx.open_read_only(broker_limits=True) as store:
         require_queue(store, topic, queue_id)
-        low, high = queue_range(store, topic, queue_id, begin, end)
-        if not ctx.as_json:
-            click.echo(f"minOffset={low}, maxOffset={high}, {message_queue(topic, queue_id)}")
-        with progress(high - low, "printMsgByQueue", streams_stdout=print_messages) as bar:
-            for message, span in pull(store, topic, queue_id, low, high, subscription, bar):
-                if by_tag:
-                    counts[message.tags] += 1
-                if not print_messages:
-                    continue
-                if ctx.as_json:
-                    ctx.emit(message_json(message, with_body=print_body))
-                else:
-                    click.echo(message_line(message, span, print_body, charset))
-    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] or ""))
-    for tag, count in ranked:
+        low, high = searched_range(store, topic, queue_id, begin, end)
+        with progress(max(high - low, 0), "printMsgByQueue", streams_stdout=print_messages) as bar:
+            for step in tools_pulls(store, topic, queue_id, low, high, subscription, bar):
+                if step.status is not PullStatus.FOUND:
+                    break  # mqadmin ends the queue at any other status, NO_MATCHED_MSG too
+                for message in step.messages:
+                    if by_tag and message.tags is not None and message.tags.strip():
+                        counts[message.tags] += 1  # (blank tags are not counted)
+                    if not print_messages:
+                        continue
+                    if ctx.as_json:
+                        ctx.emit(message_json(message, with_body=print_body))
+                    else:
+                        click.echo(message_line(message, step.span, print_body, charset))
+    # Most frequent first; equal counts in the order mqadmin's HashMap of tags holds them
+    # (a stable sort of that order).
+    ranked = sorted(java_hashmap_order(counts), key=lambda tag: -counts[tag])
+    for tag in ranked:
         if ctx.as_json:
-            ctx.emit({"tag": tag, "count": count})
+            ctx.emit({"tag": tag, "count": counts[tag]})
         else:
-            click.echo(f"Tag: {tag if tag is not None else 'null':<30} Count: {count}")
+            click.echo(f"Tag: {tag:<30} Count: {counts[tag]}")
 
 
 def register(group: click.Group) -> None:

@@ -20,7 +20,6 @@ import click
 
 from rocketstore.cli.browse import message_line, queue_range
 from rocketstore.cli.context import (
-    CLI_GROUP,
     CliContext,
     CliError,
     queue_bounds,
@@ -30,24 +29,14 @@ from rocketstore.cli.context import (
 from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.render import message_json, message_queue
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
-from rocketstore.status import GetStatus
+from rocketstore.cli.tools_pull import TOOLS_PULL_MAX, PullStatus, tools_pull
+from rocketstore.format.selector import TAG
+from rocketstore.format.subscription import SUB_ALL, build_subscription
 from rocketstore.store import MessageStore
 
-# The most messages one pull returns (the broker's maxTransferCountOnMessageInMemory).
-PULL_MAX = 32
 DEFAULT_COUNT = 128
-# GetMessageStatus as the client's PullStatus, through the broker's response codes.
-_PULL_STATUS = {
-    GetStatus.FOUND: "FOUND",
-    GetStatus.NO_MATCHED_MESSAGE: "NO_MATCHED_MSG",
-    GetStatus.MESSAGE_WAS_REMOVING: "NO_MATCHED_MSG",
-    GetStatus.OFFSET_FOUND_NULL: "NO_NEW_MSG",
-    GetStatus.NO_MESSAGE_IN_QUEUE: "NO_NEW_MSG",
-    GetStatus.OFFSET_OVERFLOW_ONE: "NO_NEW_MSG",
-    GetStatus.NO_MATCHED_LOGIC_QUEUE: "NO_NEW_MSG",
-    GetStatus.OFFSET_OVERFLOW_BADLY: "OFFSET_ILLEGAL",
-    GetStatus.OFFSET_TOO_SMALL: "OFFSET_ILLEGAL",
-}
+# consumeMessage pulls with "*".
+SUB_ALL_TAGS = build_subscription(SUB_ALL, TAG)
 
 
 def _check_times(begin: int | None, end: int | None) -> None:
@@ -69,19 +58,20 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
     mq = message_queue(topic, queue_id)
     offset = low
     while offset < high:
-        got = store.get_messages(CLI_GROUP, topic, queue_id, offset, min(PULL_MAX, high - offset))
-        status = _PULL_STATUS.get(got.status, "NO_NEW_MSG")
-        nxt = max(got.next_begin_offset, offset)
-        if status == "FOUND":
+        step = tools_pull(
+            store, topic, queue_id, offset, SUB_ALL_TAGS, min(TOOLS_PULL_MAX, high - offset)
+        )
+        nxt = max(step.next_offset, offset)
+        status = step.status.value
+        if step.status is PullStatus.FOUND:
             if not ctx.as_json:
                 click.echo("Consume ok")
-            for message in got.messages:
+            for message in step.messages:
                 if ctx.as_json:
                     ctx.emit(message_json(message))
                 else:
-                    span = (got.min_offset, got.max_offset)
-                    click.echo(message_line(message, span, True, "UTF-8"))
-        elif status == "NO_MATCHED_MSG":
+                    click.echo(message_line(message, step.span, True, "UTF-8"))
+        elif step.status is PullStatus.NO_MATCHED_MSG:
             if not ctx.as_json:
                 click.echo(f"{mq} no matched msg. status={status}, offset={nxt}")
         else:
@@ -174,7 +164,7 @@ def consume_message(
     if offset is not None and queue_id is None:
         raise CliError("Please set queueId before offset!")
     _check_times(begin, end)
-    with ctx.open_read_only() as store:
+    with ctx.open_read_only(broker_limits=True) as store:
         if queue_id is None:
             left = count
             for each in require_topic(store, topic):

@@ -222,9 +222,13 @@ class CliContext:
         file's ``storePathCommitLog`` names other directories)."""
         return self.config.commit_log_dirs(self.store_dir)
 
-    def open_read_only(self) -> MessageStore:
-        """Open without the writer lock: works while a writer (or a broker) runs."""
-        config = self.config.replace(**READER_LIMITS)
+    def open_read_only(self, *, broker_limits: bool = False) -> MessageStore:
+        """Open without the writer lock: works while a writer (or a broker) runs.
+
+        ``broker_limits``: getMessage keeps the broker's limits (32 messages or 256 KiB a
+        pull, a tag filter scanning 800 units...) instead of the CLI's larger ones, for
+        the commands whose output shows each pull, as mqadmin's do."""
+        config = self.config if broker_limits else self.config.replace(**READER_LIMITS)
         store = MessageStore.open(self.require_store_dir(), config, read_only=True)
         missing = store.missing_commitlog_files()
         if missing is not None:

@@ -153,6 +153,12 @@ def query_by_key(ctx: CliContext, topic: str, key: str, begin: int, end: int, ma
     with ctx.open_read_only() as store:
         require_topic(store, topic)
         found = store.query_messages(topic, key, max_num, begin, end)
+        if not found:
+            # mqadmin's client fails the query with these words (and prints no table).
+            raise CliError(
+                f"query message by key finished, but no message. (no message of {topic} "
+                f"with key {key} stored in [{begin}, {end}])"
+            )
         if ctx.as_json:
             for m in found:
                 ctx.emit(message_json(m))

@@ -115,6 +115,10 @@ def topic_status(ctx: CliContext, topic: str) -> None:
         click.echo(line.format(BROKER_NAME, queue_id, low, high, shown))
 
 
+# What mqadmin's queryCq prints after the queue's bounds and after each unit.
+SEPARATOR = "=" * 38
+
+
 @click.command("queryCq", short_help="Raw consume-queue units and the records they point to.")
 @click.option("-t", "--topic", required=True, help="Topic. Example: -t OrderEvents")
 @click.option(
@@ -138,8 +142,9 @@ def topic_status(ctx: CliContext, topic: str) -> None:
 )
 @click.pass_obj
 def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, count: int) -> None:
-    """Raw consume-queue units (CommitLog offset, size, tagsCode) and the record each
-    points to (offsetMsgId, or NOT FOUND when no record with that size starts there).
+    """Raw consume-queue units (CommitLog offset, size, tagsCode), as mqadmin's queryCq
+    prints them; --json adds the record each points to (its offsetMsgId and tags, null
+    when no record with that size starts there).
 
     \b
     Example:
@@ -154,7 +159,7 @@ def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, coun
             raise CliError(f"queue offset {first} is out of range for {topic}-{queue_id} ({valid})")
         queue = store.queues[(topic, queue_id)]
         if not ctx.as_json:
-            click.echo(f"Queue data: \nmax: {high}, min: {low}")
+            click.echo(f"Queue data: \nmax: {high}, min: {low}\n{SEPARATOR}")
         for queue_offset in range(first, min(high, first + count)):
             unit = queue.unit(queue_offset)
             if unit is None:
@@ -163,7 +168,7 @@ def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, coun
             message = rec.to_message_ext(*located, read_body=False) if located else None
             found = message is not None and message.size == unit.size
             msg_id = message.msg_id if message is not None and found else None
-            ext_json, bitmap, msg = "null", "null", msg_id or "NOT FOUND"
+            ext_json, bitmap, msg = "null", "null", "null"
             ext = store.ext_unit(topic, queue_id, unit.tags_code)
             if ext is not None:
                 ext_json = ext_unit_json(ext)
@@ -185,11 +190,13 @@ def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, coun
                     }
                 )
                 continue
+            # mqadmin's lines: the broker sets msg only for a missing extension unit.
             click.echo(
-                f"ConsumeQueueData{{queueOffset={queue_offset}, "
-                f"physicOffset={unit.commit_log_offset}, physicSize={unit.size}, "
-                f"tagsCode={unit.tags_code}, extendDataJson='{ext_json}', bitMap='{bitmap}', "
-                f"eval=false, msg='{msg}'}}"
+                f"idx: {queue_offset}\n"
+                f"ConsumeQueueData{{physicOffset={unit.commit_log_offset}, "
+                f"physicSize={unit.size}, tagsCode={unit.tags_code}, "
+                f"extendDataJson='{ext_json}', bitMap='{bitmap}', eval=false, msg='{msg}'}}\n"
+                f"{SEPARATOR}"
             )
 
 
