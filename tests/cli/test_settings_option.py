@@ -251,3 +251,27 @@ def test_commitlog_paths_outside_the_files_root_stay_behind(tmp_path: Path) -> N
     copy = context_from_settings(str(conf), f"{tmp_path}/c", True, as_json=False, debug=False)
     assert copy.commitlog_dirs.writable == (f"{tmp_path}/c/commitlog/a",)
     assert copy.commitlog_dirs.multi_path  # still a multi-path list, of one
+
+
+def test_the_broker_name_printed_is_the_files(tmp_path: Path, cli: Cli) -> None:
+    """Where mqadmin prints the broker's name (message lines, queue lines, tables), the
+    CLI prints the settings file's brokerName; without a file, localStore."""
+    root = tmp_path / "store"
+    conf = tmp_path / "broker.conf"
+    conf.write_text(ODD_CONF)  # brokerName=broker-b
+    sent = cli("-c", conf, "--store", root, "sendMessage", "-t", "T", "-p", "x", "-i", "0")
+    assert sent.code == 0, sent.err
+    assert sent.out.splitlines()[1].startswith("broker-b ")
+    printed = cli("-c", conf, "--store", root, "printMsg", "-t", "T").out.splitlines()
+    assert (
+        printed[0]
+        == "minOffset=0, maxOffset=1, MessageQueue [topic=T, brokerName=broker-b, queueId=0]"
+    )
+    assert " MessageExt [brokerName=broker-b, queueId=0, " in printed[1]
+    status = cli("-c", conf, "--store", root, "topicStatus", "-t", "T").out.splitlines()
+    assert status[1].startswith("broker-b ")
+    plain = cli("--store", root, "printMsg", "-t", "T").out.splitlines()
+    assert (
+        plain[0]
+        == "minOffset=0, maxOffset=1, MessageQueue [topic=T, brokerName=localStore, queueId=0]"
+    )

@@ -101,11 +101,13 @@ def tools_pulls(
         offset = step.next_offset
 
 
-def message_line(message: MessageExt, span: QueueSpan, print_body: bool, charset: str) -> str:
+def message_line(
+    message: MessageExt, span: QueueSpan, print_body: bool, charset: str, broker_name: str
+) -> str:
     """mqadmin's ``MSGID: <id> <MessageExt.toString()> BODY: <body>`` line of a pulled
     message (``span``: the queue's min and max offsets, which the pull adds)."""
     shown = body_text(message, charset) if print_body else "NOT PRINT BODY"
-    text = message_to_string(message, pulled=span)
+    text = message_to_string(message, pulled=span, broker_name=broker_name)
     return f"MSGID: {client_msg_id(message)} {text} BODY: {shown}"
 
 
@@ -212,7 +214,7 @@ def print_msg(
         total = sum(max(high - low, 0) for _, low, high in ranges)
         with progress(total, "printMsg", streams_stdout=True) as bar:
             for queue_id, low, high in ranges:
-                mq = message_queue(topic, queue_id)
+                mq = message_queue(topic, queue_id, ctx.broker_name)
                 if not ctx.as_json:
                     click.echo(f"minOffset={low}, maxOffset={high}, {mq}")
                 for step in tools_pulls(store, topic, queue_id, low, high, subscription, bar):
@@ -221,7 +223,10 @@ def print_msg(
                             ctx.emit(message_json(message, with_body=print_body))
                         continue
                     for message in step.messages:
-                        click.echo(message_line(message, step.span, print_body, charset))
+                        line = message_line(
+                            message, step.span, print_body, charset, ctx.broker_name
+                        )
+                        click.echo(line)
                     if step.status is PullStatus.NO_MATCHED_MSG:
                         status = f"status={step.status.value}, offset={step.next_offset}"
                         click.echo(f"{mq} no matched msg. {status}")
@@ -313,7 +318,10 @@ def print_msg_by_queue(
                     if ctx.as_json:
                         ctx.emit(message_json(message, with_body=print_body))
                     else:
-                        click.echo(message_line(message, step.span, print_body, charset))
+                        line = message_line(
+                            message, step.span, print_body, charset, ctx.broker_name
+                        )
+                        click.echo(line)
     # Most frequent first; equal counts in the order mqadmin's HashMap of tags holds them
     # (a stable sort of that order).
     ranked = sorted(java_hashmap_order(counts), key=lambda tag: -counts[tag])

@@ -55,7 +55,7 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
                 high: int, queue_end: int) -> None:  # fmt: skip
     """Print the messages of [low, high) a pull at a time; reaching the queue's end
     (``queue_end``) prints mqadmin's ``print msg finished`` line, as its last pull does."""
-    mq = message_queue(topic, queue_id)
+    mq = message_queue(topic, queue_id, ctx.broker_name)
     offset = low
     while offset < high:
         step = tools_pull(
@@ -70,7 +70,7 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
                 if ctx.as_json:
                     ctx.emit(message_json(message))
                 else:
-                    click.echo(message_line(message, step.span, True, "UTF-8"))
+                    click.echo(message_line(message, step.span, True, "UTF-8", ctx.broker_name))
         elif step.status is PullStatus.NO_MATCHED_MSG:
             if not ctx.as_json:
                 click.echo(f"{mq} no matched msg. status={status}, offset={nxt}")
@@ -185,7 +185,8 @@ def consume_message(
         start = offset or 0
         if start > high:
             if not ctx.as_json:
-                click.echo(f"{message_queue(topic, queue_id)} no matched msg, offset={start}")
+                mq = message_queue(topic, queue_id, ctx.broker_name)
+                click.echo(f"{mq} no matched msg, offset={start}")
             return
         low = max(low, start)
         if high - low > count:

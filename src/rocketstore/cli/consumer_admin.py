@@ -23,7 +23,6 @@ import click
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.topic_config import MAX_QUEUE_NUMS, TopicConfigManager
 from rocketstore.cli.context import (
-    BROKER_NAME,
     CliContext,
     CliError,
     queue_bounds,
@@ -164,7 +163,7 @@ def _print_group(ctx: CliContext, rows: list[QueueProgress]) -> None:
             ctx.emit(
                 {
                     "topic": r.topic,
-                    "brokerName": BROKER_NAME,
+                    "brokerName": ctx.broker_name,
                     "queueId": r.queue_id,
                     "brokerOffset": r.broker_offset,
                     "consumerOffset": r.consumer_offset,
@@ -174,7 +173,7 @@ def _print_group(ctx: CliContext, rows: list[QueueProgress]) -> None:
             )
             continue
         click.echo(PROGRESS_HEADER.format(
-            _front(r.topic, 64), _front(BROKER_NAME, 32), r.queue_id, r.broker_offset,
+            _front(r.topic, 64), _front(ctx.broker_name, 32), r.queue_id, r.broker_offset,
             r.consumer_offset, diff, _date(r.last_timestamp),
         ))  # fmt: skip
     if not ctx.as_json:
@@ -211,7 +210,7 @@ def _reset(ctx: CliContext, group: str, topic: str, timestamp: int, force: bool)
                 rollback = target
                 offsets.commit(group, topic, r.queue_id, target)
             lines.append(ROLLBACK_ROW.format(
-                _front(BROKER_NAME, 32), r.queue_id, r.broker_offset, r.consumer_offset,
+                _front(ctx.broker_name, 32), r.queue_id, r.broker_offset, r.consumer_offset,
                 target, rollback,
             ))  # fmt: skip
         offsets.persist(force=True)

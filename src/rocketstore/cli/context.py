@@ -202,6 +202,12 @@ class CliContext:
         except ConfigError as e:
             raise CliError(str(e)) from e
 
+    @property
+    def broker_name(self) -> str:
+        """The brokerName printed where mqadmin prints one: the -c file's, else
+        BROKER_NAME (a store does not record the name of the broker that wrote it)."""
+        return self.settings.get("brokerName", "").strip() or BROKER_NAME
+
     # --- opening ------------------------------------------------------------------------
 
     def require_store_dir(self) -> str:

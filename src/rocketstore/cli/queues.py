@@ -14,7 +14,6 @@ import click
 from rocketstore.broker import admin_client
 from rocketstore.broker.topic_config import read_topics_file
 from rocketstore.cli.context import (
-    BROKER_NAME,
     CliContext,
     CliError,
     queue_bounds,
@@ -99,7 +98,7 @@ def topic_status(ctx: CliContext, topic: str) -> None:
         for queue_id, low, high, last in rows:
             ctx.emit(
                 {
-                    "brokerName": BROKER_NAME,
+                    "brokerName": ctx.broker_name,
                     "topic": topic,
                     "queueId": queue_id,
                     "minOffset": low,
@@ -112,7 +111,7 @@ def topic_status(ctx: CliContext, topic: str) -> None:
     click.echo(line.format("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"))
     for queue_id, low, high, last in rows:
         shown = format_time(last) if last else ""
-        click.echo(line.format(BROKER_NAME, queue_id, low, high, shown))
+        click.echo(line.format(ctx.broker_name, queue_id, low, high, shown))
 
 
 # What mqadmin's queryCq prints after the queue's bounds and after each unit.

@@ -313,5 +313,5 @@ def client_msg_id(message: MessageExt) -> str:
     return message.uniq_key or message.msg_id
 
 
-def message_queue(topic: str, queue_id: int) -> str:
-    return f"MessageQueue [topic={topic}, brokerName={BROKER_NAME}, queueId={queue_id}]"
+def message_queue(topic: str, queue_id: int, broker_name: str = BROKER_NAME) -> str:
+    return f"MessageQueue [topic={topic}, brokerName={broker_name}, queueId={queue_id}]"

@@ -13,7 +13,7 @@ import click
 
 from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
 from rocketstore.broker.topic_config import NOT_ALLOWED_SEND_TOPICS, TopicConfigManager
-from rocketstore.cli.context import BROKER_NAME, CliContext, CliError
+from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.params import java_int
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
@@ -173,7 +173,7 @@ def send_message(
     if ctx.as_json:
         ctx.emit(
             {
-                "brokerName": BROKER_NAME,
+                "brokerName": ctx.broker_name,
                 "queueId": queue_id,
                 "sendStatus": "SEND_OK",
                 "putStatus": result.status.name,
@@ -188,7 +188,7 @@ def send_message(
         return
     row = "{:<32}  {:<4}  {:<20}    {:<32}  {}"
     click.echo(row.format("#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"))
-    click.echo(row.format(BROKER_NAME, queue_id, "SEND_OK", uniq_key, result.msg_id))
+    click.echo(row.format(ctx.broker_name, queue_id, "SEND_OK", uniq_key, result.msg_id))
     _report_unqueued(unqueued)
 
 
