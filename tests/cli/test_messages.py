@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -270,12 +271,75 @@ def test_send_message_then_find_it(store: Path, cli: Cli) -> None:
     (obj,) = found.json_lines()
     assert base64.b64decode(obj["body"]) == b"hello"
     assert (obj["tags"], obj["keys"], obj["msgId"]) == ("tagA", "k1 k2", sent["offsetMsgId"])
-    assert obj["properties"]["WAIT"] == "true"
+    # As the broker stores the client's properties: CLUSTER added, WAIT left out, in the
+    # iteration order of the HashMap they were in (buckets of 16: KEYS 7, UNIQ_KEY 12, then
+    # CLUSTER, put later into bucket 12 too, TAGS 14).
+    assert list(obj["properties"].items()) == [
+        ("KEYS", "k1 k2"), ("UNIQ_KEY", sent["msgId"]), ("CLUSTER", "DefaultCluster"),
+        ("TAGS", "tagA"),
+    ]  # fmt: skip
     by_key = cli("--store", store, "--json", "queryMsgByKey", "-t", "NewTopic", "-k", "k2")
     assert [o["uniqKey"] for o in by_key.json_lines()] == [sent["msgId"]]
     table = cli("--store", store, "sendMessage", "-t", "NewTopic", "-p", "again")
-    assert table.out.split()[:5] == ["#Broker", "Name", "#QID", "#Send", "Result"]
-    assert "SEND_OK" in table.out
+    header, row = table.out.splitlines()
+    assert header == f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #MsgId"
+    assert row.startswith(f"{'localStore':<32}  {'0':<4}  {'SEND_OK':<20}    ")
+    assert len(row.split()[-1]) == 32
+
+
+def test_send_message_as_mqadmin_sends_it(store: Path, cli: Cli) -> None:
+    """mqadmin trims every value; its producer zlib-compresses a body of 4 KiB or more
+    (level 5, sysFlag COMPRESSED | ZLIB), which readers show inflated; the broker's
+    cluster name comes from the settings file."""
+    run = cli(
+        "--store", store, "--json", "sendMessage", "-t", " Trimmed ", "-p", "  body \t",
+        "-k", " k1 ", "-c", " tag ",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    (obj,) = cli("--store", store, "--json", "printMsg", "-t", "Trimmed").json_lines()
+    assert base64.b64decode(obj["body"]) == b"body"
+    assert (obj["keys"], obj["tags"], obj["sysFlag"]) == ("k1", "tag", 0)
+    big = "x" * 4096
+    conf = store.parent / "broker.conf"
+    conf.write_text("brokerClusterName=Prod\n")
+    assert cli("-c", conf, "--store", store, "sendMessage", "-t", "Big", "-p", big).code == 0
+    (stored,) = cli("--store", store, "--json", "printMsg", "-t", "Big").json_lines()
+    assert stored["sysFlag"] == 0x301
+    assert base64.b64decode(stored["body"]) == zlib.compress(big.encode(), 5)
+    assert stored["properties"]["CLUSTER"] == "Prod"
+    shown = cli("--store", store, "printMsg", "-t", "Big").out
+    assert shown.splitlines()[1].endswith(f"BODY: {big}")
+    just_under = cli("--store", store, "--json", "sendMessage", "-t", "Big", "-p", big[1:])
+    assert just_under.code == 0
+    last = cli("--store", store, "--json", "printMsg", "-t", "Big").json_lines()[-1]
+    assert (last["sysFlag"], base64.b64decode(last["body"])) == (0, big[1:].encode())
+
+
+def test_send_message_with_trace_writes_its_pub_entry(store: Path, cli: Cli) -> None:
+    """-m true: the send's trace, a Pub entry in RMQ_SYS_TRACE_TOPIC keyed by the msgId
+    and the keys, which queryMsgTraceById shows."""
+    run = cli(
+        "--store", store, "--json", "sendMessage", "-t", "Traced", "-p", "hi", "-k", "a b",
+        "-m", "true",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    (sent,) = run.json_lines()
+    (trace,) = cli("--store", store, "--json", "printMsg", "-t", "RMQ_SYS_TRACE_TOPIC").json_lines()
+    fields = base64.b64decode(trace["body"]).decode().rstrip("\x02").split("\x01")
+    assert fields[0] == "Pub" and fields[2] == "DefaultRegion"
+    assert fields[4:8] == ["Traced", sent["msgId"], "null", "a b"]
+    assert fields[8:10] == ["127.0.0.1:10911", "2"]
+    assert (fields[11], fields[12], fields[13]) == ("0", sent["offsetMsgId"], "true")
+    assert sorted(trace["keys"].split(" ")) == sorted([sent["msgId"], "a", "b"])
+    assert "WAIT" not in trace["properties"] and trace["uniqKey"] != sent["msgId"]
+    shown = cli("--store", store, "--json", "queryMsgTraceById", "-i", sent["msgId"]).json_lines()
+    assert [(o["type"], o["status"]) for o in shown] == [("Pub", "success")]
+    off = cli("--store", store, "sendMessage", "-t", "Traced", "-p", "x", "-m", "false")
+    assert off.code == 0
+    assert (
+        len(cli("--store", store, "--json", "printMsg", "-t", "RMQ_SYS_TRACE_TOPIC").json_lines())
+        == 1
+    )
 
 
 def test_send_message_creates_a_store_but_refuses_other_directories(

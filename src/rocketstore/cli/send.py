@@ -7,30 +7,45 @@ with one clear line while another writer (or a broker) has the store open.
 from __future__ import annotations
 
 import contextlib
-import time
+import zlib
+from dataclasses import dataclass
 
 import click
 
 from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
+from rocketstore.broker.processors.send import stored_properties
 from rocketstore.broker.topic_config import NOT_ALLOWED_SEND_TOPICS, TopicConfigManager
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.params import java_int
+from rocketstore.cli.render import java_str
+from rocketstore.cli.timeparse import now_ms
+from rocketstore.cli.trace_data import encode_pub
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
-from rocketstore.format.javahash import java_hashmap_ordered
+from rocketstore.format import sysflag
+from rocketstore.format.javahash import java_hashmap_order, java_hashmap_ordered
 from rocketstore.format.message import Message
-from rocketstore.paths import TOPIC_PATTERN
+from rocketstore.format.selector.java_values import java_trim
+from rocketstore.paths import TOPIC_PATTERN, TRACE_TOPIC
 from rocketstore.store import MessageStore
 from rocketstore.uniq_keys import UniqKeyGenerator, local_ip
 
 MAX_TOPIC_LENGTH = 127
+# DefaultMQProducer's compressMsgBodyOverHowmuch and the client's default zlib level.
+COMPRESS_BODY_OVER = 4096
+COMPRESS_LEVEL = 5
+ZLIB_TYPE_FLAG = 3 << 8  # CompressionType.ZLIB in the sysFlag's compression bits
+# The region a broker answers sends with (the trace's regionId).
+DEFAULT_REGION = "DefaultRegion"
+# The trace producer's group, as AsyncTraceDispatcher names it (4.9: one per process).
+TRACE_PRODUCER_GROUP = "_INNER_TRACE_PRODUCER-"
 # The queues a producer sees for a topic the broker does not know yet (defaultTopicQueueNums).
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 
 def _producer_properties(tags: str | None, keys: str | None, uniq_key: str) -> dict[str, str]:
-    """What a 4.9 client puts (TAGS, KEYS, WAIT, UNIQ_KEY), in the order the broker writes
-    them: the iteration order of the ``HashMap`` it decodes them into."""
+    """What a 4.9 client puts (TAGS, KEYS, WAIT, UNIQ_KEY), in the order it sends them:
+    the iteration order of the message's ``HashMap``."""
     given: dict[str, str] = {}
     if tags:
         given[props.TAGS] = tags
@@ -39,6 +54,15 @@ def _producer_properties(tags: str | None, keys: str | None, uniq_key: str) -> d
     given[props.WAIT] = "true"
     given[props.UNIQ_KEY] = uniq_key
     return java_hashmap_ordered(given)
+
+
+def producer_body(body: bytes) -> tuple[bytes, int]:
+    """The body and sysFlag a 4.9 producer sends: a body of 4 KiB or more
+    (compressMsgBodyOverHowmuch) goes zlib-compressed at level 5, flagged COMPRESSED
+    with compression type ZLIB."""
+    if len(body) < COMPRESS_BODY_OVER:
+        return body, 0
+    return zlib.compress(body, COMPRESS_LEVEL), sysflag.COMPRESSED_FLAG | ZLIB_TYPE_FLAG
 
 
 def queue_id_problem(
@@ -117,6 +141,16 @@ def _born_host() -> str:
     default=None,
     help="Accepted for mqadmin compatibility, ignored offline. Example: -b broker-a",
 )
+@click.option(
+    "-m",
+    "--msgTraceEnable",
+    "trace",
+    type=click.BOOL,
+    default=False,
+    show_default=True,
+    help="Also write the send's trace (a Pub entry in RMQ_SYS_TRACE_TOPIC), as a producer "
+    "with message trace on does (true|false). Example: -m true",
+)
 @click.pass_obj
 def send_message(
     ctx: CliContext,
@@ -126,16 +160,22 @@ def send_message(
     tags: str | None,
     queue_id: int,
     broker: str | None,
+    trace: bool,
 ) -> None:
     """Append one message (takes the writer lock; creates the store if DIR does not exist).
 
-    A UNIQ_KEY is generated as a RocketMQ client does (ip, pid, time, counter); it is the
-    #MsgId printed, and queryMsgByUniqueKey finds the message by it.
+    The record is the one a broker stores for mqadmin's send: -t, -p, -k and -c trimmed,
+    a body of 4 KiB or more zlib-compressed as the producer does, the broker's CLUSTER
+    property. A UNIQ_KEY is generated as a RocketMQ client does (ip, pid, time, counter);
+    it is the #MsgId printed, and queryMsgByUniqueKey finds the message by it.
 
     \b
     Example:
       rocketstore sendMessage -t OrderEvents -p '{"id": 7}' -k order-7 -c created -i 1
     """
+    topic, body = java_trim(topic), java_trim(body)  # mqadmin trims every value
+    keys = None if keys is None else java_trim(keys)
+    tags = None if tags is None else java_trim(tags)
     queue_id = max(queue_id, 0)  # mqadmin sends to a chosen queue only when -i > -1
     if not body:
         raise CliError("-p: the message body length is zero")  # the client's check
@@ -145,28 +185,34 @@ def send_message(
             raise CliError(f"{flag} {text!r} holds a control character 0x01 or 0x02")
         if text is not None and not _is_utf8_text(text):
             raise CliError(f"{flag} {text!r} is not valid UTF-8 text (properties are UTF-8)")
-    if len(topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.match(topic):
-        raise CliError(
-            f"illegal topic {topic!r}: use up to {MAX_TOPIC_LENGTH} of the characters "
-            "a-z A-Z 0-9 _ - % |"
-        )
-    uniq_key = UniqKeyGenerator().next()
+    _check_topic(topic)
+    broker_settings = _broker_settings(ctx)
+    uniq_keys = UniqKeyGenerator()
+    uniq_key = uniq_keys.next()
+    # Bytes of the argument that were not UTF-8 reach the body unchanged.
+    sent_body, sys_flag = producer_body(body.encode("utf-8", errors="surrogateescape"))
+    started = now_ms()
     message = Message(
         topic,
-        # Bytes of the argument that were not UTF-8 reach the body unchanged.
-        body.encode("utf-8", errors="surrogateescape"),
+        sent_body,
         queue_id=queue_id,
-        properties=_producer_properties(tags, keys, uniq_key),
-        born_timestamp=time.time_ns() // 1_000_000,
+        sys_flag=sys_flag,
+        properties=stored_properties(
+            _producer_properties(tags, keys, uniq_key), broker_settings.broker_cluster_name
+        ),
+        born_timestamp=started,
         born_host=_born_host(),
     )
     with ctx.open_writer() as store:
-        problem = queue_id_problem(store, topic, queue_id, _broker_settings(ctx))
+        problem = queue_id_problem(store, topic, queue_id, broker_settings)
         if problem is not None:
             raise CliError(problem)
         result = store.put(message)
         if not result.status.ok:
             raise CliError(f"send failed: {result.status.name}")
+        if trace:
+            pub = SentMessage(ctx, started, uniq_key, result.msg_id, tags, keys, len(sent_body))
+            _put_trace(store, pub, topic, uniq_keys, broker_settings)
         with contextlib.suppress(OSError, StoreError):  # kept as store.dispatch_error
             store.wait_dispatched()
         unqueued = store.dispatch_error
@@ -186,10 +232,88 @@ def send_message(
         )
         _report_unqueued(unqueued)
         return
-    row = "{:<32}  {:<4}  {:<20}    {:<32}  {}"
-    click.echo(row.format("#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"))
-    click.echo(row.format(ctx.broker_name, queue_id, "SEND_OK", uniq_key, result.msg_id))
+    row = "{:<32}  {:<4}  {:<20}    {}"  # mqadmin's table (--json adds the offsetMsgId)
+    click.echo(row.format("#Broker Name", "#QID", "#Send Result", "#MsgId"))
+    click.echo(row.format(ctx.broker_name, queue_id, "SEND_OK", uniq_key))
     _report_unqueued(unqueued)
+
+
+def _check_topic(topic: str) -> None:
+    if len(topic) > MAX_TOPIC_LENGTH or not TOPIC_PATTERN.match(topic):
+        raise CliError(
+            f"illegal topic {topic!r}: use up to {MAX_TOPIC_LENGTH} of the characters "
+            "a-z A-Z 0-9 _ - % |"
+        )
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """What a producer's trace hook records of one send."""
+
+    ctx: CliContext
+    started_ms: int
+    uniq_key: str
+    offset_msg_id: str
+    tags: str | None
+    keys: str | None
+    body_length: int  # as sent (compressed)
+
+
+def trace_keys(uniq_key: str, keys: str | None) -> str:
+    """The trace message's KEYS: the sent message's msgId and each of its keys, as the
+    trace dispatcher joins its HashSet of them."""
+    wanted = [uniq_key, *(keys.split(props.KEY_SEPARATOR) if keys else [])]
+    return props.KEY_SEPARATOR.join(java_hashmap_order(list(dict.fromkeys(wanted))))
+
+
+def _put_trace(
+    store: MessageStore,
+    sent: SentMessage,
+    topic: str,
+    uniq_keys: UniqKeyGenerator,
+    broker: BrokerConfig,
+) -> None:
+    """The trace message a 4.9 producer with message trace on sends after the message: one
+    Pub entry (TraceDataEncoder) in RMQ_SYS_TRACE_TOPIC (its queue 0), keyed by the
+    message's msgId and keys, so queryMsgTraceById finds it."""
+    cost = max(now_ms() - sent.started_ms, 0)
+    data = encode_pub(
+        timestamp=sent.started_ms,
+        region_id=DEFAULT_REGION,
+        # mqadmin's producer is named by its start time (ms).
+        group_name=str(sent.started_ms),
+        topic=topic,
+        msg_id=sent.uniq_key,
+        tags=java_str(sent.tags or None),
+        keys=java_str(sent.keys or None),
+        store_host=sent.ctx.config.store_host,
+        body_length=sent.body_length,
+        cost_time=cost,
+        msg_type=0,  # MessageType.Normal_Msg
+        offset_msg_id=sent.offset_msg_id,
+        success=True,
+    )
+    problem = queue_id_problem(store, TRACE_TOPIC, 0, broker)
+    if problem is not None:
+        raise CliError(f"the message is sent, but not its trace: {problem}")
+    body, sys_flag = producer_body(data.encode("utf-8"))
+    client = {
+        props.WAIT: "true",
+        props.KEYS: trace_keys(sent.uniq_key, sent.keys),
+        props.UNIQ_KEY: uniq_keys.next(),
+    }
+    record = Message(
+        TRACE_TOPIC,
+        body,
+        queue_id=0,
+        sys_flag=sys_flag,
+        properties=stored_properties(java_hashmap_ordered(client), broker.broker_cluster_name),
+        born_timestamp=now_ms(),
+        born_host=_born_host(),
+    )
+    result = store.put(record)
+    if not result.status.ok:
+        raise CliError(f"the message is sent, but not its trace: {result.status.name}")
 
 
 def _report_unqueued(error: BaseException | None) -> None:

@@ -8,6 +8,7 @@ message with the client's address as born host and answers msgId/queueId/queueOf
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rocketstore.broker.codes import ResponseCode
@@ -202,6 +203,20 @@ def put_response(
     return cmd.response(code, None, ext)
 
 
+def stored_properties(
+    request_properties: Mapping[str, str], cluster_name: str, *, keep_wait: bool = False
+) -> dict[str, str]:
+    """The properties a plain send's record holds, from the request's (in the request
+    string's order): SendMessageProcessor puts CLUSTER into the decoded HashMap and
+    writes it without WAIT (WAIT=true only asks for an answer after storing), so in
+    the iteration order of that map, sized by its peak."""
+    properties = {**request_properties, props.CLUSTER: cluster_name}
+    peak = len(properties)
+    if not keep_wait:
+        properties.pop(props.WAIT, None)
+    return java_hashmap_ordered(properties, peak_size=peak)
+
+
 async def send_message(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
@@ -228,20 +243,16 @@ async def send_message(
     if is_transactional(properties):
         # RocketMQ goes by the TRAN_MSG property, not by the sys flag.
         return await _send_half(ctx, cmd, conn, header, properties, sys_flag, topic, queue_id)
-    properties[props.CLUSTER] = ctx.cluster_name
-    peak = len(properties)
-    if not (ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)):
-        # WAIT=true only asks the broker to answer after storing; RocketMQ does not store
-        # it. A multi-dispatch message keeps it in its map: the store's wrap adds the
-        # queue offsets to that map (WAIT counts in its size) and leaves WAIT out.
-        properties.pop(props.WAIT, None)
+    # A multi-dispatch message keeps WAIT in its map: the store's wrap adds the queue
+    # offsets to that map (WAIT counts in its size) and leaves WAIT out.
+    keep_wait = ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)
     message = Message(
         topic=topic,
         body=cmd.body,
         queue_id=queue_id,
         flag=header.flag,
         sys_flag=sys_flag,
-        properties=java_hashmap_ordered(properties, peak_size=peak),
+        properties=stored_properties(properties, ctx.cluster_name, keep_wait=keep_wait),
         born_timestamp=header.born_timestamp,
         born_host=conn.peer,
         reconsume_times=header.reconsume_times,

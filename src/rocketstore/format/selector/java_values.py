@@ -108,7 +108,7 @@ def parse_java_long(text: str) -> JavaNumber:
     return _parse_integral(text, JAVA_LONG_MIN, JAVA_LONG_MAX, JavaType.LONG)
 
 
-def _trim(text: str) -> str:
+def java_trim(text: str) -> str:
     # String.trim() drops every char up to U+0020 at both ends (not Unicode spaces).
     start, end = 0, len(text)
     while start < end and text[start] <= " ":
@@ -120,7 +120,7 @@ def _trim(text: str) -> str:
 
 def parse_java_double(text: str) -> JavaNumber:
     """``Double.valueOf(text)``."""
-    trimmed = _trim(text)
+    trimmed = java_trim(text)
     if _JAVA_DECIMAL.match(trimmed):
         body = trimmed.rstrip("fFdD") if not trimmed.endswith(("NaN", "Infinity")) else trimmed
         return JavaNumber(JavaType.DOUBLE, float(body.replace("Infinity", "inf")))
