@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import lz4.frame
+import zstandard
 from cli_helpers import (
     BASE_MS,
     BORN_MS,
@@ -23,7 +25,7 @@ from cli_helpers import (
     uniq_of,
 )
 
-from rocketstore import MessageStore
+from rocketstore import Message, MessageStore
 from rocketstore.format.message_id import offset_msg_id
 
 Cli = Callable[..., Run]
@@ -434,3 +436,29 @@ def test_mqadmins_namesrv_and_cluster_flags_are_taken_and_ignored(store: Path, c
     # printMsg's own -c (the charset) keeps its meaning.
     bad = cli("--store", store, "printMsg", "-t", "OrderEvents", "-c", "DefaultCluster")
     assert bad.code == 2 and "charset" in bad.err.lower()
+
+
+def test_bodies_compressed_with_lz4_or_zstd_are_shown_inflated(tmp_path: Path, cli: Cli) -> None:
+    """A 4.9.4+ producer may compress with LZ4 or ZSTD (sysFlag bits 8-10): the message
+    lines and the body file hold the body it was given; --json keeps the stored bytes."""
+    plain = b'{"order": 1, "note": "compressed"}' * 200
+    packed = {
+        0x101: bytes(lz4.frame.compress(plain)),
+        0x201: zstandard.ZstdCompressor(write_content_size=False).compress(plain),
+    }
+    root = tmp_path / "store"
+    with MessageStore.open(root) as s:
+        for sys_flag, body in packed.items():
+            assert s.put(Message("Z", body, sys_flag=sys_flag)).ok
+        s.wait_dispatched()
+    lines = cli("--store", root, "printMsg", "-t", "Z").out.splitlines()
+    shown = [line for line in lines if line.startswith("MSGID: ")]
+    assert len(shown) == 2
+    assert all(line.endswith(f"BODY: {plain.decode()}") for line in shown)
+    as_json = cli("--store", root, "--json", "printMsg", "-t", "Z").json_lines()
+    assert [base64.b64decode(o["body"]) for o in as_json] == list(packed.values())
+    body_dir = tmp_path / "bodies"
+    msg_id = as_json[0]["msgId"]
+    run = cli("--store", root, "queryMsgById", "-i", msg_id, "--body-dir", body_dir)
+    assert run.code == 0, run.err
+    assert (body_dir / msg_id).read_bytes() == plain

@@ -11,7 +11,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,8 +19,9 @@ import click
 
 from rocketstore.cli.context import BROKER_NAME
 from rocketstore.cli.timeparse import format_time
+from rocketstore.errors import CorruptDataError
 from rocketstore.format import properties as props
-from rocketstore.format import sysflag
+from rocketstore.format.body_compression import inflate
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import MessageExt
 
@@ -29,8 +29,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 # A queue's (min, max) offsets as a pull answered them.
 QueueSpan = tuple[int, int]
 
-# Compression types in SYSFLAG bits 8-10 (RocketMQ 5.x); 4.x clients leave 0 = zlib.
-_ZLIB_TYPES = (0, 3)
 # Every byte value twice, plus a truncated multi-byte lead: a charset that decodes this
 # with errors="replace" decodes any body.
 _CHARSET_PROBE = bytes(range(256)) * 2 + b"\xe4\xb8"
@@ -168,17 +166,14 @@ def make_body_options(body_format: str | None, body_dir: str | None) -> BodyOpti
 
 
 def readable_body(message: MessageExt) -> bytes:
-    """The body as the producer meant it: zlib-compressed bodies are inflated for display
-    (the store keeps them as sent); anything that does not inflate is shown as stored."""
+    """The body as the producer meant it: a compressed body (zlib, LZ4 or ZSTD, by its
+    sysFlag) is inflated for display, as a consumer's decode does (the store keeps it as
+    sent); one that does not inflate is shown as stored."""
     body = message.body or b""
-    if message.sys_flag & sysflag.COMPRESSED_FLAG:
-        kind = (message.sys_flag & sysflag.COMPRESSION_TYPE_MASK) >> 8
-        if kind in _ZLIB_TYPES:
-            try:
-                return zlib.decompress(body)
-            except zlib.error:
-                return body
-    return body
+    try:
+        return inflate(body, message.sys_flag)
+    except CorruptDataError:
+        return body
 
 
 def body_text(message: MessageExt, charset: str) -> str:
