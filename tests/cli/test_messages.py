@@ -25,7 +25,7 @@ from cli_helpers import (
     uniq_of,
 )
 
-from rocketstore import Message, MessageStore
+from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.format.message_id import offset_msg_id
 
 Cli = Callable[..., Run]
@@ -462,3 +462,19 @@ def test_bodies_compressed_with_lz4_or_zstd_are_shown_inflated(tmp_path: Path, c
     run = cli("--store", root, "queryMsgById", "-i", msg_id, "--body-dir", body_dir)
     assert run.code == 0, run.err
     assert (body_dir / msg_id).read_bytes() == plain
+
+
+def test_ipv6_hosts_are_printed_as_java_prints_them(tmp_path: Path, cli: Cli) -> None:
+    """InetSocketAddress.toString (JDK 14+): the IPv6 address in full, in brackets."""
+    root = tmp_path / "store"
+    config = StoreConfig(store_host="[fd00::a:1]:10911")
+    with MessageStore.open(root, config) as s:
+        assert s.put(Message("V6", b"x", born_host="[::1]:50003")).ok
+        s.wait_dispatched()
+    line = cli("--store", root, "printMsg", "-t", "V6").out.splitlines()[1]
+    assert "bornHost=/[0:0:0:0:0:0:0:1]:50003, " in line
+    assert "storeHost=/[fd00:0:0:0:0:0:a:1]:10911, " in line
+    (obj,) = cli("--store", root, "--json", "printMsg", "-t", "V6").json_lines()
+    block = cli("--store", root, "queryMsgById", "-i", obj["msgId"], "--body-dir", tmp_path)
+    assert f"{'Born Host:':<20} [0:0:0:0:0:0:0:1]:50003" in block.out.splitlines()
+    assert f"{'Store Host:':<20} [fd00:0:0:0:0:0:a:1]:10911" in block.out.splitlines()

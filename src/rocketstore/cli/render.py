@@ -9,6 +9,7 @@ Times, Born/Store Timestamp and Host, System Flag, Properties, body or body path
 from __future__ import annotations
 
 import codecs
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -19,7 +20,8 @@ import click
 
 from rocketstore.cli.context import BROKER_NAME
 from rocketstore.cli.timeparse import format_time
-from rocketstore.errors import CorruptDataError
+from rocketstore.config import parse_host
+from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.format import properties as props
 from rocketstore.format.body_compression import inflate
 from rocketstore.format.javahash import java_hashmap_order
@@ -189,6 +191,32 @@ def write_body(message: MessageExt, body_dir: str, name: str | None = None) -> s
     return path
 
 
+def java_ip(ip: str) -> str:
+    """An IP as Java's ``InetAddress.getHostAddress`` writes it: IPv6 in full, groups
+    without leading zeros, no brackets (``0:0:0:0:0:0:0:1``); an IPv4-mapped IPv6
+    address is the IPv4 address it maps (Java makes an Inet4Address of it)."""
+    try:
+        address = ipaddress.ip_address(ip.strip("[]"))
+    except ValueError:
+        return ip
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
+    return str(address)
+
+
+def java_socket_address(host: str) -> str:
+    """A store or born host as RocketMQ's tools print an InetSocketAddress on JDK 14 and
+    later: ``10.0.0.1:10911``, ``[0:0:0:0:0:0:0:1]:10911``."""
+    try:
+        ip, port = parse_host(host)
+    except ConfigError:
+        return host
+    text = java_ip(ip)
+    return f"[{text}]:{port}" if ":" in text else f"{text}:{port}"
+
+
 def java_map(properties: Mapping[str, str]) -> str:
     """``{KEYS=order-1, TAGS=paid}``: the toString of the HashMap RocketMQ decodes a
     record's properties into, so in HashMap iteration order (mostly the stored order, as
@@ -229,8 +257,8 @@ def message_block(
         ("Reconsume Times:", message.reconsume_times),
         ("Born Timestamp:", format_time(message.born_timestamp)),
         ("Store Timestamp:", format_time(message.store_timestamp)),
-        ("Born Host:", message.born_host),
-        ("Store Host:", message.store_host),
+        ("Born Host:", java_socket_address(message.born_host)),
+        ("Store Host:", java_socket_address(message.store_host)),
         ("System Flag:", message.sys_flag),
         ("Properties:", java_map(message.properties)),
     ]
@@ -294,8 +322,9 @@ def message_to_string(
         f"MessageExt [brokerName={broker_name}, queueId={message.queue_id}, "
         f"storeSize={message.size}, queueOffset={message.queue_offset}, "
         f"sysFlag={message.sys_flag}, bornTimestamp={message.born_timestamp}, "
-        f"bornHost=/{message.born_host}, storeTimestamp={message.store_timestamp}, "
-        f"storeHost=/{message.store_host}, msgId={message.msg_id}, "
+        f"bornHost=/{java_socket_address(message.born_host)}, "
+        f"storeTimestamp={message.store_timestamp}, "
+        f"storeHost=/{java_socket_address(message.store_host)}, msgId={message.msg_id}, "
         f"commitLogOffset={message.commit_log_offset}, bodyCRC={message.body_crc}, "
         f"reconsumeTimes={message.reconsume_times}, "
         f"preparedTransactionOffset={message.prepared_transaction_offset}, "

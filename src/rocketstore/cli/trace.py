@@ -10,7 +10,6 @@ mqadmin collects them in.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,7 +17,7 @@ import click
 
 from rocketstore.cli.context import CliContext, hidden_alias, require_topic
 from rocketstore.cli.params import java_int, java_long
-from rocketstore.cli.render import readable_body
+from rocketstore.cli.render import java_ip, readable_body
 from rocketstore.cli.timeparse import format_seconds
 from rocketstore.cli.trace_data import TraceEntry, decode_trace_data
 from rocketstore.config import parse_host
@@ -39,10 +38,7 @@ def born_host_string(message: MessageExt) -> str:
         ip, _port = parse_host(message.born_host)
     except ConfigError:
         return message.born_host
-    address = ipaddress.ip_address(ip)
-    if address.version == 6:
-        return ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
-    return ip
+    return java_ip(ip)
 
 
 def _hashmap_order(keys: list[str | None]) -> list[str | None]:
