@@ -187,6 +187,18 @@ def test_query_by_id_not_found_and_malformed(store: Path, cli: Cli) -> None:
     assert bad.code == 1
     assert bad.err.startswith("rocketstore: error: malformed offsetMsgId")
     assert "Traceback" not in bad.err
+    # An offsetMsgId of another broker (its address and an offset that happens to start a
+    # record here) names that broker's record, not this store's.
+    elsewhere = offset_msg_id("10.9.9.9:10911", offset)
+    other = cli("--store", store, "queryMsgById", "-i", elsewhere.lower())
+    assert (other.code, other.out) == (1, "\nMessage not found!\n")
+    assert other.err.splitlines() == [
+        f"rocketstore: note: {elsewhere.lower()}: the record at CommitLog offset {offset} was "
+        f"stored by 127.0.0.1:10911 (offsetMsgId {good}), not by the broker the id names",
+        f"rocketstore: error: Message not found: {elsewhere.lower()} (a client msgId/UNIQ_KEY "
+        "needs -t TOPIC or queryMsgByUniqueKey)",
+    ]
+    assert cli("--store", store, "queryMsgById", "-i", good.lower()).code == 0
 
 
 def test_query_by_id_falls_back_to_unique_key_with_topic(store: Path, cli: Cli) -> None:

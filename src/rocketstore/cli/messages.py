@@ -210,6 +210,7 @@ def query_by_id(
     if not ids:
         raise click.BadParameter("no message id given", param_hint="-i")
     missing: list[str] = []
+    notes: list[str] = []
     with ctx.open_read_only() as store:
         if topic is not None:
             require_topic(store, topic)
@@ -222,6 +223,15 @@ def query_by_id(
                     raise CliError(f"malformed offsetMsgId: {e.reason}") from e
             else:
                 message = store.view_message(msg_id)
+                if message is not None and message.msg_id.upper() != msg_id.upper():
+                    # The id names another broker's record at this offset (an offsetMsgId
+                    # is the storing broker's address and the offset): not this store's.
+                    notes.append(
+                        f"{msg_id}: the record at CommitLog offset {message.commit_log_offset} "
+                        f"was stored by {message.store_host} (offsetMsgId {message.msg_id}), "
+                        f"not by the broker the id names"
+                    )
+                    message = None
             if message is None and topic is not None:
                 by_uniq = store.query_by_unique_key(topic, msg_id)
                 message = by_uniq[0] if by_uniq else None
@@ -233,6 +243,8 @@ def query_by_id(
         if not ctx.as_json:
             click.echo("\nMessage not found!")  # mqadmin's words, on stdout
         hint = "" if topic else " (a client msgId/UNIQ_KEY needs -t TOPIC or queryMsgByUniqueKey)"
+        for note in notes:
+            click.echo(f"rocketstore: note: {note}", err=True)
         raise CliError(f"Message not found: {', '.join(missing)}{hint}")
 
 
