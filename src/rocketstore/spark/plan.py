@@ -17,12 +17,17 @@ Three kinds of partition:
 
 from __future__ import annotations
 
+import itertools
 import math
+import mmap
 import os
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from rocketstore.errors import ConfigError
+from rocketstore.files.mapped_file_queue import offset_file_path
+from rocketstore.format.record_scan import walk_start_array
 from rocketstore.rebuild.plan import split_spans
 from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
 from rocketstore.spark.pushdown import Pushed
@@ -183,12 +188,46 @@ def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[Commi
             whole.append(CommitLogPartition(first, 0, end, framed=True))
         else:
             spans.append((first, start, end))
+    if options.max_records_per_partition:
+        if whole:
+            raise ConfigError(
+                "maxRecordsPerPartition with mode=commitlog cuts a plain CommitLog at record "
+                "starts; a DLedger log is read file by file (use mode=queue, or minPartitions)"
+            )
+        spans = split_by_records(store, spans, options.max_records_per_partition)
     total = sum(end - start for _, start, end in spans)
     piece = min(file_size, COMMITLOG_PARTITION_BYTES)
     if options.min_partitions and len(spans) < options.min_partitions:
         piece = min(piece, max(1, math.ceil(total / options.min_partitions)))
     parts = [CommitLogPartition(*span) for span in split_spans(spans, piece)] + whole
     return sorted(parts, key=lambda p: (p.file_offset, p.start))
+
+
+def split_by_records(
+    store: MessageStore, spans: list[tuple[int, int, int]], max_records: int
+) -> list[tuple[int, int, int]]:
+    """Cut each ``(file_offset, start, end)`` span at record starts so that at most
+    ``max_records`` records start in each piece. The planner walks the records' headers
+    (their sizes) to find the starts: a pass over those bytes on the driver, done only
+    when maxRecordsPerPartition asks for it in mode=commitlog. Records past a place the
+    walk cannot follow (damage) stay in the span's last piece, where the reader finds
+    them as it always does."""
+    pieces: list[tuple[int, int, int]] = []
+    for first, start, end in spans:
+        path = offset_file_path(store.commitlog.dirs.all, first)
+        with open(path, "rb") as handle:
+            length = os.fstat(handle.fileno()).st_size
+            if length == 0:
+                continue
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    starts, _stop_at, _why = walk_start_array(view, start, min(end, length), length)
+                finally:
+                    view.release()
+        cuts = [start, *(int(p) for p in starts[max_records::max_records]), end]
+        pieces += [(first, low, high) for low, high in itertools.pairwise(cuts)]
+    return pieces
 
 
 def index_usable(store: MessageStore) -> bool:
