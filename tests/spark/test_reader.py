@@ -589,3 +589,31 @@ def test_uniq_key_pushdown_finds_every_match(tmp_path):
         path, [ds.EqualTo(("uniqKey",), "SAME")], lambda r: r["uniqKey"] == "SAME"
     )
     assert len(rows) == 40
+
+
+@pytest.mark.parametrize("tags", [None, "TagA || TagB || Tág"])
+def test_a_light_queue_reads_as_its_own_rows(tmp_path, tags):
+    """An LMQ queue's units point at records of other topics: each row is the queue's
+    (topic %LMQ%a, its queue id, its offset), column-wise and (with a tag filter) record
+    by record, and pushed topic and partition filters select the queue's rows."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
+    from rebuild_helpers import build_lmq_store
+
+    root = tmp_path / "store"
+    build_lmq_store(root, 60)
+    options = {"path": str(root), "topics": "%LMQ%a", **({"tags": tags} if tags else {})}
+    rows = read_all(options)
+    messages = []
+    with MessageStore.open(root, read_only=True) as store:
+        while len(messages) < store.max_offset("%LMQ%a", 0):
+            messages += store.get_messages("g", "%LMQ%a", 0, len(messages), 32).messages
+    expected = [m.commit_log_offset for m in messages]
+    assert {m.topic for m in messages} == {"Orders", "Payments"}
+    assert [r["commitLogOffset"] for r in rows] == expected
+    assert [(r["topic"], r["partition"]) for r in rows] == [("%LMQ%a", 0)] * len(expected)
+    assert [r["offset"] for r in rows] == list(range(len(expected)))
+    pushed = read_all(options, [ds.EqualTo(("topic",), "%LMQ%a"), ds.EqualTo(("partition",), 0)])
+    assert [r["commitLogOffset"] for r in pushed] == expected
+    scan.close_stores()

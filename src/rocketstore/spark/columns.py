@@ -101,15 +101,20 @@ class RowBuffer:
     def full(self) -> bool:
         return len(self) >= BATCH_ROWS or self._body_bytes >= BATCH_BODY_BYTES
 
-    def append(self, message: MessageExt, queue_offset: int) -> None:
-        """One row; ``queue_offset`` is the queue's own (the record's field can only agree)."""
+    def append(
+        self, message: MessageExt, queue_offset: int, queue: tuple[str, int] | None = None
+    ) -> None:
+        """One row; ``queue_offset`` is the offset in the queue read, ``queue`` that queue's
+        (topic, queue id) when the row was read through one: a light queue's (LMQ) units
+        point at records of other topics, and its rows are the queue's."""
         keys = message.keys
         body = message.body if self.include_body else None
+        topic, partition = queue if queue is not None else (message.topic, message.queue_id)
         values = (
             keys,  # key: KEYS as stored
             body,  # value
-            message.topic,  # topic
-            message.queue_id,  # partition
+            topic,  # topic
+            partition,  # partition
             queue_offset,  # offset
             message.store_timestamp * 1000,  # timestamp (µs)
             TIMESTAMP_TYPE_LOG_APPEND_TIME,  # timestampType

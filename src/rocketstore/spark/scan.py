@@ -109,10 +109,15 @@ def close_stores() -> None:
         _STORES.clear()
 
 
-def _batches(rows: Iterator[tuple[MessageExt, int]], include_body: bool) -> Iterator[Any]:
+def _batches(
+    rows: Iterator[tuple[MessageExt, int]],
+    include_body: bool,
+    queue: tuple[str, int] | None = None,
+) -> Iterator[Any]:
+    """Rows in Arrow batches; ``queue``: the (topic, queue id) they were read through."""
     buffer = RowBuffer(include_body)
     for message, queue_offset in rows:
-        buffer.append(message, queue_offset)
+        buffer.append(message, queue_offset, queue)
         if buffer.full:
             yield buffer.take()
     if len(buffer):
@@ -128,7 +133,8 @@ def read_partition(
     if isinstance(partition, QueuePartition):
         store = open_store(options)
         rows = _queue_rows(store, partition, subscription, pushed, options.include_body)
-    elif isinstance(partition, KeyPartition):
+        return _batches(rows, options.include_body, (partition.topic, partition.queue_id))
+    if isinstance(partition, KeyPartition):
         store = open_store(options)
         rows = _key_rows(store, partition, subscription, pushed)
     elif isinstance(partition, CommitLogPartition):
@@ -141,10 +147,13 @@ def read_partition(
     return _batches(rows, options.include_body)
 
 
-def _accepts(pushed: Pushed, message: MessageExt, queue_offset: int) -> bool:
+def _accepts(
+    pushed: Pushed, message: MessageExt, queue_offset: int, queue: tuple[str, int] | None = None
+) -> bool:
+    topic, queue_id = queue if queue is not None else (message.topic, message.queue_id)
     return pushed.accepts_row(
-        message.topic,
-        message.queue_id,
+        topic,
+        queue_id,
         queue_offset,
         message.store_timestamp,
         message.keys,
@@ -177,7 +186,7 @@ def _queue_rows(
             data, view = found
             message = rec.to_message_ext(data, view, read_body=include_body)
             if subscription.match_properties(message.properties) and _accepts(
-                pushed, message, offset + i
+                pushed, message, offset + i, (part.topic, part.queue_id)
             ):
                 yield message, offset + i
 
@@ -220,10 +229,10 @@ def _queue_batches(
         if batches is None:
             stretch = dataclasses.replace(part, start=offset, end=offset + count)
             rows = _queue_rows(store, stretch, MATCH_ALL, pushed, include_body)
-            yield from _batches(rows, include_body)
+            yield from _batches(rows, include_body, (part.topic, part.queue_id))
         else:
             for batch in batches:
-                kept = _apply_pushed(batch, pushed)
+                kept = _apply_pushed(_as_read_from(batch, part), pushed)
                 if kept.num_rows:
                     yield kept
 
@@ -270,6 +279,27 @@ def _decode_units(
         batches.append(batch)
         begin = end
     return batches
+
+
+def _as_read_from(batch: Any, part: QueuePartition) -> Any:
+    """The batch's rows as rows of the queue read: a light queue's (LMQ) units point at
+    records of other topics and queues, whose topic and queue id the decoder filled in."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    topics, partitions = batch.column("topic"), batch.column("partition")
+    same = pc.all(pc.equal(topics, part.topic)).as_py() is not False
+    if same and pc.all(pc.equal(partitions, part.queue_id)).as_py() is not False:
+        return batch
+    rows = batch.num_rows
+    names = batch.schema.names
+    batch = batch.set_column(
+        names.index("topic"),
+        batch.schema.field("topic"),
+        pa.array([part.topic] * rows, pa.string()),
+    )
+    queue_ids = pa.array(np.full(rows, part.queue_id, dtype=np.int32))
+    return batch.set_column(names.index("partition"), batch.schema.field("partition"), queue_ids)
 
 
 def _apply_pushed(batch: Any, pushed: Pushed) -> Any:
