@@ -122,15 +122,16 @@ def send_v2(
 def pull(
     ctx: BrokerContext, topic: str, queue_id: int = 0, offset: int = 0, **extra: object
 ) -> RemotingCommand:
-    """PULL_MESSAGE as a push consumer of group G sends it (no subscription in it, no
-    hold), each field overridable by ``extra``."""
+    """PULL_MESSAGE as a pull consumer of group G sends it (its subscription "*" in it:
+    sysFlag FLAG_SUBSCRIPTION; no hold), each field overridable by ``extra`` (a push
+    consumer's pull, sysFlag 0, is served only after the group's heartbeat)."""
     ext = {
         "consumerGroup": "G",
         "topic": topic,
         "queueId": queue_id,
         "queueOffset": offset,
         "maxMsgNums": 32,
-        "sysFlag": 0,
+        "sysFlag": 4,
         "commitOffset": 0,
         "suspendTimeoutMillis": 0,
         "subscription": "*",

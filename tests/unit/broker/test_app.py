@@ -144,7 +144,7 @@ def test_shutdown_answers_held_pulls_and_finishes_in_flight_work(tmp_path: Path)
         # the dispatcher. Pulled before that, offset 1 is "moved" (21), not "held" (19).
         server.broker.ctx.store.wait_dispatched()  # type: ignore[union-attr]
         ext = {"consumerGroup": "G", "topic": "Held", "queueId": "0", "queueOffset": "1"}
-        ext |= {"maxMsgNums": "32", "sysFlag": "2", "suspendTimeoutMillis": "30000"}
+        ext |= {"maxMsgNums": "32", "sysFlag": "6", "suspendTimeoutMillis": "30000"}  # held, "*"
 
         def pull() -> None:
             cmd = request(RequestCode.PULL_MESSAGE, ext)
@@ -270,7 +270,7 @@ def test_an_open_transaction_is_checked_over_the_producers_connection(tmp_path: 
             check.ext_fields["msgId"] == "AB12" and check.ext_fields["tranStateTableOffset"] == "1"
         )
         pull = {"consumerGroup": "G", "topic": "TxTopic", "queueId": "1", "queueOffset": "0"}
-        pull |= {"maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0"}
+        pull |= {"maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0"}  # with "*"
         pull |= {"suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
         deadline = time.monotonic() + 10
         while True:

@@ -33,7 +33,7 @@ from rocketstore.broker.acl import AclConfig, sign
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import INLINE_PUT_MAX_BYTES, BrokerContext
 from rocketstore.broker.processors.message_batch import BatchEntry, encode_batch
-from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUSPEND
+from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.format import properties as props
@@ -250,7 +250,7 @@ def test_held_pull_answers_when_a_message_arrives(ctx: BrokerContext) -> None:
             "queueId": "0",
             "queueOffset": "1",
             "maxMsgNums": "32",
-            "sysFlag": str(FLAG_SUSPEND | FLAG_COMMIT_OFFSET),
+            "sysFlag": str(FLAG_SUSPEND | FLAG_COMMIT_OFFSET | FLAG_SUBSCRIPTION),
             "commitOffset": "1",
             "suspendTimeoutMillis": "15000",
             "subscription": "*",
@@ -285,7 +285,9 @@ def test_held_pull_answers_when_a_message_arrives(ctx: BrokerContext) -> None:
 def test_held_pull_times_out_with_not_found(ctx: BrokerContext) -> None:
     call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TT"), b"x")
     ctx.store.wait_dispatched()
-    answer = pull(ctx, "TT", 0, 1, sysFlag=FLAG_SUSPEND, suspendTimeoutMillis=100)
+    answer = pull(
+        ctx, "TT", 0, 1, sysFlag=FLAG_SUSPEND | FLAG_SUBSCRIPTION, suspendTimeoutMillis=100
+    )
     assert answer.code == ResponseCode.PULL_NOT_FOUND
 
 

@@ -93,6 +93,31 @@ def test_without_the_subscription_flag_the_heartbeat_subscription_is_used(
     assert [m.properties["amount"] for m in decode_records(answer.body)] == ["50"]
 
 
+def test_without_the_flag_a_pull_needs_the_groups_current_subscription(
+    ctx: BrokerContext,
+) -> None:
+    """RocketMQ's refusals of a pull that carries no subscription (a push consumer's):
+    before the group's first heartbeat, for a topic the group did not subscribe, and
+    when the heartbeat's subVersion is older than the pull's (the client retries)."""
+    _orders(ctx)
+    faq = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+    first = _pull(ctx, "Orders", sysFlag=0, subscription=None, subVersion=7)
+    assert ResponseCode.SUBSCRIPTION_NOT_EXIST == 24 and ResponseCode.SUBSCRIPTION_NOT_LATEST == 25
+    assert (first.code, first.remark) == (24, "the consumer's group info not exist" + faq)
+    _heartbeat(ctx, {"topic": "Other", "subString": "*", "subVersion": 7})
+    other = _pull(ctx, "Orders", sysFlag=0, subscription=None, subVersion=7)
+    assert (other.code, other.remark) == (24, "the consumer's subscription not exist" + faq)
+    _heartbeat(ctx, {"topic": "Orders", "subString": "t1", "subVersion": 7})
+    newer = _pull(ctx, "Orders", sysFlag=0, subscription=None, subVersion=8)
+    assert (newer.code, newer.remark) == (25, "the consumer's subscription not latest")
+    served = _pull(ctx, "Orders", sysFlag=0, subscription=None, subVersion=7)
+    assert served.code == ResponseCode.SUCCESS
+    assert [m.tags for m in decode_records(served.body)] == ["t1"]
+    # With the flag the request's own subscription is used, heartbeat or not.
+    flagged = _pull(ctx, "Orders", consumerGroup="H", sysFlag=4, subscription="*")
+    assert len(decode_records(flagged.body)) == 4
+
+
 def test_refusals(ctx: BrokerContext) -> None:
     _orders(ctx)
     bad = _pull(ctx, "Orders", subscription="region = ", expressionType="SQL92")

@@ -191,7 +191,7 @@ def test_commit_stores_the_message_for_its_topic(ctx: BrokerContext, clock: Cloc
         ctx,
         RequestCode.PULL_MESSAGE,
         {"consumerGroup": "G", "topic": "TopicA", "queueId": 2, "queueOffset": 0}
-        | {"maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0}
+        | {"maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0}
         | {"subscription": "TagA", "subVersion": 0},
     )
     assert pulled.code == ResponseCode.SUCCESS

@@ -27,6 +27,8 @@ from rocketstore.status import GetStatus
 
 log = logging.getLogger(__name__)
 
+# FAQUrl.suggestTodo(SAME_GROUP_DIFFERENT_TOPIC), which RocketMQ appends to these remarks.
+FAQ_TIP = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 # PullSysFlag bits.
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -57,6 +59,7 @@ class PullHeader:
     suspend_timeout_ms: int
     subscription: str | None
     expression_type: str
+    sub_version: int
 
     @classmethod
     def parse(cls, ext: dict[str, str]) -> PullHeader:
@@ -71,6 +74,7 @@ class PullHeader:
             suspend_timeout_ms=ext_int(ext, "suspendTimeoutMillis", 15_000),
             subscription=ext.get("subscription"),
             expression_type=ext.get("expressionType", TAG),
+            sub_version=ext_int(ext, "subVersion", 0),
         )
 
 
@@ -91,6 +95,12 @@ def pulled_records(ctx: BrokerContext, result: GetResult) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass(frozen=True)
+class Refusal:
+    code: int
+    remark: str
+
+
 def _registered(ctx: BrokerContext, group: str, topic: str) -> tuple[str | None, str]:
     """The expression and its type the group's heartbeats subscribed ``topic`` with."""
     data = ctx.clients.subscription(group, topic)
@@ -99,18 +109,34 @@ def _registered(ctx: BrokerContext, group: str, topic: str) -> tuple[str | None,
     return str(data["subString"]), str(data.get("expressionType") or TAG)
 
 
-def _subscription_of(ctx: BrokerContext, header: PullHeader) -> tuple[str | None, str, bool]:
+def _subscription_of(
+    ctx: BrokerContext, header: PullHeader
+) -> tuple[str | None, str, bool] | Refusal:
     """The expression and type to pull with, and whether they are the heartbeat's: the
-    request's when it carries one (sysFlag bit 4; Java push consumers do not, unless
-    postSubscriptionWhenPull), else the group's registered subscription, else the
-    request's fields as they are (RocketMQ answers SUBSCRIPTION_NOT_EXIST there; a client
-    that pulls before its first heartbeat is served instead)."""
-    if header.sys_flag & FLAG_SUBSCRIPTION and header.subscription is not None:
+    request's when it carries one (sysFlag bit 4: pull consumers; Java push consumers only
+    with postSubscriptionWhenPull), else the subscription the group's heartbeats
+    registered. Without one, RocketMQ's refusals: no heartbeat of the group yet, no
+    subscription of the topic, or an older one than the client pulls with (the client
+    tries again a moment later, after its heartbeat)."""
+    if header.sys_flag & FLAG_SUBSCRIPTION:
         return header.subscription, header.expression_type or TAG, False
-    expression, kind = _registered(ctx, header.group, header.topic)
-    if expression is not None:
-        return expression, kind, True
-    return header.subscription, header.expression_type or TAG, False
+    if ctx.clients.consumer_group(header.group) is None:
+        return Refusal(
+            ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ_TIP
+        )
+    data = ctx.clients.subscription(header.group, header.topic)
+    if data is None or not isinstance(data.get("subString"), str):
+        return Refusal(
+            ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ_TIP
+        )
+    registered_version = data.get("subVersion")
+    if str(registered_version).lstrip("-").isdigit() and int(str(registered_version)) < (
+        header.sub_version
+    ):
+        return Refusal(
+            ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+        )
+    return str(data["subString"]), str(data.get("expressionType") or TAG), True
 
 
 @dataclass(frozen=True)
@@ -136,16 +162,13 @@ class RetrySelector:
         return selector.matches(properties)
 
 
-@dataclass(frozen=True)
-class Refusal:
-    code: int
-    remark: str
-
-
 def _build(ctx: BrokerContext, header: PullHeader, conn: Connection) -> Subscription | Refusal:
     """The subscription this pull reads with, or the error reply (RocketMQ's order: a
     non-TAG type on a broker without enablePropertyFilter is refused before parsing)."""
-    expression, kind, registered = _subscription_of(ctx, header)
+    chosen = _subscription_of(ctx, header)
+    if isinstance(chosen, Refusal):
+        return chosen
+    expression, kind, registered = chosen
     if kind.upper() not in ("", TAG) and not ctx.config.enable_property_filter:
         return Refusal(
             ResponseCode.SYSTEM_ERROR,
