@@ -305,6 +305,15 @@ def test_consumer_offsets(ctx: BrokerContext) -> None:
     assert call(ctx, RequestCode.GET_MIN_OFFSET, queue).ext_fields["offset"] == "0"
     found = call(ctx, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {**queue, "timestamp": 0})
     assert found.ext_fields["offset"] == "0"
+    # A 5.x client's boundaryType: after every message, LOWER is the max offset and UPPER
+    # the last message.
+    later = {**queue, "timestamp": 2**62}
+    for boundary, offset in ((None, "3"), ("LOWER", "3"), ("UPPER", "2")):
+        fields = later if boundary is None else {**later, "boundaryType": boundary}
+        answer = call(ctx, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
+        assert answer.ext_fields["offset"] == offset, boundary
+    bad = call(ctx, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {**later, "boundaryType": "MIDDLE"})
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "MIDDLE" in (bad.remark or "")
     earliest = call(ctx, RequestCode.GET_EARLIEST_MSG_STORETIME, queue)
     assert int(earliest.ext_fields["timestamp"]) > 0
 

@@ -11,7 +11,9 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
+from rocketstore.errors import ConfigError
 from rocketstore.read_path import TOTAL_PHYSICAL_MEMORY
+from rocketstore.status import Boundary
 
 
 def _first_message_in_disk(ctx: BrokerContext, topic: str, queue_id: int) -> bool:
@@ -86,11 +88,18 @@ async def search_offset_by_timestamp(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     ext = cmd.ext_fields
+    # 5.x clients say which entry they want (BoundaryType); 4.x ones get LOWER, as a 5.x
+    # broker gives them.
+    try:
+        boundary = Boundary.parse(ext.get("boundaryType") or Boundary.LOWER)
+    except ConfigError as e:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"boundaryType: {e}")
     offset = await ctx.run(
         ctx.store.offset_by_time,
         ext_str(ext, "topic"),
         ext_int(ext, "queueId"),
         ext_int(ext, "timestamp"),
+        boundary,
     )
     return cmd.response(ResponseCode.SUCCESS, None, {"offset": offset})
 
