@@ -21,6 +21,7 @@ from rocketstore.broker.processors import (
     offsets,
     pull,
     query,
+    queue_admin,
     send,
     send_back,
 )
@@ -71,6 +72,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_BROKER_RUNTIME_INFO: monitoring.get_broker_runtime_info,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: monitoring.invoke_broker_to_reset_offset,
     RequestCode.VIEW_BROKER_STATS_DATA: monitoring.view_broker_stats_data,
+    RequestCode.QUERY_CONSUME_QUEUE: queue_admin.query_consume_queue,
 }
 
 
