@@ -499,6 +499,18 @@ class ConsumeQueue:
         self.correct_min_offset(min_commit_log_offset)
         return deleted
 
+    def last_unit_end(self) -> int:
+        """RocketMQ's ``getLastOffset``: where the record of the last unit of the newest
+        file ends in the CommitLog (offset + size); -1 when that file holds no unit."""
+        mapped = self.files.last
+        if mapped is None:
+            return -1
+        fields = mapped.unpack_at(UNIT_LAYOUT, max(mapped.wrote_position - CQ_UNIT_SIZE, 0))
+        if fields is None:
+            return -1
+        offset, size = int(fields[0]), int(fields[1])
+        return offset + size if offset >= 0 and size > 0 else -1
+
     def destroy(self) -> None:
         self.files.destroy()
         self.max_physic_offset = -1

@@ -70,6 +70,7 @@ from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
     CONSUME_QUEUE_DIR,
+    SCHEDULE_TOPIC,
     index_dir,
     is_queue_dir_name,
 )
@@ -1023,6 +1024,39 @@ class MessageStore:
         refuses puts (``running_flags``); what was appended stays in the CommitLog and
         the next open re-dispatches it."""
         return self.dispatcher.error
+
+    def clean_expired_queues(self) -> list[tuple[str, int]]:
+        """RocketMQ's ``cleanExpiredConsumerQueue`` (mqadmin cleanExpiredCQ): delete the
+        consume queues (files and directory) whose every message is gone from the
+        CommitLog, the end of their newest unit below its min offset; the schedule
+        topic's queues are kept. A deleted queue's next message starts it again at queue
+        offset 0, as in RocketMQ. Returns the queues deleted, in name order.
+
+        Puts are held off, and the dispatcher caught up and held, while the queues go: a
+        message arriving for one of them is queued after, never into a file that goes."""
+        self._check_writable()
+        removed: list[tuple[str, int]] = []
+        with self.commitlog.put_lock, self.dispatcher.caught_up(), self._queues_lock:
+            min_offset = self.commitlog.min_offset()
+            for key in sorted(self.queues):
+                topic, queue_id = key
+                if topic == SCHEDULE_TOPIC:
+                    continue
+                queue = self.queues[key]
+                end = queue.last_unit_end()
+                if end == -1 or end >= min_offset:
+                    continue  # (-1: a new queue file with no unit yet, as RocketMQ says)
+                log.info(
+                    "%s: consume queue %s-%d deleted: its last message ended at %d, the "
+                    "CommitLog now starts at %d",
+                    self.root, topic, queue_id, end, min_offset,
+                )  # fmt: skip
+                del self.queues[key]
+                self._ext_readers.pop(key, None)
+                self.commitlog.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+                queue.destroy()
+                removed.append(key)
+        return removed
 
     def wait_dispatched(self) -> None:
         """Dispatch everything appended so far in the caller's thread (tests, tools)."""

@@ -47,3 +47,29 @@ def test_expired_files_go_now_and_a_dry_run_only_says_so(
     after = {o["msgId"] for o in cli("--store", store, "--json", "dump").json_lines()}
     assert after < before and after  # the newer files' messages are all still there
     assert cli("--store", store, "check").code == 0
+
+
+def test_clean_expired_cq_deletes_the_queues_retention_emptied(tmp_path: Path, cli: Cli) -> None:
+    """cleanExpiredCQ: the queues whose records all went with deleted CommitLog files."""
+    from rocketstore import Message, MessageStore, StoreConfig
+
+    root = tmp_path / "store"
+    config = StoreConfig(mapped_file_size_commit_log=4096)
+    with MessageStore.open(root, config) as store:
+        for _ in range(5):
+            assert store.put(Message("Gone", b"old", queue_id=2)).ok
+        for i in range(150):
+            assert store.put(Message("Live", b"x%d" % i)).ok
+        store.wait_dispatched()
+        store.delete_expired_files(force=True)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=4096\n")
+    run = cli("-c", conf, "--store", root, "cleanExpiredCQ")
+    assert run.code == 0, run.err
+    assert (run.out, run.err) == ("success\n", "deleted consume queue Gone-2\n")
+    assert cli("--store", root, "topicList").out == "Live\n"
+    again = cli("-c", conf, "--store", root, "--json", "cleanExpiredCQ")
+    assert again.json_lines() == [{"success": True, "deleted": []}]
+    unreachable = cli("cleanExpiredCQ", "-b", "127.0.0.1:1")
+    assert unreachable.code == 1
+    assert unreachable.err.startswith("rocketstore: error: cleanExpiredCQ through 127.0.0.1:1")

@@ -107,6 +107,12 @@ def update_topic(
     return targets
 
 
+def clean_expired_consume_queue(broker: str, timeout_s: float = 30.0) -> None:
+    """CLEAN_EXPIRED_CONSUMEQUEUE (306) on the broker at ``broker`` (mqadmin cleanExpiredCQ
+    -b)."""
+    _call(broker, request(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, {}), timeout_s)
+
+
 def delete_topic(
     namesrv: str, topic: str, *, cluster: str | None = None, timeout_s: float = 5.0
 ) -> list[str]:

@@ -73,6 +73,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: monitoring.invoke_broker_to_reset_offset,
     RequestCode.VIEW_BROKER_STATS_DATA: monitoring.view_broker_stats_data,
     RequestCode.QUERY_CONSUME_QUEUE: queue_admin.query_consume_queue,
+    RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: queue_admin.clean_expired_consume_queue,
 }
 
 

@@ -69,6 +69,7 @@ SECTIONS = (
             "export",
             "dumpCompactionLog",
             "deleteExpiredCommitLog",
+            "cleanExpiredCQ",
         ),
     ),
     ("Broker (RocketMQ's remoting protocol)", ("serve", "namesrv", "broker")),

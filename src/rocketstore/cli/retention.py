@@ -1,5 +1,6 @@
 """deleteExpiredCommitLog: retention on demand, mqadmin's name for the broker's manual
-delete (``executeDeleteFilesManually``), run offline on the store.
+delete (``executeDeleteFilesManually``), run offline on the store; and cleanExpiredCQ,
+which deletes the consume queues whose messages retention has all deleted.
 
 Layer: cli. RocketMQ deletes expired CommitLog files at the hours of ``deleteWhen`` or when
 the disk fills; asked by an operator, it deletes those past ``fileReservedTime`` now, then
@@ -15,7 +16,8 @@ import os
 
 import click
 
-from rocketstore.cli.context import CliContext
+from rocketstore.broker import admin_client
+from rocketstore.cli.context import CliContext, through_namesrv
 
 
 @click.command("deleteExpiredCommitLog", short_help="Delete expired CommitLog files now.")
@@ -65,5 +67,51 @@ def delete_expired_commit_log(ctx: CliContext, dry_run: bool, force: bool) -> No
         click.echo(report.summary())
 
 
+@click.command("cleanExpiredCQ", short_help="Delete consume queues whose messages are all gone.")
+@click.option(
+    "-b",
+    "--brokerAddr",
+    "broker",
+    default=None,
+    help="Ask the running broker at this address instead of the store. Example: -b 127.0.0.1:10911",
+)
+@click.option(
+    "-c",
+    "--cluster",
+    default=None,
+    help="Accepted for mqadmin compatibility, ignored (offline there is one store). "
+    "Example: -c DefaultCluster",
+)
+@click.pass_obj
+def clean_expired_cq(ctx: CliContext, broker: str | None, cluster: str | None) -> None:
+    """Delete the consume queues whose every message is gone from the CommitLog (the end of
+    their last unit below its min offset), as RocketMQ's cleanExpiredConsumerQueue does;
+    the schedule topic's queues stay. A deleted queue starts again at offset 0 with its
+    next message. Takes the writer lock; prints mqadmin's "success" and, on stderr (or
+    as --json), each queue deleted.
+
+    \b
+    Example:
+      rocketstore --store ./store cleanExpiredCQ
+      rocketstore cleanExpiredCQ -b 127.0.0.1:10911
+    """
+    if broker:
+        with through_namesrv("cleanExpiredCQ", broker):
+            admin_client.clean_expired_consume_queue(broker)
+        removed: list[tuple[str, int]] | None = None
+    else:
+        with ctx.open_writer() as store:
+            removed = store.clean_expired_queues()
+    if ctx.as_json:
+        ctx.emit(
+            {"success": True, "deleted": [{"topic": t, "queueId": q} for t, q in removed or []]}
+        )
+        return
+    for topic, queue_id in removed or []:
+        click.echo(f"deleted consume queue {topic}-{queue_id}", err=True)
+    click.echo("success")
+
+
 def register(group: click.Group) -> None:
     group.add_command(delete_expired_commit_log)
+    group.add_command(clean_expired_cq)

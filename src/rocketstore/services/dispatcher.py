@@ -11,11 +11,12 @@ include PHYSICALOFFSET == its position and the 8-byte file tail rule.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from time import monotonic
 
@@ -95,6 +96,18 @@ class Dispatcher:
 
     def lag_bytes(self) -> int:
         return max(0, self.commitlog.max_offset() - self.dispatched_offset)
+
+    @contextlib.contextmanager
+    def caught_up(self) -> Iterator[None]:
+        """Dispatch everything appended so far, and keep the dispatcher from running until
+        the block ends (callers that change the queues themselves hold off puts first)."""
+        with self._lock:
+            try:
+                self._dispatch_available()
+            except Exception as e:
+                self.error = e
+                raise
+            yield
 
     def run_once(self) -> int:
         """Dispatch everything appended so far; return the number of records dispatched.

@@ -97,3 +97,23 @@ def test_units_end_with_the_queue_file_as_get_index_buffer(tmp_path: Path) -> No
         assert len(_query(ctx, index=5, count=10)[2]["queueData"]) == 3  # type: ignore[index]
     finally:
         ctx.store.close()
+
+
+def test_clean_expired_consume_queue(tmp_path: Path) -> None:
+    """CLEAN_EXPIRED_CONSUMEQUEUE (306, mqadmin cleanExpiredCQ): the queues whose records
+    retention deleted go; RocketMQ answers success either way."""
+    ctx = make_context(tmp_path / "store", mapped_file_size_commit_log=4096)
+    try:
+        for queue_id, count in ((3, 4), (0, 120)):
+            for _ in range(count):
+                fields = send_v2("Q", queue_id=queue_id)
+                assert call(ctx, RequestCode.SEND_MESSAGE_V2, fields, b"x" * 20).code == 0
+        ctx.store.wait_dispatched()
+        ctx.store.delete_expired_files(force=True)
+        answer = call(ctx, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+        assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+        assert ctx.store.topics()["Q"] == [0]
+        again = call(ctx, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+        assert again.code == ResponseCode.SUCCESS and ctx.store.topics()["Q"] == [0]
+    finally:
+        ctx.store.close()

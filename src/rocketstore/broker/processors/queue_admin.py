@@ -1,4 +1,5 @@
-"""What mqadmin asks a broker about its consume queues: QUERY_CONSUME_QUEUE (321, queryCq).
+"""What mqadmin asks a broker about its consume queues: QUERY_CONSUME_QUEUE (321, queryCq)
+and CLEAN_EXPIRED_CONSUMEQUEUE (306, cleanExpiredCQ).
 
 Layer: broker processors. The body is RocketMQ 4.9.8's QueryConsumeQueueResponseBody as
 AdminBrokerProcessor writes it with fastjson (properties by name, nulls left out).
@@ -7,6 +8,7 @@ AdminBrokerProcessor writes it with fastjson (properties by name, nulls left out
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from rocketstore.broker.codes import ResponseCode
@@ -19,6 +21,8 @@ from rocketstore.format.cq_ext import bitmap_text, ext_unit_json, is_ext_address
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
+
+log = logging.getLogger(__name__)
 
 
 def _group_filter(
@@ -81,6 +85,21 @@ def _unit_data(
         # kept here, so the record decides (the consume-queue stage passes).
         data["eval"] = subscription.selector is not None or subscription.match_code(ext.tags_code)
     return data
+
+
+async def clean_expired_consume_queue(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """Delete the queues whose messages are all gone from the CommitLog (the store's
+    cleanExpiredConsumerQueue); RocketMQ answers success, and so does this."""
+    removed = await ctx.run(ctx.store.clean_expired_queues)
+    log.info(
+        "cleanExpiredCQ from %s: %d consume queues deleted%s",
+        conn.peer,
+        len(removed),
+        "".join(f" {topic}-{queue_id}" for topic, queue_id in removed),
+    )
+    return cmd.response(ResponseCode.SUCCESS)
 
 
 async def query_consume_queue(

@@ -1,0 +1,56 @@
+"""MessageStore.clean_expired_queues: RocketMQ's cleanExpiredConsumerQueue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.paths import SCHEDULE_TOPIC
+
+CONFIG = StoreConfig(mapped_file_size_commit_log=4096)
+
+
+def _store_with_expired_queues(root: Path) -> None:
+    """Queues A-1, Old-0 and the schedule topic's queue hold only records of the first
+    CommitLog files; A-0 goes on in the newest ones."""
+    with MessageStore.open(root, CONFIG) as store:
+        for topic, queue_id in (("A", 1), ("Old", 0), (SCHEDULE_TOPIC, 2)):
+            for _ in range(5):
+                assert store.put(Message(topic, b"old", queue_id=queue_id)).ok
+        for i in range(150):
+            assert store.put(Message("A", b"x%d" % i, queue_id=0)).ok
+        store.wait_dispatched()
+        store.delete_expired_files(force=True)
+        assert store.commitlog.min_offset() > 0
+
+
+def test_queues_whose_messages_are_all_gone_are_deleted(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    _store_with_expired_queues(root)
+    with MessageStore.open(root, CONFIG) as store:
+        live_min = store.min_offset("A", 0)
+        assert store.clean_expired_queues() == [("A", 1), ("Old", 0)]
+        assert set(store.topics()) == {"A", SCHEDULE_TOPIC}
+        assert store.topics()["A"] == [0]
+        assert not (root / "consumequeue" / "A" / "1").exists()
+        assert not (root / "consumequeue" / "Old").exists()
+        assert (root / "consumequeue" / SCHEDULE_TOPIC / "2").is_dir()
+        assert store.min_offset("A", 0) == live_min
+        # A deleted queue starts again at offset 0, as RocketMQ's does.
+        again = store.put(Message("A", b"new", queue_id=1))
+        assert again.ok and again.queue_offset == 0
+        store.wait_dispatched()
+        assert store.get_messages("g", "A", 1, 0, 32).messages[0].body == b"new"
+        assert store.clean_expired_queues() == []  # its new record is in the CommitLog
+    with MessageStore.open(root, CONFIG) as reopened:  # recovery agrees
+        assert reopened.max_offset("A", 1) == 1
+        assert ("Old", 0) not in reopened.queues
+
+
+def test_nothing_to_clean_in_a_store_that_kept_everything(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path / "s", CONFIG) as store:
+        for i in range(20):
+            assert store.put(Message("T", b"m%d" % i, queue_id=i % 3)).ok
+        store.wait_dispatched()
+        assert store.clean_expired_queues() == []
+        assert store.topics() == {"T": [0, 1, 2]}
