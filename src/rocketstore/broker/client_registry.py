@@ -190,6 +190,10 @@ class ClientRegistry:
                 info.consume_from_where,
             )
 
+    def producer_groups(self) -> list[str]:
+        with self._lock:
+            return [group for group, channels in self.producers.items() if channels]
+
     def producer_channels(self, group: str) -> list[ClientChannel]:
         with self._lock:
             return list(self.producers.get(group, {}).values())

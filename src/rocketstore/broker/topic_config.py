@@ -388,6 +388,12 @@ class TopicConfigManager:
         with self._lock:
             return topic in self._table
 
+    def system_topics(self) -> list[str]:
+        """TopicValidator's system topic set as this broker's constructor left it (the
+        fixed names, the cluster and broker name, the reply and trace topics...)."""
+        with self._lock:
+            return sorted(self._system_topics)
+
     def is_system_topic(self, topic: str) -> bool:
         """TopicValidator.isSystemTopic, including this broker's cluster and broker name."""
         return topic in self._system_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)

@@ -205,3 +205,50 @@ def test_view_broker_stats_data(ctx: BrokerContext) -> None:
     missing = call(ctx, RequestCode.VIEW_BROKER_STATS_DATA, {**ask, "statsKey": "Nope"})
     assert missing.code == ResponseCode.SYSTEM_ERROR
     assert missing.remark == "The stats <TOPIC_PUT_NUMS> <Nope> not exist"
+
+
+def test_broker_consume_stats(ctx: BrokerContext) -> None:
+    """GET_BROKER_CONSUME_STATS (317, brokerConsumeStats): per subscription group, one
+    ConsumeStats per topic it has offsets on, over the topic's write queues."""
+    _send(ctx, "T", 1, 3)
+    group = {"groupName": "G", "retryQueueNums": 1}
+    body = json.dumps(group).encode()
+    assert call(ctx, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body).code == 0
+    commit = {"consumerGroup": "G", "topic": "T", "queueId": 1, "commitOffset": 1}
+    assert call(ctx, RequestCode.UPDATE_CONSUMER_OFFSET, commit).code == 0
+    answer = call(ctx, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+    assert answer.code == ResponseCode.SUCCESS
+    stats = _fastjson(answer.body)
+    assert isinstance(stats, dict)
+    assert stats["brokerAddr"] == ctx.broker_addr and stats["totalDiff"] == 2
+    by_group = {name: value for entry in stats["consumeStatsList"] for name, value in entry.items()}
+    (per_topic,) = by_group["G"]
+    assert set(per_topic["offsetTable"]) == {f"T/{q}" for q in range(4)}
+    wrapper = per_topic["offsetTable"]["T/1"]
+    assert (wrapper["brokerOffset"], wrapper["consumerOffset"]) == (3, 1)
+    assert wrapper["lastTimestamp"] == ctx.store.message_store_time("T", 1, 0)
+    ordered = _fastjson(call(ctx, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "true"}).body)
+    assert isinstance(ordered, dict) and ordered["totalDiff"] == 0
+
+
+def test_system_topics_and_producers(ctx: BrokerContext) -> None:
+    """GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305, exportMetadata) and GET_ALL_PRODUCER_INFO
+    (328, mqadmin producer)."""
+    topics = json.loads(call(ctx, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER).body)
+    assert {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC", "SELF_TEST_TOPIC"} <= set(
+        topics["topicList"]
+    )
+    assert ctx.config.broker_name in topics["topicList"]
+    assert json.loads(call(ctx, RequestCode.GET_ALL_PRODUCER_INFO).body) == {"data": {}}
+    _heartbeat(ctx, FakeConnection(), consumer=False)
+    info = json.loads(call(ctx, RequestCode.GET_ALL_PRODUCER_INFO).body)
+    (producer,) = info["data"]["PG"]
+    assert producer["clientId"] == "client-1" and producer["remoteIP"] == f"/{CLIENT_ADDR}"
+    assert producer["language"] == "JAVA" and producer["lastUpdateTimestamp"] > 0
+
+
+def test_delete_expired_commit_log_answers_at_once(ctx: BrokerContext) -> None:
+    """DELETE_EXPIRED_COMMITLOG (329): the manual retention runs in the background."""
+    _send(ctx, "T", 0, 2)
+    answer = call(ctx, RequestCode.DELETE_EXPIRED_COMMITLOG)
+    assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)

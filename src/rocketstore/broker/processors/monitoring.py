@@ -5,7 +5,8 @@ GET_CONSUMER_CONNECTION_LIST (203, consumerConnection), GET_PRODUCER_CONNECTION_
 message tracks), GET_BROKER_RUNTIME_INFO (28, brokerStatus, clusterList) and
 INVOKE_BROKER_TO_RESET_OFFSET (222, resetOffsetByTime: the group's consumers are told the
 new offsets with RESET_CONSUMER_CLIENT_OFFSET, 220) and VIEW_BROKER_STATS_DATA (315,
-statsAll's rates: TOPIC_PUT_NUMS and GROUP_GET_NUMS).
+statsAll's rates: TOPIC_PUT_NUMS and GROUP_GET_NUMS) and GET_BROKER_CONSUME_STATS (317,
+brokerConsumeStats).
 
 Layer: broker processors. Bodies are written as RocketMQ 4.9.8's AdminBrokerProcessor
 writes them with fastjson (:mod:`rocketstore.broker.fastjson_body`: MessageQueue map keys
@@ -24,6 +25,7 @@ from rocketstore.broker.context import BrokerContext, CommandSink
 from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
+from rocketstore.format.javahash import java_hashmap_order
 
 # MQVersion.CURRENT_VERSION of 4.9.8 (V4_9_8) and its ordinal: what clients compare.
 BROKER_VERSION_DESC = "V4_9_8"
@@ -107,6 +109,78 @@ async def get_consume_stats(
     topic = (cmd.ext_fields.get("topic") or "").strip() or None
     stats = await ctx.run(consume_stats, ctx, group, topic)
     return cmd.response(ResponseCode.SUCCESS, body=_body(stats))
+
+
+def broker_consume_stats(ctx: BrokerContext, order_only: bool) -> dict[str, Any]:
+    """ConsumeStatsList (fetchAllConsumeStatsInBroker): for each subscription group, one
+    ConsumeStats per topic it has offsets on (configured, ``order`` ones only when asked,
+    and subscribed when the group is online with subscriptions), over the topic's write
+    queues, and the total of their lag."""
+    entries: list[dict[str, list[dict[str, Any]]]] = []
+    total = 0
+    groups = java_hashmap_order([g.group_name for g in ctx.groups.all()])
+    for group in groups:
+        online = ctx.clients.consumer_group(group)
+        per_topic: list[dict[str, Any]] = []
+        for topic in java_hashmap_order(sorted(ctx.offsets.topics_of_group(group))):
+            config = ctx.topics.get(topic)
+            if config is None or (order_only and not config.order):
+                continue
+            if online is not None and online.subscriptions and topic not in online.subscriptions:
+                continue
+            table: dict[MessageQueueKey, dict[str, int]] = {}
+            for queue_id in range(config.write_queue_nums):
+                broker_offset = max(ctx.store.max_offset(topic, queue_id), 0)
+                committed = ctx.offsets.query(group, topic, queue_id)
+                consumer_offset = max(committed if committed is not None else 0, 0)
+                wrapper = {"brokerOffset": broker_offset, "consumerOffset": consumer_offset}
+                if consumer_offset > 0:
+                    last = _store_time(ctx, topic, queue_id, consumer_offset - 1)
+                    wrapper["lastTimestamp"] = last
+                else:
+                    wrapper["lastTimestamp"] = 0
+                table[MessageQueueKey(topic, ctx.broker_name, queue_id)] = wrapper
+                total += broker_offset - consumer_offset
+            tps = ctx.stats.group_get_tps(group, topic)
+            per_topic.append({"consumeTps": tps, "offsetTable": table})
+        entries.append({group: per_topic})
+    return {"brokerAddr": ctx.broker_addr, "consumeStatsList": entries, "totalDiff": total}
+
+
+async def get_broker_consume_stats(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    order_only = ext_bool(cmd.ext_fields, "isOrder", False)
+    stats = await ctx.run(broker_consume_stats, ctx, order_only)
+    return cmd.response(ResponseCode.SUCCESS, body=_body(stats))
+
+
+async def get_system_topic_list_from_broker(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """TopicList of the system topics (mqadmin exportMetadata leaves them out)."""
+    topics = java_hashmap_order(ctx.topics.system_topics())
+    return cmd.response(ResponseCode.SUCCESS, body=_body({"topicList": topics}))
+
+
+async def get_all_producer_info(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """ProducerTableInfo (mqadmin producer): every registered producer, by group; the
+    remote address as Netty prints it (``/ip:port``)."""
+    table: dict[str, list[dict[str, Any]]] = {}
+    for group in java_hashmap_order(sorted(ctx.clients.producer_groups())):
+        table[group] = [
+            {
+                "clientId": channel.client_id,
+                "language": channel.language,
+                "lastUpdateTimestamp": channel.last_update_ms,
+                "remoteIP": f"/{channel.addr}",
+                "version": channel.version,
+            }
+            for channel in ctx.clients.producer_channels(group)
+        ]
+    return cmd.response(ResponseCode.SUCCESS, body=_body({"data": table}))
 
 
 def _connection(channel: ClientChannel) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """What mqadmin asks a broker about its consume queues: QUERY_CONSUME_QUEUE (321, queryCq)
-and CLEAN_EXPIRED_CONSUMEQUEUE (306, cleanExpiredCQ).
+CLEAN_EXPIRED_CONSUMEQUEUE (306, cleanExpiredCQ) and DELETE_EXPIRED_COMMITLOG (329,
+deleteExpiredCommitLog).
 
 Layer: broker processors. The body is RocketMQ 4.9.8's QueryConsumeQueueResponseBody as
 AdminBrokerProcessor writes it with fastjson (properties by name, nulls left out).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
 from rocketstore.broker.codes import ResponseCode
@@ -99,6 +101,25 @@ async def clean_expired_consume_queue(
         len(removed),
         "".join(f" {topic}-{queue_id}" for topic, queue_id in removed),
     )
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def delete_expired_commit_log(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """mqadmin deleteExpiredCommitLog: RocketMQ arms its manual delete (the CommitLog files
+    past fileReservedTime go whatever the hour, then the queue and index files below the
+    new minimum) and answers at once; here the same retention runs in the background."""
+
+    def delete() -> None:
+        try:
+            report = ctx.store.delete_expired_files()
+        except Exception:
+            log.exception("deleteExpiredCommitLog from %s failed", conn.peer)
+            return
+        log.info("deleteExpiredCommitLog from %s: %s", conn.peer, report.summary())
+
+    threading.Thread(target=delete, name="manual-retention", daemon=True).start()
     return cmd.response(ResponseCode.SUCCESS)
 
 
