@@ -25,6 +25,7 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.namesrv import NameServer, RouteTable
+from rocketstore.broker.namesrv_config import KvConfigTable, namesrv_config
 from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.schedule import ScheduleService
@@ -59,10 +60,19 @@ def _bind(listen: str) -> tuple[socket.socket, str]:
 
 
 class NamesrvApp:
-    def __init__(self, listen: str = "127.0.0.1:9876", broker_timeout_ms: int = 120_000):
+    def __init__(
+        self,
+        listen: str = "127.0.0.1:9876",
+        broker_timeout_ms: int = 120_000,
+        kv_config_path: str | None = None,
+    ):
+        """``kv_config_path``: where the KV config table is kept (None: in memory)."""
         self.listen = listen
         self.table = RouteTable(broker_timeout_ms)
-        self.namesrv = NameServer(self.table)
+        port = parse_host(listen, what="listen address")[1]
+        self.namesrv = NameServer(
+            self.table, namesrv_config(port, kv_config_path), KvConfigTable(kv_config_path)
+        )
         self.server = RemotingServer(
             self.namesrv.handle, name="namesrv", on_close=self.table.connection_closed
         )
@@ -293,7 +303,10 @@ class ServeApp:
 
     def __init__(self, options: BrokerOptions, namesrv_listen: str = "127.0.0.1:9876"):
         self.options = options
-        self.namesrv = NamesrvApp(namesrv_listen)
+        # The embedded name server keeps its KV config (order topic configs...) with the
+        # store's other config files.
+        kv_path = os.path.join(options.store_dir, "config", "kvConfig.json")
+        self.namesrv = NamesrvApp(namesrv_listen, kv_config_path=kv_path)
         self.broker: BrokerApp | None = None
 
     async def start(self) -> None:

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.namesrv_config import ORDER_TOPIC_CONFIG, KvConfigTable, NamesrvConfig
 from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
+from rocketstore.errors import ConfigError
 from rocketstore.paths import RETRY_PREFIX
 
 log = logging.getLogger(__name__)
@@ -230,15 +232,26 @@ class RouteTable:
         return count
 
 
+_KV_CODES = (RequestCode.PUT_KV_CONFIG, RequestCode.GET_KV_CONFIG, RequestCode.DELETE_KV_CONFIG)
+
+
 def _json_body(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode("utf-8")
 
 
 class NameServer:
-    """Answers name server requests over a :class:`RouteTable`."""
+    """Answers name server requests over a :class:`RouteTable`, with the name server's
+    settings and KV config table (:mod:`.namesrv_config`)."""
 
-    def __init__(self, table: RouteTable | None = None):
+    def __init__(
+        self,
+        table: RouteTable | None = None,
+        config: NamesrvConfig | None = None,
+        kv: KvConfigTable | None = None,
+    ):
         self.table = table or RouteTable()
+        self.config = config or NamesrvConfig()
+        self.kv = kv or KvConfigTable()
 
     async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         return self.handle_sync(cmd, conn)
@@ -254,6 +267,9 @@ class NameServer:
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"No topic route info in name server for the topic: {topic}",
                 )
+            if self.config.orderMessageEnable:
+                # The order config updateOrderConf (or updateTopic -o) put for the topic.
+                route["orderTopicConf"] = self.kv.get(ORDER_TOPIC_CONFIG, topic)
             return cmd.response(ResponseCode.SUCCESS, body=_json_body(route))
         if code == RequestCode.REGISTER_BROKER:
             return self._register(cmd, conn)
@@ -275,14 +291,58 @@ class NameServer:
             count = self.table.set_write_perm(ext_str(ext, "brokerName"), writable=writable)
             field = "addTopicCount" if writable else "wipeTopicCount"
             return cmd.response(ResponseCode.SUCCESS, ext_fields={field: str(count)})
-        if code == RequestCode.GET_KV_CONFIG:
-            return cmd.response(
-                ResponseCode.QUERY_NOT_FOUND,
-                f"No config item, Namespace: {ext.get('namespace')} Key: {ext.get('key')}",
-            )
+        if code in _KV_CODES or code in (
+            RequestCode.GET_NAMESRV_CONFIG,
+            RequestCode.UPDATE_NAMESRV_CONFIG,
+        ):
+            return self._settings(cmd)
         return cmd.response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {code} not supported"
         )
+
+    def _settings(self, cmd: RemotingCommand) -> RemotingCommand:
+        """The KV config requests and getNamesrvConfig / updateNamesrvConfig."""
+        ext = cmd.ext_fields
+        namespace, key = ext.get("namespace"), ext.get("key")
+        if cmd.code == RequestCode.GET_KV_CONFIG:
+            value = self.kv.get(namespace or "", key or "")
+            if value is None:
+                return cmd.response(
+                    ResponseCode.QUERY_NOT_FOUND,
+                    f"No config item, Namespace: {namespace} Key: {key}",
+                )
+            return cmd.response(ResponseCode.SUCCESS, ext_fields={"value": value})
+        if cmd.code == RequestCode.PUT_KV_CONFIG:
+            if namespace is None or key is None:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+            try:
+                self.kv.put(namespace, key, ext.get("value", ""))
+            except OSError as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"KV config not saved: {e}")
+            return cmd.response(ResponseCode.SUCCESS)
+        if cmd.code == RequestCode.DELETE_KV_CONFIG:
+            try:
+                self.kv.delete(namespace or "", key or "")
+            except OSError as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"KV config not saved: {e}")
+            return cmd.response(ResponseCode.SUCCESS)
+        if cmd.code == RequestCode.GET_NAMESRV_CONFIG:
+            text = "".join(f"{k}={v}\n" for k, v in self.config.properties().items())
+            return cmd.response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
+        # UPDATE_NAMESRV_CONFIG: a properties body.
+        try:
+            self.config, changed = self.config.updated(cmd.body.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"UnsupportedEncodingException {e}")
+        except ConfigError as e:
+            code = (
+                ResponseCode.NO_PERMISSION
+                if str(e) == "Can not update config in black list."
+                else ResponseCode.SYSTEM_ERROR
+            )
+            return cmd.response(code, str(e))
+        log.info("name server config updated: %s", ", ".join(changed) or "nothing")
+        return cmd.response(ResponseCode.SUCCESS)
 
     def _register(self, cmd: RemotingCommand, conn: object | None) -> RemotingCommand:
         ext = cmd.ext_fields

@@ -223,14 +223,25 @@ def serve(obj: CliContext, /, namesrv_listen: str, **kwargs: Any) -> None:
     show_default=True,
     help="Address to listen on (loopback unless told otherwise). Example: --listen 0.0.0.0:9876",
 )
-def namesrv(listen: str) -> None:
+@click.option(
+    "--kv-config",
+    "kv_config",
+    default=os.path.join("~", "namesrv", "kvConfig.json"),
+    show_default=True,
+    help="Where the KV config table (updateKvConfig, updateOrderConf) is kept, as "
+    "RocketMQ's kvConfigPath. Example: --kv-config /var/rocketmq/namesrv/kvConfig.json",
+)
+def namesrv(listen: str, kv_config: str) -> None:
     """Run a name server alone; brokers register with it (rocketstore broker --namesrv).
 
     \b
     Example:
       rocketstore namesrv --listen 127.0.0.1:9876
     """
-    app = NamesrvApp(_address(listen, "--listen"))
+    try:
+        app = NamesrvApp(_address(listen, "--listen"), kv_config_path=os.path.expanduser(kv_config))
+    except ConfigError as e:
+        raise CliError(str(e)) from e
 
     def ready() -> None:
         click.echo(f"rocketstore: name server {app.address} (Ctrl-C stops)", err=True)
