@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
@@ -70,7 +70,9 @@ from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
     CONSUME_QUEUE_DIR,
+    LMQ_PREFIX,
     SCHEDULE_TOPIC,
+    TRANS_OP_HALF_TOPIC,
     index_dir,
     is_queue_dir_name,
 )
@@ -1030,7 +1032,43 @@ class MessageStore:
         consume queues (files and directory) whose every message is gone from the
         CommitLog, the end of their newest unit below its min offset; the schedule
         topic's queues are kept. A deleted queue's next message starts it again at queue
-        offset 0, as in RocketMQ. Returns the queues deleted, in name order.
+        offset 0, as in RocketMQ. Returns the queues deleted, in name order."""
+
+        def expired(topic: str, queue: ConsumeQueue, min_offset: int) -> str | None:
+            if topic == SCHEDULE_TOPIC:
+                return None
+            end = queue.last_unit_end()
+            if end == -1 or end >= min_offset:
+                return None  # (-1: a new queue file with no unit yet, as RocketMQ says)
+            return f"its last message ended at {end}, the CommitLog now starts at {min_offset}"
+
+        return self._destroy_queues(expired)
+
+    def clean_unused_topics(self, keep: Collection[str]) -> list[tuple[str, int]]:
+        """RocketMQ's ``cleanUnusedTopic`` (mqadmin cleanUnusedTopic): delete the consume
+        queues of every topic not in ``keep`` (the broker's configured topics), but never
+        the schedule topic's, the transaction op topic's or a light queue's (%LMQ%). The
+        messages stay in the CommitLog until retention. Returns the queues deleted."""
+        kept = set(keep) | {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
+
+        def unused(topic: str, _queue: ConsumeQueue, _min_offset: int) -> str | None:
+            if topic in kept or topic.startswith(LMQ_PREFIX):
+                return None
+            return "its topic is not configured"
+
+        return self._destroy_queues(unused)
+
+    def delete_topic_queues(self, topic: str) -> list[tuple[str, int]]:
+        """Delete every consume queue of ``topic`` (a deleted topic's): its messages stay
+        in the CommitLog until retention, reachable by id and key but by no queue."""
+        return self._destroy_queues(
+            lambda name, _q, _m: "its topic was deleted" if name == topic else None
+        )
+
+    def _destroy_queues(
+        self, why: Callable[[str, ConsumeQueue, int], str | None]
+    ) -> list[tuple[str, int]]:
+        """Delete the queues ``why`` gives a reason for (files, directory, next offset).
 
         Puts are held off, and the dispatcher caught up and held, while the queues go: a
         message arriving for one of them is queued after, never into a file that goes."""
@@ -1040,17 +1078,11 @@ class MessageStore:
             min_offset = self.commitlog.min_offset()
             for key in sorted(self.queues):
                 topic, queue_id = key
-                if topic == SCHEDULE_TOPIC:
-                    continue
                 queue = self.queues[key]
-                end = queue.last_unit_end()
-                if end == -1 or end >= min_offset:
-                    continue  # (-1: a new queue file with no unit yet, as RocketMQ says)
-                log.info(
-                    "%s: consume queue %s-%d deleted: its last message ended at %d, the "
-                    "CommitLog now starts at %d",
-                    self.root, topic, queue_id, end, min_offset,
-                )  # fmt: skip
+                reason = why(topic, queue, min_offset)
+                if reason is None:
+                    continue
+                log.info("%s: consume queue %s-%d deleted: %s", self.root, topic, queue_id, reason)
                 del self.queues[key]
                 self._ext_readers.pop(key, None)
                 self.commitlog.topic_queue_table.pop(f"{topic}-{queue_id}", None)

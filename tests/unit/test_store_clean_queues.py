@@ -54,3 +54,20 @@ def test_nothing_to_clean_in_a_store_that_kept_everything(tmp_path: Path) -> Non
         store.wait_dispatched()
         assert store.clean_expired_queues() == []
         assert store.topics() == {"T": [0, 1, 2]}
+
+
+def test_unused_topics_and_a_deleted_topics_queues(tmp_path: Path) -> None:
+    """clean_unused_topics keeps the named topics, the schedule and transaction op
+    topics and light queues; delete_topic_queues takes one topic's queues."""
+    from rocketstore.paths import TRANS_OP_HALF_TOPIC
+
+    with MessageStore.open(tmp_path / "s", CONFIG) as store:
+        for topic in ("Kept", "Unused", "Gone", SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC, "%LMQ%x"):
+            assert store.put(Message(topic, b"m", queue_id=1)).ok
+        store.wait_dispatched()
+        assert store.clean_unused_topics({"Kept", "Gone"}) == [("Unused", 1)]
+        assert store.delete_topic_queues("Gone") == [("Gone", 1)]
+        assert set(store.topics()) == {"Kept", SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC, "%LMQ%x"}
+        assert not (tmp_path / "s" / "consumequeue" / "Gone").exists()
+        # The messages stay in the CommitLog (by offsetMsgId, say).
+        assert store.commitlog.max_offset() > 0 and store.delete_topic_queues("Gone") == []

@@ -58,6 +58,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.UNLOCK_BATCH_MQ: locks.unlock_batch,
     RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+    RequestCode.CLEAN_UNUSED_TOPIC: admin.clean_unused_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
     RequestCode.GET_BROKER_CONFIG: admin.get_broker_config,
     RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,

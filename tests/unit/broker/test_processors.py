@@ -29,6 +29,7 @@ from broker_helpers import (
     send_v2,
 )
 
+from rocketstore import Message
 from rocketstore.broker.acl import AclConfig, sign
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import INLINE_PUT_MAX_BYTES, BrokerContext
@@ -493,6 +494,30 @@ def test_admin_topic_requests(ctx: BrokerContext) -> None:
     assert ctx.topics.get("Adm") is None and len(changed) == 2
     bad = call(ctx, RequestCode.UPDATE_AND_CREATE_TOPIC, {**ext, "perm": 99})
     assert bad.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_delete_topic_takes_its_queues_and_clean_unused_topic_the_unconfigured(
+    ctx: BrokerContext,
+) -> None:
+    """DELETE_TOPIC_IN_BROKER deletes the topic's consume queues (its messages stay in the
+    CommitLog) and refuses a system topic; CLEAN_UNUSED_TOPIC (316) deletes the queues of
+    every topic without a config, as RocketMQ's cleanUnusedTopic."""
+    for topic in ("Del", "Keep"):
+        assert call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2(topic), b"x").code == 0
+    ctx.store.wait_dispatched()
+    # A topic written without the broker: no config names it.
+    assert ctx.store.put(Message("Engine", b"x", queue_id=0)).ok
+    ctx.store.wait_dispatched()
+    assert call(ctx, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Del"}).code == 0
+    assert set(ctx.store.topics()) == {"Keep", "Engine"}  # the others' queues stay
+    system = call(ctx, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"})
+    assert (system.code, system.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "The topic[TBW102] is conflict with system topic.",
+    )
+    assert ctx.topics.get("TBW102") is not None
+    assert call(ctx, RequestCode.CLEAN_UNUSED_TOPIC).code == ResponseCode.SUCCESS
+    assert set(ctx.store.topics()) == {"Keep"}
 
 
 def test_unsupported_codes(ctx: BrokerContext) -> None:

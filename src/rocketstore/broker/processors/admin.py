@@ -57,9 +57,34 @@ async def delete_topic(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     topic = ext_str(cmd.ext_fields, "topic")
+    if ctx.topics.is_system_topic(topic):
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
+        )
     ctx.topics.delete(topic)
     ctx.offsets.remove_topic(topic)
     ctx.topics_changed()
+    # RocketMQ then deletes the queues of every topic it has no config for
+    # (cleanUnusedTopic); only the deleted topic's go here: a store written without a
+    # broker (rocketstore's engine, a Spark job) has topics no config names.
+    removed = await ctx.run(ctx.store.delete_topic_queues, topic)
+    log.info("topic %s deleted with its %d consume queues", topic, len(removed))
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def clean_unused_topic(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+) -> RemotingCommand:
+    """mqadmin cleanUnusedTopic: the consume queues of every topic the broker has no
+    config for go (not the schedule, transaction op or LMQ ones), as in RocketMQ."""
+    configured = [config.topic_name for config in ctx.topics.all()]
+    removed = await ctx.run(ctx.store.clean_unused_topics, configured)
+    log.info(
+        "cleanUnusedTopic from %s: %d consume queues deleted%s",
+        conn.peer,
+        len(removed),
+        "".join(f" {topic}-{queue_id}" for topic, queue_id in removed),
+    )
     return cmd.response(ResponseCode.SUCCESS)
 
 
