@@ -42,6 +42,11 @@ from rocketstore.errors import (
     StoreClosedError,
     StoreError,
 )
+from rocketstore.files.deleted_queues import (
+    load_deleted_queues,
+    prune_deleted,
+    record_deleted,
+)
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import detect_file_size
 from rocketstore.files.store_dir import missing_commitlog, orphaned_files, with_dledger
@@ -255,6 +260,11 @@ class MessageStore:
         self.commitlog.files.load()
         self._load_all_queues(writable=True)
         self.index.load()
+        # Queues deleted on purpose stay deleted (files.deleted_queues); entries whose
+        # records retention has all deleted are dropped.
+        deleted = prune_deleted(
+            self.root, load_deleted_queues(self.root), max(self.commitlog.min_offset(), 0)
+        )
         report = recover_store(
             commitlog=self.commitlog,
             queues=self.queues,
@@ -263,6 +273,7 @@ class MessageStore:
             config=self.config,
             abnormal=abnormal,
             redispatch=self._redispatch_from,
+            deleted_queues=deleted,
         )
         # Queue offsets continue from the queues' max offsets (recoverTopicQueueTable).
         for (topic, qid), queue in self.queues.items():
@@ -1042,7 +1053,7 @@ class MessageStore:
                 return None  # (-1: a new queue file with no unit yet, as RocketMQ says)
             return f"its last message ended at {end}, the CommitLog now starts at {min_offset}"
 
-        return self._destroy_queues(expired)
+        return self._destroy_queues(expired, remember=False)
 
     def clean_unused_topics(self, keep: Collection[str]) -> list[tuple[str, int]]:
         """RocketMQ's ``cleanUnusedTopic`` (mqadmin cleanUnusedTopic): delete the consume
@@ -1056,19 +1067,23 @@ class MessageStore:
                 return None
             return "its topic is not configured"
 
-        return self._destroy_queues(unused)
+        return self._destroy_queues(unused, remember=True)
 
     def delete_topic_queues(self, topic: str) -> list[tuple[str, int]]:
         """Delete every consume queue of ``topic`` (a deleted topic's): its messages stay
         in the CommitLog until retention, reachable by id and key but by no queue."""
-        return self._destroy_queues(
-            lambda name, _q, _m: "its topic was deleted" if name == topic else None
-        )
+
+        def deleted(name: str, _queue: ConsumeQueue, _min_offset: int) -> str | None:
+            return "its topic was deleted" if name == topic else None
+
+        return self._destroy_queues(deleted, remember=True)
 
     def _destroy_queues(
-        self, why: Callable[[str, ConsumeQueue, int], str | None]
+        self, why: Callable[[str, ConsumeQueue, int], str | None], *, remember: bool
     ) -> list[tuple[str, int]]:
         """Delete the queues ``why`` gives a reason for (files, directory, next offset).
+        ``remember``: their records are still in the CommitLog, so the deletion is
+        recorded first (files.deleted_queues), or the next recovery would rebuild them.
 
         Puts are held off, and the dispatcher caught up and held, while the queues go: a
         message arriving for one of them is queued after, never into a file that goes."""
@@ -1076,12 +1091,17 @@ class MessageStore:
         removed: list[tuple[str, int]] = []
         with self.commitlog.put_lock, self.dispatcher.caught_up(), self._queues_lock:
             min_offset = self.commitlog.min_offset()
+            chosen = []
             for key in sorted(self.queues):
+                reason = why(key[0], self.queues[key], min_offset)
+                if reason is not None:
+                    chosen.append((key, reason))
+            if remember and chosen:
+                end = self.commitlog.max_offset()
+                record_deleted(self.root, [key for key, _ in chosen], end)
+            for key, reason in chosen:
                 topic, queue_id = key
                 queue = self.queues[key]
-                reason = why(topic, queue, min_offset)
-                if reason is None:
-                    continue
                 log.info("%s: consume queue %s-%d deleted: %s", self.root, topic, queue_id, reason)
                 del self.queues[key]
                 self._ext_readers.pop(key, None)

@@ -71,3 +71,59 @@ def test_unused_topics_and_a_deleted_topics_queues(tmp_path: Path) -> None:
         assert not (tmp_path / "s" / "consumequeue" / "Gone").exists()
         # The messages stay in the CommitLog (by offsetMsgId, say).
         assert store.commitlog.max_offset() > 0 and store.delete_topic_queues("Gone") == []
+
+
+def test_a_deleted_queue_stays_deleted_across_restarts(tmp_path: Path) -> None:
+    """Recovery rebuilds a queue whose directory is lost, but not one deleted on purpose:
+    its records below the CommitLog end at deletion are recorded as no queue's. A new
+    message starts the queue again at 0; the record goes once retention took them all."""
+    from rocketstore.files.deleted_queues import deleted_queues_path, load_deleted_queues
+
+    root = tmp_path / "s"
+    with MessageStore.open(root, CONFIG) as store:
+        for i in range(60):
+            assert store.put(Message("Gone" if i % 2 else "Keep", b"x" * 40)).ok
+        store.wait_dispatched()
+        end = store.commitlog.max_offset()
+        assert store.delete_topic_queues("Gone") == [("Gone", 0)]
+    assert load_deleted_queues(str(root)) == {"Gone-0": end}
+    with MessageStore.open(root, CONFIG) as store:  # a clean restart
+        assert "Gone" not in store.topics()
+        assert store.put(Message("Gone", b"new")).queue_offset == 0
+        store.wait_dispatched()
+    (root / "abort").touch()  # a crash: recovery re-scans the newest files
+    with MessageStore.open(root, CONFIG) as store:
+        assert store.max_offset("Gone", 0) == 1
+        [message] = store.get_messages("g", "Gone", 0, 0, 32).messages
+        assert message.body == b"new"
+        # A lost directory (not a deletion) is still rebuilt.
+        store.close()
+    import shutil
+
+    shutil.rmtree(root / "consumequeue" / "Keep")
+    with MessageStore.open(root, CONFIG) as store:
+        assert store.max_offset("Keep", 0) == 30
+        for _ in range(200):  # roll the CommitLog past every deleted record
+            assert store.put(Message("Keep", b"y" * 40)).ok
+        store.wait_dispatched()
+        store.delete_expired_files(force=True)
+    with MessageStore.open(root, CONFIG):
+        pass
+    assert load_deleted_queues(str(root)) == {}
+    assert Path(deleted_queues_path(str(root))).exists()
+
+
+def test_a_damaged_deletion_record_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from rocketstore.errors import ConfigError
+    from rocketstore.files.deleted_queues import deleted_queues_path
+
+    root = tmp_path / "s"
+    with MessageStore.open(root, CONFIG) as store:
+        assert store.put(Message("T", b"m")).ok
+    path = Path(deleted_queues_path(str(root)))
+    path.parent.mkdir(exist_ok=True)
+    path.write_text('{"deletedQueues": {"T-0": "x"}}')
+    with pytest.raises(ConfigError, match="no deletedQueues table of offsets"):
+        MessageStore.open(root, CONFIG)

@@ -12,7 +12,7 @@ import functools
 import logging
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -339,6 +339,7 @@ def recover_store(
     config: StoreConfig,
     abnormal: bool,
     redispatch: Callable[[int], int],
+    deleted_queues: Mapping[str, int] | None = None,
 ) -> RecoveryReport:
     """Bring CommitLog, queues and index back into agreement (docs/recovery.md).
 
@@ -346,8 +347,11 @@ def recover_store(
     2. The CommitLog is validated from its third-last file (normal) or from the newest file
        the checkpoint vouches for (abnormal), and cut after the last valid record.
     3. Queue units and index entries pointing past that end are removed.
-    4. Every scanned record a queue or the index is missing is dispatched again.
+    4. Every scanned record a queue or the index is missing is dispatched again, but not
+       the records of a queue deleted on purpose (``deleted_queues``: ``topic-queueId`` ->
+       the CommitLog end at its deletion) that lie below that end.
     """
+    deleted = dict(deleted_queues or {})
     report = RecoveryReport(abnormal=abnormal)
     for queue in queues.values():
         queue.recover()
@@ -393,7 +397,13 @@ def recover_store(
             # The units wrapped records give the queues they name (format.multi_dispatch).
             extra, _problems = extra_units(buf, records, enable_lmq=config.enable_lmq)
             groups += [(u.rows, f"{n}-{q}", u.queue_offsets) for (n, q), u in extra.items()]
-        for rows, queue_key, queue_offsets in groups:
+        for group_rows, queue_key, group_offsets in groups:
+            rows, queue_offsets = group_rows, group_offsets
+            cutoff = deleted.get(queue_key)
+            if cutoff is not None:
+                # A deleted queue's records from before its deletion are no queue's.
+                kept = offsets[rows] >= cutoff
+                rows, queue_offsets = rows[kept], queue_offsets[kept]
             missing = np.flatnonzero(queue_offsets >= queue_next.get(queue_key, 0))
             if len(missing) and int(rows[missing[0]]) < first_queue:
                 first_queue = int(rows[missing[0]])
