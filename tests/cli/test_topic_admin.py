@@ -112,9 +112,15 @@ def test_delete_topic(tmp_path: Path, cli: Cli) -> None:
     assert run.code == 0, run.err
     assert run.out.strip() == f"delete topic [Existing] from store [{root}] success."
     assert "Existing" not in configured(root)
-    # Its messages stay until retention: the queues are still there.
+    # Its queues go, as a broker's deleteTopic deletes them, and stay gone after a
+    # restart; its messages stay in the CommitLog until retention.
     with MessageStore.open(root, CONFIG, read_only=True) as store:
-        assert store.max_offset("Existing", 1) == 1
+        assert "Existing" not in store.topics()
+        assert store.commitlog.max_offset() > 0
+    with MessageStore.open(root, CONFIG):
+        pass
+    with MessageStore.open(root, CONFIG, read_only=True) as store:
+        assert "Existing" not in store.topics()
     run = cli("--store", root, "deleteTopic", "-t", "Existing")
     assert run.code == 1 and "'Existing' is not in" in run.err
     run = cli("--store", root, "deleteTopic", "-t", "SCHEDULE_TOPIC_XXXX")

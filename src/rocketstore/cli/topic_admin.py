@@ -32,6 +32,7 @@ from rocketstore.cli.context import CliContext, CliError, through_namesrv
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, StoreLockedError
 from rocketstore.files.lock import DirectoryLock
+from rocketstore.files.store_dir import missing_commitlog
 from rocketstore.paths import COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
 
 T = TypeVar("T")
@@ -151,12 +152,8 @@ def _given(value: T | None, default: T) -> T:
 
 
 def delete_topic_offline(root: str, topic: str) -> None:
-    """Remove a topic from ``root/config/topics.json``.
-
-    The topic's messages and consume queues stay until retention removes them: deleting
-    queue files offline would be undone by recovery, which rebuilds a missing queue from
-    the CommitLog.
-    """
+    """Remove a topic from ``root/config/topics.json`` (its queues are the store's to
+    delete: ``MessageStore.delete_topic_queues``)."""
     problem = topic_name_problem(topic)
     if problem is not None:
         raise CliError(f"topic {topic!r}: {problem}")
@@ -346,8 +343,8 @@ def update_topic(
 )
 @click.pass_obj
 def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str | None) -> None:
-    """Remove TOPIC from the store's config/topics.json (the store must not be running).
-    Its messages and consume queues stay until retention deletes them.
+    """Remove TOPIC from the store's config/topics.json and delete its consume queues (the
+    store must not be running). Its messages stay in the CommitLog until retention.
 
     With -n, the topic is deleted from the running masters (of -c) and the name server.
 
@@ -368,8 +365,17 @@ def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str 
     if cluster:
         raise CliError("-c needs -n NAMESRV (offline, the store directory is the target)")
     delete_topic_offline(ctx.store_dir, topic.strip())
+    removed: list[tuple[str, int]] = []
+    if missing_commitlog(ctx.store_dir, ctx.commitlog_dirs) is None:
+        # As a broker's deleteTopic: the queues go too (recorded, so that recovery does
+        # not build them again); the messages stay in the CommitLog until retention.
+        with ctx.open_writer() as store:
+            removed = store.delete_topic_queues(topic.strip())
     if ctx.as_json:
-        ctx.emit({"store": ctx.store_dir, "topic": topic.strip(), "deleted": True})
+        queues = [queue_id for _, queue_id in removed]
+        ctx.emit(
+            {"store": ctx.store_dir, "topic": topic.strip(), "deleted": True, "queues": queues}
+        )
         return
     click.echo(f"delete topic [{topic.strip()}] from store [{ctx.store_dir}] success.")
 
