@@ -45,6 +45,7 @@ from rocketstore.errors import (
 from rocketstore.files.deleted_queues import (
     load_deleted_queues,
     prune_deleted,
+    queue_key,
     record_deleted,
 )
 from rocketstore.files.lock import DirectoryLock
@@ -133,6 +134,8 @@ class MessageStore:
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._ext_readers: dict[tuple[str, int], ConsumeQueueExtReader] = {}
         self._queues_lock = threading.Lock()
+        # Queues deleted on purpose (files.deleted_queues), read at open.
+        self._deleted_queues: dict[str, int] = {}
         self.index = IndexService(
             self.root, config.max_hash_slot_num, config.max_index_num, writable=not read_only
         )
@@ -265,6 +268,7 @@ class MessageStore:
         deleted = prune_deleted(
             self.root, load_deleted_queues(self.root), max(self.commitlog.min_offset(), 0)
         )
+        self._deleted_queues = deleted
         report = recover_store(
             commitlog=self.commitlog,
             queues=self.queues,
@@ -421,6 +425,19 @@ class MessageStore:
                 extra = self._extra_units(run)
             for unit_run in queue_runs(records, offsets, facts.tags_codes):
                 topic = run.topics.names[unit_run.topic_id]
+                cutoff = self._deleted_cutoff(topic, unit_run.queue_id)
+                if cutoff is not None:
+                    # A queue deleted on purpose: its records from before the deletion
+                    # get no unit (a re-dispatch from an earlier offset passes them).
+                    own = unit_run.row_numbers()
+                    own = own[offsets[own] >= cutoff]
+                    units = ExtraUnits(own, records.queue_offset[own])
+                    more = extra.pop((topic, unit_run.queue_id), None)
+                    if more is not None:
+                        units = merge_units(units.rows, units.queue_offsets, more)
+                    if len(units.rows):
+                        self._put_units(topic, unit_run.queue_id, run, offsets, facts, units)
+                    continue
                 if extra and (topic, unit_run.queue_id) in extra:
                     # Units of this queue's own records and those other records name, in
                     # CommitLog order (RocketMQ writes both as it goes, record by record).
@@ -452,6 +469,12 @@ class MessageStore:
                         records.queue_offset[rows],
                     )
             for (name, queue_id), units in extra.items():
+                cutoff = self._deleted_cutoff(name, queue_id)
+                if cutoff is not None:
+                    keep = offsets[units.rows] >= cutoff
+                    units = ExtraUnits(units.rows[keep], units.queue_offsets[keep])  # noqa: PLW2901
+                    if not len(units.rows):
+                        continue
                 self._put_units(name, queue_id, run, offsets, facts, units)
         except (OSError, StoreError):
             self.running_flags |= RunningFlags.WRITE_LOGICS_QUEUE_ERROR
@@ -471,6 +494,13 @@ class MessageStore:
                 self.running_flags |= RunningFlags.WRITE_INDEX_FILE_ERROR
                 raise
             self.prefaulter.wake_for_index()
+
+    def _deleted_cutoff(self, topic: str, queue_id: int) -> int | None:
+        """For a queue deleted on purpose, the CommitLog offset below which its records
+        get no unit; None for any other queue."""
+        if not self._deleted_queues:
+            return None
+        return self._deleted_queues.get(queue_key(topic, queue_id))
 
     def _extra_units(self, run: DispatchRun) -> dict[tuple[str, int], ExtraUnits]:
         """The units a run's multi-dispatch records add to the queues they name."""
@@ -896,6 +926,8 @@ class MessageStore:
         if self.config.enable_dledger_commit_log:
             return None  # DLedger entries frame the records; recovery dispatches those
         covered = max((q.max_physic_offset for q in self.queues.values()), default=-1)
+        # A queue deleted on purpose was deleted with everything before it dispatched.
+        covered = max([covered, *load_deleted_queues(self.root).values()])
         offset = max(covered, self.commitlog.min_offset())
         end = self.commitlog.max_offset()
         size = self.commitlog.file_size
@@ -1098,7 +1130,7 @@ class MessageStore:
                     chosen.append((key, reason))
             if remember and chosen:
                 end = self.commitlog.max_offset()
-                record_deleted(self.root, [key for key, _ in chosen], end)
+                self._deleted_queues = record_deleted(self.root, [k for k, _ in chosen], end)
             for key, reason in chosen:
                 topic, queue_id = key
                 queue = self.queues[key]

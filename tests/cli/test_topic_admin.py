@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from cli_helpers import CONFIG, Run
 
 from rocketstore import Message, MessageStore
@@ -244,3 +245,18 @@ def test_broker_flags_need_a_name_server(tmp_path: Path, cli: Cli) -> None:
     run = cli("--store", tmp_path / "s", "updateTopic", "-t", "T", "-b", "127.0.0.1:10911")
     assert run.code == 1
     assert "-b and -c need -n NAMESRV" in run.err
+
+
+@pytest.mark.parametrize("engine", ["single", "local"])
+def test_a_rebuild_leaves_a_deleted_topics_queues_out(
+    tmp_path: Path, cli: Cli, engine: str
+) -> None:
+    """`rebuild --queues` builds the queues from the CommitLog, but not a deleted
+    topic's from the records it had when it was deleted."""
+    root = small_store(tmp_path / "store")
+    TopicConfigManager(root).update(TopicConfig("Existing", 2, 2))
+    assert cli("--store", root, "deleteTopic", "-t", "Existing").code == 0
+    run = cli("--store", root, "rebuild", "--queues", "--engine", engine)
+    assert run.code == 0, run.err
+    assert "Existing" not in cli("--store", root, "topicList").out.split()
+    assert cli("--store", root, "check").code == 0

@@ -103,6 +103,10 @@ def test_a_deleted_queue_stays_deleted_across_restarts(tmp_path: Path) -> None:
     shutil.rmtree(root / "consumequeue" / "Keep")
     with MessageStore.open(root, CONFIG) as store:
         assert store.max_offset("Keep", 0) == 30
+        # The re-dispatch from the CommitLog start passed Gone's old records: still none
+        # of them is in Gone's queue.
+        assert store.max_offset("Gone", 0) == 1
+        assert store.get_messages("g", "Gone", 0, 0, 32).messages[0].body == b"new"
         for _ in range(200):  # roll the CommitLog past every deleted record
             assert store.put(Message("Keep", b"y" * 40)).ok
         store.wait_dispatched()

@@ -33,6 +33,7 @@ from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_file
 from rocketstore.config import StoreConfig
 from rocketstore.consume_queue_ext import ConsumeQueueExtReader
 from rocketstore.errors import CorruptDataError
+from rocketstore.files.deleted_queues import load_deleted_queues, queue_key
 from rocketstore.files.store_dir import with_dledger
 from rocketstore.format import properties as props
 from rocketstore.format import record as rec
@@ -238,6 +239,8 @@ class _QueueCheck:
         # Multi-dispatch on (-c): the units its records name must be there.
         self.multi_dispatch = multi_dispatch
         self.dispatched_end = -1
+        # Queues deleted on purpose: their records below these offsets are no queue's.
+        self.deleted = load_deleted_queues(root)
         self.ext_units = 0  # units whose tagsCode is in consumequeue_ext (cq_ext)
 
     def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:
@@ -451,6 +454,10 @@ class _QueueCheck:
         """Report the records (CommitLog offsets, the queue offsets they should have)
         queue ``key`` lacks; return how many of them only lag behind a writer."""
         topic, queue_id = self.table.queue_names[key]
+        cutoff = self.deleted.get(queue_key(topic, queue_id))
+        if cutoff is not None:  # (a deleted topic's queue: its old records have none)
+            kept = rec_offsets >= cutoff
+            rec_offsets, rec_q = rec_offsets[kept], rec_q[kept]
         first, unit_offsets = self.loaded.get(key, (0, np.zeros(0, dtype=np.int64)))
         slot = rec_q - first
         present = (slot >= 0) & (slot < len(unit_offsets))

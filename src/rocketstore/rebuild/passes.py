@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.errors import StoreError
+from rocketstore.files.deleted_queues import queue_key
 from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format import index_layout
@@ -245,6 +246,7 @@ def _spill_units(
         more = extra.pop((topic, queue_id), None)
         pieces.append((topic, queue_id, own if more is None else merge_units(*own, more)))
     pieces += [(name, queue_id, more) for (name, queue_id), more in extra.items()]
+    pieces = _without_deleted(task, records, pieces)
     if not pieces:
         return None, []
     rows = np.concatenate([piece.rows for _, _, piece in pieces])
@@ -261,6 +263,27 @@ def _spill_units(
     path = _spill_path(task, "units")
     np.save(path, units, allow_pickle=False)
     return path, spans
+
+
+def _without_deleted(
+    task: ScanTask, records: Records, pieces: list[tuple[str, int, ExtraUnits]]
+) -> list[tuple[str, int, ExtraUnits]]:
+    """The pieces without the units of queues deleted on purpose for records below the
+    CommitLog end at their deletion (recovery leaves those out too)."""
+    deleted = dict(task.settings.deleted_queues)
+    if not deleted:
+        return pieces
+    kept = []
+    for topic, queue_id, piece in pieces:
+        cutoff = deleted.get(queue_key(topic, queue_id))
+        if cutoff is not None:
+            offsets = task.commit_range.file_offset + records.position[piece.rows]
+            mask = offsets >= cutoff
+            piece = ExtraUnits(piece.rows[mask], piece.queue_offsets[mask])  # noqa: PLW2901
+            if not len(piece.rows):
+                continue
+        kept.append((topic, queue_id, piece))
+    return kept
 
 
 def _spill_path(task: ScanTask, kind: str) -> str:

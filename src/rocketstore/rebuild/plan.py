@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError, NotAStoreError
+from rocketstore.files.deleted_queues import load_deleted_queues
 from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import (
     detect_file_size,
@@ -72,6 +73,9 @@ class RebuildSettings:
     # record gives the queues it names (format.multi_dispatch).
     multi_dispatch: bool = False
     enable_lmq: bool = False
+    # Queues deleted on purpose (files.deleted_queues): ``topic-queueId`` -> the CommitLog
+    # offset below which their records get no unit, as recovery leaves them.
+    deleted_queues: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -229,4 +233,5 @@ def make_settings(
         skip_corrupt=skip_corrupt,
         multi_dispatch=config.enable_multi_dispatch,
         enable_lmq=config.enable_lmq,
+        deleted_queues=tuple(sorted(load_deleted_queues(root).items())),
     )
