@@ -297,7 +297,7 @@ class NameServer:
         ):
             return self._settings(cmd)
         return cmd.response(
-            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {code} not supported"
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported"
         )
 
     def _settings(self, cmd: RemotingCommand) -> RemotingCommand:

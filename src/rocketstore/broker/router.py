@@ -91,8 +91,9 @@ class BrokerRouter:
         if processor is None:
             # RocketMQ logs each one too: the operator sees which client wants what.
             log.warning("request code %d from %s is not supported", cmd.code, conn.peer)
+            # (RocketMQ's remark, its leading space included)
             return cmd.response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported"
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
             )
         if self.ctx.acl is not None:
             check = verify(cmd.ext_fields, cmd.body, self.ctx.acl)
