@@ -14,6 +14,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors import (
     admin,
+    client_calls,
     clients,
     end_transaction,
     locks,
@@ -77,6 +78,8 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: monitoring.get_system_topic_list_from_broker,
     RequestCode.GET_ALL_PRODUCER_INFO: monitoring.get_all_producer_info,
     RequestCode.DELETE_EXPIRED_COMMITLOG: queue_admin.delete_expired_commit_log,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: client_calls.get_consumer_running_info,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: client_calls.consume_message_directly,
     RequestCode.QUERY_CONSUME_QUEUE: queue_admin.query_consume_queue,
     RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: queue_admin.clean_expired_consume_queue,
 }

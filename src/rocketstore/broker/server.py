@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -41,6 +42,28 @@ class Connection:
         self.peer = peer  # "ip:port" of the client, as RocketMQ's born host
         self.local = local
         self.closed = False
+        # Requests this side sent and awaits answers to (RocketMQ's Broker2Client calls).
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._next_opaque = itertools.count(1 << 30)
+
+    async def request(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a request to the client and wait for its answer (TimeoutError after
+        ``timeout_s``; ConnectionError when the connection closes first)."""
+        cmd.opaque = next(self._next_opaque) & 0x7FFFFFFF
+        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = answer
+        try:
+            self.send(cmd)
+            return await asyncio.wait_for(answer, timeout_s)
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    def answered(self, cmd: RemotingCommand) -> None:
+        """A response from the client: the answer to one of our requests, or to a one-way
+        notification (then nobody waits for it)."""
+        waiting = self._pending.pop(cmd.opaque, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(cmd)
 
     def send(self, cmd: RemotingCommand) -> None:
         """Queue one frame (a single write, so frames of concurrent tasks never mix)."""
@@ -51,6 +74,10 @@ class Connection:
     def close(self) -> None:
         self.closed = True
         self._writer.close()
+        for waiting in self._pending.values():
+            if not waiting.done():
+                waiting.set_exception(ConnectionError(f"connection to {self.peer} closed"))
+        self._pending.clear()
 
     def __repr__(self) -> str:
         return f"Connection({self.peer})"
@@ -145,7 +172,8 @@ class RemotingServer:
                 if cmd is None:
                     break
                 if cmd.is_response:
-                    continue  # answers to our one-way notifications: nothing to do
+                    conn.answered(cmd)
+                    continue
                 await in_flight.acquire()
                 request = asyncio.create_task(self._handle(cmd, conn, in_flight))
                 if not cmd.is_oneway:

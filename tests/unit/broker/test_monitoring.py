@@ -252,3 +252,48 @@ def test_delete_expired_commit_log_answers_at_once(ctx: BrokerContext) -> None:
     _send(ctx, "T", 0, 2)
     answer = call(ctx, RequestCode.DELETE_EXPIRED_COMMITLOG)
     assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+
+
+class _AnsweringConnection(FakeConnection):
+    """A consumer connection that answers the broker's requests (or never does)."""
+
+    def __init__(self, answer: RemotingCommand | None) -> None:
+        super().__init__()
+        self.answer = answer
+        self.asked: list[RemotingCommand] = []
+
+    async def request(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        self.asked.append(cmd)
+        if self.answer is None:
+            raise TimeoutError
+        return self.answer
+
+
+def test_requests_passed_on_to_a_consumer(ctx: BrokerContext) -> None:
+    """GET_CONSUMER_RUNNING_INFO (307, consumerStatus) and CONSUME_MESSAGE_DIRECTLY (309,
+    queryMsgById -g -d): the consumer's answer is the answer; RocketMQ's remarks when it
+    is not online or does not answer in time."""
+    running = RemotingCommand(0, flag=1, body=b'{"properties":{}}', ext_fields={"x": "1"})
+    conn = _AnsweringConnection(running)
+    _heartbeat(ctx, conn)
+    ask = {"consumerGroup": "G", "clientId": "client-1", "jstackEnable": "false"}
+    answer = call(ctx, RequestCode.GET_CONSUMER_RUNNING_INFO, ask)
+    assert (answer.code, answer.body, answer.ext_fields) == (0, running.body, {"x": "1"})
+    assert conn.asked[0].code == RequestCode.GET_CONSUMER_RUNNING_INFO
+    assert conn.asked[0].ext_fields == ask
+    _send(ctx, "T", 0, 1)
+    [stored] = ctx.store.get_messages("g", "T", 0, 0, 1).messages
+    direct = {"consumerGroup": "G", "clientId": "client-1", "msgId": stored.msg_id}
+    assert call(ctx, RequestCode.CONSUME_MESSAGE_DIRECTLY, direct).code == 0
+    passed = conn.asked[1]
+    assert passed.ext_fields["brokerName"] == ctx.broker_name
+    assert passed.body == ctx.store.commitlog.read(stored.commit_log_offset, stored.size)
+    gone = call(ctx, RequestCode.GET_CONSUMER_RUNNING_INFO, {**ask, "clientId": "nobody"})
+    assert (gone.code, gone.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "The Consumer <G> <nobody> not online",
+    )
+    conn.answer = None
+    late = call(ctx, RequestCode.GET_CONSUMER_RUNNING_INFO, ask)
+    assert late.code == ResponseCode.CONSUME_MSG_TIMEOUT == 207
+    assert late.remark == "consumer <G> <client-1> Timeout: no answer in 10 s"

@@ -158,3 +158,51 @@ def test_half_frame_then_close_is_tolerated() -> None:
         await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_the_server_asks_a_client_and_gets_its_answer() -> None:
+    """Connection.request: a request to the client on its own connection, its answer
+    matched by opaque (RocketMQ's Broker2Client calls: consumerStatus...); a connection
+    that closes first fails the wait."""
+    asked: list[RemotingCommand] = []
+    failures: list[BaseException] = []
+
+    async def handler(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        try:
+            answer = await conn.request(RemotingCommand(99, ext_fields={"q": "x"}), 5)
+        except ConnectionError as e:
+            failures.append(e)
+            return None
+        return cmd.response(ResponseCode.SUCCESS, answer.remark)
+
+    async def scenario() -> None:
+        server = RemotingServer(handler, name="test")
+        await server.start(bind_socket("127.0.0.1", 0))
+        client: RemotingClient
+
+        def answer(cmd: RemotingCommand) -> None:
+            asked.append(cmd)
+            assert client._writer is not None
+            client._writer.write(encode_command(cmd.response(0, f"pong-{cmd.ext_fields['q']}")))
+
+        client = RemotingClient(server.address, on_request=answer)
+        try:
+            got = await client.invoke(request(FAST), 5)
+            assert (got.code, got.remark) == (ResponseCode.SUCCESS, "pong-x")
+            assert [c.code for c in asked] == [99]
+            silent = RemotingClient(server.address)  # drops the server's requests
+            pending = asyncio.create_task(silent.invoke(request(FAST), 5))
+            await asyncio.sleep(0.3)
+            await silent.close()
+            with pytest.raises(RemotingClientError):
+                await pending
+            for _ in range(50):
+                if failures:
+                    break
+                await asyncio.sleep(0.05)
+            assert failures and "closed" in str(failures[0])
+        finally:
+            await client.close()
+            await server.stop()
+
+    asyncio.run(scenario())
