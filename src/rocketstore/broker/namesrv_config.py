@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from rocketstore.errors import ConfigError
-from rocketstore.files.atomic import read_with_backup, write_atomic
+from rocketstore.files.atomic import read_json_with_backup, write_atomic
 from rocketstore.settings_file import parse_java_properties
 
 log = logging.getLogger(__name__)
@@ -151,13 +151,9 @@ class KvConfigTable:
 def _load(path: str) -> dict[str, dict[str, str]]:
     """The table of a kvConfig.json (its ``.bak`` if it is gone); a file that is not one
     is refused with the reason, rather than replaced by an empty table at the next put."""
-    raw = read_with_backup(path)
-    if raw is None:
+    document = read_json_with_backup(path, f"KV config file {path}")
+    if document is None:
         return {}
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ConfigError(f"KV config file {path} is not JSON: {e}") from e
     table = document.get("configTable") if isinstance(document, dict) else None
     if not isinstance(table, dict) or not all(
         isinstance(ns, dict) and all(isinstance(v, str) for v in ns.values())

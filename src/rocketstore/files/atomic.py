@@ -5,8 +5,12 @@ Layer: files.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from typing import Any
+
+from rocketstore.errors import ConfigError
 
 
 def write_atomic(
@@ -42,3 +46,15 @@ def read_with_backup(path: str) -> bytes | None:
         if data.strip():
             return data
     return None
+
+
+def read_json_with_backup(path: str, what: str) -> Any:
+    """The JSON document of ``path`` (its ``.bak`` when it is gone), None when neither
+    exists; ConfigError naming ``what`` when it is not JSON."""
+    raw = read_with_backup(path)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ConfigError(f"{what} is not JSON: {e}") from e

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 
 from rocketstore.errors import ConfigError
-from rocketstore.files.atomic import read_with_backup, write_atomic
+from rocketstore.files.atomic import read_json_with_backup, write_atomic
 from rocketstore.paths import CONFIG_DIR
 
 DELETED_QUEUES_FILE = "rocketstoreDeletedQueues.json"
@@ -33,13 +33,9 @@ def queue_key(topic: str, queue_id: int) -> str:
 
 def load_deleted_queues(root: str) -> dict[str, int]:
     """``topic-queueId`` -> the CommitLog offset below which its records are ignored."""
-    raw = read_with_backup(deleted_queues_path(root))
-    if raw is None:
+    document = read_json_with_backup(deleted_queues_path(root), deleted_queues_path(root))
+    if document is None:
         return {}
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ConfigError(f"{deleted_queues_path(root)} is not JSON: {e}") from e
     table = document.get("deletedQueues") if isinstance(document, dict) else None
     if not isinstance(table, dict) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in table.values()

@@ -4,6 +4,7 @@ temporary store, a fake connection, request builders and a decoder for pull bodi
 from __future__ import annotations
 
 import asyncio
+import json
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -156,3 +157,24 @@ def decode_records(body: bytes) -> list[MessageExt]:
 def inflate(message: MessageExt) -> bytes:
     assert message.body is not None
     return zlib.decompress(message.body) if message.sys_flag & 1 else message.body
+
+
+def heartbeat(ctx: BrokerContext, *subscriptions: dict[str, object], group: str = "G") -> None:
+    """A push consumer's HEART_BEAT for ``group`` with these subscriptions."""
+    body = json.dumps(
+        {
+            "clientID": "c1",
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "subscriptionDataSet": list(subscriptions),
+                    "unitMode": False,
+                }
+            ],
+            "producerDataSet": [],
+        }
+    ).encode()
+    assert call(ctx, RequestCode.HEART_BEAT, body=body, conn=FakeConnection()).code == 0

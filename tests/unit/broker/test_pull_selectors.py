@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from broker_helpers import FakeConnection, call, decode_records, make_context, pull, send_v2
+from broker_helpers import call, decode_records, heartbeat, make_context, pull, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
@@ -41,23 +41,7 @@ def _pull(ctx: BrokerContext, topic: str, offset: int = 0, **extra: object) -> R
 
 
 def _heartbeat(ctx: BrokerContext, *subscriptions: dict[str, object]) -> None:
-    body = json.dumps(
-        {
-            "clientID": "c1",
-            "consumerDataSet": [
-                {
-                    "groupName": "G",
-                    "consumeType": "CONSUME_PASSIVELY",
-                    "messageModel": "CLUSTERING",
-                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-                    "subscriptionDataSet": list(subscriptions),
-                    "unitMode": False,
-                }
-            ],
-            "producerDataSet": [],
-        }
-    ).encode()
-    assert call(ctx, RequestCode.HEART_BEAT, body=body, conn=FakeConnection()).code == 0
+    heartbeat(ctx, *subscriptions)
 
 
 def _orders(ctx: BrokerContext) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from broker_helpers import FakeConnection, call, make_context, send_v2
+from broker_helpers import call, heartbeat, make_context, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
@@ -60,24 +60,7 @@ def test_with_a_group_the_body_says_how_it_subscribes(ctx: BrokerContext) -> Non
     assert "subscriptionData" not in body
     subscription = {"topic": "Q", "subString": "a", "tagsSet": ["a"], "codeSet": [97]}
     subscription |= {"subVersion": 5, "classFilterMode": False, "expressionType": "TAG"}
-    heartbeat = {
-        "clientID": "c1",
-        "consumerDataSet": [
-            {
-                "groupName": "G",
-                "consumeType": "CONSUME_PASSIVELY",
-                "messageModel": "CLUSTERING",
-                "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-                "subscriptionDataSet": [subscription],
-                "unitMode": False,
-            }
-        ],
-        "producerDataSet": [],
-    }
-    beat = call(
-        ctx, RequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode(), conn=FakeConnection()
-    )
-    assert beat.code == 0
+    heartbeat(ctx, subscription)
     code, _remark, body = _query(ctx, consumerGroup="G", count=1)
     assert body is not None
     assert body["subscriptionData"]["subString"] == "a"

@@ -16,6 +16,7 @@ from rocketstore.broker.broker_config import BROKER_ALIASES, parse_fastjson
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.config_update import black_listed, java_text
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.processors.queue_admin import log_deleted_queues
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
@@ -79,12 +80,7 @@ async def clean_unused_topic(
     config for go (not the schedule, transaction op or LMQ ones), as in RocketMQ."""
     configured = [config.topic_name for config in ctx.topics.all()]
     removed = await ctx.run(ctx.store.clean_unused_topics, configured)
-    log.info(
-        "cleanUnusedTopic from %s: %d consume queues deleted%s",
-        conn.peer,
-        len(removed),
-        "".join(f" {topic}-{queue_id}" for topic, queue_id in removed),
-    )
+    log_deleted_queues("cleanUnusedTopic", conn, removed)
     return cmd.response(ResponseCode.SUCCESS)
 
 

@@ -95,13 +95,18 @@ async def clean_expired_consume_queue(
     """Delete the queues whose messages are all gone from the CommitLog (the store's
     cleanExpiredConsumerQueue); RocketMQ answers success, and so does this."""
     removed = await ctx.run(ctx.store.clean_expired_queues)
+    log_deleted_queues("cleanExpiredCQ", conn, removed)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+def log_deleted_queues(command: str, conn: Connection, removed: list[tuple[str, int]]) -> None:
     log.info(
-        "cleanExpiredCQ from %s: %d consume queues deleted%s",
+        "%s from %s: %d consume queues deleted%s",
+        command,
         conn.peer,
         len(removed),
         "".join(f" {topic}-{queue_id}" for topic, queue_id in removed),
     )
-    return cmd.response(ResponseCode.SUCCESS)
 
 
 async def delete_expired_commit_log(
