@@ -197,6 +197,7 @@ def _pull(ctx: BrokerContext, topic: str) -> tuple[int, str | None]:
 
 def test_a_write_only_broker_refuses_pulls(ctx: BrokerContext) -> None:
     assert _send(ctx, "T").code == ResponseCode.SUCCESS
+    ctx.store.wait_dispatched()  # (the unit comes with the dispatcher, not with the send)
     assert _update(ctx, "brokerPermission=2\n")[0] == ResponseCode.SUCCESS
     assert _pull(ctx, "T") == (
         ResponseCode.NO_PERMISSION,
