@@ -43,6 +43,7 @@ from rocketstore.errors import (
     StoreError,
 )
 from rocketstore.files.deleted_queues import (
+    dispatched_through_deletions,
     load_deleted_queues,
     prune_deleted,
     queue_key,
@@ -425,27 +426,17 @@ class MessageStore:
                 extra = self._extra_units(run)
             for unit_run in queue_runs(records, offsets, facts.tags_codes):
                 topic = run.topics.names[unit_run.topic_id]
-                cutoff = self._deleted_cutoff(topic, unit_run.queue_id)
-                if cutoff is not None:
-                    # A queue deleted on purpose: its records from before the deletion
-                    # get no unit (a re-dispatch from an earlier offset passes them).
-                    own = unit_run.row_numbers()
-                    own = own[offsets[own] >= cutoff]
-                    units = ExtraUnits(own, records.queue_offset[own])
-                    more = extra.pop((topic, unit_run.queue_id), None)
-                    if more is not None:
-                        units = merge_units(units.rows, units.queue_offsets, more)
-                    if len(units.rows):
-                        self._put_units(topic, unit_run.queue_id, run, offsets, facts, units)
-                    continue
-                if extra and (topic, unit_run.queue_id) in extra:
+                key = (topic, unit_run.queue_id)
+                if key in extra or self._deleted_cutoff(*key) is not None:
                     # Units of this queue's own records and those other records name, in
-                    # CommitLog order (RocketMQ writes both as it goes, record by record).
+                    # CommitLog order (RocketMQ writes both as it goes, record by record);
+                    # or a queue deleted on purpose, whose older records _put_units drops.
                     own = unit_run.row_numbers()
-                    mixed = merge_units(
-                        own, records.queue_offset[own], extra.pop((topic, unit_run.queue_id))
-                    )
-                    self._put_units(topic, unit_run.queue_id, run, offsets, facts, mixed)
+                    units = ExtraUnits(own, records.queue_offset[own])
+                    more = extra.pop(key, None)
+                    if more is not None:
+                        units = merge_units(own, records.queue_offset[own], more)
+                    self._put_units(topic, unit_run.queue_id, run, offsets, facts, units)
                     continue
                 if not is_queue_dir_name(topic):
                     log.warning(
@@ -469,12 +460,6 @@ class MessageStore:
                         records.queue_offset[rows],
                     )
             for (name, queue_id), units in extra.items():
-                cutoff = self._deleted_cutoff(name, queue_id)
-                if cutoff is not None:
-                    keep = offsets[units.rows] >= cutoff
-                    units = ExtraUnits(units.rows[keep], units.queue_offsets[keep])  # noqa: PLW2901
-                    if not len(units.rows):
-                        continue
                 self._put_units(name, queue_id, run, offsets, facts, units)
         except (OSError, StoreError):
             self.running_flags |= RunningFlags.WRITE_LOGICS_QUEUE_ERROR
@@ -519,12 +504,20 @@ class MessageStore:
         units: ExtraUnits,
     ) -> None:
         """Write units for records ``units.rows`` of ``run`` at ``units.queue_offsets``
-        into one queue; the queue's rules drop repeats (a record naming its own queue)."""
+        into one queue; the queue's rules drop repeats (a record naming its own queue).
+        A queue deleted on purpose gets none for records from before its deletion (a
+        re-dispatch from an earlier offset passes them)."""
         if not is_queue_dir_name(topic):
             log.warning(
                 "%s: multi-dispatch queue %r can be no queue directory: left out", self.root, topic
             )
             return
+        cutoff = self._deleted_cutoff(topic, queue_id)
+        if cutoff is not None:
+            keep = offsets[units.rows] >= cutoff
+            units = ExtraUnits(units.rows[keep], units.queue_offsets[keep])
+            if not len(units.rows):
+                return
         queue = self._queue(topic, queue_id, create=True)
         assert queue is not None
         rows = units.rows
@@ -926,8 +919,7 @@ class MessageStore:
         if self.config.enable_dledger_commit_log:
             return None  # DLedger entries frame the records; recovery dispatches those
         covered = max((q.max_physic_offset for q in self.queues.values()), default=-1)
-        # A queue deleted on purpose was deleted with everything before it dispatched.
-        covered = max([covered, *load_deleted_queues(self.root).values()])
+        covered = max(covered, dispatched_through_deletions(self.root))
         offset = max(covered, self.commitlog.min_offset())
         end = self.commitlog.max_offset()
         size = self.commitlog.file_size
@@ -1120,7 +1112,6 @@ class MessageStore:
         Puts are held off, and the dispatcher caught up and held, while the queues go: a
         message arriving for one of them is queued after, never into a file that goes."""
         self._check_writable()
-        removed: list[tuple[str, int]] = []
         with self.commitlog.put_lock, self.dispatcher.caught_up(), self._queues_lock:
             min_offset = self.commitlog.min_offset()
             chosen = []
@@ -1137,10 +1128,9 @@ class MessageStore:
                 log.info("%s: consume queue %s-%d deleted: %s", self.root, topic, queue_id, reason)
                 del self.queues[key]
                 self._ext_readers.pop(key, None)
-                self.commitlog.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+                self.commitlog.topic_queue_table.pop(queue_key(topic, queue_id), None)
                 queue.destroy()
-                removed.append(key)
-        return removed
+        return [key for key, _ in chosen]
 
     def wait_dispatched(self) -> None:
         """Dispatch everything appended so far in the caller's thread (tests, tools)."""

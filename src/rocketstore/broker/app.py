@@ -36,6 +36,7 @@ from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.broker.transaction_service import TransactionService
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
+from rocketstore.paths import CONFIG_DIR
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -305,7 +306,7 @@ class ServeApp:
         self.options = options
         # The embedded name server keeps its KV config (order topic configs...) with the
         # store's other config files.
-        kv_path = os.path.join(options.store_dir, "config", "kvConfig.json")
+        kv_path = os.path.join(options.store_dir, CONFIG_DIR, "kvConfig.json")
         self.namesrv = NamesrvApp(namesrv_listen, kv_config_path=kv_path)
         self.broker: BrokerApp | None = None
 

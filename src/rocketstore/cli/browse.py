@@ -33,7 +33,7 @@ from rocketstore.cli.render import (
     message_to_string,
 )
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
-from rocketstore.cli.tools_pull import PullStatus, PullStep, tools_pull
+from rocketstore.cli.tools_pull import PullStatus, PullStep, empty_pull_line, tools_pull
 from rocketstore.errors import SelectorError
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import MessageExt
@@ -227,12 +227,8 @@ def print_msg(
                             message, step.span, print_body, charset, ctx.broker_name
                         )
                         click.echo(line)
-                    if step.status is PullStatus.NO_MATCHED_MSG:
-                        status = f"status={step.status.value}, offset={step.next_offset}"
-                        click.echo(f"{mq} no matched msg. {status}")
-                    elif step.status is not PullStatus.FOUND:
-                        status = f"status={step.status.value}, offset={step.next_offset}"
-                        click.echo(f"{mq} print msg finished. {status}")
+                    if step.status is not PullStatus.FOUND:
+                        click.echo(empty_pull_line(mq, step.status, step.next_offset))
                 if not ctx.as_json:
                     click.echo(QUEUE_SEPARATOR)
 

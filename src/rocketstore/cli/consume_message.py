@@ -29,7 +29,7 @@ from rocketstore.cli.context import (
 from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.render import message_json, message_queue
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
-from rocketstore.cli.tools_pull import TOOLS_PULL_MAX, PullStatus, tools_pull
+from rocketstore.cli.tools_pull import TOOLS_PULL_MAX, PullStatus, empty_pull_line, tools_pull
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import SUB_ALL, build_subscription
 from rocketstore.store import MessageStore
@@ -62,7 +62,6 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
             store, topic, queue_id, offset, SUB_ALL_TAGS, min(TOOLS_PULL_MAX, high - offset)
         )
         nxt = max(step.next_offset, offset)
-        status = step.status.value
         if step.status is PullStatus.FOUND:
             if not ctx.as_json:
                 click.echo("Consume ok")
@@ -71,18 +70,16 @@ def _pull_range(ctx: CliContext, store: MessageStore, topic: str, queue_id: int,
                     ctx.emit(message_json(message))
                 else:
                     click.echo(message_line(message, step.span, True, "UTF-8", ctx.broker_name))
-        elif step.status is PullStatus.NO_MATCHED_MSG:
-            if not ctx.as_json:
-                click.echo(f"{mq} no matched msg. status={status}, offset={nxt}")
         else:
             if not ctx.as_json:
-                click.echo(f"{mq} print msg finished. status={status}, offset={nxt}")
-            return
+                click.echo(empty_pull_line(mq, step.status, nxt))
+            if step.status is not PullStatus.NO_MATCHED_MSG:
+                return
         if nxt == offset:
             return
         offset = nxt
     if high >= queue_end and not ctx.as_json:
-        click.echo(f"{mq} print msg finished. status=NO_NEW_MSG, offset={offset}")
+        click.echo(empty_pull_line(mq, PullStatus.NO_NEW_MSG, offset))
 
 
 @click.command("consumeMessage", short_help="Pull and print up to N messages of a topic.")

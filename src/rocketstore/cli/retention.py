@@ -98,16 +98,14 @@ def clean_expired_cq(ctx: CliContext, broker: str | None, cluster: str | None) -
     if broker:
         with through_namesrv("cleanExpiredCQ", broker):
             admin_client.clean_expired_consume_queue(broker)
-        removed: list[tuple[str, int]] | None = None
+        removed: list[tuple[str, int]] = []  # (the broker logs them)
     else:
         with ctx.open_writer() as store:
             removed = store.clean_expired_queues()
     if ctx.as_json:
-        ctx.emit(
-            {"success": True, "deleted": [{"topic": t, "queueId": q} for t, q in removed or []]}
-        )
+        ctx.emit({"success": True, "deleted": [{"topic": t, "queueId": q} for t, q in removed]})
         return
-    for topic, queue_id in removed or []:
+    for topic, queue_id in removed:
         click.echo(f"deleted consume queue {topic}-{queue_id}", err=True)
     click.echo("success")
 

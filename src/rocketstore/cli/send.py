@@ -23,6 +23,7 @@ from rocketstore.cli.trace_data import encode_pub
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
+from rocketstore.format.body_compression import CompressionType
 from rocketstore.format.javahash import java_hashmap_order, java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.selector.java_values import java_trim
@@ -34,11 +35,9 @@ MAX_TOPIC_LENGTH = 127
 # DefaultMQProducer's compressMsgBodyOverHowmuch and the client's default zlib level.
 COMPRESS_BODY_OVER = 4096
 COMPRESS_LEVEL = 5
-ZLIB_TYPE_FLAG = 3 << 8  # CompressionType.ZLIB in the sysFlag's compression bits
+ZLIB_TYPE_FLAG = CompressionType.ZLIB << 8  # in the sysFlag's compression bits
 # The region a broker answers sends with (the trace's regionId).
 DEFAULT_REGION = "DefaultRegion"
-# The trace producer's group, as AsyncTraceDispatcher names it (4.9: one per process).
-TRACE_PRODUCER_GROUP = "_INNER_TRACE_PRODUCER-"
 # The queues a producer sees for a topic the broker does not know yet (defaultTopicQueueNums).
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 

@@ -14,7 +14,7 @@ import click
 
 from rocketstore.cli.context import CliContext, queue_bounds, unit_store_time
 from rocketstore.cli.timeparse import format_time
-from rocketstore.files.deleted_queues import load_deleted_queues
+from rocketstore.files.deleted_queues import dispatched_through_deletions
 from rocketstore.files.dledger_log import describe
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format.checkpoint import decode_checkpoint
@@ -108,8 +108,7 @@ def collect(store: MessageStore) -> dict[str, Any]:
     commit_min = max(store.min_commit_log_offset(), 0)
     commit_max = store.max_commit_log_offset()
     dispatched = max((q.max_physic_offset for q in store.queues.values()), default=-1)
-    # A queue deleted on purpose was deleted with everything before it dispatched.
-    dispatched = max([dispatched, *load_deleted_queues(root).values()])
+    dispatched = max(dispatched, dispatched_through_deletions(root))
     index_files = store.index.files
     disk = os.statvfs(root)
     total = disk.f_blocks * disk.f_frsize

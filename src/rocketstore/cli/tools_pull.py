@@ -72,3 +72,10 @@ def tools_pull(
         # broker matched tag hash codes).
         messages = [m for m in messages if subscription.match_tags(m.tags)]
     return PullStep(status, messages, got.next_begin_offset, (got.min_offset, got.max_offset))
+
+
+def empty_pull_line(mq: str, status: PullStatus, offset: int) -> str:
+    """mqadmin's line for a pull that brought nothing to print: ``no matched msg`` when
+    the tool goes on, ``print msg finished`` when it stops at the queue."""
+    what = "no matched msg" if status is PullStatus.NO_MATCHED_MSG else "print msg finished"
+    return f"{mq} {what}. status={status.value}, offset={offset}"

@@ -44,6 +44,12 @@ def load_deleted_queues(root: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in table.items()}
 
 
+def dispatched_through_deletions(root: str) -> int:
+    """The furthest CommitLog end any recorded deletion was made at (-1 without one): a
+    queue is deleted with everything before that end dispatched."""
+    return max(load_deleted_queues(root).values(), default=-1)
+
+
 def save_deleted_queues(root: str, table: dict[str, int]) -> None:
     path = deleted_queues_path(root)
     if not table and not os.path.exists(path):

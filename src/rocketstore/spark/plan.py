@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import mmap
 import os
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
 from rocketstore.errors import ConfigError
-from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format.record_scan import walk_start_array
 from rocketstore.rebuild.plan import split_spans
 from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
@@ -210,22 +208,24 @@ def split_by_records(
     ``max_records`` records start in each piece. The planner walks the records' headers
     (their sizes) to find the starts: a pass over those bytes on the driver, done only
     when maxRecordsPerPartition asks for it in mode=commitlog. Records past a place the
-    walk cannot follow (damage) stay in the span's last piece, where the reader finds
-    them as it always does."""
+    walk cannot follow (damage), or in a file retention took meanwhile, stay in the
+    span's last piece, where the reader finds them as it always does."""
     pieces: list[tuple[int, int, int]] = []
     for first, start, end in spans:
-        path = offset_file_path(store.commitlog.dirs.all, first)
-        with open(path, "rb") as handle:
-            length = os.fstat(handle.fileno()).st_size
-            if length == 0:
-                continue
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                view = memoryview(mapped)
+        mapped = store.commitlog.files.find(first)  # (the open store has it mapped)
+        starts: list[int] = []
+        if mapped is not None and mapped.hold():
+            try:
+                view = memoryview(mapped.mm)
+                length = len(view)
                 try:
-                    starts, _stop_at, _why = walk_start_array(view, start, min(end, length), length)
+                    found, _stop_at, _why = walk_start_array(view, start, min(end, length), length)
                 finally:
                     view.release()
-        cuts = [start, *(int(p) for p in starts[max_records::max_records]), end]
+            finally:
+                mapped.release()
+            starts = [int(p) for p in found[max_records::max_records]]
+        cuts = [start, *starts, end]
         pieces += [(first, low, high) for low, high in itertools.pairwise(cuts)]
     return pieces
 

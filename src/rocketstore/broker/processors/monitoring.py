@@ -19,7 +19,7 @@ import shutil
 import time
 from typing import Any
 
-from rocketstore.broker.client_registry import ClientChannel
+from rocketstore.broker.client_registry import ClientChannel, ConsumerGroup
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext, CommandSink
 from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
@@ -82,24 +82,37 @@ def consume_stats(ctx: BrokerContext, group: str, topic: str | None) -> dict[str
     tps = 0.0
     for name in topics:
         config = ctx.topics.get(name)
-        if config is None:
+        if config is None or not _subscribed(online, name):
             continue
-        if online is not None and online.subscriptions and name not in online.subscriptions:
-            continue  # the group is online and does not subscribe to it
-        for queue_id in range(config.read_queue_nums):
-            broker_offset = max(ctx.store.max_offset(name, queue_id), 0)
-            committed = ctx.offsets.query(group, name, queue_id)
-            consumer_offset = max(committed if committed is not None else 0, 0)
-            last = 0
-            if consumer_offset > 0:
-                last = _store_time(ctx, name, queue_id, consumer_offset - 1)
-            table[MessageQueueKey(name, ctx.broker_name, queue_id)] = {
-                "brokerOffset": broker_offset,
-                "consumerOffset": consumer_offset,
-                "lastTimestamp": last,
-            }
+        table.update(_offset_table(ctx, group, name, config.read_queue_nums))
         tps += ctx.stats.group_get_tps(group, name)
     return {"consumeTps": tps, "offsetTable": table}
+
+
+def _subscribed(online: ConsumerGroup | None, topic: str) -> bool:
+    """False when the group is online with subscriptions and ``topic`` is not one."""
+    return online is None or not online.subscriptions or topic in online.subscriptions
+
+
+def _offset_table(
+    ctx: BrokerContext, group: str, topic: str, queue_count: int
+) -> dict[MessageQueueKey, dict[str, int]]:
+    """Per queue of ``topic`` (0 .. queue_count - 1): the broker's max offset, the group's
+    committed offset (0 for none) and the store time of the last message it consumed."""
+    table: dict[MessageQueueKey, dict[str, int]] = {}
+    for queue_id in range(queue_count):
+        broker_offset = max(ctx.store.max_offset(topic, queue_id), 0)
+        committed = ctx.offsets.query(group, topic, queue_id)
+        consumer_offset = max(committed if committed is not None else 0, 0)
+        last = 0
+        if consumer_offset > 0:
+            last = _store_time(ctx, topic, queue_id, consumer_offset - 1)
+        table[MessageQueueKey(topic, ctx.broker_name, queue_id)] = {
+            "brokerOffset": broker_offset,
+            "consumerOffset": consumer_offset,
+            "lastTimestamp": last,
+        }
+    return table
 
 
 async def get_consume_stats(
@@ -126,21 +139,10 @@ def broker_consume_stats(ctx: BrokerContext, order_only: bool) -> dict[str, Any]
             config = ctx.topics.get(topic)
             if config is None or (order_only and not config.order):
                 continue
-            if online is not None and online.subscriptions and topic not in online.subscriptions:
+            if not _subscribed(online, topic):
                 continue
-            table: dict[MessageQueueKey, dict[str, int]] = {}
-            for queue_id in range(config.write_queue_nums):
-                broker_offset = max(ctx.store.max_offset(topic, queue_id), 0)
-                committed = ctx.offsets.query(group, topic, queue_id)
-                consumer_offset = max(committed if committed is not None else 0, 0)
-                wrapper = {"brokerOffset": broker_offset, "consumerOffset": consumer_offset}
-                if consumer_offset > 0:
-                    last = _store_time(ctx, topic, queue_id, consumer_offset - 1)
-                    wrapper["lastTimestamp"] = last
-                else:
-                    wrapper["lastTimestamp"] = 0
-                table[MessageQueueKey(topic, ctx.broker_name, queue_id)] = wrapper
-                total += broker_offset - consumer_offset
+            table = _offset_table(ctx, group, topic, config.write_queue_nums)
+            total += sum(w["brokerOffset"] - w["consumerOffset"] for w in table.values())
             tps = ctx.stats.group_get_tps(group, topic)
             per_topic.append({"consumeTps": tps, "offsetTable": table})
         entries.append({group: per_topic})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import MAX_SUSPEND_MS, BrokerContext
@@ -103,7 +104,11 @@ class Refusal:
 
 def _registered(ctx: BrokerContext, group: str, topic: str) -> tuple[str | None, str]:
     """The expression and its type the group's heartbeats subscribed ``topic`` with."""
-    data = ctx.clients.subscription(group, topic)
+    return _expression(ctx.clients.subscription(group, topic))
+
+
+def _expression(data: Mapping[str, Any] | None) -> tuple[str | None, str]:
+    """A heartbeat's subscription data as (expression, type); (None, TAG) without one."""
     if data is None or not isinstance(data.get("subString"), str):
         return None, TAG
     return str(data["subString"]), str(data.get("expressionType") or TAG)
@@ -125,7 +130,8 @@ def _subscription_of(
             ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ_TIP
         )
     data = ctx.clients.subscription(header.group, header.topic)
-    if data is None or not isinstance(data.get("subString"), str):
+    expression, kind = _expression(data)
+    if data is None or expression is None:
         return Refusal(
             ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ_TIP
         )
@@ -136,7 +142,7 @@ def _subscription_of(
         return Refusal(
             ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
         )
-    return str(data["subString"]), str(data.get("expressionType") or TAG), True
+    return expression, kind, True
 
 
 @dataclass(frozen=True)
