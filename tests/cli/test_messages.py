@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import lz4.frame
+import pytest
 import zstandard
 from cli_helpers import (
     BASE_MS,
@@ -26,6 +27,10 @@ from cli_helpers import (
 )
 
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketstore.cli.context import CliError
+from rocketstore.cli.send import producer_queue_choice
 from rocketstore.format.message_id import offset_msg_id
 
 Cli = Callable[..., Run]
@@ -297,8 +302,26 @@ def test_send_message_then_find_it(store: Path, cli: Cli) -> None:
     table = cli("--store", store, "sendMessage", "-t", "NewTopic", "-p", "again")
     header, row = table.out.splitlines()
     assert header == f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #MsgId"
-    assert row.startswith(f"{'localStore':<32}  {'0':<4}  {'SEND_OK':<20}    ")
-    assert len(row.split()[-1]) == 32
+    # Without -i the producer's pick: one of the new topic's 4 queues.
+    broker, queue, status, msg_id = row.split()
+    assert (broker, status, len(msg_id)) == ("localStore", "SEND_OK", 32)
+    assert row.startswith(f"{'localStore':<32}  {queue:<4}  {'SEND_OK':<20}    ")
+    assert queue in {"0", "1", "2", "3"}
+
+
+def test_send_message_without_a_queue_picks_a_write_queue_at_random(tmp_path: Path) -> None:
+    """mqadmin without -i calls producer.send(msg): the route's write queues, the first
+    pick random. A topic with 2 write queues of 4 gets only queues 0 and 1, both seen."""
+    root = tmp_path / "store"
+    with MessageStore.open(root, CONFIG) as store:
+        TopicConfigManager(root).update(TopicConfig("Two", read_queue_nums=4, write_queue_nums=2))
+        picks = {producer_queue_choice(store, "Two", BrokerConfig()) for _ in range(64)}
+        assert picks == {0, 1}
+        fresh = {producer_queue_choice(store, "Fresh", BrokerConfig()) for _ in range(200)}
+        assert fresh == {0, 1, 2, 3}
+        TopicConfigManager(root).update(TopicConfig("None", read_queue_nums=4, write_queue_nums=0))
+        with pytest.raises(CliError, match="topic None has no write queues"):
+            producer_queue_choice(store, "None", BrokerConfig())
 
 
 def test_send_message_as_mqadmin_sends_it(store: Path, cli: Cli) -> None:
@@ -325,7 +348,9 @@ def test_send_message_as_mqadmin_sends_it(store: Path, cli: Cli) -> None:
     assert shown.splitlines()[1].endswith(f"BODY: {big}")
     just_under = cli("--store", store, "--json", "sendMessage", "-t", "Big", "-p", big[1:])
     assert just_under.code == 0
-    last = cli("--store", store, "--json", "printMsg", "-t", "Big").json_lines()[-1]
+    (sent,) = just_under.json_lines()
+    rows = cli("--store", store, "--json", "printMsg", "-t", "Big").json_lines()
+    (last,) = [row for row in rows if row["msgId"] == sent["offsetMsgId"]]
     assert (last["sysFlag"], base64.b64decode(last["body"])) == (0, big[1:].encode())
 
 

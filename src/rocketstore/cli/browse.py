@@ -81,15 +81,19 @@ def tools_pulls(
     high: int,
     subscription: Subscription,
     bar: Progress,
+    *,
+    exact: bool,
 ) -> Iterator[PullStep]:
     """mqadmin's loop over [low, high): a pull of 32 at a time, from each pull's next
-    begin offset, until one answers NO_NEW_MSG or OFFSET_ILLEGAL (yielded too). Found
-    messages at or past ``high`` are dropped: mqadmin prints a whole last batch, so its
-    output may run past -e; ours ends there. A pull that would not move on ends it."""
+    begin offset, until one answers NO_NEW_MSG or OFFSET_ILLEGAL (yielded too). mqadmin
+    keeps the whole last batch, so what it prints may run past -e; so does this, unless
+    ``exact`` (the --json output, which holds to the range). A pull that would not move
+    on ends it."""
     offset = low
     while offset < high:
         step = tools_pull(store, topic, queue_id, offset, subscription)
-        if step.status is PullStatus.FOUND and any(m.queue_offset >= high for m in step.messages):
+        found = step.status is PullStatus.FOUND
+        if exact and found and any(m.queue_offset >= high for m in step.messages):
             kept = [m for m in step.messages if m.queue_offset < high]
             step = replace(step, messages=kept)
         yield step
@@ -113,7 +117,8 @@ def message_line(
 
 BEGIN_HELP = f"Earliest store time, {HUMAN_FORMAT_HELP}. Example: -b 2024-05-01#00:00:00:000"
 END_HELP = (
-    f"End store time, exclusive (the first message stored at or after it is not printed), "
+    f"End store time: pulls stop at the first message stored at or after it (as mqadmin's, "
+    f"the last pull of 32 is printed whole; --json holds to the range), "
     f"{HUMAN_FORMAT_HELP}. Example: -e now"
 )
 SUB_HELP = "Tag expression. Example: -s 'created || paid'"
@@ -217,7 +222,9 @@ def print_msg(
                 mq = message_queue(topic, queue_id, ctx.broker_name)
                 if not ctx.as_json:
                     click.echo(f"minOffset={low}, maxOffset={high}, {mq}")
-                for step in tools_pulls(store, topic, queue_id, low, high, subscription, bar):
+                for step in tools_pulls(
+                    store, topic, queue_id, low, high, subscription, bar, exact=ctx.as_json
+                ):
                     if ctx.as_json:
                         for message in step.messages:
                             ctx.emit(message_json(message, with_body=print_body))
@@ -303,7 +310,9 @@ def print_msg_by_queue(
         require_queue(store, topic, queue_id)
         low, high = searched_range(store, topic, queue_id, begin, end)
         with progress(max(high - low, 0), "printMsgByQueue", streams_stdout=print_messages) as bar:
-            for step in tools_pulls(store, topic, queue_id, low, high, subscription, bar):
+            for step in tools_pulls(
+                store, topic, queue_id, low, high, subscription, bar, exact=ctx.as_json
+            ):
                 if step.status is not PullStatus.FOUND:
                     break  # mqadmin ends the queue at any other status, NO_MATCHED_MSG too
                 for message in step.messages:

@@ -7,8 +7,9 @@ with one clear line while another writer (or a broker) has the store open.
 from __future__ import annotations
 
 import contextlib
+import random
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import click
 
@@ -90,12 +91,33 @@ def queue_id_problem(
         if not known and not broker.auto_create_topic_enable:
             # The producer finds no route (autoCreateTopicEnable=false): mqadmin's words.
             return f"No route info of this topic: {topic} (autoCreateTopicEnable=false)"
-        new = min(DEFAULT_TOPIC_QUEUE_NUMS, broker.default_topic_queue_nums)
-        limit = max([new, *(q + 1 for q in known)])
+        limit = _unconfigured_queue_count(known, broker)
         has = f"has {limit} queues in the store" if known else f"is new and gets {limit} queues"
     if queue_id >= limit:
         return f"queue id {queue_id} is illegal: topic {topic} {has}"
     return None
+
+
+def _unconfigured_queue_count(known: list[int], broker: BrokerConfig) -> int:
+    """The queues of a topic without a config: those a producer sees for a new topic (the
+    producer's 4, at most the broker's ``defaultTopicQueueNums``), or more when the store
+    already has higher queue ids."""
+    new = min(DEFAULT_TOPIC_QUEUE_NUMS, broker.default_topic_queue_nums)
+    return max([new, *(q + 1 for q in known)])
+
+
+def producer_queue_choice(store: MessageStore, topic: str, broker: BrokerConfig) -> int:
+    """The queue a producer's ``send(msg)`` picks: one of the topic's write queues from
+    its route, the first chosen at random (the client's ThreadLocalIndex starts at a
+    random number). Call after ``queue_id_problem`` said the topic takes messages."""
+    config = TopicConfigManager(store.root).get(topic)
+    if config is None:
+        count = _unconfigured_queue_count(store.topics().get(topic, []), broker)
+    else:
+        count = config.write_queue_nums
+    if count <= 0:
+        raise CliError(f"topic {topic} has no write queues (writeQueueNums={count})")
+    return random.randrange(count)
 
 
 def _broker_settings(ctx: CliContext) -> BrokerConfig:
@@ -130,9 +152,9 @@ def _born_host() -> str:
     "--qid",
     "queue_id",
     type=java_int(-1),
-    default=0,
-    show_default=True,
-    help="Queue id (-1: none chosen, as mqadmin takes it; the default queue). Example: -i 3",
+    default=-1,
+    help="Queue id. Without it (or -1) a write queue is picked as a producer picks one, "
+    "at random. mqadmin takes -i only with -b; offline -i alone is enough. Example: -i 3",
 )
 @click.option(
     "-b",
@@ -175,7 +197,6 @@ def send_message(
     topic, body = java_trim(topic), java_trim(body)  # mqadmin trims every value
     keys = None if keys is None else java_trim(keys)
     tags = None if tags is None else java_trim(tags)
-    queue_id = max(queue_id, 0)  # mqadmin sends to a chosen queue only when -i > -1
     if not body:
         raise CliError("-p: the message body length is zero")  # the client's check
     for flag, text in (("-k", keys), ("-c", tags)):
@@ -194,7 +215,7 @@ def send_message(
     message = Message(
         topic,
         sent_body,
-        queue_id=queue_id,
+        queue_id=max(queue_id, 0),
         sys_flag=sys_flag,
         properties=stored_properties(
             _producer_properties(tags, keys, uniq_key), broker_settings.broker_cluster_name
@@ -203,9 +224,12 @@ def send_message(
         born_host=_born_host(),
     )
     with ctx.open_writer() as store:
-        problem = queue_id_problem(store, topic, queue_id, broker_settings)
+        problem = queue_id_problem(store, topic, max(queue_id, 0), broker_settings)
         if problem is not None:
             raise CliError(problem)
+        if queue_id < 0:  # none chosen: mqadmin's producer.send(msg)
+            queue_id = producer_queue_choice(store, topic, broker_settings)
+            message = replace(message, queue_id=queue_id)
         result = store.put(message)
         if not result.status.ok:
             raise CliError(f"send failed: {result.status.name}")
