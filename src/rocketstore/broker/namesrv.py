@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
-from rocketstore.broker.namesrv_config import ORDER_TOPIC_CONFIG, KvConfigTable, NamesrvConfig
+from rocketstore.broker.namesrv_config import (
+    ORDER_TOPIC_CONFIG,
+    KvConfigTable,
+    NamesrvConfig,
+    persist_namesrv_config,
+)
 from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import Connection
@@ -342,6 +347,10 @@ class NameServer:
             )
             return cmd.response(code, str(e))
         log.info("name server config updated: %s", ", ".join(changed) or "nothing")
+        try:
+            persist_namesrv_config(self.config)
+        except OSError as e:  # RocketMQ logs it too: the update is live all the same
+            log.error("name server config not written to %s: %s", self.config.configStorePath, e)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _register(self, cmd: RemotingCommand, conn: object | None) -> RemotingCommand:

@@ -29,10 +29,8 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 CONFIG_BLACK_LIST = "configBlackList;configStorePath;kvConfigPath"
 # Settings the name server reads at each use, so an update takes effect at once.
 LIVE_KEYS = frozenset(("orderMessageEnable", "clusterTest", "productEnvName"))
-
-
-def _default_home_path(name: str) -> str:
-    return os.path.join(os.path.expanduser("~"), "namesrv", name)
+# The file updateNamesrvConfig writes (RocketMQ's configStorePath's name).
+NAMESRV_PROPERTIES = "namesrv.properties"
 
 
 @dataclass(frozen=True)
@@ -100,13 +98,32 @@ def _parse(key: str, value: str, current: object) -> object:
 
 def namesrv_config(listen_port: int, kv_config_path: str | None) -> NamesrvConfig:
     """The settings of a name server listening on ``listen_port``; ``kv_config_path``
-    None keeps the KV table in memory only."""
+    None keeps the KV table in memory only, and the settings unwritten. Otherwise
+    updateNamesrvConfig writes the settings to ``namesrv.properties`` beside the KV file
+    (RocketMQ's ``configStorePath``: ``~/namesrv/namesrv.properties`` by default, beside
+    its default ``kvConfigPath``)."""
+    store_path = ""
+    if kv_config_path:
+        store_path = os.path.join(os.path.dirname(kv_config_path), NAMESRV_PROPERTIES)
     return NamesrvConfig(
         rocketmqHome=os.environ.get("ROCKETMQ_HOME", ""),
         kvConfigPath=kv_config_path or "",
-        configStorePath=_default_home_path("namesrv.properties"),
+        configStorePath=store_path,
         listenPort=listen_port,
     )
+
+
+def persist_namesrv_config(config: NamesrvConfig) -> None:
+    """Write every setting to ``configStorePath`` as ``key=value`` lines, as RocketMQ's
+    Configuration.persist does after each update. As in RocketMQ, the name server does
+    not read the file back at start: it is the record of what was changed while running
+    (put the keys in the start settings to keep them)."""
+    if not config.configStorePath:
+        return
+    path = config.configStorePath
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lines = "".join(f"{key}={value}\n" for key, value in sorted(config.properties().items()))
+    write_atomic(path, lines.encode("utf-8"))
 
 
 class KvConfigTable:

@@ -110,6 +110,31 @@ def test_get_and_update_namesrv_config(tmp_path: Path) -> None:
     )
     assert ok.code == ResponseCode.SUCCESS
     assert (server.config.productEnvName, server.config.clusterTest) == ("edge", True)
+    # Written, as RocketMQ's Configuration.persist writes it, beside the KV file; the
+    # refused updates wrote nothing.
+    assert lines["configStorePath"] == str(tmp_path / "namesrv.properties")
+    saved = (tmp_path / "namesrv.properties").read_text().splitlines()
+    assert saved == sorted(saved) and "productEnvName=edge" in saved
+    assert {"clusterTest=true", "listenPort=9876", "orderMessageEnable=false"} <= set(saved)
+
+
+def test_an_in_memory_name_server_writes_no_settings_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    server = NameServer(RouteTable(), namesrv_config(9876, None), KvConfigTable(None))
+    assert server.config.configStorePath == ""
+    answer = _call(server, RequestCode.UPDATE_NAMESRV_CONFIG, b"clusterTest=true\n")
+    assert answer.code == ResponseCode.SUCCESS and server.config.clusterTest is True
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_settings_file_that_cannot_be_written_leaves_the_update_live(tmp_path: Path) -> None:
+    """RocketMQ logs a failed persist and answers success: the change is in effect."""
+    server = _server(tmp_path)
+    (tmp_path / "namesrv.properties").mkdir()  # a directory where the file should go
+    answer = _call(server, RequestCode.UPDATE_NAMESRV_CONFIG, b"clusterTest=true\n")
+    assert answer.code == ResponseCode.SUCCESS and server.config.clusterTest is True
 
 
 @given(
