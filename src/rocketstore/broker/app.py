@@ -32,7 +32,7 @@ from rocketstore.broker.schedule import ScheduleService
 from rocketstore.broker.server import Connection, RemotingServer, bind_socket, format_address
 from rocketstore.broker.subscription_groups import SubscriptionGroupManager
 from rocketstore.broker.timeouts import within
-from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.topic_config import topic_manager_for
 from rocketstore.broker.transaction_service import TransactionService
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
@@ -152,17 +152,7 @@ class BrokerApp:
             raise
         store = self.store
         b = opts.broker
-        topics = TopicConfigManager(
-            opts.store_dir,
-            auto_create_topic_enable=b.auto_create_topic_enable,
-            default_topic_queue_nums=b.default_topic_queue_nums,
-            cluster_name=b.broker_cluster_name,
-            broker_name=b.broker_name,
-            cluster_topic_enable=b.cluster_topic_enable,
-            broker_topic_enable=b.broker_topic_enable,
-            trace_topic_enable=b.trace_topic_enable,
-            trace_topic_name=b.msg_trace_topic_name,
-        )
+        topics = topic_manager_for(opts.store_dir, b)
         ctx = BrokerContext(
             store=store,
             topics=topics,

@@ -25,6 +25,7 @@ from typing import Any
 
 from rocketstore.broker.broker_config import (
     TOPICS_FILE,
+    BrokerConfig,
     config_file_path,
     load_config_file,
     persist_config_file,
@@ -102,6 +103,23 @@ def topic_name_problem(topic: str) -> str | None:
     if len(topic) > TOPIC_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
     return None
+
+
+def topic_manager_for(
+    store_root: str | os.PathLike[str], broker: BrokerConfig
+) -> TopicConfigManager:
+    """The topic table of a broker with these settings serving the store."""
+    return TopicConfigManager(
+        store_root,
+        auto_create_topic_enable=broker.auto_create_topic_enable,
+        default_topic_queue_nums=broker.default_topic_queue_nums,
+        cluster_name=broker.broker_cluster_name,
+        broker_name=broker.broker_name,
+        cluster_topic_enable=broker.cluster_topic_enable,
+        broker_topic_enable=broker.broker_topic_enable,
+        trace_topic_enable=broker.trace_topic_enable,
+        trace_topic_name=broker.msg_trace_topic_name,
+    )
 
 
 def retry_topic(group: str) -> str:

@@ -20,6 +20,7 @@ from rocketstore.cli import (
     consumer_admin,
     export,
     messages,
+    metadata_export,
     queues,
     retention,
     send,
@@ -53,7 +54,15 @@ SECTIONS = (
     ),
     (
         "Topics and queues",
-        ("topicList", "topicStatus", "queryCq", "updateTopic", "deleteTopic", "topicRoute"),
+        (
+            "topicList",
+            "topicStatus",
+            "queryCq",
+            "updateTopic",
+            "deleteTopic",
+            "topicRoute",
+            "exportMetadata",
+        ),
     ),
     (
         "Consumer groups",
@@ -173,6 +182,7 @@ for module in (
     compaction_log,
     trace,
     retention,
+    metadata_export,
 ):
     module.register(cli)
 register_topic_admin(cli)

@@ -120,7 +120,7 @@ def producer_queue_choice(store: MessageStore, topic: str, broker: BrokerConfig)
     return random.randrange(count)
 
 
-def _broker_settings(ctx: CliContext) -> BrokerConfig:
+def broker_config_of(ctx: CliContext) -> BrokerConfig:
     """The broker settings of the -c file (defaults without one)."""
     try:
         return broker_config_from_settings(ctx.settings, source=ctx.settings_path)
@@ -206,7 +206,7 @@ def send_message(
         if text is not None and not _is_utf8_text(text):
             raise CliError(f"{flag} {text!r} is not valid UTF-8 text (properties are UTF-8)")
     _check_topic(topic)
-    broker_settings = _broker_settings(ctx)
+    broker_settings = broker_config_of(ctx)
     uniq_keys = UniqKeyGenerator()
     uniq_key = uniq_keys.next()
     # Bytes of the argument that were not UTF-8 reach the body unchanged.

@@ -73,7 +73,9 @@ class RouteOptions:
 # --- offline operations --------------------------------------------------------------
 
 
-def _check_store_dir(root: str, *, create: bool) -> None:
+def check_config_store_dir(root: str, *, create: bool) -> None:
+    """A CliError unless ``root`` is a store directory, or one that may become one (a
+    broker's config/ with no CommitLog yet counts; ``create``: made when missing)."""
     if not os.path.exists(root):
         if not create:
             raise CliError(f"store directory {root} does not exist (use --store DIR)")
@@ -120,7 +122,7 @@ def update_topic_offline(root: str, options: UpdateTopicOptions) -> TopicConfig:
     problem = topic_name_problem(options.topic)
     if problem is not None:
         raise CliError(f"topic {options.topic!r}: {problem}")
-    _check_store_dir(root, create=True)
+    check_config_store_dir(root, create=True)
     with offline_edit(root):
         manager = TopicConfigManager(root)
         if manager.is_system_topic(options.topic):
@@ -157,7 +159,7 @@ def delete_topic_offline(root: str, topic: str) -> None:
     problem = topic_name_problem(topic)
     if problem is not None:
         raise CliError(f"topic {topic!r}: {problem}")
-    _check_store_dir(root, create=False)
+    check_config_store_dir(root, create=False)
     with offline_edit(root):
         manager = TopicConfigManager(root)
         if manager.is_system_topic(topic):
@@ -173,7 +175,7 @@ def topic_route_offline(root: str, options: RouteOptions) -> dict[str, Any]:
         parse_host(options.broker_addr, what="--broker-addr")
     except ConfigError as e:
         raise CliError(str(e)) from e
-    _check_store_dir(root, create=False)
+    check_config_store_dir(root, create=False)
     manager = TopicConfigManager(
         root, cluster_name=options.cluster, broker_name=options.broker_name
     )
