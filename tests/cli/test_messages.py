@@ -31,6 +31,7 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketstore.cli.context import CliError
 from rocketstore.cli.send import producer_queue_choice
+from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message_id import offset_msg_id
 
 Cli = Callable[..., Run]
@@ -127,16 +128,16 @@ def test_query_by_id_block_shows_every_field(store: Path, cli: Cli, tmp_path: Pa
     bodies = tmp_path / "bodies"
     run = cli("--store", store, "queryMsgById", "-i", msg_id, "--body-dir", bodies)
     assert run.code == 0, run.err
-    # mqadmin's layout: the fields, the body's file, two blank lines, the consumers.
+    # mqadmin's layout: the fields, the body's file (named by the client's msgId, the
+    # UNIQ_KEY), two line breaks, the consumers (no line break after them).
     lines = run.out.splitlines()
-    assert lines[-5:] == [
-        f"{'Message Body Path:':<20} {bodies / msg_id}",
+    assert lines[-4:] == [
+        f"{'Message Body Path:':<20} {bodies / uniq_of(7)}",
         "",
         "",
         "WARN: No Consumer",
-        "",
     ]
-    assert (bodies / msg_id).read_bytes() == body_of(7)
+    assert (bodies / uniq_of(7)).read_bytes() == body_of(7)
     printed = cli(
         "--store", store, "queryMsgById", "-i", msg_id, "-f", "UTF-8", "--body-dir", bodies
     )
@@ -159,7 +160,7 @@ def test_query_by_id_block_shows_every_field(store: Path, cli: Cli, tmp_path: Pa
         "System Flag:": "0",
         # The HashMap RocketMQ decodes them into, in its order (buckets 7, 12, 14).
         "Properties:": f"{{KEYS=order-7 cust-0, UNIQ_KEY={uniq_of(7)}, TAGS=paid}}",
-        "Message Body Path:": str(bodies / msg_id),
+        "Message Body Path:": str(bodies / uniq_of(7)),
         "Message Body:": body_of(7).decode(),
         "WARN: No Consumer": "",
     }
@@ -176,7 +177,7 @@ def test_query_by_id_list_json_and_body_dir(store: Path, cli: Cli, tmp_path: Pat
         assert obj["uniqKey"] == uniq_of(i)
         assert Path(obj["bodyPath"]).read_bytes() == body_of(i)
     text = cli("--store", store, "queryMsgById", "-i", ids[0], "--body-dir", bodies)
-    assert f"Message Body Path:   {bodies / ids[0]}" in text.out
+    assert f"Message Body Path:   {bodies / uniq_of(1)}" in text.out  # mqadmin's name
 
 
 def test_query_by_id_not_found_and_malformed(store: Path, cli: Cli) -> None:
@@ -426,19 +427,31 @@ def test_a_store_of_another_index_geometry_works_as_it_is(tmp_path: Path, cli: C
 def test_message_tracks_come_from_the_committed_offsets(
     store: Path, cli: Cli, tmp_path: Path
 ) -> None:
-    """mqadmin lists, after the block, each group consuming the topic and whether it has
-    consumed the message; offline, from config/consumerOffset.json."""
+    """mqadmin lists, after the block, each group the broker says consumes the topic (from
+    config/consumerOffset.json), back to back; none is online offline, so each is the
+    broker's CONSUMER_NOT_ONLINE answer. --json says whether each consumed the message."""
     offset, queue_offset = offset_of(store, 7)  # OrderEvents queue 3
     (store / "config").mkdir(exist_ok=True)
     table = {"OrderEvents@ahead": {3: queue_offset + 1}, "OrderEvents@behind": {3: queue_offset}}
     text = json.dumps({"offsetTable": table}).replace('"3"', "3")  # fastjson's int keys
     (store / "config" / "consumerOffset.json").write_text(text)
     msg_id = offset_msg_id("127.0.0.1:10911", offset)
-    run = cli("--store", store, "queryMsgById", "-i", msg_id, "--body-dir", tmp_path)
-    assert run.out.splitlines()[-3:] == [
-        "MessageTrack [consumerGroup=ahead, trackType=CONSUMED, exceptionDesc=null]",
-        "MessageTrack [consumerGroup=behind, trackType=NOT_CONSUMED_YET, exceptionDesc=null]",
-        "",
+    other = offset_msg_id("127.0.0.1:10911", offset_of(store, 8)[0])  # OrderEvents too
+    run = cli("--store", store, "queryMsgById", "-i", f"{msg_id},{other}", "--body-dir", tmp_path)
+    tracks = "".join(
+        f"MessageTrack [consumerGroup={group}, trackType=NOT_ONLINE, "
+        f"exceptionDesc=CODE:206 DESC:the consumer group[{group}] not online]"
+        for group in java_hashmap_order(["ahead", "behind"])
+    )
+    # The second block starts right after the first one's tracks, as mqadmin prints it.
+    assert run.out.splitlines()[-1] == tracks
+    assert f"\n{tracks}OffsetID:            {other}\n" in run.out
+    (obj,) = cli(
+        "--store", store, "--json", "queryMsgById", "-i", msg_id, "--body-dir", tmp_path
+    ).json_lines()
+    assert sorted(obj["consumerTracks"], key=lambda t: t["consumerGroup"]) == [
+        {"consumerGroup": "ahead", "committedOffset": queue_offset + 1, "consumed": True},
+        {"consumerGroup": "behind", "committedOffset": queue_offset, "consumed": False},
     ]
     by_uniq = cli(
         "--store", store, "queryMsgByUniqueKey", "-t", "OrderEvents", "-i", uniq_of(7),

@@ -26,6 +26,7 @@ from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.render import (
     BodyOptions,
     body_options,
+    client_msg_id,
     make_body_options,
     message_block,
     message_json,
@@ -39,6 +40,7 @@ from rocketstore.cli.timeparse import (
     now_ms,
 )
 from rocketstore.errors import CorruptDataError
+from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import (
     decode_offset_msg_id,
@@ -51,18 +53,41 @@ from rocketstore.status import GetStatus
 from rocketstore.store import MessageStore
 
 
-def message_tracks(offsets: ConsumerOffsets, message: MessageExt) -> list[str]:
-    """mqadmin's MessageTrack lines, from the committed offsets: each group that has
-    offsets for the message's topic, CONSUMED when its offset in the message's queue is
-    past the message, else NOT_CONSUMED_YET (mqadmin asks the broker which groups consume
-    the topic and whether they are online; offline, the offsets are what is known)."""
-    lines = []
-    for group in sorted(offsets.groups_of_topic(message.topic)):
+def track_groups(offsets: ConsumerOffsets, topic: str) -> list[str]:
+    """The groups mqadmin tracks a message of ``topic`` for: those the broker says
+    consume it (QUERY_TOPIC_CONSUME_BY_WHO: the groups with committed offsets for it, and
+    online subscribers, of which there are none offline), in the order of the HashSet
+    mqadmin reads them into."""
+    return java_hashmap_order(sorted(offsets.groups_of_topic(topic)))
+
+
+def message_tracks(offsets: ConsumerOffsets, message: MessageExt) -> str:
+    """mqadmin's MessageTrack text for the message, the tracks back to back as it prints
+    them. Offline no consumer is connected, so each group's track is the broker's
+    CONSUMER_NOT_ONLINE (206) answer, as mqadmin prints it for a broker serving this store
+    before its consumers connect; whether each group has consumed the message is in the
+    --json output (``consumerTracks``)."""
+    return "".join(
+        f"MessageTrack [consumerGroup={group}, trackType=NOT_ONLINE, "
+        f"exceptionDesc=CODE:206 DESC:the consumer group[{group}] not online]"
+        for group in track_groups(offsets, message.topic)
+    )
+
+
+def consumer_tracks(offsets: ConsumerOffsets, message: MessageExt) -> list[dict[str, Any]]:
+    """Per tracked group: its committed offset in the message's queue and whether that is
+    past the message (the message was consumed)."""
+    tracks = []
+    for group in track_groups(offsets, message.topic):
         committed = offsets.query(group, message.topic, message.queue_id)
-        consumed = committed is not None and committed > message.queue_offset
-        kind = "CONSUMED" if consumed else "NOT_CONSUMED_YET"
-        lines.append(f"MessageTrack [consumerGroup={group}, trackType={kind}, exceptionDesc=null]")
-    return lines
+        tracks.append(
+            {
+                "consumerGroup": group,
+                "committedOffset": committed,
+                "consumed": committed is not None and committed > message.queue_offset,
+            }
+        )
+    return tracks
 
 
 def _consumer_offsets(root: str) -> ConsumerOffsets | None:
@@ -82,26 +107,31 @@ def print_messages(
     offset_id: bool = True,
     numbered: bool = False,
 ) -> None:
-    """Each message as mqadmin's block, then its consumer tracks (or ``WARN: No
-    Consumer``) after two blank lines, or as one JSON object. ``numbered``: the n-th
-    match's body file is ``<msgId>_<n>`` (queryMsgByUniqueKey -a: they share a msgId)."""
-    offsets = None if ctx.as_json else _consumer_offsets(store.root)
+    """Each message as mqadmin's block, then, after two line breaks, its consumer tracks
+    (or ``WARN: No Consumer``) with no line break after them: mqadmin prints them so, and
+    the next block starts on the same line. Or each as one JSON object, with its
+    ``consumerTracks``. ``numbered``: the n-th match's body file is ``<msgId>_<n>``
+    (queryMsgByUniqueKey -a: they share a msgId)."""
+    offsets = _consumer_offsets(store.root)
+    printed = False
     for n, message in enumerate(messages):
         if ctx.as_json:
-            ctx.emit(message_json(message, body))
+            obj = message_json(message, body)
+            obj["consumerTracks"] = [] if offsets is None else consumer_tracks(offsets, message)
+            ctx.emit(obj)
             continue
-        # queryMsgByUniqueKey names the file by the client's msgId (UNIQ_KEY), _n after
-        # the first match.
-        name = None if offset_id else (message.uniq_key or message.msg_id)
-        if name is not None and numbered and n > 0:
+        # mqadmin names the body file by the client's msgId (the UNIQ_KEY, else the
+        # offsetMsgId); queryMsgByUniqueKey adds _n after the first match.
+        name = client_msg_id(message)
+        if numbered and n > 0:
             name = f"{name}_{n}"
         for line in message_block(message, body, offset_id=offset_id, body_name=name):
             click.echo(line)
-        tracks = message_tracks(offsets, message) if offsets is not None else []
-        click.echo("\n")
-        for line in tracks or ["WARN: No Consumer"]:
-            click.echo(line)
-        click.echo()
+        tracks = message_tracks(offsets, message) if offsets is not None else ""
+        click.echo("\n\n" + (tracks or "WARN: No Consumer"), nl=False)
+        printed = True
+    if printed:
+        click.echo()  # (mqadmin ends without one; a shell prompt is better on its own line)
 
 
 @click.command(
@@ -211,6 +241,7 @@ def query_by_id(
         raise click.BadParameter("no message id given", param_hint="-i")
     missing: list[str] = []
     notes: list[str] = []
+    found: list[MessageExt] = []
     with ctx.open_read_only() as store:
         if topic is not None:
             require_topic(store, topic)
@@ -238,7 +269,8 @@ def query_by_id(
             if message is None:
                 missing.append(msg_id)
                 continue
-            print_messages(ctx, store, [message], body)
+            found.append(message)
+        print_messages(ctx, store, found, body)
     if missing:
         if not ctx.as_json:
             click.echo("\nMessage not found!")  # mqadmin's words, on stdout
