@@ -10,7 +10,7 @@ from pathlib import Path
 from cli_helpers import BASE_MS, CONFIG, COUNT, TAGS, Run, body_of, topic_of, uniq_of
 
 from rocketstore import Message, MessageStore
-from rocketstore.format.javahash import tags_code
+from rocketstore.format.javahash import java_hash_set_order, message_queue_hash, tags_code
 
 Cli = Callable[..., Run]
 
@@ -22,19 +22,27 @@ def indexes(topic: str, queue_id: int | None = None) -> list[int]:
     ]
 
 
+def mqadmin_order(topic: str, broker: str = "localStore", count: int = 4) -> list[int]:
+    """The order mqadmin walks a topic's queues in: its HashSet of MessageQueue's."""
+    hashes = [message_queue_hash(topic, broker, q) for q in range(count)]
+    return java_hash_set_order(hashes)
+
+
 def test_print_msg_every_message_of_a_topic(store: Path, cli: Cli) -> None:
     run = cli("--store", store, "printMsg", "-t", "Payments")
     assert run.code == 0, run.err
     lines = run.out.splitlines()
     headers = [line for line in lines if line.startswith("minOffset=")]
+    order = mqadmin_order("Payments")
+    assert order != [0, 1, 2, 3]  # (so the test tells the two apart)
     assert headers == [
         f"minOffset=0, maxOffset={len(indexes('Payments', q))}, MessageQueue [topic=Payments, "
         f"brokerName=localStore, queueId={q}]"
-        for q in range(4)
+        for q in order
     ]
     messages = [line for line in lines if line.startswith("MSGID: ")]
     assert len(messages) == len(indexes("Payments"))
-    first = messages[0]
+    (first,) = [line for line in messages if line.startswith(f"MSGID: {uniq_of(0)} ")]
     assert first.startswith(f"MSGID: {uniq_of(0)} MessageExt [brokerName=localStore, queueId=0, ")
     assert first.endswith(f"BODY: {body_of(0).decode()}")
     # RocketMQ's Message.toString: properties as the HashMap the client decodes them into,
@@ -167,22 +175,24 @@ def test_query_cq(store: Path, cli: Cli) -> None:
 
 
 def test_consume_message_takes_the_oldest_of_each_queue_in_turn(store: Path, cli: Cli) -> None:
-    """mqadmin's consumeMessage without a queue: -c messages, the oldest of queue 0 first,
-    a pull (at most 32) at a time, each announced by "Consume ok"."""
-    q0 = indexes("Payments", 0)
+    """mqadmin's consumeMessage without a queue: -c messages, the oldest of the first
+    queue in mqadmin's order first, a pull (at most 32) at a time, each announced by
+    "Consume ok"."""
+    order = mqadmin_order("Payments")
+    first = indexes("Payments", order[0])
     run = cli("--store", store, "consumeMessage", "-t", "Payments", "-c", "40")
     assert run.code == 0, run.err
     lines = run.out.splitlines()
-    assert lines[0] == "The older 40 message of the 0 queue will be provided"
+    assert lines[0] == f"The older 40 message of the {order[0]} queue will be provided"
     assert lines.count("Consume ok") == 2  # 32 + 8
     ids = [line.split()[1] for line in lines if line.startswith("MSGID: ")]
-    assert ids == [uniq_of(i) for i in q0[:40]]
+    assert ids == [uniq_of(i) for i in first[:40]]
     everything = cli("--store", store, "consumeMessage", "-t", "Payments", "-c", str(COUNT))
     finished = [line for line in everything.out.splitlines() if "print msg finished" in line]
     assert finished == [
         f"MessageQueue [topic=Payments, brokerName=localStore, queueId={q}] print msg finished. "
         f"status=NO_NEW_MSG, offset={len(indexes('Payments', q))}"
-        for q in range(4)
+        for q in order
     ]
     assert everything.out.count("MSGID: ") == len(indexes("Payments"))
 
@@ -286,9 +296,9 @@ def test_print_msg_end_time_is_exclusive_as_search_offset(store: Path, cli: Cli)
     assert run.code == 0, run.err
     mq = "MessageQueue [topic=Payments, brokerName=localStore, queueId=0]"
     lines = run.out.splitlines()
-    assert lines[0] == f"minOffset=2, maxOffset=5, {mq}"
-    assert [line.split()[1] for line in lines[1:33]] == [uniq_of(i) for i in q0[2:34]]
-    assert lines[33] == "-" * 56
+    at = lines.index(f"minOffset=2, maxOffset=5, {mq}")
+    assert [line.split()[1] for line in lines[at + 1 : at + 33]] == [uniq_of(i) for i in q0[2:34]]
+    assert lines[at + 33] == "-" * 56
     as_json = cli(
         "--store", store, "--json", "printMsg", "-t", "Payments", "-b", begin, "-e", end
     )  # fmt: skip
@@ -297,7 +307,7 @@ def test_print_msg_end_time_is_exclusive_as_search_offset(store: Path, cli: Cli)
     assert [row["queueOffset"] for row in rows if row["queueId"] == 0] == [2, 3, 4]
     # A time between two messages: the next one starts (or ends) the range.
     between = cli("--store", store, "printMsg", "-t", "Payments", "-b", begin + 1, "-e", end - 1)
-    assert between.out.splitlines()[0] == f"minOffset=3, maxOffset=5, {mq}"
+    assert f"minOffset=3, maxOffset=5, {mq}" in between.out.splitlines()
 
 
 def test_print_msg_by_queue_ranks_ties_as_mqadmin_hash_map(tmp_path: Path, cli: Cli) -> None:
@@ -317,3 +327,33 @@ def test_print_msg_by_queue_ranks_ties_as_mqadmin_hash_map(tmp_path: Path, cli: 
         f"Tag: {'BB':<30} Count: 2",
         f"Tag: {'Aa':<30} Count: 2",
     ]
+
+
+def test_the_topic_config_gives_the_queues_as_a_broker_routes_them(store: Path, cli: Cli) -> None:
+    """With a config the queues are the broker's: topicStatus its write queues (sorted,
+    as mqadmin sorts them), printMsg its read queues in mqadmin's set order; a queue
+    without a consume queue is empty (0 and 0, no time)."""
+    from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+
+    configs = TopicConfigManager(store)
+    configs.update(TopicConfig("Payments", read_queue_nums=6, write_queue_nums=5))
+    status = cli("--store", store, "topicStatus", "-t", "Payments")
+    assert status.code == 0, status.err
+    rows = status.out.splitlines()[1:]
+    assert [int(row.split()[1]) for row in rows] == [0, 1, 2, 3, 4]
+    assert rows[4] == f"{'localStore':<32}  {4:<4}  {0:<20}  {0:<20}    "
+    printed = cli("--store", store, "printMsg", "-t", "Payments", "-d", "false")
+    heads = [line for line in printed.out.splitlines() if line.startswith("minOffset=")]
+    assert [int(head.rsplit("=", 1)[1].rstrip("]")) for head in heads] == mqadmin_order(
+        "Payments", count=6
+    )
+    assert (
+        "minOffset=0, maxOffset=0, MessageQueue [topic=Payments, brokerName=localStore, "
+        "queueId=5]" in heads
+    )
+    configs.update(TopicConfig("Payments", read_queue_nums=4, write_queue_nums=4, perm=2))
+    unreadable = cli("--store", store, "printMsg", "-t", "Payments")
+    assert unreadable.code == 1
+    assert "Can not find Message Queue for this topic, Payments Namesrv return empty" in (
+        unreadable.err
+    )

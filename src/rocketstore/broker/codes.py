@@ -71,6 +71,8 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # 5.x: a DefaultLitePullConsumer's pull (the same request as PULL_MESSAGE).
+    LITE_PULL_MESSAGE = 361
 
 
 class ResponseCode(enum.IntEnum):

@@ -41,6 +41,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.SEND_MESSAGE_V2: send.send_message,
     RequestCode.SEND_BATCH_MESSAGE: send.send_batch,
     RequestCode.PULL_MESSAGE: pull.pull_message,
+    RequestCode.LITE_PULL_MESSAGE: pull.pull_message,  # as RocketMQ 5.x routes it
     RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
     RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
     RequestCode.GET_MAX_OFFSET: offsets.get_max_offset,

@@ -18,7 +18,6 @@ from rocketstore.cli.context import (
     CliContext,
     queue_bounds,
     require_queue,
-    require_topic,
     unit_store_time,
 )
 from rocketstore.cli.params import java_int
@@ -32,6 +31,7 @@ from rocketstore.cli.render import (
     message_queue,
     message_to_string,
 )
+from rocketstore.cli.route_queues import subscribe_queue_ids
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
 from rocketstore.cli.tools_pull import PullStatus, PullStep, empty_pull_line, tools_pull
 from rocketstore.errors import SelectorError
@@ -204,16 +204,15 @@ def print_msg(
     """
     subscription = subscription_of(sub, sql92)
     with ctx.open_read_only(broker_limits=True) as store:
-        if lmq_parent is not None:
-            queue_ids = require_topic(store, lmq_parent)
-            present = set(store.topics().get(topic, []))
-        else:
-            queue_ids = require_topic(store, topic)
-            present = set(queue_ids)
+        # mqadmin walks the (parent's) route's read queues in its HashSet's order; a queue
+        # the route has and the store lacks is empty.
+        route_topic = topic if lmq_parent is None else lmq_parent
+        queue_ids = subscribe_queue_ids(store, route_topic, ctx.broker_name)
+        present = set(store.topics().get(topic, []))
         ranges = [
             (queue_id, *searched_range(store, topic, queue_id, begin, end))
             if queue_id in present
-            else (queue_id, 0, 0)  # a queue the parent has and TOPIC has not: empty
+            else (queue_id, 0, 0)  # a queue the route has and the store has not: empty
             for queue_id in queue_ids
         ]
         total = sum(max(high - low, 0) for _, low, high in ranges)

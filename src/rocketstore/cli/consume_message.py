@@ -24,10 +24,10 @@ from rocketstore.cli.context import (
     CliError,
     queue_bounds,
     require_queue,
-    require_topic,
 )
 from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.render import message_json, message_queue
+from rocketstore.cli.route_queues import subscribe_queue_ids
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME
 from rocketstore.cli.tools_pull import TOOLS_PULL_MAX, PullStatus, empty_pull_line, tools_pull
 from rocketstore.format.selector import TAG
@@ -164,9 +164,12 @@ def consume_message(
     with ctx.open_read_only(broker_limits=True) as store:
         if queue_id is None:
             left = count
-            for each in require_topic(store, topic):
+            present = set(store.topics().get(topic, []))
+            for each in subscribe_queue_ids(store, topic, ctx.broker_name):
                 if left == 0:
                     return
+                if each not in present:
+                    continue  # a queue of the route without a consume queue: nothing in it
                 low, high = queue_range(store, topic, each, begin, end)
                 queue_end = queue_bounds(store, topic, each)[1]
                 if high - low > left:

@@ -12,7 +12,7 @@ import os
 import click
 
 from rocketstore.broker import admin_client
-from rocketstore.broker.topic_config import read_topics_file
+from rocketstore.broker.topic_config import TopicConfigManager, read_topics_file
 from rocketstore.cli.context import (
     CliContext,
     CliError,
@@ -83,14 +83,26 @@ def topic_list(ctx: CliContext, namesrv: str | None) -> None:
 @click.pass_obj
 def topic_status(ctx: CliContext, topic: str) -> None:
     """Per queue of TOPIC: min offset, max offset and the store time of the newest message.
+    The queues are the broker's for the topic: its write queues in config/topics.json
+    (one without a consume queue shows 0 and 0), or the store's for a topic without a
+    config.
 
     \b
     Example:
       rocketstore topicStatus -t OrderEvents
     """
     with ctx.open_read_only() as store:
+        present = store.topics().get(topic, [])
+        config = TopicConfigManager(store.root).get(topic)
+        # GET_TOPIC_STATS_INFO goes through the config's write queues.
+        queue_ids = (
+            require_topic(store, topic) if config is None else range(config.write_queue_nums)
+        )
         rows = []
-        for queue_id in require_topic(store, topic):
+        for queue_id in queue_ids:
+            if queue_id not in present:
+                rows.append((queue_id, 0, 0, 0))
+                continue
             low, high = queue_bounds(store, topic, queue_id)
             last = unit_store_time(store, topic, queue_id, high - 1) if high > low else -1
             rows.append((queue_id, low, high, max(last, 0)))

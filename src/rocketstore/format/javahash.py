@@ -154,8 +154,29 @@ def hashmap_capacity(peak_size: int, initial_capacity: int = 16) -> int:
 
 
 def hashmap_bucket(key: str, capacity: int) -> int:
-    h = java_string_hash(key) & _MASK32
+    return hash_code_bucket(java_string_hash(key), capacity)
+
+
+def hash_code_bucket(hash_code: int, capacity: int) -> int:
+    """The bucket of a key with this ``hashCode()`` in a HashMap table of ``capacity``."""
+    h = hash_code & _MASK32
     return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def message_queue_hash(topic: str, broker_name: str, queue_id: int) -> int:
+    """``MessageQueue.hashCode()`` (4.x and 5.x alike): brokerName, queueId, topic folded
+    by 31 from 1."""
+    result = 31 + java_string_hash(broker_name)
+    result = 31 * result + queue_id
+    result = 31 * result + java_string_hash(topic)
+    return _to_signed32(result)
+
+
+def java_hash_set_order(hash_codes: Sequence[int], peak_size: int | None = None) -> list[int]:
+    """The positions of keys with these hash codes, put into a ``java.util.HashSet`` (or
+    HashMap) in this order, in its iteration order (see java_hashmap_order)."""
+    cap = hashmap_capacity(max(peak_size or 0, len(hash_codes)))
+    return sorted(range(len(hash_codes)), key=lambda i: (hash_code_bucket(hash_codes[i], cap), i))
 
 
 def java_hashmap_order(

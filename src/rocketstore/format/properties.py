@@ -31,6 +31,13 @@ MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 RECONSUME_TIME = "RECONSUME_TIME"
 CRC32_PROPERTY = "__CRC32#"
+# RocketMQ 5.x timer messages (a delivery time, or a delay in ms or s), and the mark of
+# one the timer wheel has already rolled.
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+TIMER_DELAY_MS = "TIMER_DELAY_MS"
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_OUT_MS = "TIMER_OUT_MS"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 # Added by the client to every pulled message (PullAPIWrapper), never stored.
 MIN_OFFSET = "MIN_OFFSET"
 MAX_OFFSET = "MAX_OFFSET"

@@ -586,3 +586,44 @@ def test_a_dropped_wait_still_sized_the_map_the_properties_are_ordered_by(
     ctx.store.wait_dispatched()
     (record,) = decode_records(pull(ctx, "TW", 0, 0).body)
     assert list(record.properties) == order
+
+
+def test_rocketmq5_client_requests(ctx: BrokerContext) -> None:
+    """What the real RocketMQ 5.3.3 client sends beyond 4.9's: a DefaultLitePullConsumer
+    pulls with LITE_PULL_MESSAGE (361, served as PULL_MESSAGE); every send is answered
+    with its transactionId (the UNIQ_KEY); a timer message (TIMER_DELIVER_MS, _DELAY_MS,
+    _DELAY_SEC) is refused as by a 5.x broker with its timer wheel off, not delivered at
+    once, unless it carries a delay level too (the level wins)."""
+    sent = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TopicA", queue_id=0, properties=PROPS))
+    assert sent.code == ResponseCode.SUCCESS, sent.remark
+    assert sent.ext_fields["transactionId"] == "AC11000100002A9F0000000000000001"
+    ctx.store.wait_dispatched()
+    ext = {
+        "consumerGroup": "G", "topic": "TopicA", "queueId": "0", "queueOffset": "0",
+        "maxMsgNums": "10", "sysFlag": "22", "commitOffset": "0", "suspendTimeoutMillis": "0",
+        "subscription": "*", "subVersion": "0", "expressionType": "TAG", "ReqT": "0",
+        "bname": "broker-a", "maxMsgBytes": "2147483647",
+    }  # fmt: skip
+    lite = call(ctx, RequestCode.LITE_PULL_MESSAGE, ext)
+    assert lite.code == ResponseCode.SUCCESS, lite.remark
+    assert [m.tags for m in decode_records(lite.body)] == ["tagA"]
+    for timer in (
+        "TIMER_DELIVER_MS\x011795770000000",
+        "TIMER_DELAY_SEC\x0120",
+        "TIMER_DELAY_MS\x015",
+    ):
+        refused = call(
+            ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TopicA", properties=f"{PROPS}\x02{timer}")
+        )
+        assert (refused.code, refused.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "accurate timer message is not enabled, timerWheelEnable is false",
+        )
+    leveled = call(
+        ctx,
+        RequestCode.SEND_MESSAGE_V2,
+        send_v2("TopicA", properties=f"{PROPS}\x02TIMER_DELAY_SEC\x0120\x02DELAY\x012"),
+    )
+    assert leveled.code == ResponseCode.SUCCESS, leveled.remark
+    ctx.store.wait_dispatched()
+    assert ctx.store.max_offset("TopicA", 0) == 1  # nothing of the refused was stored

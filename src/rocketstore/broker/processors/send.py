@@ -32,7 +32,7 @@ from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.paths import RETRY_PREFIX
-from rocketstore.put_path import PutResult
+from rocketstore.put_path import PutResult, delay_level
 from rocketstore.status import PutStatus
 
 # SendMessageRequestHeaderV2's one-letter names (a compact header for every send).
@@ -184,9 +184,16 @@ def _retry_target(
 
 
 def put_response(
-    cmd: RemotingCommand, results: list[PutResult], queue_id: int, ctx: BrokerContext, topic: str
+    cmd: RemotingCommand,
+    results: list[PutResult],
+    queue_id: int,
+    ctx: BrokerContext,
+    topic: str,
+    transaction_id: str | None = None,
 ) -> RemotingCommand:
-    """The send's answer; a stored send counts in ``topic``'s put statistics."""
+    """The send's answer; a stored send counts in ``topic``'s put statistics.
+    ``transaction_id``: the message's UNIQ_KEY, which a 5.x broker returns on every send
+    (``SendResult.getTransactionId``; 4.9 clients read the same header field)."""
     first = results[0]
     code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
     if first.status not in _STORED:
@@ -200,7 +207,25 @@ def put_response(
         "MSG_REGION": "DefaultRegion",
         "TRACE_ON": "true",
     }
+    if transaction_id:
+        ext["transactionId"] = transaction_id
     return cmd.response(code, None, ext)
+
+
+def asks_for_timer(properties: dict[str, str], topic: str) -> bool:
+    """A RocketMQ 5.x timer message (HookUtils.checkIfTimerMessage): a delivery time or
+    delay without a delay level, not one the timer has rolled already."""
+    if (delay_level(properties) or 0) > 0:
+        return False  # the level wins (5.x drops the timer properties)
+    if topic == props.TIMER_TOPIC or props.TIMER_OUT_MS in properties:
+        return False
+    timer_keys = (props.TIMER_DELIVER_MS, props.TIMER_DELAY_MS, props.TIMER_DELAY_SEC)
+    return any(key in properties for key in timer_keys)
+
+
+# The answer of a 5.x broker whose timer wheel is off; rocketstore has no timer wheel, and
+# storing such a message as a plain one would deliver it at once, against what was asked.
+TIMER_REFUSED = "accurate timer message is not enabled, timerWheelEnable is false"
 
 
 def stored_properties(
@@ -243,6 +268,8 @@ async def send_message(
     if is_transactional(properties):
         # RocketMQ goes by the TRAN_MSG property, not by the sys flag.
         return await _send_half(ctx, cmd, conn, header, properties, sys_flag, topic, queue_id)
+    if asks_for_timer(properties, topic):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, TIMER_REFUSED)
     # A multi-dispatch message keeps WAIT in its map: the store's wrap adds the queue
     # offsets to that map (WAIT counts in its size) and leaves WAIT out.
     keep_wait = ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)
@@ -258,7 +285,8 @@ async def send_message(
         reconsume_times=header.reconsume_times,
     )
     result = await ctx.put(message, len(message.body))
-    return put_response(cmd, [result], queue_id, ctx, message.topic)
+    uniq_key = properties.get(props.UNIQ_KEY)
+    return put_response(cmd, [result], queue_id, ctx, message.topic, uniq_key)
 
 
 async def _send_half(
@@ -291,7 +319,8 @@ async def _send_half(
         reconsume_times=header.reconsume_times,
     )
     result = await ctx.put(half, len(half.body))
-    return put_response(cmd, [result], queue_id, ctx, half.topic)
+    uniq_key = properties.get(props.UNIQ_KEY)
+    return put_response(cmd, [result], queue_id, ctx, half.topic, uniq_key)
 
 
 async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
