@@ -135,8 +135,17 @@ def test_topic_route(tmp_path: Path, cli: Cli) -> None:
     TopicConfigManager(root).update(TopicConfig("Orders", 4, 2, 6))
     run = cli("--store", root, "topicRoute", "-t", "Orders", "--broker-addr", "10.0.0.5:10911")
     assert run.code == 0, run.err
-    assert run.out.startswith('{\n\t"brokerDatas":[')
-    route = json.loads(run.out)
+    # fastjson's pretty JSON as mqadmin prints it: the broker id unquoted, no nulls.
+    assert run.out == (
+        '{\n\t"brokerDatas":[\n\t\t{\n\t\t\t"brokerAddrs":{\n\t\t\t\t0:"10.0.0.5:10911"\n\t\t\t},'
+        '\n\t\t\t"brokerName":"broker-a",\n\t\t\t"cluster":"DefaultCluster"\n\t\t}\n\t],'
+        '\n\t"filterServerTable":{},\n\t"queueDatas":[\n\t\t{\n\t\t\t"brokerName":"broker-a",'
+        '\n\t\t\t"perm":6,\n\t\t\t"readQueueNums":4,\n\t\t\t"topicSysFlag":0,'
+        '\n\t\t\t"writeQueueNums":2\n\t\t}\n\t]\n}\n'
+    )
+    route = cli(
+        "--store", root, "--json", "topicRoute", "-t", "Orders", "--broker-addr", "10.0.0.5:10911"
+    ).json_lines()[0]
     assert route["queueDatas"] == [
         {
             "brokerName": "broker-a",
@@ -158,6 +167,11 @@ def test_topic_route(tmp_path: Path, cli: Cli) -> None:
         "#Perm",
     ]
     assert lines[1].split() == ["DefaultCluster", "broker-a", "{0=127.0.0.1:10911}", "4", "2", "6"]
+    # Without the options, the broker of the -c settings file.
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-x\nbrokerClusterName=ClusterX\nbrokerIP1=10.1.1.1\n")
+    named = cli("-c", conf, "--store", root, "topicRoute", "-t", "Orders", "-l").out.splitlines()
+    assert named[1].split() == ["ClusterX", "broker-x", "{0=10.1.1.1:10911}", "4", "2", "6"]
     assert lines[2] == "-" * 158
     assert lines[3].split() == ["Total:", "1", "4", "2"]
     # Built-in topics resolve without any topics.json.

@@ -11,15 +11,16 @@ take.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
 
 from rocketstore.broker import admin_client
+from rocketstore.broker.broker_config import dump_pretty
 from rocketstore.broker.perm_name import PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE
 from rocketstore.broker.topic_config import (
     MAX_QUEUE_NUMS,
@@ -29,6 +30,7 @@ from rocketstore.broker.topic_config import (
     topic_name_problem,
 )
 from rocketstore.cli.context import CliContext, CliError, through_namesrv
+from rocketstore.cli.send import broker_config_of
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, StoreLockedError
 from rocketstore.files.lock import DirectoryLock
@@ -394,21 +396,21 @@ def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str 
 @click.option("-n", "--namesrvAddr", "namesrv", help=_NAMESRV_HELP)
 @click.option(
     "--broker-addr",
-    default=DEFAULT_BROKER_ADDR,
-    show_default=True,
-    help="Broker address to show (the broker's --listen). Example: --broker-addr 10.0.0.5:10911",
+    default=None,
+    help="Broker address to show [default: brokerIP1:listenPort of -c, else "
+    f"{DEFAULT_BROKER_ADDR}]. Example: --broker-addr 10.0.0.5:10911",
 )
 @click.option(
     "--broker-name",
-    default=DEFAULT_BROKER_NAME,
-    show_default=True,
-    help="Broker name to show. Example: --broker-name broker-b",
+    default=None,
+    help=f"Broker name to show [default: brokerName of -c, else {DEFAULT_BROKER_NAME}]. "
+    "Example: --broker-name broker-b",
 )
 @click.option(
     "--cluster",
-    default=DEFAULT_CLUSTER,
-    show_default=True,
-    help="Cluster name to show. Example: --cluster ProdCluster",
+    default=None,
+    help=f"Cluster name to show [default: brokerClusterName of -c, else {DEFAULT_CLUSTER}]. "
+    "Example: --cluster ProdCluster",
 )
 @click.pass_obj
 def topic_route(
@@ -416,9 +418,9 @@ def topic_route(
     topic: str,
     as_list: bool,
     namesrv: str | None,
-    broker_addr: str,
-    broker_name: str,
-    cluster: str,
+    broker_addr: str | None,
+    broker_name: str | None,
+    cluster: str | None,
 ) -> None:
     """The TopicRouteData a name server would return for TOPIC, from the store's
     config/topics.json (read only; works beside a running broker).
@@ -437,13 +439,19 @@ def topic_route(
             raise CliError(f"No topic route info in name server for the topic: {topic.strip()}")
         route = found
     else:
-        options = RouteOptions(topic.strip(), broker_addr, broker_name, cluster)
+        settings = broker_config_of(ctx)
+        options = RouteOptions(
+            topic.strip(),
+            broker_addr or ctx.config.store_host,
+            broker_name or settings.broker_name,
+            cluster or settings.broker_cluster_name,
+        )
         route = topic_route_offline(ctx.store_dir, options)
     if ctx.as_json:
         ctx.emit(route)
         return
     if not as_list:
-        click.echo(json.dumps(route, indent="\t", separators=(",", ":")))
+        click.echo(fastjson_pretty_route(route))
         return
     click.echo(
         ROUTE_LIST_FORMAT.format(
@@ -469,6 +477,27 @@ def topic_route(
     click.echo(
         ROUTE_LIST_FORMAT.format("Total:", len(queue_datas), "", total_read, total_write, "")
     )
+
+
+def fastjson_pretty_route(route: Mapping[str, Any]) -> str:
+    """TopicRouteData as mqadmin prints it (``JSON.toJSONString(route, true)``): nulls
+    left out, and the broker ids of ``brokerAddrs`` (Long keys) unquoted, as fastjson
+    writes a map key that is not a string."""
+    text = dump_pretty(_without_nulls(route))
+    return _QUOTED_ID_KEY.sub(r"\1\2:", text)
+
+
+# A line of the pretty JSON that starts with a quoted integer key: only brokerAddrs has
+# such keys (filterServerTable's are addresses, the rest bean properties).
+_QUOTED_ID_KEY = re.compile(r'^(\t*)"(-?\d+)":', re.MULTILINE)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def register(group: click.Group) -> None:
