@@ -11,37 +11,20 @@ from __future__ import annotations
 import ipaddress
 import os
 import random
-import socket
 import threading
 import time
 
 from rocketstore.format.message_id import encode_uniq_key, month_start_ms, uniq_key_prefix
+from rocketstore.host_addresses import host_addresses, java_address_order, java_get_ip
 
 
 def local_ip() -> str:
-    """The address Java's ``UtilAll.getIP`` would pick: the first public IPv4 (or public
-    IPv6) address, else the first private IPv4, else a fake one from the clock."""
-    candidates: list[str] = []
-    try:
-        infos = socket.getaddrinfo(socket.gethostname(), None)
-        candidates = [str(info[4][0]) for info in infos]
-    except OSError:
-        pass
-    private: str | None = None
-    for text in candidates:
-        try:
-            ip = ipaddress.ip_address(text.split("%")[0])
-        except ValueError:
-            continue
-        if ip.is_loopback or ip.is_unspecified or ip.is_link_local or ip.is_multicast:
-            continue
-        if ip.version == 4 and ip.is_private:
-            private = private or str(ip)
-            continue
-        if not ip.is_private:
-            return str(ip)
-    if private is not None:
-        return private
+    """The address Java's ``UtilAll.getIP`` picks on this host (see
+    :mod:`rocketstore.host_addresses`), else, as the client does when it finds none, a
+    fake one from the clock (the low 4 bytes of the time in ms)."""
+    found = java_get_ip(java_address_order(host_addresses()))
+    if found is not None:
+        return str(found)
     fake = (time.time_ns() // 1_000_000) & 0xFFFFFFFF
     return str(ipaddress.IPv4Address(fake))
 

@@ -33,8 +33,13 @@ from rocketstore.cli.context import CliError
 from rocketstore.cli.send import producer_queue_choice
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message_id import offset_msg_id
+from rocketstore.uniq_keys import local_ip
 
 Cli = Callable[..., Run]
+
+
+# The length of this host's UNIQ_KEYs (IPv4 or IPv6 address, whichever Java would pick).
+KEY_LENGTH = 56 if ":" in local_ip() else 32
 
 
 def expected_fields(i: int, offset: int) -> dict[str, Any]:
@@ -284,7 +289,8 @@ def test_send_message_then_find_it(store: Path, cli: Cli) -> None:
     assert run.code == 0, run.err
     (sent,) = run.json_lines()
     assert (sent["sendStatus"], sent["queueId"], sent["queueOffset"]) == ("SEND_OK", 2, 0)
-    assert len(sent["msgId"]) == 32
+    # A client msgId: this host's address as a Java client picks it (IPv4: 32 digits).
+    assert len(sent["msgId"]) == KEY_LENGTH
     found = cli(
         "--store", store, "--json", "queryMsgByUniqueKey", "-t", "NewTopic", "-i", sent["msgId"]
     )
@@ -305,7 +311,7 @@ def test_send_message_then_find_it(store: Path, cli: Cli) -> None:
     assert header == f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #MsgId"
     # Without -i the producer's pick: one of the new topic's 4 queues.
     broker, queue, status, msg_id = row.split()
-    assert (broker, status, len(msg_id)) == ("localStore", "SEND_OK", 32)
+    assert (broker, status, len(msg_id)) == ("localStore", "SEND_OK", KEY_LENGTH)
     assert row.startswith(f"{'localStore':<32}  {queue:<4}  {'SEND_OK':<20}    ")
     assert queue in {"0", "1", "2", "3"}
 
@@ -337,6 +343,8 @@ def test_send_message_as_mqadmin_sends_it(store: Path, cli: Cli) -> None:
     (obj,) = cli("--store", store, "--json", "printMsg", "-t", "Trimmed").json_lines()
     assert base64.b64decode(obj["body"]) == b"body"
     assert (obj["keys"], obj["tags"], obj["sysFlag"]) == ("k1", "tag", 0)
+    # Born beside the broker: its host (127.0.0.1 here), IPv4 whatever the UNIQ_KEY holds.
+    assert obj["bornHost"] == "127.0.0.1:0"
     big = "x" * 4096
     conf = store.parent / "broker.conf"
     conf.write_text("brokerClusterName=Prod\n")

@@ -21,6 +21,7 @@ from rocketstore.cli.params import java_int
 from rocketstore.cli.render import java_str
 from rocketstore.cli.timeparse import now_ms
 from rocketstore.cli.trace_data import encode_pub
+from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
@@ -30,7 +31,7 @@ from rocketstore.format.message import Message
 from rocketstore.format.selector.java_values import java_trim
 from rocketstore.paths import TOPIC_PATTERN, TRACE_TOPIC
 from rocketstore.store import MessageStore
-from rocketstore.uniq_keys import UniqKeyGenerator, local_ip
+from rocketstore.uniq_keys import UniqKeyGenerator
 
 MAX_TOPIC_LENGTH = 127
 # DefaultMQProducer's compressMsgBodyOverHowmuch and the client's default zlib level.
@@ -137,8 +138,12 @@ def _is_utf8_text(text: str) -> bool:
     return True
 
 
-def _born_host() -> str:
-    ip = local_ip()
+def _born_host(store_host: str) -> str:
+    """The born host of a send from this host: the broker sees the client's end of the
+    connection, which for a client beside the broker is an address of the broker's own
+    family and host (mqadmin to a broker on 127.0.0.1 is born at 127.0.0.1); the port
+    is the client's, unknown offline."""
+    ip = parse_host(store_host, what="store host")[0]
     return f"[{ip}]:0" if ":" in ip else f"{ip}:0"
 
 
@@ -221,7 +226,7 @@ def send_message(
             _producer_properties(tags, keys, uniq_key), broker_settings.broker_cluster_name
         ),
         born_timestamp=started,
-        born_host=_born_host(),
+        born_host=_born_host(ctx.config.store_host),
     )
     with ctx.open_writer() as store:
         problem = queue_id_problem(store, topic, max(queue_id, 0), broker_settings)
@@ -332,7 +337,7 @@ def _put_trace(
         sys_flag=sys_flag,
         properties=stored_properties(java_hashmap_ordered(client), broker.broker_cluster_name),
         born_timestamp=now_ms(),
-        born_host=_born_host(),
+        born_host=_born_host(store.config.store_host),
     )
     result = store.put(record)
     if not result.status.ok:
