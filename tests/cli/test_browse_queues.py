@@ -106,8 +106,8 @@ def test_topic_list_and_status(store: Path, cli: Cli) -> None:
     assert cli("--store", store, "topicList").out == "OrderEvents\nPayments\n"
     listed = cli("--store", store, "--json", "topicList").json_lines()
     assert listed == [
-        {"topic": "OrderEvents", "queueIds": [0, 1, 2, 3]},
-        {"topic": "Payments", "queueIds": [0, 1, 2, 3]},
+        {"topic": "OrderEvents", "queueIds": [0, 1, 2, 3], "configured": False},
+        {"topic": "Payments", "queueIds": [0, 1, 2, 3], "configured": False},
     ]
     status = cli("--store", store, "--json", "topicStatus", "-t", "Payments").json_lines()
     for queue_id, row in enumerate(status):
@@ -169,6 +169,18 @@ def test_query_cq(store: Path, cli: Cli) -> None:
         "extendDataJson='null', bitMap='null', eval=false, msg='null'}",
         rule,
     ]
+    # -g: the broker has no connection of the group offline, and says so first; -b is
+    # mqadmin's broker address.
+    grouped = cli(
+        "--store", store, "queryCq", "-t", "OrderEvents", "-q", "2", "-i", "5", "-c", "2",
+        "-g", "G1", "-b", "127.0.0.1:10911",
+    )  # fmt: skip
+    assert grouped.out.splitlines()[:3] == [
+        "Filter data: ",
+        "G1@OrderEvents is not online!",
+        rule,
+    ]
+    assert grouped.out.splitlines()[3:] == text.out.splitlines()
     bad = cli("--store", store, "queryCq", "-t", "OrderEvents", "-q", "2", "-i", "100000")
     assert bad.code == 1
     assert "out of range" in bad.err

@@ -13,7 +13,8 @@ from cli_helpers import BASE_MS, Run
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.broker.broker_config import parse_fastjson
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
-from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager, read_topics_file
+from rocketstore.cli.queues import name_server_order
 
 Cli = Callable[..., Run]
 PROGRESS = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}".format
@@ -39,6 +40,12 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
+def _configured(root: Path) -> list[str]:
+    configured = read_topics_file(root)
+    assert configured is not None
+    return list(configured.topics)
+
+
 def _offsets(root: Path) -> dict[str, dict[str, int]]:
     text = (root / "config" / "consumerOffset.json").read_text()
     table: dict[str, dict[str, int]] = parse_fastjson(text)["offsetTable"]
@@ -61,8 +68,22 @@ def test_consumer_progress_of_a_group(root: Path, cli: Cli) -> None:
         "Consume TPS: 0.00",
         "Diff Total: 25",
     ]
+    # -s true: mqadmin's #Client IP column, N/A with no consumer connected.
+    shown = cli("--store", root, "consumerProgress", "-g", "G1", "-s", "TRUE").out.splitlines()
+    ip_row = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20} {:<20}  {}"
+    assert shown[0] == ip_row.format(*header[:5], "#Client IP", "#Diff", "#LastTime")
+    assert shown[1] == ip_row.format("T", "localStore", 0, 10, 5, "N/A", 5, "2023-11-14 22:13:36")
+    assert cli("--store", root, "consumerProgress", "-g", "G1", "-s", "no").out == run.out
+    # Without -g, as mqadmin: the groups of the %RETRY% topics the broker has configured
+    # (none yet: the offsets alone do not list a group), in its topic list's order.
+    assert cli("--store", root, "--json", "consumerProgress").json_lines() == []
+    configs = TopicConfigManager(root)
+    for name in ("G1", "G2", "G3"):
+        configs.update(TopicConfig(f"%RETRY%{name}", 1, 1, 6))
     groups = cli("--store", root, "--json", "consumerProgress").json_lines()
-    assert groups == [{"group": "G1", "diffTotal": 25}, {"group": "G2", "diffTotal": 0}]
+    expected = {"G1": 25, "G2": 0, "G3": 0}  # G3 has no offsets: mqadmin shows 0
+    order = [t[7:] for t in name_server_order(_configured(root)) if t.startswith("%RETRY%")]
+    assert groups == [{"group": g, "diffTotal": expected[g]} for g in order]
     assert cli("--store", root, "consumerProgress", "-t", "T").code == 2  # -t needs -g
 
 

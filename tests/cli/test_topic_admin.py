@@ -10,7 +10,10 @@ import pytest
 from cli_helpers import CONFIG, Run
 
 from rocketstore import Message, MessageStore
+from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager, read_topics_file
+from rocketstore.cli.queues import name_server_order
+from rocketstore.format.javahash import java_hashmap_order
 
 Cli = Callable[..., Run]
 
@@ -188,18 +191,28 @@ def test_topic_list_adds_configured_topics(tmp_path: Path, cli: Cli) -> None:
     TopicConfigManager(root).update(TopicConfig("Planned", 2, 2, 6))
     run = cli("--store", root, "topicList")
     assert run.code == 0, run.err
+    # As mqadmin lists them: the configured topics the name server knows (built-in ones
+    # too), in its topic list's order; "Existing" has queues but no config.
     listed = run.out.split()
-    assert {"Existing", "Planned", "TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(listed)
-    assert listed == sorted(listed)
+    configured = read_topics_file(root)
+    assert configured is not None
+    assert listed == name_server_order(configured.topics)
+    assert {"Planned", "TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(listed)
+    assert "Existing" not in listed
+    # --json: every topic, configured or with queues.
     rows = {row["topic"]: row for row in cli("--store", root, "--json", "topicList").json_lines()}
-    assert rows["Existing"] == {"topic": "Existing", "queueIds": [0, 1]}
+    assert rows["Existing"] == {"topic": "Existing", "queueIds": [0, 1], "configured": False}
     assert rows["Planned"] == {
         "topic": "Planned",
         "queueIds": [],
+        "configured": True,
         "readQueueNums": 2,
         "writeQueueNums": 2,
         "perm": 6,
     }
+    # Without a topic config, the topics with queues, sorted.
+    bare = cli("--store", small_store(tmp_path / "bare"), "topicList").out.split()
+    assert bare == sorted(bare) and "Existing" in bare
 
 
 def test_topic_list_of_a_store_with_only_config(tmp_path: Path, cli: Cli) -> None:
@@ -273,3 +286,29 @@ def test_a_rebuild_leaves_a_deleted_topics_queues_out(
     assert run.code == 0, run.err
     assert "Existing" not in cli("--store", root, "topicList").out.split()
     assert cli("--store", root, "check").code == 0
+
+
+def test_topic_list_cluster_model(tmp_path: Path, cli: Cli) -> None:
+    """topicList -c: mqadmin's table of cluster, topic and each group with offsets on it
+    (retry and DLQ topics left out; a topic nobody consumes gets one row, no group)."""
+    root = small_store(tmp_path / "store")
+    configs = TopicConfigManager(root)
+    for name in ("Orders", "%RETRY%billing", "%DLQ%billing"):
+        configs.update(TopicConfig(name, 1, 1, 6))
+    offsets = ConsumerOffsets(root)
+    for group in ("billing", "audit"):
+        offsets.commit(group, "Orders", 0, 1)
+    offsets.persist()
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerClusterName=ClusterX\n")
+    run = cli("-c", conf, "--store", root, "topicList", "-c")
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[0] == f"{'#Cluster Name':<20}  {'#Topic':<48}  {'#Consumer Group':<48}"
+    row = "{:<20}  {:<64}  {:<64}"
+    orders = [line for line in lines if " Orders " in line]
+    assert orders == [
+        row.format("ClusterX", "Orders", g) for g in java_hashmap_order(["audit", "billing"])
+    ]
+    assert row.format("ClusterX", "TBW102", "") in lines
+    assert not any("%RETRY%" in line or "%DLQ%" in line for line in lines)

@@ -73,6 +73,8 @@ class RequestCode(enum.IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     # 5.x: a DefaultLitePullConsumer's pull (the same request as PULL_MESSAGE).
     LITE_PULL_MESSAGE = 361
+    # 5.x: the queues of a consumer that leaves rebalancing to the broker.
+    QUERY_ASSIGNMENT = 400
 
 
 class ResponseCode(enum.IntEnum):

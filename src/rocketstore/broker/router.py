@@ -14,6 +14,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors import (
     admin,
+    assignment,
     client_calls,
     clients,
     end_transaction,
@@ -42,6 +43,7 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.SEND_BATCH_MESSAGE: send.send_batch,
     RequestCode.PULL_MESSAGE: pull.pull_message,
     RequestCode.LITE_PULL_MESSAGE: pull.pull_message,  # as RocketMQ 5.x routes it
+    RequestCode.QUERY_ASSIGNMENT: assignment.query_assignment,
     RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
     RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
     RequestCode.GET_MAX_OFFSET: offsets.get_max_offset,

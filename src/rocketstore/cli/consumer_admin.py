@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import click
 
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
-from rocketstore.broker.topic_config import MAX_QUEUE_NUMS, TopicConfigManager
+from rocketstore.broker.topic_config import MAX_QUEUE_NUMS, TopicConfigManager, read_topics_file
 from rocketstore.cli.context import (
     CliContext,
     CliError,
@@ -29,12 +29,14 @@ from rocketstore.cli.context import (
     require_topic,
     unit_store_time,
 )
+from rocketstore.cli.queues import name_server_order
 from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME, format_seconds
 from rocketstore.cli.topic_admin import offline_edit
 from rocketstore.paths import RETRY_PREFIX
 from rocketstore.store import MessageStore
 
 PROGRESS_HEADER = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}"
+PROGRESS_IP_HEADER = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20} {:<20}  {}"
 GROUPS_HEADER = "{:<64}  {:<6}  {:<24} {:<5}  {:<14}  {:<7}  {}"
 ROLLBACK_ROW = "{:<20}  {:<20}  {:<20}  {:<20}  {:<20}  {:<20}"
 
@@ -108,11 +110,23 @@ def _managers(root: str) -> tuple[ConsumerOffsets, TopicConfigManager]:
 @click.option(
     "-t", "--topicName", "topic", default=None, help="Only this topic (with -g). Example: -t T"
 )
+@click.option(
+    "-s",
+    "--showClientIP",
+    "show_client_ip",
+    default=None,
+    help="true: add mqadmin's #Client IP column (with -g; N/A offline: no consumer holds a "
+    "queue). Example: -s true",
+)
 @click.pass_obj
-def consumer_progress(ctx: CliContext, group: str | None, topic: str | None) -> None:
+def consumer_progress(
+    ctx: CliContext, group: str | None, topic: str | None, show_client_ip: str | None
+) -> None:
     """With -g, each queue of the group's topics: the queue's max offset, the group's
     committed offset, the difference and the time of the last consumed message. Without,
-    every group (those with offsets or a %RETRY% topic) and its total difference.
+    each group and its total difference: as mqadmin, the groups with a %RETRY% topic in
+    config/topics.json, in the name server's topic-list order (a store without a topic
+    config: every group with offsets or a %RETRY% queue, sorted).
 
     \b
     Example:
@@ -123,16 +137,27 @@ def consumer_progress(ctx: CliContext, group: str | None, topic: str | None) -> 
     offsets, topics = _managers(root)
     with ctx.open_read_only() as store:
         if group is not None:
-            _print_group(ctx, consume_stats(store, offsets, topics, group, topic))
+            # mqadmin shows the column only for -s true (any case), as its check does.
+            with_ip = show_client_ip is not None and show_client_ip.strip().lower() == "true"
+            _print_group(ctx, consume_stats(store, offsets, topics, group, topic), with_ip)
             return
         if topic is not None:
             raise click.UsageError("-t needs -g")
-        retry_groups = {
-            t[len(RETRY_PREFIX) :]
-            for t in [*store.topics(), *(c.topic_name for c in topics.all())]
-            if t.startswith(RETRY_PREFIX)
-        }
-        groups = sorted(retry_groups | offsets.groups())
+        configured = read_topics_file(root)
+        if configured is not None and configured.topics:
+            # mqadmin's groups: those with a %RETRY% topic in the name server's topic
+            # list (the broker's configured topics), in that list's order.
+            listed = name_server_order(configured.topics)
+            groups = [t[len(RETRY_PREFIX) :] for t in listed if t.startswith(RETRY_PREFIX)]
+        else:
+            # A store written without a broker: every group it has offsets or retry
+            # queues for.
+            retry_groups = {
+                t[len(RETRY_PREFIX) :]
+                for t in [*store.topics(), *(c.topic_name for c in topics.all())]
+                if t.startswith(RETRY_PREFIX)
+            }
+            groups = sorted(retry_groups | offsets.groups())
         if not ctx.as_json:
             click.echo(GROUPS_HEADER.format(
                 "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"
@@ -149,8 +174,13 @@ def consumer_progress(ctx: CliContext, group: str | None, topic: str | None) -> 
                 click.echo(GROUPS_HEADER.format(_front(name, 64), 0, "OFFLINE", "", "", 0, diff))
 
 
-def _print_group(ctx: CliContext, rows: list[QueueProgress]) -> None:
-    if not ctx.as_json:
+def _print_group(ctx: CliContext, rows: list[QueueProgress], with_ip: bool = False) -> None:
+    if not ctx.as_json and with_ip:
+        click.echo(PROGRESS_IP_HEADER.format(
+            "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP",
+            "#Diff", "#LastTime",
+        ))  # fmt: skip
+    elif not ctx.as_json:
         click.echo(PROGRESS_HEADER.format(
             "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff",
             "#LastTime",
@@ -171,6 +201,13 @@ def _print_group(ctx: CliContext, rows: list[QueueProgress]) -> None:
                     "lastTimestamp": r.last_timestamp,
                 }
             )
+            continue
+        if with_ip:
+            # No consumer is connected offline, so no client holds the queue.
+            click.echo(PROGRESS_IP_HEADER.format(
+                _front(r.topic, 64), _front(ctx.broker_name, 32), r.queue_id, r.broker_offset,
+                r.consumer_offset, "N/A", diff, _date(r.last_timestamp),
+            ))  # fmt: skip
             continue
         click.echo(PROGRESS_HEADER.format(
             _front(r.topic, 64), _front(ctx.broker_name, 32), r.queue_id, r.broker_offset,

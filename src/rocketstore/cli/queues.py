@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 
 import click
 
 from rocketstore.broker import admin_client
+from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.topic_config import TopicConfigManager, read_topics_file
 from rocketstore.cli.context import (
     CliContext,
@@ -23,9 +25,12 @@ from rocketstore.cli.context import (
     unit_store_time,
 )
 from rocketstore.cli.params import java_int, java_long
+from rocketstore.cli.send import broker_config_of
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format import record as rec
 from rocketstore.format.cq_ext import bitmap_text, ext_unit_json, is_ext_address
+from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX
 
 
 @click.command("topicList", short_help="The topics in the store.")
@@ -35,8 +40,16 @@ from rocketstore.format.cq_ext import bitmap_text, ext_unit_json, is_ext_address
     "namesrv",
     help="List the topics a running name server knows instead. Example: -n 127.0.0.1:9876",
 )
+@click.option(
+    "-c",
+    "--clusterModel",
+    "cluster_model",
+    is_flag=True,
+    help="mqadmin's cluster table: each topic (not retry or DLQ) with its cluster and the "
+    "groups with offsets on it. Example: -c",
+)
 @click.pass_obj
-def topic_list(ctx: CliContext, namesrv: str | None) -> None:
+def topic_list(ctx: CliContext, namesrv: str | None, cluster_model: bool) -> None:
     """Every topic that has a consume queue or an entry in config/topics.json, one per
     line (--json adds the queue ids, and the queue counts and perm when configured).
     With -n, the topics of a running name server.
@@ -63,11 +76,24 @@ def topic_list(ctx: CliContext, namesrv: str | None) -> None:
         with ctx.open_read_only() as store:
             queues = store.topics()
     configs = configured.topics if configured is not None else {}
-    for topic in sorted(set(queues) | set(configs)):
-        if not ctx.as_json:
+    if cluster_model:
+        names = name_server_order(configs) if configs else sorted(queues)
+        _print_cluster_model(ctx, names)
+        return
+    if not ctx.as_json:
+        # mqadmin lists what the name server knows: the broker's configured topics, in
+        # the order of the sets they pass through. A store without a topic config gets
+        # the topics it has queues for, sorted.
+        names = name_server_order(configs) if configs else sorted(queues)
+        for topic in names:
             click.echo(topic)
-            continue
-        row: dict[str, object] = {"topic": topic, "queueIds": queues.get(topic, [])}
+        return
+    for topic in sorted(set(queues) | set(configs)):
+        row: dict[str, object] = {
+            "topic": topic,
+            "queueIds": queues.get(topic, []),
+            "configured": topic in configs,
+        }
         config = configs.get(topic)
         if config is not None:
             row.update(
@@ -76,6 +102,34 @@ def topic_list(ctx: CliContext, namesrv: str | None) -> None:
                 perm=config.perm,
             )
         ctx.emit(row)
+
+
+def _print_cluster_model(ctx: CliContext, topics: list[str]) -> None:
+    """topicList -c: per topic (retry and DLQ topics left out) the broker's cluster and
+    each group the broker says consumes it (QUERY_TOPIC_CONSUME_BY_WHO: those with
+    committed offsets offline, in the HashSet's order), or one row with no group."""
+    cluster = broker_config_of(ctx).broker_cluster_name
+    offsets = ConsumerOffsets(ctx.store_dir)
+    header = "{:<20}  {:<48}  {:<48}"  # (mqadmin's rows are wider than its header)
+    row = "{:<20}  {:<64}  {:<64}"
+    if not ctx.as_json:
+        click.echo(header.format("#Cluster Name", "#Topic", "#Consumer Group"))
+    for topic in topics:
+        if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            continue
+        groups = java_hashmap_order(sorted(offsets.groups_of_topic(topic)))
+        if ctx.as_json:
+            ctx.emit({"clusterName": cluster, "topic": topic, "consumerGroups": groups})
+            continue
+        for group in groups or [""]:
+            click.echo(row.format(cluster[:20], topic[:64], group[:64]))
+
+
+def name_server_order(topics: Iterable[str]) -> list[str]:
+    """The order mqadmin's topic list comes in: the name server's topic table (a
+    HashMap(1024)) copied into the TopicList's HashSet, which the client reads into
+    another of the same size."""
+    return java_hashmap_order(java_hashmap_order(sorted(topics), initial_capacity=1024))
 
 
 @click.command("topicStatus", short_help="Min and max offset and last update of each queue.")
@@ -151,8 +205,31 @@ SEPARATOR = "=" * 38
     show_default=True,
     help="How many units. Example: -c 50",
 )
+@click.option(
+    "-b",
+    "--broker",
+    "broker_addr",
+    default=None,
+    help="Accepted for mqadmin compatibility, ignored offline. Example: -b 127.0.0.1:10911",
+)
+@click.option(
+    "-g",
+    "--consumer",
+    "group",
+    default=None,
+    help="A consumer group: as a broker with no consumer connected, says the group is not "
+    "online (its filter is not applied). Example: -g OrderProcessors",
+)
 @click.pass_obj
-def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, count: int) -> None:
+def query_cq(
+    ctx: CliContext,
+    topic: str,
+    queue_id: int,
+    start: int | None,
+    count: int,
+    broker_addr: str | None,
+    group: str | None,
+) -> None:
     """Raw consume-queue units (CommitLog offset, size, tagsCode), as mqadmin's queryCq
     prints them; --json adds the record each points to (its offsetMsgId and tags, null
     when no record with that size starts there).
@@ -170,6 +247,9 @@ def query_cq(ctx: CliContext, topic: str, queue_id: int, start: int | None, coun
             raise CliError(f"queue offset {first} is out of range for {topic}-{queue_id} ({valid})")
         queue = store.queues[(topic, queue_id)]
         if not ctx.as_json:
+            if group is not None:
+                # The broker's filter data for a group it has no connection of.
+                click.echo(f"Filter data: \n{group}@{topic} is not online!\n{SEPARATOR}")
             click.echo(f"Queue data: \nmax: {high}, min: {low}\n{SEPARATOR}")
         for queue_offset in range(first, min(high, first + count)):
             unit = queue.unit(queue_offset)
