@@ -12,7 +12,11 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketstore.cli.metadata_export import ExportRequest, export_documents
-from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.javahash import (
+    concurrent_hashmap_capacity,
+    iteration_order,
+    java_hashmap_order,
+)
 
 Cli = Callable[..., Run]
 USER_TOPICS = ["Orders", "Payments", "%RETRY%billing", "%DLQ%billing"]
@@ -94,9 +98,31 @@ def test_one_table_and_the_broker_layout(tmp_path: Path) -> None:
     assert list(wrapper) == ["dataVersion", "subscriptionGroupTable"]
     manager = SubscriptionGroupManager(tmp_path)
     assert wrapper["dataVersion"] == manager.data_version.to_json()
-    assert list(wrapper["subscriptionGroupTable"]) == java_hashmap_order(
-        ["audit", "billing"], initial_capacity=2048
-    )
+    # In the order of the ConcurrentHashMap mqadmin decodes the broker's table into: sized
+    # by every group the broker has (the built-in ones too), written in the broker's
+    # table's order.
+    every = [config.group_name for config in manager.all()]
+    written = java_hashmap_order(sorted(every), initial_capacity=2048)
+    decoded = iteration_order(written, concurrent_hashmap_capacity(len(every)))
+    assert list(wrapper["subscriptionGroupTable"]) == [
+        g for g in decoded if g in ("audit", "billing")
+    ]
+
+
+def test_the_order_is_the_real_mqadmins() -> None:
+    """What the real 4.9.8 mqadmin wrote (exportMetadata -b -t) for a broker with these
+    18 topics: a ConcurrentHashMap of 32 slots (18 >= 0.75 * 16), and not a HashMap's
+    order, which would differ."""
+    names = [
+        "AutoTopic", "BenchmarkTest", "DefaultCluster", "DefaultCluster_REPLY_TOPIC",
+        "NewCrashTopic", "OFFSET_MOVED_EVENT", "OrderTopic", "RMQ_SYS_TRANS_HALF_TOPIC",
+        "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "TBW102", "TopicA", "TopicB", "TxTopic",
+        "broker-a", "%RETRY%GroupA", "%RETRY%GroupB", "%RETRY%GroupC",
+    ]  # fmt: skip
+    written = java_hashmap_order(sorted(names), initial_capacity=2048)
+    decoded = iteration_order(written, concurrent_hashmap_capacity(len(names)))
+    users = ["NewCrashTopic", "OrderTopic", "TxTopic", "TopicB", "TopicA", "AutoTopic"]
+    assert [n for n in decoded if n in users] == users
 
 
 def test_export_metadata_command(tmp_path: Path, cli: Cli) -> None:

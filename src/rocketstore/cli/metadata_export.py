@@ -33,7 +33,11 @@ from rocketstore.broker.topic_config import TopicConfigManager, topic_manager_fo
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.send import broker_config_of
 from rocketstore.cli.topic_admin import check_config_store_dir
-from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.javahash import (
+    concurrent_hashmap_capacity,
+    iteration_order,
+    java_hashmap_order,
+)
 from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX
 
 DEFAULT_FILE_PATH = "/tmp/rocketmq/export"  # ExportMetadataCommand's
@@ -98,18 +102,26 @@ def export_documents(
     """The file mqadmin would write and its JSON document."""
     topics = topic_manager_for(root, broker)
     groups = SubscriptionGroupManager(root, auto_create=broker.auto_create_subscription_group)
-    topic_names = sorted(user_topics(topics, request.special_topics))
-    group_names = sorted(user_groups(groups))
+    keep_topics = set(user_topics(topics, request.special_topics))
+    keep_groups = set(user_groups(groups))
+    # The tables in the order mqadmin holds them after decoding the broker's answer.
+    topic_names = _decoded_order([c.topic_name for c in topics.all()], keep_topics)
+    group_names = _decoded_order([c.group_name for c in groups.all()], keep_groups)
     topic_table = {name: _require(topics.get(name), name).to_json() for name in topic_names}
     group_table = {name: _require(groups.get(name), name).to_json() for name in group_names}
     if request.broker_layout:
         if request.topics_only:
-            table = _ordered(topic_table, BROKER_TABLE_CAPACITY)
-            wrapper = {"dataVersion": topics.data_version.to_json(), "topicConfigTable": table}
+            wrapper = {
+                "dataVersion": topics.data_version.to_json(),
+                "topicConfigTable": topic_table,
+            }
             return os.path.join(request.file_path, "topic.json"), wrapper
-        table = _ordered(group_table, BROKER_TABLE_CAPACITY)
-        wrapper = {"dataVersion": groups.data_version.to_json(), "subscriptionGroupTable": table}
+        wrapper = {
+            "dataVersion": groups.data_version.to_json(),
+            "subscriptionGroupTable": group_table,
+        }
         return os.path.join(request.file_path, "subscriptionGroup.json"), wrapper
+    # mqadmin's -c path copies each table into a HashMap, in the decoded order.
     result: dict[str, Any] = {}
     if request.topics_only:
         result["topicConfigTable"] = _ordered(topic_table)
@@ -125,16 +137,26 @@ def export_documents(
     return os.path.join(request.file_path, name), _ordered(result)
 
 
+def _decoded_order(names: list[str], kept: set[str]) -> list[str]:
+    """The kept names in the order mqadmin iterates them: the broker writes its table
+    (a ConcurrentHashMap(1024)) in its order; fastjson reads it into a new
+    ConcurrentHashMap sized by all its entries; mqadmin then removes the system ones
+    (the table keeps its size)."""
+    written = java_hashmap_order(sorted(names), initial_capacity=BROKER_TABLE_CAPACITY)
+    decoded = iteration_order(written, concurrent_hashmap_capacity(len(written)))
+    return [name for name in decoded if name in kept]
+
+
 def _require(value: Any, name: str) -> Any:
     if value is None:  # the tables were read once; a name listed is in them
         raise CliError(f"{name} vanished from the config while exporting")
     return value
 
 
-def _ordered(table: dict[str, Any], capacity: int = 16) -> dict[str, Any]:
-    """``table`` as a Java hash map of that capacity iterates it (fastjson writes a map in
-    its iteration order)."""
-    return {key: table[key] for key in java_hashmap_order(table, initial_capacity=capacity)}
+def _ordered(table: dict[str, Any]) -> dict[str, Any]:
+    """``table`` put in its order into a new HashMap, as that iterates it (fastjson writes a
+    map in its iteration order)."""
+    return {key: table[key] for key in java_hashmap_order(table)}
 
 
 @click.command("exportMetadata", short_help="Topic and group configs as mqadmin exports them.")

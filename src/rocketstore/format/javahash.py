@@ -153,6 +153,24 @@ def hashmap_capacity(peak_size: int, initial_capacity: int = 16) -> int:
     return cap
 
 
+def concurrent_hashmap_capacity(size: int, initial_capacity: int = 16) -> int:
+    """Table length of a ``ConcurrentHashMap()`` after ``size`` puts: unlike HashMap it
+    doubles as soon as the count reaches 0.75 * capacity (12 entries need 32 slots)."""
+    cap = _table_size_for(initial_capacity)
+    while size >= cap - (cap >> 2):
+        cap <<= 1
+    return cap
+
+
+def iteration_order(keys: Sequence[str], capacity: int) -> list[str]:
+    """The order a hash table of ``capacity`` slots iterates ``keys`` put in this order:
+    by bucket, ties in insertion order."""
+    return [
+        keys[i]
+        for i in sorted(range(len(keys)), key=lambda i: (hashmap_bucket(keys[i], capacity), i))
+    ]
+
+
 def hashmap_bucket(key: str, capacity: int) -> int:
     return hash_code_bucket(java_string_hash(key), capacity)
 

@@ -11,14 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketstore.format.javahash import (
+    concurrent_hashmap_capacity,
     hashmap_bucket,
     hashmap_capacity,
     index_key_hash,
     index_key_hash_many,
+    iteration_order,
+    java_hash_set_order,
     java_hashmap_order,
     java_hashmap_ordered,
     java_string_hash,
     java_string_hash_many,
+    message_queue_hash,
     tags_code,
     tags_code_many,
     utf16_units,
@@ -293,3 +297,26 @@ def test_hashmap_ordered_is_the_map_in_hashmap_order(values: dict[str, str], rev
     ordered = java_hashmap_ordered(values, keys)
     assert ordered == values
     assert list(ordered) == java_hashmap_order(keys if keys is not None else list(values))
+
+
+def test_concurrent_hash_map_grows_one_entry_sooner_than_hash_map() -> None:
+    """HashMap resizes when its size passes 0.75 * capacity, ConcurrentHashMap when its
+    count reaches it: 12 entries fit 16 slots of one and need 32 of the other."""
+    assert (hashmap_capacity(12), concurrent_hashmap_capacity(12)) == (16, 32)
+    assert (hashmap_capacity(13), concurrent_hashmap_capacity(11)) == (32, 16)
+    assert concurrent_hashmap_capacity(0, initial_capacity=2048) == 2048
+
+
+@given(st.lists(st.text(max_size=6), unique=True, max_size=40))
+def test_iteration_order_is_java_hashmap_order_at_the_same_capacity(keys: list[str]) -> None:
+    assert iteration_order(keys, hashmap_capacity(len(keys))) == java_hashmap_order(keys)
+
+
+def test_message_queue_hash_and_set_order() -> None:
+    """MessageQueue.hashCode folds brokerName, queueId and topic; printMsg's queue order
+    for TopicA on broker-a, as the real mqadmin printed it, is 3, 1, 2, 0."""
+    h = message_queue_hash("TopicA", "broker-a", 0)
+    expected = 31 * (31 * (31 + java_string_hash("broker-a")) + 0) + java_string_hash("TopicA")
+    assert h == ((expected + 2**31) % 2**32) - 2**31
+    hashes = [message_queue_hash("TopicA", "broker-a", q) for q in range(4)]
+    assert java_hash_set_order(hashes) == [3, 1, 2, 0]
