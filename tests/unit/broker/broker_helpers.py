@@ -159,11 +159,13 @@ def inflate(message: MessageExt) -> bytes:
     return zlib.decompress(message.body) if message.sys_flag & 1 else message.body
 
 
-def heartbeat(ctx: BrokerContext, *subscriptions: dict[str, object], group: str = "G") -> None:
+def heartbeat(
+    ctx: BrokerContext, *subscriptions: dict[str, object], group: str = "G", client_id: str = "c1"
+) -> None:
     """A push consumer's HEART_BEAT for ``group`` with these subscriptions."""
     body = json.dumps(
         {
-            "clientID": "c1",
+            "clientID": client_id,
             "consumerDataSet": [
                 {
                     "groupName": group,

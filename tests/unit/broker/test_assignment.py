@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker_helpers import FakeConnection, call
+from broker_helpers import call, heartbeat
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
@@ -42,31 +42,8 @@ def test_averagely_as_rocketmq_splits_eight_queues_among_three() -> None:
 
 
 def _beat(ctx: BrokerContext, client_id: str) -> None:
-    body = json.dumps(
-        {
-            "clientID": client_id,
-            "consumerDataSet": [
-                {
-                    "groupName": "G",
-                    "consumeType": "CONSUME_PASSIVELY",
-                    "messageModel": "CLUSTERING",
-                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-                    "subscriptionDataSet": [
-                        {
-                            "topic": "T",
-                            "subString": "*",
-                            "tagsSet": [],
-                            "codeSet": [],
-                            "subVersion": 1,
-                        }
-                    ],
-                    "unitMode": False,
-                }
-            ],
-            "producerDataSet": [],
-        }
-    ).encode()
-    assert call(ctx, RequestCode.HEART_BEAT, body=body, conn=FakeConnection()).code == 0
+    subscription = {"topic": "T", "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 1}
+    heartbeat(ctx, subscription, client_id=client_id)
 
 
 def _assignment(ctx: BrokerContext, **fields: str) -> list[int] | None:
