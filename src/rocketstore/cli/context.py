@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import click
 
+from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
@@ -199,6 +200,14 @@ class CliContext:
         # A DLedger broker's store is read without its broker.conf (dledger-<id>/data).
         try:
             self.config = with_dledger(self.store_dir, self.config)
+        except ConfigError as e:
+            raise CliError(str(e)) from e
+
+    def broker_config(self) -> BrokerConfig:
+        """The broker settings of the -c file (defaults without one); a CliError names a
+        bad value."""
+        try:
+            return broker_config_from_settings(self.settings, source=self.settings_path)
         except ConfigError as e:
             raise CliError(str(e)) from e
 

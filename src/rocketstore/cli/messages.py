@@ -53,11 +53,11 @@ from rocketstore.status import GetStatus
 from rocketstore.store import MessageStore
 
 
-def track_groups(offsets: ConsumerOffsets, topic: str) -> list[str]:
-    """The groups mqadmin tracks a message of ``topic`` for: those the broker says
-    consume it (QUERY_TOPIC_CONSUME_BY_WHO: the groups with committed offsets for it, and
-    online subscribers, of which there are none offline), in the order of the HashSet
-    mqadmin reads them into."""
+def consuming_groups(offsets: ConsumerOffsets, topic: str) -> list[str]:
+    """The groups mqadmin tracks a message of ``topic`` for (and topicList -c lists with
+    it): those the broker says consume it (QUERY_TOPIC_CONSUME_BY_WHO: the groups with
+    committed offsets for it, and online subscribers, of which there are none offline),
+    in the order of the HashSet mqadmin reads them into."""
     return java_hashmap_order(sorted(offsets.groups_of_topic(topic)))
 
 
@@ -70,7 +70,7 @@ def message_tracks(offsets: ConsumerOffsets, message: MessageExt) -> str:
     return "".join(
         f"MessageTrack [consumerGroup={group}, trackType=NOT_ONLINE, "
         f"exceptionDesc=CODE:206 DESC:the consumer group[{group}] not online]"
-        for group in track_groups(offsets, message.topic)
+        for group in consuming_groups(offsets, message.topic)
     )
 
 
@@ -78,7 +78,7 @@ def consumer_tracks(offsets: ConsumerOffsets, message: MessageExt) -> list[dict[
     """Per tracked group: its committed offset in the message's queue and whether that is
     past the message (the message was consumed)."""
     tracks = []
-    for group in track_groups(offsets, message.topic):
+    for group in consuming_groups(offsets, message.topic):
         committed = offsets.query(group, message.topic, message.queue_id)
         tracks.append(
             {

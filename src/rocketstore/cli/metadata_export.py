@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,6 @@ from rocketstore.broker.broker_config import BrokerConfig, dump_pretty
 from rocketstore.broker.subscription_groups import SubscriptionGroupManager, is_system_group
 from rocketstore.broker.topic_config import TopicConfigManager, topic_manager_for
 from rocketstore.cli.context import CliContext, CliError
-from rocketstore.cli.send import broker_config_of
 from rocketstore.cli.topic_admin import check_config_store_dir
 from rocketstore.format.javahash import (
     concurrent_hashmap_capacity,
@@ -102,13 +102,13 @@ def export_documents(
     """The file mqadmin would write and its JSON document."""
     topics = topic_manager_for(root, broker)
     groups = SubscriptionGroupManager(root, auto_create=broker.auto_create_subscription_group)
-    keep_topics = set(user_topics(topics, request.special_topics))
-    keep_groups = set(user_groups(groups))
+    topic_configs = {config.topic_name: config for config in topics.all()}
+    group_configs = {config.group_name: config for config in groups.all()}
     # The tables in the order mqadmin holds them after decoding the broker's answer.
-    topic_names = _decoded_order([c.topic_name for c in topics.all()], keep_topics)
-    group_names = _decoded_order([c.group_name for c in groups.all()], keep_groups)
-    topic_table = {name: _require(topics.get(name), name).to_json() for name in topic_names}
-    group_table = {name: _require(groups.get(name), name).to_json() for name in group_names}
+    topic_names = _decoded_order(topic_configs, set(user_topics(topics, request.special_topics)))
+    group_names = _decoded_order(group_configs, set(user_groups(groups)))
+    topic_table = {name: topic_configs[name].to_json() for name in topic_names}
+    group_table = {name: group_configs[name].to_json() for name in group_names}
     if request.broker_layout:
         if request.topics_only:
             wrapper = {
@@ -137,7 +137,7 @@ def export_documents(
     return os.path.join(request.file_path, name), _ordered(result)
 
 
-def _decoded_order(names: list[str], kept: set[str]) -> list[str]:
+def _decoded_order(names: Iterable[str], kept: set[str]) -> list[str]:
     """The kept names in the order mqadmin iterates them: the broker writes its table
     (a ConcurrentHashMap(1024)) in its order; fastjson reads it into a new
     ConcurrentHashMap sized by all its entries; mqadmin then removes the system ones
@@ -145,12 +145,6 @@ def _decoded_order(names: list[str], kept: set[str]) -> list[str]:
     written = java_hashmap_order(sorted(names), initial_capacity=BROKER_TABLE_CAPACITY)
     decoded = iteration_order(written, concurrent_hashmap_capacity(len(written)))
     return [name for name in decoded if name in kept]
-
-
-def _require(value: Any, name: str) -> Any:
-    if value is None:  # the tables were read once; a name listed is in them
-        raise CliError(f"{name} vanished from the config while exporting")
-    return value
 
 
 def _ordered(table: dict[str, Any]) -> dict[str, Any]:
@@ -233,7 +227,7 @@ def export_metadata(
     request = ExportRequest(
         file_path.strip(), topics_only, groups_only, special_topics, broker_addr is not None
     )
-    path, document = export_documents(root, broker_config_of(ctx), request, int(time.time() * 1000))
+    path, document = export_documents(root, ctx.broker_config(), request, int(time.time() * 1000))
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:

@@ -24,8 +24,8 @@ from rocketstore.cli.context import (
     through_namesrv,
     unit_store_time,
 )
+from rocketstore.cli.messages import consuming_groups
 from rocketstore.cli.params import java_int, java_long
-from rocketstore.cli.send import broker_config_of
 from rocketstore.cli.timeparse import format_time
 from rocketstore.format import record as rec
 from rocketstore.format.cq_ext import bitmap_text, ext_unit_json, is_ext_address
@@ -76,15 +76,14 @@ def topic_list(ctx: CliContext, namesrv: str | None, cluster_model: bool) -> Non
         with ctx.open_read_only() as store:
             queues = store.topics()
     configs = configured.topics if configured is not None else {}
+    # mqadmin lists what the name server knows: the broker's configured topics, in the
+    # order of the sets they pass through. A store without a topic config gets the topics
+    # it has queues for, sorted.
+    names = name_server_order(configs) if configs else sorted(queues)
     if cluster_model:
-        names = name_server_order(configs) if configs else sorted(queues)
         _print_cluster_model(ctx, names)
         return
     if not ctx.as_json:
-        # mqadmin lists what the name server knows: the broker's configured topics, in
-        # the order of the sets they pass through. A store without a topic config gets
-        # the topics it has queues for, sorted.
-        names = name_server_order(configs) if configs else sorted(queues)
         for topic in names:
             click.echo(topic)
         return
@@ -108,7 +107,7 @@ def _print_cluster_model(ctx: CliContext, topics: list[str]) -> None:
     """topicList -c: per topic (retry and DLQ topics left out) the broker's cluster and
     each group the broker says consumes it (QUERY_TOPIC_CONSUME_BY_WHO: those with
     committed offsets offline, in the HashSet's order), or one row with no group."""
-    cluster = broker_config_of(ctx).broker_cluster_name
+    cluster = ctx.broker_config().broker_cluster_name
     offsets = ConsumerOffsets(ctx.store_dir)
     header = "{:<20}  {:<48}  {:<48}"  # (mqadmin's rows are wider than its header)
     row = "{:<20}  {:<64}  {:<64}"
@@ -117,7 +116,7 @@ def _print_cluster_model(ctx: CliContext, topics: list[str]) -> None:
     for topic in topics:
         if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
             continue
-        groups = java_hashmap_order(sorted(offsets.groups_of_topic(topic)))
+        groups = consuming_groups(offsets, topic)
         if ctx.as_json:
             ctx.emit({"clusterName": cluster, "topic": topic, "consumerGroups": groups})
             continue

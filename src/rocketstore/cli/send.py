@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import click
 
-from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
+from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.processors.send import stored_properties
 from rocketstore.broker.topic_config import NOT_ALLOWED_SEND_TOPICS, TopicConfigManager
 from rocketstore.cli.context import CliContext, CliError
@@ -22,7 +22,7 @@ from rocketstore.cli.render import java_str
 from rocketstore.cli.timeparse import now_ms
 from rocketstore.cli.trace_data import encode_pub
 from rocketstore.config import parse_host
-from rocketstore.errors import ConfigError, StoreError
+from rocketstore.errors import StoreError
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.body_compression import CompressionType
@@ -121,14 +121,6 @@ def producer_queue_choice(store: MessageStore, topic: str, broker: BrokerConfig)
     return random.randrange(count)
 
 
-def broker_config_of(ctx: CliContext) -> BrokerConfig:
-    """The broker settings of the -c file (defaults without one)."""
-    try:
-        return broker_config_from_settings(ctx.settings, source=ctx.settings_path)
-    except ConfigError as e:
-        raise CliError(str(e)) from e
-
-
 def _is_utf8_text(text: str) -> bool:
     """False for arguments holding bytes that were not UTF-8 (surrogate escapes)."""
     try:
@@ -211,7 +203,7 @@ def send_message(
         if text is not None and not _is_utf8_text(text):
             raise CliError(f"{flag} {text!r} is not valid UTF-8 text (properties are UTF-8)")
     _check_topic(topic)
-    broker_settings = broker_config_of(ctx)
+    broker_settings = ctx.broker_config()
     uniq_keys = UniqKeyGenerator()
     uniq_key = uniq_keys.next()
     # Bytes of the argument that were not UTF-8 reach the body unchanged.

@@ -24,7 +24,6 @@ from rocketstore.broker.app import (
     Service,
     run_until_signal,
 )
-from rocketstore.broker.broker_config import broker_config_from_settings
 from rocketstore.cli.context import CliContext, CliError, context_from_settings
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
@@ -128,10 +127,7 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
     """The broker's options: each command-line option given, else the -c file's setting,
     else the default."""
     store_dir = kwargs["store_override"] or obj.store_dir
-    try:
-        broker = broker_config_from_settings(obj.settings, source=obj.settings_path)
-    except ConfigError as e:
-        raise CliError(str(e)) from e
+    broker = obj.broker_config()
     given = {
         "broker_cluster_name": kwargs["cluster"],
         "broker_name": kwargs["broker_name"],

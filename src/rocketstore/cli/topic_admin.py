@@ -30,7 +30,6 @@ from rocketstore.broker.topic_config import (
     topic_name_problem,
 )
 from rocketstore.cli.context import CliContext, CliError, through_namesrv
-from rocketstore.cli.send import broker_config_of
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, StoreLockedError
 from rocketstore.files.lock import DirectoryLock
@@ -439,7 +438,7 @@ def topic_route(
             raise CliError(f"No topic route info in name server for the topic: {topic.strip()}")
         route = found
     else:
-        settings = broker_config_of(ctx)
+        settings = ctx.broker_config()
         options = RouteOptions(
             topic.strip(),
             broker_addr or ctx.config.store_host,

@@ -21,6 +21,7 @@ from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
 from rocketstore.broker.perm_name import PERM_READ
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.server import Connection
+from rocketstore.paths import RETRY_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def assigned_queues(ctx: BrokerContext, request: dict[str, Any]) -> list[Message
     client_id = str(request.get("clientId") or "")
     config = ctx.topics.get(topic)
     if config is None or not config.perm & PERM_READ:
-        if not topic.startswith("%RETRY%"):
+        if not topic.startswith(RETRY_PREFIX):
             log.warning("query assignment: group %s, topic %s does not exist", group, topic)
         return None
     queues = [
