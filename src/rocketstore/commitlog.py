@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rocketstore.crashpoints import MID_BATCH_WRITE, armed, crash_point
 from rocketstore.errors import (
@@ -30,7 +31,9 @@ from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
 from rocketstore.format.native import native
 from rocketstore.paths import CommitLogDirs
-from rocketstore.status import AppendStatus, PutStatus
+from rocketstore.status import AppendStatus
+
+Refused = TypeVar("Refused")  # what append_wrapped's encoder returns instead of a record
 
 log = logging.getLogger(__name__)
 
@@ -221,17 +224,18 @@ class CommitLog:
 
     def append_wrapped(
         self,
-        make: Callable[[list[int]], PreparedMessage | PutStatus],
+        make: Callable[[list[int]], PreparedMessage | Refused],
         keys: list[str],
         store_timestamp: int | None,
-    ) -> Appended | PutStatus:
+    ) -> Appended | Refused:
         """Append one multi-dispatch message (format.multi_dispatch): under the put lock,
         ``make`` encodes it with the next offsets of the queues ``keys`` names, and once it
-        is in (a NOT or COMMIT record) each of those queues moves one past its offset."""
+        is in (a NOT or COMMIT record) each of those queues moves one past its offset.
+        Whatever else ``make`` returns (its refusal) is returned as it is."""
         with self.put_lock:
             offsets = [self.topic_queue_table.get(key, 0) for key in keys]
             prepared = make(offsets)
-            if isinstance(prepared, PutStatus):
+            if not isinstance(prepared, PreparedMessage):
                 return prepared
             (appended,) = self._append_locked([prepared], store_timestamp)
             if appended.status is AppendStatus.PUT_OK and sysflag.gets_queue_entry(

@@ -1,7 +1,8 @@
 """Checks and encoding of messages before they reach the CommitLog (spec 1.6, 1.7).
 
-Layer: engine paths (above the structures). Turns a Message into a PreparedMessage or an
-expected-failure PutStatus; applies the 4.9 delay rewrite.
+Layer: engine paths (above the structures). Turns a Message into a PreparedMessage or a
+Refusal (an expected-failure PutStatus and the reason in words); applies the 4.9 delay
+rewrite.
 """
 
 from __future__ import annotations
@@ -55,6 +56,22 @@ class PutResult:
         object.__setattr__(self, "ok", self.status is PutStatus.PUT_OK)
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why ``prepare`` will not write a message: the status its put answers and what was
+    wrong, in words that name the field and the limit."""
+
+    status: PutStatus
+    reason: str
+
+    def result(self) -> PutResult:
+        return PutResult(self.status, reason=self.reason)
+
+
+def _illegal(reason: str) -> Refusal:
+    return Refusal(PutStatus.MESSAGE_ILLEGAL, reason)
+
+
 def delay_level(properties: dict[str, str]) -> int | None:
     """The DELAY property as an int (0 when absent); None when it is not a number."""
     value = properties.get(props.DELAY)
@@ -96,18 +113,23 @@ _INT32 = (JAVA_INT_MIN, JAVA_INT_MAX)
 _INT64 = (JAVA_LONG_MIN, JAVA_LONG_MAX)
 
 
-def _java_fields_fit(message: Message) -> bool:
-    """The int fields fit the Java int/long they are stored as (a record cannot hold
-    anything else)."""
+def _java_field_misfit(message: Message) -> str | None:
+    """Why an int field does not fit the Java int/long it is stored as (a record cannot
+    hold anything else), or None when all fit. A queue id is never negative either."""
     fields = (
-        (message.queue_id, _INT32),
-        (message.flag, _INT32),
-        (message.sys_flag, _INT32),
-        (message.reconsume_times, _INT32),
-        (message.prepared_transaction_offset, _INT64),
-        (0 if message.born_timestamp is None else message.born_timestamp, _INT64),
+        ("queue_id", message.queue_id, (0, JAVA_INT_MAX)),
+        ("flag", message.flag, _INT32),
+        ("sys_flag", message.sys_flag, _INT32),
+        ("reconsume_times", message.reconsume_times, _INT32),
+        ("prepared_transaction_offset", message.prepared_transaction_offset, _INT64),
+        ("born_timestamp", 0 if message.born_timestamp is None else message.born_timestamp, _INT64),
     )
-    return all(isinstance(v, int) and lo <= v <= hi for v, (lo, hi) in fields)
+    for name, value, (lo, hi) in fields:
+        if not isinstance(value, int):
+            return f"{name} must be an int, got {type(value).__name__}"
+        if not lo <= value <= hi:
+            return f"{name} {value} is outside {lo}..{hi}"
+    return None
 
 
 class MessagePreparer:
@@ -256,6 +278,16 @@ class MessagePreparer:
             self._topics[topic] = encoded
         return encoded
 
+    def _topic_problem(self, topic: object) -> str:
+        """What is wrong with a topic ``_topic_bytes`` refused."""
+        if not isinstance(topic, str):
+            return f"topic must be a str, got {type(topic).__name__}"
+        if not topic:
+            return "topic is empty"
+        if len(topic) > self.config.max_topic_length:
+            return f"topic of {len(topic)} characters is over {self.config.max_topic_length}"
+        return f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
+
     def rewrite_delay(self, message: Message, *, delay: bool = True) -> Message:
         """``message`` as stored: a NOT or COMMIT message with a DELAY level goes to
         SCHEDULE_TOPIC_XXXX (``apply_delay_rewrite``), unless ``delay`` is False; anything
@@ -278,41 +310,57 @@ class MessagePreparer:
         *,
         in_batch: bool = False,
         delay: bool = True,
-    ) -> PreparedMessage | PutStatus:
+    ) -> PreparedMessage | Refusal:
         """Check and encode one message. ``delay=False`` stores a message carrying DELAY
         in its own topic as it is: RocketMQ's delivery of a due delayed message keeps DELAY
         in the properties string (it serialises them before clearing the map entry)."""
         if not isinstance(message, Message):
             raise ConfigError(f"expected a rocketstore.Message, got {type(message).__name__}")
         if self._topic_bytes(message.topic) is None:
-            return PutStatus.MESSAGE_ILLEGAL
-        if not 0 <= message.queue_id <= 0x7FFFFFFF or not _java_fields_fit(message):
-            return PutStatus.MESSAGE_ILLEGAL
+            return _illegal(self._topic_problem(message.topic))
+        misfit = _java_field_misfit(message)
+        if misfit is not None:
+            return _illegal(misfit)
         level = delay_level(message.properties)
         if level is None:
-            return PutStatus.MESSAGE_ILLEGAL
+            return _illegal(f"{props.DELAY} {message.properties[props.DELAY]!r} is not a number")
         transaction = sysflag.transaction_type(message.sys_flag)
         if in_batch and (transaction != sysflag.TRANSACTION_NOT_TYPE or level > 0):
-            return PutStatus.MESSAGE_ILLEGAL
+            return _illegal("a batch cannot hold a transactional or a delayed message")
         if delay:
             message = self.rewrite_delay(message)
         body = bytes(message.body)
         if len(body) > self.config.max_message_size:
-            return PutStatus.MESSAGE_ILLEGAL
+            return _illegal(
+                f"body of {len(body)} bytes is over max_message_size "
+                f"({self.config.max_message_size})"
+            )
+        problem = props.property_problem(message.properties)
+        if problem is not None:
+            return _illegal(problem)
         properties_text = props.stored_properties_str(message.properties)
-        if len(properties_text) > MAX_PROPERTIES_LENGTH:
-            return PutStatus.PROPERTIES_SIZE_EXCEEDED
-        properties_bytes = properties_text.encode("utf-8")
-        if len(properties_bytes) > MAX_PROPERTIES_LENGTH:
-            return PutStatus.PROPERTIES_SIZE_EXCEEDED
+        try:
+            properties_bytes = properties_text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            # A lone surrogate: Java would store "?" for it; the API refuses, so that what
+            # comes back is what was put.
+            bad = repr(properties_text[e.start : e.end])
+            return _illegal(f"properties hold {bad}, which UTF-8 cannot encode")
+        if len(properties_text) > MAX_PROPERTIES_LENGTH or (
+            len(properties_bytes) > MAX_PROPERTIES_LENGTH
+        ):
+            return Refusal(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                f"properties take {len(properties_bytes)} bytes, over {MAX_PROPERTIES_LENGTH}",
+            )
         try:
             born_host = self._host_bytes(message.born_host)
             stored_by = self._host_bytes(store_host or self.config.store_host)
-        except ConfigError:
-            return PutStatus.MESSAGE_ILLEGAL
+        except ConfigError as e:
+            return _illegal(str(e))
         topic_bytes = self._topic_bytes(message.topic)
         if topic_bytes is None:  # the delay rewrite's topic is always legal
-            return PutStatus.MESSAGE_ILLEGAL
+            return _illegal(self._topic_problem(message.topic))
         length = record_length(
             len(body),
             len(topic_bytes),
@@ -321,9 +369,15 @@ class MessagePreparer:
             store_host_length=len(stored_by),
         )
         if length > self._max_record:
-            return PutStatus.MESSAGE_ILLEGAL
+            return _illegal(
+                f"record of {length} bytes is over the largest record ({self._max_record}: "
+                f"max_message_size + {MAX_RECORD_EXTRA})"
+            )
         if length + 8 > self.config.mapped_file_size_commit_log:
-            return PutStatus.MESSAGE_ILLEGAL  # could never fit in one CommitLog file
+            return _illegal(
+                f"record of {length} bytes could never fit in a CommitLog file of "
+                f"{self.config.mapped_file_size_commit_log} bytes"
+            )
         born = message.born_timestamp
         if born is None:
             born = now_ms()

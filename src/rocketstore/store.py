@@ -83,7 +83,7 @@ from rocketstore.paths import (
     index_dir,
     is_queue_dir_name,
 )
-from rocketstore.put_path import MessagePreparer, PutResult, encoded_results
+from rocketstore.put_path import MessagePreparer, PutResult, Refusal, encoded_results
 from rocketstore.queries import KeyQuery
 from rocketstore.read_path import GetResult, MessageReader
 from rocketstore.recovery.checkpoint_file import CheckpointFile
@@ -339,7 +339,7 @@ class MessageStore:
             end = scan_valid_end(
                 self.commitlog,
                 max(0, len(files.files) - 3),
-                check_crc=True,
+                check_crc=self.config.check_crc_on_recover,
                 report=report,
                 entries=self._ro_entries,
             )
@@ -347,7 +347,7 @@ class MessageStore:
             end = scan_valid_end(
                 self.commitlog,
                 0,
-                check_crc=True,
+                check_crc=self.config.check_crc_on_recover,
                 report=report,
                 start_offset=self._ro_end,
                 entries=self._ro_entries,
@@ -684,8 +684,8 @@ class MessageStore:
         if encoded is not None:
             return self._append_encoded(encoded, store_timestamp)
         prepared = self.preparer.prepare(msg, store_host, delay=delay)
-        if isinstance(prepared, PutStatus):
-            return [PutResult(prepared)], None
+        if isinstance(prepared, Refusal):
+            return [prepared.result()], None
         return self._append([prepared], store_timestamp)
 
     def _wraps(self, msg: Message) -> bool:
@@ -714,7 +714,7 @@ class MessageStore:
             return [PutResult(PutStatus.MESSAGE_ILLEGAL, reason=reason)], None
         keys = queue_keys(message.properties, message.queue_id, enable_lmq=self.config.enable_lmq)
 
-        def make(offsets: list[int]) -> PreparedMessage | PutStatus:
+        def make(offsets: list[int]) -> PreparedMessage | Refusal:
             wrapped = dataclasses.replace(
                 message, properties=wrapped_properties(message.properties, offsets)
             )
@@ -725,8 +725,8 @@ class MessageStore:
         except (OSError, StoreError) as e:
             log.error("append failed: %s", e)
             return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED)], None
-        if isinstance(outcome, PutStatus):
-            return [PutResult(outcome)], None
+        if isinstance(outcome, Refusal):
+            return [outcome.result()], None
         return self._results([outcome])
 
     def _append_batch(
@@ -742,28 +742,41 @@ class MessageStore:
             return [PutResult(status, reason=reason) for _ in msgs], None
         encoded = self._encode(msgs, store_host, in_batch=True)
         if encoded is not None:
-            if not self._batch_fits(encoded.body_bytes, len(encoded.blob)):
-                return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs], None
+            misfit = self._batch_misfit(encoded.body_bytes, len(encoded.blob))
+            if misfit is not None:
+                return [misfit.result() for _ in msgs], None
             return self._append_encoded(encoded, store_timestamp)
         prepared: list[PreparedMessage] = []
-        for msg in msgs:
+        for i, msg in enumerate(msgs):
             item = self.preparer.prepare(msg, store_host, in_batch=True)
-            if isinstance(item, PutStatus):
-                return [PutResult(item) for _ in msgs], None
+            if isinstance(item, Refusal):
+                refused = PutResult(item.status, reason=f"message {i} of the batch: {item.reason}")
+                return [refused for _ in msgs], None
             prepared.append(item)
         body_bytes = sum(len(m.body) for m in msgs)
-        if not self._batch_fits(body_bytes, sum(p.length for p in prepared)):
-            return [PutResult(PutStatus.MESSAGE_ILLEGAL) for _ in msgs], None
+        misfit = self._batch_misfit(body_bytes, sum(p.length for p in prepared))
+        if misfit is not None:
+            return [misfit.result() for _ in msgs], None
         return self._append(prepared, store_timestamp)
 
-    def _batch_fits(self, body_bytes: int, record_bytes: int) -> bool:
-        """A batch's bodies within max_message_size and its records, with the 8 bytes of
-        an END_OF_FILE blank, within one CommitLog file."""
-        return (
-            body_bytes <= self.config.max_message_size
-            and record_bytes + rec.END_FILE_MIN_BLANK_LENGTH
-            <= self.config.mapped_file_size_commit_log
-        )
+    def _batch_misfit(self, body_bytes: int, record_bytes: int) -> Refusal | None:
+        """Why a batch cannot be put whole, or None: its bodies must be within
+        max_message_size and its records, with the 8 bytes of an END_OF_FILE blank, within
+        one CommitLog file."""
+        if body_bytes > self.config.max_message_size:
+            return Refusal(
+                PutStatus.MESSAGE_ILLEGAL,
+                f"the batch's bodies take {body_bytes} bytes, over max_message_size "
+                f"({self.config.max_message_size})",
+            )
+        file_size = self.config.mapped_file_size_commit_log
+        if record_bytes + rec.END_FILE_MIN_BLANK_LENGTH > file_size:
+            return Refusal(
+                PutStatus.MESSAGE_ILLEGAL,
+                f"the batch's records take {record_bytes} bytes, more than a CommitLog file "
+                f"of {file_size} bytes holds",
+            )
+        return None
 
     def _encode(
         self, msgs: Sequence[Message], store_host: str | None, *, in_batch: bool

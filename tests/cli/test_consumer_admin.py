@@ -134,3 +134,11 @@ def test_changing_offsets_needs_a_stopped_store(root: Path, cli: Cli) -> None:
     missing = cli("--store", root, "resetOffsetByTime", "-g", "G1", "-t", "Nope", "-s", "now")
     assert missing.code == 1 and "topic 'Nope' not found" in missing.err
     assert json.loads(json.dumps(_offsets(root))) == {"T@G1": {"0": 5, "1": 10}}
+
+
+def test_reset_offset_by_time_names_a_bad_timestamp_option(root: Path, cli: Cli) -> None:
+    before = (root / "config" / "consumerOffset.json").read_bytes()
+    run = cli("--store", root, "resetOffsetByTime", "-g", "G1", "-t", "T", "-s", "yesterday")
+    assert run.code == 2
+    assert "Invalid value for '-s' / '--timestamp': 'yesterday' is not epoch ms" in run.err
+    assert (root / "config" / "consumerOffset.json").read_bytes() == before

@@ -279,6 +279,11 @@ def test_decode_message_id_both_ways(cli: Cli, tmp_path: Path) -> None:
     bad = cli("decodeMessageId", "-i", "1234")
     assert bad.code == 1
     assert bad.err.startswith("rocketstore: error: malformed message id")
+    # An odd number of hex digits is a wrong length, not "not hexadecimal".
+    odd = cli("decodeMessageId", "-i", uniq[:-1])
+    assert odd.code == 1
+    assert "32 (IPv4) or 56 (IPv6) hex digits, this has 31" in odd.err
+    assert "not hexadecimal" not in odd.err
 
 
 def test_send_message_then_find_it(store: Path, cli: Cli) -> None:

@@ -94,3 +94,64 @@ def test_errors_name_the_option_and_value(options, named):
 def test_streaming_options_are_accepted_for_one_option_map():
     opts = parse_options({"path": "/s", "maxOffsetsPerTrigger": "10", "mode": MODE_COMMITLOG})
     assert opts.mode == MODE_COMMITLOG
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (
+            {"startingOffsets": '{"A":{"0":10,"1":2}}', "endingOffsets": '{"A":{"0":5,"1":9}}'},
+            "topic 'A' queue 0: offset 10 > 5",
+        ),
+        (
+            {"startingTimestamp": "1700000000500", "endingTimestamp": "1700000000100"},
+            "startingTimestamp='1700000000500' starts after endingTimestamp='1700000000100'",
+        ),
+        (
+            {
+                "startingOffsetsByTimestamp": '{"A":{"1":1700000000500}}',
+                "endingTimestamp": "1700000000100",
+            },
+            "topic 'A' queue 1: time 1700000000500 > 1700000000100",
+        ),
+        (
+            {
+                "startingTimestamp": "1700000000500",
+                "endingOffsetsByTimestamp": '{"A":{"2":1700000000499}}',
+            },
+            "topic 'A' queue 2: time 1700000000500 > 1700000000499",
+        ),
+    ],
+)
+def test_a_start_after_its_end_is_refused(options, named):
+    """Kafka's source refuses a start after the end; a silent empty result would hide
+    the mistake."""
+    with pytest.raises(ConfigError) as caught:
+        parse_options({"path": "/s", **options})
+    assert named in str(caught.value)
+
+
+def test_starts_and_ends_that_can_be_ordered_only_per_queue_are_taken():
+    # Equal bounds read nothing but are not contradictory; -1/-2 and offsets against
+    # timestamps are resolved per queue when the read is planned.
+    for options in (
+        {"startingOffsets": '{"A":{"0":5}}', "endingOffsets": '{"A":{"0":5}}'},
+        {"startingOffsets": '{"A":{"0":-1}}', "endingOffsets": '{"A":{"0":3}}'},
+        {"startingOffsets": '{"A":{"0":9}}', "endingTimestamp": "1"},
+        {"startingTimestamp": "5", "endingTimestamp": "5"},
+        {
+            "startingOffsetsByTimestamp": '{"A":{"0":9}}',
+            "endingOffsetsByTimestamp": '{"B":{"0":1}}',
+        },
+    ):
+        parse_options({"path": "/s", **options})
+
+
+@pytest.mark.parametrize("tags", ["||", " ", " || ", "||||"])
+def test_a_tags_expression_naming_no_tag_is_refused(tags):
+    """RocketMQ refuses "||" and matches nothing with a blank expression: neither may
+    silently read every message."""
+    with pytest.raises(ConfigError, match=r"option tags=.* names no tag"):
+        parse_options({"path": "/s", "tags": tags})
+    for fine in ("", "*", " * ", "TagA ||", "TagA || TagB"):
+        assert parse_options({"path": "/s", "tags": fine}).tags == fine

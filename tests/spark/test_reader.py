@@ -617,3 +617,33 @@ def test_a_light_queue_reads_as_its_own_rows(tmp_path, tags):
     pushed = read_all(options, [ds.EqualTo(("topic",), "%LMQ%a"), ds.EqualTo(("partition",), 0)])
     assert [r["commitLogOffset"] for r in pushed] == expected
     scan.close_stores()
+
+
+@pytest.mark.parametrize("tags", [None, "TagA || TagB || Tág"])
+def test_key_pushdown_on_a_light_queue_finds_its_rows(tmp_path, tags):
+    """A light queue's rows are records of other topics, which the index files under
+    those topics: pushed ``key`` / ``uniqKey`` filters on the light queue must still find
+    them (the queue is scanned and every row checked), alongside index lookups for the
+    ordinary topics of the same read."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
+    from rebuild_helpers import build_lmq_store
+
+    root = tmp_path / "store"
+    build_lmq_store(root, 60)
+    options = {"path": str(root), "topics": "%LMQ%a,Orders", **({"tags": tags} if tags else {})}
+    rows = read_all(options)
+    light = [
+        r for r in rows if r["topic"] == "%LMQ%a" and r["uniqKey"] and (r["key"] or "").strip()
+    ]
+    assert len(light) > 3
+    for row in light[:4]:
+        for column, make in (("key", ds.EqualTo), ("uniqKey", ds.EqualTo), ("key", ds.In)):
+            value = row[column] if make is ds.EqualTo else (row[column], "no-such-key")
+            pushed = read_all(options, [make((column,), value)])
+            wanted = {value} if isinstance(value, str) else set(value)
+            expected = [r for r in rows if r[column] in wanted]
+            assert "%LMQ%a" in {r["topic"] for r in expected}
+            assert sorted(map(ident, pushed)) == sorted(map(ident, expected)), (column, value)
+    scan.close_stores()

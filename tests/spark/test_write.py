@@ -177,6 +177,57 @@ def test_bad_rows_fail_the_task_and_leave_nothing(tmp_path, columns, extra, need
     assert not staged.exists() or [p for p in staged.rglob("*") if p.is_file()] == []
 
 
+def _props(*rows):
+    return pa.array(list(rows), MAP)
+
+
+@pytest.mark.parametrize(
+    ("columns", "needle"),
+    [
+        # A property the record's text cannot hold would be dropped or split silently.
+        ({"properties": _props([("a", "1")], [("b", None)])}, "row 1: property 'b' is null"),
+        ({"properties": _props([("a", "")])}, "row 0: property 'a' is ''"),
+        ({"properties": _props(None, [("", "x")])}, "row 1: a property name is ''"),
+        ({"properties": _props([("a\x01b", "x")])}, r"row 0: a property name is 'a\\x01b'"),
+        ({"properties": _props([("a", "x\x02c\x01d")])}, r"property 'a' is 'x\\x02c"),
+        ({"key": ["ok", "k\x02"]}, r"column 'key' in row 1 is 'k\\x02'"),
+        ({"keys": [["a"], ["b\x01"]]}, r"column 'keys' in row 1"),
+        ({"tags": ["T\x01g"]}, r"column 'tags' in row 0 is 'T\\x01g'"),
+    ],
+)
+def test_properties_the_store_cannot_keep_fail_the_task(tmp_path, columns, needle):
+    rows = len(next(iter(columns.values())))
+    batch = pa.RecordBatch.from_pydict({"value": [b"v"] * rows, **columns})
+    with pytest.raises(ConfigError, match=needle):
+        _stage(tmp_path, batch, topic="T")
+    staged = tmp_path / STAGING_DIR
+    assert not staged.exists() or [p for p in staged.rglob("*") if p.is_file()] == []
+
+
+def test_keys_list_nulls_and_empty_text_are_no_keys(tmp_path):
+    """A null element of ``keys`` is left out (as Spark's array_join), not the whole
+    KEYS; an empty ``key`` or ``tags`` is no KEYS or TAGS (a reader sees none)."""
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "value": [b"a", b"b", b"c"],
+            "key": [None, "", None],
+            "keys": pa.array([["x", None, "y"], ["p"], None], pa.list_(pa.string())),
+            "tags": ["", "t", None],
+        }
+    )
+    job, staged, _rows = _stage(tmp_path, batch, topic="T")
+    (back,) = list(read_staged(staged))
+    assert back.column("keys").to_pylist() == ["x y", "p", None]
+    assert back.column("tags").to_pylist() == [None, "t", None]
+    commit_staged(str(tmp_path), [staged], 4)
+    assert [(m.keys, m.tags) for m in _messages(tmp_path)] == [
+        ("x y", None),
+        ("p", "t"),
+        (None, None),
+    ]
+    remove_job(str(tmp_path), job)
+
+
 def test_empty_task_stages_no_file(tmp_path):
     options = _options(tmp_path, topic="T")
     columns = check_columns([("value", "binary")], options)
@@ -222,6 +273,36 @@ def test_commit_refuses_a_held_store_and_appends_nothing(tmp_path):
         with pytest.raises(StoreLockedError, match="another process holds its writer lock"):
             commit_staged(str(store), [staged], 4)
         assert holder.topics() == {}
+
+
+def test_queue_ids_a_broker_refuses_fail_the_commit(tmp_path):
+    """A topic in the broker's table (config/topics.json) has the queues below its write
+    and read counts; a broker refuses a send to any other queue id, whose messages its
+    consumers would never read: the job names the topic and the id and appends nothing.
+    Topics the table lacks take any queue id."""
+    import json
+
+    store = tmp_path / "store"
+    (store / "config").mkdir(parents=True)
+    table = {"Known": {"topicName": "Known", "readQueueNums": 6, "writeQueueNums": 4, "perm": 6}}
+    (store / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": table}))
+
+    def batch(topic, queue_ids):
+        return pa.RecordBatch.from_pydict(
+            {"value": [b"v"] * len(queue_ids), "topic": [topic] * len(queue_ids),
+             "queueId": pa.array(queue_ids, pa.int32())}
+        )  # fmt: skip
+
+    _, staged, _ = _stage(store, batch("Known", [0, 5, 6]))
+    with pytest.raises(ConfigError, match=r"queueId is 6 for topic 'Known'.*queues 0\.\.5"):
+        commit_staged(str(store), [staged], 4)
+    assert _messages(store) == []
+    _, staged, _ = _stage(store, batch("Known", [0, 5]))
+    _, other, _ = _stage(store, batch("Unknown", [9]))
+    assert commit_staged(str(store), [staged, other], 4).appended == 3
+    assert [(m.topic, m.queue_id) for m in _messages(store)] == [
+        ("Known", 0), ("Known", 5), ("Unknown", 9)
+    ]  # fmt: skip
 
 
 def test_commit_checks_everything_before_appending(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.message import Message
 from rocketstore.format.native import native
 from rocketstore.format.properties import decode_properties
-from rocketstore.put_path import MessagePreparer
+from rocketstore.put_path import MessagePreparer, Refusal
 from rocketstore.status import AppendStatus, PutStatus
 
 TOPIC = "test-topic"
@@ -228,7 +228,13 @@ def test_preparer_rejects_a_message_that_can_never_fit(tmp_path):
     fits = Message("filler", b"f" * (file_size - 8 - overhead))
     too_big = Message("filler", b"f" * (file_size - 8 - overhead + 1))
     assert isinstance(preparer.prepare(fits, None), PreparedMessage)
-    assert preparer.prepare(too_big, None) is PutStatus.MESSAGE_ILLEGAL
+    refused = preparer.prepare(too_big, None)
+    assert isinstance(refused, Refusal)
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL
+    assert refused.reason == (
+        f"record of {file_size - 8 + 1} bytes could never fit in a CommitLog file of "
+        f"{file_size} bytes"
+    )
 
 
 # --- transactions -------------------------------------------------------------------------

@@ -238,7 +238,9 @@ def test_body_at_the_limit_is_accepted(small_store):
 
 
 def test_body_over_the_limit_is_illegal(small_store):
-    assert small_store.put(_message(body=b"x" * 1025)).status is PutStatus.MESSAGE_ILLEGAL
+    refused = small_store.put(_message(body=b"x" * 1025))
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL
+    assert refused.reason == "body of 1025 bytes is over max_message_size (1024)"
     big = b"x" * (1024 + 64 * 1024)
     assert small_store.put(_message(body=big)).status is PutStatus.MESSAGE_ILLEGAL
     assert small_store.max_commit_log_offset() == 0
@@ -246,13 +248,39 @@ def test_body_over_the_limit_is_illegal(small_store):
 
 def test_topic_length_limit(small_store):
     assert small_store.put(_message(topic="t" * 127)).status is PutStatus.PUT_OK
-    assert small_store.put(_message(topic="t" * 128)).status is PutStatus.MESSAGE_ILLEGAL
+    refused = small_store.put(_message(topic="t" * 128))
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL
+    assert refused.reason == "topic of 128 characters is over 127"
     assert small_store.put(_message(topic="t" * 32767)).status is PutStatus.MESSAGE_ILLEGAL
 
 
 @pytest.mark.parametrize("topic", ["a/b", "a b", "a.b", "", "topic#1"])
 def test_invalid_topic_characters_are_illegal(small_store, topic):
-    assert small_store.put(_message(topic=topic)).status is PutStatus.MESSAGE_ILLEGAL
+    refused = small_store.put(_message(topic=topic))
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL
+    assert refused.reason == (
+        "topic is empty" if not topic else f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
+    )
+    assert small_store.max_commit_log_offset() == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"queue_id": -1}, "queue_id -1 is outside 0..2147483647"),
+        ({"flag": 2**31}, "flag 2147483648 is outside -2147483648..2147483647"),
+        ({"reconsume_times": "3"}, "reconsume_times must be an int, got str"),
+        ({"properties": {"DELAY": "soon"}}, "DELAY 'soon' is not a number"),
+        ({"born_host": "nowhere"}, None),  # the host codec's own words
+    ],
+)
+def test_a_refused_put_says_why(small_store, fields, reason):
+    refused = small_store.put(_message(**fields))
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL
+    if reason is None:
+        assert "nowhere" in refused.reason
+    else:
+        assert refused.reason == reason
     assert small_store.max_commit_log_offset() == 0
 
 
@@ -263,6 +291,7 @@ def test_properties_size_limit(small_store):
 
     result = small_store.put(_message(properties=over_limit))
     assert result.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
+    assert result.reason == "properties take 32768 bytes, over 32767"
     small_store.wait_dispatched()
     assert small_store.max_offset(TOPIC, 0) == 0
     assert small_store.max_commit_log_offset() == 0
@@ -349,6 +378,9 @@ def test_put_batch_with_a_body_over_the_limit_writes_nothing(small_store):
     results = small_store.put_batch(messages)
 
     assert [r.status for r in results] == [PutStatus.MESSAGE_ILLEGAL] * 5
+    assert results[0].reason == (
+        "message 3 of the batch: body of 1025 bytes is over max_message_size (1024)"
+    )
     small_store.wait_dispatched()
     assert small_store.max_commit_log_offset() == 0
     assert small_store.max_offset(TOPIC, 0) == 0
@@ -358,6 +390,9 @@ def test_put_batch_whose_bodies_together_exceed_the_limit_is_illegal(small_store
     messages = [_message(i, body=b"x" * 300) for i in range(4)]  # 1200 > 1024
     results = small_store.put_batch(messages)
     assert [r.status for r in results] == [PutStatus.MESSAGE_ILLEGAL] * 4
+    assert {r.reason for r in results} == {
+        "the batch's bodies take 1200 bytes, over max_message_size (1024)"
+    }
     assert small_store.max_commit_log_offset() == 0
 
 
@@ -365,6 +400,9 @@ def test_put_batch_rejects_delayed_messages(store):
     messages = [_message(0), _message(1, properties={"DELAY": "2"})]
     results = store.put_batch(messages)
     assert [r.status for r in results] == [PutStatus.MESSAGE_ILLEGAL] * 2
+    assert results[1].reason == (
+        "message 1 of the batch: a batch cannot hold a transactional or a delayed message"
+    )
     assert store.max_commit_log_offset() == 0
 
 

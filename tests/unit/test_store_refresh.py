@@ -70,3 +70,27 @@ def test_a_queue_whose_records_retention_deleted_keeps_its_offsets(tmp_path: Pat
         assert written[1] == 10 and written[0][1] == 10 and written[0][0] > 0
     with MessageStore.open(tmp_path / "s", config, read_only=True) as reader:
         assert ([reader.min_offset("A", q) for q in (0, 1)], reader.max_offset("A", 1)) == written
+
+
+def test_a_reader_checks_body_crcs_as_check_crc_on_recover_says(tmp_path: Path) -> None:
+    """One flipped body byte ends what a CRC-checking reader sees there (RocketMQ's
+    recovery would cut the CommitLog at it); with checkCRCOnRecover=false, as RocketMQ's
+    recovery then does, the records after it are read."""
+    with MessageStore.open(tmp_path) as writer:
+        results = [writer.put(Message("A", b"body-%d" % i)) for i in range(5)]
+    damaged = results[2]
+    body_at = damaged.commit_log_offset + 88  # BODYLEN ends the 88-byte head (IPv4 hosts)
+    log_file = tmp_path / "commitlog" / f"{0:020d}"
+    with open(log_file, "r+b") as f:
+        f.seek(body_at)
+        byte = f.read(1)
+        f.seek(body_at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert reader.max_commit_log_offset() == damaged.commit_log_offset
+        assert reader.look_message(results[4].commit_log_offset) is None
+    lenient = StoreConfig(check_crc_on_recover=False)
+    with MessageStore.open(tmp_path, lenient, read_only=True) as reader:
+        assert reader.max_commit_log_offset() == results[4].commit_log_offset + results[4].size
+        found = reader.look_message(results[4].commit_log_offset)
+        assert found is not None and found.body == b"body-4"

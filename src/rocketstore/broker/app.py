@@ -218,6 +218,10 @@ class BrokerApp:
                 await asyncio.to_thread(self.ctx.offsets.persist)
             except OSError as e:
                 log.error("persisting consumer offsets failed: %s", e)
+            except Exception:
+                # Never let one failed write end the loop: every later commit would then
+                # live in memory only, and be lost at the next restart.
+                log.exception("persisting consumer offsets failed")
 
     async def _housekeeping_loop(self) -> None:
         assert self.ctx is not None
@@ -257,7 +261,11 @@ class BrokerApp:
         if self.schedule is not None:
             await asyncio.to_thread(self.schedule.shutdown)
         if self.ctx is not None:
-            await asyncio.to_thread(self.ctx.offsets.persist)
+            try:
+                await asyncio.to_thread(self.ctx.offsets.persist)
+            except Exception:
+                # The store must still close cleanly (no abort file, no recovery scan).
+                log.exception("persisting consumer offsets at shutdown failed")
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
             log.info("broker stopped; store %s closed", self.options.store_dir)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rocketstore.broker.perm_name import PERM_ALL, PERM_READ, PERM_WRITE
+from rocketstore.broker.remoting import replace_lone_surrogates
 from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.atomic import write_atomic
 from rocketstore.java_ints import JAVA_INT_MAX
@@ -200,10 +201,12 @@ def parse_fastjson(text: str) -> Any:
     """Parse JSON as fastjson writes it (unquoted integer map keys allowed).
 
     Raises ``ValueError`` on anything else that is not JSON, and on nesting deeper than
-    Python's recursion limit (which no RocketMQ file or request body has).
+    Python's recursion limit (which no RocketMQ file or request body has). An escaped lone
+    surrogate reads as ``?``, as a Java broker would write it back
+    (:func:`~rocketstore.broker.remoting.replace_lone_surrogates`).
     """
     try:
-        return json.loads(_BARE_INT_KEY.sub(_quote_int_keys, text))
+        return json.loads(_BARE_INT_KEY.sub(_quote_int_keys, replace_lone_surrogates(text)))
     except RecursionError as e:
         raise ValueError("JSON nested too deeply") from e
 
@@ -260,6 +263,11 @@ def _decode_file(path: str, decode: Callable[[Any], T]) -> T | None:
         raise ValueError(f"unexpected content: {e}") from e
 
 
+# Config files (absolute paths) this process loaded from their ``.bak`` because the file
+# itself was bad, and has not written since.
+_restored_from_backup: set[str] = set()
+
+
 def load_config_file(path: str, what: str, decode: Callable[[Any], T]) -> T | None:
     """``decode`` applied to the parsed ``path``, or to ``path.bak`` when ``path`` is
     missing, blank or bad; None when neither file exists (a fresh store).
@@ -286,7 +294,14 @@ def load_config_file(path: str, what: str, decode: Callable[[Any], T]) -> T | No
     else:
         backup_problem = "missing"
     if from_backup is not None:
-        log.warning("%s: %s loaded from the backup %s", path, what, backup)
+        if problem is None:  # missing or blank: a first write cut short
+            log.warning("%s: %s loaded from the backup %s", path, what, backup)
+        else:
+            # Said where an operator's tools show it (the CLI prints errors only): the
+            # table is as it was at the backup's write, and the bad file stays as it is
+            # until the next write, which keeps the backup (persist_config_file).
+            log.error("%s: %s; %s loaded from the backup %s", path, problem, what, backup)
+            _restored_from_backup.add(os.path.abspath(path))
         return from_backup
     if problem is None and backup_problem == "missing":
         return None
@@ -298,8 +313,12 @@ def load_config_file(path: str, what: str, decode: Callable[[Any], T]) -> T | No
 
 
 def persist_config_file(path: str, obj: Any) -> None:
-    """Write ``obj`` atomically, keeping the previous file as ``.bak``."""
+    """Write ``obj`` atomically, keeping the previous file as ``.bak``: unless this process
+    loaded the table from the backup because the file was bad. RocketMQ copies the bad
+    file over the good backup then; here the backup stays until a good file replaces it."""
     data = dump_pretty(obj).encode("utf-8")
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    key = os.path.abspath(path)
     with _path_lock(path):
-        write_atomic(path, data, keep_backup=True)
+        write_atomic(path, data, keep_backup=key not in _restored_from_backup)
+        _restored_from_backup.discard(key)

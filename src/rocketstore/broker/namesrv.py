@@ -26,7 +26,7 @@ from rocketstore.broker.namesrv_config import (
     persist_namesrv_config,
 )
 from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE
-from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
+from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str, loads_json
 from rocketstore.broker.server import Connection
 from rocketstore.errors import ConfigError
 from rocketstore.paths import RETRY_PREFIX
@@ -360,8 +360,8 @@ class NameServer:
                 ResponseCode.SYSTEM_ERROR, "compressed broker registration is not supported"
             )
         try:
-            body = json.loads(cmd.body.decode("utf-8")) if cmd.body else {}
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            body = loads_json(cmd.body) if cmd.body else {}
+        except (UnicodeDecodeError, ValueError) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad registration body: {e}")
         wrapper = body.get("topicConfigSerializeWrapper", {}) if isinstance(body, dict) else {}
         wrapper = wrapper if isinstance(wrapper, dict) else {}

@@ -18,6 +18,7 @@ broker sends them: some clients fail on numbers.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 
 from rocketstore.broker.codes import LANGUAGES
 from rocketstore.errors import CorruptDataError
-from rocketstore.java_ints import fits_java_long
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, fits_java_long
 
 FLAG_RESPONSE = 0x1  # bit 0: this command answers a request
 FLAG_ONEWAY = 0x2  # bit 1: the sender wants no answer
@@ -41,6 +42,18 @@ _PREFIX = struct.Struct(">ii")  # frame length, serialize type + header length
 # Binary header: code, language, version, opaque, flag.
 _BINARY_HEAD = struct.Struct(">hbhii")
 _SHORT = struct.Struct(">h")
+
+# JSON lets a string hold an escaped lone UTF-16 surrogate (\ud800 without its pair); a
+# Java peer keeps it in a String and writes "?" for it whenever the String becomes UTF-8
+# bytes. Python cannot encode such a str at all: a response naming it, or a config file
+# holding it, would fail to be written. So it becomes "?" as soon as the JSON is read.
+_SURROGATE_ESCAPE_HINT = re.compile(r"\\u[dD][89a-fA-F]")
+_JSON_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"  # a pair: one character
+    r"|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"  # a lone surrogate (6 characters)
+    r"|\\.",  # any other escape, an escaped backslash included
+    re.DOTALL,
+)
 
 
 class ProtocolError(CorruptDataError):
@@ -90,6 +103,23 @@ class RemotingCommand:
             body=body,
             version=self.version,
         )
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """JSON ``text`` with each escaped lone surrogate replaced by ``?`` (what a Java peer
+    stores for it); surrogate pairs and every other escape are kept."""
+    if _SURROGATE_ESCAPE_HINT.search(text) is None:
+        return text
+    return _JSON_ESCAPE.sub(lambda m: "?" if len(m.group(0)) == 6 else m.group(0), text)
+
+
+def loads_json(data: bytes) -> Any:
+    """A request body or header: UTF-8 JSON, lone surrogates read as ``?``. Raises
+    UnicodeDecodeError or ValueError (nesting too deep included)."""
+    try:
+        return json.loads(replace_lone_surrogates(data.decode("utf-8")))
+    except RecursionError as e:
+        raise ValueError("JSON nested too deeply") from e
 
 
 # --- extFields ------------------------------------------------------------------------
@@ -146,6 +176,16 @@ def ext_int(ext: Mapping[str, str], name: str, default: int | None = None) -> in
     return number
 
 
+def ext_java_int(ext: Mapping[str, str], name: str, default: int | None = None) -> int:
+    """A field a Java header declares ``Integer`` (a queue id, a flag): beyond an int is a
+    RequestFieldError, as Integer.parseInt refuses it in a Java broker (the store could
+    not write it into its 4-byte slot either)."""
+    number = ext_int(ext, name, default)
+    if not JAVA_INT_MIN <= number <= JAVA_INT_MAX:
+        raise RequestFieldError(f"field {name!r} is out of an int's range, got {ext.get(name)!r}")
+    return number
+
+
 def ext_bool(ext: Mapping[str, str], name: str, default: bool = False) -> bool:
     value = ext.get(name)
     if value is None or value == "":
@@ -173,7 +213,10 @@ def encode_header_json(cmd: RemotingCommand) -> bytes:
     }
     if cmd.remark is not None:
         header["remark"] = cmd.remark
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    # "replace": a lone surrogate (which no decoded request holds) goes out as "?", as
+    # Java writes it, rather than failing the frame and leaving the request unanswered.
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "replace")
 
 
 def encode_command(cmd: RemotingCommand) -> bytes:
@@ -254,8 +297,8 @@ def _int_field(header: Mapping[str, Any], name: str, default: int | None = None)
 
 def _decode_json_header(header: bytes) -> RemotingCommand:
     try:
-        obj = json.loads(header.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        obj = loads_json(header)
+    except (UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(f"header is not UTF-8 JSON: {e}") from e
     if not isinstance(obj, dict):
         raise ProtocolError(f"header must be a JSON object, got {type(obj).__name__}")

@@ -79,6 +79,23 @@ class CheckResult:
         return not self.problems
 
 
+def no_record_reason(offset: int, data_end: int, scan: CommitLogScan | None) -> str:
+    """Why a unit or index entry pointing at ``offset`` finds no record. Past damage that
+    readable records follow, the rest of the damaged file is not read: the record may be
+    whole, and "past the end of the CommitLog" would be wrong."""
+    damage = scan.first_structure_issue if scan is not None else None
+    if damage is not None and scan is not None and scan.records_after_structure_issue:
+        file_end = damage.offset - damage.position + scan.file_size
+        if damage.offset <= offset < file_end:
+            return (
+                f"points to offset {offset}, at or after the damaged data at {damage.offset} "
+                "(readable records follow it; the check does not read the rest of its file)"
+            )
+    if offset >= data_end:
+        return f"points to offset {offset}, past the end of the CommitLog ({data_end})"
+    return f"points to offset {offset}, where no record starts"
+
+
 def lookup(sorted_offsets: I64, wanted: I64) -> tuple[I64, npt.NDArray[np.bool_]]:
     """Index of each ``wanted`` offset in ``sorted_offsets`` and whether it is there."""
     if len(sorted_offsets) == 0:

@@ -12,7 +12,14 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable, lookup
+from rocketstore.cli.check_common import (
+    I64,
+    CheckResult,
+    Problem,
+    RecordTable,
+    lookup,
+    no_record_reason,
+)
 from rocketstore.config import StoreConfig
 from rocketstore.format import index_layout as layout
 from rocketstore.index import file_geometry
@@ -201,10 +208,7 @@ class IndexCheck:
         no_record = alive[~is_record]
 
         def describe(i: int) -> str:
-            offset = int(offsets[i])
-            if offset >= self.data_end:
-                return f"points to offset {offset}, past the end of the CommitLog ({self.data_end})"
-            return f"points to offset {offset}, where no record starts"
+            return no_record_reason(int(offsets[i]), self.data_end, self.result.scan)
 
         self._report(path, no_record, describe)
         with_record = alive[is_record]

@@ -26,7 +26,14 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from rocketstore.cli.check_common import I64, CheckResult, Problem, RecordTable, lookup
+from rocketstore.cli.check_common import (
+    I64,
+    CheckResult,
+    Problem,
+    RecordTable,
+    lookup,
+    no_record_reason,
+)
 from rocketstore.cli.check_dledger import DLedgerCheck
 from rocketstore.cli.check_index import IndexCheck
 from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_files
@@ -375,9 +382,7 @@ class _QueueCheck:
         return unit.tags_code, ""
 
     def _no_record(self, offset: int) -> str:
-        if offset >= self.data_end:
-            return f"points to offset {offset}, past the end of the CommitLog ({self.data_end})"
-        return f"points to offset {offset}, where no record starts"
+        return no_record_reason(offset, self.data_end, self.result.scan)
 
     def _mismatch(self, q: int, r: int, key: int, first: int, size: int, code: int | None) -> str:
         table = self.table

@@ -30,7 +30,7 @@ from rocketstore.cli.context import (
     unit_store_time,
 )
 from rocketstore.cli.queues import name_server_order
-from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, TIME, format_seconds
+from rocketstore.cli.timeparse import HUMAN_FORMAT_HELP, format_seconds, parse_time
 from rocketstore.cli.topic_admin import offline_edit
 from rocketstore.paths import RETRY_PREFIX
 from rocketstore.store import MessageStore
@@ -286,7 +286,10 @@ def reset_offset_by_time(ctx: CliContext, group: str, topic: str, when: str, for
     Example:
       rocketstore resetOffsetByTime -g OrderProcessors -t OrderEvents -s 2024-05-01#00:00:00:000
     """
-    timestamp = TIME.convert(when, None, None)
+    try:
+        timestamp = parse_time(when)
+    except ValueError as e:  # (-s is kept as text: the line below prints it as given)
+        raise click.BadParameter(str(e), param_hint="'-s' / '--timestamp'") from e
     lines = _reset(ctx, group, topic, timestamp, force)
     click.echo(
         f"rollback consumer offset by specified consumerGroup[{group}], topic[{topic}], "

@@ -24,7 +24,11 @@ from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
 from rocketstore.files.store_dir import missing_commitlog, with_dledger
+from rocketstore.format.dledger_entry import END_OF_DATA
+from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_unit
+from rocketstore.index import file_geometry, index_files, settled_geometries
 from rocketstore.paths import ABORT_FILE, MULTI_PATH_SPLITTER, CommitLogDirs
+from rocketstore.recovery.later_records import first_record_after
 from rocketstore.settings_file import (
     COMMITLOG_PATH_KEYS,
     parse_java_properties,
@@ -252,6 +256,15 @@ class CliContext:
                 f"rocketstore: warning: {missing} Messages in the missing files cannot be read.",
                 err=True,
             )
+        damage = damage_warning(store)
+        if damage is not None:
+            click.echo(f"rocketstore: warning: {damage}", err=True)
+        for reason in unread_index_files(store):
+            click.echo(
+                f"rocketstore: warning: {reason}; key and unique-key queries do not search "
+                "it, so they may miss messages.",
+                err=True,
+            )
         # Behind a running (or crashed) writer the queues trail the CommitLog by moments
         # (or recovery builds them); after a clean stop they should cover all of it.
         if not os.path.exists(os.path.join(store.root, ABORT_FILE)):
@@ -289,6 +302,81 @@ class CliContext:
     def emit(self, obj: dict[str, Any]) -> None:
         """One JSON object on one line (bytes become base64)."""
         click.echo(json_line(obj))
+
+
+def damage_warning(store: MessageStore) -> str | None:
+    """Why a read-only store reads less than the CommitLog holds, or None.
+
+    A reader stops at the first record that is not valid, as recovery does, and at zeros
+    where a record would start (the end of the data), so records after damage or a lost
+    page are in no answer: queryMsgById says "not found", the queues end there. After a
+    clean stop a stop on damage is news, and so is an end of data that consume queues
+    point past; behind a crashed or running writer the last record may be torn (or still
+    being written), so there only damage with a readable record after it is."""
+    report = store.recovery_report
+    end = report.stop_offset
+    if end is None:
+        return None
+    stopped_cleanly = not os.path.exists(os.path.join(store.root, ABORT_FILE))
+    if report.stop_reason in ("", END_OF_DATA):
+        if not stopped_cleanly or _queue_unit_past(store, end) is None:
+            return None
+        why = "zeros where the data should go on"
+    else:
+        why = report.stop_reason
+    later = first_record_after(store.commitlog, end, 0)
+    if later is None and not stopped_cleanly:
+        return None
+    follows = (
+        f"; a readable record follows at offset {later} (`rocketstore dump --from {later}` "
+        "reads it)"
+        if later is not None
+        else ""
+    )
+    return (
+        f"the CommitLog is damaged at offset {end} ({why}): the records from there on are "
+        f"not read, so these answers miss them{follows}. `rocketstore check` lists the damage."
+    )
+
+
+def unread_index_files(store: MessageStore) -> list[str]:
+    """Why each whole index file the reader passed over cannot be read (its size fits no
+    geometry its entries agree with: damage, or another broker's settings). Files cut
+    short at creation hold nothing and are not listed."""
+    loaded = {f.path for f in store.index.files}
+    paths, _cut_short = index_files(store.index.directory)
+    configured = (store.config.max_hash_slot_num, store.config.max_index_num)
+    siblings = settled_geometries(paths, configured)
+    reasons = []
+    for path in paths:
+        if path in loaded:
+            continue
+        try:
+            file_geometry(path, configured, siblings=siblings)
+        except ValueError as e:
+            reasons.append(str(e))
+        except OSError:  # a writer's retention deleted it since the listing
+            continue
+    return reasons
+
+
+def _queue_unit_past(store: MessageStore, end: int) -> int | None:
+    """The CommitLog offset of a consume-queue unit on disk, just past what the reader
+    took of its queue, that points at or after ``end`` (a record the queue was built
+    from, so there was data there), or None. One unit per queue."""
+    for queue in store.queues.values():
+        position = queue.max_offset() * CQ_UNIT_SIZE
+        mapped = queue.files.find(position)
+        if mapped is None:
+            continue
+        local = position - mapped.file_from_offset
+        raw = mapped.read(local, CQ_UNIT_SIZE)
+        if len(raw) < CQ_UNIT_SIZE:
+            continue
+        unit = decode_unit(raw)
+        if unit.is_valid and not unit.is_blank_fill and unit.commit_log_offset >= end:
+            return unit.commit_log_offset
+    return None
 
 
 def json_line(obj: dict[str, Any]) -> str:

@@ -426,15 +426,16 @@ def decode_message_id(ctx: CliContext, msg_ids: str) -> None:
 
 
 def _decode_both(msg_id: str) -> dict[str, Any]:
-    try:
-        raw = hex_to_bytes(msg_id, what="message id")
-    except CorruptDataError as e:
-        raise CliError(f"malformed message id: {e.reason}") from e
+    # The length first: hex_to_bytes calls an odd number of hex digits "not hexadecimal".
     if len(msg_id) not in (32, 56):
         raise CliError(
             f"malformed message id {msg_id!r}: a UNIQ_KEY or offsetMsgId has 32 (IPv4) or "
             f"56 (IPv6) hex digits, this has {len(msg_id)}"
         )
+    try:
+        raw = hex_to_bytes(msg_id, what="message id")
+    except CorruptDataError as e:
+        raise CliError(f"malformed message id: {e.reason}") from e
     ip_length = 16 if len(raw) == 28 else 4
     (pid,) = struct.unpack_from(">H", raw, ip_length)
     timestamp = uniq_key_timestamp(msg_id, now_ms())

@@ -382,9 +382,17 @@ typedef struct {
     int32_t sys_flag;
 } RecordMeta;
 
+/* Whether a property's name or value is one a record could not give back as put: empty,
+ * or holding a separator (properties.property_problem words the refusal). */
+static int odd_property_text(const char *text, Py_ssize_t length) {
+    return length == 0 || memchr(text, '\x01', (size_t)length) != NULL ||
+           memchr(text, '\x02', (size_t)length) != NULL;
+}
+
 /* Append the properties string (name \x01 value \x02 ..., no trailing \x02) of a dict of
  * str to str at *out. Returns its length, -1 for "not the common case" (a non-str, a
- * DELAY entry, too long, or text that is not UTF-8 encodable) and -2 for an error. */
+ * DELAY entry, too long, text that is not UTF-8 encodable, empty or holding a separator)
+ * and -2 for an error. */
 static Py_ssize_t encode_properties(PyObject *props, PyObject *out, Py_ssize_t at) {
     Py_ssize_t pos = 0, length = 0;
     PyObject *name, *value;
@@ -402,6 +410,8 @@ static Py_ssize_t encode_properties(PyObject *props, PyObject *out, Py_ssize_t a
             PyErr_Clear();
             return -1;
         }
+        if (odd_property_text(name_utf8, name_len) || odd_property_text(value_utf8, value_len))
+            return -1;
         Py_ssize_t need = name_len + value_len + 2;
         if (length + need - 1 > MAX_PROPERTIES) return -1;
         if (PyByteArray_GET_SIZE(out) < at + length + need &&

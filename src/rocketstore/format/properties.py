@@ -70,6 +70,29 @@ def stored_properties_str(properties: Mapping[str, str]) -> str:
     return encode_properties_str(properties)
 
 
+def property_problem(properties: Mapping[str, object]) -> str | None:
+    """What in ``properties`` a record could not give back as it was put, or None: an empty
+    name or value (a reader drops the entry) or one holding a separator (it splits the
+    entry). VerbatimProperties are a record's own text: nothing to check."""
+    if isinstance(properties, VerbatimProperties):
+        return None
+    for name, value in properties.items():
+        if value is None:  # skipped, as Java skips it
+            continue
+        if not name:
+            return "a property has an empty name"
+        text = str(value)
+        if not text:
+            return f"property {name!r} is empty (a record cannot keep an empty value)"
+        for part in (str(name), text):
+            if NAME_VALUE_SEPARATOR in part or PROPERTY_SEPARATOR in part:
+                return (
+                    f"property {name!r}: {part!r} holds a separator (\\x01 or \\x02) of the "
+                    "properties string"
+                )
+    return None
+
+
 def join_batch_properties(inner: str, batch: str) -> str:
     """A batch record's properties (RocketMQ 4.9.2+): the message's own string, then one
     0x02 unless either part is empty or the message's already ends in one, then the

@@ -41,10 +41,13 @@ class Subscription:
     tags: frozenset[str]
     codes: frozenset[int]
     selector: PropertyFilter | None = None  # a SQL92 subscription's
+    # A TAG expression whose every tag is blank (" ", "a||" is not): RocketMQ keeps it with
+    # no tag code, so a broker matches no unit with it.
+    matches_none: bool = False
 
     @property
     def matches_all(self) -> bool:
-        return not self.tags and self.selector is None
+        return not self.tags and self.selector is None and not self.matches_none
 
     @property
     def expression_type(self) -> str:
@@ -56,13 +59,15 @@ class Subscription:
         passes, as RocketMQ passes a unit whose extension it cannot read, and the
         record's TAGS decide (``match_tags``)."""
         if not self.tags:
-            return True
+            return not self.matches_none
         return tags_code <= MAX_ADDRESS or _to_int32(tags_code) in self.codes
 
     def match_tags(self, tags: str | None) -> bool:
         """A TAG subscription's check of a record's TAGS (a selector's decides on
         ``match_properties``)."""
-        return not self.tags or (tags is not None and tags in self.tags)
+        if not self.tags:
+            return not self.matches_none
+        return tags is not None and tags in self.tags
 
     def match_properties(self, properties: Mapping[str, str]) -> bool:
         """Whether a record with these properties is delivered: its TAGS for a TAG
@@ -74,14 +79,24 @@ class Subscription:
 
 @lru_cache(maxsize=1024)  # every pull parses its expression; Subscription is immutable
 def parse_subscription(expression: str | None) -> Subscription:
-    """``None``, ``""`` and ``"*"`` match everything; otherwise tags split on ``||``."""
-    text = (expression or "").strip()
-    if not text or text == SUB_ALL:
+    """FilterAPI's TAG expression: ``None``, ``""`` and ``"*"`` match everything; anything
+    else is split on ``||`` as Java's ``String.split`` does (trailing empty parts dropped)
+    and each part trimmed. ConfigError when nothing is left of the split (``"||"``:
+    RocketMQ's "subString split error"); parts that are all blank (``" "``) leave no tag,
+    and match no message."""
+    if not expression or expression == SUB_ALL:
         return Subscription(SUB_ALL, frozenset(), frozenset())
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    parts = expression.split("||")
+    while parts and not parts[-1]:
+        parts.pop()
+    if not parts:
+        raise ConfigError(
+            f"subscription {expression!r} names no tag (RocketMQ: subString split error)"
+        )
+    tags = frozenset(t.strip() for t in parts if t.strip())
     if not tags:
-        return Subscription(SUB_ALL, frozenset(), frozenset())
-    return Subscription(text, tags, frozenset(java_string_hash(t) for t in tags))
+        return Subscription(expression, frozenset(), frozenset(), matches_none=True)
+    return Subscription(expression, tags, frozenset(java_string_hash(t) for t in tags))
 
 
 def build_subscription(expression: str | None, expression_type: str | None = TAG) -> Subscription:

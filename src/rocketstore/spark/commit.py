@@ -29,11 +29,10 @@ from rocketstore.files.atomic import read_with_backup
 from rocketstore.format import properties as props
 from rocketstore.format.message import Message
 from rocketstore.paths import CONFIG_DIR
-from rocketstore.put_path import delay_level
+from rocketstore.put_path import Refusal, delay_level
 from rocketstore.spark import sink_log
 from rocketstore.spark.routing import QueueChooser
 from rocketstore.spark.staging import read_staged
-from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -90,17 +89,18 @@ def staged_messages(files: Sequence[str], chooser: QueueChooser) -> Iterator[Mes
                 )
 
 
-def configured_write_queues(store_root: str) -> dict[str, int]:
-    """``writeQueueNums`` per topic from a broker's ``config/topics.json``, if any. Best
-    effort: the table is the broker's, and a file it is rewriting is skipped with a
-    warning (queue counts then come from the queues themselves)."""
+def configured_queues(store_root: str) -> dict[str, tuple[int, int]]:
+    """``(writeQueueNums, readQueueNums)`` per topic from a broker's
+    ``config/topics.json``, if any. Best effort: the table is the broker's, and a file it
+    is rewriting is skipped with a warning (queue counts then come from the queues
+    themselves)."""
     raw = read_with_backup(os.path.join(store_root, CONFIG_DIR, TOPICS_FILE))
     if raw is None:
         return {}
     try:
         table = json.loads(raw).get("topicConfigTable", {})
         return {
-            str(topic): int(config["writeQueueNums"])
+            str(topic): (int(config["writeQueueNums"]), int(config.get("readQueueNums", 0)))
             for topic, config in table.items()
             if int(config.get("writeQueueNums", 0)) > 0
         }
@@ -112,7 +112,16 @@ def configured_write_queues(store_root: str) -> dict[str, int]:
 def _chooser(store: MessageStore, queue_nums: int) -> QueueChooser:
     topics = store.topics()
     counts = {t: sum(store.max_offset(t, q) for q in qids) for t, qids in topics.items()}
-    return QueueChooser(topics, counts, queue_nums, configured_write_queues(store.root))
+    configured = configured_queues(store.root)
+    return QueueChooser(
+        topics,
+        counts,
+        queue_nums,
+        {topic: write for topic, (write, _read) in configured.items()},
+        # A broker refuses a queue id at or past both counts (its send processor's
+        # msgCheck): its consumers would never read such a queue.
+        {topic: max(write, read) for topic, (write, read) in configured.items()},
+    )
 
 
 def _check_all(store: MessageStore, files: Sequence[str], queue_nums: int) -> int:
@@ -121,10 +130,11 @@ def _check_all(store: MessageStore, files: Sequence[str], queue_nums: int) -> in
     for count, message in enumerate(staged_messages(files, _chooser(store, queue_nums)), 1):
         single = bool(delay_level(message.properties))
         prepared = store.preparer.prepare(message, None, in_batch=not single)
-        if isinstance(prepared, PutStatus):
+        if isinstance(prepared, Refusal):
             raise ConfigError(
                 f"message {count} of the job (topic {message.topic!r}, "
-                f"{len(message.body)} bytes of body) is refused by the store: {prepared.name}"
+                f"{len(message.body)} bytes of body) is refused by the store: "
+                f"{prepared.status.name}: {prepared.reason}"
             )
     return count
 

@@ -137,7 +137,8 @@ class ReadOptions:
         """What rows the tags or sql92 option keep (``read_options`` checked both)."""
         if self.sql92 is not None:
             return build_subscription(self.sql92, SQL92)
-        return parse_subscription(self.tags)
+        # Trimmed: an option written " * " means every tag (RocketMQ would read a tag "*").
+        return parse_subscription(self.tags.strip() if self.tags else None)
 
 
 def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -284,6 +285,10 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
                     f"{name} offsets name topic {topic!r}, which is not among the topics read"
                 )
     tags = options.get("tags")
+    if tags and tags.strip() != "*" and not any(t.strip() for t in tags.split("||")):
+        # RocketMQ refuses "||" (FilterAPI: "subString split error") and matches nothing
+        # with a blank expression: as an option, both are mistakes to name.
+        raise ConfigError(f"option tags={tags!r} names no tag (give 'TagA || TagB', or '*')")
     sql92 = options.get("sql92")
     if sql92 is not None:
         if tags is not None:
@@ -292,6 +297,7 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
             build_subscription(sql92, SQL92)
         except ConfigError as e:
             raise ConfigError(f"option sql92: {e}") from e
+    _check_order(options, start, end)
     if mode == MODE_COMMITLOG:
         _check_commitlog_bounds(start, end)
     return ReadOptions(
@@ -310,6 +316,41 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
         store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
     )
+
+
+def _given(options: Mapping[str, str], which: str) -> str:
+    """The start or end option given, as ``name='value'`` (for error messages)."""
+    for name in (f"{which}Offsets", f"{which}Timestamp", f"{which}OffsetsByTimestamp"):
+        if name.lower() in options:
+            return f"{name}={options[name.lower()]!r}"
+    return f"{which}Offsets (default)"
+
+
+def _check_order(options: Mapping[str, str], start: Bound, end: Bound) -> None:
+    """A start after the end it is given with reads nothing: that is a mistake in the
+    options, refused as Kafka's source refuses it, rather than an empty result. Checked
+    where both ends are numbers of the same kind: queue offsets, or store times."""
+    problems: list[str] = []
+    for key in sorted(start.offsets.keys() & end.offsets.keys()):
+        first, last = start.offsets[key], end.offsets[key]
+        if first >= 0 and last >= 0 and first > last:
+            problems.append(f"topic {key[0]!r} queue {key[1]}: offset {first} > {last}")
+    if start.timestamp_ms is not None or start.timestamps:
+        queues = start.timestamps.keys() | end.timestamps.keys()
+        pairs = [
+            (f"topic {t!r} queue {q}: ", start.timestamps.get((t, q), start.timestamp_ms),
+             end.timestamps.get((t, q), end.timestamp_ms))
+            for t, q in sorted(queues)
+        ]  # fmt: skip
+        pairs.append(("", start.timestamp_ms, end.timestamp_ms))
+        for where, first_ms, last_ms in pairs:
+            if first_ms is not None and last_ms is not None and first_ms > last_ms:
+                problems.append(f"{where}time {first_ms} > {last_ms}")
+    if problems:
+        raise ConfigError(
+            f"{_given(options, 'starting')} starts after {_given(options, 'ending')} ends "
+            f"({'; '.join(problems)}): the range read is [start, end)"
+        )
 
 
 def _check_commitlog_bounds(start: Bound, end: Bound) -> None:

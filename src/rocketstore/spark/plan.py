@@ -9,7 +9,9 @@ Three kinds of partition:
   one consume queue (``mode=queue``); big queues are split by ``maxRecordsPerPartition`` and
   ``minPartitions``.
 - :class:`KeyPartition`: one topic's messages found through the index by ``key`` or
-  ``uniqKey`` (pushed filters), kept only inside the planned queue ranges.
+  ``uniqKey`` (pushed filters), kept only inside the planned queue ranges. A light
+  queue (``%LMQ%...``) is read as queue partitions instead: its units point at records
+  of other topics, which the index files under those topics.
 - :class:`CommitLogPartition` ``(file_offset, start, end)``: records starting at positions
   [start, end) of one CommitLog file (``mode=commitlog``); the reader finds the first
   record boundary by walking the file's records from position 0.
@@ -26,6 +28,7 @@ from pyspark.sql.datasource import InputPartition
 
 from rocketstore.errors import ConfigError
 from rocketstore.format.record_scan import walk_start_array
+from rocketstore.paths import LMQ_PREFIX
 from rocketstore.rebuild.plan import split_spans
 from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
 from rocketstore.spark.pushdown import Pushed
@@ -149,15 +152,21 @@ def key_partitions(ranges: list[QueueRange], pushed: Pushed) -> list[KeyPartitio
 
 def plan_queue_read(
     store: MessageStore, options: ReadOptions, pushed: Pushed
-) -> list[QueuePartition] | list[KeyPartition]:
+) -> list[QueuePartition | KeyPartition]:
     ranges = queue_ranges(store, options, pushed)
     if pushed.by_index:
         if (pushed.keys is not None and not pushed.keys) or (
             pushed.uniq_keys is not None and not pushed.uniq_keys
         ):
             return []  # `key IN ()` or contradicting equalities: nothing can match
-        return key_partitions(ranges, pushed)
-    return split_ranges(ranges, options.max_records_per_partition, options.min_partitions)
+        # A light queue's rows are records of other topics, filed in the index under
+        # those topics: the index of the light queue's topic never finds them. Such
+        # queues are read unit by unit; the scan checks the pushed keys on every row.
+        light = [r for r in ranges if r[0].startswith(LMQ_PREFIX)]
+        indexed = [r for r in ranges if not r[0].startswith(LMQ_PREFIX)]
+        scanned = split_ranges(light, options.max_records_per_partition, options.min_partitions)
+        return [*key_partitions(indexed, pushed), *scanned]
+    return [*split_ranges(ranges, options.max_records_per_partition, options.min_partitions)]
 
 
 # A partition finds its first record without reading what lies before it, so cutting a

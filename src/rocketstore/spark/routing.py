@@ -2,7 +2,10 @@
 
 Layer: spark (top). No I/O.
 
-- A row with a ``queueId`` goes to that queue (it may be a new queue of the topic).
+- A row with a ``queueId`` goes to that queue (it may be a new queue of the topic),
+  unless the broker's topic table has the topic and the id is not below both its
+  ``writeQueueNums`` and ``readQueueNums``: a broker refuses such a send (its consumers
+  never read that queue), and so does the job, naming the topic and the id.
 - A row with keys goes to ``abs(hashCode(KEYS) % n)``, Java's ``String.hashCode`` of the
   KEYS text as stored and Java's remainder (sign of the dividend), which is what RocketMQ's
   ``SelectMessageQueueByHash`` producers compute: messages with the same KEYS land in the
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rocketstore.errors import ConfigError
 from rocketstore.format.javahash import java_string_hash
 
 
@@ -45,11 +49,13 @@ class QueueChooser:
         message_counts: Mapping[str, int],
         queue_nums: int,
         configured: Mapping[str, int] | None = None,
+        queue_limits: Mapping[str, int] | None = None,
     ) -> None:
         self._topics = store_topics
         self._counts = message_counts
         self._queue_nums = queue_nums
         self._configured = configured or {}
+        self._limits = queue_limits or {}
         self._next: dict[str, int] = {}
 
     def count(self, topic: str) -> int:
@@ -57,6 +63,13 @@ class QueueChooser:
 
     def choose(self, topic: str, queue_id: int | None, keys: str | None) -> int:
         if queue_id is not None:
+            limit = self._limits.get(topic)
+            if limit is not None and queue_id >= limit:
+                raise ConfigError(
+                    f"column queueId is {queue_id} for topic {topic!r}, which the store's "
+                    f"topic table (config/topics.json) gives queues 0..{limit - 1}: a "
+                    "broker refuses that queue id and its consumers never read it"
+                )
             return queue_id
         count = self.count(topic)
         if keys:

@@ -303,8 +303,9 @@ def _as_read_from(batch: Any, part: QueuePartition) -> Any:
 
 
 def _apply_pushed(batch: Any, pushed: Pushed) -> Any:
-    """The rows of ``batch`` that pushed offset and time bounds accept (topic and queue
-    bounds were applied when the partition was planned)."""
+    """The rows of ``batch`` that every pushed filter accepts (as ``Pushed.accepts_row``):
+    offset and time bounds, topics and queues, and the ``key`` / ``uniqKey`` values (a
+    light queue read with pushed key filters is scanned, not looked up in the index)."""
     if pushed == NOTHING_PUSHED:
         return batch
     import pyarrow as pa  # noqa: PLC0415
@@ -331,6 +332,9 @@ def _apply_pushed(batch: Any, pushed: Pushed) -> Any:
             ],
             dtype=bool,
         )
+    for values, column in ((pushed.keys, "key"), (pushed.uniq_keys, "uniqKey")):
+        if values is not None:
+            keep &= np.asarray(_is_in(batch.column(column), sorted(values)), dtype=bool)
     return batch if keep.all() else batch.filter(pa.array(keep))
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
+from rocketstore.format import properties as props
 from rocketstore.spark.write_options import WriteColumns, WriteOptions, check_topic
 
 STAGING_DIR = ".rocketstore-staging"
@@ -108,16 +109,18 @@ def normalize(batch: Any, columns: WriteColumns, options: WriteOptions, first_ro
     keys = _column(batch, columns.key)
     listed = _column(batch, columns.keys)
     if listed is not None:
-        joined = pc.binary_join(listed, " ")
-        keys = joined if keys is None else pc.coalesce(keys, joined)
-    if keys is None:
-        keys = pa.nulls(rows, pa.string())
+        joined = _join_keys(listed)
+        keys = joined if keys is None else pc.coalesce(_empty_as_null(keys), joined)
+    keys = pa.nulls(rows, pa.string()) if keys is None else _empty_as_null(keys)
+    _check_text(keys, columns.key or columns.keys, first_row)
     tags = _column(batch, columns.tags)
-    if tags is None:
-        tags = pa.nulls(rows, pa.string())
+    tags = pa.nulls(rows, pa.string()) if tags is None else _empty_as_null(tags)
+    _check_text(tags, columns.tags, first_row)
     properties = _column(batch, columns.properties)
     if properties is None:
         properties = pa.nulls(rows, pa.map_(pa.string(), pa.string()))
+    else:
+        _check_properties(properties, columns.properties, first_row)
     queue = _column(batch, columns.queue_id)
     if queue is None:
         queue = pa.nulls(rows, pa.int32())
@@ -134,6 +137,90 @@ def normalize(batch: Any, columns: WriteColumns, options: WriteOptions, first_ro
     return pa.RecordBatch.from_arrays(
         [topic, queue, keys, tags, properties, value], schema=staging_schema()
     )
+
+
+def _empty_as_null(text: Any) -> Any:
+    """Empty text as null: the store cannot keep an empty KEYS or TAGS (a reader sees
+    none)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    empty = pc.equal(pc.binary_length(text), 0)
+    return pc.if_else(empty, pa.scalar(None, text.type), text)
+
+
+def _join_keys(listed: Any) -> Any:
+    """A ``keys`` array column as KEYS text: the keys joined by spaces, null elements left
+    out (as Spark's ``array_join``; Arrow's join would make the whole row null)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if listed.null_count or (len(listed) and pc.any(pc.is_null(listed.flatten())).as_py()):
+        texts = [
+            " ".join(k for k in keys if k is not None) if keys is not None else None
+            for keys in listed.to_pylist()
+        ]
+        return pa.array(texts, pa.string())
+    return pc.binary_join(listed, props.KEY_SEPARATOR)
+
+
+def _first_bad(mask: Any) -> int | None:
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if not len(mask) or not pc.any(mask).as_py():
+        return None
+    found: int = pc.index(mask, True).as_py()
+    return found
+
+
+def _check_text(text: Any, column: str | None, first_row: int) -> None:
+    """KEYS and TAGS are property values: no separator character may be in them."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    bad = _first_bad(pc.fill_null(_holds_separator(text), False))
+    if bad is not None:
+        raise ConfigError(
+            f"column {column!r} in row {first_row + bad} is {text[bad].as_py()!r}: "
+            "RocketMQ's property separators \\x01 and \\x02 cannot be stored in it"
+        )
+
+
+def _holds_separator(text: Any) -> Any:
+    """Whether each text holds one of RocketMQ's property separators: the record keeps
+    properties as "name\\x01value\\x02" pairs, so it would be read back as others."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.or_(
+        pc.match_substring(text, props.NAME_VALUE_SEPARATOR),
+        pc.match_substring(text, props.PROPERTY_SEPARATOR),
+    )
+
+
+def _check_properties(properties: Any, column: str | None, first_row: int) -> None:
+    """Every property needs a non-empty name and value without separator characters: the
+    record's text could not hold anything else (an empty or null one would be dropped,
+    a separator would split it into other properties)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    # As a list of (key, value) structs: that flattens with the batch's slice respected.
+    kind = properties.type
+    entries = properties.cast(pa.list_(pa.struct([kind.key_field, kind.item_field])))
+    flat = entries.flatten()
+    names, values = flat.field(0), flat.field(1)
+    parents = entries.value_parent_indices()
+    for part, text in (("name", names), ("value", values)):
+        missing = pc.or_(pc.is_null(text), pc.equal(pc.fill_null(pc.binary_length(text), 0), 0))
+        bad = _first_bad(pc.or_(missing, pc.fill_null(_holds_separator(text), False)))
+        if bad is not None:
+            found = text[bad].as_py()
+            what = "null" if found is None else repr(found)
+            where = "a property name" if part == "name" else f"property {names[bad].as_py()!r}"
+            raise ConfigError(
+                f"column {column!r} in row {first_row + parents[bad].as_py()}: {where} is "
+                f"{what}; RocketMQ stores only non-empty names and values without the "
+                "separators \\x01 and \\x02"
+            )
 
 
 def stage(

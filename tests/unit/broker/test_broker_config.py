@@ -103,6 +103,26 @@ def test_bad_or_empty_file_falls_back_to_bak(tmp_path: Path, damage: str) -> Non
     assert load_config_file(str(path), "test", identity) == {"v": 1}
 
 
+def test_a_write_after_falling_back_keeps_the_good_backup(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # RocketMQ's persist would copy the bad file over the only good copy of the table.
+    path = tmp_path / "x.json"
+    persist_config_file(str(path), {"v": 1})
+    persist_config_file(str(path), {"v": 2})
+    path.write_text("garbage{")
+    assert load_config_file(str(path), "test", identity) == {"v": 1}
+    assert any(
+        r.levelname == "ERROR" and "test loaded from the backup" in r.getMessage()
+        for r in caplog.records
+    )
+    persist_config_file(str(path), {"v": 3})
+    assert json.loads(Path(str(path) + ".bak").read_text()) == {"v": 1}
+    assert json.loads(path.read_text()) == {"v": 3}
+    persist_config_file(str(path), {"v": 4})  # the file is good again: backed up as usual
+    assert json.loads(Path(str(path) + ".bak").read_text()) == {"v": 3}
+
+
 def test_content_the_decoder_refuses_falls_back_to_bak(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     persist_config_file(str(path), {"v": 1})

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore import Message, MessageStore, PutResult, PutStatus, StoreConfig
 from rocketstore import commitlog as commitlog_module
 from rocketstore import index as index_module
 from rocketstore import put_path as put_path_module
@@ -268,11 +268,58 @@ def test_born_timestamp_none_means_now(tmp_path: Path) -> None:
     assert found is not None and before <= found.born_timestamp <= after
 
 
-def test_text_that_cannot_be_encoded_fails_both_ways(tmp_path: Path) -> None:
+def test_text_that_cannot_be_encoded_is_refused_both_ways(tmp_path: Path) -> None:
     odd = Message("T", b"x", properties={"bad": "\ud800"}, born_timestamp=STAMP)
-    for python in (False, True):
-        with pytest.raises(UnicodeEncodeError):
-            _run(tmp_path / str(python), [[odd]], python=python)
+    fine = Message("T", b"y", born_timestamp=STAMP)
+    # Alone, and second in a batch: nothing of the batch is written.
+    outcomes = _same_both_ways(tmp_path, [[odd], [fine, odd]])
+    assert outcomes == [
+        PutResult(
+            PutStatus.MESSAGE_ILLEGAL,
+            reason="properties hold '\\ud800', which UTF-8 cannot encode",
+        ),
+        [
+            PutResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                reason="message 1 of the batch: properties hold '\\ud800', which UTF-8 "
+                "cannot encode",
+            )
+        ]
+        * 2,
+    ]
+    assert _commitlog_bytes(tmp_path / "native") == b""
+
+
+@pytest.mark.parametrize(
+    ("properties", "reason"),
+    [
+        ({"c": ""}, "property 'c' is empty (a record cannot keep an empty value)"),
+        ({"": "v"}, "a property has an empty name"),
+        (
+            {"a\x01b": "y"},
+            "property 'a\\x01b': 'a\\x01b' holds a separator (\\x01 or \\x02) of the "
+            "properties string",
+        ),
+        (
+            {"b": "x\x02z"},
+            "property 'b': 'x\\x02z' holds a separator (\\x01 or \\x02) of the properties string",
+        ),
+    ],
+)
+def test_properties_a_record_cannot_give_back_are_refused_both_ways(
+    tmp_path: Path, properties: dict[str, str], reason: str
+) -> None:
+    # Written, {"a\x01b": "y", "b": "x\x02z"} would read back as {"a": "b\x01y", "b": "x"}.
+    odd = Message("T", b"x", properties=properties, born_timestamp=STAMP)
+    outcomes = _same_both_ways(tmp_path, [[odd]])
+    assert outcomes == [PutResult(PutStatus.MESSAGE_ILLEGAL, reason=reason)]
+
+
+def test_a_property_of_none_is_left_out_both_ways(tmp_path: Path) -> None:
+    # Java's messageProperties2String skips null values; a put is not refused for one.
+    message = Message("T", b"x", properties={"a": None, "b": "v"}, born_timestamp=STAMP)  # type: ignore[dict-item]
+    (outcome,) = _same_both_ways(tmp_path, [[message]])
+    assert isinstance(outcome, PutResult) and outcome.ok
 
 
 def test_encode_batch_hands_back_what_it_does_not_know() -> None:

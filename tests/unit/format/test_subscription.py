@@ -9,7 +9,7 @@ from rocketstore.format.javahash import java_string_hash, tags_code
 from rocketstore.format.subscription import SUB_ALL, build_subscription, parse_subscription
 
 
-@pytest.mark.parametrize("expression", [None, "", "*", "  ", " * ", "||", " || || "])
+@pytest.mark.parametrize("expression", [None, "", "*"])
 def test_match_all_expressions(expression: str | None) -> None:
     sub = parse_subscription(expression)
     assert sub.matches_all
@@ -20,6 +20,32 @@ def test_match_all_expressions(expression: str | None) -> None:
     assert sub.match_code(-(2**63))
     assert sub.match_tags(None)
     assert sub.match_tags("anything")
+
+
+@pytest.mark.parametrize("expression", ["  ", " || || ", "\t"])
+def test_blank_tags_match_nothing(expression: str) -> None:
+    # FilterAPI keeps the expression with no tag code: a broker's unit check then fails
+    # for every tagsCode, and the record check for every TAGS.
+    sub = parse_subscription(expression)
+    assert not sub.matches_all and sub.matches_none
+    assert sub.expression == expression and sub.tags == frozenset()
+    assert not sub.match_code(0) and not sub.match_code(12345)
+    assert not sub.match_tags(None) and not sub.match_tags("anything")
+    assert not sub.match_properties({"TAGS": "a"})
+
+
+@pytest.mark.parametrize("expression", ["||", "||||", "||||||"])
+def test_an_expression_split_into_nothing_is_refused(expression: str) -> None:
+    # Java's split drops trailing empty strings: "||" leaves no part at all.
+    with pytest.raises(ConfigError, match="names no tag"):
+        parse_subscription(expression)
+
+
+def test_star_with_spaces_is_a_tag_named_star() -> None:
+    # Only the exact "*" is every tag: " * " is split like any other expression.
+    sub = parse_subscription(" * ")
+    assert sub.tags == frozenset({"*"}) and not sub.matches_all
+    assert sub.match_tags("*") and not sub.match_tags("TagA")
 
 
 def test_two_tags() -> None:

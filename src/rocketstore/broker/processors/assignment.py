@@ -11,7 +11,6 @@ this broker does not run.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -19,7 +18,7 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
 from rocketstore.broker.perm_name import PERM_READ
-from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.broker.remoting import RemotingCommand, loads_json
 from rocketstore.broker.server import Connection
 from rocketstore.paths import RETRY_PREFIX
 
@@ -89,8 +88,8 @@ async def query_assignment(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
 ) -> RemotingCommand:
     try:
-        request = json.loads(cmd.body.decode("utf-8")) if cmd.body else {}
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        request = loads_json(cmd.body) if cmd.body else {}
+    except (UnicodeDecodeError, ValueError) as e:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad query assignment body: {e}")
     if not isinstance(request, dict):
         return cmd.response(ResponseCode.SYSTEM_ERROR, "bad query assignment body: not an object")

@@ -36,7 +36,12 @@ def parse_heartbeat(body: bytes) -> dict[str, Any]:
 
 
 def _groups(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    items = data.get(key) or []
+    items = data.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        # fastjson cannot read a Set<ConsumerData> out of anything but an array either.
+        raise RequestFieldError(f"heartbeat {key} must be an array, got {type(items).__name__}")
     return [g for g in items if isinstance(g, dict) and isinstance(g.get("groupName"), str)]
 
 

@@ -11,15 +11,15 @@ from typing import Any
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.queue_locks import QueueKey
-from rocketstore.broker.remoting import RemotingCommand, RequestFieldError
+from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, loads_json
 from rocketstore.broker.server import Connection
 
 
 def parse_lock_body(body: bytes) -> tuple[str, str, list[QueueKey]]:
     """(consumerGroup, clientId, queues) of a (Un)LockBatchRequestBody."""
     try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        data = loads_json(body)
+    except (UnicodeDecodeError, ValueError) as e:
         raise RequestFieldError(f"lock request body is not JSON: {e}") from e
     if not isinstance(data, dict):
         raise RequestFieldError("lock request body must be a JSON object")

@@ -38,10 +38,13 @@ async def query_message(
         if not topic or not key:
             # RocketMQ never indexes an empty key (nor a key of no topic): nothing to find.
             found = []
-        elif unique:
+        elif unique:  # RocketMQ replaces maxNum with defaultQueryMaxNum for these
             found = ctx.store.query_by_unique_key(topic, key)
+        elif max_num <= 0:
+            # IndexFile.selectPhyOffset stops before its first hit when asked for none.
+            found = []
         else:
-            limit = min(max(max_num, 1), ctx.store.config.max_msgs_num_batch)
+            limit = min(max_num, ctx.store.config.max_msgs_num_batch)
             found = ctx.store.query_messages(topic, key, limit, begin, end)
         index = ctx.store.index
         last = index.files[-1] if index.files else None

@@ -15,7 +15,13 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE, is_writeable
 from rocketstore.broker.processors.message_batch import decode_batch
-from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
+from rocketstore.broker.remoting import (
+    RemotingCommand,
+    ext_bool,
+    ext_int,
+    ext_java_int,
+    ext_str,
+)
 from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import (
     MULTI_TAG,
@@ -31,6 +37,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
+from rocketstore.format.record import MAX_PROPERTIES_LENGTH
 from rocketstore.paths import RETRY_PREFIX
 from rocketstore.put_path import PutResult, delay_level
 from rocketstore.status import PutStatus
@@ -95,15 +102,16 @@ class SendHeader:
             producer_group=ext.get("producerGroup", ""),
             topic=ext_str(ext, "topic"),
             default_topic=ext.get("defaultTopic", "TBW102"),
-            default_topic_queue_nums=ext_int(ext, "defaultTopicQueueNums", 4),
-            queue_id=ext_int(ext, "queueId"),
-            sys_flag=ext_int(ext, "sysFlag", 0),
+            # SendMessageRequestHeader's Integer fields (bornTimestamp is a Long).
+            default_topic_queue_nums=ext_java_int(ext, "defaultTopicQueueNums", 4),
+            queue_id=ext_java_int(ext, "queueId"),
+            sys_flag=ext_java_int(ext, "sysFlag", 0),
             born_timestamp=ext_int(ext, "bornTimestamp", 0),
-            flag=ext_int(ext, "flag", 0),
+            flag=ext_java_int(ext, "flag", 0),
             properties=ext.get("properties", ""),
-            reconsume_times=ext_int(ext, "reconsumeTimes", 0),
+            reconsume_times=ext_java_int(ext, "reconsumeTimes", 0),
             unit_mode=ext_bool(ext, "unitMode"),
-            max_reconsume_times=None if not max_times else ext_int(ext, "maxReconsumeTimes"),
+            max_reconsume_times=None if not max_times else ext_java_int(ext, "maxReconsumeTimes"),
         )
 
 
@@ -161,6 +169,24 @@ def check_topic(
     return config
 
 
+def _queue_for(config: TopicConfig, queue_id: int) -> int | None:
+    """The queue a send goes to: the asked one, or a random write queue for a negative
+    id; None when the topic has no write queue to pick (a Java broker fails the send on
+    its division by zero; a message stored in queue 0 of it could never be pulled)."""
+    if queue_id >= 0:
+        return queue_id
+    if config.write_queue_nums <= 0:
+        return None
+    return random.randrange(config.write_queue_nums)
+
+
+def _no_write_queue(cmd: RemotingCommand, config: TopicConfig) -> RemotingCommand:
+    return cmd.response(
+        ResponseCode.SYSTEM_ERROR,
+        f"topic[{config.topic_name}] has no write queue to send to, {config.describe()}",
+    )
+
+
 def _retry_target(
     ctx: BrokerContext, header: SendHeader, topic: str, queue_id: int
 ) -> tuple[str, int] | str:
@@ -183,6 +209,19 @@ def _retry_target(
     return dlq_topic(group), 0
 
 
+def _put_failure_remark(result: PutResult, ctx: BrokerContext) -> str:
+    """handlePutMessageResult's words for a refused put: an illegal message's name the
+    limits (a Java broker names its defaults), then what the store found wrong."""
+    why = result.reason or result.status.value
+    if result.status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+        return (
+            "the message is illegal, maybe msg body or properties length not matched. "
+            f"msg body length limit {ctx.store.config.max_message_size}B, "
+            f"msg properties length limit {MAX_PROPERTIES_LENGTH}B. ({why})"
+        )
+    return result.reason or f"put message failed: {why}"
+
+
 def put_response(
     cmd: RemotingCommand,
     results: list[PutResult],
@@ -197,7 +236,7 @@ def put_response(
     first = results[0]
     code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
     if first.status not in _STORED:
-        remark = first.reason or f"put message failed: {first.status.value}"
+        remark = _put_failure_remark(first, ctx)
         return cmd.response(code, remark)
     ctx.stats.stored(topic, len(results))
     ext = {
@@ -250,9 +289,9 @@ async def send_message(
     if isinstance(checked, RemotingCommand):
         return checked
     config = checked
-    queue_id = header.queue_id
-    if queue_id < 0:
-        queue_id = random.randrange(max(config.write_queue_nums, 1))
+    queue_id = _queue_for(config, header.queue_id)
+    if queue_id is None:
+        return _no_write_queue(cmd, config)
     target = _retry_target(ctx, header, header.topic, queue_id)
     if isinstance(target, str):
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, target)
@@ -332,9 +371,9 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
         return cmd.response(
             ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
         )
-    queue_id = header.queue_id
-    if queue_id < 0:
-        queue_id = random.randrange(max(checked.write_queue_nums, 1))
+    queue_id = _queue_for(checked, header.queue_id)
+    if queue_id is None:
+        return _no_write_queue(cmd, checked)
     entries = decode_batch(cmd.body)
     if not entries:
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")

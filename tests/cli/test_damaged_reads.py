@@ -1,0 +1,89 @@
+"""Read commands on a CommitLog damaged in the middle: a reader stops at the damage (as
+recovery does), so they must say that the records after it are not read instead of
+answering "not found" or printing shorter queues as if that were all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from cli_helpers import Run, commitlog_file, flip_byte
+
+Cli = Callable[..., Run]
+
+
+def _record_in_the_middle(store: Path, cli: Cli) -> tuple[dict[str, object], dict[str, object]]:
+    """A record in the last files recovery scans, and the one after it."""
+    scanned = cli("--store", store, "--json", "dump").json_lines()
+    return scanned[len(scanned) - 40], scanned[len(scanned) - 39]
+
+
+def test_reads_past_a_damaged_record_warn(store: Path, cli: Cli) -> None:
+    victim, following = _record_in_the_middle(store, cli)
+    offset = int(str(victim["commitLogOffset"]))
+    flip_byte(commitlog_file(store, offset), offset % (64 * 1024) + 5)  # the magic
+    run = cli("--store", store, "queryMsgById", "-i", str(following["msgId"]))
+    assert run.code == 1  # not readable through the store ...
+    assert (
+        f"rocketstore: warning: the CommitLog is damaged at offset {offset} (" in run.err
+    )  # ... but not silently
+    assert f"a readable record follows at offset {following['commitLogOffset']}" in run.err
+    status = cli("--store", store, "topicStatus", "-t", str(following["topic"]))
+    assert status.code == 0 and "warning: the CommitLog is damaged" in status.err
+
+
+def test_reads_past_a_lost_page_warn(store: Path, cli: Cli) -> None:
+    """Zeros where records were (a page that never reached the disk) read as the end of
+    the data; the queues built from the records after it show they were there."""
+    victim, following = _record_in_the_middle(store, cli)
+    offset = int(str(victim["commitLogOffset"]))
+    path = commitlog_file(store, offset)
+    data = bytearray(path.read_bytes())
+    at = offset % (64 * 1024)
+    data[at : at + 600] = bytes(600)
+    path.write_bytes(bytes(data))
+    run = cli("--store", store, "topicStatus", "-t", str(following["topic"]))
+    assert run.code == 0
+    assert (
+        f"warning: the CommitLog is damaged at offset {offset} "
+        "(zeros where the data should go on)" in run.err
+    )
+
+
+def test_a_torn_last_record_after_a_crash_is_no_news(store: Path, cli: Cli) -> None:
+    """Behind a crashed (or running) writer the last record may be torn: no warning."""
+    last = cli("--store", store, "--json", "dump").json_lines()[-1]
+    offset = int(str(last["commitLogOffset"]))
+    flip_byte(commitlog_file(store, offset), offset % (64 * 1024) + 5)
+    (store / "abort").write_bytes(b"")
+    run = cli("--store", store, "topicList")
+    assert run.code == 0 and "warning" not in run.err
+
+
+def test_an_index_file_the_reader_passes_over_is_named(store: Path, cli: Cli) -> None:
+    """A reader skips an index file it cannot make sense of; a key query that then finds
+    nothing must not look like an answer."""
+    newest = sorted((store / "index").iterdir())[-1]
+    with open(newest, "r+b") as f:
+        f.truncate(5000)
+    run = cli("--store", store, "queryMsgByKey", "-t", "Payments", "-k", "order-897")
+    assert run.code == 1
+    assert f"rocketstore: warning: index file {newest} holds entries" in run.err
+    assert "key and unique-key queries do not search it" in run.err
+    healthy = cli("--store", store, "queryMsgByKey", "-t", "Payments", "-k", "order-0")
+    assert healthy.code == 0
+
+
+def test_check_does_not_call_records_after_damage_past_the_end(store: Path, cli: Cli) -> None:
+    """The check stops reading a file at its damage; units and index entries pointing
+    to the (whole) records after it are not past the end of the CommitLog."""
+    victim, following = _record_in_the_middle(store, cli)
+    offset = int(str(victim["commitLogOffset"]))
+    flip_byte(commitlog_file(store, offset), offset % (64 * 1024) + 5)  # the magic
+    run = cli("--store", store, "check", "--max-problems", "0")
+    assert run.code == 1
+    assert "past the end of the CommitLog" not in run.out
+    assert (
+        f"points to offset {following['commitLogOffset']}, at or after the damaged data at "
+        f"{offset} (readable records follow it" in run.out
+    )
