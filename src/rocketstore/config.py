@@ -10,7 +10,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from rocketstore.errors import ConfigError
-from rocketstore.java_ints import JAVA_INT_MAX
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.paths import CommitLogDirs, dledger_data_dir, split_paths
 
 CQ_UNIT_SIZE = 20
@@ -18,6 +18,11 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+# The longest delay level: a store time plus it must fit the Java long a consume queue
+# unit keeps the delivery time in (2**62 ms is some 146 million years).
+MAX_DELAY_LEVEL_MS = 2**62
+# A record keeps its topic's length in one byte.
+MAX_TOPIC_BYTES = 127
 
 
 # The settings an open store takes at once (MessageStore.update_config): its services
@@ -57,6 +62,47 @@ NON_NEGATIVE_FIELDS = tuple(
         LIVE_FIELDS
         - {"delete_when", "clean_file_forcibly_enable", "sync_flush_timeout"}
         - {"clean_resource_interval", "delete_file_batch_max"}  # positive, checked above
+        - {"default_query_max_num"}  # positive too: a query of none is refused
+        | {"max_filter_message_count", "dispatch_interval_ms"}
+    )
+)
+_STR_FIELDS = (
+    "store_path_commit_log",
+    "read_only_commit_log_store_paths",
+    "dledger_self_id",
+    "store_path_dledger_commit_log",
+    "store_host",
+    "max_delay_level_message",
+    "message_delay_level",
+    "flush_disk_type",
+    "delete_when",
+)
+_BOOL_FIELDS = (
+    "enable_dledger_commit_log",
+    "enable_lmq",
+    "enable_multi_dispatch",
+    "message_index_enable",
+    "check_crc_on_recover",
+    "cut_damaged_commitlog",
+    "clean_file_forcibly_enable",
+)
+_JAVA_INT_FIELDS = tuple(
+    sorted(
+        {
+            "mapped_file_size_commit_log",
+            "mapped_file_size_consume_queue",
+            "max_hash_slot_num",
+            "max_index_num",
+            "max_message_size",
+            "clean_resource_interval",
+            "delete_file_batch_max",
+            "max_msgs_num_batch",
+            "default_query_max_num",
+            "max_filter_message_count",
+            "dispatch_interval_ms",
+            "max_dispatch_lag_ms",
+        }
+        | set(NON_NEGATIVE_FIELDS)
     )
 )
 
@@ -147,6 +193,14 @@ class StoreConfig:
 
     def validate(self) -> StoreConfig:
         """Raise ConfigError naming the first bad field; return self for chaining."""
+        for name in _STR_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise ConfigError(f"{name} must be a str, got {type(value).__name__}")
+        for name in _BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be True or False, got {value!r}")
         positive = (
             "mapped_file_size_commit_log",
             "mapped_file_size_consume_queue",
@@ -156,19 +210,39 @@ class StoreConfig:
             "sync_flush_timeout",
             "clean_resource_interval",
             "delete_file_batch_max",
+            "max_topic_length",
+            "max_msgs_num_batch",
+            "default_query_max_num",
         )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        prefault = self.commit_log_prefault_bytes
-        if not isinstance(prefault, int) or isinstance(prefault, bool) or prefault < 0:
+        for name in ("commit_log_prefault_bytes", "max_dispatch_lag_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        for name in NON_NEGATIVE_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        # Java ints in RocketMQ's MessageStoreConfig (sync_flush_timeout is a long): a
+        # larger value could not come from its broker.properties, overflows the C code's
+        # ints (puts, pulls) or, as an interval, the longest wait a thread can take.
+        for name in _JAVA_INT_FIELDS:
+            value = getattr(self, name)
+            if value > JAVA_INT_MAX:
+                raise ConfigError(f"{name} must be at most {JAVA_INT_MAX}, got {value}")
+        if self.sync_flush_timeout > JAVA_LONG_MAX:
             raise ConfigError(
-                f"commit_log_prefault_bytes must be a non-negative integer, got {prefault!r}"
+                f"sync_flush_timeout must be at most {JAVA_LONG_MAX}, got {self.sync_flush_timeout}"
             )
-        lag = self.max_dispatch_lag_ms
-        if not isinstance(lag, int) or isinstance(lag, bool) or lag < 0:
-            raise ConfigError(f"max_dispatch_lag_ms must be a non-negative integer, got {lag!r}")
+        if self.max_topic_length > MAX_TOPIC_BYTES:
+            # A record keeps its topic's length in one byte (docs/format.md).
+            raise ConfigError(
+                f"max_topic_length must be at most {MAX_TOPIC_BYTES} (a record's topic "
+                f"length is one byte), got {self.max_topic_length}"
+            )
         if self.mapped_file_size_commit_log < 64:
             raise ConfigError(
                 f"mapped_file_size_commit_log must be at least 64 bytes, "
@@ -189,14 +263,14 @@ class StoreConfig:
                 f"(40 + 4 * slots + 20 * entries), more than the {JAVA_INT_MAX} a Java int "
                 "holds"
             )
+        if not isinstance(self.extra, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.extra.items()
+        ):
+            raise ConfigError(f"extra must be a dict of str to str, got {self.extra!r}")
         self.commit_log_dirs("")  # a path list RocketMQ could not use is refused here
         parse_host(self.store_host, what="store_host")
         delay_levels_ms(self.message_delay_level)
         delete_hours(self.delete_when)
-        for name in NON_NEGATIVE_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         return self
 
     def commit_log_dirs(self, root: str) -> CommitLogDirs:
@@ -237,15 +311,29 @@ class StoreConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
+def _is_ascii_number(text: str) -> bool:
+    """Digits 0-9 only (``str.isdigit`` also takes other scripts' digits, which Java's
+    parsers of these settings refuse)."""
+    return text.isascii() and text.isdigit()
+
+
 def delay_levels_ms(spec: str) -> list[int]:
     """Parse ``"1s 5s 10s ... 2h"`` into milliseconds per level (level 1 first)."""
+    if not isinstance(spec, str):
+        raise ConfigError(f"message_delay_level must be a str, got {type(spec).__name__}")
     levels: list[int] = []
     for token in spec.split():
         unit = token[-1:]
         number = token[:-1]
-        if unit not in _UNIT_MS or not number.isdigit():
+        if unit not in _UNIT_MS or not _is_ascii_number(number):
             raise ConfigError(f"message_delay_level: bad level {token!r} in {spec!r}")
-        levels.append(int(number) * _UNIT_MS[unit])
+        level_ms = int(number) * _UNIT_MS[unit]
+        if level_ms > MAX_DELAY_LEVEL_MS:
+            raise ConfigError(
+                f"message_delay_level: level {token!r} in {spec!r} is over {MAX_DELAY_LEVEL_MS} "
+                "ms (a store time plus it must fit a Java long)"
+            )
+        levels.append(level_ms)
     if not levels:
         raise ConfigError("message_delay_level must name at least one level")
     return levels
@@ -253,12 +341,14 @@ def delay_levels_ms(spec: str) -> list[int]:
 
 def delete_hours(spec: str) -> set[int]:
     """Parse ``delete_when`` (``"04"``, ``"02;04;23"``) into hours of the day."""
+    if not isinstance(spec, str):
+        raise ConfigError(f"delete_when must be a str, got {type(spec).__name__}")
     hours: set[int] = set()
     for raw in spec.split(";"):
         token = raw.strip()
         if not token:
             continue
-        if not token.isdigit() or not 0 <= int(token) <= 23:
+        if not _is_ascii_number(token) or not 0 <= int(token) <= 23:
             raise ConfigError(f"delete_when: bad hour {token!r} in {spec!r} (want 00-23)")
         hours.add(int(token))
     return hours
@@ -266,6 +356,8 @@ def delete_hours(spec: str) -> set[int]:
 
 def parse_host(value: str, *, what: str = "host") -> tuple[str, int]:
     """Split ``ip:port`` or ``[v6]:port`` into (ip, port); ConfigError names ``what``."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what}: expected a str 'ip:port', got {type(value).__name__}")
     text = value.strip()
     if text.startswith("["):
         end = text.find("]")
@@ -282,6 +374,6 @@ def parse_host(value: str, *, what: str = "host") -> tuple[str, int]:
         ipaddress.ip_address(ip)
     except ValueError as e:
         raise ConfigError(f"{what}: {ip!r} is not an IP address (in {value!r})") from e
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 0x7FFFFFFF:
+    if not _is_ascii_number(port_text) or not 0 <= int(port_text) <= 0x7FFFFFFF:
         raise ConfigError(f"{what}: bad port {port_text!r} in {value!r}")
     return ip, int(port_text)

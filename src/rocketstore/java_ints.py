@@ -14,3 +14,9 @@ JAVA_LONG_MAX = 2**63 - 1
 
 def fits_java_long(value: int) -> bool:
     return JAVA_LONG_MIN <= value <= JAVA_LONG_MAX
+
+
+def wrap_java_long(value: int) -> int:
+    """``value`` as Java's long arithmetic leaves it: wrapped into 64 bits, two's complement."""
+    value &= 0xFFFF_FFFF_FFFF_FFFF
+    return value - (1 << 64) if value >> 63 else value

@@ -274,6 +274,18 @@ SYSTEM_TOPIC_NAMES = frozenset(
         OFFSET_MOVED_EVENT_TOPIC,
     }
 )
+# Topics a client may never send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET): a broker
+# refuses them, and so do rocketstore's sending tools.
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT_TOPIC,
+    }
+)
 
 
 def is_system_topic(topic: str) -> bool:

@@ -8,6 +8,7 @@ rewrite.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -72,15 +73,20 @@ def _illegal(reason: str) -> Refusal:
     return Refusal(PutStatus.MESSAGE_ILLEGAL, reason)
 
 
+# What Java's Integer.parseInt takes: no spaces, "_" or other scripts' digits, as int() does.
+_JAVA_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
 def delay_level(properties: dict[str, str]) -> int | None:
-    """The DELAY property as an int (0 when absent); None when it is not a number."""
+    """The DELAY property as an int (0 when absent); None when it is not a number that
+    Integer.parseInt reads (a Java broker fails such a put)."""
     value = properties.get(props.DELAY)
     if value is None:
         return 0
-    try:
-        return int(value)
-    except ValueError:
+    if not isinstance(value, str) or _JAVA_INT_TEXT.fullmatch(value) is None:
         return None
+    level = int(value)
+    return level if JAVA_INT_MIN <= level <= JAVA_INT_MAX else None
 
 
 def apply_delay_rewrite(message: Message, max_level: int) -> Message:
@@ -355,9 +361,12 @@ class MessagePreparer:
             )
         try:
             born_host = self._host_bytes(message.born_host)
+        except ConfigError as e:
+            return _illegal(f"born_host: {str(e).removeprefix('host: ')}")
+        try:
             stored_by = self._host_bytes(store_host or self.config.store_host)
         except ConfigError as e:
-            return _illegal(str(e))
+            return _illegal(f"store_host: {str(e).removeprefix('host: ')}")
         topic_bytes = self._topic_bytes(message.topic)
         if topic_bytes is None:  # the delay rewrite's topic is always legal
             return _illegal(self._topic_problem(message.topic))

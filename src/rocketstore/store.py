@@ -13,11 +13,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
@@ -55,7 +55,7 @@ from rocketstore.files.store_dir import missing_commitlog, orphaned_files, with_
 from rocketstore.format import record as rec
 from rocketstore.format.cq_ext import ExtUnit, is_ext_address
 from rocketstore.format.dispatch_facts import DispatchFacts, dispatch_facts
-from rocketstore.format.message import Message, MessageExt
+from rocketstore.format.message import BODY_TYPES, Message, MessageExt, message_problem
 from rocketstore.format.message_id import decode_offset_msg_id
 from rocketstore.format.multi_dispatch import (
     INNER_MULTI_DISPATCH,
@@ -72,7 +72,7 @@ from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.format.sysflag import gets_queue_entry
 from rocketstore.index import IndexService, newest_geometry
-from rocketstore.java_ints import JAVA_LONG_MAX
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
@@ -133,6 +133,10 @@ class MessageStore:
             dirs=config.commit_log_dirs(self.root),
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        # Read-only: queues whose files could not be mapped (a file of the wrong size,
+        # unreadable), with why. A reader leaves them out rather than fail every read of
+        # the store over one queue; a writer must not (it would write beside them).
+        self.unreadable_queues: dict[tuple[str, int], str] = {}
         self._ext_readers: dict[tuple[str, int], ConsumeQueueExtReader] = {}
         self._queues_lock = threading.Lock()
         # Queues deleted on purpose (files.deleted_queues), read at open.
@@ -203,7 +207,16 @@ class MessageStore:
         geometry from the newest index file (``index.file_geometry``: its entries show it
         whatever the broker that wrote it was configured with), so new files match.
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         root = os.fspath(path)
+        if not isinstance(root, str) or not root:
+            # "" would be the current directory, whatever it happens to be
+            raise ConfigError(f"path must be a non-empty str path, got {root!r}")
+        if config is not None and not isinstance(config, StoreConfig):
+            raise ConfigError(f"config must be a StoreConfig, got {type(config).__name__}")
+        if not isinstance(read_only, bool):
+            raise ConfigError(f"read_only must be True or False, got {read_only!r}")
         config = with_dledger(root, (config or StoreConfig()).validate())
         if read_only:
             dirs = config.commit_log_dirs(root)
@@ -216,11 +229,20 @@ class MessageStore:
         elif os.path.exists(root) and not os.path.isdir(root):
             raise NotAStoreError(f"{root} exists and is not a directory")
         else:
+            blocked = _blocked_by_file(root)
+            if blocked is not None:
+                raise NotAStoreError(f"{root} cannot be a directory: {blocked} is a file")
             dirs = config.commit_log_dirs(root)
             dirs.require_writable()
             for directory in dirs.all:
                 if os.path.exists(directory) and not os.path.isdir(directory):
                     raise ConfigError(f"CommitLog path {directory} is not a directory")
+                blocked = _blocked_by_file(directory)
+                if blocked is not None:
+                    # Else every put would fail, CREATE_MAPEDFILE_FAILED.
+                    raise ConfigError(
+                        f"CommitLog path {directory} cannot be a directory: {blocked} is a file"
+                    )
         config = _adopt_file_sizes(root, config, read_only=read_only)
         store = cls(root, config, read_only=read_only)
         if read_only:
@@ -243,16 +265,28 @@ class MessageStore:
         base = os.path.join(self.root, CONSUME_QUEUE_DIR)
         if not os.path.isdir(base):
             return
+        unreadable: dict[tuple[str, int], str] = {}
         for topic in sorted(os.listdir(base)):
             topic_dir = os.path.join(base, topic)
             if not os.path.isdir(topic_dir):
                 continue
             for qid in sorted(os.listdir(topic_dir)):
-                if not qid.isdigit() or (topic, int(qid)) in self.queues:
+                key = (topic, int(qid)) if qid.isdigit() else None
+                if key is None or key in self.queues:
                     continue
-                queue = self._new_queue(topic, int(qid), writable=writable)
-                queue.load()
-                self.queues[(topic, int(qid))] = queue
+                queue = self._new_queue(topic, key[1], writable=writable)
+                try:
+                    queue.load()
+                except (CorruptDataError, OSError) as e:
+                    if writable:
+                        raise
+                    # Tried again at each listing: a writer may be making the file.
+                    if key not in self.unreadable_queues:
+                        log.warning("%s: consume queue %s-%d left out: %s", self.root, *key, e)
+                    unreadable[key] = str(e)
+                    continue
+                self.queues[key] = queue
+        self.unreadable_queues = unreadable
 
     def _new_queue(self, topic: str, queue_id: int, *, writable: bool) -> ConsumeQueue:
         return ConsumeQueue(
@@ -461,7 +495,9 @@ class MessageStore:
                     )
             for (name, queue_id), units in extra.items():
                 self._put_units(name, queue_id, run, offsets, facts, units)
-        except (OSError, StoreError):
+        except Exception:
+            # Any failure (a bug's too): the dispatcher stops, so puts must stop being
+            # acknowledged rather than pile up where no queue shows them.
             self.running_flags |= RunningFlags.WRITE_LOGICS_QUEUE_ERROR
             raise
         self.live_logics_timestamp = int(records.store_timestamp[-1])
@@ -475,7 +511,7 @@ class MessageStore:
                     entries["store_timestamp"],
                     last_offset=int(offsets[-1]),
                 )
-            except (OSError, StoreError):
+            except Exception:
                 self.running_flags |= RunningFlags.WRITE_INDEX_FILE_ERROR
                 raise
             self.prefaulter.wake_for_index()
@@ -611,6 +647,8 @@ class MessageStore:
         still in their properties, as RocketMQ's records have it."""
         if self._closed or self.read_only:  # (the common case without a call)
             self._check_writable()
+        if store_timestamp is not None or store_host is not None:
+            store_timestamp = self._checked_put_arguments(store_timestamp, store_host)
         if (
             store_host is None
             and self.config.flush_disk_type == "ASYNC_FLUSH"
@@ -635,6 +673,8 @@ class MessageStore:
 
         Any invalid message fails the whole batch (nothing is written).
         """
+        self._check_writable()
+        store_timestamp = self._checked_put_arguments(store_timestamp, store_host)
         results, end_offset = self._append_batch(msgs, store_timestamp, store_host)
         return self._acknowledged(results, end_offset)
 
@@ -652,6 +692,7 @@ class MessageStore:
         otherwise it is complete on return. Messages submitted while a sync runs share
         the next one."""
         self._check_submittable()
+        store_timestamp = self._checked_put_arguments(store_timestamp, store_host)
         single: Future[PutResult] = _running_future()
         results, end_offset = self._append_one(msg, store_timestamp, store_host, delay)
         self._on_acknowledged(results, end_offset, lambda done: single.set_result(done[0]))
@@ -665,10 +706,31 @@ class MessageStore:
     ) -> Future[list[PutResult]]:
         """``put_batch`` answered through a future, as ``submit``."""
         self._check_submittable()
+        store_timestamp = self._checked_put_arguments(store_timestamp, store_host)
         batch: Future[list[PutResult]] = _running_future()
         results, end_offset = self._append_batch(msgs, store_timestamp, store_host)
         self._on_acknowledged(results, end_offset, batch.set_result)
         return batch
+
+    def _checked_put_arguments(self, store_timestamp: object, store_host: object) -> int | None:
+        """``store_timestamp`` as an int, after ConfigError for a put's arguments that no
+        record can take: a store time that is not an int, is negative, or leaves no room
+        for the longest delay level in a Java long (the dispatcher adds them for a delayed
+        message's delivery time), and a ``store_host`` that is not a str."""
+        if store_host is not None and not isinstance(store_host, str):
+            raise ConfigError(
+                f"store_host must be a str 'ip:port' or None, got {type(store_host).__name__}"
+            )
+        if store_timestamp is None:
+            return None
+        stamp = _int_argument("store_timestamp", store_timestamp)
+        latest = JAVA_LONG_MAX - max(self._delay_levels_ms)
+        if not 0 <= stamp <= latest:
+            raise ConfigError(
+                f"store_timestamp must be in 0..{latest} (epoch ms; a store time plus the "
+                f"longest delay level must fit a Java long), got {stamp}"
+            )
+        return stamp
 
     def _append_one(
         self, msg: Message, store_timestamp: int | None, store_host: str | None, delay: bool
@@ -683,6 +745,9 @@ class MessageStore:
         encoded = self._encode((msg,), store_host, in_batch=False)
         if encoded is not None:
             return self._append_encoded(encoded, store_timestamp)
+        problem = message_problem(msg) if isinstance(msg, Message) else None
+        if problem is not None:
+            return [PutResult(PutStatus.MESSAGE_ILLEGAL, reason=problem)], None
         prepared = self.preparer.prepare(msg, store_host, delay=delay)
         if isinstance(prepared, Refusal):
             return [prepared.result()], None
@@ -696,6 +761,8 @@ class MessageStore:
             self.config.enable_multi_dispatch
             and isinstance(msg, Message)
             and isinstance(msg.properties, dict)
+            # (a value that is no str is refused by message_problem on the general path)
+            and isinstance(msg.properties.get(INNER_MULTI_DISPATCH), str)
             and is_multi_dispatch(msg.properties)
         )
 
@@ -704,6 +771,9 @@ class MessageStore:
     ) -> tuple[list[PutResult], int | None]:
         """``_append_one`` for a multi-dispatch message (format.multi_dispatch), after the
         delay rewrite, as RocketMQ wraps it in doAppend."""
+        problem = message_problem(msg)
+        if problem is not None:
+            return [PutResult(PutStatus.MESSAGE_ILLEGAL, reason=problem)], None
         message = self.preparer.rewrite_delay(msg, delay=delay)
         names = java_split(message.properties[INNER_MULTI_DISPATCH])
         unusable = next((n for n in names if not is_queue_dir_name(n)), None)
@@ -724,7 +794,7 @@ class MessageStore:
             outcome = self.commitlog.append_wrapped(make, keys, store_timestamp)
         except (OSError, StoreError) as e:
             log.error("append failed: %s", e)
-            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED)], None
+            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED, reason=str(e))], None
         if isinstance(outcome, Refusal):
             return [outcome.result()], None
         return self._results([outcome])
@@ -734,6 +804,7 @@ class MessageStore:
     ) -> tuple[list[PutResult], int | None]:
         """``_append_one`` for ``put_batch``."""
         self._check_writable()
+        msgs = _batch_messages(msgs)
         if not msgs:
             return [], None
         if not self.running_flags.writeable:
@@ -748,6 +819,12 @@ class MessageStore:
             return self._append_encoded(encoded, store_timestamp)
         prepared: list[PreparedMessage] = []
         for i, msg in enumerate(msgs):
+            problem = message_problem(msg) if isinstance(msg, Message) else None
+            if problem is not None:
+                refused = PutResult(
+                    PutStatus.MESSAGE_ILLEGAL, reason=f"message {i} of the batch: {problem}"
+                )
+                return [refused for _ in msgs], None
             item = self.preparer.prepare(msg, store_host, in_batch=True)
             if isinstance(item, Refusal):
                 refused = PutResult(item.status, reason=f"message {i} of the batch: {item.reason}")
@@ -795,7 +872,8 @@ class MessageStore:
             appended = self.commitlog.append_encoded(encoded, store_timestamp)
         except (OSError, StoreError) as e:
             log.error("append failed: %s", e)
-            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in range(len(encoded))], None
+            failed = PutResult(PutStatus.CREATE_MAPEDFILE_FAILED, reason=str(e))
+            return [failed for _ in range(len(encoded))], None
         if appended is None:
             return [PutResult(PutStatus.UNKNOWN_ERROR) for _ in range(len(encoded))], None
         # The results are made before the wait: with SYNC_FLUSH the disk is already
@@ -813,7 +891,9 @@ class MessageStore:
             # Creating the next file failed (disk full, I/O error): nothing of this put
             # was written; the store stays usable for a retry once space is back.
             log.error("append failed: %s", e)
-            return [PutResult(PutStatus.CREATE_MAPEDFILE_FAILED) for _ in prepared], None
+            return [
+                PutResult(PutStatus.CREATE_MAPEDFILE_FAILED, reason=str(e)) for _ in prepared
+            ], None
         return self._results(appended)
 
     @staticmethod
@@ -886,6 +966,13 @@ class MessageStore:
         ``tags`` is the subscription's expression: tags (``TagA || TagB``) or, with
         ``expression_type`` SQL92, a selector on the messages' properties (SelectorError
         when it does not parse)."""
+        if tags is not None and not isinstance(tags, str):
+            raise ConfigError(f"tags must be a str or None, got {type(tags).__name__}")
+        if not isinstance(expression_type, str):
+            raise ConfigError(
+                "expression_type must be a str (TAG or SQL92), got "
+                f"{type(expression_type).__name__}"
+            )
         subscription = build_subscription(tags, expression_type)
         return self.get_matching_messages(
             group, topic, queue_id, queue_offset, max_count, subscription
@@ -902,12 +989,18 @@ class MessageStore:
     ) -> GetResult:
         """``get_messages`` with a subscription already built (``build_subscription``, or
         one whose property filter a broker supplies)."""
+        _queue_arguments(topic, queue_id)
+        queue_offset = _int_argument("queue_offset", queue_offset)
+        max_count = _int_argument("max_count", max_count)
         self._check_open((topic, queue_id))
         if max_count <= 0:
             raise ConfigError(f"max_count must be positive, got {max_count}")
+        # (RocketMQ's maxMsgNums is a Java int; more cannot change the answer)
+        max_count = min(max_count, JAVA_INT_MAX)
         return self.reader.get(self._queue(topic, queue_id), queue_offset, max_count, subscription)
 
     def look_message(self, commit_log_offset: int) -> MessageExt | None:
+        commit_log_offset = _int_argument("commit_log_offset", commit_log_offset)
         self._check_open(queues=False)
         return self.reader.look(commit_log_offset)
 
@@ -926,6 +1019,7 @@ class MessageStore:
         gone (removed, or never written: a RocketMQ 5 broker keeping its queues in RocksDB)
         or the broker stopped before building them. Looks at ``probe`` records at most
         past the queues' end, so it costs little on a store whose queues are all gone."""
+        probe = _int_argument("probe", probe)
         # No refresh of every queue: the question is about a stopped store, whose queues
         # the open has just read (a live writer's would move on anyway).
         self._check_open(queues=False)
@@ -954,6 +1048,8 @@ class MessageStore:
         address (a broker with enableConsumeQueueExt wrote the queue: format.cq_ext);
         None when it is not one or the unit cannot be found or read (logged; `check`
         reports damaged units)."""
+        _queue_arguments(topic, queue_id)
+        address = _int_argument("address", address)
         self._check_open(queues=False)
         if not is_ext_address(address):
             return None
@@ -970,6 +1066,8 @@ class MessageStore:
 
     def view_message(self, msg_id: str) -> MessageExt | None:
         """Find a message by offsetMsgId (store host + CommitLog offset)."""
+        if not isinstance(msg_id, str):
+            raise ConfigError(f"msg_id must be a str, got {type(msg_id).__name__}")
         self._check_open(queues=False)
         _host, offset = decode_offset_msg_id(msg_id)
         return self.reader.look(offset)
@@ -999,6 +1097,12 @@ class MessageStore:
     def offset_by_time(
         self, topic: str, queue_id: int, timestamp_ms: int, boundary: str | Boundary = "lower"
     ) -> int:
+        _queue_arguments(topic, queue_id)
+        timestamp_ms = _int_argument("timestamp_ms", timestamp_ms)
+        if not isinstance(boundary, (str, Boundary)):
+            raise ConfigError(
+                f"boundary must be 'lower', 'upper' or a Boundary, got {type(boundary).__name__}"
+            )
         self._check_open((topic, queue_id))
         which = Boundary.parse(boundary)
         queue = self._queue(topic, queue_id)
@@ -1013,11 +1117,13 @@ class MessageStore:
         )
 
     def min_offset(self, topic: str, queue_id: int) -> int:
+        _queue_arguments(topic, queue_id)
         self._check_open((topic, queue_id))
         queue = self._queue(topic, queue_id)
         return queue.min_offset() if queue else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
+        _queue_arguments(topic, queue_id)
         self._check_open((topic, queue_id))
         queue = self._queue(topic, queue_id)
         return queue.max_offset() if queue else 0
@@ -1039,6 +1145,8 @@ class MessageStore:
 
     def message_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at a queue offset, -1 if there is none."""
+        _queue_arguments(topic, queue_id)
+        queue_offset = _int_argument("queue_offset", queue_offset)
         self._check_open((topic, queue_id))
         queue = self._queue(topic, queue_id)
         unit = queue.unit(queue_offset) if queue else None
@@ -1056,6 +1164,10 @@ class MessageStore:
         the queue and index files below the new minimum; ``force`` also deletes unexpired
         CommitLog files (all but the newest). ``dry_run`` reports what would be deleted
         and why, and works on a read-only store too."""
+        for name, value in (("force", force), ("dry_run", dry_run)):
+            if not isinstance(value, bool):
+                # force="no" would be true: unexpired files deleted
+                raise ConfigError(f"{name} must be True or False, got {value!r}")
         if dry_run:
             self._check_open()
         else:
@@ -1097,6 +1209,9 @@ class MessageStore:
         queues of every topic not in ``keep`` (the broker's configured topics), but never
         the schedule topic's, the transaction op topic's or a light queue's (%LMQ%). The
         messages stay in the CommitLog until retention. Returns the queues deleted."""
+        if isinstance(keep, str) or not isinstance(keep, Iterable):
+            # A str is a collection of characters: every topic but "T" would go for "T".
+            raise ConfigError(f"keep must be a collection of topic names, got {keep!r}")
         kept = set(keep) | {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
 
         def unused(topic: str, _queue: ConsumeQueue, _min_offset: int) -> str | None:
@@ -1109,6 +1224,8 @@ class MessageStore:
     def delete_topic_queues(self, topic: str) -> list[tuple[str, int]]:
         """Delete every consume queue of ``topic`` (a deleted topic's): its messages stay
         in the CommitLog until retention, reachable by id and key but by no queue."""
+        if not isinstance(topic, str):
+            raise ConfigError(f"topic must be a str, got {type(topic).__name__}")
 
         def deleted(name: str, _queue: ConsumeQueue, _min_offset: int) -> str | None:
             return "its topic was deleted" if name == topic else None
@@ -1283,6 +1400,48 @@ def _detect_queue_file_size(base: str) -> int | None:
             if size:
                 return size
     return None
+
+
+def _blocked_by_file(path: str) -> str | None:
+    """The existing file among ``path``'s parents that keeps it from being made a
+    directory, or None."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        above = os.path.dirname(parent)
+        if above == parent:
+            return None
+        parent = above
+    return None if os.path.isdir(parent) else parent
+
+
+def _int_argument(name: str, value: object) -> int:
+    """``value`` as an int (a numpy integer too), or ConfigError naming ``name``: a float,
+    a str or a bool would fail deep down or silently read something else."""
+    if type(value) is int:
+        return value
+    if isinstance(value, SupportsIndex) and not isinstance(value, bool):
+        return value.__index__()
+    raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+
+
+def _queue_arguments(topic: object, queue_id: object) -> None:
+    """ConfigError unless ``topic`` is a str and ``queue_id`` an int: ``("T", "0")`` or
+    ``(None, 0)`` name no queue and would answer "no message" instead."""
+    if not isinstance(topic, str):
+        raise ConfigError(f"topic must be a str, got {type(topic).__name__}")
+    if type(queue_id) is not int:
+        _int_argument("queue_id", queue_id)
+
+
+def _batch_messages(msgs: object) -> Sequence[Message]:
+    """A batch as a list or tuple: another iterable is read once here (a generator read by
+    a first encoding attempt would leave nothing for the next), and a lone Message, a str
+    or None is refused (ConfigError)."""
+    if isinstance(msgs, (list, tuple)):
+        return msgs
+    if isinstance(msgs, (Message, str, dict, *BODY_TYPES)) or not isinstance(msgs, Iterable):
+        raise ConfigError(f"a batch must be a list of Messages, got {type(msgs).__name__}")
+    return list(msgs)
 
 
 def _with_status(results: list[PutResult], status: PutStatus) -> list[PutResult]:

@@ -87,3 +87,22 @@ def test_check_does_not_call_records_after_damage_past_the_end(store: Path, cli:
         f"points to offset {following['commitLogOffset']}, at or after the damaged data at "
         f"{offset} (readable records follow it" in run.out
     )
+
+
+def test_a_queue_file_of_the_wrong_size_leaves_out_that_queue_only(store: Path, cli: Cli) -> None:
+    """RocketMQ's load fails on it; an offline reader reads everything else and says so."""
+    rows = cli("--store", store, "--json", "dump").json_lines()
+    bad_topic = str(rows[0]["topic"])
+    bad_queue = int(str(rows[0]["queueId"]))
+    other = next(r for r in rows if r["topic"] != bad_topic)
+    queue_dir = store / "consumequeue" / bad_topic / str(bad_queue)
+    first = sorted(queue_dir.iterdir())[0]
+    first.write_bytes(first.read_bytes()[:100])
+    run = cli("--store", store, "topicStatus", "-t", str(other["topic"]))
+    assert run.code == 0 and "#Max Offset" in run.out
+    assert (
+        f"rocketstore: warning: consume queue {bad_topic}-{bad_queue} cannot be read "
+        "(file is 100 bytes, expected" in run.err
+    )
+    by_id = cli("--store", store, "queryMsgById", "-i", str(rows[0]["msgId"]))
+    assert by_id.code == 0 and f"Topic:               {bad_topic}" in by_id.out

@@ -73,6 +73,10 @@ def test_write_options_name_the_bad_value(tmp_path):
         _options(tmp_path, queueNums="0")
     with pytest.raises(ConfigError, match=r"topic 'bad topic!' is not a valid topic name"):
         _options(tmp_path, topic="bad topic!")
+    for system in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT"):
+        with pytest.raises(ConfigError, match=f"topic '{system}' is a system topic no producer"):
+            _options(tmp_path, topic=system)
+    assert _options(tmp_path, topic="RMQ_SYS_TRACE_TOPIC").topic == "RMQ_SYS_TRACE_TOPIC"
     with pytest.raises(ConfigError, match=r"unknown write option\(s\) \['tpoic'\]"):
         _options(tmp_path, tpoic="A")
     with pytest.raises(ConfigError, match="give option checkpointLocation"):

@@ -128,6 +128,29 @@ def test_query_arguments_are_checked(tmp_path: Path) -> None:
             store.query_messages("T", "")
 
 
+def test_query_arguments_of_a_wrong_type_or_range_are_named_or_taken_whole(
+    tmp_path: Path,
+) -> None:
+    """A key or count of the wrong type is a ConfigError naming it (not a TypeError from
+    the C lookup); counts and times past Java's int and long ranges answer as the widest
+    ones do (not an OverflowError)."""
+    with MessageStore.open(tmp_path, _config()) as store:
+        store.put(Message("T", b"x", properties={"KEYS": "k", "UNIQ_KEY": "u"}))
+        store.wait_dispatched()
+        with pytest.raises(ConfigError, match="key must be a non-empty str"):
+            store.query_messages("T", 5)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="key must be a non-empty str"):
+            store.query_by_unique_key("T", None)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="max_count must be an int"):
+            store.query_messages("T", "k", "2")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="begin_ms must be an int"):
+            store.query_messages("T", "k", 32, "0")  # type: ignore[arg-type]
+        huge = 1 << 70
+        assert len(store.query_messages("T", "k", huge, -huge, huge)) == 1
+        assert len(store.query_by_unique_key("T", "u", huge)) == 1
+        assert store.query_messages("T", "k", 32, huge, huge) == []
+
+
 def test_keys_are_tokens_and_unique_keys_whole(tmp_path: Path) -> None:
     messages = [
         ("T", {"KEYS": "a b", "UNIQ_KEY": "u"}, 0),

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocketstore import Message, MessageStore, StoreClosedError, StoreConfig
+from rocketstore.errors import CorruptDataError
 
 
 def test_refresh_lists_new_queues_at_once(tmp_path):
@@ -94,3 +95,28 @@ def test_a_reader_checks_body_crcs_as_check_crc_on_recover_says(tmp_path: Path) 
         assert reader.max_commit_log_offset() == results[4].commit_log_offset + results[4].size
         found = reader.look_message(results[4].commit_log_offset)
         assert found is not None and found.body == b"body-4"
+
+
+def test_a_reader_leaves_out_a_queue_it_cannot_map(tmp_path: Path) -> None:
+    """One consume-queue file of the wrong size: a reader still reads the rest of the store
+    (and says which queue it left out, and why); a writer refuses to open, as RocketMQ's
+    load fails, rather than write beside a queue it cannot read."""
+    with MessageStore.open(tmp_path) as writer:
+        assert writer.put(Message("A", b"a")).ok
+        assert writer.put(Message("B", b"b")).ok
+    bad = tmp_path / "consumequeue" / "A" / "0" / f"{0:020d}"
+    bad.write_bytes(b"")
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert set(reader.unreadable_queues) == {("A", 0)}
+        assert "file is 0 bytes" in reader.unreadable_queues[("A", 0)]
+        assert reader.topics() == {"B": [0]}
+        got = reader.get_messages("g", "B", 0, 0, 32)
+        assert [m.body for m in got.messages] == [b"b"]
+        assert reader.look_message(0) is not None  # the CommitLog needs no queue
+        bad.write_bytes(bytes(reader.config.consume_queue_file_size))  # made anew, say
+        reader.refresh()  # the next listing tries it again
+        assert reader.unreadable_queues == {}
+        assert reader.max_offset("A", 0) == 0
+    bad.write_bytes(b"")
+    with pytest.raises(CorruptDataError, match="file is 0 bytes"):
+        MessageStore.open(tmp_path)

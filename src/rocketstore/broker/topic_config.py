@@ -49,9 +49,6 @@ from rocketstore.paths import (
     SELF_TEST_TOPIC,
     SYSTEM_TOPIC_NAMES,
     TRACE_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
 )
 
 log = logging.getLogger(__name__)
@@ -71,17 +68,6 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 TOPIC_MAX_LENGTH = 127
 SCHEDULE_TOPIC_QUEUE_NUMS = 18
 
-# Topics a client may never send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT_TOPIC,
-    }
-)
 _VALID_TOPIC_CHARS = frozenset("%|-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 

@@ -259,6 +259,13 @@ class CliContext:
         damage = damage_warning(store)
         if damage is not None:
             click.echo(f"rocketstore: warning: {damage}", err=True)
+        for (topic, queue_id), reason in sorted(store.unreadable_queues.items()):
+            click.echo(
+                f"rocketstore: warning: consume queue {topic}-{queue_id} cannot be read "
+                f"({reason}): the commands that go through queues do not see it. "
+                "`rocketstore rebuild --queues` builds it anew from the CommitLog.",
+                err=True,
+            )
         for reason in unread_index_files(store):
             click.echo(
                 f"rocketstore: warning: {reason}; key and unique-key queries do not search "

@@ -15,7 +15,7 @@ import click
 
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.processors.send import stored_properties
-from rocketstore.broker.topic_config import NOT_ALLOWED_SEND_TOPICS, TopicConfigManager
+from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.params import java_int
 from rocketstore.cli.render import java_str
@@ -29,7 +29,7 @@ from rocketstore.format.body_compression import CompressionType
 from rocketstore.format.javahash import java_hashmap_order, java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.selector.java_values import java_trim
-from rocketstore.paths import TOPIC_PATTERN, TRACE_TOPIC
+from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, TOPIC_PATTERN, TRACE_TOPIC
 from rocketstore.store import MessageStore
 from rocketstore.uniq_keys import UniqKeyGenerator
 

@@ -26,6 +26,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.javahash import index_key_hash_many, tags_code
 from rocketstore.format.native import native
 from rocketstore.format.record_scan import GATHER_RECORDS, Records, TopicTable
+from rocketstore.java_ints import wrap_java_long
 from rocketstore.paths import SCHEDULE_TOPIC
 
 # One index entry to put: ``offset`` is the record's position in the buffer (callers add
@@ -94,7 +95,11 @@ def delayed_tags_code(
         level = min(int(_text(value)), len(levels_ms))
     except ValueError:
         return None
-    return store_timestamp + levels_ms[level - 1] if level > 0 else None
+    if level <= 0:
+        return None
+    # computeDeliverTimestamp adds in Java longs: a store time no put could give (a flipped
+    # bit: the CRC covers only the body) wraps there, and must not stop the dispatcher here.
+    return wrap_java_long(store_timestamp + levels_ms[level - 1])
 
 
 def record_facts(

@@ -55,6 +55,45 @@ class Message(_WellKnownProperties):
     prepared_transaction_offset: int = 0
 
 
+BODY_TYPES = (bytes, bytearray, memoryview)
+_INT_FIELDS = (
+    "queue_id",
+    "flag",
+    "sys_flag",
+    "born_timestamp",
+    "reconsume_times",
+    "prepared_transaction_offset",
+)
+
+
+def message_problem(message: Message) -> str | None:
+    """What about the types of ``message``'s body, properties and born host a record
+    could not keep as given, in words naming the field; None when nothing. The put path's
+    own checks (``put_path.MessagePreparer.prepare``) take ranges and names from there.
+
+    A body is bytes-like: ``bytes(5)`` would store five zero bytes and ``bytes([1, 2])``
+    two, not what was meant. Property names and values are str (a value of None is left
+    out, as Java leaves out a null): an int would come back as a str, and bytes as their
+    repr ``"b'...'"``.
+    """
+    if not isinstance(message.body, BODY_TYPES):
+        return f"body must be bytes, bytearray or memoryview, got {type(message.body).__name__}"
+    properties = message.properties
+    if not isinstance(properties, dict):
+        return f"properties must be a dict of str to str, got {type(properties).__name__}"
+    for name, value in properties.items():
+        if not isinstance(name, str):
+            return f"property name {name!r} must be a str, got {type(name).__name__}"
+        if value is not None and not isinstance(value, str):
+            return f"property {name!r} must be a str, got {type(value).__name__}"
+    if not isinstance(message.born_host, str):
+        return f"born_host must be a str 'ip:port', got {type(message.born_host).__name__}"
+    for name in _INT_FIELDS:
+        if isinstance(getattr(message, name), bool):  # (an int to Python: True is 1)
+            return f"{name} must be an int, got bool"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class MessageExt(_WellKnownProperties):
     """A stored message with every field of its CommitLog record."""

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rocketstore.errors import ConfigError
-from rocketstore.paths import TOPIC_PATTERN
+from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, TOPIC_PATTERN
 
 DEFAULT_QUEUE_NUMS = 4
 MAX_QUEUE_NUMS = 1024
@@ -97,6 +97,11 @@ def check_topic(topic: str, where: str) -> None:
         raise ConfigError(
             f"{where}: topic {topic!r} is not a valid topic name "
             "(1-127 characters of letters, digits, %, |, _ and -)"
+        )
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise ConfigError(
+            f"{where}: topic {topic!r} is a system topic no producer may send to "
+            "(a broker refuses it)"
         )
 
 

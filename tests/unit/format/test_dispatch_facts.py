@@ -117,6 +117,34 @@ def test_dispatch_facts_follow_the_dispatcher_rules(shapes) -> None:
     assert not len(without.entries)
 
 
+def test_a_delivery_time_past_a_java_long_wraps_as_in_java() -> None:
+    """computeDeliverTimestamp adds in Java longs. A store time no put gives (the CRC does
+    not cover it: one flipped bit) must wrap there too, not stop the dispatcher."""
+    stored = 2**63 - 2000
+    record = rec.encode_record(
+        topic=SCHEDULE_TOPIC.encode(),
+        body=b"x",
+        properties=b"DELAY\x013",
+        queue_id=2,
+        flag=0,
+        queue_offset=0,
+        physical_offset=BASE,
+        sys_flag=0,
+        born_timestamp=1,
+        born_host=bytes(8),
+        store_timestamp=stored,
+        store_host=bytes(8),
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+        body_crc=masked_crc32(b"x"),
+    )
+    buf = record + rec.encode_blank(FILE - len(record)) + bytes(FILE - len(record) - 8)
+    topics = TopicTable()
+    scan = scan_range(memoryview(buf), BASE, 0, FILE, FILE, skip_corrupt=False, topics=topics)
+    facts = dispatch_facts(buf, scan.records, topics, LEVELS_MS, index=False)
+    assert facts.tags_codes.tolist() == [stored + LEVELS_MS[2] - 2**64]
+
+
 def test_more_keys_than_the_first_guess_all_get_entries() -> None:
     """Room is made for two entries a record at first; a run with more is done again with
     room for all of them, none lost or duplicated."""

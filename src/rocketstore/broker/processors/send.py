@@ -25,7 +25,6 @@ from rocketstore.broker.remoting import (
 from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import (
     MULTI_TAG,
-    NOT_ALLOWED_SEND_TOPICS,
     TopicConfig,
     dlq_topic,
     topic_name_problem,
@@ -38,7 +37,7 @@ from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH
-from rocketstore.paths import RETRY_PREFIX
+from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX
 from rocketstore.put_path import PutResult, delay_level
 from rocketstore.status import PutStatus
 
