@@ -305,7 +305,9 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
     remark = obj.get("remark")
     language = obj.get("language", "JAVA")
     return RemotingCommand(
-        code=_int_field(obj, "code"),
+        # fastjson leaves a missing int field 0: a Java peer answers it as request type 0
+        # (not supported), with its opaque, rather than dropping the connection.
+        code=_int_field(obj, "code", 0),
         opaque=_int_field(obj, "opaque", 0),
         flag=_int_field(obj, "flag", 0),
         remark=None if remark is None else str(remark),

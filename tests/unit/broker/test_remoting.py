@@ -105,12 +105,21 @@ def test_incomplete_frames_return_none() -> None:
         (struct.pack(">ii", 6, 2) + b"[]", "must be a JSON object"),
         (struct.pack(">ii", 6, 2) + b"{]", "not UTF-8 JSON"),
         (struct.pack(">ii", 6, (9 << 24) | 2) + b"{}", "unknown serialize type 9"),
-        (struct.pack(">ii", 6, 2) + b"{}", "'code' must be an integer"),
+        (struct.pack(">ii", 16, 12) + b'{"code":"x"}', "'code' must be an integer"),
     ],
 )
 def test_malformed_frames_name_the_problem(frame: bytes, reason: str) -> None:
     with pytest.raises(ProtocolError, match=reason):
         decode_frame(frame)
+
+
+def test_a_header_without_code_is_request_type_0() -> None:
+    # As fastjson reads it into a Java RemotingCommand: code and opaque 0.
+    header = b'{"opaque":7}'
+    decoded = decode_frame(struct.pack(">ii", 4 + len(header), len(header)) + header)
+    assert decoded is not None
+    cmd, _rest = decoded
+    assert (cmd.code, cmd.opaque, cmd.flag) == (0, 7, 0)
 
 
 def test_response_echoes_opaque_and_stringifies_ext() -> None:
