@@ -86,6 +86,13 @@ def test_selection_topics_pattern_assign_and_system_topics(store_path):
     assert len(retry) == 2 * ROUNDS
     assigned = read_all({"path": path, "assign": '{"Orders":[1,3]}'})
     assert {(r["topic"], r["partition"]) for r in assigned} == {("Orders", 1), ("Orders", 3)}
+    # A batch read's assign of queues the store does not have is a mistake, named.
+    with pytest.raises(ConfigError) as bad:
+        read_all({"path": path, "assign": '{"Orders":[1,99],"Ordres":[0]}'})
+    assert str(bad.value) == (
+        "option assign names queues the store does not have: Orders queue 99 (Orders has "
+        f"queues {list(range(LAYOUT['Orders']))}); Ordres queue 0 (no such topic)"
+    )
     assert read_all({"path": path, "topics": "NoSuchTopic"}) == []
 
 

@@ -88,6 +88,28 @@ def resolve_bound(
     return min(max(value, low), high)
 
 
+def check_assigned_queues(store: MessageStore, options: ReadOptions) -> None:
+    """A batch read's ``assign`` naming queues the store does not have is a mistake in the
+    option (a typo'd id or topic), named rather than read as nothing. (A stream does not
+    check: its queues may appear later.)"""
+    assign = options.selection.assign
+    if assign is None:
+        return
+    have = store.topics()
+    missing = [
+        f"{topic} queue {qid} ({topic} has queues {have[topic]})"
+        if topic in have
+        else f"{topic} queue {qid} (no such topic)"
+        for topic, qids in sorted(assign.items())
+        for qid in sorted(qids)
+        if qid not in have.get(topic, ())
+    ]
+    if missing:
+        raise ConfigError(
+            f"option assign names queues the store does not have: {'; '.join(missing)}"
+        )
+
+
 def queue_ranges(store: MessageStore, options: ReadOptions, pushed: Pushed) -> list[QueueRange]:
     """The non-empty [start, end) of every queue to read, options and pushed filters applied."""
     ranges: list[QueueRange] = []

@@ -37,7 +37,12 @@ from rocketstore.spark.options import (
     parse_options,
     parse_stream_options,
 )
-from rocketstore.spark.plan import index_usable, plan_commitlog_read, plan_queue_read
+from rocketstore.spark.plan import (
+    check_assigned_queues,
+    index_usable,
+    plan_commitlog_read,
+    plan_queue_read,
+)
 from rocketstore.spark.pushdown import Pushed, push_filters
 from rocketstore.spark.scan import open_store, read_partition
 from rocketstore.spark.stream import RocketStoreStreamReader
@@ -105,7 +110,9 @@ class RocketStoreReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         store = open_store(self.options)
         if self.options.mode == MODE_COMMITLOG:
+            # (the queues of a CommitLog scan are the records': no queue list to check)
             return plan_commitlog_read(store, self.options)
+        check_assigned_queues(store, self.options)
         return plan_queue_read(store, self.options, self.pushed)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
