@@ -26,7 +26,7 @@ from rocketstore.format import sysflag
 from rocketstore.format.crc import masked_crc32
 from rocketstore.format.hosts import encode_host
 from rocketstore.format.javahash import java_hashmap_order
-from rocketstore.format.message import Message
+from rocketstore.format.message import Message, message_problem
 from rocketstore.format.native import native
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH, record_length
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
@@ -322,6 +322,9 @@ class MessagePreparer:
         in the properties string (it serialises them before clearing the map entry)."""
         if not isinstance(message, Message):
             raise ConfigError(f"expected a rocketstore.Message, got {type(message).__name__}")
+        problem = message_problem(message)
+        if problem is not None:
+            return _illegal(problem)
         if self._topic_bytes(message.topic) is None:
             return _illegal(self._topic_problem(message.topic))
         misfit = _java_field_misfit(message)

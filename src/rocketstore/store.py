@@ -745,9 +745,6 @@ class MessageStore:
         encoded = self._encode((msg,), store_host, in_batch=False)
         if encoded is not None:
             return self._append_encoded(encoded, store_timestamp)
-        problem = message_problem(msg) if isinstance(msg, Message) else None
-        if problem is not None:
-            return [PutResult(PutStatus.MESSAGE_ILLEGAL, reason=problem)], None
         prepared = self.preparer.prepare(msg, store_host, delay=delay)
         if isinstance(prepared, Refusal):
             return [prepared.result()], None
@@ -761,7 +758,7 @@ class MessageStore:
             self.config.enable_multi_dispatch
             and isinstance(msg, Message)
             and isinstance(msg.properties, dict)
-            # (a value that is no str is refused by message_problem on the general path)
+            # (a value that is no str is refused by prepare on the general path)
             and isinstance(msg.properties.get(INNER_MULTI_DISPATCH), str)
             and is_multi_dispatch(msg.properties)
         )
@@ -771,6 +768,8 @@ class MessageStore:
     ) -> tuple[list[PutResult], int | None]:
         """``_append_one`` for a multi-dispatch message (format.multi_dispatch), after the
         delay rewrite, as RocketMQ wraps it in doAppend."""
+        # prepare checks the types too, but the rewrite and the queue names below read
+        # the properties first.
         problem = message_problem(msg)
         if problem is not None:
             return [PutResult(PutStatus.MESSAGE_ILLEGAL, reason=problem)], None
@@ -802,8 +801,8 @@ class MessageStore:
     def _append_batch(
         self, msgs: Sequence[Message], store_timestamp: int | None, store_host: str | None
     ) -> tuple[list[PutResult], int | None]:
-        """``_append_one`` for ``put_batch``."""
-        self._check_writable()
+        """``_append_one`` for ``put_batch`` and ``submit_batch`` (which check that the
+        store takes writes)."""
         msgs = _batch_messages(msgs)
         if not msgs:
             return [], None
@@ -819,12 +818,6 @@ class MessageStore:
             return self._append_encoded(encoded, store_timestamp)
         prepared: list[PreparedMessage] = []
         for i, msg in enumerate(msgs):
-            problem = message_problem(msg) if isinstance(msg, Message) else None
-            if problem is not None:
-                refused = PutResult(
-                    PutStatus.MESSAGE_ILLEGAL, reason=f"message {i} of the batch: {problem}"
-                )
-                return [refused for _ in msgs], None
             item = self.preparer.prepare(msg, store_host, in_batch=True)
             if isinstance(item, Refusal):
                 refused = PutResult(item.status, reason=f"message {i} of the batch: {item.reason}")
