@@ -7,8 +7,6 @@ the record's real store timestamp, never to the index's second-precision hint (#
 
 from __future__ import annotations
 
-from typing import SupportsIndex
-
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
@@ -17,20 +15,11 @@ from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
 from rocketstore.format.native import native
 from rocketstore.index import IndexService
-from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN, int_argument
 
 
 def _commit_log_offset(message: MessageExt) -> int:
     return message.commit_log_offset
-
-
-def _int_argument(name: str, value: object) -> int:
-    """``value`` as an int (a numpy integer too), or ConfigError naming ``name``."""
-    if type(value) is int:
-        return value
-    if isinstance(value, SupportsIndex) and not isinstance(value, bool):
-        return value.__index__()
-    raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
 
 
 class KeyQuery:
@@ -47,14 +36,14 @@ class KeyQuery:
         for name, text in (("topic", topic), ("key", key)):
             if not isinstance(text, str) or not text:
                 raise ConfigError(f"{name} must be a non-empty str, got {text!r}")
-        max_count = _int_argument("max_count", max_count)
+        max_count = int_argument("max_count", max_count)
         if max_count <= 0:
             raise ConfigError(f"max_count must be positive, got {max_count}")
         # Store times are Java longs and RocketMQ's maxNum an int: values beyond change no
         # answer, and the C lookup takes these types.
         max_count = min(max_count, JAVA_INT_MAX)
-        begin_ms = min(max(_int_argument("begin_ms", begin_ms), JAVA_LONG_MIN), JAVA_LONG_MAX)
-        end_ms = min(max(_int_argument("end_ms", end_ms), JAVA_LONG_MIN), JAVA_LONG_MAX)
+        begin_ms = min(max(int_argument("begin_ms", begin_ms), JAVA_LONG_MIN), JAVA_LONG_MAX)
+        end_ms = min(max(int_argument("end_ms", end_ms), JAVA_LONG_MIN), JAVA_LONG_MAX)
         lookup = rec.fast_key_lookup
         if native is not None and lookup is not None:
             cl = self.commitlog

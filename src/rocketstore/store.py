@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, SupportsIndex
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -72,7 +72,7 @@ from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.format.sysflag import gets_queue_entry
 from rocketstore.index import IndexService, newest_geometry
-from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX, int_argument
 from rocketstore.paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
@@ -723,7 +723,7 @@ class MessageStore:
             )
         if store_timestamp is None:
             return None
-        stamp = _int_argument("store_timestamp", store_timestamp)
+        stamp = int_argument("store_timestamp", store_timestamp)
         latest = JAVA_LONG_MAX - max(self._delay_levels_ms)
         if not 0 <= stamp <= latest:
             raise ConfigError(
@@ -983,8 +983,8 @@ class MessageStore:
         """``get_messages`` with a subscription already built (``build_subscription``, or
         one whose property filter a broker supplies)."""
         _queue_arguments(topic, queue_id)
-        queue_offset = _int_argument("queue_offset", queue_offset)
-        max_count = _int_argument("max_count", max_count)
+        queue_offset = int_argument("queue_offset", queue_offset)
+        max_count = int_argument("max_count", max_count)
         self._check_open((topic, queue_id))
         if max_count <= 0:
             raise ConfigError(f"max_count must be positive, got {max_count}")
@@ -993,7 +993,7 @@ class MessageStore:
         return self.reader.get(self._queue(topic, queue_id), queue_offset, max_count, subscription)
 
     def look_message(self, commit_log_offset: int) -> MessageExt | None:
-        commit_log_offset = _int_argument("commit_log_offset", commit_log_offset)
+        commit_log_offset = int_argument("commit_log_offset", commit_log_offset)
         self._check_open(queues=False)
         return self.reader.look(commit_log_offset)
 
@@ -1012,7 +1012,7 @@ class MessageStore:
         gone (removed, or never written: a RocketMQ 5 broker keeping its queues in RocksDB)
         or the broker stopped before building them. Looks at ``probe`` records at most
         past the queues' end, so it costs little on a store whose queues are all gone."""
-        probe = _int_argument("probe", probe)
+        probe = int_argument("probe", probe)
         # No refresh of every queue: the question is about a stopped store, whose queues
         # the open has just read (a live writer's would move on anyway).
         self._check_open(queues=False)
@@ -1042,7 +1042,7 @@ class MessageStore:
         None when it is not one or the unit cannot be found or read (logged; `check`
         reports damaged units)."""
         _queue_arguments(topic, queue_id)
-        address = _int_argument("address", address)
+        address = int_argument("address", address)
         self._check_open(queues=False)
         if not is_ext_address(address):
             return None
@@ -1091,7 +1091,7 @@ class MessageStore:
         self, topic: str, queue_id: int, timestamp_ms: int, boundary: str | Boundary = "lower"
     ) -> int:
         _queue_arguments(topic, queue_id)
-        timestamp_ms = _int_argument("timestamp_ms", timestamp_ms)
+        timestamp_ms = int_argument("timestamp_ms", timestamp_ms)
         if not isinstance(boundary, (str, Boundary)):
             raise ConfigError(
                 f"boundary must be 'lower', 'upper' or a Boundary, got {type(boundary).__name__}"
@@ -1139,7 +1139,7 @@ class MessageStore:
     def message_store_time(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at a queue offset, -1 if there is none."""
         _queue_arguments(topic, queue_id)
-        queue_offset = _int_argument("queue_offset", queue_offset)
+        queue_offset = int_argument("queue_offset", queue_offset)
         self._check_open((topic, queue_id))
         queue = self._queue(topic, queue_id)
         unit = queue.unit(queue_offset) if queue else None
@@ -1407,23 +1407,13 @@ def _blocked_by_file(path: str) -> str | None:
     return None if os.path.isdir(parent) else parent
 
 
-def _int_argument(name: str, value: object) -> int:
-    """``value`` as an int (a numpy integer too), or ConfigError naming ``name``: a float,
-    a str or a bool would fail deep down or silently read something else."""
-    if type(value) is int:
-        return value
-    if isinstance(value, SupportsIndex) and not isinstance(value, bool):
-        return value.__index__()
-    raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-
-
 def _queue_arguments(topic: object, queue_id: object) -> None:
     """ConfigError unless ``topic`` is a str and ``queue_id`` an int: ``("T", "0")`` or
     ``(None, 0)`` name no queue and would answer "no message" instead."""
     if not isinstance(topic, str):
         raise ConfigError(f"topic must be a str, got {type(topic).__name__}")
     if type(queue_id) is not int:
-        _int_argument("queue_id", queue_id)
+        int_argument("queue_id", queue_id)
 
 
 def _batch_messages(msgs: object) -> Sequence[Message]:
