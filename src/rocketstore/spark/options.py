@@ -285,9 +285,7 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
                     f"{name} offsets name topic {topic!r}, which is not among the topics read"
                 )
     tags = options.get("tags")
-    if tags and tags.strip() != "*" and not any(t.strip() for t in tags.split("||")):
-        # RocketMQ refuses "||" (FilterAPI: "subString split error") and matches nothing
-        # with a blank expression: as an option, both are mistakes to name.
+    if tags and _names_no_tag(tags):
         raise ConfigError(f"option tags={tags!r} names no tag (give 'TagA || TagB', or '*')")
     sql92 = options.get("sql92")
     if sql92 is not None:
@@ -316,6 +314,19 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
         store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
     )
+
+
+def _names_no_tag(tags: str) -> bool:
+    """Whether a tags option, trimmed as ``ReadOptions.subscription`` trims it, names no
+    tag: RocketMQ refuses "||" (FilterAPI: "subString split error") and matches nothing
+    with a blank expression; as an option, both are mistakes to name."""
+    text = tags.strip()
+    if not text:
+        return True
+    try:
+        return parse_subscription(text).matches_none
+    except ConfigError:
+        return True
 
 
 def _given(options: Mapping[str, str], which: str) -> str:
