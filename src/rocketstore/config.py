@@ -218,11 +218,7 @@ class StoreConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("commit_log_prefault_bytes", "max_dispatch_lag_ms"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
-        for name in NON_NEGATIVE_FIELDS:
+        for name in ("commit_log_prefault_bytes", "max_dispatch_lag_ms", *NON_NEGATIVE_FIELDS):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
