@@ -227,6 +227,15 @@ def test_dump_fields_and_range(store: Path, cli: Cli) -> None:
     ]
     only = dumped(store, cli, "-t", "Payments")
     assert len(only) == sum(1 for i in range(COUNT) if topic_of(i) == "Payments")
+    missing = cli("--store", store, "dump", "-t", "Payments", "-t", "NoSuchTopic")
+    assert missing.code == 0 and len(missing.out.splitlines()) == len(only)
+    assert "warning: no record of topic 'NoSuchTopic'\n" in missing.err
+    assert "Payments" not in missing.err
+    # record 1 and 2 alone: OrderEvents
+    ranged = cli("--store", store, "dump", "--from", str(second), "--to", str(third + 1),
+                 "-t", "Payments")  # fmt: skip
+    assert ranged.code == 0 and ranged.out == ""
+    assert "no record of topic 'Payments' in the range read" in ranged.err
     beyond = cli("--store", store, "dump", "--from", str(10**9))
     assert beyond.code == 1 and "beyond the end of the CommitLog" in beyond.err
     backwards = cli("--store", store, "dump", "--from", "10", "--to", "5")

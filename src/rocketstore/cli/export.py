@@ -62,11 +62,17 @@ def _records(scan: CommitLogScan, label: str, topics: tuple[str, ...]) -> Iterat
         for f in scan.files
         if (scan.start is None or f.end > scan.start) and (scan.end is None or f.start < scan.end)
     )
+    seen: set[str] = set()
     with progress(total, label, streams_stdout=True) as bar:
         scan.on_bytes = bar.advance
         for record in scan.records():
             if not topics or record.view.topic in topics:
+                seen.add(record.view.topic)
                 yield record
+    # An empty result for a misspelt topic would look like a topic with no messages.
+    for topic in sorted(set(topics) - seen):
+        where = "" if scan.start is None and scan.end is None else " in the range read"
+        click.echo(f"rocketstore: warning: no record of topic {topic!r}{where}", err=True)
 
 
 def _range_options(command: Callable[..., None]) -> Callable[..., None]:
