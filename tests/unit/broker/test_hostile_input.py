@@ -216,6 +216,34 @@ def test_send_header_ints_beyond_a_java_int_name_the_field(
     assert ctx.store.max_offset("TI", 0) == 0
 
 
+@pytest.mark.parametrize(
+    ("letter", "name"),
+    [
+        ("a", "producerGroup"),
+        ("b", "topic"),
+        ("c", "defaultTopic"),
+        ("d", "defaultTopicQueueNums"),
+        ("e", "queueId"),
+        ("f", "sysFlag"),
+        ("g", "bornTimestamp"),
+        ("h", "flag"),
+    ],
+)
+def test_a_send_without_a_required_header_field_is_refused(
+    ctx: BrokerContext, letter: str, name: str
+) -> None:
+    """SendMessageRequestHeaderV2's @CFNotNull fields: a Java broker refuses the request
+    without one; defaults would store a message with a made-up born time or flag."""
+    fields = {k: v for k, v in send_v2("TR").items() if k != letter}
+    for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        answer = call(ctx, code, fields, b"x")
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        assert answer.remark == f"the request has no {name!r} field"
+    assert ctx.store.max_offset("TR", 0) == 0
+    optional = {k: v for k, v in send_v2("TR").items() if k not in "ijklmn"}
+    assert call(ctx, RequestCode.SEND_MESSAGE_V2, optional, b"x").code == ResponseCode.SUCCESS
+
+
 def test_an_illegal_message_is_answered_with_the_limits(ctx: BrokerContext) -> None:
     limit = ctx.store.config.max_message_size
     answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TB"), b"x" * (limit + 1))

@@ -94,19 +94,22 @@ class SendHeader:
 
     @classmethod
     def parse(cls, ext: dict[str, str]) -> SendHeader:
-        if "b" in ext and "topic" not in ext:
+        if "topic" not in ext and "producerGroup" not in ext:  # the V2 header's letters
             ext = {V2_NAMES.get(k, k): v for k, v in ext.items()}
         max_times = ext.get("maxReconsumeTimes")
+        # The header's @CFNotNull fields (a to h) have no default: a Java broker refuses a
+        # request without one ("the custom field <...> is null") rather than store a
+        # message with a made-up born time or flag.
         return cls(
-            producer_group=ext.get("producerGroup", ""),
+            producer_group=ext_str(ext, "producerGroup"),
             topic=ext_str(ext, "topic"),
-            default_topic=ext.get("defaultTopic", "TBW102"),
+            default_topic=ext_str(ext, "defaultTopic"),
             # SendMessageRequestHeader's Integer fields (bornTimestamp is a Long).
-            default_topic_queue_nums=ext_java_int(ext, "defaultTopicQueueNums", 4),
+            default_topic_queue_nums=ext_java_int(ext, "defaultTopicQueueNums"),
             queue_id=ext_java_int(ext, "queueId"),
-            sys_flag=ext_java_int(ext, "sysFlag", 0),
-            born_timestamp=ext_int(ext, "bornTimestamp", 0),
-            flag=ext_java_int(ext, "flag", 0),
+            sys_flag=ext_java_int(ext, "sysFlag"),
+            born_timestamp=ext_int(ext, "bornTimestamp"),
+            flag=ext_java_int(ext, "flag"),
             properties=ext.get("properties", ""),
             reconsume_times=ext_java_int(ext, "reconsumeTimes", 0),
             unit_mode=ext_bool(ext, "unitMode"),
