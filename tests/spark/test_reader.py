@@ -654,3 +654,46 @@ def test_key_pushdown_on_a_light_queue_finds_its_rows(tmp_path, tags):
             assert "%LMQ%a" in {r["topic"] for r in expected}
             assert sorted(map(ident, pushed)) == sorted(map(ident, expected)), (column, value)
     scan.close_stores()
+
+
+def _by_queue(rows):
+    """Rows in (topic, partition, offset) order, maps as sorted pairs (comparable)."""
+    return sorted(({**r, "properties": sorted(r["properties"])} for r in rows), key=ident)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"topics": "%LMQ%a,%LMQ%c,PlainQ"},
+        {"topics": "%LMQ%b,Orders", "tags": "TagA || Tág"},
+        {"topics": "%LMQ%a", "startingOffsets": '{"%LMQ%a":{"0":5}}',
+         "endingOffsets": '{"%LMQ%a":{"0":17}}'},
+        {"topicPattern": "PlainQ", "startingTimestamp": str(BASE_MS + 11 * 60)},
+    ],
+)  # fmt: skip
+def test_commitlog_mode_reads_the_light_queues_as_queue_mode_does(tmp_path, monkeypatch, options):
+    """A multi-dispatch record's units in other queues (%LMQ% ones and a plain name) are
+    rows in mode=queue; mode=commitlog sees the record once and makes the same rows from
+    its two properties: column-wise, record by record, and with pushed filters."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
+    from rebuild_helpers import build_lmq_store
+
+    root = tmp_path / "store"
+    build_lmq_store(root, 120)
+    base = {"path": str(root), **options}
+    queue = _by_queue(read_all(base))
+    light = [r for r in queue if r["topic"] not in ("Orders", "Payments")]
+    assert light and len({r["commitLogOffset"] for r in light}) > 5
+    commitlog = {**base, "mode": "commitlog"}
+    assert _by_queue(read_all(commitlog)) == queue
+    queues = sorted({(r["topic"], r["partition"]) for r in light})
+    topic, partition = queues[-1]
+    filters = [ds.EqualTo(("topic",), topic), ds.EqualTo(("partition",), partition)]
+    wanted = [r for r in queue if (r["topic"], r["partition"]) == (topic, partition)]
+    assert _by_queue(read_all(commitlog, filters)) == wanted
+    monkeypatch.setattr(scan, "decode_records", lambda *args: None)
+    assert _by_queue(read_all(commitlog)) == queue
+    scan.close_stores()

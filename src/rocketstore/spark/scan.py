@@ -48,6 +48,7 @@ from rocketstore.format.record_scan import (
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CommitLogDirs
+from rocketstore.spark import light_rows
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
 from rocketstore.spark.columns import RowBuffer
 from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
@@ -531,12 +532,28 @@ def _record_row(
     except (CorruptDataError, IncompleteDataError) as e:
         raise CorruptDataError(str(e), path=path, position=position) from e
     assert not isinstance(view, rec.Blank)
-    if sysflag.gets_queue_entry(view.sys_flag) and _within_options(options, view):
+    if not sysflag.gets_queue_entry(view.sys_flag):
+        return
+    message: MessageExt | None = None
+    if _within_options(options, view):
         message = rec.to_message_ext(buf, view, read_body=options.include_body)
         if subscription.match_properties(message.properties) and _accepts(
             pushed, message, view.queue_offset
         ):
             yield message, view.queue_offset
+    if not light_rows.may_have_copies(buf, view):
+        return
+    if message is None:
+        message = rec.to_message_ext(buf, view, read_body=options.include_body)
+    for copy, queue_offset in light_rows.message_copies(message):
+        topic, queue_id = copy.topic, copy.queue_id
+        if (
+            options.selection.accepts(topic, queue_id)
+            and _bounds(options, topic, queue_id).accepts(queue_offset, copy.store_timestamp)
+            and subscription.match_properties(copy.properties)
+            and _accepts(pushed, copy, queue_offset)
+        ):
+            yield copy, queue_offset
 
 
 # CommitLog bytes walked per column-wise batch (about 18k records of 100 B, 4k of 1 KiB).
@@ -636,9 +653,11 @@ def _chunk_batches(
         )
         yield from _batches(rows, options.include_body)
         return
-    kept = _filter_chunk(batch, options, subscription, pushed)
-    if kept.num_rows:
-        yield kept
+    for decoded in (batch, light_rows.batch_copies(batch)):
+        if decoded is not None:
+            kept = _filter_chunk(decoded, options, subscription, pushed)
+            if kept.num_rows:
+                yield kept
 
 
 def _decode_chunk(
