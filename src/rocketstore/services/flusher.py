@@ -162,7 +162,8 @@ class Flusher:
         while not self._stop.wait(self._interval_s()):
             try:
                 self.run_once()
-            except OSError as e:
+            except Exception as e:  # not only OSError: a flusher that died quietly would
+                # leave the store acknowledging puts that never reach the disk
                 log.exception("flush failed")
                 if self.on_error is not None:
                     self.on_error(e)

@@ -110,6 +110,33 @@ def test_flush_failure_makes_the_store_refuse_writes(tmp_path: Path) -> None:
     assert (tmp_path / "abort").exists(), "a store closed after a write fault is not clean"
 
 
+def test_an_unexpected_async_flush_failure_makes_the_store_refuse_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only OSError: whatever stops the background flusher stops the writes, instead
+    of a dead thread behind a store that goes on acknowledging puts nothing flushes."""
+    config = _config(flush_disk_type="ASYNC_FLUSH", flush_interval_commit_log=10)
+    with MessageStore.open(tmp_path, config) as store:
+        assert store.put(Message("T", b"before")).ok
+
+        def broken(self: object, least_pages: int = 0, *, background: bool = False) -> int:
+            raise ValueError("mmap closed or invalid")
+
+        monkeypatch.setattr(MappedFile, "flush", broken)
+        assert store.put(Message("T", b"during")).ok
+        deadline = time.monotonic() + 10
+        while not store.running_flags & RunningFlags.NOT_WRITEABLE:
+            assert time.monotonic() < deadline, "the flusher's failure went unnoticed"
+            time.sleep(0.01)
+        assert store.put(Message("T", b"after")).status is PutStatus.SERVICE_NOT_AVAILABLE
+        monkeypatch.undo()
+        store.wait_dispatched()
+        assert [m.body for m in store.get_messages("g", "T", 0, 0, 8).messages] == [
+            b"before",
+            b"during",
+        ]
+
+
 def test_file_creation_failure_writes_nothing(tmp_path: Path) -> None:
     config = _config(mapped_file_size_commit_log=4096)
     with MessageStore.open(tmp_path, config) as store:
