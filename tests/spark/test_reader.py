@@ -627,11 +627,13 @@ def test_a_light_queue_reads_as_its_own_rows(tmp_path, tags):
 
 
 @pytest.mark.parametrize("tags", [None, "TagA || TagB || Tág"])
-def test_key_pushdown_on_a_light_queue_finds_its_rows(tmp_path, tags):
+@pytest.mark.parametrize("light_topic", ["%LMQ%a", "PlainQ"])
+def test_key_pushdown_on_a_light_queue_finds_its_rows(tmp_path, tags, light_topic):
     """A light queue's rows are records of other topics, which the index files under
     those topics: pushed ``key`` / ``uniqKey`` filters on the light queue must still find
-    them (the queue is scanned and every row checked), alongside index lookups for the
-    ordinary topics of the same read."""
+    them (an %LMQ% queue is scanned and every row checked; for a queue with a plain name
+    the index is also searched under the store's other topics), alongside index lookups
+    for the ordinary topics of the same read."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
@@ -639,10 +641,11 @@ def test_key_pushdown_on_a_light_queue_finds_its_rows(tmp_path, tags):
 
     root = tmp_path / "store"
     build_lmq_store(root, 60)
-    options = {"path": str(root), "topics": "%LMQ%a,Orders", **({"tags": tags} if tags else {})}
+    topics = f"{light_topic},Orders"
+    options = {"path": str(root), "topics": topics, **({"tags": tags} if tags else {})}
     rows = read_all(options)
     light = [
-        r for r in rows if r["topic"] == "%LMQ%a" and r["uniqKey"] and (r["key"] or "").strip()
+        r for r in rows if r["topic"] == light_topic and r["uniqKey"] and (r["key"] or "").strip()
     ]
     assert len(light) > 3
     for row in light[:4]:
@@ -651,7 +654,7 @@ def test_key_pushdown_on_a_light_queue_finds_its_rows(tmp_path, tags):
             pushed = read_all(options, [make((column,), value)])
             wanted = {value} if isinstance(value, str) else set(value)
             expected = [r for r in rows if r[column] in wanted]
-            assert "%LMQ%a" in {r["topic"] for r in expected}
+            assert light_topic in {r["topic"] for r in expected}
             assert sorted(map(ident, pushed)) == sorted(map(ident, expected)), (column, value)
     scan.close_stores()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
@@ -56,6 +57,9 @@ class KeyPartition(InputPartition):
     ranges: tuple[tuple[int, int, int], ...]  # (queue_id, start, end) to keep
     keys: tuple[str, ...]  # look up these KEYS tokens ... (empty: use uniq_keys)
     uniq_keys: tuple[str, ...]  # ... or these UNIQ_KEYs
+    # ... also under these topics: a record of one of them may name this topic in
+    # INNER_MULTI_DISPATCH, which gives it units here while the index files it there.
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,16 +162,22 @@ def split_ranges(
     return partitions
 
 
-def key_partitions(ranges: list[QueueRange], pushed: Pushed) -> list[KeyPartition]:
-    """One partition per topic: the index is searched per topic and key."""
+def key_partitions(
+    ranges: list[QueueRange], pushed: Pushed, store_topics: Iterable[str] = ()
+) -> list[KeyPartition]:
+    """One partition per topic: the index is searched per topic and key (and under the
+    store's other ordinary topics, for records dispatched here from them)."""
     by_topic: dict[str, list[tuple[int, int, int]]] = {}
     for topic, qid, start, end in ranges:
         by_topic.setdefault(topic, []).append((qid, start, end))
     # uniqKey is the more selective lookup; `key` is then checked on each row.
     uniq = tuple(sorted(pushed.uniq_keys)) if pushed.uniq_keys is not None else ()
     keys = () if uniq else tuple(sorted(pushed.keys or ()))
+    ordinary = sorted(t for t in set(store_topics) if not t.startswith(LMQ_PREFIX))
     return [
-        KeyPartition(topic, tuple(queue_ranges), keys, uniq)
+        KeyPartition(
+            topic, tuple(queue_ranges), keys, uniq, tuple(t for t in ordinary if t != topic)
+        )
         for topic, queue_ranges in sorted(by_topic.items())
     ]
 
@@ -187,7 +197,7 @@ def plan_queue_read(
         light = [r for r in ranges if r[0].startswith(LMQ_PREFIX)]
         indexed = [r for r in ranges if not r[0].startswith(LMQ_PREFIX)]
         scanned = split_ranges(light, options.max_records_per_partition, options.min_partitions)
-        return [*key_partitions(indexed, pushed), *scanned]
+        return [*key_partitions(indexed, pushed, store.topics()), *scanned]
     return [*split_ranges(ranges, options.max_records_per_partition, options.min_partitions)]
 
 

@@ -353,15 +353,7 @@ def _key_rows(
     """Messages found through the index, kept if they lie in a planned queue range."""
     wanted = {qid: (start, end) for qid, start, end in part.ranges}
     seen: set[int] = set()
-    found: list[MessageExt] = []
-    if part.uniq_keys:
-        for uniq in part.uniq_keys:
-            # Every match, as for keys: a claimed filter is applied exactly.
-            found.extend(store.query_by_unique_key(part.topic, uniq, _KEY_QUERY_MAX))
-    else:
-        for key in part.keys:
-            token = key.split()[0]  # any token of KEYS finds it; the row check is exact
-            found.extend(store.query_messages(part.topic, token, _KEY_QUERY_MAX))
+    found = _indexed(store, part, part.topic)
     for message in sorted(found, key=lambda m: m.commit_log_offset):
         if message.commit_log_offset in seen or not sysflag.gets_queue_entry(message.sys_flag):
             continue
@@ -373,6 +365,45 @@ def _key_rows(
             pushed, message, message.queue_offset
         ):
             yield message, message.queue_offset
+    yield from _dispatched_key_rows(store, part, subscription, pushed)
+
+
+def _indexed(store: MessageStore, part: KeyPartition, topic: str) -> list[MessageExt]:
+    """The messages of ``topic`` the index finds for the partition's keys: every match
+    (a claimed filter is applied exactly)."""
+    found: list[MessageExt] = []
+    if part.uniq_keys:
+        for uniq in part.uniq_keys:
+            found.extend(store.query_by_unique_key(topic, uniq, _KEY_QUERY_MAX))
+    else:
+        for key in part.keys:
+            token = key.split()[0]  # any token of KEYS finds it; the row check is exact
+            found.extend(store.query_messages(topic, token, _KEY_QUERY_MAX))
+    return found
+
+
+def _dispatched_key_rows(
+    store: MessageStore, part: KeyPartition, subscription: Subscription, pushed: Pushed
+) -> Iterator[tuple[MessageExt, int]]:
+    """Rows of the partition's topic that are records of other topics, multi-dispatched
+    here (INNER_MULTI_DISPATCH naming it): the index files them under their own topic."""
+    wanted = {qid: (start, end) for qid, start, end in part.ranges}
+    seen: set[tuple[int, int]] = set()
+    for source in part.sources:
+        for message in _indexed(store, part, source):
+            if not sysflag.gets_queue_entry(message.sys_flag):
+                continue
+            for copy, offset in light_rows.message_copies(message):
+                span = wanted.get(copy.queue_id)
+                if copy.topic != part.topic or span is None or not span[0] <= offset < span[1]:
+                    continue
+                if (copy.queue_id, offset) in seen:
+                    continue
+                seen.add((copy.queue_id, offset))
+                if subscription.match_properties(copy.properties) and _accepts(
+                    pushed, copy, offset
+                ):
+                    yield copy, offset
 
 
 class _Bounds(NamedTuple):
