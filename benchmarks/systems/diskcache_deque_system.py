@@ -18,7 +18,7 @@ DURABILITY = {
     "at the end of each run",
     "SYNC_FLUSH": "Cache(sqlite_synchronous=2): WAL, synchronous=FULL, every call one transaction",
 }
-PUT_SHARE = 4  # puts a quarter of the put workload's messages (workloads/put.py)
+PUT_SHARE = 8  # puts an eighth of the put workload's messages (workloads/put.py)
 
 
 class DiskcacheDequeAdapter(Adapter):

@@ -32,7 +32,7 @@ DURABILITY = {
 # Every message is its own transaction even in a batch: SYNC_FLUSH runs are capped in
 # messages rather than calls (see workloads/put.py).
 FLUSHES_PER_MESSAGE = True
-PUT_SHARE = 4  # puts a quarter of the put workload's messages (workloads/put.py)
+PUT_SHARE = 8  # puts an eighth of the put workload's messages (workloads/put.py)
 
 
 class PersistQueueAdapter(Adapter):

@@ -38,14 +38,27 @@ SELECTOR = "KEYS IS NOT NULL AND UNIQ_KEY <> ''"
 SELECTOR_SYSTEM = "rocketstore, SQL92"
 
 
+MAX_SCANS = 15
+
+
 def _timed_scans(
-    adapter: Any, count: int, repeat: int, reload: Callable[[], None] | None = None, **scan: str
+    adapter: Any,
+    count: int,
+    repeat: int,
+    reload: Callable[[], None] | None = None,
+    min_seconds: float = 0.0,
+    **scan: str,
 ) -> tuple[list[float], list[float]]:
-    """``repeat`` timed scans of all ``count`` messages (``reload`` before each but the
-    first, for a scan that consumes): read rates (msg/s) and body bandwidths (MiB/s)."""
-    rates, bandwidth = [], []
-    for repetition in range(repeat):
-        if repetition and reload is not None:
+    """Timed scans of all ``count`` messages: ``repeat`` of them, more (up to MAX_SCANS)
+    while less than ``min_seconds`` was measured, unless a scan consumes (``reload``
+    before each but the first): read rates (msg/s) and body bandwidths (MiB/s)."""
+    rates: list[float] = []
+    bandwidth: list[float] = []
+    measured = 0.0
+    while len(rates) < repeat or (
+        reload is None and measured < min_seconds and len(rates) < MAX_SCANS
+    ):
+        if rates and reload is not None:
             reload()
         settle_heap()
         start = time.perf_counter()
@@ -53,6 +66,7 @@ def _timed_scans(
         seconds = time.perf_counter() - start
         if read != count:
             raise RuntimeError(f"{adapter.name} read {read} of {count} messages")
+        measured += seconds
         rates.append(count / seconds)
         bandwidth.append(size / MIB / seconds)
     return rates, bandwidth
@@ -76,9 +90,13 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                     reload = None
                     if getattr(adapter, "destructive_scan", False):
                         reload = functools.partial(load, adapter, dataset, count)
-                    rates, bandwidth = _timed_scans(adapter, count, sizes.repeat, reload)
+                    rates, bandwidth = _timed_scans(
+                        adapter, count, sizes.repeat, reload, sizes.scan_seconds
+                    )
                     if system == "rocketstore":
-                        selected = _timed_scans(adapter, count, sizes.repeat, sql92=SELECTOR)
+                        selected = _timed_scans(
+                            adapter, count, sizes.repeat, None, sizes.scan_seconds, sql92=SELECTOR
+                        )
                 finally:
                     adapter.close()
             measured = [(system, rates, bandwidth)]

@@ -46,7 +46,8 @@ def message_count(sizes: Sizes, mode: str, batch: int, per_message: bool, share:
     A system with ``PUT_SHARE`` puts that fraction of the messages (at least one call's
     worth). diskcache and persist-queue run at 5-30 k msg/s: with every system's count they
     took 420 s of a 1,793 s full run (2026-11-27, 2-core EPYC), against the issue's 15
-    minutes, while a quarter still lasts 0.1 s or more a repetition, far above the timer's
+    minutes; a quarter still took 120 s of a 1,079 s run, and an eighth lasts 0.1 s or
+    more a repetition but for ASYNC batch puts (0.05 s and up), far above the timer's
     noise. Each row records its ``messages``."""
     if mode == "SYNC_FLUSH":
         calls = (1 if per_message else batch) * sizes.put_sync_calls
