@@ -478,6 +478,9 @@ def test_key_pushdown_goes_through_the_index(store_path):
     reader.pushFilters([ds.EqualTo(("key",), "Orders-2-7"), ds.LessThan(("offset",), 5)])
     parts = reader.partitions()
     assert parts and all(isinstance(p, KeyPartition) for p in parts)
+    # the first also looks for records of other topics dispatched into the planned queues
+    lookups = [p.dispatched for p in parts if p.dispatched is not None]
+    assert len(lookups) == 1 and set(lookups[0].sources) == set(LAYOUT)
     assert [r for p in parts for b in reader.read(p) for r in b.to_pylist()] == []
 
 

@@ -11,7 +11,9 @@ Three kinds of partition:
 - :class:`KeyPartition`: one topic's messages found through the index by ``key`` or
   ``uniqKey`` (pushed filters), kept only inside the planned queue ranges. A light
   queue (``%LMQ%...``) is read as queue partitions instead: its units point at records
-  of other topics, which the index files under those topics.
+  of other topics, which the index files under those topics. The first also finds
+  (:class:`DispatchedLookup`), for the same keys under each of the store's ordinary
+  topics, the records multi-dispatched into a planned queue with a plain name.
 - :class:`CommitLogPartition` ``(file_offset, start, end)``: records starting at positions
   [start, end) of one CommitLog file (``mode=commitlog``); the reader finds the first
   record boundary by walking the file's records from position 0.
@@ -57,9 +59,20 @@ class KeyPartition(InputPartition):
     ranges: tuple[tuple[int, int, int], ...]  # (queue_id, start, end) to keep
     keys: tuple[str, ...]  # look up these KEYS tokens ... (empty: use uniq_keys)
     uniq_keys: tuple[str, ...]  # ... or these UNIQ_KEYs
-    # ... also under these topics: a record of one of them may name this topic in
-    # INNER_MULTI_DISPATCH, which gives it units here while the index files it there.
-    sources: tuple[str, ...] = ()
+    # One partition of a read also finds the records dispatched into its queues.
+    dispatched: DispatchedLookup | None = None
+
+
+@dataclass(frozen=True)
+class DispatchedLookup:
+    """The rows of a read's indexed queues that are records of other topics: a record
+    whose INNER_MULTI_DISPATCH names a queue has a unit there while the index files it
+    under its own topic. The keys are looked up once under each of the store's ordinary
+    topics (``sources``); the records that name a planned queue are kept at the offsets
+    they name."""
+
+    ranges: tuple[tuple[str, int, int, int], ...]  # (topic, queue id, start, end) to keep
+    sources: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -165,20 +178,19 @@ def split_ranges(
 def key_partitions(
     ranges: list[QueueRange], pushed: Pushed, store_topics: Iterable[str] = ()
 ) -> list[KeyPartition]:
-    """One partition per topic: the index is searched per topic and key (and under the
-    store's other ordinary topics, for records dispatched here from them)."""
+    """One partition per topic (the index is searched per topic and key); the first
+    also looks for the records the store's ordinary topics dispatched into these queues."""
     by_topic: dict[str, list[tuple[int, int, int]]] = {}
     for topic, qid, start, end in ranges:
         by_topic.setdefault(topic, []).append((qid, start, end))
     # uniqKey is the more selective lookup; `key` is then checked on each row.
     uniq = tuple(sorted(pushed.uniq_keys)) if pushed.uniq_keys is not None else ()
     keys = () if uniq else tuple(sorted(pushed.keys or ()))
-    ordinary = sorted(t for t in set(store_topics) if not t.startswith(LMQ_PREFIX))
+    sources = tuple(sorted(t for t in set(store_topics) if not t.startswith(LMQ_PREFIX)))
+    dispatched = DispatchedLookup(tuple(sorted(ranges)), sources) if sources else None
     return [
-        KeyPartition(
-            topic, tuple(queue_ranges), keys, uniq, tuple(t for t in ordinary if t != topic)
-        )
-        for topic, queue_ranges in sorted(by_topic.items())
+        KeyPartition(topic, tuple(queue_ranges), keys, uniq, dispatched if i == 0 else None)
+        for i, (topic, queue_ranges) in enumerate(sorted(by_topic.items()))
     ]
 
 

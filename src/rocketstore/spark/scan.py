@@ -52,7 +52,12 @@ from rocketstore.spark import light_rows
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
 from rocketstore.spark.columns import RowBuffer
 from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
-from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
+from rocketstore.spark.plan import (
+    CommitLogPartition,
+    DispatchedLookup,
+    KeyPartition,
+    QueuePartition,
+)
 from rocketstore.spark.pushdown import Pushed
 from rocketstore.store import MessageStore
 
@@ -365,7 +370,8 @@ def _key_rows(
             pushed, message, message.queue_offset
         ):
             yield message, message.queue_offset
-    yield from _dispatched_key_rows(store, part, subscription, pushed)
+    if part.dispatched is not None:
+        yield from _dispatched_key_rows(store, part, part.dispatched, subscription, pushed)
 
 
 def _indexed(store: MessageStore, part: KeyPartition, topic: str) -> list[MessageExt]:
@@ -383,23 +389,27 @@ def _indexed(store: MessageStore, part: KeyPartition, topic: str) -> list[Messag
 
 
 def _dispatched_key_rows(
-    store: MessageStore, part: KeyPartition, subscription: Subscription, pushed: Pushed
+    store: MessageStore,
+    part: KeyPartition,
+    lookup: DispatchedLookup,
+    subscription: Subscription,
+    pushed: Pushed,
 ) -> Iterator[tuple[MessageExt, int]]:
-    """Rows of the partition's topic that are records of other topics, multi-dispatched
-    here (INNER_MULTI_DISPATCH naming it): the index files them under their own topic."""
-    wanted = {qid: (start, end) for qid, start, end in part.ranges}
-    seen: set[tuple[int, int]] = set()
-    for source in part.sources:
+    """Rows of the read's planned queues that are records of other topics, dispatched
+    there (INNER_MULTI_DISPATCH naming them): the index files them under their own
+    topic, where the partition's keys are looked up."""
+    wanted = {(topic, qid): (start, end) for topic, qid, start, end in lookup.ranges}
+    seen: set[tuple[str, int, int]] = set()
+    for source in lookup.sources:
         for message in _indexed(store, part, source):
             if not sysflag.gets_queue_entry(message.sys_flag):
                 continue
             for copy, offset in light_rows.message_copies(message):
-                span = wanted.get(copy.queue_id)
-                if copy.topic != part.topic or span is None or not span[0] <= offset < span[1]:
+                where = (copy.topic, copy.queue_id)
+                span = wanted.get(where)
+                if span is None or not span[0] <= offset < span[1] or (*where, offset) in seen:
                     continue
-                if (copy.queue_id, offset) in seen:
-                    continue
-                seen.add((copy.queue_id, offset))
+                seen.add((*where, offset))
                 if subscription.match_properties(copy.properties) and _accepts(
                     pushed, copy, offset
                 ):
