@@ -71,7 +71,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--scale-counts",
         metavar="N[,N]",
         help="message counts for the scale workload (default 100000,1000000,10000000; "
-        "10000000 runs once, for rocketstore, sqlite3 and lmdb only)",
+        "1000000 and up run once, for rocketstore, sqlite3 and lmdb only)",
+    )
+    run.add_argument(
+        "--scale-all-systems",
+        action="store_true",
+        help="run the scale workload's large counts for every system (diskcache and "
+        "persist-queue take about a minute each per 10^6 messages)",
     )
     run.add_argument(
         "--rebuild-mib",
@@ -99,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale_counts:
         counts = tuple(int(n.replace("_", "")) for n in args.scale_counts.split(","))
         sizes = dataclasses.replace(sizes, scale_counts=counts)
+    if args.scale_all_systems:
+        sizes = dataclasses.replace(sizes, scale_all_systems=True)
     if args.rebuild_mib:
         mib = tuple(int(n) * 1024 * 1024 for n in args.rebuild_mib.split(","))
         sizes = dataclasses.replace(sizes, rebuild_bytes=mib)
