@@ -9,6 +9,7 @@ only when its client cannot be installed here.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import importlib.util
 import json
 import os
@@ -120,18 +121,22 @@ def js_client(client_home: Path) -> Any:
     npm, node = shutil.which("npm"), shutil.which("node")
     if npm is None or node is None:
         pytest.skip("npm/node are not installed: the ali-ons client cannot run")
-    if not (JS_DIR / "node_modules" / "ali-ons").is_dir():
-        command = "ci" if (JS_DIR / "package-lock.json").exists() else "install"
-        done = subprocess.run(
-            [npm, command, "--no-audit", "--no-fund"],
-            check=False,
-            cwd=JS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"npm {command} failed in {JS_DIR}: {done.stderr[-2000:]}")
+    # Test processes (pytest-xdist) each have this fixture: one installs, the others wait
+    # on the lock and find the install done (two npm runs in one folder would clash).
+    with open(JS_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (JS_DIR / "node_modules" / "ali-ons").is_dir():
+            command = "ci" if (JS_DIR / "package-lock.json").exists() else "install"
+            done = subprocess.run(
+                [npm, command, "--no-audit", "--no-fund"],
+                check=False,
+                cwd=JS_DIR,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if done.returncode != 0:
+                pytest.fail(f"npm {command} failed in {JS_DIR}: {done.stderr[-2000:]}")
 
     def start(script: str, *args: object, env_extra: dict[str, str] | None = None) -> ClientRun:
         env = {**os.environ, "HOME": str(client_home), **(env_extra or {})}
