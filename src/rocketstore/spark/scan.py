@@ -446,12 +446,13 @@ def _bounds(options: ReadOptions, topic: str, qid: int) -> _Bounds:
     return _Bounds(found[0], found[1], stamps[0], stamps[1])
 
 
-def _within_options(options: ReadOptions, view: rec.RecordView) -> bool:
-    """The options' selection and bounds, checked per record (no queue to resolve them)."""
-    topic, qid = view.topic, view.queue_id
+def _within_options(
+    options: ReadOptions, topic: str, qid: int, queue_offset: int, store_ms: int
+) -> bool:
+    """The options' selection and bounds, checked per row (no queue to resolve them)."""
     if not options.selection.accepts(topic, qid):
         return False
-    return _bounds(options, topic, qid).accepts(view.queue_offset, view.store_timestamp)
+    return _bounds(options, topic, qid).accepts(queue_offset, store_ms)
 
 
 def _commitlog_rows(
@@ -576,7 +577,7 @@ def _record_row(
     if not sysflag.gets_queue_entry(view.sys_flag):
         return
     message: MessageExt | None = None
-    if _within_options(options, view):
+    if _within_options(options, view.topic, view.queue_id, view.queue_offset, view.store_timestamp):
         message = rec.to_message_ext(buf, view, read_body=options.include_body)
         if subscription.match_properties(message.properties) and _accepts(
             pushed, message, view.queue_offset
@@ -587,10 +588,8 @@ def _record_row(
     if message is None:
         message = rec.to_message_ext(buf, view, read_body=options.include_body)
     for copy, queue_offset in light_rows.message_copies(message):
-        topic, queue_id = copy.topic, copy.queue_id
         if (
-            options.selection.accepts(topic, queue_id)
-            and _bounds(options, topic, queue_id).accepts(queue_offset, copy.store_timestamp)
+            _within_options(options, copy.topic, copy.queue_id, queue_offset, view.store_timestamp)
             and subscription.match_properties(copy.properties)
             and _accepts(pushed, copy, queue_offset)
         ):
