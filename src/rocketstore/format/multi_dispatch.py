@@ -35,7 +35,9 @@ LMQ_PREFIX = "%LMQ%"
 SPLITTER = ","
 
 # A record's extra units are found by the offsets property, at C speed over the run's bytes.
-_OFFSETS_NAME = re.compile(re.escape(INNER_MULTI_QUEUE_OFFSET.encode() + b"\x01"))
+# The offsets property's name as it starts a name\x01value pair in a record's bytes.
+OFFSETS_NAME_BYTES = INNER_MULTI_QUEUE_OFFSET.encode() + b"\x01"
+_OFFSETS_NAME = re.compile(re.escape(OFFSETS_NAME_BYTES))
 _JAVA_LONG = re.compile(r"[+-]?[0-9]+")
 # Characters str.isspace() takes that Java's Character.isWhitespace does not.
 _NOT_JAVA_WHITESPACE = frozenset("\u0085\u00a0\u2007\u202f")

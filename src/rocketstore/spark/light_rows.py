@@ -22,16 +22,18 @@ import numpy as np
 
 from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
-from rocketstore.format.multi_dispatch import INNER_MULTI_QUEUE_OFFSET, dispatch_targets
-
-_OFFSETS_NAME = INNER_MULTI_QUEUE_OFFSET.encode() + b"\x01"
+from rocketstore.format.multi_dispatch import (
+    INNER_MULTI_QUEUE_OFFSET,
+    OFFSETS_NAME_BYTES,
+    dispatch_targets,
+)
 
 
 def may_have_copies(buf: memoryview | bytes, view: rec.RecordView) -> bool:
     """Whether the record's properties hold the offsets property at all (a byte search:
     most records have none, and decoding them to find out would cost a scan its speed)."""
     start = view.properties_position
-    return _OFFSETS_NAME in bytes(buf[start : start + view.properties_length])
+    return OFFSETS_NAME_BYTES in bytes(buf[start : start + view.properties_length])
 
 
 def targets(properties: dict[str, str], queue_id: int) -> list[tuple[str, int, int]]:
