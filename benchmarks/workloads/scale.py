@@ -169,7 +169,7 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
             # The other systems (15-30 k msg/s) run once at every size: three runs of
             # them at 10^5 took 60 s of the 15 minutes.
             big = system in SCALE_BIG_SYSTEMS
-            repeat = sizes.repeat if count < 1_000_000 and big else 1
+            repeat = sizes.repeat if count < SCALE_BIG_COUNT and big else 1
             if missing(system):
                 rows.append(skipped(NAME, case, system, "skipped: not installed"))
                 continue
