@@ -20,7 +20,17 @@ def test_yields_only_while_the_running_thread_lags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr(dispatcher_module.time, "sleep", sleeps.append)
+    writer, real_sleep = threading.get_ident(), time.sleep
+
+    def sleep(seconds: float) -> None:
+        # time.sleep is the process's: other threads (left by earlier tests in this
+        # process) must keep sleeping, and only the writer's yields are counted.
+        if threading.get_ident() == writer:
+            sleeps.append(seconds)
+        else:
+            real_sleep(seconds)
+
+    monkeypatch.setattr(dispatcher_module.time, "sleep", sleep)
     with MessageStore.open(tmp_path, StoreConfig()) as store:
         dispatcher = store.dispatcher
         base = dispatcher.dispatched_offset
