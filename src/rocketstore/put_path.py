@@ -89,18 +89,36 @@ def delay_level(properties: dict[str, str]) -> int | None:
     return level if JAVA_INT_MIN <= level <= JAVA_INT_MAX else None
 
 
+def is_delayed(properties: dict[str, str], sys_flag: int) -> bool:
+    """Whether the store sends a message with these properties and sys flag to
+    SCHEDULE_TOPIC_XXXX: a DELAY level above 0 on a NOT or COMMIT message, as
+    CommitLog.asyncPutMessage decides."""
+    level = delay_level(properties)
+    return (
+        level is not None
+        and level > 0
+        and sysflag.transaction_type(sys_flag)
+        in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT_TYPE)
+    )
+
+
 def apply_delay_rewrite(message: Message, max_level: int) -> Message:
     """4.9's CommitLog rewrite of a delayed message: the real topic and queue go into
     REAL_TOPIC/REAL_QID, the message into SCHEDULE_TOPIC_XXXX queue level-1, and the
-    properties are re-serialised in Java HashMap order (WAIT last in insertion order)."""
+    properties are re-serialised in Java HashMap order.
+
+    The properties' insertion order is the caller's, as DefaultMessageStore.putMessage
+    keeps the map it is given (CommitLog.asyncPutMessage only puts the two REAL_ entries
+    into it). Moving WAIT last is the broker's doing, not the store's: SendMessageProcessor
+    removes WAIT and puts it back before the store sees the map (broker.processors.send),
+    which changes the order when WAIT shares its bucket with another name (DELAY does,
+    in tables of 16 and 32)."""
     level = min(delay_level(message.properties) or 0, max_level)
-    keys = [k for k in message.properties if k != props.WAIT]
-    if props.WAIT in message.properties:
-        keys.append(props.WAIT)
     values = dict(message.properties)
     values[props.REAL_TOPIC] = message.topic
     values[props.REAL_QID] = str(message.queue_id)
-    ordered = java_hashmap_order([*keys, props.REAL_TOPIC, props.REAL_QID])
+    # A REAL_ name the caller already set keeps its place: putProperty replaces the value.
+    ordered = java_hashmap_order([*message.properties, props.REAL_TOPIC, props.REAL_QID])
     return Message(
         topic=SCHEDULE_TOPIC,
         body=message.body,
@@ -298,14 +316,7 @@ class MessagePreparer:
         """``message`` as stored: a NOT or COMMIT message with a DELAY level goes to
         SCHEDULE_TOPIC_XXXX (``apply_delay_rewrite``), unless ``delay`` is False; anything
         else (a DELAY that is no number included: ``prepare`` refuses it) unchanged."""
-        level = delay_level(message.properties)
-        if (
-            delay
-            and level
-            and level > 0
-            and sysflag.transaction_type(message.sys_flag)
-            in (sysflag.TRANSACTION_NOT_TYPE, sysflag.TRANSACTION_COMMIT_TYPE)
-        ):
+        if delay and is_delayed(message.properties, message.sys_flag):
             return apply_delay_rewrite(message, self.max_delay_level)
         return message
 

@@ -4,6 +4,8 @@ section 11) and the read/put rules of sections 1.6, 1.7, 3 and 10."""
 from __future__ import annotations
 
 import os
+import struct
+import zlib
 
 import pytest
 
@@ -757,3 +759,82 @@ def test_a_damaged_topic_that_can_be_no_directory_is_left_out_of_the_queues(tmp_
         assert store.look_message(victim.commit_log_offset).topic == "a/../b"
     assert is_queue_dir_name("abcdef") and is_queue_dir_name("%RETRY%g")
     assert not any(map(is_queue_dir_name, ["", ".", "..", "a/b", "a\0b"]))
+
+
+def _delayed_record(properties: bytes, *, body: bytes, born_ms: int, store_ms: int) -> bytes:
+    """A delayed message's CommitLog record (level 3, from queue 1 of TOPIC), built field
+    by field as CommitLog.MessageExtEncoder lays it out (spec 1.2); the first record of the
+    store, so both offsets are 0."""
+    topic = b"SCHEDULE_TOPIC_XXXX"
+    size = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + len(body)
+    size += 1 + len(topic) + 2 + len(properties)
+    return b"".join(
+        [
+            struct.pack(">i", size),  # TOTALSIZE
+            bytes.fromhex("DAA320A7"),  # MAGICCODE v1
+            struct.pack(">i", zlib.crc32(body) & 0x7FFFFFFF),  # BODYCRC
+            struct.pack(">i", 2),  # QUEUEID: delay level 3 - 1
+            struct.pack(">i", 0),  # FLAG
+            struct.pack(">q", 0),  # QUEUEOFFSET
+            struct.pack(">q", 0),  # PHYSICALOFFSET
+            struct.pack(">i", 0),  # SYSFLAG
+            struct.pack(">q", born_ms),  # BORNTIMESTAMP
+            bytes([127, 0, 0, 1]) + struct.pack(">i", 50000),  # BORNHOST
+            struct.pack(">q", store_ms),  # STORETIMESTAMP
+            bytes([127, 0, 0, 1]) + struct.pack(">i", 10911),  # STOREHOSTADDRESS
+            struct.pack(">i", 0),  # RECONSUMETIMES
+            struct.pack(">q", 0),  # PREPARED TRANSACTION OFFSET
+            struct.pack(">i", len(body)),  # BODYLEN
+            body,  # BODY
+            bytes([len(topic)]),  # TOPICLEN
+            topic,  # TOPIC
+            struct.pack(">h", len(properties)),  # PROPLEN
+            properties,  # PROPERTIES
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        # A 4.9.8 client's map (TAGS, KEYS, WAIT, then DELAY and UNIQ_KEY) as its string
+        # holds it; WAIT and DELAY share bucket 13 of the 16-slot table, so the one put
+        # first comes first. The store keeps the caller's order: WAIT before DELAY.
+        (
+            ["REAL_TOPIC", "KEYS", "UNIQ_KEY", "WAIT", "DELAY", "TAGS"],
+            "REAL_TOPIC\x01FooBar\x02KEYS\x01k1\x02UNIQ_KEY\x01U1\x02WAIT\x01true"
+            "\x02DELAY\x013\x02TAGS\x01T\x02REAL_QID\x011",
+        ),
+        # DELAY put before WAIT: DELAY first, as in RocketMQ's HashMap.
+        (
+            ["DELAY", "WAIT", "TAGS"],
+            "REAL_TOPIC\x01FooBar\x02DELAY\x013\x02WAIT\x01true\x02TAGS\x01T\x02REAL_QID\x011",
+        ),
+    ],
+)
+def test_delay_rewrite_keeps_the_callers_order_as_defaultmessagestore(
+    store, given: list[str], expected: str
+) -> None:
+    """CommitLog.asyncPutMessage puts REAL_TOPIC and REAL_QID into the caller's map and
+    writes it in HashMap order: by bucket (REAL_TOPIC 1, KEYS 7, UNIQ_KEY 12, WAIT 13,
+    DELAY 13, TAGS 14, REAL_QID 15 in a table of 16), ties in insertion order. A
+    REAL_TOPIC the caller set keeps its place (and gets the real topic). Moving WAIT last
+    is the broker's re-put (test_processors), not the store's."""
+    values = {
+        "REAL_TOPIC": "elsewhere",
+        "KEYS": "k1",
+        "UNIQ_KEY": "U1",
+        "WAIT": "true",
+        "DELAY": "3",
+        "TAGS": "T",
+    }
+    body = b"delayed body"
+    message = _message(0, body=body, queue_id=1, properties={k: values[k] for k in given})
+    result = store.put(message, BASE_MS)
+    assert result.ok, result.reason
+    path = os.path.join(store.root, "commitlog", f"{0:020d}")
+    with open(path, "rb") as f:
+        written = f.read(result.size)
+    assert written == _delayed_record(
+        expected.encode(), body=body, born_ms=BASE_MS - 1000, store_ms=BASE_MS
+    )

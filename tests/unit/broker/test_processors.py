@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 import sys
 import threading
 import time
@@ -627,3 +628,63 @@ def test_rocketmq5_client_requests(ctx: BrokerContext) -> None:
     assert leveled.code == ResponseCode.SUCCESS, leveled.remark
     ctx.store.wait_dispatched()
     assert ctx.store.max_offset("TopicA", 0) == 1  # nothing of the refused was stored
+
+
+def test_send_of_a_delayed_message_writes_wait_re_put_last_as_sendmessageprocessor(
+    ctx: BrokerContext,
+) -> None:
+    """RocketMQ 4.9.8's SendMessageProcessor decodes the request's properties into a
+    HashMap, puts CLUSTER, removes WAIT and puts it back; CommitLog's delay rewrite then
+    puts REAL_TOPIC and REAL_QID and writes the whole map, WAIT included. A client's map
+    (TAGS, KEYS, WAIT, DELAY, UNIQ_KEY put in that order) arrives as KEYS, UNIQ_KEY, WAIT,
+    DELAY, TAGS (its HashMap order). The broker's map: KEYS, UNIQ_KEY, DELAY, TAGS, CLUSTER,
+    WAIT; with REAL_TOPIC and REAL_QID, 8 entries in 16 buckets: REAL_TOPIC 1, KEYS 7,
+    UNIQ_KEY 12, CLUSTER 12, DELAY 13, WAIT 13, TAGS 14, REAL_QID 15, ties in insertion
+    order, so DELAY now comes before WAIT (the store alone keeps WAIT first: test_store)."""
+    request = "KEYS\x01k1\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02DELAY\x013\x02TAGS\x01T"
+    answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TopicD", properties=request), b"b")
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    stored = ctx.store.look_message(0)
+    assert stored is not None
+    properties = (
+        b"REAL_TOPIC\x01TopicD\x02KEYS\x01k1\x02UNIQ_KEY\x01U1\x02CLUSTER\x01DefaultCluster"
+        b"\x02DELAY\x013\x02WAIT\x01true\x02TAGS\x01T\x02REAL_QID\x010"
+    )
+    topic = b"SCHEDULE_TOPIC_XXXX"
+    record = b"".join(
+        [
+            struct.pack(">i", 91 + 1 + len(topic) + len(properties)),  # TOTALSIZE
+            bytes.fromhex("DAA320A7"),  # MAGICCODE v1
+            struct.pack(">i", zlib.crc32(b"b") & 0x7FFFFFFF),  # BODYCRC
+            struct.pack(">i", 2),  # QUEUEID: delay level 3 - 1
+            struct.pack(">i", 0),  # FLAG
+            struct.pack(">q", 0),  # QUEUEOFFSET
+            struct.pack(">q", 0),  # PHYSICALOFFSET
+            struct.pack(">i", 0),  # SYSFLAG
+            struct.pack(">q", 1_700_000_000_000),  # BORNTIMESTAMP
+            bytes([10, 1, 2, 3]) + struct.pack(">i", 45678),  # BORNHOST (CLIENT_ADDR)
+            struct.pack(">q", stored.store_timestamp),  # STORETIMESTAMP (the broker's now)
+            bytes([127, 0, 0, 1]) + struct.pack(">i", 10911),  # STOREHOSTADDRESS
+            struct.pack(">i", 0),  # RECONSUMETIMES
+            struct.pack(">q", 0),  # PREPARED TRANSACTION OFFSET
+            struct.pack(">i", 1),  # BODYLEN
+            b"b",  # BODY
+            bytes([len(topic)]),  # TOPICLEN
+            topic,  # TOPIC
+            struct.pack(">h", len(properties)),  # PROPLEN
+            properties,  # PROPERTIES
+        ]
+    )
+    with open(Path(ctx.store.root) / "commitlog" / f"{0:020d}", "rb") as f:
+        assert f.read(len(record)) == record
+
+
+def test_send_of_a_plain_message_leaves_wait_out(ctx: BrokerContext) -> None:
+    """Not delayed: the record holds the properties string the processor wrote before
+    putting WAIT back, so no WAIT."""
+    request = "KEYS\x01k1\x02WAIT\x01true\x02TAGS\x01T"
+    answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TopicP", properties=request), b"b")
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    stored = ctx.store.look_message(0)
+    assert stored is not None
+    assert list(stored.properties) == ["KEYS", "CLUSTER", "TAGS"]

@@ -38,7 +38,7 @@ from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX
-from rocketstore.put_path import PutResult, delay_level
+from rocketstore.put_path import PutResult, delay_level, is_delayed
 from rocketstore.status import PutStatus
 
 # SendMessageRequestHeaderV2's one-letter names (a compact header for every send).
@@ -272,14 +272,20 @@ TIMER_REFUSED = "accurate timer message is not enabled, timerWheelEnable is fals
 def stored_properties(
     request_properties: Mapping[str, str], cluster_name: str, *, keep_wait: bool = False
 ) -> dict[str, str]:
-    """The properties a plain send's record holds, from the request's (in the request
+    """The properties a plain send hands the store, from the request's (in the request
     string's order): SendMessageProcessor puts CLUSTER into the decoded HashMap and
-    writes it without WAIT (WAIT=true only asks for an answer after storing), so in
-    the iteration order of that map, sized by its peak."""
+    writes its properties string without WAIT (WAIT=true only asks for an answer after
+    storing), so in the iteration order of that map, sized by its peak.
+
+    It then puts WAIT back into the map, last: a store that re-serialises the map (the
+    delay rewrite, the multi-dispatch wrap) sees WAIT there. ``keep_wait`` is for those
+    messages: WAIT stays, moved behind every other name, which decides its place among
+    names of its bucket (DELAY shares it in tables of 16 and 32 slots)."""
     properties = {**request_properties, props.CLUSTER: cluster_name}
     peak = len(properties)
-    if not keep_wait:
-        properties.pop(props.WAIT, None)
+    wait = properties.pop(props.WAIT, None)
+    if keep_wait and wait is not None:
+        properties[props.WAIT] = wait  # origProps.put(WAIT, value) after the remove
     return java_hashmap_ordered(properties, peak_size=peak)
 
 
@@ -312,8 +318,11 @@ async def send_message(
     if asks_for_timer(properties, topic):
         return cmd.response(ResponseCode.SYSTEM_ERROR, TIMER_REFUSED)
     # A multi-dispatch message keeps WAIT in its map: the store's wrap adds the queue
-    # offsets to that map (WAIT counts in its size) and leaves WAIT out.
-    keep_wait = ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)
+    # offsets to that map (WAIT counts in its size) and leaves WAIT out. A delayed one
+    # keeps it too: the store's delay rewrite writes the whole map, WAIT included.
+    keep_wait = (
+        ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)
+    ) or is_delayed(properties, sys_flag)
     message = Message(
         topic=topic,
         body=cmd.body,
