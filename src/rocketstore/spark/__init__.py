@@ -11,18 +11,42 @@ function here is called, so ``import rocketstore`` (and this package) never need
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 __all__ = ["PUSHDOWN_CONF", "register"]
 
+log = logging.getLogger(__name__)
+
 
 def register(spark: Any) -> None:
     """Register the ``rocketstore`` format with a SparkSession and enable Python filter
-    pushdown (without it Spark refuses every query of a source that can push filters)."""
-    from rocketstore.spark.source import PUSHDOWN_SUPPORTED, RocketStoreDataSource  # noqa: PLC0415
+    pushdown (without it Spark refuses every query of a source that can push filters).
 
-    if PUSHDOWN_SUPPORTED:
-        spark.conf.set(PUSHDOWN_CONF, "true")
-    spark.dataSource.register(RocketStoreDataSource)
+    Filters are pushed by default only where Spark keeps a pushed filter inside its own
+    query (:mod:`rocketstore.spark.probe`); elsewhere every query scans and Spark filters,
+    and the ``keys``/``uniqKeys`` options give key lookups through the index."""
+    from rocketstore.spark.probe import pushdown_defect  # noqa: PLC0415
+    from rocketstore.spark.source import (  # noqa: PLC0415
+        PUSHDOWN_SUPPORTED,
+        RocketStoreDataSource,
+        UnpushedDataSource,
+    )
+
+    if not PUSHDOWN_SUPPORTED:
+        spark.dataSource.register(RocketStoreDataSource)  # its readers never push
+        return
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    defect = pushdown_defect(spark)
+    if defect is None:
+        spark.dataSource.register(RocketStoreDataSource)
+        return
+    log.warning(
+        "rocketstore: filters are not pushed into reads by default: %s. Every query is "
+        "right; a key lookup scans unless given as the keys/uniqKeys option (docs/spark.md, "
+        "'Filter pushdown')",
+        defect,
+    )
+    spark.dataSource.register(UnpushedDataSource)

@@ -48,6 +48,8 @@ KNOWN_OPTIONS = frozenset(
         "minPartitions",
         "includeBody",
         "pushdown",
+        "keys",
+        "uniqKeys",
         "storePathCommitLog",
         "readOnlyCommitLogStorePaths",
         "storePathDLedgerCommitLog",
@@ -126,6 +128,9 @@ class ReadOptions:
     min_partitions: int | None = None
     include_body: bool = True
     pushdown: bool = True
+    # The rows `key IN (...)` / `uniqKey IN (...)` keep, looked up in the index.
+    keys: frozenset[str] | None = None
+    uniq_keys: frozenset[str] | None = None
     # Where the CommitLog files are when not in <path>/commitlog: RocketMQ's
     # storePathCommitLog (several paths separated by ",") and readOnlyCommitLogStorePaths.
     store_path_commit_log: str = ""
@@ -310,10 +315,28 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         min_partitions=_int_option(options, "minPartitions", 1),
         include_body=_bool_option(options, "includeBody", True),
         pushdown=_bool_option(options, "pushdown", True),
+        keys=_key_list(options, "keys"),
+        uniq_keys=_key_list(options, "uniqKeys"),
         store_path_commit_log=options.get("storepathcommitlog", ""),
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
         store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
     )
+
+
+def _key_list(options: Mapping[str, str], name: str) -> frozenset[str] | None:
+    """A keys/uniqKeys option: one key, or a JSON array of them (for several, or for a
+    key that starts with '[')."""
+    raw = options.get(name.lower())
+    if raw is None:
+        return None
+    values = _json_option(name, raw) if raw.lstrip().startswith("[") else [raw]
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"option {name}={raw!r} must be a key or a non-empty JSON array of keys")
+    for value in values:
+        # A blank KEYS token is never indexed; a blank unique key is never written.
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"option {name}={raw!r}: {value!r} is not a key")
+    return frozenset(values)
 
 
 def _names_no_tag(tags: str) -> bool:

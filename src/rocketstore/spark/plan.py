@@ -195,10 +195,13 @@ def key_partitions(
 
 
 def plan_queue_read(
-    store: MessageStore, options: ReadOptions, pushed: Pushed
+    store: MessageStore, options: ReadOptions, pushed: Pushed, *, index: bool = True
 ) -> list[QueuePartition | KeyPartition]:
+    """``index``: whether key constraints may be answered through the index; without it
+    (keys/uniqKeys options on a store with no index) the queues are scanned and every
+    row checked against them."""
     ranges = queue_ranges(store, options, pushed)
-    if pushed.by_index:
+    if pushed.by_index and index:
         if (pushed.keys is not None and not pushed.keys) or (
             pushed.uniq_keys is not None and not pushed.uniq_keys
         ):

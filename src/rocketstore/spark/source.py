@@ -9,12 +9,15 @@ Spark fails every query of a reader that defines ``pushFilters`` while
 ``spark.sql.python.filterPushdown.enabled`` is off, so :meth:`RocketStoreDataSource.reader`
 returns the pushdown-capable reader only when the installed pyspark has filter pushdown
 (4.1+) and the ``pushdown`` option is not false; :func:`rocketstore.spark.register` turns
-the setting on.
+the setting on. Where Spark lets a pushed filter outlive its query
+(:mod:`rocketstore.spark.probe`), register() installs :class:`UnpushedDataSource`, which
+pushes only when asked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -43,6 +46,7 @@ from rocketstore.spark.plan import (
     plan_commitlog_read,
     plan_queue_read,
 )
+from rocketstore.spark.probe import known_defect
 from rocketstore.spark.pushdown import Pushed, push_filters
 from rocketstore.spark.scan import open_store, read_partition
 from rocketstore.spark.stream import RocketStoreStreamReader
@@ -51,6 +55,8 @@ from rocketstore.spark.write_options import WriteColumns, check_columns, parse_w
 
 SOURCE_NAME = "rocketstore"
 PUSHDOWN_SUPPORTED = hasattr(ds, "Filter")  # pyspark >= 4.1
+
+log = logging.getLogger(__name__)
 
 
 class RocketStoreDataSource(DataSource):
@@ -75,6 +81,13 @@ class RocketStoreDataSource(DataSource):
         given = any(name.lower() == "pushdown" for name in self.options)
         pushdown = options.pushdown if given else self.pushdown_by_default
         if PUSHDOWN_SUPPORTED and pushdown:
+            defect = known_defect() if given else None
+            if defect is not None:
+                log.warning(
+                    "rocketstore: pushdown=true on a Spark where %s: run one query per "
+                    "DataFrame, or use the keys/uniqKeys options (docs/spark.md)",
+                    defect,
+                )
             return PushdownReader(options)
         return RocketStoreReader(options)
 
@@ -88,6 +101,14 @@ class RocketStoreDataSource(DataSource):
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
         options = parse_write_options(self.options, streaming=True)
         return RocketStoreStreamWriter(options, _write_columns(schema, options, overwrite))
+
+
+class UnpushedDataSource(RocketStoreDataSource):
+    """The source :func:`rocketstore.spark.register` installs where Spark would let a
+    pushed filter change later queries of the same DataFrame: filters are pushed only with
+    ``.option("pushdown", "true")``."""
+
+    pushdown_by_default = False
 
 
 def _write_columns(schema: Any, options: Any, overwrite: bool) -> WriteColumns:
@@ -105,7 +126,9 @@ class RocketStoreReader(DataSourceReader):
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = dataclasses.replace(options, path=os.path.abspath(options.path))
-        self.pushed = Pushed()
+        # The keys/uniqKeys options are key filters given with the load, not by a query:
+        # they are part of every query of the DataFrame.
+        self.pushed = Pushed(keys=options.keys, uniq_keys=options.uniq_keys)
 
     def partitions(self) -> Sequence[InputPartition]:
         store = open_store(self.options)
@@ -113,7 +136,8 @@ class RocketStoreReader(DataSourceReader):
             # (the queues of a CommitLog scan are the records': no queue list to check)
             return plan_commitlog_read(store, self.options)
         check_assigned_queues(store, self.options)
-        return plan_queue_read(store, self.options, self.pushed)
+        index = not self.pushed.by_index or index_usable(store)
+        return plan_queue_read(store, self.options, self.pushed, index=index)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition, self.options, self.pushed)
