@@ -171,6 +171,30 @@ class MessagePreparer:
         self._queue_keys: dict[tuple[str, int], str] = {}
         self._max_record = config.max_message_size + MAX_RECORD_EXTRA
 
+    @property
+    def queue_keys(self) -> dict[tuple[str, int], str]:
+        """ "topic-queueId" strings by (topic, queue id), shared with the C encoders."""
+        return self._queue_keys
+
+    @property
+    def max_record(self) -> int:
+        """The largest record a put may write (max_message_size + MAX_RECORD_EXTRA)."""
+        return self._max_record
+
+    def host_bytes(self, host: object) -> bytes:
+        """A born or store host as a record holds it (ConfigError if it is none)."""
+        if not isinstance(host, str):
+            raise ConfigError(f"host must be a str 'ip:port', got {type(host).__name__}")
+        return self._host_bytes(host)
+
+    def topic_bytes(self, topic: object) -> bytes | None:
+        """A topic's UTF-8 bytes, or None when it is not a legal topic name."""
+        return self._topic_bytes(topic)
+
+    @staticmethod
+    def now_ms() -> int:
+        return now_ms()
+
     def _host_bytes(self, host: str) -> bytes:
         """``encode_host``, remembered for hosts that encode (ConfigError otherwise)."""
         known = self._hosts.get(host)

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
@@ -82,6 +82,14 @@ from rocketstore.paths import (
     TRANS_OP_HALF_TOPIC,
     index_dir,
     is_queue_dir_name,
+)
+from rocketstore.put_columns import (
+    DEFAULT_BORN_HOST,
+    Columns,
+    ColumnsResult,
+    IntColumn,
+    TextColumn,
+    put_rows,
 )
 from rocketstore.put_path import MessagePreparer, PutResult, Refusal, encoded_results
 from rocketstore.queries import KeyQuery
@@ -677,6 +685,67 @@ class MessageStore:
         store_timestamp = self._checked_put_arguments(store_timestamp, store_host)
         results, end_offset = self._append_batch(msgs, store_timestamp, store_host)
         return self._acknowledged(results, end_offset)
+
+    def put_columns(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        *,
+        queue_ids: IntColumn = 0,
+        keys: TextColumn = None,
+        tags: TextColumn = None,
+        properties: Sequence[Mapping[str, str] | None] | None = None,
+        property_columns: Mapping[str, TextColumn] | None = None,
+        born_timestamp: int | None = None,
+        born_host: str = DEFAULT_BORN_HOST,
+        store_timestamp: int | None = None,
+        store_host: str | None = None,
+    ) -> ColumnsResult:
+        """Append many messages of ``topic`` given as columns, without a Message per row
+        (docs/api.md). Row i is ``Message(topic, bodies[i], queue_id=queue_ids[i],
+        properties=...)`` with ``properties[i]``'s names, then KEYS ``keys[i]``, TAGS
+        ``tags[i]`` and each of ``property_columns`` (a str for a column is every row's
+        value, an int ``queue_ids`` every row's queue; a None value leaves the name out).
+
+        The rows go in as consecutive batches, each what ``put_batch`` of its rows writes;
+        every row passes ``put_batch``'s checks before the first is appended, and a refusal
+        (the result's status, its reason naming the row and the argument) stores nothing.
+        ConfigError for a column that is not one value per body."""
+        self._check_writable()
+        store_timestamp = self._checked_put_arguments(store_timestamp, store_host)
+        columns = Columns.of(
+            topic,
+            bodies,
+            queue_ids=queue_ids,
+            keys=keys,
+            tags=tags,
+            properties=properties,
+            property_columns=property_columns,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+        )
+        if not self.running_flags.writeable:
+            reason = self.running_flags.unwriteable_reason()
+            return ColumnsResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)
+        if not len(columns):
+            return ColumnsResult(PutStatus.PUT_OK)
+        # (The torn write a crash test arms is the Python append's: no C encoding then.)
+        native_ok = not armed(MID_BATCH_WRITE)
+        appends = put_rows(
+            self.preparer, self.commitlog, columns, store_host, store_timestamp, native_ok=native_ok
+        )
+        status = PutStatus.PUT_OK
+        if appends.end_offset is not None:
+            crash_point(AFTER_APPEND_BEFORE_FLUSH)
+            if self.config.flush_disk_type == "SYNC_FLUSH":
+                status = self.flusher.flush_sync(appends.end_offset)
+        # (A store host that encodes: rows were stored with it. Else prepare refused it.)
+        stored_by = (
+            self.preparer.host_bytes(store_host or self.config.store_host)
+            if appends.stored
+            else b""
+        )
+        return appends.result(status, stored_by)
 
     def submit(
         self,

@@ -472,6 +472,47 @@ static Py_ssize_t encode_verbatim(PyObject *props, PyObject *out, Py_ssize_t at)
     return length;
 }
 
+/* A record's fields but the properties (already in place after the fixed part), with
+ * QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP zero: append_encoded stamps those. */
+typedef struct {
+    int32_t total, queue_id, flag, sys_flag, reconsume;
+    int64_t born, prepared;
+    const uint8_t *body, *born_host, *store_host, *topic;
+    Py_ssize_t body_len, born_len, store_len, topic_len, props_len;
+} RecordFields;
+
+/* Writes the fields of ``f`` before its properties, from ``p`` (spec 1.2's layout, as
+ * record.encode_record writes it). */
+static void write_fixed(uint8_t *p, const RecordFields *f) {
+    put_i32(p, f->total);
+    put_i32(p + 4, MAGIC_V1);
+    put_i32(p + 8, (int32_t)masked_crc(f->body, (size_t)f->body_len));
+    put_i32(p + 12, f->queue_id);
+    put_i32(p + 16, f->flag);
+    put_i64(p + 20, 0);
+    put_i64(p + 28, 0);
+    put_i32(p + 36, f->sys_flag);
+    put_i64(p + 40, f->born);
+    uint8_t *q = p + 48;
+    memcpy(q, f->born_host, (size_t)f->born_len);
+    q += f->born_len;
+    put_i64(q, 0);
+    q += 8;
+    memcpy(q, f->store_host, (size_t)f->store_len);
+    q += f->store_len;
+    put_i32(q, f->reconsume);
+    put_i64(q + 4, f->prepared);
+    put_i32(q + 12, (int32_t)f->body_len);
+    q += 16;
+    memcpy(q, f->body, (size_t)f->body_len);
+    q += f->body_len;
+    *q++ = (uint8_t)f->topic_len;
+    memcpy(q, f->topic, (size_t)f->topic_len);
+    q += f->topic_len;
+    q[0] = (uint8_t)(f->props_len >> 8);
+    q[1] = (uint8_t)f->props_len;
+}
+
 /*
  * encode_batch(messages, message_type, topics, hosts, queue_keys, store_host, max_body,
  *              max_record, file_size, in_batch, now_ms)
@@ -626,35 +667,25 @@ static PyObject *encode_messages(PyObject *messages, const EncodeArgs *a) {
         sys_flag &= ~(int64_t)V6_FLAGS;
         if (born_len == 20) sys_flag |= BORN_V6;
         if (store_len == 20) sys_flag |= STORE_V6;
-        uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(blob) + at;
-        const uint8_t *body_data = (const uint8_t *)PyBytes_AS_STRING(body);
-        put_i32(p, (int32_t)total);
-        put_i32(p + 4, MAGIC_V1);
-        put_i32(p + 8, (int32_t)masked_crc(body_data, (size_t)body_len));
-        put_i32(p + 12, (int32_t)queue_id);
-        put_i32(p + 16, (int32_t)flag);
-        put_i64(p + 20, 0);
-        put_i64(p + 28, 0);
-        put_i32(p + 36, (int32_t)sys_flag);
-        put_i64(p + 40, born);
-        uint8_t *q = p + 48;
-        memcpy(q, PyBytes_AS_STRING(born_bytes), (size_t)born_len);
-        q += born_len;
-        put_i64(q, 0);
-        q += 8;
-        memcpy(q, PyBytes_AS_STRING(store_host), (size_t)store_len);
-        q += store_len;
-        put_i32(q, (int32_t)reconsume);
-        put_i64(q + 4, prepared);
-        put_i32(q + 12, (int32_t)body_len);
-        q += 16;
-        memcpy(q, body_data, (size_t)body_len);
-        q += body_len;
-        *q++ = (uint8_t)topic_len;
-        memcpy(q, PyBytes_AS_STRING(topic_bytes), (size_t)topic_len);
-        q += topic_len;
-        q[0] = (uint8_t)(props_len >> 8);
-        q[1] = (uint8_t)props_len;
+        RecordFields fields = {
+            .total = (int32_t)total,
+            .body = (const uint8_t *)PyBytes_AS_STRING(body),
+            .body_len = body_len,
+            .queue_id = (int32_t)queue_id,
+            .flag = (int32_t)flag,
+            .sys_flag = (int32_t)sys_flag,
+            .born = born,
+            .born_host = (const uint8_t *)PyBytes_AS_STRING(born_bytes),
+            .born_len = born_len,
+            .store_host = (const uint8_t *)PyBytes_AS_STRING(store_host),
+            .store_len = store_len,
+            .reconsume = (int32_t)reconsume,
+            .prepared = prepared,
+            .topic = (const uint8_t *)PyBytes_AS_STRING(topic_bytes),
+            .topic_len = topic_len,
+            .props_len = props_len,
+        };
+        write_fixed((uint8_t *)PyByteArray_AS_STRING(blob) + at, &fields);
         metas[i].length = (int32_t)total;
         body_total += body_len;
         metas[i].sys_flag = (int32_t)sys_flag;
@@ -708,6 +739,249 @@ done:
     for (int k = 0; k < seen_count; k++) Py_DECREF(seen_topics[k]);
     for (int k = 0; k < 4; k++) Py_XDECREF(memo[k]);
     Py_DECREF(seq);
+    Py_XDECREF(blob);
+    Py_XDECREF(meta);
+    Py_XDECREF(keys);
+    return result;
+}
+
+/*
+ * encode_columns(topic, topic_bytes, bodies, queue_ids, names, columns, rows, born_host,
+ *                store_host, born_ms, queue_keys, max_body, max_record, file_size,
+ *                chunk_body, chunk_records, start)
+ *   -> (blob, meta, keys, body_bytes, end) or None
+ *
+ * The rows of a put_columns call encoded as encode_batch encodes the Messages
+ * put_columns.Columns.message makes of them (flag, sys flag, reconsume times and prepared
+ * offset 0), without those Messages. ``bodies`` is a list of bytes; ``queue_ids`` an int
+ * (every row) or a list; ``names`` a tuple of property names Python has checked (legal,
+ * not DELAY, no two alike) and ``columns`` their values, each a str (every row) or a
+ * list of str or None (left out); ``rows`` None or a list of each row's own properties
+ * (a dict or None), written first. One call encodes one batch, the rows from ``start`` to
+ * ``end`` (exclusive), by put_columns.chunk_ends's rule: a batch ends before a row that
+ * would take its bodies past ``chunk_body`` bytes or its records (with an END_OF_FILE
+ * blank) past ``chunk_records``. A batch at a time, the blob stays a few MB that the
+ * allocator reuses: one blob for 200,000 rows (43 MB) cost a page fault per 4 KB, fresh
+ * on every call, and doubled the time per row. None: some row of the batch is not the
+ * common case; Python's path decides.
+ */
+#define MAX_COLUMNS 16
+static PyObject *py_encode_columns(PyObject *self, PyObject *args) {
+    PyObject *topic, *topic_bytes, *bodies, *queue_ids, *names, *columns, *rows, *born_host,
+        *store_host, *queue_keys;
+    long long born, max_body, max_record, file_size, chunk_body, chunk_records;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "USO!OO!O!OSSLO!LLLLLn", &topic, &topic_bytes, &PyList_Type,
+                          &bodies, &queue_ids, &PyTuple_Type, &names, &PyTuple_Type, &columns,
+                          &rows, &born_host, &store_host, &born, &PyDict_Type, &queue_keys,
+                          &max_body, &max_record, &file_size, &chunk_body, &chunk_records,
+                          &start))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(bodies);
+    Py_ssize_t ncol = PyTuple_GET_SIZE(names);
+    Py_ssize_t topic_len = PyBytes_GET_SIZE(topic_bytes);
+    Py_ssize_t born_len = PyBytes_GET_SIZE(born_host), store_len = PyBytes_GET_SIZE(store_host);
+    int scalar_queue = PyLong_CheckExact(queue_ids);
+    if (ncol != PyTuple_GET_SIZE(columns) || ncol > MAX_COLUMNS ||
+        !(scalar_queue || (PyList_CheckExact(queue_ids) && PyList_GET_SIZE(queue_ids) == count)) ||
+        !(rows == Py_None || (PyList_CheckExact(rows) && PyList_GET_SIZE(rows) == count)) ||
+        topic_len < 1 || topic_len > 127 || (born_len != 8 && born_len != 20) ||
+        (store_len != 8 && store_len != 20) || start < 0 || start >= count) {
+        PyErr_SetString(PyExc_ValueError, "encode_columns: columns do not match the bodies");
+        return NULL;
+    }
+    /* Each column's name as UTF-8, and its value when it is one str for every row. */
+    const char *name_utf8[MAX_COLUMNS], *fixed_utf8[MAX_COLUMNS];
+    Py_ssize_t name_len[MAX_COLUMNS], fixed_len[MAX_COLUMNS];
+    for (Py_ssize_t k = 0; k < ncol; k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k), *column = PyTuple_GET_ITEM(columns, k);
+        if (!PyUnicode_CheckExact(name) ||
+            !(PyUnicode_CheckExact(column) ||
+              (PyList_CheckExact(column) && PyList_GET_SIZE(column) == count))) {
+            PyErr_SetString(PyExc_ValueError, "encode_columns: a column is no str or list");
+            return NULL;
+        }
+        name_utf8[k] = PyUnicode_AsUTF8AndSize(name, &name_len[k]);
+        if (name_utf8[k] == NULL) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        fixed_utf8[k] = NULL;
+        if (PyUnicode_CheckExact(column)) {
+            fixed_utf8[k] = PyUnicode_AsUTF8AndSize(column, &fixed_len[k]);
+            if (fixed_utf8[k] == NULL) {
+                PyErr_Clear();
+                Py_RETURN_NONE;
+            }
+            if (odd_property_text(fixed_utf8[k], fixed_len[k])) Py_RETURN_NONE;
+        }
+    }
+    int32_t sys_flag = (born_len == 20 ? BORN_V6 : 0) | (store_len == 20 ? STORE_V6 : 0);
+    Py_ssize_t base = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_len + 8 + store_len + 4 + 8 + 4 +
+                      1 + topic_len + 2;
+    enum { SEEN_QUEUES = 16 };
+    int64_t seen_queues[SEEN_QUEUES];
+    PyObject *seen_keys[SEEN_QUEUES]; /* borrowed from ``keys`` */
+    int seen_count = 0;
+    PyObject *blob = NULL, *meta = NULL, *keys = NULL, *result = NULL;
+    /* The batch's size guessed from its bodies (up to the body limit) and a record's
+     * usual overhead; the blob still grows for long properties. */
+    Py_ssize_t guess = 0, guessed_bodies = 0;
+    for (Py_ssize_t i = start; i < count && guessed_bodies <= chunk_body; i++) {
+        PyObject *body = PyList_GET_ITEM(bodies, i);
+        if (!PyBytes_CheckExact(body)) break; /* (the loop below hands it to Python) */
+        guess += base + 64 + PyBytes_GET_SIZE(body);
+        guessed_bodies += PyBytes_GET_SIZE(body);
+    }
+    blob = PyByteArray_FromStringAndSize(NULL, guess);
+    meta = PyBytes_FromStringAndSize(NULL, (count - start) * (Py_ssize_t)sizeof(RecordMeta));
+    keys = PyList_New(count - start);
+    if (blob == NULL || meta == NULL || keys == NULL) goto done;
+    RecordMeta *metas = (RecordMeta *)PyBytes_AS_STRING(meta);
+    Py_ssize_t at = 0, end = count;
+    long long run_bodies = 0, run_records = 0;
+    for (Py_ssize_t i = start; i < count; i++) {
+        PyObject *body = PyList_GET_ITEM(bodies, i);
+        if (!PyBytes_CheckExact(body)) goto fallback; /* bytearray, memoryview, wrong */
+        Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+        if (body_len > max_body) goto fallback;
+        PyObject *queue_obj = scalar_queue ? queue_ids : PyList_GET_ITEM(queue_ids, i);
+        int ok = 1;
+        int64_t queue_id = bounded(queue_obj, 0, 0x7FFFFFFF, &ok);
+        if (!ok) goto fallback;
+        Py_ssize_t fixed = base + body_len;
+        Py_ssize_t props_at = at + fixed;
+        if (PyByteArray_GET_SIZE(blob) < props_at &&
+            PyByteArray_Resize(blob, props_at * 2 + 4096) < 0)
+            goto done;
+        /* Bytes of properties written, each entry with its trailing 0x02. */
+        Py_ssize_t written = 0;
+        PyObject *row = rows == Py_None ? Py_None : PyList_GET_ITEM(rows, i);
+        if (row != Py_None) {
+            if (!PyDict_CheckExact(row)) goto fallback;
+            /* A name the row has and a column sets keeps the row's place: Python's path. */
+            for (Py_ssize_t k = 0; k < ncol; k++) {
+                PyObject *column = PyTuple_GET_ITEM(columns, k);
+                if (fixed_utf8[k] == NULL && PyList_GET_ITEM(column, i) == Py_None) continue;
+                if (PyDict_GetItemWithError(row, PyTuple_GET_ITEM(names, k)) != NULL)
+                    goto fallback;
+                if (PyErr_Occurred()) goto done;
+            }
+            Py_ssize_t length = encode_properties(row, blob, props_at);
+            if (length == -2) goto done;
+            if (length < 0) goto fallback;
+            written = length > 0 ? length + 1 : 0; /* its last 0x02 is in the blob */
+        }
+        for (Py_ssize_t k = 0; k < ncol; k++) {
+            const char *value = fixed_utf8[k];
+            Py_ssize_t value_len = fixed_len[k];
+            if (value == NULL) {
+                PyObject *item = PyList_GET_ITEM(PyTuple_GET_ITEM(columns, k), i);
+                if (item == Py_None) continue;
+                if (!PyUnicode_CheckExact(item)) goto fallback;
+                value = PyUnicode_AsUTF8AndSize(item, &value_len);
+                if (value == NULL) {
+                    PyErr_Clear();
+                    goto fallback;
+                }
+                if (odd_property_text(value, value_len)) goto fallback;
+            }
+            Py_ssize_t need = name_len[k] + value_len + 2;
+            if (written + need - 1 > MAX_PROPERTIES) goto fallback;
+            if (PyByteArray_GET_SIZE(blob) < props_at + written + need &&
+                PyByteArray_Resize(blob, (props_at + written + need) * 2) < 0)
+                goto done;
+            char *p = PyByteArray_AS_STRING(blob) + props_at + written;
+            memcpy(p, name_utf8[k], (size_t)name_len[k]);
+            p[name_len[k]] = '\x01';
+            memcpy(p + name_len[k] + 1, value, (size_t)value_len);
+            p[name_len[k] + 1 + value_len] = '\x02';
+            written += need;
+        }
+        Py_ssize_t props_len = written > 0 ? written - 1 : 0;
+        int64_t total = (int64_t)fixed + props_len;
+        if (total > max_record || total + END_FILE_MIN_BLANK > file_size) goto fallback;
+        if (i > start && (run_bodies + body_len > chunk_body ||
+                          run_records + total + END_FILE_MIN_BLANK > chunk_records)) {
+            end = i;
+            break;
+        }
+        run_bodies += body_len;
+        run_records += total;
+        RecordFields fields = {
+            .total = (int32_t)total,
+            .body = (const uint8_t *)PyBytes_AS_STRING(body),
+            .body_len = body_len,
+            .queue_id = (int32_t)queue_id,
+            .sys_flag = sys_flag,
+            .born = born,
+            .born_host = (const uint8_t *)PyBytes_AS_STRING(born_host),
+            .born_len = born_len,
+            .store_host = (const uint8_t *)PyBytes_AS_STRING(store_host),
+            .store_len = store_len,
+            .topic = (const uint8_t *)PyBytes_AS_STRING(topic_bytes),
+            .topic_len = topic_len,
+            .props_len = props_len,
+        };
+        write_fixed((uint8_t *)PyByteArray_AS_STRING(blob) + at, &fields);
+        metas[i - start].length = (int32_t)total;
+        metas[i - start].sys_flag = sys_flag;
+        at += total;
+        /* "topic-queueId": from the last few queue ids of this call, else cached per
+         * (topic, queue id) in ``queue_keys``, as encode_batch caches it. */
+        PyObject *key = NULL;
+        for (int k = 0; k < seen_count; k++) {
+            if (seen_queues[k] == queue_id) {
+                key = seen_keys[k];
+                break;
+            }
+        }
+        if (key != NULL) {
+            PyList_SET_ITEM(keys, i - start, Py_NewRef(key));
+            continue;
+        }
+        PyObject *cache_key = PyTuple_Pack(2, topic, queue_obj);
+        if (cache_key == NULL) goto done;
+        key = PyDict_GetItemWithError(queue_keys, cache_key);
+        if (key == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(cache_key);
+                goto done;
+            }
+            key = PyUnicode_FromFormat("%U-%lld", topic, (long long)queue_id);
+            if (key == NULL || PyDict_SetItem(queue_keys, cache_key, key) < 0) {
+                Py_XDECREF(key);
+                Py_DECREF(cache_key);
+                goto done;
+            }
+        } else {
+            Py_INCREF(key);
+        }
+        Py_DECREF(cache_key);
+        PyList_SET_ITEM(keys, i - start, key);
+        if (seen_count < SEEN_QUEUES) {
+            seen_queues[seen_count] = queue_id;
+            seen_keys[seen_count++] = key;
+        } else { /* more queues than the list holds: the newest replaces the oldest */
+            memmove(seen_queues, seen_queues + 1, (SEEN_QUEUES - 1) * sizeof(int64_t));
+            memmove(seen_keys, seen_keys + 1, (SEEN_QUEUES - 1) * sizeof(PyObject *));
+            seen_queues[SEEN_QUEUES - 1] = queue_id;
+            seen_keys[SEEN_QUEUES - 1] = key;
+        }
+    }
+    if (PyByteArray_Resize(blob, at) < 0) goto done;
+    if (end < count) { /* the batch ended early: meta and keys cut to its rows */
+        PyObject *cut = PyList_GetSlice(keys, 0, end - start);
+        if (cut == NULL) goto done;
+        Py_SETREF(keys, cut);
+        if (_PyBytes_Resize(&meta, (end - start) * (Py_ssize_t)sizeof(RecordMeta)) < 0)
+            goto done;
+    }
+    result = Py_BuildValue("OOOLn", blob, meta, keys, run_bodies, end);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
     Py_XDECREF(blob);
     Py_XDECREF(meta);
     Py_XDECREF(keys);
@@ -3140,6 +3414,7 @@ static PyMethodDef methods[] = {
     {"masked_crc32", py_masked_crc32, METH_O, "zlib CRC32 & 0x7FFFFFFF (0 when empty)."},
     {"crc_backend", py_crc_backend, METH_NOARGS, "'zlib' or 'table': which CRC runs."},
     {"encode_batch", py_encode_batch, METH_VARARGS, "Encode messages into one blob."},
+    {"encode_columns", py_encode_columns, METH_VARARGS, "Encode put_columns rows into one blob."},
     {"append_encoded", py_append_encoded, METH_VARARGS, "Stamp and copy an encoded batch."},
     {"queue_units", py_queue_units, METH_VARARGS, "Consume-queue units grouped by queue."},
     {"msync_range", py_msync_range, METH_VARARGS, "msync(MS_SYNC) of a range, without the GIL."},

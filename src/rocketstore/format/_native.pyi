@@ -20,6 +20,26 @@ def encode_batch(
     now_ms: int,
     /,
 ) -> tuple[bytearray, bytes, list[str], int] | None: ...
+def encode_columns(
+    topic: str,
+    topic_bytes: bytes,
+    bodies: list[bytes],
+    queue_ids: int | list[int],
+    names: tuple[str, ...],
+    columns: tuple[str | list[str | None], ...],
+    rows: list[dict[str, str] | None] | None,
+    born_host: bytes,
+    store_host: bytes,
+    born_ms: int,
+    queue_keys: dict[tuple[str, int], str],
+    max_body: int,
+    max_record: int,
+    file_size: int,
+    chunk_body: int,
+    chunk_records: int,
+    start: int,
+    /,
+) -> tuple[bytearray, bytes, list[str], int, int] | None: ...
 def append_encoded(
     dest: WriteableBuffer | None,
     position: int,
