@@ -22,6 +22,7 @@ from benchmarks.common import FULL, QUICK, Row, Scratch, Sizes
 from benchmarks.systems import durability_notes
 from benchmarks.workloads import (
     broker,
+    bulk_put,
     consume,
     dispatch,
     put,
@@ -41,6 +42,7 @@ Workload = Callable[[Sizes, Scratch], list[Row]]
 WORKLOADS: dict[str, Workload] = {
     "machine": machine.run,
     "put": put.run,
+    "bulk_put": bulk_put.run,
     "dispatch": dispatch.run,
     "consume": consume.run,
     "query": query.run,
