@@ -124,3 +124,33 @@ def test_retention_below_start_is_data_loss(caplog):
 def test_available_now_cap():
     ends = {("A", 0): 50, ("A", 1): 9, ("B", 0): 4}
     assert offs.cap(ends, {("A", 0): 40, ("A", 1): 60}) == {("A", 0): 40, ("A", 1): 9}
+
+
+def test_trigger_gate_waits_for_enough_new_offsets_or_the_delay():
+    gate = offs.TriggerGate(min_offsets=10, max_delay_ms=1000)
+    assert not gate.admits(0, 0)  # nothing new is never a batch
+    assert gate.admits(1, 0)  # the first batch does not wait (Kafka's clock starts at 0)
+    assert not gate.admits(9, 999)
+    assert gate.admits(10, 999)  # enough: the clock restarts here
+    assert not gate.admits(1, 1998)
+    assert gate.admits(1, 1999)  # waited max_delay_ms since the last batch
+    assert not gate.admits(0, 99_999)  # an empty trigger does not restart the clock ...
+    assert gate.admits(1, 99_999)  # ... so the next entry goes at once
+
+
+def test_new_offsets_counts_new_queues_from_zero_and_never_below_the_start():
+    assert (
+        offs.new_offsets({("A", 0): 5, ("A", 1): 9}, {("A", 0): 8, ("A", 1): 9, ("B", 0): 4}) == 7
+    )
+    assert offs.new_offsets({("A", 0): 5}, {("A", 0): 3}) == 0
+
+
+def test_lag_metrics_are_kafkas():
+    consumed = {("A", 0): 10, ("A", 1): 4}
+    latest = {("A", 0): 10, ("A", 1): 10, ("B", 0): 3}  # B not consumed yet: from 0
+    assert offs.lag_metrics(consumed, latest) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "6",
+        "avgOffsetsBehindLatest": "3.0",
+    }
+    assert offs.lag_metrics(consumed, {}) == {}

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rocketstore.errors import ConfigError
-from rocketstore.spark.options import EARLIEST, LATEST, MODE_COMMITLOG, parse_options
+from rocketstore.spark.options import (
+    EARLIEST,
+    LATEST,
+    MODE_COMMITLOG,
+    parse_options,
+    parse_stream_options,
+)
 
 
 def test_defaults():
@@ -92,8 +100,57 @@ def test_errors_name_the_option_and_value(options, named):
 
 
 def test_streaming_options_are_accepted_for_one_option_map():
-    opts = parse_options({"path": "/s", "maxOffsetsPerTrigger": "10", "mode": MODE_COMMITLOG})
-    assert opts.mode == MODE_COMMITLOG
+    # A map that can serve a stream serves a batch read too: the admission options are
+    # checked, then unused.
+    shared = {"maxOffsetsPerTrigger": "10", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "1m"}
+    assert parse_options({"path": "/s", **shared}).mode == "queue"
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger='0' must be >= 1"),
+        ({"minOffsetsPerTrigger": "many"}, "minOffsetsPerTrigger='many' must be an integer"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay='soon' must be a duration"),
+        ({"maxTriggerDelay": "5 fortnights"}, "maxTriggerDelay='5 fortnights'"),
+        ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' must be true or false"),
+        (
+            {"minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "10"},
+            "minOffsetsPerTrigger='50' is higher than maxOffsetsPerTrigger='10'",
+        ),
+        (
+            {"maxOffsetsPerTrigger": "10", "mode": MODE_COMMITLOG},
+            "option mode='commitlog' is for batch reads and maxOffsetsPerTrigger for streaming",
+        ),
+        (
+            {"minOffsetsPerTrigger": "10", "endingOffsets": "latest"},
+            "option endingOffsets='latest' is for batch reads and minOffsetsPerTrigger",
+        ),
+        (
+            {"maxTriggerDelay": "1m", "endingTimestamp": "5"},
+            "option endingTimestamp='5' is for batch reads and maxTriggerDelay",
+        ),
+    ],
+)
+def test_streaming_option_values_and_batch_only_mixes_fail_every_load(options, needle):
+    """schema() (so load()) runs this for spark.read and spark.readStream alike: a value no
+    query can use, or a stream option beside a batch-only one, is wrong either way."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        parse_options({"path": "/s", **options})
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("15m", 900_000), ("250", 250), ("250ms", 250), ("30s", 30_000), ("2h", 7_200_000),
+     ("1d", 86_400_000), ("3min", 180_000), (" 10 S ", 10_000), ("1500us", 1)],
+)  # fmt: skip
+def test_max_trigger_delay_reads_spark_time_strings(text, ms):
+    options = parse_stream_options(
+        {"path": "/s", "minOffsetsPerTrigger": "1", "maxTriggerDelay": text}
+    )
+    assert options.max_trigger_delay_ms == ms
+    assert options.min_offsets_per_trigger == 1
+    assert parse_stream_options({"path": "/s"}).max_trigger_delay_ms == 15 * 60_000  # Kafka's
 
 
 @pytest.mark.parametrize(

@@ -4,16 +4,19 @@ called as Spark's micro-batch engine calls them, against a store a writer keeps 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 from spark_helpers import BASE_MS, DEFAULT_QUEUES, ROUNDS, STEP_MS, ident, message, store_rows
 
 from rocketstore import ConfigError, Message, MessageStore
 from rocketstore.errors import DataLossError
+from rocketstore.spark.options import parse_stream_options
 from rocketstore.spark.plan import QueuePartition
+from rocketstore.spark.progress import offsets_behind_latest
 from rocketstore.spark.source import RocketStoreDataSource
-from rocketstore.spark.stream import RocketStoreStreamReader
+from rocketstore.spark.stream import RefusedStreamReader, RocketStoreStreamReader
 
 
 def _reader(path, **options) -> RocketStoreStreamReader:
@@ -68,15 +71,154 @@ def test_initial_offset_default_latest_earliest_and_timestamp(store_path):
     assert per_queue == {"Orders": {"0": ROUNDS, "1": 7, "2": ROUNDS, "3": 0}}
 
 
-def test_streaming_options_are_checked():
-    with pytest.raises(ConfigError, match="endingOffsets='latest' is for batch reads"):
-        _reader("/x", endingOffsets="latest")
-    with pytest.raises(ConfigError, match="mode='commitlog'"):
-        _reader("/x", mode="commitlog")
-    with pytest.raises(ConfigError, match="maxOffsetsPerTrigger='0'"):
-        _reader("/x", maxOffsetsPerTrigger="0")
-    with pytest.raises(ConfigError, match="failOnDataLoss='maybe'"):
-        _reader("/x", failOnDataLoss="maybe")
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"endingOffsets": "latest"}, "endingOffsets='latest' is for batch reads"),
+        ({"endingTimestamp": "5"}, "endingTimestamp='5' is for batch reads"),
+        ({"mode": "commitlog"}, "mode='commitlog': streaming reads go through the consume"),
+    ],
+)
+def test_options_a_stream_cannot_take_fail_its_first_call(options, needle):
+    """streamReader() itself must not raise (pyspark's runner would bury the error under
+    an UnboundLocalError): the reader it returns raises from whatever Spark calls first."""
+    reader = RocketStoreDataSource({"path": "/x", **options}).streamReader(None)
+    assert isinstance(reader, RefusedStreamReader)
+    for call in (
+        reader.initialOffset,
+        reader.getDefaultReadLimit,
+        reader.prepareForTriggerAvailableNow,
+        lambda: reader.latestOffset({}, ReadAllAvailable()),
+        lambda: reader.partitions({}, {}),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            call()
+
+
+def test_streaming_option_values_fail_at_load():
+    """schema() is what load() runs (for a stream as for a batch read)."""
+    for options, needle in (
+        ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger='0'"),
+        ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe'"),
+        ({"maxOffsetsPerTrigger": "5", "endingOffsets": "latest"}, "endingOffsets='latest'"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            RocketStoreDataSource({"path": "/x", **options}).schema()
+
+
+class _Clock:
+    """A clock the test moves by hand (no sleeping)."""
+
+    def __init__(self) -> None:
+        self.ms = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.ms
+
+
+def _gated(path, clock, **options) -> RocketStoreStreamReader:
+    source = RocketStoreDataSource({"path": str(path), **options})
+    return RocketStoreStreamReader(parse_stream_options(source.options), clock_ms=clock)
+
+
+def _put(path, topic, queue_id, first, count):
+    with MessageStore.open(path) as store:
+        for i in range(first, first + count):
+            assert store.put(message(topic, queue_id, i)).ok
+
+
+def test_min_offsets_per_trigger_waits_for_enough_or_for_the_delay(store_copy):
+    clock = _Clock()
+    reader = _gated(
+        store_copy, clock, topics="Orders", minOffsetsPerTrigger="10", maxTriggerDelay="1m"
+    )
+    assert reader.getDefaultReadLimit() == ReadMinRows(10)
+    start = _json(reader.initialOffset())  # latest: nothing to read
+    assert _batch(reader, start)[0] == start
+    _put(store_copy, "Orders", 0, ROUNDS, 3)
+    # The first batch of a run has no previous batch to wait from (as Kafka's source).
+    end, rows = _batch(reader, start)
+    assert len(rows) == 3
+    _put(store_copy, "Orders", 1, ROUNDS, 4)
+    clock.ms += 59_999
+    assert _batch(reader, end)[0] == end  # 4 < 10 and the delay has not passed
+    _put(store_copy, "Orders", 2, ROUNDS, 6)
+    later, rows = _batch(reader, end)  # 10 new entries: no need to wait
+    assert sorted(ident(r) for r in rows) == sorted(
+        [("Orders", 1, ROUNDS + i) for i in range(4)]
+        + [("Orders", 2, ROUNDS + i) for i in range(6)]
+    )
+    _put(store_copy, "Orders", 3, ROUNDS, 2)
+    clock.ms += 59_999  # timed from the last batch, not from the first
+    assert _batch(reader, later)[0] == later
+    clock.ms += 1
+    final, rows = _batch(reader, later)  # the delay passed: 2 < 10 are read
+    assert len(rows) == 2
+    # A trigger with nothing new is not a batch: the next wait is still from the last one.
+    clock.ms += 120_000
+    assert _batch(reader, final)[0] == final
+    _put(store_copy, "Orders", 0, ROUNDS + 3, 1)
+    assert len(_batch(reader, final)[1]) == 1  # the delay passed long ago
+
+
+def test_min_and_max_offsets_per_trigger_together(store_copy):
+    clock = _Clock()
+    reader = _gated(
+        store_copy,
+        clock,
+        topics="Orders",
+        startingOffsets="earliest",
+        minOffsetsPerTrigger="5",
+        maxOffsetsPerTrigger="50",
+    )
+    assert reader.getDefaultReadLimit() == ReadMaxRows(50)  # one limit only: the max
+    start = _json(reader.initialOffset())
+    end, batches = _drain(reader, start)
+    assert [len(b) for b in batches] == [50, 50, 20]  # 4 queues x ROUNDS, at most 50 each
+    _put(store_copy, "Orders", 0, ROUNDS, 4)
+    assert _batch(reader, end)[0] == end  # 4 < 5, within the 15 minutes of default delay
+    clock.ms += 15 * 60_000
+    assert len(_batch(reader, end)[1]) == 4
+    # Spark's ReadAllAvailable (Trigger.Once) ignores both options.
+    _put(store_copy, "Orders", 1, ROUNDS, 1)
+    assert len(_batch(reader, end, ReadAllAvailable())[1]) == 5
+
+
+def test_available_now_ignores_min_offsets_per_trigger(store_copy):
+    """Holding a batch back would end an AvailableNow run with messages unread."""
+    reader = _gated(
+        store_copy, _Clock(), topics="Orders", startingOffsets="earliest",
+        minOffsetsPerTrigger="1000", maxOffsetsPerTrigger="1000",
+    )  # fmt: skip
+    start = _json(reader.initialOffset())
+    _put(store_copy, "Orders", 0, ROUNDS, 1)  # the first batch would not wait anyway
+    assert len(_batch(reader, start)[1]) == 4 * ROUNDS + 1
+    reader = _gated(
+        store_copy, _Clock(), topics="Orders", startingOffsets="earliest",
+        minOffsetsPerTrigger="1000", maxOffsetsPerTrigger="1000",
+    )  # fmt: skip
+    start = _json(reader.initialOffset())
+    reader.prepareForTriggerAvailableNow()
+    _put(store_copy, "Orders", 1, ROUNDS, 1)  # after the run began: not read
+    _end, batches = _drain(reader, start)
+    assert [len(b) for b in batches] == [4 * ROUNDS + 1]
+
+
+def test_reported_latest_offset_is_what_latest_offset_saw(store_copy):
+    reader = _reader(
+        store_copy, topics="Orders", startingOffsets="earliest", maxOffsetsPerTrigger="8"
+    )
+    start = _json(reader.initialOffset())
+    end = _json(reader.latestOffset(start, reader.getDefaultReadLimit()))
+    _put(store_copy, "Orders", 0, ROUNDS, 5)  # after Spark asked: not in this progress
+    latest = reader.reportLatestOffset()
+    assert latest == {"Orders": {str(q): ROUNDS for q in range(4)}}
+    behind = offsets_behind_latest({"endOffset": end, "latestOffset": latest})
+    assert behind == {
+        "minOffsetsBehindLatest": str(ROUNDS - 2),
+        "maxOffsetsBehindLatest": str(ROUNDS - 2),
+        "avgOffsetsBehindLatest": str(float(ROUNDS - 2)),
+    }
 
 
 def test_micro_batches_read_every_message_once_under_admission_control(store_path):

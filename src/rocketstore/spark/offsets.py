@@ -198,3 +198,49 @@ def plan_ranges(
             ranges.append((topic, qid, first, last))
     report_losses(losses, fail_on_data_loss)
     return ranges
+
+
+def new_offsets(start: Mapping[QueueKey, int], ends: Mapping[QueueKey, int]) -> int:
+    """How many queue entries lie between ``start`` and ``ends`` (a queue missing from
+    ``start`` counts from 0, as :func:`plan_ranges` reads it)."""
+    return sum(max(0, end - start.get(key, 0)) for key, end in ends.items())
+
+
+@dataclass
+class TriggerGate:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay``, as Kafka's source applies them:
+    a micro-batch is held back (the latest offset stays at the start) while fewer than
+    ``min_offsets`` new entries are available, until ``max_delay_ms`` have passed since the
+    previous batch. The first batch of a run has no previous one and is not held back
+    (Kafka's source starts its clock at 0 so).
+
+    The time is passed in (:meth:`admits`), so the rule is tested without waiting. Unlike
+    Kafka's source, a trigger that finds nothing new does not restart the clock: the wait
+    is measured from the last batch that read something, as the option's name says."""
+
+    min_offsets: int
+    max_delay_ms: int
+    last_batch_ms: float | None = None
+
+    def admits(self, new: int, now_ms: float) -> bool:
+        if new <= 0:
+            return False
+        waited = self.last_batch_ms is None or now_ms - self.last_batch_ms >= self.max_delay_ms
+        if waited or new >= self.min_offsets:
+            self.last_batch_ms = now_ms
+            return True
+        return False
+
+
+def lag_metrics(consumed: Mapping[QueueKey, int], latest: Mapping[QueueKey, int]) -> dict[str, str]:
+    """Kafka's source metrics (``KafkaMicroBatchStream.metrics``): per queue, the latest
+    offset minus the offset consumed up to (a queue not consumed yet counts from 0); their
+    min, max and mean over the queues, as text. Empty when no queue is known."""
+    behind = [high - consumed.get(key, 0) for key, high in latest.items()]
+    if not behind:
+        return {}
+    return {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+    }

@@ -56,7 +56,19 @@ KNOWN_OPTIONS = frozenset(
     )
 )
 # Streaming options: accepted (so one option map serves both) but unused by batch reads.
-STREAMING_OPTIONS = frozenset(("maxoffsetspertrigger", "failondataloss"))
+# Their values are checked by every load() all the same (see parse_options).
+STREAMING_OPTIONS = frozenset(
+    ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "failondataloss")
+)
+# Of those, the ones that mean nothing but to a stream (failOnDataLoss is Kafka's batch
+# option too), and the batch-only options that contradict them.
+ADMISSION_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+BATCH_ONLY_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Kafka's default
+# Spark's time strings (JavaUtils.timeStringAsMs): a number and an optional unit, ms if none.
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
+                  "h": 3_600_000, "d": 86_400_000}  # fmt: skip
+_TIME_STRING = re.compile(r"(\d+)\s*([a-z]+)?")
 # Options Spark itself adds to a streaming query's source and sink option maps.
 SPARK_ADDED_OPTIONS = frozenset(("checkpointlocation",))
 
@@ -303,6 +315,7 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
     _check_order(options, start, end)
     if mode == MODE_COMMITLOG:
         _check_commitlog_bounds(start, end)
+    _check_stream_only_options(options, mode)
     return ReadOptions(
         path=path,
         mode=mode,
@@ -396,12 +409,59 @@ def _check_commitlog_bounds(start: Bound, end: Bound) -> None:
         raise ConfigError("endingOffsets=earliest (-2) is not supported with mode=commitlog")
 
 
+def _duration_ms_option(options: Mapping[str, str], name: str, default: str) -> int:
+    """A time string as Spark reads one (``500ms``, ``30s``, ``15m``, ``1h``; a bare number
+    is milliseconds), in milliseconds."""
+    raw = options.get(name.lower(), default)
+    found = _TIME_STRING.fullmatch(raw.strip().lower())
+    if found is None or (found.group(2) or "ms") not in _TIME_UNITS_MS:
+        raise ConfigError(f"option {name}={raw!r} must be a duration such as 500ms, 30s, 15m or 1h")
+    return int(int(found.group(1)) * _TIME_UNITS_MS[found.group(2) or "ms"])
+
+
+def _check_stream_only_options(options: Mapping[str, str], mode: str) -> None:
+    """Check the streaming options' values, and refuse them beside a batch-only option.
+
+    Called from ``schema()``, which runs at ``load()`` for ``spark.read`` and
+    ``spark.readStream`` alike, and Spark hands the source the same options either way:
+    ``load()`` cannot tell a stream from a batch read. So a value no query could use
+    (``maxOffsetsPerTrigger=0``) fails there, whichever it is, and so does a streaming
+    option given with ``endingOffsets`` or ``mode=commitlog``: one of the two is wrong
+    whichever kind of query this is. ``endingOffsets`` alone on a stream can only be
+    refused when the query starts (:func:`parse_stream_options`)."""
+    max_rows = _int_option(options, "maxOffsetsPerTrigger", 1)
+    min_rows = _int_option(options, "minOffsetsPerTrigger", 1)
+    _duration_ms_option(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY)
+    _bool_option(options, "failOnDataLoss", True)
+    if max_rows is not None and min_rows is not None and min_rows > max_rows:
+        raise ConfigError(
+            f"option minOffsetsPerTrigger={options['minoffsetspertrigger']!r} is higher than "
+            f"maxOffsetsPerTrigger={options['maxoffsetspertrigger']!r}"
+        )
+    streaming = [n for n in ADMISSION_OPTIONS if n.lower() in options]
+    if not streaming:
+        return
+    batch_only = [f"{n}={options[n.lower()]!r}" for n in BATCH_ONLY_OPTIONS if n.lower() in options]
+    if mode == MODE_COMMITLOG:
+        batch_only.append(f"mode={options['mode']!r}")
+    if batch_only:
+        raise ConfigError(
+            f"option {batch_only[0]} is for batch reads and {streaming[0]} for streaming "
+            "reads: a stream has no end and reads through the consume queues (mode=queue), "
+            "a batch read has no triggers; drop one of them"
+        )
+
+
 @dataclass(frozen=True)
 class StreamOptions:
     """A streaming read: the read options plus admission control and data-loss handling."""
 
     read: ReadOptions
     max_offsets_per_trigger: int | None = None
+    # Kafka's minOffsetsPerTrigger / maxTriggerDelay: a micro-batch waits for this many new
+    # queue entries, or until this long after the previous batch.
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
     fail_on_data_loss: bool = True
 
 
@@ -424,5 +484,9 @@ def parse_stream_options(raw_options: Mapping[str, str]) -> StreamOptions:
     return StreamOptions(
         read=read,
         max_offsets_per_trigger=_int_option(options, "maxOffsetsPerTrigger", 1),
+        min_offsets_per_trigger=_int_option(options, "minOffsetsPerTrigger", 1),
+        max_trigger_delay_ms=_duration_ms_option(
+            options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY
+        ),
         fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
     )

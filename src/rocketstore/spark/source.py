@@ -49,7 +49,7 @@ from rocketstore.spark.plan import (
 from rocketstore.spark.probe import known_defect
 from rocketstore.spark.pushdown import Pushed, push_filters
 from rocketstore.spark.scan import open_store, read_partition
-from rocketstore.spark.stream import RocketStoreStreamReader
+from rocketstore.spark.stream import RefusedStreamReader, RocketStoreStreamReader
 from rocketstore.spark.write import RocketStoreStreamWriter, RocketStoreWriter
 from rocketstore.spark.write_options import WriteColumns, check_columns, parse_write_options
 
@@ -67,7 +67,10 @@ class RocketStoreDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> Any:
-        parse_options(self.options)  # a bad option fails at load(), before any planning
+        # A bad option fails at load(), before any planning. Spark calls schema() for
+        # spark.read and spark.readStream alike, with the same options: the streaming
+        # options' values are checked here too (options._check_stream_only_options).
+        parse_options(self.options)
         return columns.spark_schema()
 
     # Whether filters are pushed when the ``pushdown`` option is not given. Spark fails
@@ -92,7 +95,11 @@ class RocketStoreDataSource(DataSource):
         return RocketStoreReader(options)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
-        return RocketStoreStreamReader(parse_stream_options(self.options))
+        try:
+            options = parse_stream_options(self.options)
+        except ConfigError as e:
+            return RefusedStreamReader(e)  # raising here hides the error: see its docstring
+        return RocketStoreStreamReader(options)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
         options = parse_write_options(self.options, streaming=False)
