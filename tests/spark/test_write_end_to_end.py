@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 
 import pytest
 from pyspark.sql import functions as sf
@@ -33,7 +34,10 @@ def test_batch_write_reads_back_field_by_field(spark, tmp_path):
     assert set(rows) == {b"first", b"second", b"third"}
     first, second, third = rows[b"first"], rows[b"second"], rows[b"third"]
     assert (first["topic"], first["key"], first["tags"]) == ("Orders", "k-1", "TagA")
+    uniq = first["properties"].pop("UNIQ_KEY")  # the sink gives every message one
     assert first["properties"] == {"color": "red", "KEYS": "k-1", "TAGS": "TagA"}
+    assert re.fullmatch("[0-9A-F]{32}", uniq) and uniq == first["uniqKey"]
+    assert len({r["uniqKey"] for r in rows.values()}) == 3
     assert first["partition"] == hash_queue("k-1", 4)
     assert (second["partition"], second["key"], second["tags"]) == (3, None, None)
     assert third["keys"] == ["k-3", "k-4"] and third["partition"] == hash_queue("k-3 k-4", 4)

@@ -28,6 +28,7 @@ from typing import Any
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
+from rocketstore.spark.sink_uniq_keys import KeyScope, with_uniq_keys
 from rocketstore.spark.write_options import WriteColumns, WriteOptions, check_topic
 
 STAGING_DIR = ".rocketstore-staging"
@@ -77,8 +78,15 @@ def _column(batch: Any, name: str | None) -> Any:
     return None if name is None else batch.column(batch.schema.get_field_index(name))
 
 
-def normalize(batch: Any, columns: WriteColumns, options: WriteOptions, first_row: int) -> Any:
-    """One input batch in the staging schema, checked; ``first_row`` numbers rows in errors."""
+def normalize(
+    batch: Any,
+    columns: WriteColumns,
+    options: WriteOptions,
+    first_row: int,
+    scope: KeyScope | None = None,
+) -> Any:
+    """One input batch in the staging schema, checked; ``first_row`` numbers rows in errors
+    and, with ``scope``, derives each row's UNIQ_KEY (:mod:`.sink_uniq_keys`)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -134,6 +142,8 @@ def normalize(batch: Any, columns: WriteColumns, options: WriteOptions, first_ro
                 f"{first_row + bad_at}; queue ids are 0..{MAX_QUEUE_ID}"
             )
         queue = pc.cast(wide, pa.int32())
+    if scope is not None:
+        properties = with_uniq_keys(properties, scope.keys(first_row, rows))
     return pa.RecordBatch.from_arrays(
         [topic, queue, keys, tags, properties, value], schema=staging_schema()
     )
@@ -224,7 +234,11 @@ def _check_properties(properties: Any, column: str | None, first_row: int) -> No
 
 
 def stage(
-    batches: Iterator[Any], columns: WriteColumns, options: WriteOptions, job_id: str
+    batches: Iterator[Any],
+    columns: WriteColumns,
+    options: WriteOptions,
+    job_id: str,
+    scope: KeyScope | None = None,
 ) -> tuple[str | None, int]:
     """Write a task's rows to one staged file; ``(path, rows)``, path None for no rows.
 
@@ -241,7 +255,7 @@ def stage(
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            staged = normalize(batch, columns, options, rows)
+            staged = normalize(batch, columns, options, rows, scope)
             if writer is None:
                 os.makedirs(directory, exist_ok=True)
                 writer = pa.ipc.new_file(temporary, staging_schema())

@@ -10,6 +10,7 @@ directory per sink id (see :func:`.staging.sink_job_id`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +21,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from rocketstore.format.message_id import month_start_ms
 from rocketstore.spark.commit import commit_staged
 from rocketstore.spark.sink_log import checkpoint_query_id
+from rocketstore.spark.sink_uniq_keys import task_scope
 from rocketstore.spark.staging import new_job_id, remove_job, sink_job_id, stage
 from rocketstore.spark.write_options import WriteColumns, WriteOptions
 
@@ -32,6 +35,13 @@ log = logging.getLogger(__name__)
 class StagedFile(WriterCommitMessage):
     path: str | None  # None: the task had no rows
     rows: int
+
+
+def _month_ms() -> int:
+    """Now, in ms since the month's start (driver's local time): the time field of the
+    UNIQ_KEYs this job's (or query run's) tasks derive (:mod:`.sink_uniq_keys`)."""
+    now = time.time_ns() // 1_000_000
+    return now - month_start_ms(now)
 
 
 def _files(messages: Sequence[WriterCommitMessage | None]) -> list[str]:
@@ -45,9 +55,11 @@ class RocketStoreWriter(DataSourceArrowWriter):
         self.options = options
         self.columns = columns
         self.job_id = new_job_id()
+        self.month_ms = _month_ms()
 
     def write(self, iterator: Iterator[Any]) -> StagedFile:
-        path, rows = stage(iterator, self.columns, self.options, self.job_id)
+        scope = task_scope(self.job_id, self.month_ms, streaming=False)
+        path, rows = stage(iterator, self.columns, self.options, self.job_id, scope)
         return StagedFile(path, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -70,9 +82,11 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         self.columns = columns
         assert options.sink_id is not None  # parse_write_options requires it
         self.job_id = sink_job_id(options.sink_id)
+        self.month_ms = _month_ms()
 
     def write(self, iterator: Iterator[Any]) -> StagedFile:
-        path, rows = stage(iterator, self.columns, self.options, self.job_id)
+        scope = task_scope(self.options.sink_id or self.job_id, self.month_ms, streaming=True)
+        path, rows = stage(iterator, self.columns, self.options, self.job_id, scope)
         return StagedFile(path, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
