@@ -100,3 +100,28 @@ def test_export_engine_flags(copy: Path, cli: Cli, tmp_path: Path) -> None:
     assert ranged.code == 2 and "--from/--to are not supported" in ranged.err
     master = cli("--store", copy, "export", "--format", "jsonl", "--master", "local", "-")
     assert master.code == 2 and "--master needs --engine spark" in master.err
+
+
+def test_spark_conf_flags(copy: Path, cli: Cli) -> None:
+    local = cli("--store", copy, "rebuild", "--engine", "local", "--conf", "spark.a=b")
+    assert local.code == 2 and "--conf needs --engine spark" in local.err
+    jsonl = cli("--store", copy, "export", "--format", "jsonl", "--conf", "spark.a=b", "-")
+    assert jsonl.code == 2 and "--conf needs --engine spark" in jsonl.err
+    bad = cli("--store", copy, "rebuild", "--engine", "spark", "--conf", "spark.driver.memory")
+    assert bad.code == 2 and "'spark.driver.memory' is not KEY=VALUE" in bad.err
+
+
+def test_export_spark_takes_spark_settings(copy: Path, cli: Cli, tmp_path: Path) -> None:
+    """--conf reaches the session: Spark names Parquet files by their codec."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("no Java for Spark")
+    out = tmp_path / "dataset"
+    run = cli(
+        "--store", copy, "export", "--engine", "spark", "--master", "local[1]",
+        "--conf", "spark.sql.parquet.compression.codec=uncompressed",
+        "--conf", "spark.ui.enabled=false", "--format", "parquet", out,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    files = [p.name for p in out.rglob("part-*.parquet")]
+    assert files and not any(".snappy." in name for name in files)

@@ -18,7 +18,11 @@ import click
 from rocketstore.cli.context import CliContext, CliError, json_line
 from rocketstore.cli.params import java_long
 from rocketstore.cli.progress import progress
-from rocketstore.cli.rebuild_engines import spark_rebuild_module
+from rocketstore.cli.rebuild_engines import (
+    check_spark_conf,
+    spark_conf_option,
+    spark_rebuild_module,
+)
 from rocketstore.cli.scan import CommitLogScan, ScannedRecord
 from rocketstore.config import StoreConfig
 from rocketstore.format import record as rec
@@ -146,6 +150,7 @@ def dump(ctx: CliContext, start: int | None, end: int | None, topics: tuple[str,
     default=None,
     help="Spark master for --engine spark (default local[*]). Example: --master local[2]",
 )
+@spark_conf_option
 @click.argument("out", type=click.Path(allow_dash=True))
 @_range_options
 @click.pass_obj
@@ -154,6 +159,7 @@ def export(
     fmt: str,
     engine: str,
     master: str | None,
+    spark_conf: dict[str, str],
     out: str,
     topics: tuple[str, ...],
     start: int | None,
@@ -170,12 +176,15 @@ def export(
       rocketstore --store ./store export --format jsonl messages.jsonl
       rocketstore --store ./store export --format parquet -t OrderEvents orders.parquet
       rocketstore --store ./store export --engine spark --format parquet ./dataset
+      rocketstore --store ./store export --engine spark --conf spark.driver.memory=4g \\
+          --format parquet ./dataset
     """
     if engine == "spark":
-        _export_spark(ctx, fmt, master, out, topics, start, end)
+        _export_spark(ctx, fmt, master, spark_conf, out, topics, start, end)
         return
     if master is not None:
         raise click.BadParameter("--master needs --engine spark", param_hint="--master")
+    check_spark_conf(spark_conf, engine)
     if os.path.isdir(out):
         raise click.BadParameter(f"{out} is a directory", param_hint="OUT")
     if out != "-" and (os.path.islink(out) or (os.path.exists(out) and not os.path.isfile(out))):
@@ -221,6 +230,7 @@ def _export_spark(
     ctx: CliContext,
     fmt: str,
     master: str | None,
+    spark_conf: dict[str, str],
     out: str,
     topics: tuple[str, ...],
     start: int | None,
@@ -234,7 +244,7 @@ def _export_spark(
         raise click.BadParameter(f"{out} must be a new directory", param_hint="OUT")
     root = ctx.require_store_dir()
     spark_rebuild = spark_rebuild_module()
-    with spark_rebuild.spark_session(master, "rocketstore export") as spark:
+    with spark_rebuild.spark_session(master, "rocketstore export", spark_conf) as spark:
         count = spark_rebuild.export_parquet(
             spark, root, out, topics, commit_log_options=commit_log_options(ctx.config, root)
         )

@@ -7,9 +7,10 @@ Layer: cli. pyspark is imported (through :mod:`rocketstore.spark.rebuild`) only 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Any, TypeVar
 
 import click
 
@@ -21,6 +22,43 @@ from rocketstore.rebuild.plan import commitlog_files
 from rocketstore.rebuild.runners import ProcessRunner, TaskRunner
 
 ENGINES = ("single", "local", "spark")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _parse_spark_conf(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in values:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise click.BadParameter(
+                f"{item!r} is not KEY=VALUE (e.g. --conf spark.driver.memory=4g)",
+                param_hint="--conf",
+            )
+        conf[key.strip()] = value
+    return conf
+
+
+def spark_conf_option(command: F) -> F:
+    """``--conf KEY=VALUE`` (repeatable), as spark-submit takes it, for ``--engine spark``:
+    the settings go to the session's builder before its JVM starts, so static ones such as
+    ``spark.driver.memory`` work too, without a SPARK_CONF_DIR."""
+    return click.option(
+        "--conf",
+        "spark_conf",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_parse_spark_conf,
+        help="A Spark setting for --engine spark; repeat for more (later ones win). "
+        "Example: --conf spark.driver.memory=4g --conf spark.executor.cores=2",
+    )(command)
+
+
+def check_spark_conf(conf: Mapping[str, str], engine: str) -> None:
+    if conf and engine != "spark":
+        raise click.BadParameter("--conf needs --engine spark", param_hint="--conf")
 
 
 def spark_rebuild_module() -> ModuleType:
@@ -36,13 +74,15 @@ def spark_rebuild_module() -> ModuleType:
 
 
 @contextmanager
-def _runner(engine: str, master: str | None) -> Iterator[TaskRunner]:
+def _runner(
+    engine: str, master: str | None, conf: Mapping[str, str] | None = None
+) -> Iterator[TaskRunner]:
     if engine == "local":
         with ProcessRunner() as runner:
             yield runner
         return
     spark_rebuild = spark_rebuild_module()
-    with spark_rebuild.spark_session(master, "rocketstore rebuild") as session:
+    with spark_rebuild.spark_session(master, "rocketstore rebuild", conf) as session:
         yield spark_rebuild.SparkRunner(session.sparkContext)
 
 
@@ -55,13 +95,17 @@ def run_parallel(
     queues: bool,
     index: bool,
     skip_corrupt: bool,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> RebuildReport:
     """Rebuild with the parallel engine; one line per skipped corrupt region, then the
     summary (the caller prints it)."""
     # Our bar for local processes; Spark draws its own stage progress on the terminal.
     files = commitlog_files(root, ctx.commitlog_dirs) if engine == "local" else []
     total = sum(length for _offset, length in files)
-    with _runner(engine, master) as runner, progress(total, f"rebuild ({engine})") as bar:
+    with (
+        _runner(engine, master, spark_conf) as runner,
+        progress(total, f"rebuild ({engine})") as bar,
+    ):
 
         def on_progress(phase: str, done: int, _total: int) -> None:
             if phase == "scan":

@@ -26,7 +26,12 @@ from rocketstore.cli.rebuild import (
     multi_dispatch_problem,
     rebuild,
 )
-from rocketstore.cli.rebuild_engines import ENGINES, run_parallel
+from rocketstore.cli.rebuild_engines import (
+    ENGINES,
+    check_spark_conf,
+    run_parallel,
+    spark_conf_option,
+)
 from rocketstore.cli.scan import CommitLogScan, ScanIssue
 from rocketstore.config import StoreConfig
 from rocketstore.files.lock import DirectoryLock
@@ -285,6 +290,7 @@ def _say_rebuilt(ctx: CliContext, outcome: RebuildOutcome, kind: str) -> None:
     help="With --engine local or spark: skip records that fail validation, list each "
     "(offset, length, reason) and rebuild everything around them. Example: --skip-corrupt",
 )
+@spark_conf_option
 @click.pass_obj
 def rebuild_command(
     ctx: CliContext,
@@ -293,6 +299,7 @@ def rebuild_command(
     engine: str,
     master: str | None,
     skip_corrupt: bool,
+    spark_conf: dict[str, str],
 ) -> None:
     """Rebuild consume queues and/or index from the CommitLog (both when neither flag is
     given). Takes the writer lock; the old files are kept until the rebuild succeeded and
@@ -309,11 +316,13 @@ def rebuild_command(
       rocketstore --store ./store rebuild --index
       rocketstore --store ./store rebuild --engine local --skip-corrupt
       rocketstore --store ./store rebuild --engine spark --master local[2]
+      rocketstore --store ./store rebuild --engine spark --conf spark.driver.memory=4g
     """
     if not queues and not index:
         queues = index = True
     if master is not None and engine != "spark":
         raise click.BadParameter("--master needs --engine spark", param_hint="--master")
+    check_spark_conf(spark_conf, engine)
     if skip_corrupt and engine == "single":
         raise click.BadParameter(
             "--skip-corrupt needs --engine local or spark", param_hint="--skip-corrupt"
@@ -335,6 +344,7 @@ def rebuild_command(
             queues=queues,
             index=index,
             skip_corrupt=skip_corrupt,
+            spark_conf=spark_conf,
         )
         outcome = RebuildOutcome(
             rebuilt_queues=queues,

@@ -152,3 +152,30 @@ def split_keys(keys: str | None) -> list[str]:
     if not keys:
         return []
     return [k for k in keys.split(KEY_SEPARATOR) if k]
+
+
+# The names RocketMQ's MessageConst defines for its own properties (PROPERTY_* of 5.3,
+# which holds 4.9.8's, and DUP_INFO): what is not one of these is a user property, the
+# ``headers`` of a Spark read. 4.9.8's Message.putUserProperty refuses a subset of them.
+SYSTEM_PROPERTY_NAMES = frozenset(
+    (
+        "1ST_POP_TIME", "ARRIVE_TIME", "BORN_TIMESTAMP", "BUYER_ID",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS", "CLUSTER", "CONSUME_START_TIME", "CORRECTION_FLAG",
+        "CORRELATION_ID", "DELAY", "DLQ_ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC", "DUP_INFO",
+        "EXTEND_UNIQ_INFO", "INNER_BASE", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
+        "INNER_NUM", "INSTANCE_ID", "KEYS", "MAX_OFFSET", "MAX_RECONSUME_TIMES", "MIN_OFFSET",
+        "MQ2_FLAG", "MSG_REGION", "MSG_TYPE", "ORIGIN_MESSAGE_ID", "PGROUP", "POP_CK",
+        "POP_CK_OFFSET", "PROPERTY_FORWARD_QUEUE_ID", "PUSH_REPLY_TIME", "REAL_QID",
+        "REAL_TOPIC", "RECONSUME_TIME", "REDIRECT", "REPLY_TO_CLIENT", "RETRY_TOPIC", "TAGS",
+        "TIMER_DELAY_LEVEL", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
+        "TIMER_DEL_UNIQKEY", "TIMER_DEQUEUE_MS", "TIMER_ENQUEUE_MS", "TIMER_OUT_MS",
+        "TIMER_ROLL_TIMES", "TRACE_CONTEXT", "TRACE_ON", "TRANSACTION_CHECK_TIMES",
+        "TRANSFER_FLAG", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET", "TTL", "UNIQ_KEY", "WAIT",
+        "__BORNHOST", "__CRC32#", "__SHARDINGKEY", "__transactionId__",
+    )
+)  # fmt: skip
+
+
+def user_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """The properties a producer set itself (names not in SYSTEM_PROPERTY_NAMES)."""
+    return {k: v for k, v in properties.items() if k not in SYSTEM_PROPERTY_NAMES}

@@ -26,7 +26,12 @@ from rocketstore.format import properties as props
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.hosts import decode_host
-from rocketstore.spark.columns import TIMESTAMP_TYPE_LOG_APPEND_TIME, arrow_schema
+from rocketstore.spark.columns import (
+    COLUMN_NAMES,
+    FROM_PROPERTIES,
+    TIMESTAMP_TYPE_LOG_APPEND_TIME,
+    arrow_schema,
+)
 
 Int64s = npt.NDArray[np.int64]
 _V6_FLAGS = sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG
@@ -182,10 +187,11 @@ def _timestamps(millis: Int64s) -> Any:
     return pa.Array.from_buffers(kind, len(micros), [None, pa.py_buffer(micros)])
 
 
-def _properties(text: Any, rows: int) -> tuple[Any, dict[str, Any]] | None:
-    """The properties column as map<string,string> and the KEYS, TAGS and UNIQ_KEY
-    columns; None when a record repeats a name (the reference decoder then keeps the last
-    value at the first position, which a map array cannot say)."""
+def _properties(text: Any, rows: int, headers: bool) -> dict[str, Any] | None:
+    """The ``properties`` column as map<string,string> (and ``headers``, the user
+    properties, when asked), and the KEYS, TAGS and UNIQ_KEY columns under those names;
+    None when a record repeats a name (the reference decoder then keeps the last value at
+    the first position, which a map array cannot say)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -215,15 +221,23 @@ def _properties(text: Any, rows: int) -> tuple[Any, dict[str, Any]] | None:
     offsets = np.zeros(rows + 1, dtype=np.int32)
     np.cumsum(np.bincount(parent, minlength=rows), out=offsets[1:])
     kind = pa.map_(pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string()))
-    mapped = pa.MapArray.from_arrays(pa.array(offsets), names, values, type=kind)
-    wanted = {}
+    found = {"properties": pa.MapArray.from_arrays(pa.array(offsets), names, values, type=kind)}
     for name in (props.KEYS, props.TAGS, props.UNIQ_KEY):
         where = np.full(rows, -1, dtype=np.int64)
         if name in distinct:
             entries = np.flatnonzero(codes == distinct.index(name))
             where[parent[entries]] = entries
-        wanted[name] = values.take(pa.array(where, mask=where < 0))
-    return mapped, wanted
+        found[name] = values.take(pa.array(where, mask=where < 0))
+    if headers:
+        system = np.array([n in props.SYSTEM_PROPERTY_NAMES for n in distinct], dtype=bool)
+        user = ~system[codes] if len(distinct) else np.zeros(0, dtype=bool)
+        user_offsets = np.zeros(rows + 1, dtype=np.int32)
+        np.cumsum(np.bincount(parent[user], minlength=rows), out=user_offsets[1:])
+        mask = pa.array(user)
+        found["headers"] = pa.MapArray.from_arrays(
+            pa.array(user_offsets), names.filter(mask), values.filter(mask), type=kind
+        )
+    return found
 
 
 def _keys_list(keys: Any, rows: int) -> Any:
@@ -248,8 +262,10 @@ def decode_records(
     expected_sizes: Int64s,
     queue_offsets: Int64s,
     include_body: bool,
+    columns: frozenset[str] | None = None,
 ) -> Any | None:
     """Records at ``positions`` of ``region`` as a RecordBatch of the read schema, or None.
+    ``columns``: the columns to decode (in the schema's order; all for None).
 
     ``expected_offsets`` / ``expected_sizes`` are what the consume queue says (CommitLog
     offset and size): a record that disagrees, or whose lengths do not add up to its
@@ -290,40 +306,49 @@ def decode_records(
         or np.any(properties_at + properties_length != positions + total)
     ):
         return None
+    wanted = COLUMN_NAMES if columns is None else [c for c in COLUMN_NAMES if c in columns]
     try:
         topic = _constant_or_gather(buf, region, topic_at, topic_length)
-        text = _gather(buf, region, properties_at, properties_length, pa.string())
+        text = None
+        if not FROM_PROPERTIES.isdisjoint(wanted):
+            text = _gather(buf, region, properties_at, properties_length, pa.string())
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None  # not UTF-8: the reference decoder replaces bad bytes
-    decoded = _properties(text, rows)
-    if decoded is None:
-        return None
-    properties, wanted = decoded
-    key = wanted[props.KEYS]
-    columns = {
-        "key": key,
-        "value": _gather(buf, region, body_at, body_length, pa.binary())
-        if include_body
-        else pa.nulls(rows, pa.binary()),
-        "topic": topic,
-        "partition": pa.array(_field(header, rec.POS_QUEUEID, 4).astype(np.int32)),
-        "offset": pa.array(queue_offsets.astype(np.int64)),
-        "timestamp": _timestamps(_field(header, 56, 8)),
-        "timestampType": pa.array(np.full(rows, TIMESTAMP_TYPE_LOG_APPEND_TIME, np.int32)),
-        "keys": _keys_list(key, rows),
-        "tags": wanted[props.TAGS],
-        "msgId": _msg_ids(header, physical),
-        "uniqKey": wanted[props.UNIQ_KEY],
-        "commitLogOffset": pa.array(physical),
-        "size": pa.array(total.astype(np.int32)),
-        "bornTimestamp": _timestamps(_field(header, rec.POS_BORNTIMESTAMP, 8)),
-        "bornHost": _hosts(header, rec.POS_BORNHOST),
-        "storeHost": _hosts(header, 64),
-        "sysFlag": pa.array(sys_flag.astype(np.int32)),
-        "flag": pa.array(_field(header, rec.POS_FLAG, 4).astype(np.int32)),
-        "reconsumeTimes": pa.array(_field(header, 72, 4).astype(np.int32)),
-        "bodyCRC": pa.array(_field(header, rec.POS_BODYCRC, 4).astype(np.int32)),
-        "properties": properties,
+    named: dict[str, Any] = {}
+    if text is not None:
+        decoded = _properties(text, rows, "headers" in wanted)
+        if decoded is None:
+            return None
+        named = decoded
+    # Each column is built only when wanted: the value of this dict is a maker.
+    makers = {
+        "key": lambda: named[props.KEYS],
+        "value": lambda: (
+            _gather(buf, region, body_at, body_length, pa.binary())
+            if include_body
+            else pa.nulls(rows, pa.binary())
+        ),
+        "topic": lambda: topic,
+        "partition": lambda: pa.array(_field(header, rec.POS_QUEUEID, 4).astype(np.int32)),
+        "offset": lambda: pa.array(queue_offsets.astype(np.int64)),
+        "timestamp": lambda: _timestamps(_field(header, 56, 8)),
+        "timestampType": lambda: pa.array(np.full(rows, TIMESTAMP_TYPE_LOG_APPEND_TIME, np.int32)),
+        "keys": lambda: _keys_list(named[props.KEYS], rows),
+        "tags": lambda: named[props.TAGS],
+        "msgId": lambda: _msg_ids(header, physical),
+        "uniqKey": lambda: named[props.UNIQ_KEY],
+        "commitLogOffset": lambda: pa.array(physical),
+        "size": lambda: pa.array(total.astype(np.int32)),
+        "bornTimestamp": lambda: _timestamps(_field(header, rec.POS_BORNTIMESTAMP, 8)),
+        "bornHost": lambda: _hosts(header, rec.POS_BORNHOST),
+        "storeHost": lambda: _hosts(header, 64),
+        "sysFlag": lambda: pa.array(sys_flag.astype(np.int32)),
+        "flag": lambda: pa.array(_field(header, rec.POS_FLAG, 4).astype(np.int32)),
+        "reconsumeTimes": lambda: pa.array(_field(header, 72, 4).astype(np.int32)),
+        "bodyCRC": lambda: pa.array(_field(header, rec.POS_BODYCRC, 4).astype(np.int32)),
+        "properties": lambda: named["properties"],
+        "headers": lambda: named["headers"],
     }
-    schema = arrow_schema()
-    return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+    return pa.RecordBatch.from_arrays(
+        [makers[name]() for name in wanted], schema=arrow_schema(wanted)
+    )

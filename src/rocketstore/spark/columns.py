@@ -8,8 +8,10 @@ a test holds the two together.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 
@@ -38,17 +40,45 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("reconsumeTimes", "int"),
     ("bodyCRC", "int"),
     ("properties", "map<string,string>"),
+    # The properties a producer set itself (Kafka's headers): properties less RocketMQ's
+    # own names (format.properties.SYSTEM_PROPERTY_NAMES).
+    ("headers", "map<string,string>"),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+COLUMN_TYPES = dict(COLUMNS)
 DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
+# Columns the column-wise decoder always fills: fixed header fields, nearly free, and what
+# the scans filter on. The costly ones (value, the property-derived columns, msgId, hosts)
+# are decoded only for a read that selects them.
+ALWAYS_DECODED = frozenset(("topic", "partition", "offset", "timestamp", "sysFlag"))
+# Columns made from the properties text, which costs the most to split.
+FROM_PROPERTIES = frozenset(("key", "keys", "tags", "uniqKey", "properties", "headers"))
 
 # Rows per Arrow batch, and a body-bytes cap so one batch of large bodies stays small.
 BATCH_ROWS = 4096
 BATCH_BODY_BYTES = 16 * 1024 * 1024
 
 
-def spark_schema() -> Any:
-    """The Spark ``StructType`` (built without a session: DDL parsing would need one)."""
+def check_columns(names: Iterable[str], where: str) -> tuple[str, ...]:
+    """A read's column selection (the ``columns`` option or a schema given to ``load``):
+    known names, each once, in the order given. ConfigError names what is wrong."""
+    chosen = tuple(names)
+    unknown = [name for name in chosen if name not in COLUMN_TYPES]
+    if unknown:
+        raise ConfigError(
+            f"{where} names unknown column(s) {unknown}; the source has {list(COLUMN_NAMES)}"
+        )
+    repeated = sorted({name for name in chosen if chosen.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"{where} names column(s) {repeated} more than once")
+    if not chosen:
+        raise ConfigError(f"{where} names no column")
+    return chosen
+
+
+def spark_schema(columns: Sequence[str] = COLUMN_NAMES) -> Any:
+    """The Spark ``StructType`` of ``columns`` (built without a session: DDL parsing
+    would need one)."""
     from pyspark.sql import types as spark_types  # noqa: PLC0415
 
     simple = {
@@ -63,11 +93,12 @@ def spark_schema() -> Any:
         ),
     }
     return spark_types.StructType(
-        [spark_types.StructField(name, simple[kind]) for name, kind in COLUMNS]
+        [spark_types.StructField(name, simple[COLUMN_TYPES[name]]) for name in columns]
     )
 
 
-def arrow_schema() -> Any:
+def arrow_schema(columns: Iterable[str] = COLUMN_NAMES) -> Any:
+    """The Arrow schema of ``columns`` (the full read's by default)."""
     import pyarrow as pa  # noqa: PLC0415
 
     timestamp = pa.timestamp("us", tz="UTC")
@@ -82,7 +113,16 @@ def arrow_schema() -> Any:
             pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())
         ),
     }
-    return pa.schema([pa.field(name, simple[kind]) for name, kind in COLUMNS])
+    return pa.schema([pa.field(name, simple[COLUMN_TYPES[name]]) for name in columns])
+
+
+def project(batches: Iterator[Any], columns: tuple[str, ...] | None) -> Iterator[Any]:
+    """The batches with only ``columns``, in that order (all of them for None)."""
+    if columns is None:
+        yield from batches
+        return
+    for batch in batches:
+        yield batch.select(list(columns))
 
 
 class RowBuffer:
@@ -132,6 +172,7 @@ class RowBuffer:
             message.reconsume_times,  # reconsumeTimes
             message.body_crc,  # bodyCRC
             list(message.properties.items()),  # properties
+            list(props.user_properties(message.properties).items()),  # headers
         )
         for column, value in zip(self._columns, values, strict=True):
             column.append(value)

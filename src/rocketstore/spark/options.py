@@ -20,6 +20,7 @@ from rocketstore.format.subscription import Subscription, build_subscription, pa
 from rocketstore.paths import (
     is_system_topic,
 )
+from rocketstore.spark.columns import check_columns
 
 MODE_QUEUE = "queue"
 MODE_COMMITLOG = "commitlog"
@@ -50,6 +51,7 @@ KNOWN_OPTIONS = frozenset(
         "pushdown",
         "keys",
         "uniqKeys",
+        "columns",
         "storePathCommitLog",
         "readOnlyCommitLogStorePaths",
         "storePathDLedgerCommitLog",
@@ -143,6 +145,9 @@ class ReadOptions:
     # The rows `key IN (...)` / `uniqKey IN (...)` keep, looked up in the index.
     keys: frozenset[str] | None = None
     uniq_keys: frozenset[str] | None = None
+    # The columns to read, in this order (all of them for None): the others are never
+    # decoded (``columns`` option, or a schema given to load()).
+    columns: tuple[str, ...] | None = None
     # Where the CommitLog files are when not in <path>/commitlog: RocketMQ's
     # storePathCommitLog (several paths separated by ",") and readOnlyCommitLogStorePaths.
     store_path_commit_log: str = ""
@@ -330,10 +335,19 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         pushdown=_bool_option(options, "pushdown", True),
         keys=_key_list(options, "keys"),
         uniq_keys=_key_list(options, "uniqKeys"),
+        columns=_column_list(options),
         store_path_commit_log=options.get("storepathcommitlog", ""),
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
         store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
     )
+
+
+def _column_list(options: Mapping[str, str]) -> tuple[str, ...] | None:
+    raw = options.get("columns")
+    if raw is None:
+        return None
+    names = [name.strip() for name in raw.split(",")]
+    return check_columns([n for n in names if n], f"option columns={raw!r}")
 
 
 def _key_list(options: Mapping[str, str], name: str) -> frozenset[str] | None:

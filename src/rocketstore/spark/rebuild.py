@@ -54,21 +54,30 @@ class SparkRunner:
 
 
 @contextmanager
-def spark_session(master: str | None = None, app_name: str = "rocketstore") -> Iterator[Any]:
+def spark_session(
+    master: str | None = None,
+    app_name: str = "rocketstore",
+    conf: Mapping[str, str] | None = None,
+) -> Iterator[Any]:
     """A SparkSession for a CLI command (stopped afterwards). Executors run this Python, so
-    they import the same rocketstore; dates are computed in UTC."""
+    they import the same rocketstore; dates are computed in UTC. ``conf`` (the CLI's
+    ``--conf``) is set on the builder last, so it overrides these defaults; ``master``
+    wins over a ``spark.master`` in it."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark only when asked for
 
     from rocketstore.spark import register  # noqa: PLC0415
 
+    settings = dict(conf or {})
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(master or DEFAULT_MASTER)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "true")
     )
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    builder = builder.master(master or settings.get("spark.master") or DEFAULT_MASTER)
     session = builder.getOrCreate()
     register(session)
     try:

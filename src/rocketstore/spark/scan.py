@@ -50,8 +50,8 @@ from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CommitLogDirs
 from rocketstore.spark import light_rows
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
-from rocketstore.spark.columns import RowBuffer
-from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
+from rocketstore.spark.columns import ALWAYS_DECODED, RowBuffer, project
+from rocketstore.spark.options import EARLIEST, LATEST, MODE_COMMITLOG, ReadOptions
 from rocketstore.spark.plan import (
     CommitLogPartition,
     DispatchedLookup,
@@ -133,9 +133,41 @@ def _batches(
 def read_partition(
     partition: object, options: ReadOptions, pushed: Pushed
 ) -> Iterator[Any]:  # pyarrow.RecordBatch
+    """The partition's rows as Arrow batches of the read's columns (``options.columns``)."""
     subscription = options.subscription()
+    needed = decoded_columns(options, pushed, subscription)
+    return project(_read(partition, options, pushed, subscription, needed), options.columns)
+
+
+def decoded_columns(
+    options: ReadOptions, pushed: Pushed, subscription: Subscription
+) -> frozenset[str] | None:
+    """What the column-wise decoders must fill for a read of ``options.columns`` (None:
+    every column): those, and what the scans filter on."""
+    if options.columns is None:
+        return None
+    needed = set(options.columns) | ALWAYS_DECODED
+    if pushed.keys is not None:
+        needed.add("key")
+    if pushed.uniq_keys is not None:
+        needed.add("uniqKey")
+    if not subscription.matches_all:
+        needed.add("tags")
+    if options.mode == MODE_COMMITLOG:
+        needed.add("properties")  # a multi-dispatch record's rows in other queues
+    return frozenset(needed)
+
+
+def _read(
+    partition: object,
+    options: ReadOptions,
+    pushed: Pushed,
+    subscription: Subscription,
+    needed: frozenset[str] | None,
+) -> Iterator[Any]:
     if isinstance(partition, QueuePartition) and subscription.matches_all:
-        return _queue_batches(open_store(options), partition, pushed, options.include_body)
+        store = open_store(options)
+        return _queue_batches(store, partition, pushed, options.include_body, needed)
     if isinstance(partition, QueuePartition):
         store = open_store(options)
         rows = _queue_rows(store, partition, subscription, pushed, options.include_body)
@@ -146,7 +178,7 @@ def read_partition(
     elif isinstance(partition, CommitLogPartition):
         # Key filters and SQL92 selectors are checked per record.
         if not pushed.by_index and subscription.selector is None:
-            return _commitlog_batches(partition, options, subscription, pushed)
+            return _commitlog_batches(partition, options, subscription, pushed, needed)
         rows = _commitlog_rows(partition, options, subscription, pushed)
     else:  # Spark's placeholder when a plan has no partitions
         return iter(())
@@ -224,13 +256,17 @@ def _unit_chunks(
 
 
 def _queue_batches(
-    store: MessageStore, part: QueuePartition, pushed: Pushed, include_body: bool
+    store: MessageStore,
+    part: QueuePartition,
+    pushed: Pushed,
+    include_body: bool,
+    needed: frozenset[str] | None,
 ) -> Iterator[Any]:
     """Units [start, end) of one queue decoded column-wise (:mod:`.arrow_records`); a
     stretch that decoder declines goes through :func:`_queue_rows` instead."""
     for offset, units in _unit_chunks(store, part, FAST_CHUNK_UNITS):
         count = len(units)
-        batches = _decode_units(store, units, offset, include_body) if count else None
+        batches = _decode_units(store, units, offset, include_body, needed) if count else None
         count = max(count, 1)  # a cut unit at a file's end: the reference path steps over it
         if batches is None:
             stretch = dataclasses.replace(part, start=offset, end=offset + count)
@@ -244,11 +280,15 @@ def _queue_batches(
 
 
 def _decode_units(
-    store: MessageStore, units: Any, first_offset: int, include_body: bool
+    store: MessageStore,
+    units: Any,
+    first_offset: int,
+    include_body: bool,
+    needed: frozenset[str] | None,
 ) -> list[Any] | None:
     """Record batches for decoded consume-queue units, or None to decode them one by one.
-    Units are cut into runs that lie in one CommitLog file and span at most
-    MAX_REGION_BYTES; each run is copied out of the file once."""
+    Units are cut into runs that lie in one CommitLog file and hold at most
+    MAX_REGION_BYTES of records; each run is copied out of the file once."""
     physical = units["offset"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
     queue_offsets = first_offset + np.arange(len(units), dtype=np.int64)
@@ -259,9 +299,10 @@ def _decode_units(
     begin = 0
     while begin < len(physical):
         file_start = int(physical[begin]) - int(physical[begin]) % file_size
-        limit = min(file_start + file_size, int(physical[begin]) + MAX_REGION_BYTES)
-        end = begin + int(np.searchsorted(physical[begin:], limit, side="left"))
-        end = max(end, begin + 1)
+        in_file = begin + int(np.searchsorted(physical[begin:], file_start + file_size))
+        # At most MAX_REGION_BYTES of records a run (copied alone when sparse).
+        copied_bytes = np.cumsum(sizes[begin:in_file])
+        end = begin + max(int(np.searchsorted(copied_bytes, MAX_REGION_BYTES, "right")), 1)
         if np.any(np.diff(physical[begin:end]) <= 0):
             return None  # not in CommitLog order: leave it to the reference path
         low = int(physical[begin])
@@ -269,22 +310,54 @@ def _decode_units(
         mapped = store.commitlog.files.find(low)
         if mapped is None or high - mapped.file_from_offset > mapped.wrote_position:
             return None
-        region = mapped.read_held(low - mapped.file_from_offset, high - low)
-        if region is None:
+        copied = _copy_records(mapped, physical[begin:end], sizes[begin:end])
+        if copied is None:
             return None
+        region, positions = copied
         batch = decode_records(
             region,
-            physical[begin:end] - low,
+            positions,
             physical[begin:end],
             sizes[begin:end],
             queue_offsets[begin:end],
             include_body,
+            needed,
         )
         if batch is None:
             return None
         batches.append(batch)
         begin = end
     return batches
+
+
+def _copy_records(mapped: Any, physical: Any, sizes: Any) -> tuple[bytes, Any] | None:
+    """The bytes of the records at CommitLog offsets ``physical`` (ascending, in the one
+    mapped file) and their positions in them; None when the file is being deleted. A
+    queue's records lie among other queues' records: where they fill less than half of
+    the range they span, only they are copied (a queue of 64 interleaved ones would
+    otherwise copy 64 times its bytes)."""
+    base = mapped.file_from_offset
+    low, high = int(physical[0]), int(physical[-1] + sizes[-1])
+    if 2 * int(sizes.sum()) >= high - low:
+        region = mapped.read_held(low - base, high - low)
+        return None if region is None else (region, physical - low)
+    if not mapped.hold():
+        return None
+    try:
+        view = memoryview(mapped.mm)
+        try:
+            starts = (physical - base).tolist()
+            pieces = [view[p : p + n] for p, n in zip(starts, sizes.tolist(), strict=True)]
+            region = b"".join(pieces)
+            for piece in pieces:
+                piece.release()
+        finally:
+            view.release()
+    finally:
+        mapped.release()
+    positions = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=positions[1:])
+    return region, positions
 
 
 def _as_read_from(batch: Any, part: QueuePartition) -> Any:
@@ -601,7 +674,11 @@ COMMITLOG_CHUNK_BYTES = 4 * 1024 * 1024
 
 
 def _commitlog_batches(
-    part: CommitLogPartition, options: ReadOptions, subscription: Subscription, pushed: Pushed
+    part: CommitLogPartition,
+    options: ReadOptions,
+    subscription: Subscription,
+    pushed: Pushed,
+    needed: frozenset[str] | None,
 ) -> Iterator[Any]:
     """A CommitLog partition decoded column-wise (:mod:`.arrow_records`), a chunk of
     records at a time, the options applied to each batch. A chunk that decoder declines
@@ -611,7 +688,7 @@ def _commitlog_batches(
         if mapped is not None:
             view, path, length, next_data = mapped
             yield from _chunked(view, path, length, part, options, subscription, pushed,
-                                next_data)  # fmt: skip
+                                next_data, needed)  # fmt: skip
 
 
 def _chunked(
@@ -623,10 +700,12 @@ def _chunked(
     subscription: Subscription,
     pushed: Pushed,
     next_data: NextData,
+    needed: frozenset[str] | None,
 ) -> Iterator[Any]:
     end = min(part.end, length)
     if part.framed:
-        yield from _framed_batches(buf, path, length, part, options, subscription, pushed)
+        yield from _framed_batches(buf, path, length, part, options, subscription, pushed,
+                                   needed)  # fmt: skip
         return
     position = _first_record(buf, length, part, next_data)
     while position is not None and position < end:
@@ -634,7 +713,7 @@ def _chunked(
         starts, stop_at, stop = walk_starts(buf, position, limit, length)
         if starts:
             yield from _chunk_batches(buf, path, length, part.file_offset, starts, stop_at,
-                                      options, subscription, pushed)  # fmt: skip
+                                      options, subscription, pushed, needed)  # fmt: skip
         if stop == Stop.CORRUPT:  # the reference path raises, naming the position
             rows = _scan_records(buf, path, length, stop_at, end, options, subscription,
                                  pushed)  # fmt: skip
@@ -657,6 +736,7 @@ def _framed_batches(
     options: ReadOptions,
     subscription: Subscription,
     pushed: Pushed,
+    needed: frozenset[str] | None,
 ) -> Iterator[Any]:
     """``_chunked`` for a DLedger log file: the records in its entries, column-wise in
     chunks (a chunk the decoder declines goes record by record)."""
@@ -666,7 +746,7 @@ def _framed_batches(
         sizes = [_HEADER.unpack_from(buf, p)[0] for p in chunk]
         yield from _chunk_batches(buf, path, length, part.file_offset, chunk,
                                   chunk[-1] + sizes[-1], options, subscription, pushed,
-                                  sizes)  # fmt: skip
+                                  needed, sizes)  # fmt: skip
 
 
 def _chunk_batches(
@@ -679,12 +759,13 @@ def _chunk_batches(
     options: ReadOptions,
     subscription: Subscription,
     pushed: Pushed,
+    needed: frozenset[str] | None,
     sizes: list[int] | None = None,
 ) -> Iterator[Any]:
     """The records at ``starts`` (ending by ``stop_at``; ``sizes`` as for _decode_chunk)
     column-wise with the options applied, or record by record when the decoder declines
     the chunk."""
-    batch = _decode_chunk(buf, file_offset, starts, stop_at, options, sizes)
+    batch = _decode_chunk(buf, file_offset, starts, stop_at, options, needed, sizes)
     if batch is None:
         rows = (
             row
@@ -706,6 +787,7 @@ def _decode_chunk(
     starts: list[int],
     stop_at: int,
     options: ReadOptions,
+    needed: frozenset[str] | None,
     sizes_given: list[int] | None = None,
 ) -> Any | None:
     """The records at ``starts`` (ending by ``stop_at``) as a column-wise batch; their
@@ -725,6 +807,7 @@ def _decode_chunk(
         sizes,
         queue_offsets_at(region, relative),
         options.include_body,
+        needed,
     )
 
 

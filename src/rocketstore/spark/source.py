@@ -70,8 +70,8 @@ class RocketStoreDataSource(DataSource):
         # A bad option fails at load(), before any planning. Spark calls schema() for
         # spark.read and spark.readStream alike, with the same options: the streaming
         # options' values are checked here too (options._check_stream_only_options).
-        parse_options(self.options)
-        return columns.spark_schema()
+        options = parse_options(self.options)
+        return columns.spark_schema(options.columns or columns.COLUMN_NAMES)
 
     # Whether filters are pushed when the ``pushdown`` option is not given. Spark fails
     # every query of a pushing reader while its pushdown setting is off, and a source
@@ -80,7 +80,7 @@ class RocketStoreDataSource(DataSource):
     pushdown_by_default = True
 
     def reader(self, schema: Any) -> DataSourceReader:
-        options = parse_options(self.options)
+        options = with_schema(parse_options(self.options), schema)
         given = any(name.lower() == "pushdown" for name in self.options)
         pushdown = options.pushdown if given else self.pushdown_by_default
         if PUSHDOWN_SUPPORTED and pushdown:
@@ -97,6 +97,7 @@ class RocketStoreDataSource(DataSource):
     def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
         try:
             options = parse_stream_options(self.options)
+            options = dataclasses.replace(options, read=with_schema(options.read, schema))
         except ConfigError as e:
             return RefusedStreamReader(e)  # raising here hides the error: see its docstring
         return RocketStoreStreamReader(options)
@@ -108,6 +109,32 @@ class RocketStoreDataSource(DataSource):
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
         options = parse_write_options(self.options, streaming=True)
         return RocketStoreStreamWriter(options, _write_columns(schema, options, overwrite))
+
+
+def with_schema(options: ReadOptions, schema: Any) -> ReadOptions:
+    """The read options with the columns of a schema given to ``load()`` (Spark hands
+    the reader that schema instead of :meth:`RocketStoreDataSource.schema`'s): known
+    columns of the source's types, read in that order."""
+    if schema is None:
+        return options
+    names = tuple(field.name for field in schema.fields)
+    if names == (options.columns or columns.COLUMN_NAMES):
+        return options
+    where = "the schema given to load()"
+    if options.columns is not None:
+        raise ConfigError(
+            f"option columns={','.join(options.columns)!r} and {where} name different "
+            "columns: give one of them"
+        )
+    chosen = columns.check_columns(names, where)
+    for field in schema.fields:
+        kind = field.dataType.simpleString().replace(" ", "")
+        if kind != columns.COLUMN_TYPES[field.name]:
+            raise ConfigError(
+                f"{where} has column {field.name!r} as {kind}; the source reads it as "
+                f"{columns.COLUMN_TYPES[field.name]}"
+            )
+    return dataclasses.replace(options, columns=chosen)
 
 
 class UnpushedDataSource(RocketStoreDataSource):

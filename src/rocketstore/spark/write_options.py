@@ -14,6 +14,7 @@ Columns (names case-insensitive, as Spark's are):
 | keys | array<string> | KEYS as a list (used where ``key`` is null) |
 | tags | string | TAGS |
 | properties | map<string,string> | user properties (``key``/``keys``/``tags`` override theirs) |
+| headers | map<string,string> | user properties, where there is no ``properties`` column |
 | queueId | int | the queue; else chosen by :mod:`.routing` |
 
 Every other column of a ``rocketstore`` read (``partition``, ``offset``, ``timestamp`` ...)
@@ -43,6 +44,7 @@ WRITE_COLUMNS: dict[str, tuple[str, ...]] = {
     "keys": ("array<string>",),
     "tags": ("string",),
     "properties": ("map<string,string>",),
+    "headers": ("map<string,string>",),
     "queueId": INT_TYPES,
 }
 # Columns of a rocketstore read that a write ignores (they are decided by the store).
@@ -168,6 +170,7 @@ def check_columns(fields: Iterable[tuple[str, str]], options: WriteOptions) -> W
         key=by_role.get("key"),
         keys=by_role.get("keys"),
         tags=by_role.get("tags"),
-        properties=by_role.get("properties"),
+        # A read's headers are its user properties, which its properties column holds too.
+        properties=by_role.get("properties", by_role.get("headers")),
         queue_id=by_role.get("queueId"),
     )
