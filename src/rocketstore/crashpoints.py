@@ -18,6 +18,9 @@ DURING_INDEX_ROLLOVER = "during_index_rollover"
 DURING_FILE_PREALLOCATION = "during_file_preallocation"
 DURING_CHECKPOINT_WRITE = "during_checkpoint_write"
 AFTER_DISPATCH_QUEUE_BEFORE_INDEX = "after_dispatch_queue_before_index"
+# Reached after each run that recovery's re-dispatch hands over (queues and index written
+# for it): the window where a rebuild from the CommitLog start is half done.
+MID_REDISPATCH = "mid_redispatch"
 
 ALL_POINTS = (
     AFTER_APPEND_BEFORE_FLUSH,
@@ -27,6 +30,10 @@ ALL_POINTS = (
     DURING_CHECKPOINT_WRITE,
     AFTER_DISPATCH_QUEUE_BEFORE_INDEX,
 )
+
+# Points a writer's puts never reach: only an open that re-dispatches does (tests/crash/
+# test_kill_recovery.py arms them).
+RECOVERY_POINTS = (MID_REDISPATCH,)
 
 
 def _parse(spec: str) -> dict[str, int]:

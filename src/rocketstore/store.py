@@ -30,6 +30,7 @@ from rocketstore.crashpoints import (
     AFTER_APPEND_BEFORE_FLUSH,
     AFTER_DISPATCH_QUEUE_BEFORE_INDEX,
     MID_BATCH_WRITE,
+    MID_REDISPATCH,
     any_armed,
     armed,
     crash_point,
@@ -302,7 +303,24 @@ class MessageStore:
         )
 
     def _load_and_recover(self) -> None:
-        abnormal = os.path.exists(os.path.join(self.root, ABORT_FILE))
+        marker = os.path.join(self.root, ABORT_FILE)
+        abnormal = os.path.exists(marker)
+        # Recovery writes queue and index files (and re-dispatches, which may rebuild
+        # them from the CommitLog start): a kill in it must leave the marker, or the next
+        # open takes half-written queues for a clean shutdown (issue #33).
+        if not abnormal:
+            _create_marker(marker)
+        try:
+            self._recover(abnormal)
+        except BaseException:
+            if not abnormal:
+                # A refused open leaves the store as it found it; what recovery wrote
+                # before refusing were whole repairs, not a half-done re-dispatch.
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(marker)
+            raise
+
+    def _recover(self, abnormal: bool) -> None:
         self.commitlog.files.load()
         self._load_all_queues(writable=True)
         self.index.load()
@@ -335,11 +353,21 @@ class MessageStore:
 
     def _redispatch_from(self, offset: int) -> int:
         self.dispatcher.dispatched_offset = max(offset, self.commitlog.min_offset(), 0)
-        return self.dispatcher.run_once()
+        if not armed(MID_REDISPATCH):
+            return self.dispatcher.run_once()
+        handle = self.dispatcher.handle
+
+        def handle_then_crash(run: DispatchRun) -> None:
+            handle(run)
+            crash_point(MID_REDISPATCH)
+
+        self.dispatcher.handle = handle_then_crash
+        try:
+            return self.dispatcher.run_once()
+        finally:
+            self.dispatcher.handle = handle
 
     def _start(self) -> None:
-        with open(os.path.join(self.root, ABORT_FILE), "wb"):
-            pass
         self.commitlog.on_append = self._on_append
         self.dispatcher.start()
         self.prefaulter.start()
@@ -1425,6 +1453,18 @@ class MessageStore:
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "writer"
         return f"MessageStore({self.root!r}, {mode})"
+
+
+def _create_marker(path: str) -> None:
+    """Create the empty ``abort`` file and make its directory entry durable, so that no
+    queue or index write can reach the disk ahead of it."""
+    with open(path, "wb"):
+        pass
+    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _adopt_file_sizes(root: str, config: StoreConfig, *, read_only: bool) -> StoreConfig:

@@ -375,8 +375,24 @@ def recover_store(
     index_end = max((f.end_phy_offset for f in index.files), default=-1)
     index_empty = not any(f.entry_count for f in index.files)
     commitlog_min = max(commitlog.min_offset(), 0)
+    scan_start = files[start].file_from_offset if files else 0
     missing_from: list[int] = []
+    # Where to re-dispatch from for units missing *before* the scan (gaps_before_scan).
+    gap_from: list[int] = []
+    seen_queues: set[str] = set()
     newest_stamp = [0]  # store time of the last valid record scanned
+
+    def resume_point(queue_key: str) -> int:
+        """Where a queue with units missing before the scan is rebuilt from: the start of
+        the CommitLog file of its last unit. A dispatch run never spans files and runs go
+        in order, so a kill mid-run left every record before that file dispatched."""
+        queue = queues_by_key.get(queue_key)
+        if queue is None or queue.max_physic_offset <= commitlog_min:
+            return commitlog_min
+        found = commitlog.files.find(queue.max_physic_offset - 1)
+        return commitlog_min if found is None else max(found.file_from_offset, commitlog_min)
+
+    queues_by_key = {f"{t}-{q}": queue for (t, q), queue in queues.items()}
 
     levels_ms = delay_levels_ms(config.message_delay_level)
 
@@ -384,8 +400,6 @@ def recover_store(
         """Note the first record (in CommitLog order) a queue or the index is missing."""
         if len(records):
             newest_stamp[0] = int(records.store_timestamp[-1])
-        if missing_from:
-            return
         offsets = records.commit_log_offsets(base)
         count = len(records)
         first_queue, queue_value = count, 0
@@ -404,15 +418,23 @@ def recover_store(
                 # A deleted queue's records from before its deletion are no queue's.
                 kept = offsets[rows] >= cutoff
                 rows, queue_offsets = rows[kept], queue_offsets[kept]
+            if not len(rows):
+                continue
+            if queue_key not in seen_queues:
+                seen_queues.add(queue_key)
+                if int(queue_offsets[0]) > queue_next.get(queue_key, 0):
+                    # The queue's first record in the scan is past its end: the records
+                    # between lie before the scan (its directory deleted, or a rebuild
+                    # killed partway through while the checkpoint vouched for them).
+                    gap_from.append(resume_point(queue_key))
+            if missing_from:
+                continue  # the first miss is known; only gaps of later queues matter
             missing = np.flatnonzero(queue_offsets >= queue_next.get(queue_key, 0))
             if len(missing) and int(rows[missing[0]]) < first_queue:
                 first_queue = int(rows[missing[0]])
-                if queue_key not in queue_next and queue_offsets[missing[0]] > 0:
-                    # The whole queue is gone (its directory deleted): its earlier records
-                    # lie before this scan, so rebuild from the start of the CommitLog.
-                    queue_value = commitlog_min
-                else:
-                    queue_value = int(offsets[first_queue])
+                queue_value = int(offsets[first_queue])
+        if missing_from:
+            return
         first_index = count
         if config.message_index_enable:
             # Offsets grow, so the records past the index's end are a suffix; only those
@@ -426,7 +448,12 @@ def recover_store(
         if first_queue < count and first_queue < first_index:
             missing_from.append(queue_value)
         elif first_index < count:
-            missing_from.append(int(offsets[first_index]))
+            if not index_empty and index_end < scan_start:
+                # The index ends before the scan and misses records in it: those between
+                # lie before the scan too (a rebuild of the index killed partway).
+                missing_from.append(max(index_end, commitlog_min))
+            else:
+                missing_from.append(int(offsets[first_index]))
 
     end = scan_valid_end(
         commitlog,
@@ -437,7 +464,7 @@ def recover_store(
     )
     if not config.cut_damaged_commitlog and files:
         _refuse_to_cut_records(commitlog, end, report, newest_stamp[0])
-    scan_start = files[start].file_from_offset if files else 0
+    missing_from += gap_from
     if config.message_index_enable and index_empty and scan_start > commitlog_min:
         missing_from.append(commitlog_min)  # no index at all: rebuild it from the start
     if files:
