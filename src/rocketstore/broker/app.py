@@ -22,8 +22,10 @@ from typing import Any, Protocol, TypeVar
 
 from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.codes import RequestCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.long_polling import HOLD_CHECK_INTERVAL_MS
 from rocketstore.broker.namesrv import NameServer, RouteTable
 from rocketstore.broker.namesrv_config import KvConfigTable, namesrv_config
 from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
@@ -42,6 +44,15 @@ from rocketstore.store import MessageStore
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 10_000
+# Requests whose answers carry stored messages (server.MAX_BULKY_PER_CONNECTION).
+BULKY_CODES = frozenset(
+    {
+        RequestCode.PULL_MESSAGE,
+        RequestCode.LITE_PULL_MESSAGE,
+        RequestCode.QUERY_MESSAGE,
+        RequestCode.VIEW_MESSAGE_BY_ID,
+    }
+)
 
 T = TypeVar("T")
 
@@ -176,20 +187,17 @@ class BrokerApp:
         )
         self.ctx = ctx
         ctx.waiters.bind(asyncio.get_running_loop())
-        previous = store.dispatcher.on_progress
-
-        def on_dispatched(offset: int) -> None:
-            if previous is not None:
-                previous(offset)
-            ctx.waiters.notify(offset)
-
-        store.dispatcher.on_progress = on_dispatched
+        ctx.waiters.watch(store)
         if opts.schedule_enable:
             self.schedule = ScheduleService(store, opts.store_dir)
             self.schedule.start()
             ctx.schedule = self.schedule
         self.server = RemotingServer(
-            BrokerRouter(ctx).handle, name="broker", on_close=self._connection_closed
+            BrokerRouter(ctx).handle,
+            name="broker",
+            on_close=self._connection_closed,
+            limits=b,  # read at each use, so updateBrokerConfig changes them live
+            bulky_codes=BULKY_CODES,
         )
         await self.server.start(sock)
         if opts.namesrv_addrs:
@@ -200,6 +208,7 @@ class BrokerApp:
             asyncio.create_task(self._persist_loop()),
             asyncio.create_task(self._housekeeping_loop()),
             asyncio.create_task(self._transaction_check_loop()),
+            asyncio.create_task(self._hold_check_loop()),
         ]
         log.info("broker %s serving %s at %s", b.broker_name, opts.store_dir, self.address)
 
@@ -229,6 +238,19 @@ class BrokerApp:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_MS / 1000)
             for group in self.ctx.clients.expire():
                 self.ctx.notify_consumers_changed(group)
+
+    async def _hold_check_loop(self) -> None:
+        """PullRequestHoldService's pass: held pulls whose queue grew without a report
+        (none should) are answered within HOLD_CHECK_INTERVAL_MS rather than at their
+        suspend time."""
+        assert self.ctx is not None
+        ctx = self.ctx
+        while True:
+            interval_ms = (
+                HOLD_CHECK_INTERVAL_MS if ctx.long_polling_enable else ctx.short_polling_ms
+            )
+            await asyncio.sleep(interval_ms / 1000)
+            ctx.waiters.check_held()
 
     async def _transaction_check_loop(self) -> None:
         """TransactionalMessageCheckService: a check pass every transactionCheckInterval,

@@ -35,6 +35,7 @@ from rocketstore.broker.perm_name import PERM_ALL, PERM_READ, PERM_WRITE
 from rocketstore.broker.remoting import replace_lone_surrogates
 from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.atomic import write_atomic
+from rocketstore.files.regular_file import read_store_file
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CONFIG_DIR
 from rocketstore.settings_file import apply_settings, camel_keys
@@ -47,6 +48,11 @@ TOPICS_FILE = "topics.json"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
 DELAY_OFFSET_FILE = "delayOffset.json"
 BACKUP_SUFFIX = ".bak"
+
+# The most queues one topic or one group's retry topic may have. RocketMQ sets no bound (a
+# Java int), but per-queue work over 2^31 queues never ends; a broker's maxQueueNums is at
+# most this, and the offline tools refuse a topics.json that names more.
+MAX_QUEUE_NUMS = 65535
 
 
 @dataclass
@@ -90,6 +96,28 @@ class BrokerConfig:
     # Settings updateBrokerConfig may not change, ";"-separated (configBlackList).
     config_black_list: str = "configBlackList;brokerConfigPath"
 
+    # What one client may cost the broker (docs/broker.md, "Protocol handling and safety").
+    # A connection that neither sent a byte nor took an answer this long is closed
+    # (NettyServerConfig's serverChannelMaxIdleTimeSeconds); 0: never.
+    server_channel_max_idle_time_seconds: int = 120
+    # A connection's requests are not read while more of its answers than the high mark
+    # wait to be sent, and read again below the low one (NettyServerConfig's; RocketMQ's 0
+    # means Netty's defaults, these).
+    write_buffer_high_water_mark: int = 64 * 1024
+    write_buffer_low_water_mark: int = 32 * 1024
+    # A connection with more unsent answers than this is dropped: its client does not read
+    # them (rocketstore's; Netty buffers without bound).
+    server_channel_max_unsent_bytes: int = 64 * 1024 * 1024
+    # The bytes of frames still arriving, across all connections; the connection whose
+    # frame would pass it is closed (rocketstore's).
+    server_partial_frames_max_bytes: int = 256 * 1024 * 1024
+    # The most read or write queues UPDATE_AND_CREATE_TOPIC, and retry queues
+    # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, may ask for (rocketstore's; RocketMQ takes any int).
+    max_queue_nums: int = 1024
+    # HEART_BEAT bodies larger than this are refused (rocketstore's); a Java client's is about
+    # 150 bytes per subscription.
+    heartbeat_max_body_bytes: int = 1024 * 1024
+
     def validate(self) -> BrokerConfig:
         for name in ("broker_cluster_name", "broker_name", "msg_trace_topic_name"):
             value = getattr(self, name)
@@ -119,6 +147,26 @@ class BrokerConfig:
                 f"broker_permission (brokerPermission) must be PermName bits 0..{PERM_ALL} "
                 f"(4 read, 2 write, 6 both), got {perm!r}"
             )
+        positive = (
+            ("write_buffer_high_water_mark", 1),
+            ("write_buffer_low_water_mark", 1),
+            ("server_channel_max_unsent_bytes", 1),
+            ("server_partial_frames_max_bytes", 1),
+            ("heartbeat_max_body_bytes", 1),
+            ("server_channel_max_idle_time_seconds", 0),
+        )
+        for name, least in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
+        if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
+            raise ConfigError(
+                f"write_buffer_low_water_mark ({self.write_buffer_low_water_mark}) must not be "
+                f"above write_buffer_high_water_mark ({self.write_buffer_high_water_mark})"
+            )
+        nums = self.max_queue_nums
+        if isinstance(nums, bool) or not isinstance(nums, int) or not 1 <= nums <= MAX_QUEUE_NUMS:
+            raise ConfigError(f"max_queue_nums must be 1..{MAX_QUEUE_NUMS}, got {nums!r}")
         if not isinstance(self.default_topic_queue_nums, int) or not (
             1 <= self.default_topic_queue_nums <= 1024
         ):
@@ -197,16 +245,23 @@ def offset_table_of(obj: Any, shape: str) -> Mapping[Any, Any]:
     return raw
 
 
-def parse_fastjson(text: str) -> Any:
+def parse_fastjson(text: str, object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
     """Parse JSON as fastjson writes it (unquoted integer map keys allowed).
 
     Raises ``ValueError`` on anything else that is not JSON, and on nesting deeper than
     Python's recursion limit (which no RocketMQ file or request body has). An escaped lone
     surrogate reads as ``?``, as a Java broker would write it back
-    (:func:`~rocketstore.broker.remoting.replace_lone_surrogates`).
+    (:func:`~rocketstore.broker.remoting.replace_lone_surrogates`). ``object_hook`` is
+    json.loads's.
     """
+    text = replace_lone_surrogates(text)
     try:
-        return json.loads(_BARE_INT_KEY.sub(_quote_int_keys, replace_lone_surrogates(text)))
+        try:
+            # Standard JSON first: the key rewrite leaves it as it is, and its Python call
+            # per string literal made a 7 MiB heartbeat take 1.8 s instead of 0.2.
+            return json.loads(text, object_hook=object_hook)
+        except ValueError:
+            return json.loads(_BARE_INT_KEY.sub(_quote_int_keys, text), object_hook=object_hook)
     except RecursionError as e:
         raise ValueError("JSON nested too deeply") from e
 
@@ -236,8 +291,7 @@ def _path_lock(path: str) -> threading.Lock:
 def _read_text(path: str) -> str | None:
     """The file's text; None when it is missing or blank (RocketMQ treats both alike)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_store_file(path)  # (a FIFO so named is refused, not waited on)
     except FileNotFoundError:
         return None
     text = data.decode("utf-8")

@@ -4,16 +4,25 @@ Layer: broker. Owns sockets and tasks only; what a request means is the router's
 Each request runs as its own task, so a long-polling pull never blocks the heartbeats,
 sends and offset commits that share its connection. A malformed or oversized frame closes
 that one connection with a log line; the server and other connections carry on.
+
+What one client may cost is bounded (:class:`ConnectionLimits`, docs/broker.md "Protocol
+handling and safety"): its unsent answers (reading stops above the high water mark, the
+connection is dropped past ``server_channel_max_unsent_bytes``), the bytes of unfinished
+frames across all connections, and its silence (serverChannelMaxIdleTimeSeconds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.remoting import (
@@ -26,22 +35,115 @@ from rocketstore.broker.remoting import (
     frame_length,
 )
 from rocketstore.broker.timeouts import within
+from rocketstore.errors import StoreError
 
 log = logging.getLogger(__name__)
 
 # Requests a single connection may have in flight before the server stops reading from it
 # (back pressure instead of unbounded tasks).
 MAX_IN_FLIGHT_PER_CONNECTION = 1024
+# Requests whose answers carry stored messages (up to 4 MiB each) a connection may have
+# being worked on at once; the server reads no more of its requests until one is answered.
+# With the write-buffer high water mark this bounds what a client that never reads its
+# answers costs: about this many answers, not one per pipelined request. A held pull gives
+# its place up while it waits (:func:`parked`).
+MAX_BULKY_PER_CONNECTION = 8
+# Frames up to this size are read whole; larger ones chunk by chunk, each chunk counted
+# against ``server_partial_frames_max_bytes`` as it arrives.
+WHOLE_READ_MAX_BYTES = 64 * 1024
+_CHUNK_BYTES = 1024 * 1024
+# The idle check's period at most (a connection is closed up to this late).
+_IDLE_CHECK_MAX_S = 5.0
+
+
+class ConnectionLimits(Protocol):
+    """The bounds a server applies, read each time they are used (BrokerConfig has these
+    fields, so updateBrokerConfig changes them live)."""
+
+    # Close a connection that neither sent a byte nor took one of its answers this long
+    # (RocketMQ's serverChannelMaxIdleTimeSeconds, Netty's ALL_IDLE); 0: never.
+    server_channel_max_idle_time_seconds: int
+    # Stop reading a connection's requests while more of its answers than the high mark
+    # wait to be sent; read again below the low mark (Netty's WriteBufferWaterMark).
+    write_buffer_high_water_mark: int
+    write_buffer_low_water_mark: int
+    # Drop a connection whose unsent answers pass this (a client that never reads).
+    server_channel_max_unsent_bytes: int
+    # The bytes of frames still arriving, across all connections.
+    server_partial_frames_max_bytes: int
+
+
+@dataclass
+class DefaultLimits:
+    """The defaults (a name server's, a test server's); BrokerConfig's are the same."""
+
+    server_channel_max_idle_time_seconds: int = 120
+    write_buffer_high_water_mark: int = 64 * 1024
+    write_buffer_low_water_mark: int = 32 * 1024
+    server_channel_max_unsent_bytes: int = 64 * 1024 * 1024
+    server_partial_frames_max_bytes: int = 256 * 1024 * 1024
+
+
+class ConnectionLimitError(StoreError):
+    """A connection went past one of the server's bounds; it is closed."""
+
+
+class _Place:
+    """A bulky request's place among its connection's MAX_BULKY_PER_CONNECTION."""
+
+    def __init__(self, places: asyncio.Semaphore):
+        self._places = places
+        self.held = True
+
+    def give_up(self) -> None:
+        if self.held:
+            self.held = False
+            self._places.release()
+
+    async def take(self) -> None:
+        await self._places.acquire()
+        self.held = True
+
+
+# The place of the request the current task handles (each request runs in its own task).
+_current_place: contextvars.ContextVar[_Place | None] = contextvars.ContextVar(
+    "rocketstore_bulky_place", default=None
+)
+
+
+@contextlib.asynccontextmanager
+async def parked() -> AsyncIterator[None]:
+    """Around a wait that is not work (a held pull): the request's connection may have
+    another bulky request worked on meanwhile; the place is taken back after."""
+    place = _current_place.get()
+    if place is None:
+        yield
+        return
+    place.give_up()
+    # Not in a finally: a pull cancelled while held (its connection closed) must not wait
+    # for a place it will never use.
+    yield
+    await place.take()
 
 
 class Connection:
     """One client connection: its peer address and a way to send it commands."""
 
-    def __init__(self, writer: asyncio.StreamWriter, peer: str, local: str):
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        peer: str,
+        local: str,
+        limits: ConnectionLimits | None = None,
+    ):
         self._writer = writer
         self.peer = peer  # "ip:port" of the client, as RocketMQ's born host
         self.local = local
+        self.limits: ConnectionLimits = limits or DefaultLimits()
         self.closed = False
+        # When the client last sent a byte, or last took what was written to it (a write
+        # into an empty buffer: the ones before it reached the socket). monotonic s.
+        self.last_active_s = time.monotonic()
         # Requests this side sent and awaits answers to (RocketMQ's Broker2Client calls).
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._next_opaque = itertools.count(1 << 30)
@@ -65,11 +167,37 @@ class Connection:
         if waiting is not None and not waiting.done():
             waiting.set_result(cmd)
 
+    @property
+    def unsent_bytes(self) -> int:
+        """Bytes written to this connection that its socket has not taken yet."""
+        return self._writer.transport.get_write_buffer_size()
+
     def send(self, cmd: RemotingCommand) -> None:
-        """Queue one frame (a single write, so frames of concurrent tasks never mix)."""
+        """Queue one frame (a single write, so frames of concurrent tasks never mix); a
+        connection whose unsent bytes are past the bound is dropped instead."""
         if self.closed or self._writer.is_closing():
             return
+        unsent = self.unsent_bytes
+        if unsent == 0:
+            self.last_active_s = time.monotonic()
+        elif unsent > self.limits.server_channel_max_unsent_bytes:
+            # Checked before the write, so one answer of any size always goes out.
+            log.warning(
+                "closing connection from %s: %d bytes of answers it does not read "
+                "(serverChannelMaxUnsentBytes %d)",
+                self.peer,
+                unsent,
+                self.limits.server_channel_max_unsent_bytes,
+            )
+            self.abort()
+            return
         self._writer.write(encode_command(cmd))
+
+    def abort(self) -> None:
+        """Close at once, dropping what was not sent (a hostile or idle client: a graceful
+        close would wait for it to read)."""
+        self._writer.transport.abort()
+        self.close()
 
     def close(self) -> None:
         self.closed = True
@@ -120,26 +248,63 @@ class RemotingServer:
         name: str = "remoting",
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         on_close: Callable[[Connection], None] | None = None,
+        limits: ConnectionLimits | None = None,
+        bulky_codes: frozenset[int] = frozenset(),
     ):
+        """``bulky_codes``: the request codes whose answers carry stored messages."""
         self.handler = handler
+        self.bulky_codes = bulky_codes
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.on_close = on_close
+        self.limits: ConnectionLimits = limits or DefaultLimits()
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # one per connection
         self._requests: set[asyncio.Task[None]] = set()  # requests being handled
+        self._idle_check: asyncio.Task[None] | None = None
+        self.partial_frame_bytes = 0  # bytes of large frames still arriving, all connections
         self.address = ""
 
     async def start(self, sock: socket.socket) -> str:
         self._server = await asyncio.start_server(self._serve, sock=sock)
         self.address = format_address(sock.getsockname())
+        self._idle_check = asyncio.create_task(self._close_idle_loop())
         log.info("%s listening on %s", self.name, self.address)
         return self.address
+
+    async def _close_idle_loop(self) -> None:
+        while True:
+            idle_s = self.limits.server_channel_max_idle_time_seconds
+            await asyncio.sleep(min(idle_s / 4, _IDLE_CHECK_MAX_S) if idle_s > 0 else 5)
+            if idle_s > 0:
+                self.close_idle(idle_s)
+
+    def close_idle(self, idle_s: float) -> None:
+        """Drop every connection idle for more than ``idle_s`` (RocketMQ closes the channel
+        on Netty's ALL_IDLE event): a half-sent frame or an unread answer is not held
+        forever."""
+        now = time.monotonic()
+        for conn in list(self.connections):
+            if now - conn.last_active_s > idle_s:
+                log.warning(
+                    "%s: closing connection from %s: idle for %.0f s "
+                    "(serverChannelMaxIdleTimeSeconds %s)",
+                    self.name,
+                    conn.peer,
+                    now - conn.last_active_s,
+                    idle_s,
+                )
+                conn.abort()
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let requests in flight finish (up to ``grace_s``: a put being
         written completes and is answered), then close every connection."""
+        if self._idle_check is not None:
+            self._idle_check.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_check
+            self._idle_check = None
         if self._server is not None:
             self._server.close()
         pending = list(self._requests)
@@ -162,20 +327,28 @@ class RemotingServer:
         self._tasks.add(task)
         peer = format_address(writer.get_extra_info("peername"))
         local = format_address(writer.get_extra_info("sockname"))
-        conn = Connection(writer, peer, local)
+        conn = Connection(writer, peer, local, self.limits)
         self.connections.add(conn)
+        writer.transport.set_write_buffer_limits(
+            self.limits.write_buffer_high_water_mark, self.limits.write_buffer_low_water_mark
+        )
         in_flight = asyncio.Semaphore(MAX_IN_FLIGHT_PER_CONNECTION)
+        bulky = asyncio.Semaphore(MAX_BULKY_PER_CONNECTION)
         requests: set[asyncio.Task[None]] = set()
         try:
             while True:
-                cmd = await self._read_command(reader)
+                cmd = await self._read_command(reader, conn)
                 if cmd is None:
                     break
                 if cmd.is_response:
                     conn.answered(cmd)
                     continue
                 await in_flight.acquire()
-                request = asyncio.create_task(self._handle(cmd, conn, in_flight))
+                place = None
+                if cmd.code in self.bulky_codes:
+                    await bulky.acquire()
+                    place = _Place(bulky)
+                request = asyncio.create_task(self._handle(cmd, conn, in_flight, place))
                 if not cmd.is_oneway:
                     # Only these end with the connection (a held pull has nobody to answer);
                     # a one-way request (END_TRANSACTION, an offset commit) is the client's
@@ -184,10 +357,14 @@ class RemotingServer:
                     request.add_done_callback(requests.discard)
                 self._requests.add(request)
                 request.add_done_callback(self._requests.discard)
-                # Flow control: wait while the socket's send buffer is full.
+                # Flow control: read no more requests while this connection's answers are
+                # above the high water mark (until they drain below the low one).
                 await writer.drain()
         except ProtocolError as e:
             log.warning("%s: closing connection from %s: %s", self.name, peer, e)
+        except ConnectionLimitError as e:
+            log.warning("%s: closing connection from %s: %s", self.name, peer, e)
+            conn.abort()
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
             pass  # the peer went away
         except asyncio.CancelledError:
@@ -204,7 +381,9 @@ class RemotingServer:
                     log.exception("%s: connection close hook failed", self.name)
             self._tasks.discard(task)
 
-    async def _read_command(self, reader: asyncio.StreamReader) -> RemotingCommand | None:
+    async def _read_command(
+        self, reader: asyncio.StreamReader, conn: Connection
+    ) -> RemotingCommand | None:
         try:
             prefix = await reader.readexactly(4)
         except asyncio.IncompleteReadError as e:
@@ -213,14 +392,51 @@ class RemotingServer:
                     f"connection closed inside a frame prefix ({e.partial!r})"
                 ) from e
             return None
+        conn.last_active_s = time.monotonic()
         length = frame_length(prefix, self.max_frame_bytes)
         assert length is not None
-        data = await reader.readexactly(length)
+        if length <= WHOLE_READ_MAX_BYTES:
+            data = await reader.readexactly(length)
+        else:
+            data = await self._read_large(reader, length, conn)
+        conn.last_active_s = time.monotonic()
         return decode_command(data)
 
+    async def _read_large(
+        self, reader: asyncio.StreamReader, length: int, conn: Connection
+    ) -> bytes:
+        """A large frame's bytes, counted as they arrive against the bound on unfinished
+        frames across connections (40 clients that each sent 16 MiB less a byte held
+        664 MiB); past it, ConnectionLimitError closes this connection."""
+        parts: list[bytes] = []
+        received = 0
+        try:
+            while received < length:
+                chunk = await reader.read(min(length - received, _CHUNK_BYTES))
+                if not chunk:
+                    raise asyncio.IncompleteReadError(b"".join(parts), length)
+                limit = self.limits.server_partial_frames_max_bytes
+                if self.partial_frame_bytes + len(chunk) > limit:
+                    raise ConnectionLimitError(
+                        f"unfinished frames of all connections would pass {limit} bytes "
+                        f"(serverPartialFramesMaxBytes); this one had {received} of {length}"
+                    )
+                self.partial_frame_bytes += len(chunk)
+                received += len(chunk)
+                parts.append(chunk)
+                conn.last_active_s = time.monotonic()
+            return b"".join(parts)
+        finally:
+            self.partial_frame_bytes -= received
+
     async def _handle(
-        self, cmd: RemotingCommand, conn: Connection, in_flight: asyncio.Semaphore
+        self,
+        cmd: RemotingCommand,
+        conn: Connection,
+        in_flight: asyncio.Semaphore,
+        place: _Place | None,
     ) -> None:
+        _current_place.set(place)  # this task's own context
         try:
             try:
                 response = await self.handler(cmd, conn)
@@ -235,4 +451,6 @@ class RemotingServer:
                 response.opaque = cmd.opaque
                 conn.send(response)
         finally:
+            if place is not None:
+                place.give_up()
             in_flight.release()

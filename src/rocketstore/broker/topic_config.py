@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rocketstore.broker.broker_config import MAX_QUEUE_NUMS as BROKER_MAX_QUEUE_NUMS
 from rocketstore.broker.broker_config import (
     TOPICS_FILE,
     BrokerConfig,
@@ -53,10 +54,9 @@ from rocketstore.paths import (
 
 log = logging.getLogger(__name__)
 
-# The most queues the offline tools create or list for one topic. RocketMQ sets no bound
-# (a Java int), but per-queue work over 2^31 queues never ends; updateTopic refuses more,
-# and the consumer tools refuse a topics.json that names more.
-MAX_QUEUE_NUMS = 65535
+# The most queues the offline tools create or list for one topic; a broker's maxQueueNums
+# is at most this too.
+MAX_QUEUE_NUMS = BROKER_MAX_QUEUE_NUMS
 
 SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"

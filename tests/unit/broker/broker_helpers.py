@@ -65,7 +65,7 @@ def run(ctx: BrokerContext, make: Callable[[], Awaitable[T]]) -> T:
 
     async def main() -> T:
         ctx.waiters.bind(asyncio.get_running_loop())
-        ctx.store.dispatcher.on_progress = ctx.waiters.notify
+        ctx.waiters.watch(ctx.store)
         return await make()
 
     return asyncio.run(main())

@@ -168,6 +168,45 @@ def test_broker_config_validation() -> None:
         BrokerConfig(transaction_check_max=-1).validate()
 
 
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"server_channel_max_idle_time_seconds": -1}, "server_channel_max_idle_time_seconds"),
+        ({"write_buffer_high_water_mark": 0}, "write_buffer_high_water_mark"),
+        ({"write_buffer_low_water_mark": 2048, "write_buffer_high_water_mark": 1024}, "above"),
+        ({"server_channel_max_unsent_bytes": 0}, "server_channel_max_unsent_bytes"),
+        ({"server_partial_frames_max_bytes": True}, "server_partial_frames_max_bytes"),
+        ({"heartbeat_max_body_bytes": 0}, "heartbeat_max_body_bytes"),
+        ({"max_queue_nums": 0}, "max_queue_nums"),
+        ({"max_queue_nums": 65536}, "max_queue_nums must be 1..65535"),
+    ],
+)
+def test_the_connection_bounds_are_validated(settings: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        BrokerConfig(**settings).validate()
+
+
+def test_the_connection_bounds_from_broker_conf_keys() -> None:
+    settings = {
+        "serverChannelMaxIdleTimeSeconds": "0",  # RocketMQ's names where it has the setting
+        "writeBufferHighWaterMark": "131072",
+        "writeBufferLowWaterMark": "65536",
+        "serverChannelMaxUnsentBytes": "1048576",
+        "serverPartialFramesMaxBytes": "2097152",
+        "maxQueueNums": "65535",
+        "heartbeatMaxBodyBytes": "4096",
+    }
+    broker = broker_config_from_settings(settings, source="broker.conf")
+    assert broker.server_channel_max_idle_time_seconds == 0
+    assert (broker.write_buffer_high_water_mark, broker.write_buffer_low_water_mark) == (
+        131072,
+        65536,
+    )
+    assert broker.server_channel_max_unsent_bytes == 1 << 20
+    assert broker.server_partial_frames_max_bytes == 2 << 20
+    assert (broker.max_queue_nums, broker.heartbeat_max_body_bytes) == (65535, 4096)
+
+
 def test_transaction_settings_from_broker_conf_keys() -> None:
     settings = {
         "rejectTransactionMessage": "true",

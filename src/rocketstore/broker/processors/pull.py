@@ -17,7 +17,7 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import MAX_SUSPEND_MS, BrokerContext
 from rocketstore.broker.perm_name import is_readable
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
-from rocketstore.broker.server import Connection
+from rocketstore.broker.server import Connection, parked
 from rocketstore.broker.topic_config import retry_topic
 from rocketstore.errors import ConfigError, SelectorError
 from rocketstore.format import properties as props
@@ -271,7 +271,11 @@ async def pull_message(
         def has_new() -> bool:
             return ctx.store.max_offset(header.topic, header.queue_id) > header.queue_offset
 
-        if await ctx.waiters.wait(has_new, timeout_ms / 1000):
+        async with parked():  # held, the pull lets its connection's other reads run
+            found_new = await ctx.waiters.wait(
+                (header.topic, header.queue_id), has_new, timeout_ms / 1000
+            )
+        if found_new:
             result, body = await ctx.run(_read, ctx, header, subscription)
             code = response_code(result, header.queue_offset)
     ext: dict[str, object] = {
