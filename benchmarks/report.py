@@ -349,6 +349,22 @@ def targets(rows: list[Row]) -> list[Target]:
             True,
         )
     )
+    for name, case, system in (
+        ("Spark batch read, 64 interleaved queues", "64 queues: batch read",
+         "rocketstore (queue mode)"),
+        ("Spark aggregate of topic, hash(value), columns=topic,value", "aggregate of topic",
+         "rocketstore (columns=topic,value)"),
+    ):  # fmt: skip
+        out.append(
+            _target(
+                name,
+                "rocketstore read rate / spark.read.parquet of the same rows (rows/s)",
+                find.first("spark", case, system, "read rate"),
+                find.first("spark", case, "parquet", "read rate"),
+                0.5,
+                True,
+            )
+        )
     out.append(
         _target(
             "recovery after SIGKILL",

@@ -13,6 +13,12 @@ source with the same schema and partition count that yields pre-decoded batches,
 work per row (``spark_ceiling``). What separates it from Parquet is Spark's; what separates
 ``rocketstore`` from it is ours.
 
+Two more cases (issue 32): the same reads of a store whose messages go round robin over
+64 queues (each queue's records interleaved with 63 others'), queue mode against Parquet;
+and an aggregate that needs two columns (``groupBy(topic).agg(sum(hash(value)))``), read
+with every column decoded, with ``option("columns", "topic,value")``, and from Parquet
+(which reads only those two columns).
+
 The target (issue 6): the queue-mode read rate is at least half of Parquet's.
 """
 
@@ -24,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.common import DataSet, Row, Scratch, Sizes, row, skipped
+from benchmarks.common import TOPIC, DataSet, Row, Scratch, Sizes, row, skipped
 from benchmarks.systems.rocketstore_system import RocketstoreAdapter
 from benchmarks.workloads.support import load
 
@@ -39,10 +45,22 @@ COMMITLOG_MODE = "rocketstore (commitlog mode)"
 PARQUET = "parquet"
 CEILING = "python source ceiling (pre-decoded batches)"
 SYSTEMS = (QUEUE_MODE, COMMITLOG_MODE, PARQUET, CEILING)
+WIDE_QUEUES = 64
+ALL_COLUMNS = "rocketstore (every column decoded)"
+SELECTED = "rocketstore (columns=topic,value)"
+AGGREGATE_SYSTEMS = (ALL_COLUMNS, SELECTED, PARQUET)
 
 
 def case_name(count: int) -> str:
     return f"batch read, {BODY} B, {count:,} messages"
+
+
+def wide_case_name(count: int) -> str:
+    return f"{WIDE_QUEUES} queues: batch read, {BODY} B, {count:,} messages"
+
+
+def aggregate_case_name(count: int) -> str:
+    return f"aggregate of topic and hash(value): {BODY} B, {count:,} messages"
 
 
 def _session() -> Any:
@@ -82,6 +100,46 @@ def _read_seconds(df: Any) -> float:
     return time.perf_counter() - start
 
 
+def _aggregate_seconds(df: Any) -> float:
+    from pyspark.sql import functions as f
+
+    start = time.perf_counter()
+    df.groupBy("topic").agg(f.sum(f.hash("value"))).collect()
+    return time.perf_counter() - start
+
+
+def _write_wide_store(store_dir: str, count: int) -> None:
+    """The data set's messages, queue ``i % 64``, through put_columns."""
+    from rocketstore import MessageStore
+
+    dataset = DataSet(BODY)
+    with MessageStore.open(store_dir) as store:
+        for items in dataset.batches(count, 10_000):
+            result = store.put_columns(
+                TOPIC,
+                [item.body for item in items],
+                queue_ids=[item.seq % WIDE_QUEUES for item in items],
+                keys=[item.key for item in items],
+            )
+            if not result.ok:
+                raise RuntimeError(f"loading the 64-queue store: {result.reason}")
+        store.wait_dispatched()
+
+
+def _timed(
+    reads: dict[str, Any], repeat: int, seconds_of: Any, count: int
+) -> dict[str, list[float]]:
+    """Each read checked once (a warm-up), then timed ``repeat`` times, interleaved."""
+    for system, make in reads.items():
+        if make().count() != count:
+            raise RuntimeError(f"{system} read the wrong number of rows")
+    seconds: dict[str, list[float]] = {system: [] for system in reads}
+    for _ in range(repeat):
+        for system, make in reads.items():  # interleaved: drift hits all alike
+            seconds[system].append(seconds_of(make()))
+    return seconds
+
+
 def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
     count = QUICK_COUNT if sizes.quick else FULL_COUNT
     case = case_name(count)
@@ -89,8 +147,17 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
         import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError:
-        return [skipped(NAME, case, system, "skipped: not installed") for system in SYSTEMS]
+        return [
+            skipped(NAME, name, system, "skipped: not installed")
+            for name, systems in (
+                (case, SYSTEMS),
+                (wide_case_name(count), (QUEUE_MODE, PARQUET)),
+                (aggregate_case_name(count), AGGREGATE_SYSTEMS),
+            )
+            for system in systems
+        ]
     rows: list[Row] = []
+    timings: list[tuple[str, dict[str, list[float]]]] = []
     with scratch.directory("spark") as directory:
         store_dir = os.path.join(directory, "store")
         adapter = RocketstoreAdapter(store_dir, "ASYNC_FLUSH")
@@ -117,19 +184,40 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                 .option("partitions", partitions)
                 .load()
             )
-            for system, make in reads.items():
-                if make().count() != count:  # warm-up, and a check of what is read
-                    raise RuntimeError(f"{system} read the wrong number of rows")
-            seconds: dict[str, list[float]] = {system: [] for system in reads}
-            for _ in range(sizes.repeat):
-                for system, make in reads.items():  # interleaved: drift hits all alike
-                    seconds[system].append(_read_seconds(make()))
+            timings.append((case, _timed(reads, sizes.repeat, _read_seconds, count)))
+            aggregate = {
+                ALL_COLUMNS: reads[QUEUE_MODE],
+                SELECTED: lambda: (
+                    spark.read.format("rocketstore")
+                    .option("columns", "topic,value")
+                    .load(store_dir)
+                ),
+                PARQUET: reads[PARQUET],
+            }
+            timings.append(
+                (
+                    aggregate_case_name(count),
+                    _timed(aggregate, sizes.repeat, _aggregate_seconds, count),
+                )
+            )
+            wide_dir = os.path.join(directory, "wide")
+            _write_wide_store(wide_dir, count)
+            wide_parquet = os.path.join(directory, "wide-parquet")
+            spark.read.format("rocketstore").load(wide_dir).write.parquet(wide_parquet)
+            wide = {
+                QUEUE_MODE: lambda: spark.read.format("rocketstore").load(wide_dir),
+                PARQUET: lambda: spark.read.parquet(wide_parquet),
+            }
+            timings.append(
+                (wide_case_name(count), _timed(wide, sizes.repeat, _read_seconds, count))
+            )
         finally:
             spark.stop()
-    for system, values in seconds.items():
-        rates = [count / s for s in values]
-        result = row(NAME, case, system, "read rate", "rows/s", rates)
-        assert result.stat is not None
-        log.info("spark %s %s: %.0f rows/s", case, system, result.stat.median)
-        rows.append(result)
+    for name, seconds in timings:
+        for system, values in seconds.items():
+            rates = [count / s for s in values]
+            result = row(NAME, name, system, "read rate", "rows/s", rates)
+            assert result.stat is not None
+            log.info("spark %s %s: %.0f rows/s", name, system, result.stat.median)
+            rows.append(result)
     return rows
