@@ -47,6 +47,12 @@ class PutOutcome:
     IMPOSSIBLE = "impossible"
 
 
+# Blocks a queue file allocates ahead of its units (MappedFile.reserve_ahead): a full disk
+# then fails a dispatch with WRITE_LOGICS_QUEUE_ERROR instead of a SIGBUS on a sparse page,
+# and an idle queue holds 32 KiB, not its whole file (5.7 MiB by default).
+RESERVE_AHEAD_BYTES = 32 * 1024
+
+
 class ConsumeQueue:
     def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool):
         self.topic = topic
@@ -59,6 +65,7 @@ class ConsumeQueue:
             file_size,
             writable=writable,
             read_around=False,
+            reserve_ahead=RESERVE_AHEAD_BYTES,
         )
         # Highest CommitLog end (offset + size) already in this queue; -1 when empty.
         self.max_physic_offset = -1

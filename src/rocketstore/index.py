@@ -326,6 +326,10 @@ class IndexFile:
     def end_phy_offset(self) -> int:
         return self.header.end_phy_offset
 
+    def reserve_blocks(self) -> None:
+        """Allocate every block of the file (StoreError on a full disk); its bytes stay."""
+        self._file.reserve_to(self._file.file_size)
+
     @property
     def is_write_full(self) -> bool:
         return self.index_count >= self.index_num
@@ -683,8 +687,11 @@ class _IndexMapping(MappedFile):
     """A mapped file whose name is a timestamp, not an offset."""
 
     def __init__(self, path: str, size: int, *, writable: bool, create: bool):
-        # Index files are named by time, not offset: the offset is never used.
-        super().__init__(path, size, writable=writable, create=create, file_from_offset=0)
+        # Index files are named by time, not offset: the offset is never used. A new one
+        # gets all its blocks (slots are written anywhere in it), as a CommitLog file does.
+        super().__init__(
+            path, size, writable=writable, create=create, reserve=create, file_from_offset=0
+        )
         self.wrote_position = size
 
     def flush_all(self) -> None:
@@ -833,6 +840,7 @@ class IndexService:
         self._spare: _IndexMapping | None = None
         self._made_directory = False  # by a spare, removed again if nothing else came
         self._closed = False
+        self._unreserved = False  # the newest file may be sparse still (_reserve_last)
         # (file name, position) up to which the last file's pages are faulted in.
         self._ready: tuple[str, int] = ("", 0)
         self._can_prefault = True  # False once the kernel showed it cannot
@@ -864,6 +872,20 @@ class IndexService:
                 if self.writable:
                     raise
                 # A writer's retention deleted it since the listing: nothing to read.
+        if self.writable and self.files:
+            self._reserve_last()
+
+    def _reserve_last(self) -> None:
+        """Give the newest file all its blocks (RocketMQ, or an older rocketstore, made it
+        sparse), so that no index write meets a full disk as a SIGBUS. On a full disk the
+        store still opens; the first index write tries again and fails cleanly instead."""
+        last = self.files[-1]
+        try:
+            last.reserve_blocks()
+            self._unreserved = False
+        except StoreError as e:
+            log.warning("%s; index writes fail until there is room", e)
+            self._unreserved = True
 
     def refresh(self) -> None:
         """Read-only openers: map files the writer added, drop those its retention
@@ -929,6 +951,9 @@ class IndexService:
         with self._lock:
             last = self.files[-1] if self.files else None
             if last is not None and not last.is_write_full:
+                if self._unreserved:
+                    last.reserve_blocks()  # StoreError: WRITE_INDEX_FILE_ERROR, no SIGBUS
+                    self._unreserved = False
                 return last
             os.makedirs(self.directory, exist_ok=True)
             if last is not None:

@@ -41,6 +41,20 @@ def _preallocate(fd: int, size: int, path: str) -> None:
             raise StoreError(f"cannot preallocate {size} bytes for {path}: {e}") from e
 
 
+def reserve_range(path: str, start: int, end: int) -> None:
+    """Allocate the blocks of [start, end) of an existing file: holes become zeros on disk,
+    data stays as it is (the bytes read the same). StoreError when the disk is full, so
+    that a write into the mapping there can never meet it as a SIGBUS."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise StoreError(f"cannot reserve bytes {start}-{end} of {path}: {e}") from e
+    finally:
+        os.close(fd)
+
+
 TMP_SUFFIX = ".creating"
 _NO_SIZE = bytes(4)
 
@@ -95,10 +109,13 @@ class MappedFile:
         writable: bool,
         create: bool = False,
         reserve: bool = False,
+        reserve_ahead: int = 0,
         file_from_offset: int | None = None,
     ):
         """``file_from_offset`` defaults to the offset the name spells (CommitLog and
-        consume-queue files are named by it)."""
+        consume-queue files are named by it). ``reserve``: a new file gets all its blocks
+        at creation; ``reserve_ahead``: ``append`` allocates blocks that many bytes ahead
+        of what it writes (consume queues: a file per queue, most of it idle for long)."""
         self.path = path
         self.file_size = file_size
         if file_from_offset is None:
@@ -108,6 +125,10 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # newest store time written into this file
+        self.reserve_ahead = reserve_ahead
+        # Blocks known to be allocated from the file's start: the whole of a reserved new
+        # file; nothing known of a loaded one (RocketMQ makes them sparse).
+        self.reserved_end = file_size if create and reserve else 0
         self._lock = threading.Lock()  # flush and unmap
         self._ref_lock = threading.Lock()  # reader references; never held across I/O
         self._closed = False  # retired or closed: no new readers
@@ -172,9 +193,19 @@ class MappedFile:
         end = position + len(data)
         if end > self.file_size:
             raise StoreError(f"{self.path}: append of {len(data)} bytes past the file end")
+        if end > self.reserved_end and self.reserve_ahead:
+            self.reserve_to(end)
         self.mm[position:end] = data
         self.wrote_position = end
         return position
+
+    def reserve_to(self, end: int) -> None:
+        """Allocate blocks up to ``end`` plus ``reserve_ahead`` (StoreError on a full
+        disk, with nothing written): a write through the mapping into a hole of a sparse
+        file on a full disk is a SIGBUS, which no caller can catch."""
+        target = min(self.file_size, -(-(end + self.reserve_ahead) // PAGE_SIZE) * PAGE_SIZE)
+        reserve_range(self.path, self.reserved_end, target)
+        self.reserved_end = target
 
     def write_at(self, position: int, data: bytes) -> None:
         """Overwrite bytes at ``position`` (index header and slots)."""

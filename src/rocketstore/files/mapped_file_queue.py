@@ -80,12 +80,15 @@ class MappedFileQueue:
         *,
         writable: bool,
         reserve: bool = False,
+        reserve_ahead: int = 0,
         read_around: bool = True,
         also_read: Sequence[str] = (),
         place: Callable[[int], str] | None = None,
     ):
         """``reserve``: allocate each new file's blocks up front (the CommitLog does, so a
-        full disk fails at file creation rather than as a SIGBUS mid-write).
+        full disk fails at file creation rather than as a SIGBUS mid-write);
+        ``reserve_ahead``: the writable files allocate their blocks as appends near them
+        (MappedFile), for the same reason at less disk.
         ``read_around``: False maps each new file with ``advise_no_read_around`` (the
         consume queues: small units written in order, many files barely used).
         ``also_read``: more directories whose files belong to the queue, and ``place``
@@ -95,6 +98,7 @@ class MappedFileQueue:
         self.directories = (directory, *(d for d in also_read if d != directory))
         self._place = place
         self.reserve = reserve
+        self.reserve_ahead = reserve_ahead if writable else 0
         self.read_around = read_around
         self.file_size = file_size
         self.writable = writable
@@ -117,7 +121,9 @@ class MappedFileQueue:
             for directory in self.directories:
                 remove_leftovers(directory)
         for path in offset_file_paths(self.directories).values():
-            mapped = MappedFile(path, self.file_size, writable=self.writable)
+            mapped = MappedFile(
+                path, self.file_size, writable=self.writable, reserve_ahead=self.reserve_ahead
+            )
             # Loaded files count as written to the end; recovery moves the positions back.
             mapped.wrote_position = self.file_size
             mapped.flushed_position = self.file_size
@@ -252,7 +258,14 @@ class MappedFileQueue:
             os.makedirs(directory, exist_ok=True)
             self._made_directories.add(directory)
         path = os.path.join(directory, offset_to_file_name(start_offset))
-        mapped = MappedFile(path, self.file_size, writable=True, create=True, reserve=self.reserve)
+        mapped = MappedFile(
+            path,
+            self.file_size,
+            writable=True,
+            create=True,
+            reserve=self.reserve,
+            reserve_ahead=self.reserve_ahead,
+        )
         if not self.read_around:
             mapped.advise_no_read_around()
         return mapped

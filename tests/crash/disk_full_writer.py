@@ -1,0 +1,85 @@
+"""A writer for the full-disk test (run as a script, never collected by pytest).
+
+Puts single messages, ASYNC_FLUSH, into a store on a small filesystem, printing ``ACK <n>``
+for each acknowledged put and ``REFUSED <status>`` for each refused one. After a few
+hundred puts it fills the rest of the filesystem with a ballast file, as another program
+would: the CommitLog's current file has its blocks, the next index file has none, and with
+``new-queue`` the messages after that go to a new queue, whose first file has none either.
+It stops after a run of refusals and prints the store's state. Retention is told to leave
+the full disk alone, so that the writes meet the full disk rather than a refusal at a
+usage threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+from crash_writer import config, message
+
+from rocketstore import MessageStore
+from rocketstore.errors import StoreError
+
+REFUSALS_TO_STOP = 200
+FILL_AFTER = 300
+
+
+def fill(path: str) -> None:
+    """Write zeros to ``path`` until the filesystem has no block left."""
+    chunk = bytes(64 * 1024)
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(chunk)
+            except OSError:
+                break
+        while True:
+            try:
+                f.write(chunk[:512])
+            except OSError:
+                break
+
+
+def main() -> None:
+    root, case = sys.argv[1:3]
+    settings = config("ASYNC_FLUSH").replace(
+        disk_max_used_space_ratio=95,
+        disk_space_clean_forcibly_ratio=100,
+        disk_space_warning_level_ratio=100,
+        clean_file_forcibly_enable=False,
+    )
+    out = sys.stdout
+    refused = 0
+    n = 0
+    store = MessageStore.open(root, settings)
+    try:
+        while refused < REFUSALS_TO_STOP:
+            msg = message(n)
+            if case == "new-queue" and n >= FILL_AFTER:
+                msg = dataclasses.replace(msg, queue_id=3)
+            result = store.put(msg)
+            if result.ok:
+                out.write(f"ACK {n}\n")
+                refused = 0
+            else:
+                out.write(f"REFUSED {result.status.name}\n")
+                refused += 1
+            out.flush()
+            n += 1
+            if n == FILL_AFTER:
+                fill(os.path.join(os.path.dirname(os.path.abspath(root)), "ballast"))
+        error = store.dispatch_error
+        out.write(f"DISPATCH_ERROR {type(error).__name__ if error else None}\n")
+        out.write(f"FLAGS {store.running_flags!r}\n")
+        out.flush()
+    finally:
+        try:
+            store.close()
+        except (OSError, StoreError) as e:  # the checkpoint cannot be written on a full disk
+            out.write(f"CLOSE_ERROR {e}\n")
+    print("DONE", flush=True)
+
+
+if __name__ == "__main__":
+    main()
