@@ -2,16 +2,15 @@
 tests' way to talk to a running broker.
 
 Layer: broker. ``RemotingClient`` is asyncio (requests matched to answers by opaque);
-``invoke_sync`` is a blocking one-shot request for command-line tools.
+``invoke_sync``, a blocking one-shot request for command-line tools, is
+:mod:`rocketstore.remoting.blocking`'s, re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-import socket
 from collections.abc import Callable
 
 from rocketstore.broker.remoting import (
@@ -25,31 +24,17 @@ from rocketstore.broker.remoting import (
 )
 from rocketstore.broker.timeouts import within
 from rocketstore.config import parse_host
-from rocketstore.errors import StoreError
+from rocketstore.remoting.blocking import (
+    CLIENT_VERSION,
+    RemotingClientError,
+    invoke_sync,
+    request,
+)
 
 log = logging.getLogger(__name__)
 
-# The version our requests carry (MQVersion.Version.V4_9_8's ordinal in 4.9.8), so a Java
-# name server or broker applies its 4.9 rules to us.
-CLIENT_VERSION = 433
-_opaques = itertools.count(1)
-
-
-class RemotingClientError(StoreError):
-    """A request could not be sent or got no answer in time."""
-
-
-def request(
-    code: int, ext_fields: dict[str, str] | None = None, body: bytes = b""
-) -> RemotingCommand:
-    return RemotingCommand(
-        code=code,
-        opaque=next(_opaques),
-        ext_fields=dict(ext_fields or {}),
-        body=body,
-        language="PYTHON",
-        version=CLIENT_VERSION,
-    )
+# Moved to rocketstore.remoting.blocking (the Spark source uses them too).
+__all__ = ["CLIENT_VERSION", "RemotingClient", "RemotingClientError", "invoke_sync", "request"]
 
 
 class RemotingClient:
@@ -145,30 +130,3 @@ class RemotingClient:
                 await self._reader_task
         self._writer = None
         self._reader_task = None
-
-
-def invoke_sync(address: str, cmd: RemotingCommand, timeout_s: float = 5.0) -> RemotingCommand:
-    """Send one request on a fresh connection and wait for its answer (blocking)."""
-    host, port = parse_host(address)
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(encode_command(cmd))
-            while True:
-                prefix = _recv_exactly(sock, 4)
-                length = frame_length(prefix, DEFAULT_MAX_FRAME_BYTES)
-                assert length is not None
-                answer = decode_command(_recv_exactly(sock, length))
-                if answer.is_response and answer.opaque == cmd.opaque:
-                    return answer
-    except OSError as e:
-        raise RemotingClientError(f"request code {cmd.code} to {address} failed: {e}") from e
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise RemotingClientError("the server closed the connection")
-        chunks += chunk
-    return bytes(chunks)
