@@ -68,6 +68,7 @@ from rocketstore.format.multi_dispatch import (
     queue_keys,
     wrapped_properties,
 )
+from rocketstore.format.queue_unit import CQ_UNIT_SIZE
 from rocketstore.format.record_scan import queue_runs
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
@@ -1498,8 +1499,12 @@ def _detect_queue_file_size(base: str) -> int | None:
         if not os.path.isdir(topic_dir):
             continue
         for qid in sorted(os.listdir(topic_dir)):
-            size = detect_file_size(os.path.join(topic_dir, qid))
-            if size:
+            try:
+                size = detect_file_size(os.path.join(topic_dir, qid))
+            except CorruptDataError:
+                continue  # files that disagree: that queue's load names the odd one
+            # (a file cut short is no queue's size: every other queue would be left out)
+            if size and size % CQ_UNIT_SIZE == 0:
                 return size
     return None
 

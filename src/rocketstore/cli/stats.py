@@ -14,9 +14,11 @@ import click
 
 from rocketstore.cli.context import CliContext, queue_bounds, unit_store_time
 from rocketstore.cli.timeparse import format_time
+from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.files.deleted_queues import dispatched_through_deletions
 from rocketstore.files.dledger_log import describe
 from rocketstore.files.mapped_file_queue import offset_file_paths
+from rocketstore.files.regular_file import read_store_file
 from rocketstore.format.checkpoint import decode_checkpoint
 from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR, dledger_home
 from rocketstore.services.retention import disk_usage_ratio
@@ -117,8 +119,10 @@ def collect(store: MessageStore) -> dict[str, Any]:
     checkpoint_path = os.path.join(root, CHECKPOINT_FILE)
     checkpoint = None
     if os.path.exists(checkpoint_path):
-        with open(checkpoint_path, "rb") as f:
-            value = decode_checkpoint(f.read(4096))
+        try:
+            value = decode_checkpoint(read_store_file(checkpoint_path, 4096))
+        except IncompleteDataError as e:
+            raise CorruptDataError(str(e), path=checkpoint_path) from e
         checkpoint = {
             "physicMsgTimestamp": value.physic_msg_timestamp,
             "logicsMsgTimestamp": value.logics_msg_timestamp,

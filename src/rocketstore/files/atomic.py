@@ -11,6 +11,7 @@ import shutil
 from typing import Any
 
 from rocketstore.errors import ConfigError
+from rocketstore.files.regular_file import read_store_file
 
 
 def write_atomic(
@@ -39,8 +40,7 @@ def read_with_backup(path: str) -> bytes | None:
     """The file's bytes, or its ``.bak`` when the file is missing or empty."""
     for candidate in (path, path + ".bak"):
         try:
-            with open(candidate, "rb") as f:
-                data = f.read()
+            data = read_store_file(candidate)  # (a FIFO so named is refused, not waited on)
         except FileNotFoundError:
             continue
         if data.strip():

@@ -20,6 +20,7 @@ import numpy as np
 from rocketstore.crashpoints import DURING_FILE_PREALLOCATION, crash_point
 from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
 from rocketstore.files.holes import data_spans
+from rocketstore.files.regular_file import open_store_file
 from rocketstore.format.native import native
 
 log = logging.getLogger(__name__)
@@ -139,9 +140,12 @@ class MappedFile:
                 raise StoreError(f"cannot create {path} read-only")
             if not os.path.exists(path):
                 _create_presized(path, file_size, reserve=reserve)
-        fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        # (a FIFO so named would block the open: refused by its path instead)
+        fd = open_store_file(path, os.O_RDWR if writable else os.O_RDONLY)
         try:
             actual = os.fstat(fd).st_size
+            if actual == 0:  # (mmap would fail on it without naming the file)
+                raise CorruptDataError("empty file (0 bytes)", path=path)
             if actual != file_size:
                 raise CorruptDataError(f"file is {actual} bytes, expected {file_size}", path=path)
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ

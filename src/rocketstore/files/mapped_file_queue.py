@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from rocketstore.errors import CorruptDataError, StoreError
 from rocketstore.files.mapped_file import MappedFile, remove_leftovers
+from rocketstore.files.regular_file import require_regular
 from rocketstore.paths import is_offset_file_name, offset_to_file_name
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,9 @@ def offset_file_paths(directories: Sequence[str]) -> dict[int, str]:
             if not is_offset_file_name(name):
                 continue
             path = os.path.join(directory, name)
-            if not os.path.isfile(path):
-                continue  # a directory (or FIFO...) so named is no file of the queue's
+            # A FIFO (or directory...) so named would hang or fail the reads of the files
+            # later without a name, and leaving it out would hide what it should hold.
+            require_regular(path)
             start = int(name)
             other = found.get(start)
             if other is not None:
@@ -62,14 +64,20 @@ def detect_file_size(directory: str | Sequence[str]) -> int | None:
     """Size of the files in ``directory`` (or in all of several; None if there are none);
     CorruptDataError if they differ (RocketMQ requires them all equal)."""
     directories = (directory,) if isinstance(directory, str) else directory
-    sizes = {os.path.getsize(path) for path in offset_file_paths(directories).values()}
+    by_path = {path: os.path.getsize(path) for path in offset_file_paths(directories).values()}
+    sizes = list(by_path.values())
     if not sizes:
         return None
-    if len(sizes) > 1:
+    if len(set(sizes)) > 1:
+        # The size most files have (the larger on a tie) is the queue's: name the others.
+        usual = max(set(sizes), key=lambda size: (sizes.count(size), size))
+        odd = [(path, size) for path, size in by_path.items() if size != usual]
+        more = f" (and {len(odd) - 1} more of other sizes)" if len(odd) > 1 else ""
         raise CorruptDataError(
-            f"files of different sizes {sorted(sizes)}", path=", ".join(directories)
+            f"files of different sizes: this one is {odd[0][1]} bytes, the others {usual}{more}",
+            path=odd[0][0],
         )
-    return sizes.pop()
+    return sizes[0]
 
 
 class MappedFileQueue:

@@ -9,6 +9,7 @@ import os
 
 from rocketstore.crashpoints import DURING_CHECKPOINT_WRITE, crash_point
 from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.files.regular_file import read_store_file
 from rocketstore.format.checkpoint import (
     CHECKPOINT_FILE_SIZE,
     Checkpoint,
@@ -26,13 +27,14 @@ class CheckpointFile:
         self.was_valid = True
         self.has_5x_fields = False
         try:
-            with open(path, "rb") as f:
-                data = f.read(CHECKPOINT_FILE_SIZE)
-            self.was_present = True
+            # (a FIFO would block the read: refused by its path, not taken for damage)
+            data = read_store_file(path, CHECKPOINT_FILE_SIZE)
+        except FileNotFoundError:
+            return
+        self.was_present = True
+        try:
             self.value = decode_checkpoint(data)
             self.has_5x_fields = any(data[24:40])
-        except FileNotFoundError:
-            pass
         except (IncompleteDataError, CorruptDataError):
             self.was_valid = False
 
