@@ -5,7 +5,9 @@ Layer: engine paths (above the structures).
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -13,12 +15,19 @@ from typing import Any, cast
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.consume_queue import ConsumeQueue
+from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
 from rocketstore.format.native import native
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
 from rocketstore.format.subscription import Subscription
 from rocketstore.status import GetStatus
+
+log = logging.getLogger(__name__)
+
+# How many damaged records a reader tells apart (for its count and its log): beyond this
+# each further meeting counts as a new one, which no real store's damage comes near.
+_DAMAGED_REMEMBERED = 65536
 
 
 def _physical_memory_bytes() -> int:
@@ -58,12 +67,40 @@ def _unit_rows(units: Any, first: int) -> Iterator[tuple[int, int, int]]:
         step *= 4
 
 
+def record_damage(data: bytes, offset: int, size: int) -> str | None:
+    """Why ``data`` (the ``size`` bytes at CommitLog ``offset`` a queue unit names) is not
+    a record a pull can read, or None when it is one. A body CRC is not checked: a pull
+    does not check it either (``check`` reports it on its own)."""
+    stored_size = int.from_bytes(data[:4], "big", signed=True)
+    if stored_size != size:
+        return f"its TOTALSIZE is {stored_size}, the unit says {size}"
+    try:
+        view = rec.read_record(data, 0)
+    except (CorruptDataError, IncompleteDataError) as e:
+        return e.reason if isinstance(e, CorruptDataError) else str(e)
+    if isinstance(view, rec.Blank):
+        return "an END_OF_FILE blank is there"
+    if view.physical_offset != offset:
+        return f"the record there says PHYSICALOFFSET {view.physical_offset}"
+    return None
+
+
 class MessageReader:
     """Reads messages through consume queues with RocketMQ's batch and status rules."""
 
     def __init__(self, commitlog: CommitLog, config: StoreConfig):
         self.commitlog = commitlog
         self.config = config
+        # CommitLog offsets of the damaged records pulls stepped over (each logged once).
+        self._damaged: set[int] = set()
+        self._damaged_beyond = 0
+        self._damaged_lock = threading.Lock()
+
+    @property
+    def damaged_records_skipped(self) -> int:
+        """How many damaged records (whose bytes are there but do not read as the record
+        their unit names) pulls have stepped over since the store was opened."""
+        return len(self._damaged) + self._damaged_beyond
 
     def look(self, offset: int) -> MessageExt | None:
         return self.commitlog.read_message(offset)
@@ -241,7 +278,7 @@ class MessageReader:
         last_pulled = 0
         index = 0
         # Plain tuples: indexing a numpy structured array costs ~1 us a field.
-        for index, (offset, size, tags_code) in enumerate(_unit_rows(units, max_count)):  # noqa: B007
+        for index, (offset, size, tags_code) in enumerate(_unit_rows(units, max_count)):
             if next_file_start is not None and offset < next_file_start:
                 continue
             in_disk = self._in_disk(offset, commit_max)
@@ -253,6 +290,13 @@ class MessageReader:
             if message is None:  # gone, or not a record of the unit's size
                 if not result.messages:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
+                damage = self._damage(offset, size)
+                if damage is not None:
+                    # RocketMQ rolls to the next file here too, which is right for a file
+                    # retention deleted but, for one damaged record, passes over every
+                    # intact record after it in its file: step over this unit alone.
+                    self._note_damaged(queue, queue_offset + index, offset, damage)
+                    continue
                 next_file_start = self.commitlog.roll_next_file(offset)
                 continue
             if not subscription.match_properties(message.properties):
@@ -268,3 +312,33 @@ class MessageReader:
         if result.messages:
             result.suggest_pulling_from_slave = self._in_disk(last_pulled, commit_max)
         return result
+
+    def _damage(self, offset: int, size: int) -> str | None:
+        """Why the record a unit names cannot be read although the CommitLog holds bytes
+        there (damage), or None when it holds none (a file retention removed, or a unit
+        past the data): that case is RocketMQ's, whose pull rolls to the next file."""
+        if size <= 0:
+            return f"the unit's size is {size}"
+        data = self.commitlog.read(offset, size)
+        if data is None:
+            return None
+        return record_damage(data, offset, size) or "the record does not decode"
+
+    def _note_damaged(self, queue: ConsumeQueue, queue_offset: int, offset: int, why: str) -> None:
+        """Count a damaged record a pull stepped over, and log it the first time."""
+        with self._damaged_lock:
+            if offset in self._damaged:
+                return
+            if len(self._damaged) < _DAMAGED_REMEMBERED:
+                self._damaged.add(offset)
+            else:
+                self._damaged_beyond += 1
+        log.error(
+            "%s-%d queue offset %d: the record at CommitLog offset %d is damaged (%s); "
+            "pulls skip this message and go on with the next",
+            queue.topic,
+            queue.queue_id,
+            queue_offset,
+            offset,
+            why,
+        )

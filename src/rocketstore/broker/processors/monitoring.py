@@ -260,6 +260,8 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
             f"Total : {usage.total / GIB:.2f} GiB, Free : {usage.free / GIB:.2f} GiB."
         ),
         "dispatchBehindBytes": str(store.dispatch_lag_bytes()),
+        # Not RocketMQ's: damaged CommitLog records pulls stepped over (read_path).
+        "pullSkippedDamagedMsgs": str(store.reader.damaged_records_skipped),
         "earliestMessageTimeStamp": str(max(earliest, 0)),
         "sendThreadPoolQueueSize": "0",
         "pullThreadPoolQueueSize": "0",
