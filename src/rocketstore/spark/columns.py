@@ -45,7 +45,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("headers", "map<string,string>"),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
-COLUMN_TYPES = dict(COLUMNS)
+# A read through name servers (option namesrv) adds the brokerName each row came from.
+BROKER_COLUMN = "broker"
+NETWORK_COLUMN_NAMES = (*COLUMN_NAMES, BROKER_COLUMN)
+COLUMN_TYPES = {**dict(COLUMNS), BROKER_COLUMN: "string"}
 DDL = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
 # Columns the column-wise decoder always fills: fixed header fields, nearly free, and what
 # the scans filter on. The costly ones (value, the property-derived columns, msgId, hosts)
@@ -59,14 +62,21 @@ BATCH_ROWS = 4096
 BATCH_BODY_BYTES = 16 * 1024 * 1024
 
 
-def check_columns(names: Iterable[str], where: str) -> tuple[str, ...]:
+def default_columns(network: bool) -> tuple[str, ...]:
+    """Every column of a read of store files, or through name servers (``network``)."""
+    return NETWORK_COLUMN_NAMES if network else COLUMN_NAMES
+
+
+def check_columns(names: Iterable[str], where: str, network: bool = False) -> tuple[str, ...]:
     """A read's column selection (the ``columns`` option or a schema given to ``load``):
     known names, each once, in the order given. ConfigError names what is wrong."""
     chosen = tuple(names)
-    unknown = [name for name in chosen if name not in COLUMN_TYPES]
+    known = default_columns(network)
+    unknown = [name for name in chosen if name not in known]
     if unknown:
+        hint = " (broker only through name servers, option namesrv)" if not network else ""
         raise ConfigError(
-            f"{where} names unknown column(s) {unknown}; the source has {list(COLUMN_NAMES)}"
+            f"{where} names unknown column(s) {unknown}; the source has {list(known)}{hint}"
         )
     repeated = sorted({name for name in chosen if chosen.count(name) > 1})
     if repeated:

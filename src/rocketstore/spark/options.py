@@ -33,6 +33,7 @@ KNOWN_OPTIONS = frozenset(
     name.lower()
     for name in (
         "path",
+        "namesrv",
         "mode",
         "topics",
         "topicPattern",
@@ -114,23 +115,33 @@ class TopicSelection:
         )  # fmt: skip
 
 
+BrokerQueue = tuple[str, str, int]  # (topic, broker name, queue id)
+
+
 @dataclass(frozen=True)
 class Bound:
     """One end of the range to read in every queue: a default (EARLIEST/LATEST), an epoch-ms
-    timestamp for all queues, or per-queue offsets / timestamps (others use the default)."""
+    timestamp for all queues, or per-queue offsets / timestamps (others use the default).
+
+    A store directory is one broker's: its queues are keyed (topic, queue id). A read
+    through a name server (option ``namesrv``) keys them (topic, broker name, queue id),
+    ``broker_offsets`` / ``broker_timestamps``, so two brokers' queue 0 never mix."""
 
     default: int
     timestamp_ms: int | None = None
     offsets: Mapping[tuple[str, int], int] = field(default_factory=dict)
     timestamps: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    broker_offsets: Mapping[BrokerQueue, int] = field(default_factory=dict)
+    broker_timestamps: Mapping[BrokerQueue, int] = field(default_factory=dict)
 
     def topics(self) -> set[str]:
-        return {t for t, _ in self.offsets} | {t for t, _ in self.timestamps}
+        plain = {topic for topic, _ in [*self.offsets, *self.timestamps]}
+        return plain | {topic for topic, _, _ in [*self.broker_offsets, *self.broker_timestamps]}
 
 
 @dataclass(frozen=True)
 class ReadOptions:
-    path: str
+    path: str  # "" when reading through name servers
     mode: str = MODE_QUEUE
     selection: TopicSelection = TopicSelection()
     start: Bound = Bound(EARLIEST)
@@ -154,6 +165,12 @@ class ReadOptions:
     read_only_commit_log_store_paths: str = ""
     # A DLedger log's data directories, when not the one dledger-<id>/data of <path>.
     store_path_dledger_commit_log: str = ""
+    # Name servers ("host:port;host:port") of a running cluster to read instead of a path.
+    namesrv: str = ""
+
+    @property
+    def network(self) -> bool:
+        return bool(self.namesrv)
 
     def subscription(self) -> Subscription:
         """What rows the tags or sql92 option keep (``read_options`` checked both)."""
@@ -197,24 +214,49 @@ def _json_option(name: str, raw: str) -> object:
         raise ConfigError(f"option {name} is JSON nested too deeply") from e
 
 
-def _per_queue_ints(name: str, raw: str) -> dict[tuple[str, int], int]:
-    """``{"A":{"0":12,"1":-2}}`` -> {("A", 0): 12, ("A", 1): -2}."""
+PerQueue = tuple[dict[tuple[str, int], int], dict[BrokerQueue, int]]
+
+
+def _per_queue_ints(name: str, raw: str, network: bool = False) -> PerQueue:
+    """``{"A":{"0":12,"1":-2}}`` -> {("A", 0): 12, ("A", 1): -2}; a queue may be named
+    ``"broker-a:0"`` (broker name, colon, queue id).
+
+    Through name servers (``network``) every queue must name its broker: the second dict,
+    keyed (topic, broker, queue id). A store directory is one broker's: there the broker
+    name is not checked (any name; the store does not know its own) and the first dict is
+    keyed (topic, queue id), a queue named twice under two brokers being refused."""
     parsed = _json_option(name, raw)
     if not isinstance(parsed, dict):
         raise ConfigError(f'option {name}={raw!r} must be a JSON object like {{"A":{{"0":12}}}}')
     result: dict[tuple[str, int], int] = {}
+    by_broker: dict[BrokerQueue, int] = {}
     for topic, queues in parsed.items():
         if not isinstance(queues, dict):
             raise ConfigError(f"option {name}={raw!r}: topic {topic!r} must map queue ids to ints")
         for qid, value in queues.items():
+            broker, _, queue_text = qid.rpartition(":")
             try:
-                queue_id = int(qid)
+                queue_id = int(queue_text)
             except ValueError as e:
                 raise ConfigError(f"option {name}={raw!r}: queue id {qid!r} is not an int") from e
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"option {name}={raw!r}: value {value!r} is not an int")
+            if network:
+                if not broker:
+                    raise ConfigError(
+                        f"option {name}={raw!r}: queue {qid!r} of topic {topic!r} names no "
+                        f'broker; through name servers write it "broker-a:{queue_id}" (each '
+                        "broker has its own queue ids)"
+                    )
+                by_broker[(topic, broker, queue_id)] = value
+                continue
+            if result.get((topic, queue_id), value) != value:
+                raise ConfigError(
+                    f"option {name}={raw!r}: topic {topic!r} queue {queue_id} is given twice; "
+                    "a store directory is one broker's queues"
+                )
             result[(topic, queue_id)] = value
-    return result
+    return result, by_broker
 
 
 def _parse_selection(options: Mapping[str, str]) -> TopicSelection:
@@ -250,7 +292,9 @@ def _parse_selection(options: Mapping[str, str]) -> TopicSelection:
     return TopicSelection()
 
 
-def _parse_bound(options: Mapping[str, str], which: str, default: int) -> Bound:
+def _parse_bound(
+    options: Mapping[str, str], which: str, default: int, network: bool = False
+) -> Bound:
     """``which`` is "starting" or "ending"."""
     names = (f"{which}Offsets", f"{which}Timestamp", f"{which}OffsetsByTimestamp")
     given = [n for n in names if n.lower() in options]
@@ -263,23 +307,23 @@ def _parse_bound(options: Mapping[str, str], which: str, default: int) -> Bound:
             return Bound(EARLIEST)
         if raw.lower() == "latest":
             return Bound(LATEST)
-        offsets = _per_queue_ints(offsets_name, raw)
-        for value in offsets.values():
+        offsets, by_broker = _per_queue_ints(offsets_name, raw, network)
+        for value in [*offsets.values(), *by_broker.values()]:
             if value < EARLIEST:
                 raise ConfigError(
                     f"option {offsets_name}={raw!r}: offset {value} is not >= 0, -2 or -1"
                 )
-        return Bound(default, offsets=offsets)
+        return Bound(default, offsets=offsets, broker_offsets=by_broker)
     if timestamp_name.lower() in options:
         timestamp = _int_option(options, timestamp_name, 0)
         return Bound(default, timestamp_ms=timestamp)
     if by_timestamp_name.lower() in options:
         raw = options[by_timestamp_name.lower()]
-        stamps = _per_queue_ints(by_timestamp_name, raw)
-        for value in stamps.values():
+        stamps, by_broker = _per_queue_ints(by_timestamp_name, raw, network)
+        for value in [*stamps.values(), *by_broker.values()]:
             if value < 0:
                 raise ConfigError(f"option {by_timestamp_name}={raw!r}: {value} is negative")
-        return Bound(default, timestamps=stamps)
+        return Bound(default, timestamps=stamps, broker_timestamps=by_broker)
     return Bound(default)
 
 
@@ -289,17 +333,31 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
     unknown = sorted(set(options) - KNOWN_OPTIONS - STREAMING_OPTIONS - SPARK_ADDED_OPTIONS)
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown} for the rocketstore data source")
-    path = options.get("path")
-    if not path:
+    path = options.get("path", "")
+    namesrv = _namesrv_option(options)
+    if path and namesrv:
+        raise ConfigError(
+            f"options path={path!r} and namesrv={options['namesrv']!r} are two sources: a "
+            "read goes through store files (path) or through a running cluster's name "
+            "servers (namesrv); give one"
+        )
+    if not path and not namesrv:
         raise ConfigError(
             "option path is required: spark.read.format('rocketstore').load('/path/to/store')"
+            " (or option namesrv='host:9876' to read a running cluster)"
         )
     mode = options.get("mode", MODE_QUEUE).strip().lower()
     if mode not in (MODE_QUEUE, MODE_COMMITLOG):
         raise ConfigError(f"option mode={options['mode']!r} must be 'queue' or 'commitlog'")
+    if namesrv and mode != MODE_QUEUE:
+        raise ConfigError(
+            f"option mode={options['mode']!r} reads CommitLog files; through name servers "
+            "(option namesrv) the brokers' queues are read (mode=queue)"
+        )
+    network = bool(namesrv)
     selection = _parse_selection(options)
-    start = _parse_bound(options, "starting", default_start)
-    end = _parse_bound(options, "ending", LATEST)
+    start = _parse_bound(options, "starting", default_start, network)
+    end = _parse_bound(options, "ending", LATEST, network)
     for bound, name in ((start, "starting"), (end, "ending")):
         for topic in sorted(bound.topics()):
             if not selection.accepts_topic(topic):
@@ -335,19 +393,35 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         pushdown=_bool_option(options, "pushdown", True),
         keys=_key_list(options, "keys"),
         uniq_keys=_key_list(options, "uniqKeys"),
-        columns=_column_list(options),
+        columns=_column_list(options, network),
         store_path_commit_log=options.get("storepathcommitlog", ""),
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
         store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
+        namesrv=namesrv,
     )
 
 
-def _column_list(options: Mapping[str, str]) -> tuple[str, ...] | None:
+def _namesrv_option(options: Mapping[str, str]) -> str:
+    """The namesrv option as ``host:port;host:port`` (blanks dropped), "" when not given."""
+    raw = options.get("namesrv")
+    if raw is None:
+        return ""
+    addresses = [a.strip() for a in raw.split(";") if a.strip()]
+    if not addresses:
+        raise ConfigError(f"option namesrv={raw!r} names no name server (give 'host:9876')")
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(f"option namesrv={raw!r}: {address!r} is not host:port")
+    return ";".join(addresses)
+
+
+def _column_list(options: Mapping[str, str], network: bool = False) -> tuple[str, ...] | None:
     raw = options.get("columns")
     if raw is None:
         return None
     names = [name.strip() for name in raw.split(",")]
-    return check_columns([n for n in names if n], f"option columns={raw!r}")
+    return check_columns([n for n in names if n], f"option columns={raw!r}", network)
 
 
 def _key_list(options: Mapping[str, str], name: str) -> frozenset[str] | None:
@@ -396,6 +470,11 @@ def _check_order(options: Mapping[str, str], start: Bound, end: Bound) -> None:
         first, last = start.offsets[key], end.offsets[key]
         if first >= 0 and last >= 0 and first > last:
             problems.append(f"topic {key[0]!r} queue {key[1]}: offset {first} > {last}")
+    for topic, broker, qid in sorted(start.broker_offsets.keys() & end.broker_offsets.keys()):
+        first = start.broker_offsets[(topic, broker, qid)]
+        last = end.broker_offsets[(topic, broker, qid)]
+        if first >= 0 and last >= 0 and first > last:
+            problems.append(f"topic {topic!r} queue {broker}:{qid}: offset {first} > {last}")
     if start.timestamp_ms is not None or start.timestamps:
         queues = start.timestamps.keys() | end.timestamps.keys()
         pairs = [

@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 
 from rocketstore.errors import ConfigError
 from rocketstore.spark import columns
+from rocketstore.spark.network_source import NetworkReader
 from rocketstore.spark.options import (
     MODE_COMMITLOG,
     ReadOptions,
@@ -71,7 +72,7 @@ class RocketStoreDataSource(DataSource):
         # spark.read and spark.readStream alike, with the same options: the streaming
         # options' values are checked here too (options._check_stream_only_options).
         options = parse_options(self.options)
-        return columns.spark_schema(options.columns or columns.COLUMN_NAMES)
+        return columns.spark_schema(options.columns or columns.default_columns(options.network))
 
     # Whether filters are pushed when the ``pushdown`` option is not given. Spark fails
     # every query of a pushing reader while its pushdown setting is off, and a source
@@ -81,6 +82,8 @@ class RocketStoreDataSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         options = with_schema(parse_options(self.options), schema)
+        if options.network:
+            return NetworkReader(options)
         given = any(name.lower() == "pushdown" for name in self.options)
         pushdown = options.pushdown if given else self.pushdown_by_default
         if PUSHDOWN_SUPPORTED and pushdown:
@@ -98,6 +101,11 @@ class RocketStoreDataSource(DataSource):
         try:
             options = parse_stream_options(self.options)
             options = dataclasses.replace(options, read=with_schema(options.read, schema))
+            if options.read.network:
+                raise ConfigError(
+                    "streaming reads through name servers (option namesrv) are not done yet "
+                    "(issue #35): read a store directory (path) or use a batch read"
+                )
         except ConfigError as e:
             return RefusedStreamReader(e)  # raising here hides the error: see its docstring
         return RocketStoreStreamReader(options)
@@ -118,7 +126,7 @@ def with_schema(options: ReadOptions, schema: Any) -> ReadOptions:
     if schema is None:
         return options
     names = tuple(field.name for field in schema.fields)
-    if names == (options.columns or columns.COLUMN_NAMES):
+    if names == (options.columns or columns.default_columns(options.network)):
         return options
     where = "the schema given to load()"
     if options.columns is not None:
@@ -126,7 +134,7 @@ def with_schema(options: ReadOptions, schema: Any) -> ReadOptions:
             f"option columns={','.join(options.columns)!r} and {where} name different "
             "columns: give one of them"
         )
-    chosen = columns.check_columns(names, where)
+    chosen = columns.check_columns(names, where, options.network)
     for field in schema.fields:
         kind = field.dataType.simpleString().replace(" ", "")
         if kind != columns.COLUMN_TYPES[field.name]:

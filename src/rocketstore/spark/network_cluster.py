@@ -1,0 +1,309 @@
+"""The Spark source's client of a running RocketMQ cluster: name server lookups on the
+driver, queue bounds, pulls and key queries against brokers (blocking, no pyspark).
+
+Layer: spark (top). Speaks the remoting protocol through :mod:`rocketstore.remoting`; never
+imports rocketstore.broker (the layers contract keeps spark beside it). Each request names
+its server in the error it raises: :class:`~rocketstore.remoting.blocking.RemotingClientError`
+when a server cannot be reached or does not answer, :class:`ClusterError` when it refuses.
+
+The requests are a Java consumer's (DefaultLitePullConsumer's) with nothing committed and
+nothing held: PULL_MESSAGE with sysFlag = FLAG_SUBSCRIPTION only (the subscription "*" in
+the request, so no heartbeat is needed; no commit offset, no suspend).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rocketstore.errors import ConfigError, StoreError
+from rocketstore.remoting.blocking import BlockingConnection, RemotingClientError, request
+from rocketstore.remoting.codec import RemotingCommand
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+# PullSysFlag: the request carries its subscription (bit 2); no commit (bit 0), no suspend
+# (bit 1).
+PULL_FLAG_SUBSCRIPTION = 0x4
+# The consumer group the pulls name: brokers auto-create it (autoCreateSubscriptionGroup,
+# on by default); nothing is ever committed for it.
+READER_GROUP = "rocketstore_spark_reader"
+# Messages asked for per pull: a broker gives at most its maxTransferCountOnMessageInMemory
+# (32) / ...InDisk (8) and 256 KiB / 64 KiB per answer anyway; asking more costs nothing.
+PULL_BATCH = 1024
+# A broker answers a QUERY_MESSAGE with at most maxMsgsNumBatch (64) records of one key.
+QUERY_MAX_NUM = 64
+JAVA_LONG_MAX = (1 << 63) - 1
+# PermName: the read bit of a queue data's perm.
+PERM_READ = 0x4
+# fastjson writes a map's non-string keys unquoted: a Java name server's brokerAddrs is
+# {0:"10.0.0.1:10911"}. Such a key follows "{" or ",".
+_UNQUOTED_KEY = re.compile(r'([{,])\s*(-?\d+)\s*:(?=\s*["{\[\dntf-])')
+
+
+class ClusterError(StoreError):
+    """A name server or broker refused a request the read needs (named in the message)."""
+
+
+def loads_fastjson(data: bytes, what: str) -> Any:
+    """A JSON body as fastjson writes it (integer map keys unquoted)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ClusterError(f"{what}: the answer is not UTF-8: {e}") from e
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return json.loads(_UNQUOTED_KEY.sub(r'\1"\2":', text))
+    except (ValueError, RecursionError) as e:
+        raise ClusterError(f"{what}: the answer is not JSON: {e}") from e
+
+
+def split_addresses(namesrv: str) -> list[str]:
+    return [a.strip() for a in namesrv.split(";") if a.strip()]
+
+
+@dataclass(frozen=True)
+class BrokerRoute:
+    """One broker (master and slaves) serving a topic: its readable queues."""
+
+    name: str
+    addresses: tuple[tuple[int, str], ...]  # (broker id, address), master (0) first
+    read_queue_nums: int
+    perm: int
+
+    @property
+    def master(self) -> str | None:
+        return dict(self.addresses).get(MASTER_ID)
+
+    @property
+    def preferred(self) -> str:
+        """Where requests go first: the master, or the first slave while it is down."""
+        return self.master or self.addresses[0][1]
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+
+def parse_route(topic: str, route: Any) -> list[BrokerRoute]:
+    """TopicRouteData -> the brokers that hold the topic's queues, by name."""
+    if not isinstance(route, dict):
+        raise ClusterError(f"route of {topic!r}: not a JSON object")
+    addresses: dict[str, tuple[tuple[int, str], ...]] = {}
+    for data in route.get("brokerDatas") or []:
+        addrs = data.get("brokerAddrs") or {}
+        addresses[str(data.get("brokerName"))] = tuple(
+            sorted((int(i), str(a)) for i, a in addrs.items())
+        )
+    brokers = []
+    for queue_data in route.get("queueDatas") or []:
+        name = str(queue_data.get("brokerName"))
+        brokers.append(
+            BrokerRoute(
+                name=name,
+                addresses=addresses.get(name, ()),
+                read_queue_nums=int(queue_data.get("readQueueNums", 0)),
+                perm=int(queue_data.get("perm", 6)),
+            )
+        )
+    return sorted(brokers, key=lambda b: b.name)
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """A PULL_MESSAGE answer: the response code, where the next pull starts, the queue's
+    bounds, the broker id to pull from next, and the records (CommitLog format)."""
+
+    code: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_broker_id: int
+    body: bytes
+    remark: str | None
+
+
+class Cluster:
+    """Requests to the name servers of ``namesrv`` and to the brokers, over kept
+    connections (one per address; not thread-safe: one per task)."""
+
+    def __init__(self, namesrv: str = "", timeout_s: float = 10.0) -> None:
+        self.namesrv = split_addresses(namesrv)
+        self.timeout_s = timeout_s
+        self._connections: dict[str, BlockingConnection] = {}
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def invoke(self, address: str, cmd: RemotingCommand) -> RemotingCommand:
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = self._connections[address] = BlockingConnection(address, self.timeout_s)
+        return connection.invoke(cmd)
+
+    def _namesrv_call(self, code: int, ext: dict[str, str], what: str) -> RemotingCommand:
+        """The first name server that answers (in the given order, as a Java client tries
+        them); RemotingClientError naming every address when none does."""
+        failures = []
+        for address in self.namesrv:
+            try:
+                return self.invoke(address, request(code, ext))
+            except RemotingClientError as e:
+                failures.append(str(e))
+        raise RemotingClientError(
+            f"{what}: no name server of {';'.join(self.namesrv)} answered ({'; '.join(failures)})"
+        )
+
+    # --- name server --------------------------------------------------------------------
+
+    def topic_list(self) -> list[str]:
+        answer = self._namesrv_call(
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}, "topic list"
+        )
+        if answer.code != ResponseCode.SUCCESS:
+            raise ClusterError(
+                f"topic list from {self.namesrv}: code {answer.code}, {answer.remark}"
+            )
+        body = loads_fastjson(answer.body, "topic list")
+        return sorted(str(t) for t in body.get("topicList", []))
+
+    def route(self, topic: str) -> list[BrokerRoute]:
+        """The brokers of ``topic``; ConfigError naming the topic and the name servers
+        when no broker serves it."""
+        answer = self._namesrv_call(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"route of topic {topic!r}"
+        )
+        if answer.code == ResponseCode.TOPIC_NOT_EXIST:
+            raise ConfigError(
+                f"topic {topic!r} is unknown to the name servers {';'.join(self.namesrv)} "
+                "(no broker serves it)"
+            )
+        if answer.code != ResponseCode.SUCCESS:
+            raise ClusterError(
+                f"route of topic {topic!r} from {';'.join(self.namesrv)}: code {answer.code}, "
+                f"{answer.remark}"
+            )
+        return parse_route(topic, loads_fastjson(answer.body, f"route of topic {topic!r}"))
+
+    # --- broker: queue bounds -----------------------------------------------------------
+
+    def _offset(self, address: str, code: int, ext: dict[str, str], what: str) -> int:
+        answer = self.invoke(address, request(code, ext))
+        if answer.code != ResponseCode.SUCCESS:
+            raise ClusterError(f"{what} from broker {address}: code {answer.code}, {answer.remark}")
+        try:
+            return int(answer.ext_fields["offset"])
+        except (KeyError, ValueError) as e:
+            raise ClusterError(f"{what} from broker {address}: no offset in the answer") from e
+
+    def min_offset(self, address: str, topic: str, queue_id: int) -> int:
+        ext = {"topic": topic, "queueId": str(queue_id)}
+        what = f"min offset of {topic} queue {queue_id}"
+        return self._offset(address, RequestCode.GET_MIN_OFFSET, ext, what)
+
+    def max_offset(self, address: str, topic: str, queue_id: int) -> int:
+        ext = {"topic": topic, "queueId": str(queue_id)}
+        what = f"max offset of {topic} queue {queue_id}"
+        return self._offset(address, RequestCode.GET_MAX_OFFSET, ext, what)
+
+    def offset_by_time(self, address: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after ``timestamp_ms`` (BoundaryType.LOWER,
+        what a 4.9 broker always gives)."""
+        ext = {
+            "topic": topic,
+            "queueId": str(queue_id),
+            "timestamp": str(timestamp_ms),
+            "boundaryType": "LOWER",
+        }
+        what = f"offset of {topic} queue {queue_id} at {timestamp_ms}"
+        return self._offset(address, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext, what)
+
+    # --- broker: messages ---------------------------------------------------------------
+
+    def pull(
+        self, address: str, topic: str, queue_id: int, offset: int, max_nums: int
+    ) -> PullResult:
+        ext = {
+            "consumerGroup": READER_GROUP,
+            "topic": topic,
+            "queueId": str(queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(max(1, min(max_nums, PULL_BATCH))),
+            "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+            "expressionType": "TAG",
+        }
+        answer = self.invoke(address, request(RequestCode.PULL_MESSAGE, ext))
+        fields = answer.ext_fields
+
+        def number(name: str, default: int) -> int:
+            try:
+                return int(fields.get(name, default))
+            except ValueError:
+                return default
+
+        return PullResult(
+            code=answer.code,
+            next_begin_offset=number("nextBeginOffset", offset),
+            min_offset=number("minOffset", 0),
+            max_offset=number("maxOffset", 0),
+            suggest_broker_id=number("suggestWhichBrokerId", MASTER_ID),
+            body=answer.body,
+            remark=answer.remark,
+        )
+
+    def query(self, address: str, topic: str, key: str, unique: bool) -> bytes:
+        """QUERY_MESSAGE: the records the broker's index has under ``key`` (a KEYS token,
+        or with ``unique`` a UNIQ_KEY) for ``topic``, back to back; b"" for none."""
+        ext = {
+            "topic": topic,
+            "key": key,
+            "maxNum": str(QUERY_MAX_NUM),
+            "beginTimestamp": "0",
+            "endTimestamp": str(JAVA_LONG_MAX),
+        }
+        if unique:
+            ext["_UNIQUE_KEY_QUERY"] = "true"
+        answer = self.invoke(address, request(RequestCode.QUERY_MESSAGE, ext))
+        if answer.code == ResponseCode.QUERY_NOT_FOUND:
+            return b""
+        if answer.code != ResponseCode.SUCCESS:
+            raise ClusterError(
+                f"query of key {key!r} in {topic} on broker {address}: code {answer.code}, "
+                f"{answer.remark}"
+            )
+        return answer.body
+
+
+def readable_brokers(routes: Iterable[BrokerRoute]) -> list[BrokerRoute]:
+    """The brokers a read goes to: readable and registered with at least one address (the
+    master, or a slave while the master is down)."""
+    chosen = []
+    for broker in routes:
+        if not broker.readable:
+            continue
+        if not broker.addresses:
+            log.warning("broker %s has no address registered: its queues are not read", broker.name)
+            continue
+        chosen.append(broker)
+    return chosen

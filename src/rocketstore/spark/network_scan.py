@@ -1,0 +1,289 @@
+"""Reading one network partition into Arrow record batches (runs on the executors).
+
+Layer: spark (top). A :class:`.network_plan.NetworkPartition` is pulled from its broker
+with PULL_MESSAGE; a :class:`.network_plan.NetworkKeyPartition` is answered by
+QUERY_MESSAGE. Brokers answer both with CommitLog records back to back, which are decoded
+by the file mode's column-wise decoder (:func:`.arrow_records.decode_records`), so the
+columns are the same; a stretch it declines goes through the per-record decoder. Each row
+gets the ``broker`` column (the brokerName it was read from).
+
+Pulls go to the master; when a broker answers with ``suggestWhichBrokerId`` naming a
+slave it has registered (the master says so when the data has left its page cache), the
+next pulls go there, and back to the master if the slave fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.format import record as rec
+from rocketstore.format.subscription import Subscription
+from rocketstore.remoting.blocking import RemotingClientError
+from rocketstore.remoting.codes import ResponseCode
+from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
+from rocketstore.spark.columns import BROKER_COLUMN, RowBuffer, project
+from rocketstore.spark.network_cluster import MASTER_ID, QUERY_MAX_NUM, Cluster, ClusterError
+from rocketstore.spark.network_plan import Addresses, NetworkKeyPartition, NetworkPartition
+from rocketstore.spark.options import ReadOptions
+from rocketstore.spark.pushdown import Pushed
+from rocketstore.spark.scan import decoded_columns
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
+_PHYSICAL = struct.Struct(">q")
+# Pulls in a row that move no offset forward (RETRY_IMMEDIATELY at the same place) before
+# the partition fails naming the queue.
+MAX_STALLED_PULLS = 5
+
+
+def record_positions(body: bytes, where: str) -> tuple[Any, Any, Any]:
+    """(positions, sizes, CommitLog offsets) of the records back to back in ``body``;
+    CorruptDataError naming ``where`` for a body that is not whole records."""
+    positions, sizes, physical = [], [], []
+    position = 0
+    while position < len(body):
+        if position + 8 > len(body):
+            raise CorruptDataError(f"{where}: {len(body) - position} bytes after the last record")
+        total, magic = _HEADER.unpack_from(body, position)
+        if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2) or total <= 0:
+            raise CorruptDataError(f"{where}: no record at {position} ({magic=:#x})")
+        if position + total > len(body):
+            raise CorruptDataError(f"{where}: the record at {position} is cut off")
+        positions.append(position)
+        sizes.append(total)
+        physical.append(_PHYSICAL.unpack_from(body, position + rec.POS_PHYSICALOFFSET)[0])
+        position += total
+    return (
+        np.asarray(positions, dtype=np.int64),
+        np.asarray(sizes, dtype=np.int64),
+        np.asarray(physical, dtype=np.int64),
+    )
+
+
+def decode_body(
+    body: bytes, where: str, include_body: bool, needed: frozenset[str] | None
+) -> list[Any]:
+    """Records back to back (a pull's or a query's answer) as record batches: column-wise,
+    or one by one when the column-wise decoder declines them (an IPv6 host, text that is
+    not UTF-8, a repeated property name)."""
+    if not body:
+        return []
+    positions, sizes, physical = record_positions(body, where)
+    batch = decode_records(
+        body, positions, physical, sizes, queue_offsets_at(body, positions), include_body, needed
+    )
+    if batch is not None:
+        return [batch]
+    buffer = RowBuffer(include_body)
+    for position in positions.tolist():
+        try:
+            view = rec.read_record(body, position, end=len(body))
+        except (CorruptDataError, IncompleteDataError) as e:
+            raise CorruptDataError(f"{where}: record at {position}: {e}") from e
+        assert not isinstance(view, rec.Blank)
+        buffer.append(rec.to_message_ext(body, view, read_body=include_body), view.queue_offset)
+    return [buffer.take()]
+
+
+def _with_broker(batch: Any, broker: str) -> Any:
+    import pyarrow as pa  # noqa: PLC0415
+
+    return batch.append_column(BROKER_COLUMN, pa.array([broker] * batch.num_rows, pa.string()))
+
+
+def _keep(batch: Any, mask: Any) -> Any:
+    import pyarrow as pa  # noqa: PLC0415
+
+    return batch if bool(np.all(mask)) else batch.filter(pa.array(mask, pa.bool_()))
+
+
+def _subscription_mask(batch: Any, subscription: Subscription) -> Any:
+    """Rows whose tag (tags option) or properties (sql92 option) the subscription takes."""
+    rows = batch.num_rows
+    if subscription.matches_all:
+        return np.ones(rows, dtype=bool)
+    if subscription.selector is not None:
+        properties = batch.column("properties").to_pylist()
+        return np.array(
+            [subscription.match_properties(dict(p or [])) for p in properties], dtype=bool
+        )
+    tags = batch.column("tags").to_pylist()
+    return np.array([subscription.match_tags(t) for t in tags], dtype=bool)
+
+
+def read_network_partition(partition: object, options: ReadOptions) -> Iterator[Any]:
+    """The partition's rows as Arrow batches of the read's columns."""
+    subscription = options.subscription()
+    needed = decoded_columns(options, Pushed(), subscription)
+    if needed is not None:
+        needed = needed | {"properties"} if subscription.selector is not None else needed
+    if isinstance(partition, NetworkPartition):
+        batches = _pulled(partition, options, subscription, needed)
+    elif isinstance(partition, NetworkKeyPartition):
+        if needed is not None:
+            needed = needed | {"keys", "uniqKey"}
+        batches = _queried(partition, options, subscription, needed)
+    else:  # Spark's placeholder when a plan has no partitions
+        return iter(())
+    return project(batches, options.columns)
+
+
+class _Puller:
+    """Pulls of one broker's queue: master first, the slave the broker suggests next."""
+
+    def __init__(self, cluster: Cluster, broker: str, addresses: Addresses) -> None:
+        self.cluster = cluster
+        self.broker = broker
+        self.addresses = dict(addresses)
+        self.broker_id = MASTER_ID if MASTER_ID in self.addresses else min(self.addresses)
+
+    def pull(self, topic: str, queue_id: int, offset: int, count: int) -> Any:
+        address = self.addresses[self.broker_id]
+        try:
+            result = self.cluster.pull(address, topic, queue_id, offset, count)
+        except RemotingClientError as e:
+            if self.broker_id == MASTER_ID or MASTER_ID not in self.addresses:
+                raise RemotingClientError(
+                    f"pull of {topic} queue {self.broker}:{queue_id} at {offset}: {e}"
+                ) from e
+            log.warning("slave %s of %s failed (%s): back to the master", address, self.broker, e)
+            self.broker_id = MASTER_ID
+            return self.pull(topic, queue_id, offset, count)
+        suggested = result.suggest_broker_id
+        if suggested != self.broker_id and suggested in self.addresses:
+            self.broker_id = suggested
+        return result
+
+
+def _pulled(
+    part: NetworkPartition,
+    options: ReadOptions,
+    subscription: Subscription,
+    needed: frozenset[str] | None,
+) -> Iterator[Any]:
+    where = f"{part.topic} queue {part.broker}:{part.queue_id}"
+    with Cluster() as cluster:
+        puller = _Puller(cluster, part.broker, part.addresses)
+        offset = part.start
+        stalled = 0
+        while offset < part.end:
+            result = puller.pull(part.topic, part.queue_id, offset, part.end - offset)
+            next_offset = result.next_begin_offset
+            if result.code == ResponseCode.SUCCESS:
+                for batch in decode_body(result.body, f"pull of {where}", options.include_body,
+                                         needed):  # fmt: skip
+                    offsets = batch.column("offset").to_numpy()
+                    mask = (offsets >= offset) & (offsets < part.end)
+                    kept = _keep(batch, mask & _subscription_mask(batch, subscription))
+                    if kept.num_rows:
+                        yield _with_broker(kept, part.broker)
+                    if len(offsets):
+                        next_offset = max(next_offset, int(offsets.max()) + 1)
+            elif result.code == ResponseCode.PULL_NOT_FOUND:
+                return  # no message at or past offset: the queue ends before planned
+            elif result.code == ResponseCode.PULL_OFFSET_MOVED:
+                if next_offset <= offset:
+                    return
+                log.warning(
+                    "%s: offsets [%d, %d) are gone (retention); reading on from %d",
+                    where, offset, min(next_offset, part.end), next_offset,
+                )  # fmt: skip
+            elif result.code != ResponseCode.PULL_RETRY_IMMEDIATELY:
+                raise ClusterError(
+                    f"pull of {where} at offset {offset} refused by broker "
+                    f"{puller.addresses[puller.broker_id]}: code {result.code}, {result.remark}"
+                )
+            if next_offset <= offset:
+                stalled += 1
+                if stalled >= MAX_STALLED_PULLS:
+                    raise ClusterError(
+                        f"pull of {where}: the broker keeps answering code {result.code} at "
+                        f"offset {offset} without moving on"
+                    )
+                continue
+            stalled = 0
+            offset = next_offset
+
+
+def _queried(
+    part: NetworkKeyPartition,
+    options: ReadOptions,
+    subscription: Subscription,
+    needed: frozenset[str] | None,
+) -> Iterator[Any]:
+    """The rows of the keys: QUERY_MESSAGE by UNIQ_KEY (when uniqKeys is given) or by KEYS
+    token, kept when inside the planned ranges and matching every key option. A key query
+    the broker may have cut at its limit (maxMsgsNumBatch) is answered by pulling the
+    ranges instead (a scan of this broker's queues, the keys checked on every row)."""
+    unique = bool(part.uniq_keys)
+    lookups = part.uniq_keys if unique else part.keys
+    address = dict(part.addresses).get(MASTER_ID, part.addresses[0][1])
+    where = f"query of {part.topic} on {part.broker} ({address})"
+    found: list[Any] = []
+    with Cluster() as cluster:
+        for key in lookups:
+            try:
+                body = cluster.query(address, part.topic, key, unique)
+            except RemotingClientError as e:
+                raise RemotingClientError(f"{where}: {e}") from e
+            batches = decode_body(body, where, options.include_body, needed)
+            if not unique and sum(b.num_rows for b in batches) >= QUERY_MAX_NUM:
+                log.info(
+                    "%s: key %r may have more matches than a query gives: scanning", where, key
+                )
+                yield from _scanned_keys(part, options, subscription, needed)
+                return
+            found += batches
+    seen: set[tuple[int, int]] = set()
+    for batch in found:
+        kept = _keep(batch, _key_mask(batch, part, seen) & _subscription_mask(batch, subscription))
+        if kept.num_rows:
+            yield _with_broker(kept, part.broker)
+
+
+def _key_mask(batch: Any, part: NetworkKeyPartition, seen: set[tuple[int, int]]) -> Any:
+    """Rows of the partition's topic inside its ranges whose keys match the options (an
+    index hit may be a hash collision), each (queue, offset) once."""
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for qid, start, end in part.ranges:
+        ranges.setdefault(qid, []).append((start, end))
+    topics = batch.column("topic").to_pylist()
+    queues = batch.column("partition").to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    keys = batch.column("keys").to_pylist()
+    uniq = batch.column("uniqKey").to_pylist()
+    mask = np.zeros(batch.num_rows, dtype=bool)
+    for i in range(batch.num_rows):
+        if topics[i] != part.topic or (queues[i], offsets[i]) in seen:
+            continue
+        if not any(s <= offsets[i] < e for s, e in ranges.get(queues[i], ())):
+            continue
+        if part.uniq_keys and uniq[i] not in part.uniq_keys:
+            continue
+        if part.keys and not set(keys[i] or ()) & set(part.keys):
+            continue
+        seen.add((queues[i], offsets[i]))
+        mask[i] = True
+    return mask
+
+
+def _scanned_keys(
+    part: NetworkKeyPartition,
+    options: ReadOptions,
+    subscription: Subscription,
+    needed: frozenset[str] | None,
+) -> Iterator[Any]:
+    seen: set[tuple[int, int]] = set()
+    for qid, start, end in part.ranges:
+        pull = NetworkPartition(part.topic, part.broker, part.addresses, qid, start, end)
+        for batch in _pulled(pull, options, subscription, needed):
+            kept = _keep(batch, _key_mask(batch, part, seen))
+            if kept.num_rows:
+                yield kept

@@ -1,0 +1,168 @@
+"""A real cluster for the network-mode Spark tests: ``rocketstore namesrv`` and two
+``rocketstore broker`` processes on free loopback ports, a topic created on both through
+the name server, messages sent to each broker with the project's own remoting client."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketstore.broker import admin_client
+from rocketstore.broker.topic_config import TopicConfig
+from rocketstore.format.properties import encode_properties_str
+from rocketstore.remoting.blocking import invoke_sync, request
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.spark.network_cluster import READER_GROUP
+
+START_TIMEOUT_S = 30
+TOPIC = "Orders"
+QUEUES = 3
+PER_QUEUE = 8
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(command: list[str], ready: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rocketstore.cli.main", *command],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if ready in line:
+            return process
+        if not line and process.poll() is not None:
+            raise AssertionError(f"{command[0]} exited early ({process.returncode})")
+    process.kill()
+    raise AssertionError(f"{command[0]} did not start in time")
+
+
+@dataclass
+class Cluster:
+    namesrv: str
+    brokers: dict[str, str]  # broker name -> address
+    stores: dict[str, Path]
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path) -> Iterator[Cluster]:
+    """Name server + broker-a + broker-b; stopped (SIGTERM, then SIGKILL) at the end."""
+    processes: list[subprocess.Popen[str]] = []
+    try:
+        namesrv = f"127.0.0.1:{free_port()}"
+        processes.append(
+            _start(
+                ["namesrv", "--listen", namesrv, "--kv-config", str(root / "kv.json")],
+                "Ctrl-C stops",
+            )
+        )
+        brokers, stores = {}, {}
+        for name in ("broker-a", "broker-b"):
+            address = f"127.0.0.1:{free_port()}"
+            stores[name] = root / name
+            command = ["broker", "--namesrv", namesrv, "--broker-name", name]
+            command += ["--listen", address, "--store", str(stores[name])]
+            command += ["--flush", "SYNC_FLUSH"]
+            processes.append(_start(command, "Ctrl-C stops"))
+            brokers[name] = address
+        yield Cluster(namesrv, brokers, stores)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+            if process.stderr is not None:
+                process.stderr.close()
+
+
+def create_topic(cluster: Cluster, topic: str, queues: int) -> None:
+    """The topic on every master, then wait (bounded) until the name server routes it to
+    both brokers."""
+    config = TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues)
+    admin_client.update_topic(cluster.namesrv, config)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        route = admin_client.topic_route(cluster.namesrv, topic)
+        if route and len(route.get("queueDatas", [])) == len(cluster.brokers):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{topic} is not routed to every broker")
+
+
+def send(cluster: Cluster, broker: str, topic: str, queue_id: int, i: int) -> dict[str, Any]:
+    """One message with keys, tags, a unique key and a user property (SEND_MESSAGE_V2)."""
+    properties = {
+        "KEYS": f"{broker}-{queue_id}-{i}" + (" shared" if i % 4 == 0 else ""),
+        "TAGS": "TagA" if i % 2 else "TagB",
+        "UNIQ_KEY": f"U-{broker}-{queue_id}-{i:03d}",
+        "WAIT": "true",
+        "color": ("red", "blue")[i % 2],
+    }
+    body = f"body {broker} {queue_id} {i}".encode() * (1 + i % 3)
+    ext = {
+        "a": "test_producer",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(queue_id),
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": str(i % 4),
+        "i": encode_properties_str(properties),
+        "j": "0",
+        "k": "false",
+    }
+    answer = invoke_sync(cluster.brokers[broker], request(RequestCode.SEND_MESSAGE_V2, ext, body))
+    assert answer.code == ResponseCode.SUCCESS, (answer.code, answer.remark)
+    sent = {
+        "broker": broker,
+        "topic": topic,
+        "partition": queue_id,
+        "offset": int(answer.ext_fields["queueOffset"]),
+        "value": body,
+        "key": properties["KEYS"],
+        "tags": properties["TAGS"],
+        "uniqKey": properties["UNIQ_KEY"],
+        "flag": i % 4,
+        "color": properties["color"],
+    }
+    cluster.sent.append(sent)
+    return sent
+
+
+def load(cluster: Cluster) -> None:
+    create_topic(cluster, TOPIC, QUEUES)
+    for i in range(PER_QUEUE):
+        for broker in sorted(cluster.brokers):
+            for qid in range(QUEUES):
+                send(cluster, broker, TOPIC, qid, i)
+
+
+def pulled_count(cluster: Cluster, broker: str, topic: str) -> int:
+    """Messages the broker has handed out to the reader's group for ``topic`` today (its
+    GROUP_GET_NUMS stats item: what mqadmin statsAll reads); 0 before any pull."""
+    ext = {"statsName": "GROUP_GET_NUMS", "statsKey": f"{topic}@{READER_GROUP}"}
+    answer = invoke_sync(cluster.brokers[broker], request(RequestCode.VIEW_BROKER_STATS_DATA, ext))
+    if answer.code != ResponseCode.SUCCESS:
+        return 0
+    return int(json.loads(answer.body)["statsDay"]["sum"])
