@@ -1,0 +1,96 @@
+"""Checks on CommitLog bytes a slave received from its master, before it appends them.
+
+Layer: format (pure: bytes in, a verdict out). :meth:`MessageStore.append_replicated`
+calls it with the bytes from the first record not yet wholly checked (a record the last
+transfer cut) through the end of the new ones, within one CommitLog file.
+
+The master cuts its transfers anywhere (haTransferBatchSize), so the bytes end in the
+middle of a record as often as not: that record is *incomplete*, looked at again once the
+rest of it has arrived. Every whole record must pass recovery's rules (a valid header and
+fields, the body CRC, PHYSICALOFFSET equal to where it lies, the 8-byte file tail rule);
+an END_OF_FILE blank must say how much of the file is left, and what follows it up to the
+file's end is filler, copied as it is. Anything else is *corrupt*: the slave refuses the
+whole transfer and appends none of it (a Java slave appends whatever it gets; its
+dispatcher skips what it cannot read, and its files then differ from nothing in particular).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.format import record as rec
+
+_HEAD8 = struct.Struct(">ii")
+_LONG = struct.Struct(">q")
+
+
+class ReplicatedCheck(NamedTuple):
+    """What the checked bytes hold.
+
+    ``next_record``: the position (in the checked bytes) of the first record not wholly in
+    them, or the file's end after a blank; ``store_timestamp``: the STORETIMESTAMP of the
+    last whole record (0 when there is none)."""
+
+    next_record: int
+    store_timestamp: int
+
+
+def check_replicated(
+    buf: bytes | bytearray | memoryview, base: int, file_end: int
+) -> ReplicatedCheck:
+    """Check the records of ``buf``, which starts at a record boundary at CommitLog offset
+    ``base``; its file ends at position ``file_end`` of ``buf`` (``len(buf) <= file_end``).
+
+    CorruptDataError (position: the CommitLog offset of the bad record) when a whole record
+    or the start of one is not valid."""
+    if len(buf) > file_end:
+        raise CorruptDataError(
+            f"replicated bytes run {len(buf) - file_end} bytes past their CommitLog file",
+            position=base + file_end,
+        )
+    position = 0
+    stamp = 0
+    while position < len(buf):
+        if len(buf) - position < 8:
+            break  # the header itself is still arriving
+        total, magic = _HEAD8.unpack_from(buf, position)
+        if magic == rec.BLANK_MAGIC:
+            if total != file_end - position:
+                raise CorruptDataError(
+                    f"END_OF_FILE blank says {total} bytes are left, the file has "
+                    f"{file_end - position}",
+                    position=base + position,
+                )
+            return ReplicatedCheck(file_end, stamp)
+        if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2):
+            raise CorruptDataError(
+                f"no record header (magic {magic & 0xFFFFFFFF:#010x})", position=base + position
+            )
+        if total < rec.FIXED_OVERHEAD_V4 or position + total > file_end:
+            raise CorruptDataError(
+                f"record size {total} does not fit its file", position=base + position
+            )
+        if position + total > len(buf):
+            break  # the rest of the record is still arriving
+        try:
+            view = rec.read_record(buf, position, check_crc=True, end=position + total)
+        except IncompleteDataError as e:  # fields that claim more than TOTALSIZE
+            raise CorruptDataError(f"record fields overrun: {e}", position=base + position) from e
+        except CorruptDataError as e:
+            raise CorruptDataError(e.reason, position=base + position) from e
+        assert isinstance(view, rec.RecordView)  # the blank was handled above
+        if view.physical_offset != base + position:
+            raise CorruptDataError(
+                f"PHYSICALOFFSET {view.physical_offset} in a record at {base + position}",
+                position=base + position,
+            )
+        end = position + total
+        if file_end - end < rec.END_FILE_MIN_BLANK_LENGTH and end != file_end:
+            raise CorruptDataError(
+                "record leaves less than 8 bytes before the file end", position=base + position
+            )
+        stamp = view.store_timestamp
+        position = end
+    return ReplicatedCheck(position, stamp)

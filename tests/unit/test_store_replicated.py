@@ -1,0 +1,175 @@
+"""MessageStore.append_replicated: a slave's CommitLog fed the master's bytes in arbitrary
+cuts ends byte-identical to it, with the same queues and index; bad bytes append nothing."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.errors import ConfigError, CorruptDataError
+from rocketstore.format import record as rec
+from rocketstore.paths import COMMITLOG_DIR
+
+FILE_SIZE = 8 * 1024
+TOPIC = "Replicated"
+
+
+def _config() -> StoreConfig:
+    return StoreConfig(
+        mapped_file_size_commit_log=FILE_SIZE,
+        mapped_file_size_consume_queue=20 * 64,
+        max_hash_slot_num=100,
+        max_index_num=400,
+    )
+
+
+def _fill(store: MessageStore, count: int) -> None:
+    for i in range(count):
+        body = bytes([65 + i % 26]) * (i * 37 % 700)
+        message = Message(
+            topic=TOPIC,
+            queue_id=i % 3,
+            body=body,
+            properties={"KEYS": f"k{i}", "TAGS": "a" if i % 2 else "b"},
+            born_timestamp=1_700_000_000_000 + i,
+            born_host="127.0.0.1:5000",
+        )
+        assert store.put(message).ok
+
+
+def _master_bytes(master: MessageStore, start: int = 0) -> list[tuple[int, bytes]]:
+    """The master's written CommitLog from ``start``, one piece per file (what
+    HAConnection reads)."""
+    pieces = []
+    offset = start
+    end = master.max_commit_log_offset()
+    while offset < end:
+        with master.commitlog.view_to_file_end(offset, 1 << 30) as view:
+            assert view is not None
+            pieces.append((offset, bytes(view)))
+            offset += len(view)
+    return pieces
+
+
+def _commitlog_files(store: MessageStore) -> dict[str, bytes]:
+    directory = os.path.join(store.root, COMMITLOG_DIR)
+    return {
+        name: open(os.path.join(directory, name), "rb").read() for name in os.listdir(directory)
+    }
+
+
+def _queue_contents(store: MessageStore) -> list[tuple[int, int, bytes, str | None]]:
+    store.wait_dispatched()
+    out = []
+    for queue_id in range(3):
+        offset = 0
+        while offset < store.max_offset(TOPIC, queue_id):
+            result = store.get_messages("g", TOPIC, queue_id, offset, 32)
+            out += [(queue_id, m.queue_offset, m.body, m.keys) for m in result.messages]
+            offset = result.next_begin_offset
+    return out
+
+
+def _record_size(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 4], "big")
+
+
+def _body_length(data: bytes, at: int) -> int:
+    view = rec.read_record(data, at)
+    assert isinstance(view, rec.RecordView)
+    return view.body_length
+
+
+def _body_position(data: bytes, at: int) -> int:
+    view = rec.read_record(data, at)
+    assert isinstance(view, rec.RecordView)
+    return view.body_position
+
+
+@pytest.fixture
+def master(tmp_path):
+    store = MessageStore.open(tmp_path / "master", _config())
+    _fill(store, 60)  # several files, each closed by an END_OF_FILE blank
+    yield store
+    store.close()
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cuts=st.lists(
+        st.integers(min_value=1, max_value=3000).map(lambda n: n if n > 20 else n * 97),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_cut_anywhere_gives_identical_files_and_queues(master, tmp_path_factory, cuts):
+    slave = MessageStore.open(tmp_path_factory.mktemp("slave"), _config())
+    try:
+        step = itertools.cycle(cuts)
+        for offset, data in _master_bytes(master):
+            at = 0
+            while at < len(data):
+                size = next(step)
+                assert slave.append_replicated(offset + at, data[at : at + size]) == min(
+                    offset + len(data), offset + at + size
+                )
+                at += size
+        assert slave.max_commit_log_offset() == master.max_commit_log_offset()
+        master.flush()
+        slave.flush()
+        assert _commitlog_files(slave) == _commitlog_files(master)
+        assert _queue_contents(slave) == _queue_contents(master)
+        found = slave.query_messages(TOPIC, "k7")
+        assert [m.body for m in found] == [m.body for m in master.query_messages(TOPIC, "k7")]
+        assert len(found) == 1
+    finally:
+        slave.close()
+
+
+def test_new_slave_starts_at_a_file_boundary_of_the_master(master, tmp_path):
+    pieces = _master_bytes(master)
+    offset, data = pieces[-1]
+    slave = MessageStore.open(tmp_path / "slave", _config())
+    with slave:
+        with pytest.raises(ConfigError, match="file boundary"):
+            slave.append_replicated(offset + 1, data[1:])
+        assert slave.append_replicated(offset, data) == master.max_commit_log_offset()
+        assert slave.min_commit_log_offset() == offset
+        slave.wait_dispatched()
+        assert slave.max_offset(TOPIC, 0) == master.max_offset(TOPIC, 0)
+
+
+def test_bytes_that_do_not_follow_or_are_corrupt_append_nothing(master, tmp_path):
+    (_, data), *_ = _master_bytes(master)
+    slave = MessageStore.open(tmp_path / "slave", _config())
+    with slave:
+        slave.append_replicated(0, data[:500])
+        with pytest.raises(ConfigError, match="do not follow"):
+            slave.append_replicated(501, data[501:600])
+        bad = bytearray(data[500:])
+        at = 0
+        while at < 500 or not _body_length(data, at):  # a record wholly past 500, with a body
+            at += _record_size(data, at)
+        bad[_body_position(data, at) - 500] ^= 0xFF  # the body CRC no longer matches
+        with pytest.raises(CorruptDataError):
+            slave.append_replicated(500, bytes(bad))
+        assert slave.max_commit_log_offset() == 500
+        assert slave.append_replicated(500, data[500:]) == len(data)
+
+
+def test_restart_mid_record_recovers_to_the_last_whole_record(master, tmp_path):
+    (_, data), *_ = _master_bytes(master)
+    slave = MessageStore.open(tmp_path / "slave", _config())
+    slave.append_replicated(0, data[:1000])
+    slave.close()
+    with MessageStore.open(tmp_path / "slave", _config()) as reopened:
+        end = reopened.max_commit_log_offset()
+        assert 0 < end < 1000
+        assert reopened.append_replicated(end, data[end:]) == len(data)
