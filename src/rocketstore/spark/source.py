@@ -111,12 +111,22 @@ class RocketStoreDataSource(DataSource):
         return RocketStoreStreamReader(options)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
+        _refuse_network_write(self.options)
         options = parse_write_options(self.options, streaming=False)
         return RocketStoreWriter(options, _write_columns(schema, options, overwrite))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
+        _refuse_network_write(self.options)
         options = parse_write_options(self.options, streaming=True)
         return RocketStoreStreamWriter(options, _write_columns(schema, options, overwrite))
+
+
+def _refuse_network_write(options: Any) -> None:
+    if any(name.lower() == "namesrv" for name in options):
+        raise ConfigError(
+            "writes through name servers (option namesrv) are not done yet (issue #35): "
+            "write a store directory (path), or send with a RocketMQ producer"
+        )
 
 
 def with_schema(options: ReadOptions, schema: Any) -> ReadOptions:
