@@ -74,19 +74,43 @@ def test_an_index_file_the_reader_passes_over_is_named(store: Path, cli: Cli) ->
     assert healthy.code == 0
 
 
-def test_check_does_not_call_records_after_damage_past_the_end(store: Path, cli: Cli) -> None:
-    """The check stops reading a file at its damage; units and index entries pointing
-    to the (whole) records after it are not past the end of the CommitLog."""
+def test_check_reads_past_damage_and_lists_the_message_a_consumer_misses(
+    store: Path, cli: Cli
+) -> None:
+    """The check reads on after a damaged record, as a pull does: the units and index
+    entries of the (whole) records after it are checked as any others, and the message
+    whose record is damaged is listed as one its queue's consumers miss."""
     victim, following = _record_in_the_middle(store, cli)
     offset = int(str(victim["commitLogOffset"]))
     flip_byte(commitlog_file(store, offset), offset % (64 * 1024) + 5)  # the magic
     run = cli("--store", store, "check", "--max-problems", "0")
     assert run.code == 1
     assert "past the end of the CommitLog" not in run.out
+    assert f"points to offset {following['commitLogOffset']}" not in run.out
+    queue = f"{victim['topic']}-{victim['queueId']}"
     assert (
-        f"points to offset {following['commitLogOffset']}, at or after the damaged data at "
-        f"{offset} (readable records follow it" in run.out
+        f"points to offset {offset}, inside the damaged data from {offset} to "
+        f"{following['commitLogOffset']}, and the bytes there are no record (illegal magic "
+        f"code 0xda5c20a7): a consumer of {queue} misses this message" in run.out
     )
+    assert "a consumer misses 1 message(s) whose records are damaged" in run.out
+    assert (
+        f"missed: {queue} queue offset {victim['queueOffset']} (CommitLog offset {offset}): "
+        "illegal magic code 0xda5c20a7" in run.out
+    )
+    assert "checked 899 records" in run.out  # all but the damaged one
+    as_json = cli("--store", store, "--json", "check").json_lines()
+    assert [r for r in as_json if r["type"] == "missed"] == [
+        {
+            "type": "missed",
+            "topic": victim["topic"],
+            "queueId": victim["queueId"],
+            "queueOffset": victim["queueOffset"],
+            "offset": offset,
+            "reason": "illegal magic code 0xda5c20a7",
+        }
+    ]
+    assert as_json[-1]["missed"] == 1
 
 
 def test_a_queue_file_of_the_wrong_size_leaves_out_that_queue_only(store: Path, cli: Cli) -> None:

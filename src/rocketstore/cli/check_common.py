@@ -41,6 +41,34 @@ class Problem:
         }
 
 
+@dataclass(frozen=True)
+class Missed:
+    """A message a consumer of its queue would not get: its unit names CommitLog bytes
+    that are not a readable record (damage), so a pull steps over it (read_path)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    offset: int  # the CommitLog offset the unit names
+    reason: str
+
+    def line(self) -> str:
+        return (
+            f"{self.topic}-{self.queue_id} queue offset {self.queue_offset} (CommitLog offset "
+            f"{self.offset}): {self.reason}"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "type": "missed",
+            "topic": self.topic,
+            "queueId": self.queue_id,
+            "queueOffset": self.queue_offset,
+            "offset": self.offset,
+            "reason": self.reason,
+        }
+
+
 @dataclass
 class RecordTable:
     """What the queue and index checks need of every readable record, as numpy arrays in
@@ -63,6 +91,8 @@ class RecordTable:
 class CheckResult:
     root: str
     problems: list[Problem] = field(default_factory=list)
+    # The messages whose records are damaged, so that a consumer's pulls skip them.
+    missed: list[Missed] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     records: int = 0
     queue_units: int = 0
@@ -83,6 +113,11 @@ def no_record_reason(offset: int, data_end: int, scan: CommitLogScan | None) -> 
     """Why a unit or index entry pointing at ``offset`` finds no record. Past damage that
     readable records follow, the rest of the damaged file is not read: the record may be
     whole, and "past the end of the CommitLog" would be wrong."""
+    stretch = scan.damaged_stretch(offset) if scan is not None else None
+    if stretch is not None:
+        return (
+            f"points to offset {offset}, inside the damaged data from {stretch[0]} to {stretch[1]}"
+        )
     damage = scan.first_structure_issue if scan is not None else None
     if damage is not None and scan is not None and scan.records_after_structure_issue:
         file_end = damage.offset - damage.position + scan.file_size

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from rocketstore.cli.check_common import (
     I64,
     CheckResult,
+    Missed,
     Problem,
     RecordTable,
     lookup,
@@ -39,8 +40,9 @@ from rocketstore.cli.check_index import IndexCheck
 from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_files
 from rocketstore.config import StoreConfig
 from rocketstore.consume_queue_ext import ConsumeQueueExtReader
-from rocketstore.errors import CorruptDataError
+from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.files.deleted_queues import load_deleted_queues, queue_key
+from rocketstore.files.regular_file import read_store_file
 from rocketstore.files.store_dir import with_dledger
 from rocketstore.format import properties as props
 from rocketstore.format import record as rec
@@ -58,6 +60,7 @@ from rocketstore.paths import (
     SCHEDULE_TOPIC,
     dledger_home,
 )
+from rocketstore.read_path import record_damage
 
 BLANK_FILL_SIZE = 0x7FFFFFFF
 
@@ -151,8 +154,13 @@ def check_store(
     result = CheckResult(root, unclean=abort and not lock_held)
     rel = _relative(root)
     settings = with_dledger(root, config or StoreConfig())
+    # Read on past damage as a pull does, so that check judges what a consumer gets.
     scan = CommitLogScan(
-        root, check_crc=True, on_bytes=on_bytes, dirs=settings.commit_log_dirs(root)
+        root,
+        check_crc=True,
+        on_bytes=on_bytes,
+        dirs=settings.commit_log_dirs(root),
+        resume_after_damage=True,
     )
     result.scan = scan
     # LMQ queues are queue 0 unless a broker.conf turns multi-dispatch on without LMQ.
@@ -163,7 +171,7 @@ def check_store(
         collector.add(record.buf, record.view)
     table = collector.table()
     for issue in scan.issues:
-        if result.unclean and _maybe_in_flight(scan, issue):
+        if result.unclean and (_maybe_in_flight(scan, issue) or _written_since(issue)):
             result.notes.append(
                 f"{rel(issue.path)}: offset {issue.offset}: {issue.reason} - at the very end "
                 "of the data while a writer may be appending (the abort file is there); "
@@ -188,6 +196,16 @@ def check_store(
         multi_dispatch=settings.enable_multi_dispatch,
     )  # fmt: skip
     queue_check.run()
+    if queue_check.newer_units:
+        result.notes.append(
+            f"{queue_check.newer_units} queue units point at or past {scan.data_end}, where "
+            "the CommitLog read ended: records a running writer appended since (not checked)"
+        )
+    if queue_check.unread_but_whole:
+        result.notes.append(
+            f"{queue_check.unread_but_whole} queue units name whole records inside damaged "
+            "CommitLog data: a consumer reads them"
+        )
     if queue_check.ext_units:
         result.notes.append(
             f"{queue_check.ext_units} queue units keep their tagsCode in "
@@ -208,6 +226,27 @@ def _maybe_in_flight(scan: CommitLogScan, issue: ScanIssue) -> bool:
     if issue.kind == "structure":
         return issue is scan.first_structure_issue and not scan.records_after_structure_issue
     return issue.kind == "crc" and issue.offset == scan.last_record_offset
+
+
+def _written_since(issue: ScanIssue) -> bool:
+    """Whether what the scan found unreadable beside a running writer reads whole now: a
+    record (or a file's END_OF_FILE blank) the writer was writing while the scan passed,
+    which the scan's later reading may have shown finished after it (no problem)."""
+    if issue.kind == "layout":
+        return False
+    # Where the data stopped: bytes after a run of zeros are reported where they start.
+    offset = issue.offset if issue.cut_at is None else issue.cut_at
+    try:
+        with open(issue.path, "rb") as f:
+            f.seek(issue.position - (issue.offset - offset))
+            data = f.read(rec.END_FILE_MIN_BLANK_LENGTH)
+            size = int.from_bytes(data[:4], "big", signed=True)
+            if 0 < size <= 64 * 1024 * 1024:
+                data += f.read(size - len(data))
+        found = rec.read_record(data, 0, check_crc=True)
+    except (OSError, CorruptDataError, IncompleteDataError):
+        return False
+    return isinstance(found, rec.Blank) or found.physical_offset == offset
 
 
 def _relative(root: str) -> Callable[[str], str]:
@@ -249,6 +288,13 @@ class _QueueCheck:
         # Queues deleted on purpose: their records below these offsets are no queue's.
         self.deleted = load_deleted_queues(root)
         self.ext_units = 0  # units whose tagsCode is in consumequeue_ext (cq_ext)
+        # Units naming a whole record in a stretch the scan passed over (past damage).
+        self.unread_but_whole = 0
+        # Units past the CommitLog the check read, beside a running writer (unclean).
+        self.newer_units = 0
+        # Per queue: the CommitLog end of its last unit as read (dispatch goes in order).
+        self.queue_ends: dict[int, int] = {}
+        self.lag_from = 2**63 - 1  # the lowest such end of a queue with records lagging
 
     def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:
         self.result.problems.append(Problem("consumequeue", self.rel(path), where, reason, offset))
@@ -268,7 +314,10 @@ class _QueueCheck:
 
     def run(self) -> None:
         for topic, queue_id, directory in self.queue_dirs():
-            self._check_queue(topic, queue_id, directory)
+            try:
+                self._check_queue(topic, queue_id, directory)
+            except CorruptDataError as e:  # a file that is no regular file (a FIFO...)
+                self._problem(e.path or directory, "file", e.reason)
         self._check_records_have_units()
 
     def _load(self, directory: str, files: list[DataFile]) -> tuple[int, I64, I64, I64]:
@@ -285,8 +334,7 @@ class _QueueCheck:
             if f.size != size:
                 self._problem(f.path, "file", f"file is {f.size} bytes, the first file {size}")
                 break
-            with open(f.path, "rb") as handle:
-                data = handle.read()
+            data = read_store_file(f.path)
             if self.on_bytes is not None:
                 self.on_bytes(len(data))
             chunks.append(decode_units(data))
@@ -324,9 +372,16 @@ class _QueueCheck:
         self.loaded[key] = (first, offsets)
         if len(offsets):
             self.dispatched_end = max(self.dispatched_end, int(offsets[-1] + sizes[-1]))
+            self.queue_ends[key] = int(offsets[-1] + sizes[-1])
         table = self.table
         alive = offsets >= self.min_offset
         expired = int(np.count_nonzero(~alive))
+        if self.result.unclean:
+            # The queues are read after the CommitLog: beside a running writer they hold
+            # units of records appended since, which the check judges as of the end it read.
+            newer = offsets >= self.data_end
+            self.newer_units += int(np.count_nonzero(newer & alive))
+            alive &= ~newer
         if expired:
             self.result.notes.append(
                 f"{topic}-{queue_id}: {expired} units point below the CommitLog's first "
@@ -351,7 +406,10 @@ class _QueueCheck:
         index, found = lookup(table.offset, offsets[where_q])
         for j in np.flatnonzero(~found):
             q = int(where_q[j])
-            self._unit_problem(files, first + q, int(offsets[q]), self._no_record(int(offsets[q])))
+            offset = int(offsets[q])
+            reason = self._unread_record(topic, queue_id, first + q, offset, int(sizes[q]))
+            if reason:
+                self._unit_problem(files, first + q, offset, reason)
         for j in np.flatnonzero(found):
             q = int(where_q[j])
             r = int(index[j])
@@ -380,6 +438,43 @@ class _QueueCheck:
                 f"{CONSUME_QUEUE_EXT_DIR}/{topic}/{queue_id} has no unit there"
             )
         return unit.tags_code, ""
+
+    def _unread_record(
+        self, topic: str, queue_id: int, queue_offset: int, offset: int, size: int
+    ) -> str:
+        """Why a unit names no record the scan read ("" when a pull reads a whole record
+        there all the same, in a stretch the scan passed over). A unit naming bytes that
+        are no record a pull reads is a message its consumers miss: ``result.missed``."""
+        data = self._commitlog_bytes(offset, size)
+        if data is None:
+            return self._no_record(offset)
+        damage = record_damage(data, offset, size)
+        if damage is None:
+            self.unread_but_whole += 1
+            return ""
+        self.result.missed.append(Missed(topic, queue_id, queue_offset, offset, damage))
+        return (
+            f"{self._no_record(offset)}, and the bytes there are no record ({damage}): "
+            f"a consumer of {topic}-{queue_id} misses this message"
+        )
+
+    def _commitlog_bytes(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes a unit names, as a pull reads them: None when the CommitLog
+        holds no data there (before its start, past its end, a file that is gone)."""
+        scan = self.result.scan
+        if scan is None or size <= 0 or offset < self.min_offset:
+            return None
+        if offset >= self.data_end and scan.damaged_stretch(offset) is None:
+            return None
+        for f in scan.files:
+            if f.start <= offset and offset + size <= f.end:
+                try:
+                    with open(f.path, "rb") as handle:
+                        handle.seek(offset - f.start)
+                        return handle.read(size)
+                except OSError:  # removed by a running writer's retention meanwhile
+                    return None
+        return None
 
     def _no_record(self, offset: int) -> str:
         return no_record_reason(offset, self.data_end, self.result.scan)
@@ -443,7 +538,7 @@ class _QueueCheck:
             lag_records += self._check_queue_has(key, rec_offsets[in_order], rec_q[in_order])
         if lag_records:
             self.result.notes.append(
-                f"{lag_records} record(s) after offset {max(self.dispatched_end, 0)} are not in "
+                f"{lag_records} record(s) after offset {max(self.lag_from, 0)} are not in "
                 "the consume queues yet (dispatch lag: a running writer or the next writer's "
                 "recovery adds them)"
             )
@@ -470,7 +565,13 @@ class _QueueCheck:
         points_elsewhere = np.zeros(len(rec_offsets), dtype=bool)
         points_elsewhere[present] = unit_offsets[slot[present]] != rec_offsets[present]
         missing = ~present & ~before
-        lagging = missing & (rec_offsets >= self.dispatched_end) & self.result.unclean
+        # Dispatch writes each queue's units in CommitLog order, but the queues are read
+        # one after another while a writer runs: only what lies past this queue's own last
+        # unit (as read) may still be on its way; a hole before it is a problem.
+        lag_from = self.queue_ends.get(key, self.dispatched_end)
+        lagging = missing & (rec_offsets >= lag_from) & self.result.unclean
+        if np.any(lagging):
+            self.lag_from = min(self.lag_from, lag_from)
         missing &= ~lagging
         directory = os.path.join(self.base, topic, str(queue_id))
         if np.any(missing):
@@ -512,8 +613,11 @@ def _check_checkpoint(root: str, result: CheckResult, rel: Callable[[str], str])
     if not os.path.exists(path):
         result.notes.append("no checkpoint file (a new store, or one never flushed)")
         return
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        data = read_store_file(path)
+    except CorruptDataError as e:  # a FIFO or directory so named
+        result.problems.append(Problem("checkpoint", rel(path), "file", e.reason))
+        return
     if len(data) != CHECKPOINT_FILE_SIZE:
         result.problems.append(
             Problem(

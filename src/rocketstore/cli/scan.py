@@ -125,8 +125,13 @@ class CommitLogScan:
         end: int | None = None,
         on_bytes: Callable[[int], None] | None = None,
         dirs: CommitLogDirs | None = None,
+        resume_after_damage: bool = False,
     ):
-        """``dirs``: where the CommitLog files are (default ``<root>/commitlog``)."""
+        """``dirs``: where the CommitLog files are (default ``<root>/commitlog``).
+        ``resume_after_damage``: after a structure issue, read on from the next whole,
+        valid record of the file (format.record_search) instead of from the next file,
+        as a pull reads the records after a damaged one (``check``); ``damaged`` then
+        lists each stretch passed over."""
         self.root = root
         self.dirs = dirs or CommitLogDirs.of(root)
         self.files = offset_files(self.dirs.all)
@@ -144,6 +149,9 @@ class CommitLogScan:
         self._open_end: tuple[DataFile, int] | None = None
         self._last_entry: EntryHeader | None = None  # of a DLedger log, for the chain
         self.last_entry: EntryHeader | None = None  # the last valid entry read
+        self.resume_after_damage = resume_after_damage
+        # (start, end) CommitLog offsets of the stretches a resumed scan passed over.
+        self.damaged: list[tuple[int, int]] = []
 
     @property
     def file_size(self) -> int:
@@ -234,9 +242,14 @@ class CommitLogScan:
             try:
                 found = rec.read_record(buf, position)
             except (CorruptDataError, IncompleteDataError) as e:
+                issues = len(self.issues)
                 self._stopped(f, buf, position, e)
                 self._note_records_after(f, buf, position)
-                break
+                resumed = self._resume(f, buf, position) if len(self.issues) > issues else None
+                if resumed is None:
+                    break
+                position = resumed
+                continue
             if isinstance(found, rec.Blank):
                 if found.remaining != size - position:
                     self._issue(
@@ -255,7 +268,11 @@ class CommitLogScan:
                     "structure",
                 )
                 self._note_records_after(f, buf, position)
-                break
+                resumed = self._resume(f, buf, position)
+                if resumed is None:
+                    break
+                position = resumed
+                continue
             after = position + found.size
             if after != size and size - after < rec.END_FILE_MIN_BLANK_LENGTH:
                 self._issue(
@@ -275,6 +292,24 @@ class CommitLogScan:
                 self._progress(position - reported)
                 reported = position
         self._progress(size - reported)
+
+    def _resume(self, f: DataFile, buf: bytes, position: int) -> int | None:
+        """Where a resumed scan reads on after the damage at ``position`` of ``f`` (the
+        next whole, valid record of the file, recorded in ``damaged``), or None."""
+        if not self.resume_after_damage:
+            return None
+        following = readable_record_after(buf, position, f.size, f.start, self.newest_stamp)
+        if following is None:
+            return None
+        self.damaged.append((f.start + position, f.start + following))
+        return following
+
+    def damaged_stretch(self, offset: int) -> tuple[int, int] | None:
+        """The stretch a resumed scan passed over that holds ``offset``, or None."""
+        for start, end in self.damaged:
+            if start <= offset < end:
+                return start, end
+        return None
 
     def _crcs_ok(self, f: DataFile, buf: bytes, position: int, found: rec.RecordView) -> bool:
         """Whether the record's body CRC and property CRC (if it has one) match (an issue

@@ -70,6 +70,16 @@ def print_check(ctx: CliContext, result: CheckResult, max_problems: int) -> None
     hidden = len(result.problems) - len(shown)
     if hidden and not ctx.as_json:
         click.echo(f"... {hidden} more problems (--max-problems 0 shows all)")
+    if result.missed and not ctx.as_json:
+        click.echo(
+            f"a consumer misses {len(result.missed)} message(s) whose records are damaged "
+            "(pulls skip them):"
+        )
+    for missed in result.missed:
+        if ctx.as_json:
+            ctx.emit(missed.to_json())
+        else:
+            click.echo(f"missed: {missed.line()}")
     for note in result.notes:
         if ctx.as_json:
             ctx.emit({"type": "note", "text": note})
@@ -83,6 +93,7 @@ def print_check(ctx: CliContext, result: CheckResult, max_problems: int) -> None
         "queueUnits": result.queue_units,
         "indexEntries": result.index_entries,
         "problems": len(result.problems),
+        "missed": len(result.missed),
     }
     if result.dledger_units is not None:
         summary["dledgerIndexUnits"] = result.dledger_units
