@@ -1432,6 +1432,19 @@ class MessageStore:
             commitlog.on_append(new_end)
         return new_end
 
+    def commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` CommitLog bytes from ``offset`` to the written end of its
+        file (RocketMQ's getCommitLogData, what a master sends its slaves): ``b""`` when
+        nothing is written there yet, None when ``offset`` is below the first file (retention
+        deleted it)."""
+        offset = int_argument("offset", offset)
+        max_bytes = int_argument("max_bytes", max_bytes)
+        self._check_open(queues=False)
+        if offset < max(self.commitlog.min_offset(), 0):
+            return None
+        with self.commitlog.view_to_file_end(offset, max_bytes) as view:
+            return b"" if view is None else bytes(view)
+
     def _check_replicated(
         self, record_start: int, at: int, piece: memoryview, file_end: int
     ) -> tuple[int, int]:

@@ -25,6 +25,8 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.codes import RequestCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.ha_master import ReplicationMaster
+from rocketstore.broker.ha_slave import ReplicationSlave
 from rocketstore.broker.long_polling import HOLD_CHECK_INTERVAL_MS
 from rocketstore.broker.namesrv import NameServer, RouteTable
 from rocketstore.broker.namesrv_config import KvConfigTable, namesrv_config
@@ -69,6 +71,10 @@ def _bind(listen: str) -> tuple[socket.socket, str]:
     except OSError as e:
         raise OSError(e.errno, f"cannot listen on {listen}: {e.strerror}") from e
     return sock, format_address(sock.getsockname())
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class NamesrvApp:
@@ -133,6 +139,8 @@ class BrokerApp:
         self.server: RemotingServer | None = None
         self.schedule: ScheduleService | None = None
         self.registrar: Registrar | None = None
+        self.replication_master: ReplicationMaster | None = None
+        self.replication_slave: ReplicationSlave | None = None
         self.address = ""
         self._timers: list[asyncio.Task[None]] = []
 
@@ -153,13 +161,18 @@ class BrokerApp:
         # Before the store is opened: a bad ACL file must not leave an opened store behind.
         acl = AclConfig.load(opts.acl_file) if opts.acl_file else None
         sock, bound = _bind(opts.listen)
+        ha_sock: socket.socket | None = None
         try:
+            if not opts.broker.is_slave:
+                ha_sock = self._bind_ha(bound)
             self.address = self._advertised(bound)
             config = (opts.store_config or StoreConfig()).replace(store_host=self.address)
             os.makedirs(opts.store_dir, exist_ok=True)
             self.store = await asyncio.to_thread(MessageStore.open, opts.store_dir, config)
         except BaseException:
             sock.close()
+            if ha_sock is not None:
+                ha_sock.close()
             raise
         store = self.store
         b = opts.broker
@@ -188,7 +201,16 @@ class BrokerApp:
         self.ctx = ctx
         ctx.waiters.bind(asyncio.get_running_loop())
         ctx.waiters.watch(store)
-        if opts.schedule_enable:
+        if ha_sock is not None:
+            self.replication_master = ReplicationMaster(store, b)
+            ctx.replication = self.replication_master
+            await self.replication_master.start(ha_sock, parse_host(self.address)[0])
+        elif b.is_slave:
+            self.replication_slave = ReplicationSlave(store, b)
+            self.replication_slave.start()
+        # A slave delivers no delayed messages and checks no transactions: its master does
+        # (BrokerController.startProcessorByHa).
+        if opts.schedule_enable and not b.is_slave:
             self.schedule = ScheduleService(store, opts.store_dir)
             self.schedule.start()
             ctx.schedule = self.schedule
@@ -202,15 +224,42 @@ class BrokerApp:
         await self.server.start(sock)
         if opts.namesrv_addrs:
             self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
+            if self.replication_master is not None:
+                self.registrar.ha_server_addr = self.replication_master.address
+            slave = self.replication_slave
+            if slave is not None and not b.ha_master_address:
+                self.registrar.on_master = lambda ha_addr, _master: slave.update_master_address(
+                    ha_addr
+                )
             ctx.on_topics_changed = self.registrar.trigger
             self.registrar.start()
         self._timers = [
             asyncio.create_task(self._persist_loop()),
             asyncio.create_task(self._housekeeping_loop()),
-            asyncio.create_task(self._transaction_check_loop()),
             asyncio.create_task(self._hold_check_loop()),
         ]
+        if not b.is_slave:
+            self._timers.append(asyncio.create_task(self._transaction_check_loop()))
         log.info("broker %s serving %s at %s", b.broker_name, opts.store_dir, self.address)
+
+    def _bind_ha(self, bound: str) -> socket.socket:
+        """The socket a master's slaves connect to: haListenPort, or the listen port + 1,
+        on the listen host."""
+        host, port = parse_host(bound)
+        ha_port = self.options.broker.ha_listen_port
+        if not ha_port and parse_host(self.options.listen)[1] != 0:
+            ha_port = port + 1
+        # (a broker on an ephemeral port, in tests, gets an ephemeral HA port too)
+        try:
+            sock, _bound = _bind(_join(host, ha_port))
+        except OSError as e:
+            if self.options.broker.ha_listen_port:
+                raise
+            # The default port taken: slaves that learn the address from the name
+            # servers find this one (a Java broker would not start).
+            log.warning("replication: %s; slaves are listened for on another port", e)
+            sock, _bound = _bind(_join(host, 0))
+        return sock
 
     def _connection_closed(self, conn: Connection) -> None:
         if self.ctx is None:
@@ -276,6 +325,10 @@ class BrokerApp:
         self._timers = []
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.replication_slave is not None:
+            await self.replication_slave.stop()
+        if self.replication_master is not None:
+            await self.replication_master.stop()
         if self.ctx is not None:
             self.ctx.waiters.close()  # held pulls answer now instead of at their timeout
         if self.server is not None:

@@ -36,6 +36,7 @@ from rocketstore.broker.remoting import replace_lone_surrogates
 from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.files.atomic import write_atomic
 from rocketstore.files.regular_file import read_store_file
+from rocketstore.format.ha import MAX_TRANSFER_BODY
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CONFIG_DIR
 from rocketstore.settings_file import apply_settings, camel_keys
@@ -118,6 +119,33 @@ class BrokerConfig:
     # 150 bytes per subscription.
     heartbeat_max_body_bytes: int = 1024 * 1024
 
+    # Replication (docs/broker.md, "Replication"; MessageStoreConfig's names).
+    # ASYNC_MASTER, SYNC_MASTER (a send is answered once a slave has its bytes) or SLAVE.
+    broker_role: str = "ASYNC_MASTER"
+    # 0 for a master (a master's is always 0, as BrokerStartup sets it); > 0 for a slave.
+    broker_id: int = 0
+    # Where a master listens for slaves; 0: the broker's listen port + 1 (RocketMQ's 10912).
+    ha_listen_port: int = 0
+    # A slave's master (host:haListenPort); "" learns it from the name servers'
+    # registration answer (the master's haServerAddr).
+    ha_master_address: str = ""
+    # A slave reports its offset, and a master sends a heartbeat, this often when idle.
+    ha_send_heartbeat_interval_ms: int = 5_000
+    # A connection silent this long is closed (and a slave connects again).
+    ha_housekeeping_interval_ms: int = 20_000
+    # The most CommitLog bytes of one transfer.
+    ha_transfer_batch_size: int = 32 * 1024
+    # SYNC_MASTER: no slave connected, or the best one behind by this many bytes or more,
+    # answers SLAVE_NOT_AVAILABLE at once.
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    # SYNC_MASTER: how long a send waits for a slave's acknowledgement before it is
+    # answered FLUSH_SLAVE_TIMEOUT (RocketMQ 4.9's slaveTimeout, not syncFlushTimeout).
+    slave_timeout_ms: int = 3_000
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
     def validate(self) -> BrokerConfig:
         for name in ("broker_cluster_name", "broker_name", "msg_trace_topic_name"):
             value = getattr(self, name)
@@ -159,6 +187,36 @@ class BrokerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
+        if self.broker_role not in BROKER_ROLES:
+            raise ConfigError(
+                f"broker_role (brokerRole) must be one of {', '.join(BROKER_ROLES)}, "
+                f"got {self.broker_role!r}"
+            )
+        if self.is_slave and (isinstance(self.broker_id, bool) or self.broker_id <= 0):
+            raise ConfigError(f"a SLAVE's broker_id (brokerId) must be > 0, got {self.broker_id!r}")
+        if not self.is_slave:
+            self.broker_id = 0  # BrokerStartup: a master's id is MixAll.MASTER_ID
+        if not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError(f"ha_listen_port must be 0..65535, got {self.ha_listen_port!r}")
+        if not isinstance(self.ha_master_address, str):
+            raise ConfigError(
+                f"ha_master_address must be host:port, got {self.ha_master_address!r}"
+            )
+        for name in (
+            "ha_send_heartbeat_interval_ms",
+            "ha_housekeeping_interval_ms",
+            "ha_transfer_batch_size",
+            "ha_slave_fallbehind_max",
+            "slave_timeout_ms",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.ha_transfer_batch_size > MAX_TRANSFER_BODY:
+            raise ConfigError(
+                f"ha_transfer_batch_size must be at most {MAX_TRANSFER_BODY} (a Java slave's "
+                f"read buffer), got {self.ha_transfer_batch_size}"
+            )
         if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
             raise ConfigError(
                 f"write_buffer_low_water_mark ({self.write_buffer_low_water_mark}) must not be "
@@ -187,8 +245,13 @@ RESTART_ONLY_FIELDS = frozenset(
         "trace_topic_enable",
         "msg_trace_topic_name",
         "config_black_list",
+        "broker_role",
+        "broker_id",
+        "ha_listen_port",
     }
 )
+
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 # broker.conf keys whose spelling is not the camelCase of BrokerConfig's field name.
 BROKER_ALIASES = {
@@ -196,6 +259,9 @@ BROKER_ALIASES = {
     "flushDelayOffsetInterval": "flush_delay_offset_interval_ms",
     "transactionTimeOut": "transaction_timeout_ms",
     "transactionCheckInterval": "transaction_check_interval_ms",
+    "haSendHeartbeatInterval": "ha_send_heartbeat_interval_ms",
+    "haHousekeepingInterval": "ha_housekeeping_interval_ms",
+    "slaveTimeout": "slave_timeout_ms",
 }
 
 

@@ -19,6 +19,7 @@ from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.client_registry import ClientRegistry
 from rocketstore.broker.codes import RequestCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
+from rocketstore.broker.ha_master import ReplicationMaster
 from rocketstore.broker.long_polling import PullWaiters
 from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
@@ -30,6 +31,7 @@ from rocketstore.broker.transaction_service import CheckRequest, TransactionServ
 from rocketstore.config import parse_host
 from rocketstore.format.message import Message
 from rocketstore.put_path import PutResult
+from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,13 @@ M = TypeVar("M")
 # PullMessageProcessor's hold limits: a held pull waits at most its suspend time, capped here
 # so a client asking for hours cannot pin a task forever.
 MAX_SUSPEND_MS = 60_000
+# SendMessageProcessor's words for SERVICE_NOT_AVAILABLE, which a slave's store answers
+# every put with ("broke role is slave, so putMessage is forbidden").
+SLAVE_REFUSAL = (
+    "service not available now. It may be caused by one of the following reasons: the "
+    "broker's disk is full, messages are put to the slave, message store has been shut "
+    "down, etc. (the broker role is slave)"
+)
 # Bodies above this many bytes are put from a worker thread: their copy (about a
 # millisecond for 4 MiB) would hold up every other connection.
 INLINE_PUT_MAX_BYTES = 256 * 1024
@@ -76,6 +85,8 @@ class BrokerContext:
     # Called when the topic table changed, so the name servers learn it at once.
     on_topics_changed: Callable[[], None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # A master's replication (broker.ha_master): SYNC_MASTER sends wait in its settle().
+    replication: ReplicationMaster | None = None
     _producer_turn: itertools.count[int] = field(default_factory=itertools.count)
 
     @property
@@ -97,12 +108,24 @@ class BrokerContext:
 
     async def put(self, message: Message, body_bytes: int) -> PutResult:
         """``MessageStore.put`` as from this broker, without blocking the loop long (see
-        ``_put``)."""
-        return await self._put(self.store.put, self.store.submit, message, body_bytes)
+        ``_put``); a slave refuses it, a SYNC_MASTER answers once a slave has it."""
+        if self.config.is_slave:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=SLAVE_REFUSAL)
+        result = await self._put(self.store.put, self.store.submit, message, body_bytes)
+        if self.replication is not None:
+            (result,) = await self.replication.settle([result])
+        return result
 
     async def put_batch(self, messages: Sequence[Message], body_bytes: int) -> list[PutResult]:
         """``MessageStore.put_batch`` as ``put``."""
-        return await self._put(self.store.put_batch, self.store.submit_batch, messages, body_bytes)
+        if self.config.is_slave:
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=SLAVE_REFUSAL)]
+        results = await self._put(
+            self.store.put_batch, self.store.submit_batch, messages, body_bytes
+        )
+        if self.replication is not None:
+            results = await self.replication.settle(results)
+        return results
 
     async def _put(
         self,

@@ -131,6 +131,12 @@ class RouteTable:
             )
             return entry.addrs.get(MASTER_ID, "") if broker_id != MASTER_ID else ""
 
+    def ha_server_addr(self, broker_addr: str) -> str:
+        """The HA address a live broker registered (its slaves connect there)."""
+        with self._lock:
+            live = self.live.get(broker_addr)
+            return live.ha_server_addr if live is not None else ""
+
     def unregister(self, broker_name: str, broker_addr: str, broker_id: int) -> None:
         with self._lock:
             self.live.pop(broker_addr, None)
@@ -382,6 +388,8 @@ class NameServer:
             ha_server_addr=ext.get("haServerAddr", ""),
             connection=conn,
         )
+        # RouteInfoManager: a slave learns its master's address and HA address.
+        ha_server = self.table.ha_server_addr(master) if master else ""
         return cmd.response(
-            ResponseCode.SUCCESS, ext_fields={"haServerAddr": "", "masterAddr": master}
+            ResponseCode.SUCCESS, ext_fields={"haServerAddr": ha_server, "masterAddr": master}
         )

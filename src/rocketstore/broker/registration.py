@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
@@ -54,6 +55,10 @@ class Registrar:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.registered = asyncio.Event()
+        # A master's HA address (host:haListenPort), registered as haServerAddr.
+        self.ha_server_addr = ""
+        # A slave's: called with the answer's haServerAddr and masterAddr (its master's).
+        self.on_master: Callable[[str, str], None] | None = None
 
     def trigger(self) -> None:
         """Thread-safe enough for the loop's own thread (processors run there)."""
@@ -64,8 +69,8 @@ class Registrar:
             "brokerName": self.ctx.broker_name,
             "brokerAddr": self.ctx.broker_addr,
             "clusterName": self.ctx.cluster_name,
-            "haServerAddr": "",
-            "brokerId": str(MASTER_ID),
+            "haServerAddr": self.ha_server_addr,
+            "brokerId": str(self.ctx.config.broker_id),
             "compressed": "false",
         }
 
@@ -85,6 +90,9 @@ class Registrar:
                 )
                 continue
             self.registered.set()
+            if self.on_master is not None:
+                ext = answer.ext_fields
+                self.on_master(ext.get("haServerAddr") or "", ext.get("masterAddr") or "")
 
     async def _run(self) -> None:
         while True:

@@ -1,0 +1,283 @@
+"""A master's side of replication (RocketMQ 4.9's HAService and HAConnection).
+
+Layer: broker. Listens on haListenPort; for each slave that connects, reads its reports
+(:func:`~rocketstore.format.ha.last_report`: the first says where to start, later ones
+acknowledge) and streams the CommitLog to it from there in transfers of at most
+haTransferBatchSize bytes, one file at a time, with a heartbeat (an empty transfer) when
+idle. A slave that reports 0 (an empty store) gets the master's first file that still
+exists (RocketMQ starts it at the newest file; the issue asks for all that is kept).
+
+SYNC_MASTER sends wait in :meth:`ReplicationMaster.settle` until some slave has
+acknowledged their end offset (RocketMQ's GroupTransferService: every waiting send is
+answered by the same acknowledgement), FLUSH_SLAVE_TIMEOUT after slaveTimeout, and
+SLAVE_NOT_AVAILABLE at once when no slave is connected or the best one is
+haSlaveFallbehindMax or more behind (HAService.isSlaveOK).
+
+Runs in the broker's event loop; CommitLog reads are small copies out of the mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import heapq
+import itertools
+import logging
+import socket
+import time
+from collections.abc import Sequence
+
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.errors import CorruptDataError, StoreError
+from rocketstore.format import ha
+from rocketstore.put_path import PutResult
+from rocketstore.status import PutStatus
+from rocketstore.store import MessageStore
+
+log = logging.getLogger(__name__)
+
+# A connection's writer waits at most this long for new CommitLog data before it looks
+# again (HAConnection's 100 ms; a put wakes it sooner).
+IDLE_POLL_S = 0.1
+
+
+class ReplicationMaster:
+    def __init__(self, store: MessageStore, config: BrokerConfig):
+        self.store = store
+        self.config = config
+        self.server: asyncio.Server | None = None
+        self.address = ""  # host:port slaves connect to (the registration's haServerAddr)
+        self.connections: set[SlaveConnection] = set()
+        # The highest offset any slave has acknowledged (push2SlaveMaxOffset).
+        self.acked_offset = 0
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._data = asyncio.Event()
+
+    async def start(self, sock: socket.socket, advertised_host: str) -> None:
+        self.server = await asyncio.start_server(self._accept, sock=sock)
+        self.address = f"{advertised_host}:{sock.getsockname()[1]}"
+        log.info("replication: master listening for slaves at %s", self.address)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for connection in list(self.connections):
+            connection.close()
+        for connection in list(self.connections):
+            with contextlib.suppress(Exception):
+                await connection.done.wait()
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 5)
+        for _, _, future in self._waiters:
+            if not future.done():
+                future.cancel()
+        self._waiters = []
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection = SlaveConnection(self, reader, writer)
+        self.connections.add(connection)
+        log.info("replication: slave %s connected", connection.peer)
+        try:
+            await connection.run()
+        finally:
+            self.connections.discard(connection)
+            log.info("replication: slave %s gone", connection.peer)
+
+    # --- acknowledgements -------------------------------------------------------------
+
+    def notify_append(self) -> None:
+        """New CommitLog data: wake the connections' writers."""
+        self._data.set()
+
+    async def wait_data(self, timeout_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._data.wait(), timeout_s)
+        self._data.clear()
+
+    def acknowledged(self, offset: int) -> None:
+        if offset <= self.acked_offset:
+            return
+        self.acked_offset = offset
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= offset:
+            _, _, future = heapq.heappop(waiters)
+            if not future.done():
+                future.set_result(None)
+
+    def slave_ok(self, end_offset: int) -> bool:
+        """HAService.isSlaveOK: a slave is connected and not too far behind."""
+        return bool(self.connections) and (
+            end_offset - self.acked_offset < self.config.ha_slave_fallbehind_max
+        )
+
+    async def replicated(self, end_offset: int) -> PutStatus:
+        """PUT_OK once a slave has acknowledged ``end_offset``; FLUSH_SLAVE_TIMEOUT after
+        slaveTimeout; SLAVE_NOT_AVAILABLE at once without a usable slave."""
+        if end_offset <= self.acked_offset:
+            return PutStatus.PUT_OK
+        if not self.slave_ok(end_offset):
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (end_offset, next(self._order), future))
+        self.notify_append()
+        try:
+            await asyncio.wait_for(asyncio.shield(future), self.config.slave_timeout_ms / 1000)
+        except TimeoutError:
+            return PutStatus.FLUSH_SLAVE_TIMEOUT
+        return PutStatus.PUT_OK
+
+    async def settle(self, results: Sequence[PutResult]) -> list[PutResult]:
+        """The send's results as a SYNC_MASTER answers them: stored ones wait for a slave
+        (``replicated``) and take its status; an ASYNC_MASTER only wakes the writers."""
+        self.notify_append()
+        stored = [r for r in results if r.ok]
+        if not stored or self.config.broker_role != "SYNC_MASTER":
+            return list(results)
+        end = max(r.commit_log_offset + r.size for r in stored)
+        status = await self.replicated(end)
+        if status is PutStatus.PUT_OK:
+            return list(results)
+        return [dataclasses.replace(r, status=status) if r.ok else r for r in results]
+
+    def runtime_info(self) -> dict[str, str]:
+        """Figures for brokerStatus (RocketMQ's HAService runtime info names)."""
+        max_offset = self.store.max_commit_log_offset()
+        return {
+            "haConnections": str(len(self.connections)),
+            "haPush2SlaveMaxOffset": str(self.acked_offset),
+            "haSlaveFallBehindBytes": str(max(0, max_offset - self.acked_offset))
+            if self.connections
+            else "0",
+        }
+
+
+class SlaveConnection:
+    """One slave: a reader task for its reports, a writer task for the transfers
+    (HAConnection's ReadSocketService and WriteSocketService)."""
+
+    def __init__(
+        self, master: ReplicationMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ):
+        self.master = master
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.request_offset: int | None = None  # the slave's first report
+        self.ack_offset = -1
+        self._requested = asyncio.Event()
+        self.last_read = time.monotonic()
+        self.done = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.writer.close()
+
+    async def run(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._read_reports()),
+            asyncio.create_task(self._transfer()),
+        ]
+        try:
+            await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.close()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self.done.set()
+
+    async def _read_reports(self) -> None:
+        buf = bytearray()
+        config = self.master.config
+        while True:
+            timeout = config.ha_housekeeping_interval_ms / 1000
+            try:
+                chunk = await asyncio.wait_for(self.reader.read(65536), timeout)
+            except TimeoutError:
+                log.warning("replication: slave %s silent for %.0f s; closing", self.peer, timeout)
+                return
+            except OSError as e:
+                log.info("replication: reading from slave %s failed: %s", self.peer, e)
+                return
+            if not chunk:
+                return
+            self.last_read = time.monotonic()
+            buf += chunk
+            try:
+                offset, used = ha.last_report(buf)
+            except CorruptDataError as e:
+                log.error("replication: slave %s: %s; closing", self.peer, e)
+                return
+            del buf[:used]
+            if offset is None:
+                continue
+            self.ack_offset = offset
+            if self.request_offset is None:
+                self.request_offset = offset
+                self._requested.set()
+                log.info("replication: slave %s asks for data from %d", self.peer, offset)
+            elif offset > self.master.store.max_commit_log_offset():
+                # HAConnection closes such a slave: it has data this master never had.
+                log.warning(
+                    "replication: slave %s reports %d, past this master's end %d; closing",
+                    self.peer,
+                    offset,
+                    self.master.store.max_commit_log_offset(),
+                )
+                return
+            self.master.acknowledged(offset)
+
+    def _start_offset(self) -> int:
+        assert self.request_offset is not None
+        if self.request_offset != 0:
+            return self.request_offset
+        return max(self.master.store.min_commit_log_offset(), 0)
+
+    async def _transfer(self) -> None:
+        await self._requested.wait()
+        master = self.master
+        config = master.config
+        next_offset = self._start_offset()
+        log.info("replication: sending slave %s the CommitLog from %d", self.peer, next_offset)
+        last_write = time.monotonic()
+        while True:
+            try:
+                data = master.store.commitlog_data(next_offset, config.ha_transfer_batch_size)
+            except StoreError as e:
+                log.error("replication: reading the CommitLog at %d failed: %s", next_offset, e)
+                return
+            if data is None:
+                log.error(
+                    "replication: slave %s needs %d, which this master no longer has; closing",
+                    self.peer,
+                    next_offset,
+                )
+                return
+            now = time.monotonic()
+            if data:
+                self.writer.write(ha.encode_transfer_header(next_offset, len(data)))
+                self.writer.write(data)
+                next_offset += len(data)
+            elif now - last_write >= config.ha_send_heartbeat_interval_ms / 1000:
+                self.writer.write(ha.encode_transfer_header(next_offset, 0))
+            else:
+                await master.wait_data(
+                    min(IDLE_POLL_S, config.ha_send_heartbeat_interval_ms / 1000)
+                )
+                continue
+            last_write = now
+            try:
+                await self.writer.drain()
+            except OSError as e:
+                log.info("replication: writing to slave %s failed: %s", self.peer, e)
+                return

@@ -1,0 +1,310 @@
+"""Replication between a master and a slave broker in one event loop, over loopback: the
+slave's CommitLog ends byte-identical, SYNC_MASTER answers after the slave has the bytes
+(FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE otherwise), a slave refuses sends, learns its
+master from the name server, and catches up from its own end after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from rocketstore.broker import ha_slave
+from rocketstore.broker.app import BrokerApp, BrokerOptions, NamesrvApp
+from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
+from rocketstore.config import StoreConfig
+from rocketstore.errors import ConfigError
+from rocketstore.format import ha
+from rocketstore.format.message import Message
+from rocketstore.paths import COMMITLOG_DIR
+from rocketstore.status import PutStatus
+
+FILE_SIZE = 32 * 1024
+TOPIC = "HaTopic"
+
+
+def _store_config() -> StoreConfig:
+    return StoreConfig(
+        mapped_file_size_commit_log=FILE_SIZE,
+        mapped_file_size_consume_queue=20 * 200,
+        max_hash_slot_num=100,
+        max_index_num=400,
+    )
+
+
+def _options(root: Path, namesrv: list[str] | None = None, **broker: object) -> BrokerOptions:
+    return BrokerOptions(
+        store_dir=str(root),
+        listen="127.0.0.1:0",
+        namesrv_addrs=namesrv or [],
+        broker=BrokerConfig(**broker),  # type: ignore[arg-type]
+        store_config=_store_config(),
+        schedule_enable=False,
+        register_interval_ms=200,
+    )
+
+
+def _message(i: int) -> Message:
+    return Message(
+        topic=TOPIC,
+        queue_id=i % 2,
+        body=f"body-{i}-".encode() * (1 + i % 40),
+        properties={"KEYS": f"k{i}"},
+        born_host="127.0.0.1:5000",
+    )
+
+
+async def _until(check: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(poll(), timeout_s)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    directory = root / COMMITLOG_DIR
+    return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))}
+
+
+async def _pair(
+    tmp_path: Path, role: str = "SYNC_MASTER", **master_settings: object
+) -> tuple[BrokerApp, BrokerApp]:
+    master = BrokerApp(_options(tmp_path / "master", broker_role=role, **master_settings))
+    await master.start()
+    assert master.replication_master is not None
+    slave = BrokerApp(
+        _options(
+            tmp_path / "slave",
+            broker_role="SLAVE",
+            broker_id=1,
+            ha_master_address=master.replication_master.address,
+        )
+    )
+    await slave.start()
+    assert slave.replication_slave is not None
+    await within(slave.replication_slave.connected.wait())
+    return master, slave
+
+
+async def within(awaitable: Awaitable[object], timeout_s: float = 10) -> None:
+    await asyncio.wait_for(awaitable, timeout_s)
+
+
+async def _stop(*apps: BrokerApp) -> None:
+    for app in apps:
+        await app.stop()
+
+
+@pytest.fixture(autouse=True)
+def _quick_reconnect(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ha_slave, "RECONNECT_PAUSE_S", 0.05)
+
+
+def test_sync_master_answers_after_the_slave_has_the_bytes(tmp_path: Path) -> None:
+    async def main() -> None:
+        master, slave = await _pair(tmp_path)
+        assert master.ctx is not None and slave.ctx is not None
+        try:
+            results = [await master.ctx.put(_message(i), 10) for i in range(300)]
+            assert {r.status for r in results} == {PutStatus.PUT_OK}
+            master_store, slave_store = master.ctx.store, slave.ctx.store
+            # Acknowledged means on the slave: no wait needed for the CommitLog end.
+            end = max(r.commit_log_offset + r.size for r in results)
+            assert slave_store.max_commit_log_offset() >= end
+            assert end > 2 * FILE_SIZE  # several files, rolled with blanks
+            # Concurrent sends share acknowledgements.
+            many = await asyncio.gather(*(master.ctx.put(_message(i), 10) for i in range(300, 350)))
+            assert {r.status for r in many} == {PutStatus.PUT_OK}
+            await _until(
+                lambda: slave_store.max_commit_log_offset() == master_store.max_commit_log_offset(),
+                "the slave's end",
+            )
+            slave_store.wait_dispatched()
+            for queue_id in (0, 1):
+                assert slave_store.max_offset(TOPIC, queue_id) == master_store.max_offset(
+                    TOPIC, queue_id
+                )
+            found = slave_store.get_messages("g", TOPIC, 1, 100, 1).messages
+            assert [m.body for m in found] == [_message(201).body]
+            assert [m.body for m in slave_store.query_messages(TOPIC, "k7")] == [_message(7).body]
+            # The slave refuses sends as a Java slave's store does.
+            refused = await slave.ctx.put(_message(0), 10)
+            assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+            assert "slave" in refused.reason
+        finally:
+            await _stop(slave, master)
+        assert _files(tmp_path / "slave") == _files(tmp_path / "master")
+
+    asyncio.run(main())
+
+
+def test_sync_master_without_a_slave_or_an_answer(tmp_path: Path) -> None:
+    async def main() -> None:
+        master = BrokerApp(
+            _options(tmp_path / "master", broker_role="SYNC_MASTER", slave_timeout_ms=200)
+        )
+        await master.start()
+        assert master.ctx is not None and master.replication_master is not None
+        try:
+            alone = await master.ctx.put(_message(0), 10)
+            assert alone.status is PutStatus.SLAVE_NOT_AVAILABLE
+            assert alone.msg_id  # stored all the same, as RocketMQ answers
+            # A "slave" that asks for data and never acknowledges it.
+            host, port = master.replication_master.address.split(":")
+            _reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(ha.encode_report(alone.commit_log_offset + alone.size))
+            await writer.drain()
+            await _until(lambda: bool(master.replication_master.connections), "the connection")
+            late = await master.ctx.put(_message(1), 10)
+            assert late.status is PutStatus.FLUSH_SLAVE_TIMEOUT
+            writer.close()
+        finally:
+            await master.stop()
+
+    asyncio.run(main())
+
+
+def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
+    async def main() -> None:
+        master, slave = await _pair(tmp_path, role="ASYNC_MASTER")
+        assert master.ctx is not None
+        try:
+            for i in range(100):
+                assert (await master.ctx.put(_message(i), 10)).ok
+            assert slave.ctx is not None
+            first_end = master.ctx.store.max_commit_log_offset()
+            await _until(
+                lambda: slave.ctx.store.max_commit_log_offset() == first_end, "the slave's end"
+            )
+            await slave.stop()
+            for i in range(100, 250):
+                assert (await master.ctx.put(_message(i), 10)).ok
+            again = BrokerApp(slave.options)
+            await again.start()
+            assert again.ctx is not None and again.replication_slave is not None
+            await within(again.replication_slave.connected.wait())
+            assert again.replication_slave.reported_offset == first_end  # not from the start
+            end = master.ctx.store.max_commit_log_offset()
+            await _until(lambda: again.ctx.store.max_commit_log_offset() == end, "catch-up")
+            await again.stop()
+        finally:
+            await master.stop()
+        assert _files(tmp_path / "slave") == _files(tmp_path / "master")
+
+    asyncio.run(main())
+
+
+def test_slave_learns_its_master_from_the_name_server(tmp_path: Path) -> None:
+    async def main() -> None:
+        namesrv = NamesrvApp("127.0.0.1:0")
+        await namesrv.start()
+        names = [namesrv.address]
+        master = BrokerApp(_options(tmp_path / "master", names, broker_role="SYNC_MASTER"))
+        slave = BrokerApp(_options(tmp_path / "slave", names, broker_role="SLAVE", broker_id=1))
+        try:
+            await master.start()
+            await slave.start()
+            assert slave.replication_slave is not None and master.ctx is not None
+            await within(slave.replication_slave.connected.wait())
+            assert master.replication_master is not None
+            assert slave.replication_slave.master_address == master.replication_master.address
+            assert (await master.ctx.put(_message(0), 10)).status is PutStatus.PUT_OK
+            entry = namesrv.table.brokers["broker-a"]
+            assert entry.addrs == {0: master.address, 1: slave.address}
+        finally:
+            await _stop(slave, master)
+            await namesrv.stop()
+
+    asyncio.run(main())
+
+
+def test_slave_closes_on_a_transfer_that_does_not_follow(tmp_path: Path) -> None:
+    async def main() -> None:
+        # A fake master that sends a frame at the wrong offset, then a corrupt header.
+        frames: list[bytes] = []
+        reports: list[int] = []
+
+        async def fake_master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            report = await reader.readexactly(8)
+            reports.append(int.from_bytes(report, "big"))
+            writer.write(frames.pop(0))
+            await writer.drain()
+            await reader.read()  # until the slave closes
+
+        server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        frames += [ha.encode_transfer(FILE_SIZE + 5, b"xyz"), b"\x00" * 8 + b"\xff" * 4]
+        slave = BrokerApp(
+            _options(
+                tmp_path / "slave",
+                broker_role="SLAVE",
+                broker_id=1,
+                ha_master_address=f"127.0.0.1:{port}",
+            )
+        )
+        await slave.start()
+        try:
+            await _until(lambda: len(reports) == 2, "two connections")
+            assert slave.ctx is not None
+            assert slave.ctx.store.max_commit_log_offset() == 0
+        finally:
+            await slave.stop()
+            server.close()
+
+    asyncio.run(main())
+
+
+def test_role_settings_from_broker_conf() -> None:
+    config = broker_config_from_settings(
+        {
+            "brokerRole": "SLAVE",
+            "brokerId": "1",
+            "haMasterAddress": "127.0.0.1:10912",
+            "haSendHeartbeatInterval": "1000",
+            "haTransferBatchSize": "65536",
+            "slaveTimeout": "500",
+        }
+    )
+    assert (config.broker_role, config.broker_id, config.ha_master_address) == (
+        "SLAVE",
+        1,
+        "127.0.0.1:10912",
+    )
+    assert config.ha_send_heartbeat_interval_ms == 1000
+    assert (config.ha_transfer_batch_size, config.slave_timeout_ms) == (65536, 500)
+    with pytest.raises(ConfigError, match="brokerId"):
+        broker_config_from_settings({"brokerRole": "SLAVE"})
+    with pytest.raises(ConfigError, match="brokerRole"):
+        broker_config_from_settings({"brokerRole": "MASTER"})
+    assert broker_config_from_settings({"brokerId": "3"}).broker_id == 0  # masters are 0
+
+
+def test_default_ha_port_is_the_listen_port_plus_one(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def main() -> None:
+        options = _options(tmp_path / "master")
+        options.listen = f"127.0.0.1:{port}"
+        master = BrokerApp(options)
+        try:
+            await master.start()
+        except OSError:
+            pytest.skip("the port was taken meanwhile")
+        try:
+            assert master.replication_master is not None
+            ha_port = int(master.replication_master.address.rsplit(":", 1)[1])
+            assert ha_port == port + 1 or ha_port not in (0, port)
+        finally:
+            await master.stop()
+
+    asyncio.run(main())
