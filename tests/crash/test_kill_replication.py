@@ -18,8 +18,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from rocketstore import MessageStore
 from rocketstore.paths import COMMITLOG_DIR
 
