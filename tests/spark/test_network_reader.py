@@ -372,13 +372,10 @@ def test_decode_body_refuses_a_cut_record() -> None:
         decode_body(b"abc", "pull of X", True, None)
 
 
-def test_streams_and_writes_through_name_servers_are_refused_by_name() -> None:
+def test_streams_through_name_servers_are_refused_by_name() -> None:
     from rocketstore.spark.source import RocketStoreDataSource
     from rocketstore.spark.stream import RefusedStreamReader
 
-    source = RocketStoreDataSource({"namesrv": NAMESRV, "topic": "T"})
-    with pytest.raises(ConfigError, match=r"writes through name servers \(option namesrv\)"):
-        source.writer(None, False)
     assert isinstance(
         RocketStoreDataSource({"namesrv": NAMESRV}).streamReader(None), RefusedStreamReader
     )

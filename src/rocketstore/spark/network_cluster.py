@@ -40,8 +40,9 @@ PULL_BATCH = 1024
 # A broker answers a QUERY_MESSAGE with at most maxMsgsNumBatch (64) records of one key.
 QUERY_MAX_NUM = 64
 JAVA_LONG_MAX = (1 << 63) - 1
-# PermName: the read bit of a queue data's perm.
+# PermName: the read and write bits of a queue data's perm.
 PERM_READ = 0x4
+PERM_WRITE = 0x2
 # fastjson writes a map's non-string keys unquoted: a Java name server's brokerAddrs is
 # {0:"10.0.0.1:10911"}. Such a key follows "{" or ",".
 _UNQUOTED_KEY = re.compile(r'([{,])\s*(-?\d+)\s*:(?=\s*["{\[\dntf-])')
@@ -79,6 +80,12 @@ class BrokerRoute:
     addresses: tuple[tuple[int, str], ...]  # (broker id, address), master (0) first
     read_queue_nums: int
     perm: int
+    write_queue_nums: int = 0
+
+    @property
+    def writable(self) -> bool:
+        """Whether a producer sends here: write permission, write queues and a master."""
+        return bool(self.perm & PERM_WRITE) and self.write_queue_nums > 0 and bool(self.master)
 
     @property
     def master(self) -> str | None:
@@ -113,6 +120,7 @@ def parse_route(topic: str, route: Any) -> list[BrokerRoute]:
                 addresses=addresses.get(name, ()),
                 read_queue_nums=int(queue_data.get("readQueueNums", 0)),
                 perm=int(queue_data.get("perm", 6)),
+                write_queue_nums=int(queue_data.get("writeQueueNums", 0)),
             )
         )
     return sorted(brokers, key=lambda b: b.name)

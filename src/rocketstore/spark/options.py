@@ -334,7 +334,7 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown} for the rocketstore data source")
     path = options.get("path", "")
-    namesrv = _namesrv_option(options)
+    namesrv = namesrv_option(options)
     if path and namesrv:
         raise ConfigError(
             f"options path={path!r} and namesrv={options['namesrv']!r} are two sources: a "
@@ -401,7 +401,7 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
     )
 
 
-def _namesrv_option(options: Mapping[str, str]) -> str:
+def namesrv_option(options: Mapping[str, str]) -> str:
     """The namesrv option as ``host:port;host:port`` (blanks dropped), "" when not given."""
     raw = options.get("namesrv")
     if raw is None:

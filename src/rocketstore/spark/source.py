@@ -35,6 +35,7 @@ from pyspark.sql.datasource import (
 from rocketstore.errors import ConfigError
 from rocketstore.spark import columns
 from rocketstore.spark.network_source import NetworkReader
+from rocketstore.spark.network_write import NetworkStreamWriter, NetworkWriter
 from rocketstore.spark.options import (
     MODE_COMMITLOG,
     ReadOptions,
@@ -111,22 +112,18 @@ class RocketStoreDataSource(DataSource):
         return RocketStoreStreamReader(options)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
-        _refuse_network_write(self.options)
         options = parse_write_options(self.options, streaming=False)
-        return RocketStoreWriter(options, _write_columns(schema, options, overwrite))
+        columns = _write_columns(schema, options, overwrite)
+        if options.network:
+            return NetworkWriter(options, columns)
+        return RocketStoreWriter(options, columns)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
-        _refuse_network_write(self.options)
         options = parse_write_options(self.options, streaming=True)
-        return RocketStoreStreamWriter(options, _write_columns(schema, options, overwrite))
-
-
-def _refuse_network_write(options: Any) -> None:
-    if any(name.lower() == "namesrv" for name in options):
-        raise ConfigError(
-            "writes through name servers (option namesrv) are not done yet (issue #35): "
-            "write a store directory (path), or send with a RocketMQ producer"
-        )
+        columns = _write_columns(schema, options, overwrite)
+        if options.network:
+            return NetworkStreamWriter(options, columns)
+        return RocketStoreStreamWriter(options, columns)
 
 
 def with_schema(options: ReadOptions, schema: Any) -> ReadOptions:

@@ -15,7 +15,7 @@ Columns (names case-insensitive, as Spark's are):
 | tags | string | TAGS |
 | properties | map<string,string> | user properties (``key``/``keys``/``tags`` override theirs) |
 | headers | map<string,string> | user properties, where there is no ``properties`` column |
-| queueId | int | the queue; else chosen by :mod:`.routing` |
+| queueId | int | the queue; else chosen by :mod:`.routing` (:mod:`.network_write` with namesrv) |
 
 Every other column of a ``rocketstore`` read (``partition``, ``offset``, ``timestamp`` ...)
 is ignored, so a read DataFrame can be written to another store as it is; any other
@@ -29,11 +29,14 @@ from dataclasses import dataclass
 
 from rocketstore.errors import ConfigError
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, TOPIC_PATTERN
+from rocketstore.spark.options import namesrv_option
 
 DEFAULT_QUEUE_NUMS = 4
 MAX_QUEUE_NUMS = 1024
 
-KNOWN_WRITE_OPTIONS = frozenset(("path", "topic", "queuenums", "sinkid", "checkpointlocation"))
+KNOWN_WRITE_OPTIONS = frozenset(
+    ("path", "namesrv", "topic", "queuenums", "sinkid", "checkpointlocation")
+)
 
 VALUE_TYPES = ("binary", "string")
 INT_TYPES = ("int", "bigint", "smallint", "tinyint")
@@ -66,19 +69,27 @@ IGNORED_READ_COLUMNS = frozenset(
         "flag",
         "reconsumeTimes",
         "bodyCRC",
+        "broker",  # a read through name servers: the broker it came from
     )
 )
 
 
 @dataclass(frozen=True)
 class WriteOptions:
-    path: str
+    path: str  # "" when sending through name servers
     topic: str | None = None
     queue_nums: int = DEFAULT_QUEUE_NUMS  # queues of a topic the store does not have yet
     sink_id: str | None = None  # streaming: whose batch ids are recorded
     # streaming: the checkpointLocation the sink id came from (no sinkId option), whose
     # metadata names the query that owns it
     checkpoint: str | None = None
+    # Name servers ("host:port;host:port") of a running cluster to send to instead of a
+    # path (:mod:`.network_write`); queue_nums is then the queues of an auto-created topic.
+    namesrv: str = ""
+
+    @property
+    def network(self) -> bool:
+        return bool(self.namesrv)
 
 
 @dataclass(frozen=True)
@@ -113,10 +124,18 @@ def parse_write_options(raw_options: Mapping[str, str], *, streaming: bool) -> W
     if unknown:
         raise ConfigError(f"unknown write option(s) {unknown} for the rocketstore data source")
     path = options.get("path")
-    if not path:
+    namesrv = namesrv_option(options)
+    if path and namesrv:
+        raise ConfigError(
+            f"options path={path!r} and namesrv={options['namesrv']!r} are two sinks: a "
+            "write goes to a store directory (path) or through a running cluster's name "
+            "servers (namesrv); give one"
+        )
+    if not path and not namesrv:
         raise ConfigError(
             "option path is required: df.write.format('rocketstore').mode('append')"
-            ".save('/path/to/store')"
+            ".save('/path/to/store') (or option namesrv='host:9876' to send to a running "
+            "cluster)"
         )
     topic = options.get("topic")
     if topic is not None:
@@ -129,14 +148,19 @@ def parse_write_options(raw_options: Mapping[str, str], *, streaming: bool) -> W
     if not 1 <= queue_nums <= MAX_QUEUE_NUMS:
         raise ConfigError(f"option queueNums={raw_nums!r} must be in 1..{MAX_QUEUE_NUMS}")
     sink_id = options.get("sinkid") or options.get("checkpointlocation")
-    if streaming and not sink_id:
+    if streaming and not sink_id and not namesrv:
         raise ConfigError(
             "the rocketstore streaming sink records the batches it committed under an id: "
             "give option checkpointLocation (or option sinkId)"
         )
     checkpoint = None if options.get("sinkid") else options.get("checkpointlocation")
     return WriteOptions(
-        path=path, topic=topic, queue_nums=queue_nums, sink_id=sink_id, checkpoint=checkpoint
+        path=path or "",
+        topic=topic,
+        queue_nums=queue_nums,
+        sink_id=sink_id,
+        checkpoint=checkpoint,
+        namesrv=namesrv,
     )
 
 

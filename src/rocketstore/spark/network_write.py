@@ -1,0 +1,105 @@
+"""Batch and streaming writers through name servers (option ``namesrv``): every task sends
+its rows to the brokers itself (:mod:`.network_send`); there is nothing to commit.
+
+Layer: spark (top). The writer is made on the driver, which asks the route of option
+``topic`` there, so an unknown topic fails the job before any task runs; each task asks
+the routes of its topics again (a stream follows brokers that join or leave).
+
+At-least-once: rows a task sent stay sent when the job or the micro-batch fails later,
+and a task Spark runs again sends its rows again, with the same UNIQ_KEYs
+(:mod:`.sink_uniq_keys`), by which readers drop the copies (docs/spark.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from rocketstore.spark.network_cluster import Cluster
+from rocketstore.spark.network_send import Sender, write_route
+from rocketstore.spark.sink_uniq_keys import task_scope
+from rocketstore.spark.staging import new_job_id
+from rocketstore.spark.write import _month_ms
+from rocketstore.spark.write_options import WriteColumns, WriteOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SentRows(WriterCommitMessage):
+    rows: int
+    by_broker: dict[str, int] = field(default_factory=dict)
+
+
+def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, dict[str, int]]:
+    rows, by_broker = 0, dict[str, int]()
+    for message in messages:
+        if isinstance(message, SentRows):
+            rows += message.rows
+            for broker, count in message.by_broker.items():
+                by_broker[broker] = by_broker.get(broker, 0) + count
+    return rows, by_broker
+
+
+class _Sending:
+    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+        self.options = options
+        self.columns = columns
+        self.job_id = new_job_id()
+        self.month_ms = _month_ms()
+        if options.topic is not None:  # fail at planning, naming the topic
+            with Cluster(options.namesrv) as cluster:
+                write_route(cluster, options.topic, options.queue_nums, options.namesrv)
+
+    def _send(self, iterator: Iterator[Any], streaming: bool) -> SentRows:
+        scope = task_scope(self.job_id, self.month_ms, streaming=streaming)
+        with Cluster(self.options.namesrv) as cluster:
+            sender = Sender(cluster, self.options, first_turn=scope.partition)
+            rows = sender.send_batches(iterator, self.columns, scope)
+        return SentRows(rows, dict(sender.sent))
+
+
+class NetworkWriter(_Sending, DataSourceArrowWriter):
+    """``df.write.format("rocketstore").option("namesrv", ...).save()``."""
+
+    def write(self, iterator: Iterator[Any]) -> SentRows:
+        return self._send(iterator, streaming=False)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        rows, by_broker = _totals(messages)
+        log.info("write job %s sent %d rows: %s", self.job_id, rows, by_broker)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        rows, by_broker = _totals(messages)
+        log.warning(
+            "write job %s failed; rows its finished tasks sent stay sent (%d: %s): the write "
+            "is at-least-once",
+            self.job_id, rows, by_broker,
+        )  # fmt: skip
+
+
+class NetworkStreamWriter(_Sending, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("rocketstore").option("namesrv", ...)``: each micro-batch's
+    tasks send; a batch Spark runs again after a restart is sent again (same UNIQ_KEYs)."""
+
+    def write(self, iterator: Iterator[Any]) -> SentRows:
+        return self._send(iterator, streaming=True)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        rows, by_broker = _totals(messages)
+        log.info("micro-batch %d sent %d rows: %s", batchId, rows, by_broker)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        rows, _ = _totals(messages)
+        log.warning(
+            "micro-batch %d failed; %d rows its finished tasks sent stay sent (at-least-once)",
+            batchId, rows,
+        )  # fmt: skip
