@@ -20,6 +20,7 @@ import numpy as np
 from rocketstore.crashpoints import DURING_FILE_PREALLOCATION, crash_point
 from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
 from rocketstore.files.holes import data_spans
+from rocketstore.files.mapping import map_file
 from rocketstore.files.regular_file import open_store_file
 from rocketstore.format.native import native
 
@@ -149,7 +150,8 @@ class MappedFile:
             if actual != file_size:
                 raise CorruptDataError(f"file is {actual} bytes, expected {file_size}", path=path)
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-            self._mm: mmap.mmap | None = mmap.mmap(fd, file_size, access=access)
+            # (a mapping that keeps no descriptor: one per file ran out of them)
+            self._mm: mmap.mmap | None = map_file(fd, file_size, access)
         finally:
             os.close(fd)
 
@@ -266,6 +268,15 @@ class MappedFile:
                 raise FileRemovedError(f"{self.path} is closed")
             fd = self._fd = os.open(self.path, os.O_RDWR)
         return fd
+
+    def close_write_descriptor(self) -> None:
+        """Close the descriptor ``write_through`` opened, when the writer has moved on to
+        the next file: kept by every full file, SYNC_FLUSH held one descriptor per file
+        for the life of the process. A later write opens it again."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def sync_range(self, start: int, end: int) -> None:
         """Make [start, end) durable (msync of just that range: a ranged fdatasync)."""

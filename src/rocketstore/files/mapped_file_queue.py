@@ -248,6 +248,9 @@ class MappedFileQueue:
             return self._create(create_offset)
 
     def _create(self, start_offset: int) -> MappedFile:
+        previous = self.last
+        if previous is not None:  # full: the writer is done with it
+            previous.close_write_descriptor()
         spare = self._spare
         if spare is not None and spare.file_from_offset == start_offset:
             self._spare = None
