@@ -1,7 +1,9 @@
 """A small remoting client: the broker's link to its name servers, and admin tools' and
 tests' way to talk to a running broker.
 
-Layer: broker. ``RemotingClient`` is asyncio (requests matched to answers by opaque);
+Layer: broker. ``RemotingClient`` is asyncio, a driver of a sans-IO
+:class:`~rocketstore.remoting.connection.RemotingConnection` (which frames the bytes and
+matches answers to requests by opaque);
 ``invoke_sync``, a blocking one-shot request for command-line tools, is
 :mod:`rocketstore.remoting.blocking`'s, re-exported here.
 """
@@ -18,9 +20,6 @@ from rocketstore.broker.remoting import (
     FLAG_ONEWAY,
     ProtocolError,
     RemotingCommand,
-    decode_command,
-    encode_command,
-    frame_length,
 )
 from rocketstore.broker.timeouts import within
 from rocketstore.config import parse_host
@@ -30,8 +29,16 @@ from rocketstore.remoting.blocking import (
     invoke_sync,
     request,
 )
+from rocketstore.remoting.connection import (
+    ProtocolViolation,
+    RemotingConnection,
+    RequestReceived,
+)
 
 log = logging.getLogger(__name__)
+
+# At most this much is read from the socket at once.
+_READ_BYTES = 1024 * 1024
 
 # Moved to rocketstore.remoting.blocking (the Spark source uses them too).
 __all__ = ["CLIENT_VERSION", "RemotingClient", "RemotingClientError", "invoke_sync", "request"]
@@ -54,6 +61,7 @@ class RemotingClient:
         self.on_request = on_request
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
+        self._protocol = RemotingConnection(max_frame_bytes)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._connect_lock = asyncio.Lock()
 
@@ -71,24 +79,28 @@ class RemotingClient:
             except OSError as e:
                 raise RemotingClientError(f"cannot connect to {self.address}: {e}") from e
             self._writer = writer
-            self._reader_task = asyncio.create_task(self._read_loop(reader))
+            self._protocol = RemotingConnection(self.max_frame_bytes)
+            self._reader_task = asyncio.create_task(self._read_loop(reader, self._protocol))
             return writer
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    async def _read_loop(self, reader: asyncio.StreamReader, protocol: RemotingConnection) -> None:
         try:
             while True:
-                prefix = await reader.readexactly(4)
-                length = frame_length(prefix, self.max_frame_bytes)
-                assert length is not None
-                cmd = decode_command(await reader.readexactly(length))
-                if not cmd.is_response:
-                    if self.on_request is not None:
-                        self.on_request(cmd)
-                    continue
-                future = self._pending.pop(cmd.opaque, None)
-                if future is not None and not future.done():
-                    future.set_result(cmd)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError, ProtocolError) as e:
+                data = await reader.read(_READ_BYTES)
+                events = protocol.receive_data(data) if data else protocol.receive_eof()
+                for event in events:
+                    if isinstance(event, ProtocolViolation):
+                        raise event.error
+                    if isinstance(event, RequestReceived):
+                        if self.on_request is not None:
+                            self.on_request(event.command)
+                        continue
+                    future = self._pending.pop(event.command.opaque, None)
+                    if future is not None and not future.done():
+                        future.set_result(event.command)
+                if not data:
+                    break
+        except (ConnectionError, OSError, ProtocolError) as e:
             log.debug("connection to %s ended: %s", self.address, e)
         finally:
             self._fail_pending(f"connection to {self.address} closed")
@@ -105,7 +117,8 @@ class RemotingClient:
         writer = await self._connect()
         future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._pending[cmd.opaque] = future
-        writer.write(encode_command(cmd))
+        protocol = self._protocol
+        writer.write(protocol.send_request(cmd))
         try:
             return await within(future, timeout_s)
         except TimeoutError as e:
@@ -114,11 +127,12 @@ class RemotingClient:
             ) from e
         finally:
             self._pending.pop(cmd.opaque, None)
+            protocol.forget(cmd.opaque)
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         writer = await self._connect()
         cmd.flag |= FLAG_ONEWAY
-        writer.write(encode_command(cmd))
+        writer.write(self._protocol.send_request(cmd))
         await writer.drain()
 
     async def close(self) -> None:

@@ -1,6 +1,8 @@
 """The asyncio TCP server that speaks remoting frames, and the per-connection handle.
 
-Layer: broker. Owns sockets and tasks only; what a request means is the router's business.
+Layer: broker. Owns sockets and tasks only: it feeds each connection's bytes to a sans-IO
+:class:`~rocketstore.remoting.connection.RemotingConnection`, which frames, bounds and
+matches them, and acts on its events; what a request means is the router's business.
 Each request runs as its own task, so a long-polling pull never blocks the heartbeats,
 sends and offset commits that share its connection. A malformed or oversized frame closes
 that one connection with a log line; the server and other connections carry on.
@@ -30,12 +32,14 @@ from rocketstore.broker.remoting import (
     ProtocolError,
     RemotingCommand,
     RequestFieldError,
-    decode_command,
-    encode_command,
-    frame_length,
 )
 from rocketstore.broker.timeouts import within
 from rocketstore.errors import StoreError
+from rocketstore.remoting.connection import (
+    ProtocolViolation,
+    RemotingConnection,
+    ResponseReceived,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +52,11 @@ MAX_IN_FLIGHT_PER_CONNECTION = 1024
 # answers costs: about this many answers, not one per pipelined request. A held pull gives
 # its place up while it waits (:func:`parked`).
 MAX_BULKY_PER_CONNECTION = 8
-# Frames up to this size are read whole; larger ones chunk by chunk, each chunk counted
-# against ``server_partial_frames_max_bytes`` as it arrives.
+# Unfinished frames up to this size are not counted; the bytes of larger ones are counted
+# against ``server_partial_frames_max_bytes`` as they arrive.
 WHOLE_READ_MAX_BYTES = 64 * 1024
+# At most this much is read from a socket at once (what a connection may hold beyond its
+# unfinished frame: the requests of one read wait there while back pressure holds them).
 _CHUNK_BYTES = 1024 * 1024
 # The idle check's period at most (a connection is closed up to this late).
 _IDLE_CHECK_MAX_S = 5.0
@@ -127,7 +133,9 @@ async def parked() -> AsyncIterator[None]:
 
 
 class Connection:
-    """One client connection: its peer address and a way to send it commands."""
+    """One client connection: the driver of its :class:`RemotingConnection` on the write
+    side (the server's read loop feeds it), and the :class:`~rocketstore.remoting.peer.Peer`
+    the handlers see: its address, and ways to send it commands."""
 
     def __init__(
         self,
@@ -135,15 +143,20 @@ class Connection:
         peer: str,
         local: str,
         limits: ConnectionLimits | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ):
         self._writer = writer
         self.peer = peer  # "ip:port" of the client, as RocketMQ's born host
         self.local = local
         self.limits: ConnectionLimits = limits or DefaultLimits()
+        self.protocol = RemotingConnection(max_frame_bytes)
         self.closed = False
         # When the client last sent a byte, or last took what was written to it (a write
         # into an empty buffer: the ones before it reached the socket). monotonic s.
         self.last_active_s = time.monotonic()
+        # The bytes of this connection's unfinished frame counted in the server's
+        # partial_frame_bytes (RemotingServer keeps it).
+        self.partial_frame_bytes = 0
         # Requests this side sent and awaits answers to (RocketMQ's Broker2Client calls).
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._next_opaque = itertools.count(1 << 30)
@@ -159,6 +172,7 @@ class Connection:
             return await asyncio.wait_for(answer, timeout_s)
         finally:
             self._pending.pop(cmd.opaque, None)
+            self.protocol.forget(cmd.opaque)
 
     def answered(self, cmd: RemotingCommand) -> None:
         """A response from the client: the answer to one of our requests, or to a one-way
@@ -191,7 +205,10 @@ class Connection:
             )
             self.abort()
             return
-        self._writer.write(encode_command(cmd))
+        if cmd.is_response:
+            self._writer.write(self.protocol.send_response(cmd))
+        else:
+            self._writer.write(self.protocol.send_request(cmd))
 
     def abort(self) -> None:
         """Close at once, dropping what was not sent (a hostile or idle client: a graceful
@@ -206,6 +223,7 @@ class Connection:
             if not waiting.done():
                 waiting.set_exception(ConnectionError(f"connection to {self.peer} closed"))
         self._pending.clear()
+        self.protocol.forget_all()
 
     def __repr__(self) -> str:
         return f"Connection({self.peer})"
@@ -327,7 +345,7 @@ class RemotingServer:
         self._tasks.add(task)
         peer = format_address(writer.get_extra_info("peername"))
         local = format_address(writer.get_extra_info("sockname"))
-        conn = Connection(writer, peer, local, self.limits)
+        conn = Connection(writer, peer, local, self.limits, self.max_frame_bytes)
         self.connections.add(conn)
         writer.transport.set_write_buffer_limits(
             self.limits.write_buffer_high_water_mark, self.limits.write_buffer_low_water_mark
@@ -337,41 +355,52 @@ class RemotingServer:
         requests: set[asyncio.Task[None]] = set()
         try:
             while True:
-                cmd = await self._read_command(reader, conn)
-                if cmd is None:
+                data = await reader.read(_CHUNK_BYTES)
+                if not data:
+                    for violation in conn.protocol.receive_eof():
+                        raise violation.error
                     break
-                if cmd.is_response:
-                    conn.answered(cmd)
-                    continue
-                await in_flight.acquire()
-                place = None
-                if cmd.code in self.bulky_codes:
-                    await bulky.acquire()
-                    place = _Place(bulky)
-                request = asyncio.create_task(self._handle(cmd, conn, in_flight, place))
-                if not cmd.is_oneway:
-                    # Only these end with the connection (a held pull has nobody to answer);
-                    # a one-way request (END_TRANSACTION, an offset commit) is the client's
-                    # last word even when it closes right after sending it.
-                    requests.add(request)
-                    request.add_done_callback(requests.discard)
-                self._requests.add(request)
-                request.add_done_callback(self._requests.discard)
-                # Flow control: read no more requests while this connection's answers are
-                # above the high water mark (until they drain below the low one).
-                await writer.drain()
+                conn.last_active_s = time.monotonic()
+                events = conn.protocol.receive_data(data)
+                self._count_partial_frame(conn)
+                for event in events:
+                    if isinstance(event, ProtocolViolation):
+                        raise event.error
+                    if isinstance(event, ResponseReceived):
+                        conn.answered(event.command)
+                        continue
+                    cmd = event.command
+                    await in_flight.acquire()
+                    place = None
+                    if cmd.code in self.bulky_codes:
+                        await bulky.acquire()
+                        place = _Place(bulky)
+                    request = asyncio.create_task(self._handle(cmd, conn, in_flight, place))
+                    if not cmd.is_oneway:
+                        # Only these end with the connection (a held pull has nobody to
+                        # answer); a one-way request (END_TRANSACTION, an offset commit) is
+                        # the client's last word even when it closes right after sending it.
+                        requests.add(request)
+                        request.add_done_callback(requests.discard)
+                    self._requests.add(request)
+                    request.add_done_callback(self._requests.discard)
+                    # Flow control: read no more requests while this connection's answers
+                    # are above the high water mark (until they drain below the low one).
+                    await writer.drain()
         except ProtocolError as e:
             log.warning("%s: closing connection from %s: %s", self.name, peer, e)
         except ConnectionLimitError as e:
             log.warning("%s: closing connection from %s: %s", self.name, peer, e)
             conn.abort()
-        except (ConnectionError, asyncio.IncompleteReadError, OSError):
+        except (ConnectionError, OSError):
             pass  # the peer went away
         except asyncio.CancelledError:
             pass
         finally:
             for request in list(requests):
                 request.cancel()
+            self.partial_frame_bytes -= conn.partial_frame_bytes
+            conn.partial_frame_bytes = 0
             self.connections.discard(conn)
             conn.close()
             if self.on_close is not None:
@@ -381,53 +410,24 @@ class RemotingServer:
                     log.exception("%s: connection close hook failed", self.name)
             self._tasks.discard(task)
 
-    async def _read_command(
-        self, reader: asyncio.StreamReader, conn: Connection
-    ) -> RemotingCommand | None:
-        try:
-            prefix = await reader.readexactly(4)
-        except asyncio.IncompleteReadError as e:
-            if e.partial:
-                raise ProtocolError(
-                    f"connection closed inside a frame prefix ({e.partial!r})"
-                ) from e
-            return None
-        conn.last_active_s = time.monotonic()
-        length = frame_length(prefix, self.max_frame_bytes)
-        assert length is not None
-        if length <= WHOLE_READ_MAX_BYTES:
-            data = await reader.readexactly(length)
-        else:
-            data = await self._read_large(reader, length, conn)
-        conn.last_active_s = time.monotonic()
-        return decode_command(data)
-
-    async def _read_large(
-        self, reader: asyncio.StreamReader, length: int, conn: Connection
-    ) -> bytes:
-        """A large frame's bytes, counted as they arrive against the bound on unfinished
-        frames across connections (40 clients that each sent 16 MiB less a byte held
-        664 MiB); past it, ConnectionLimitError closes this connection."""
-        parts: list[bytes] = []
-        received = 0
-        try:
-            while received < length:
-                chunk = await reader.read(min(length - received, _CHUNK_BYTES))
-                if not chunk:
-                    raise asyncio.IncompleteReadError(b"".join(parts), length)
-                limit = self.limits.server_partial_frames_max_bytes
-                if self.partial_frame_bytes + len(chunk) > limit:
-                    raise ConnectionLimitError(
-                        f"unfinished frames of all connections would pass {limit} bytes "
-                        f"(serverPartialFramesMaxBytes); this one had {received} of {length}"
-                    )
-                self.partial_frame_bytes += len(chunk)
-                received += len(chunk)
-                parts.append(chunk)
-                conn.last_active_s = time.monotonic()
-            return b"".join(parts)
-        finally:
-            self.partial_frame_bytes -= received
+    def _count_partial_frame(self, conn: Connection) -> None:
+        """Count the bytes of ``conn``'s unfinished frame, if it is a large one, against
+        the bound on unfinished frames across connections (40 clients that each sent
+        16 MiB less a byte held 664 MiB); past it, ConnectionLimitError closes ``conn``.
+        Frames up to WHOLE_READ_MAX_BYTES are never counted."""
+        length = conn.protocol.incoming_frame_bytes
+        held = conn.protocol.partial_frame_bytes
+        counted = held if length is not None and length > WHOLE_READ_MAX_BYTES else 0
+        growth = counted - conn.partial_frame_bytes
+        limit = self.limits.server_partial_frames_max_bytes
+        if growth > 0 and self.partial_frame_bytes + growth > limit:
+            raise ConnectionLimitError(
+                f"unfinished frames of all connections would pass {limit} bytes "
+                f"(serverPartialFramesMaxBytes); this one had {conn.partial_frame_bytes} "
+                f"of {length}"
+            )
+        self.partial_frame_bytes += growth
+        conn.partial_frame_bytes = counted
 
     async def _handle(
         self,

@@ -2,7 +2,9 @@
 over a kept connection (:class:`BlockingConnection`, for the Spark source's driver and
 executors, which pull many batches from one broker).
 
-Layer: remoting. Plain sockets with timeouts; no asyncio (Spark's Python workers run
+Layer: remoting. Plain sockets with timeouts, driving a sans-IO
+:class:`~.connection.RemotingConnection` (framing, the frame limit, answer matching); no
+asyncio (Spark's Python workers run
 synchronous code), no store. The broker's asyncio client is rocketstore.broker.client.
 """
 
@@ -13,18 +15,19 @@ import socket
 
 from rocketstore.config import parse_host
 from rocketstore.errors import StoreError
-from rocketstore.remoting.codec import (
-    DEFAULT_MAX_FRAME_BYTES,
-    RemotingCommand,
-    decode_command,
-    encode_command,
-    frame_length,
+from rocketstore.remoting.codec import ProtocolError, RemotingCommand
+from rocketstore.remoting.connection import (
+    ProtocolViolation,
+    RemotingConnection,
+    ResponseReceived,
 )
 
 # The version our requests carry (MQVersion.Version.V4_9_8's ordinal in 4.9.8), so a Java
 # name server or broker applies its 4.9 rules to us.
 CLIENT_VERSION = 433
 _opaques = itertools.count(1)
+# At most this much is read from the socket at once.
+_READ_BYTES = 1024 * 1024
 
 
 class RemotingClientError(StoreError):
@@ -49,31 +52,28 @@ def invoke_sync(address: str, cmd: RemotingCommand, timeout_s: float = 5.0) -> R
     host, port = parse_host(address)
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(encode_command(cmd))
-            return _answer(sock, cmd)
+            protocol = RemotingConnection()
+            sock.sendall(protocol.send_request(cmd))
+            return _answer(sock, protocol, cmd)
     except OSError as e:
         raise RemotingClientError(f"request code {cmd.code} to {address} failed: {e}") from e
 
 
-def _answer(sock: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
-    """The response to ``cmd`` (requests the server sends meanwhile are dropped)."""
+def _answer(
+    sock: socket.socket, protocol: RemotingConnection, cmd: RemotingCommand
+) -> RemotingCommand:
+    """The response to ``cmd`` (requests the server sends meanwhile are dropped). A frame
+    that breaks the protocol raises its ProtocolError."""
     while True:
-        prefix = _recv_exactly(sock, 4)
-        length = frame_length(prefix, DEFAULT_MAX_FRAME_BYTES)
-        assert length is not None
-        answer = decode_command(_recv_exactly(sock, length))
-        if answer.is_response and answer.opaque == cmd.opaque:
-            return answer
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise RemotingClientError("the server closed the connection")
-        chunks += chunk
-    return bytes(chunks)
+        data = sock.recv(_READ_BYTES)
+        if not data:
+            why = "".join(f": {e.reason}" for e in protocol.receive_eof())
+            raise RemotingClientError(f"the server closed the connection{why}")
+        for event in protocol.receive_data(data):
+            if isinstance(event, ProtocolViolation):
+                raise event.error
+            if isinstance(event, ResponseReceived) and event.command.opaque == cmd.opaque:
+                return event.command
 
 
 class BlockingConnection:
@@ -85,19 +85,24 @@ class BlockingConnection:
         self.address = address
         self.timeout_s = timeout_s
         self._sock: socket.socket | None = None
+        self._protocol = RemotingConnection()
 
     def invoke(self, cmd: RemotingCommand) -> RemotingCommand:
         try:
             if self._sock is None:
                 host, port = parse_host(self.address)
                 self._sock = socket.create_connection((host, port), timeout=self.timeout_s)
-            self._sock.sendall(encode_command(cmd))
-            return _answer(self._sock, cmd)
+                self._protocol = RemotingConnection()
+            self._sock.sendall(self._protocol.send_request(cmd))
+            return _answer(self._sock, self._protocol, cmd)
         except (OSError, RemotingClientError) as e:
             self.close()
             raise RemotingClientError(
                 f"request code {cmd.code} to {self.address} failed: {e}"
             ) from e
+        except ProtocolError:
+            self.close()  # the stream is broken: the next request reconnects
+            raise
 
     def close(self) -> None:
         if self._sock is not None:

@@ -1,5 +1,6 @@
 """The asyncio remoting server over real loopback sockets: concurrency per connection,
-hostile frames close only their connection, one-way requests get no answer."""
+hostile frames close only their connection, one-way requests get no answer, frames cut
+anywhere are reassembled."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rocketstore.broker.client import RemotingClient, RemotingClientError, reque
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, encode_command
 from rocketstore.broker.server import Connection, RemotingServer, bind_socket
+from rocketstore.remoting.connection import Event, RemotingConnection, ResponseReceived
 
 SLOW, FAST, BOOM, BAD_FIELD, NOTE, SLOW_NOTE = 1, 2, 3, 4, 5, 6
 
@@ -203,6 +205,36 @@ def test_the_server_asks_a_client_and_gets_its_answer() -> None:
             assert failures and "closed" in str(failures[0])
         finally:
             await client.close()
+            await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_frames_pipelined_in_one_write_or_dribbled_byte_by_byte_are_all_answered() -> None:
+    """The server is a driver of RemotingConnection: however the bytes arrive, each whole
+    request is answered once, in order (answers read with a RemotingConnection too)."""
+
+    async def scenario() -> None:
+        server = await _server(Handler())
+        host, port = server.address.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        client = RemotingConnection()
+        asked = [request(FAST) for _ in range(5)]
+        try:
+            writer.write(b"".join(client.send_request(cmd) for cmd in asked[:3]))
+            for frame in [client.send_request(cmd) for cmd in asked[3:]]:
+                for i in range(len(frame)):
+                    writer.write(frame[i : i + 1])
+                    await writer.drain()
+            events: list[Event] = []
+            while len(events) < len(asked):
+                data = await asyncio.wait_for(reader.read(4096), 5)
+                assert data, "the server closed the connection"
+                events += client.receive_data(data)
+            assert [e.request for e in events if isinstance(e, ResponseReceived)] == asked
+            assert client.pending_opaques == frozenset()
+        finally:
+            writer.close()
             await server.stop()
 
     asyncio.run(scenario())
