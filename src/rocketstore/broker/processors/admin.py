@@ -18,11 +18,11 @@ from rocketstore.broker.config_update import black_listed, java_text
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors.queue_admin import log_deleted_queues
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_java_int, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
+from rocketstore.remoting.peer import Peer
 from rocketstore.settings_file import STORE_KEYS, camel_keys, parse_java_properties
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def _too_many_queues(ctx: BrokerContext, name: str, nums: int) -> str | None:
 
 
 async def update_and_create_topic(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     topic = ext_str(ext, "topic")
@@ -71,9 +71,7 @@ async def update_and_create_topic(
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def delete_topic(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def delete_topic(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     topic = ext_str(cmd.ext_fields, "topic")
     if ctx.topics.is_system_topic(topic):
         return cmd.response(
@@ -91,7 +89,7 @@ async def delete_topic(
 
 
 async def clean_unused_topic(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """mqadmin cleanUnusedTopic: the consume queues of every topic the broker has no
     config for go (not the schedule, transaction op or LMQ ones), as in RocketMQ."""
@@ -108,13 +106,13 @@ def topic_config_wrapper(ctx: BrokerContext) -> bytes:
 
 
 async def get_all_topic_config(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     return cmd.response(ResponseCode.SUCCESS, body=topic_config_wrapper(ctx))
 
 
 async def update_and_create_subscription_group(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     try:
         config = SubscriptionGroupConfig.from_json(parse_fastjson(cmd.body.decode("utf-8")))
@@ -130,14 +128,14 @@ async def update_and_create_subscription_group(
 
 
 async def get_all_subscription_group_config(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     body = json.dumps(ctx.groups.document(), separators=(",", ":")).encode("utf-8")
     return cmd.response(ResponseCode.SUCCESS, body=body)
 
 
 async def delete_subscription_group(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """The group's config goes; with removeOffset its committed offsets too."""
     group = ext_str(cmd.ext_fields, "groupName")
@@ -160,7 +158,7 @@ def broker_settings(ctx: BrokerContext) -> dict[str, str]:
 
 
 async def get_broker_config(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """The settings as Java properties text (``key=value`` lines, as MixAll.properties2String
     writes them); the ``version`` field is the configuration's data version, bumped by
@@ -171,7 +169,7 @@ async def get_broker_config(
 
 
 async def update_broker_config(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """Change settings of the running broker (module ``config_update``): all the request's
     keys or none; written into the -c broker.conf first."""

@@ -19,8 +19,8 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
 from rocketstore.broker.perm_name import PERM_READ
 from rocketstore.broker.remoting import RemotingCommand, loads_json
-from rocketstore.broker.server import Connection
 from rocketstore.paths import RETRY_PREFIX
+from rocketstore.remoting.peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,7 @@ def assigned_queues(ctx: BrokerContext, request: dict[str, Any]) -> list[Message
     return chosen
 
 
-async def query_assignment(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def query_assignment(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     try:
         request = loads_json(cmd.body) if cmd.body else {}
     except (UnicodeDecodeError, ValueError) as e:

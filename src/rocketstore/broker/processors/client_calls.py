@@ -14,9 +14,9 @@ from typing import Protocol, runtime_checkable
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import FLAG_RESPONSE, RemotingCommand, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.errors import CorruptDataError
 from rocketstore.format.message_id import decode_offset_msg_id
+from rocketstore.remoting.peer import Peer
 
 # Broker2Client.callClient's timeout.
 CALL_CLIENT_TIMEOUT_S = 10.0
@@ -63,7 +63,7 @@ async def _call_consumer(
 
 
 async def get_consumer_running_info(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     return await _call_consumer(
         ctx, RequestCode.GET_CONSUMER_RUNNING_INFO, cmd, dict(cmd.ext_fields), cmd.body
@@ -71,7 +71,7 @@ async def get_consumer_running_info(
 
 
 async def consume_message_directly(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """The record the request's msgId (an offsetMsgId) names goes along as the body, and
     the broker's name as ``brokerName``."""

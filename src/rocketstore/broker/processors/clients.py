@@ -21,11 +21,11 @@ from rocketstore.broker.broker_config import parse_fastjson
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import retry_topic
 from rocketstore.errors import ConfigError
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import build_subscription
+from rocketstore.remoting.peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,12 @@ def _groups(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return [g for g in items if isinstance(g, dict) and isinstance(g.get("groupName"), str)]
 
 
-def _channel_facts(cmd: RemotingCommand, conn: Connection) -> dict[str, Any]:
+def _channel_facts(cmd: RemotingCommand, conn: Peer) -> dict[str, Any]:
     """What the admin requests show of a client's connection (ClientChannelInfo)."""
     return {"addr": conn.peer, "language": cmd.language, "version": cmd.version}
 
 
-async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     limit = ctx.config.heartbeat_max_body_bytes
     if len(cmd.body) > limit:
         log.warning("heartbeat of %d bytes from %s refused", len(cmd.body), conn.peer)
@@ -111,7 +111,7 @@ async def heart_beat(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection)
 
 
 async def unregister_client(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     client_id = ext_str(ext, "clientID")
@@ -125,7 +125,7 @@ async def unregister_client(
 
 
 async def get_consumer_list(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     group = ext_str(cmd.ext_fields, "consumerGroup")
     ids = ctx.clients.consumer_ids(group)
@@ -136,7 +136,7 @@ async def get_consumer_list(
 
 
 async def check_client_config(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """A Java consumer's check, when it starts, that the broker can serve its subscription
     (``{clientId, group, subscriptionData}``): a TAG one always; a SQL92 one only with

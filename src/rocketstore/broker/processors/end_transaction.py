@@ -10,8 +10,8 @@ from __future__ import annotations
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.broker.transaction_service import EndRequest
+from rocketstore.remoting.peer import Peer
 
 
 def parse_end_request(ext: dict[str, str]) -> EndRequest:
@@ -28,7 +28,7 @@ def parse_end_request(ext: dict[str, str]) -> EndRequest:
 
 
 async def end_transaction(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand | None:
     request = parse_end_request(cmd.ext_fields)
     service = ctx.transactions

@@ -12,7 +12,7 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.queue_locks import QueueKey
 from rocketstore.broker.remoting import RemotingCommand, RequestFieldError, loads_json
-from rocketstore.broker.server import Connection
+from rocketstore.remoting.peer import Peer
 
 
 def parse_lock_body(body: bytes) -> tuple[str, str, list[QueueKey]]:
@@ -39,16 +39,14 @@ def _queue_json(queue: QueueKey) -> dict[str, Any]:
     return {"topic": queue[0], "brokerName": queue[1], "queueId": queue[2]}
 
 
-async def lock_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+async def lock_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     group, client_id, queues = parse_lock_body(cmd.body)
     locked = ctx.locks.try_lock(group, queues, client_id)
     body = json.dumps({"lockOKMQSet": [_queue_json(q) for q in locked]}, separators=(",", ":"))
     return cmd.response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
 
 
-async def unlock_batch(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def unlock_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     group, client_id, queues = parse_lock_body(cmd.body)
     ctx.locks.unlock(group, queues, client_id)
     return cmd.response(ResponseCode.SUCCESS)

@@ -24,8 +24,8 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext, CommandSink
 from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand, ext_bool, ext_int, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.remoting.peer import Peer
 
 # MQVersion.CURRENT_VERSION of 4.9.8 (V4_9_8) and its ordinal: what clients compare.
 BROKER_VERSION_DESC = "V4_9_8"
@@ -63,7 +63,7 @@ def topic_stats(ctx: BrokerContext, topic: str) -> dict[str, Any] | None:
 
 
 async def get_topic_stats_info(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     topic = ext_str(cmd.ext_fields, "topic")
     stats = await ctx.run(topic_stats, ctx, topic)
@@ -116,7 +116,7 @@ def _offset_table(
 
 
 async def get_consume_stats(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     group = ext_str(cmd.ext_fields, "consumerGroup")
     topic = (cmd.ext_fields.get("topic") or "").strip() or None
@@ -150,7 +150,7 @@ def broker_consume_stats(ctx: BrokerContext, order_only: bool) -> dict[str, Any]
 
 
 async def get_broker_consume_stats(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     order_only = ext_bool(cmd.ext_fields, "isOrder", False)
     stats = await ctx.run(broker_consume_stats, ctx, order_only)
@@ -158,7 +158,7 @@ async def get_broker_consume_stats(
 
 
 async def get_system_topic_list_from_broker(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """TopicList of the system topics (mqadmin exportMetadata leaves them out)."""
     topics = java_hashmap_order(ctx.topics.system_topics())
@@ -166,7 +166,7 @@ async def get_system_topic_list_from_broker(
 
 
 async def get_all_producer_info(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """ProducerTableInfo (mqadmin producer): every registered producer, by group; the
     remote address as Netty prints it (``/ip:port``)."""
@@ -195,7 +195,7 @@ def _connection(channel: ClientChannel) -> dict[str, Any]:
 
 
 async def get_consumer_connection_list(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     group = ext_str(cmd.ext_fields, "consumerGroup")
     info = ctx.clients.consumer_group(group)
@@ -214,7 +214,7 @@ async def get_consumer_connection_list(
 
 
 async def get_producer_connection_list(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     group = ext_str(cmd.ext_fields, "producerGroup")
     channels = ctx.clients.producer_channels(group)
@@ -225,7 +225,7 @@ async def get_producer_connection_list(
 
 
 async def query_topic_consume_by_who(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """The groups online with a subscription to the topic and those with offsets on it."""
     topic = ext_str(cmd.ext_fields, "topic")
@@ -284,7 +284,7 @@ def _runtime(ms: int) -> str:
 
 
 async def get_broker_runtime_info(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     table = await ctx.run(runtime_info, ctx)
     return cmd.response(ResponseCode.SUCCESS, body=_body({"table": table}))
@@ -315,7 +315,7 @@ def reset_offsets(
 
 
 async def invoke_broker_to_reset_offset(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     topic, group = ext_str(ext, "topic"), ext_str(ext, "group")
@@ -355,7 +355,7 @@ async def invoke_broker_to_reset_offset(
 
 
 async def view_broker_stats_data(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """BrokerStatsData of one stats item: the last minute's, hour's and day's sums."""
     name = ext_str(cmd.ext_fields, "statsName")

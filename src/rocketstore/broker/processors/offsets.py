@@ -10,9 +10,9 @@ from __future__ import annotations
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.errors import ConfigError
 from rocketstore.read_path import TOTAL_PHYSICAL_MEMORY
+from rocketstore.remoting.peer import Peer
 from rocketstore.status import Boundary
 
 
@@ -41,7 +41,7 @@ def query_offset_sync(ctx: BrokerContext, group: str, topic: str, queue_id: int)
 
 
 async def query_consumer_offset(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
@@ -56,7 +56,7 @@ async def query_consumer_offset(
 
 
 async def update_consumer_offset(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     ctx.offsets.commit(
@@ -68,24 +68,20 @@ async def update_consumer_offset(
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def get_max_offset(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def get_max_offset(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     ext = cmd.ext_fields
     offset = ctx.store.max_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))
     return cmd.response(ResponseCode.SUCCESS, None, {"offset": offset})
 
 
-async def get_min_offset(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def get_min_offset(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     ext = cmd.ext_fields
     offset = ctx.store.min_offset(ext_str(ext, "topic"), ext_int(ext, "queueId"))
     return cmd.response(ResponseCode.SUCCESS, None, {"offset": offset})
 
 
 async def search_offset_by_timestamp(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     # 5.x clients say which entry they want (BoundaryType); 4.x ones get LOWER, as a 5.x
@@ -105,7 +101,7 @@ async def search_offset_by_timestamp(
 
 
 async def get_earliest_msg_store_time(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     topic, queue_id = ext_str(ext, "topic"), ext_int(ext, "queueId")

@@ -17,13 +17,14 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import MAX_SUSPEND_MS, BrokerContext
 from rocketstore.broker.perm_name import is_readable
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
-from rocketstore.broker.server import Connection, parked
+from rocketstore.broker.server import parked
 from rocketstore.broker.topic_config import retry_topic
 from rocketstore.errors import ConfigError, SelectorError
 from rocketstore.format import properties as props
 from rocketstore.format.selector import SQL92, TAG, compile_selector
 from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.read_path import GetResult
+from rocketstore.remoting.peer import Peer
 from rocketstore.status import GetStatus
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,7 @@ class RetrySelector:
         return selector.matches(properties)
 
 
-def _build(ctx: BrokerContext, header: PullHeader, conn: Connection) -> Subscription | Refusal:
+def _build(ctx: BrokerContext, header: PullHeader, conn: Peer) -> Subscription | Refusal:
     """The subscription this pull reads with, or the error reply (RocketMQ's order: a
     non-TAG type on a broker without enablePropertyFilter is refused before parsing)."""
     chosen = _subscription_of(ctx, header)
@@ -220,9 +221,7 @@ def _read(
     return result, body
 
 
-async def pull_message(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     header = PullHeader.parse(cmd.ext_fields)
     if not is_readable(ctx.config.broker_permission):
         return cmd.response(

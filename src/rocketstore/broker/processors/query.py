@@ -8,9 +8,9 @@ from __future__ import annotations
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_int, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.format.message import MessageExt
 from rocketstore.java_ints import JAVA_LONG_MAX
+from rocketstore.remoting.peer import Peer
 
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 
@@ -24,9 +24,7 @@ def _records(ctx: BrokerContext, messages: list[MessageExt]) -> bytes:
     return b"".join(chunks)
 
 
-async def query_message(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def query_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     ext = cmd.ext_fields
     topic, key = ext_str(ext, "topic"), ext_str(ext, "key")
     max_num = ext_int(ext, "maxNum", ctx.store.config.default_query_max_num)
@@ -67,7 +65,7 @@ async def query_message(
 
 
 async def view_message_by_id(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     offset = ext_int(cmd.ext_fields, "offset")
     message = await ctx.run(ctx.store.look_message, offset)

@@ -17,12 +17,12 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.fastjson_body import dumps
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.errors import ConfigError
 from rocketstore.format.cq_ext import bitmap_text, ext_unit_json, is_ext_address
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
+from rocketstore.remoting.peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _unit_data(
 
 
 async def clean_expired_consume_queue(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """Delete the queues whose messages are all gone from the CommitLog (the store's
     cleanExpiredConsumerQueue); RocketMQ answers success, and so does this."""
@@ -99,7 +99,7 @@ async def clean_expired_consume_queue(
     return cmd.response(ResponseCode.SUCCESS)
 
 
-def log_deleted_queues(command: str, conn: Connection, removed: list[tuple[str, int]]) -> None:
+def log_deleted_queues(command: str, conn: Peer, removed: list[tuple[str, int]]) -> None:
     log.info(
         "%s from %s: %d consume queues deleted%s",
         command,
@@ -110,7 +110,7 @@ def log_deleted_queues(command: str, conn: Connection, removed: list[tuple[str, 
 
 
 async def delete_expired_commit_log(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     """mqadmin deleteExpiredCommitLog: RocketMQ arms its manual delete (the CommitLog files
     past fileReservedTime go whatever the hour, then the queue and index files below the
@@ -129,7 +129,7 @@ async def delete_expired_commit_log(
 
 
 async def query_consume_queue(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     topic, queue_id = ext_str(ext, "topic"), ext_int(ext, "queueId")

@@ -22,7 +22,6 @@ from rocketstore.broker.remoting import (
     ext_java_int,
     ext_str,
 )
-from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import (
     MULTI_TAG,
     TopicConfig,
@@ -39,6 +38,7 @@ from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX
 from rocketstore.put_path import PutResult, delay_level, is_delayed
+from rocketstore.remoting.peer import Peer
 from rocketstore.status import PutStatus
 
 # SendMessageRequestHeaderV2's one-letter names (a compact header for every send).
@@ -289,9 +289,7 @@ def stored_properties(
     return java_hashmap_ordered(properties, peak_size=peak)
 
 
-async def send_message(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
-) -> RemotingCommand:
+async def send_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     header = SendHeader.parse(cmd.ext_fields)
     checked = check_topic(ctx, cmd, header)
     if isinstance(checked, RemotingCommand):
@@ -342,7 +340,7 @@ async def send_message(
 async def _send_half(
     ctx: BrokerContext,
     cmd: RemotingCommand,
-    conn: Connection,
+    conn: Peer,
     header: SendHeader,
     properties: dict[str, str],
     sys_flag: int,
@@ -373,7 +371,7 @@ async def _send_half(
     return put_response(cmd, [result], queue_id, ctx, half.topic, uniq_key)
 
 
-async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     header = SendHeader.parse(cmd.ext_fields)
     checked = check_topic(ctx, cmd, header)
     if isinstance(checked, RemotingCommand):

@@ -16,12 +16,12 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE, is_writeable
 from rocketstore.broker.processors.send import PUT_STATUS_CODES
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
-from rocketstore.broker.server import Connection
 from rocketstore.broker.topic_config import dlq_topic, retry_topic
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
 from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message, MessageExt
+from rocketstore.remoting.peer import Peer
 from rocketstore.status import PutStatus
 
 # The first retry delay level: 3 = 10 s with the default levels.
@@ -69,7 +69,7 @@ def retry_message(
 
 
 async def consumer_send_back(
-    ctx: BrokerContext, cmd: RemotingCommand, conn: Connection
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     ext = cmd.ext_fields
     offset = ext_int(ext, "offset")
