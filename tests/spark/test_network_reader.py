@@ -372,10 +372,12 @@ def test_decode_body_refuses_a_cut_record() -> None:
         decode_body(b"abc", "pull of X", True, None)
 
 
-def test_streams_through_name_servers_are_refused_by_name() -> None:
+def test_streams_through_name_servers_get_the_network_stream_reader() -> None:
+    from rocketstore.spark.network_stream import NetworkStreamReader
     from rocketstore.spark.source import RocketStoreDataSource
     from rocketstore.spark.stream import RefusedStreamReader
 
-    assert isinstance(
-        RocketStoreDataSource({"namesrv": NAMESRV}).streamReader(None), RefusedStreamReader
-    )
+    source = RocketStoreDataSource({"namesrv": NAMESRV})
+    assert isinstance(source.streamReader(None), NetworkStreamReader)
+    bad = RocketStoreDataSource({"namesrv": NAMESRV, "endingOffsets": "latest"})
+    assert isinstance(bad.streamReader(None), RefusedStreamReader)

@@ -243,6 +243,24 @@ class Cluster:
         what = f"offset of {topic} queue {queue_id} at {timestamp_ms}"
         return self._offset(address, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext, what)
 
+    def commit_offset(
+        self, address: str, group: str, topic: str, queue_id: int, offset: int
+    ) -> None:
+        """UPDATE_CONSUMER_OFFSET: ``group``'s next offset to consume in the queue (what
+        ``mqadmin consumerProgress`` shows against the max offset)."""
+        ext = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": str(queue_id),
+            "commitOffset": str(offset),
+        }
+        answer = self.invoke(address, request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
+        if answer.code != ResponseCode.SUCCESS:
+            raise ClusterError(
+                f"commit of {group}'s offset {offset} in {topic} queue {queue_id} to broker "
+                f"{address}: code {answer.code}, {answer.remark}"
+            )
+
     # --- broker: messages ---------------------------------------------------------------
 
     def pull(

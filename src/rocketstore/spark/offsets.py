@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from rocketstore.errors import ConfigError, DataLossError
 
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 QueueKey = tuple[str, int]  # (topic, queue id)
 Offsets = dict[QueueKey, int]
+# Admission control works on any queue key: a store's (topic, queue id), or a cluster's
+# (topic, broker name, queue id) (:mod:`.network_stream`).
+Key = TypeVar("Key", bound=tuple[Any, ...])
 
 
 def to_json(offsets: Mapping[QueueKey, int]) -> dict[str, dict[str, int]]:
@@ -117,15 +121,15 @@ def latest_ends(
     return ends
 
 
-def cap(ends: Mapping[QueueKey, int], target: Mapping[QueueKey, int]) -> Offsets:
+def cap(ends: Mapping[Key, int], target: Mapping[Key, int]) -> dict[Key, int]:
     """``Trigger.AvailableNow``: never past the target recorded when the run began (queues
     created after that are not read in this run)."""
     return {key: min(end, target[key]) for key, end in ends.items() if key in target}
 
 
 def admit(
-    start: Mapping[QueueKey, int], ends: Mapping[QueueKey, int], max_rows: int | None
-) -> Offsets:
+    start: Mapping[Key, int], ends: Mapping[Key, int], max_rows: int | None
+) -> dict[Key, int]:
     """Admission control: advance the queues by at most ``max_rows`` messages in total.
 
     Deterministic and fair: each queue with a backlog gets at least one message (if
@@ -135,7 +139,7 @@ def admit(
     mod (number of backlogged queues), which moves by ``max_rows`` every batch, so no
     queue waits more than a few batches however large the others' backlogs are.
     """
-    result: Offsets = {key: max(start.get(key, 0), end) for key, end in ends.items()}
+    result: dict[Key, int] = {key: max(start.get(key, 0), end) for key, end in ends.items()}
     for key, offset in start.items():
         result.setdefault(key, offset)
     backlog = {
@@ -200,7 +204,7 @@ def plan_ranges(
     return ranges
 
 
-def new_offsets(start: Mapping[QueueKey, int], ends: Mapping[QueueKey, int]) -> int:
+def new_offsets(start: Mapping[Key, int], ends: Mapping[Key, int]) -> int:
     """How many queue entries lie between ``start`` and ``ends`` (a queue missing from
     ``start`` counts from 0, as :func:`plan_ranges` reads it)."""
     return sum(max(0, end - start.get(key, 0)) for key, end in ends.items())
@@ -232,7 +236,7 @@ class TriggerGate:
         return False
 
 
-def lag_metrics(consumed: Mapping[QueueKey, int], latest: Mapping[QueueKey, int]) -> dict[str, str]:
+def lag_metrics(consumed: Mapping[Key, int], latest: Mapping[Key, int]) -> dict[str, str]:
     """Kafka's source metrics (``KafkaMicroBatchStream.metrics``): per queue, the latest
     offset minus the offset consumed up to (a queue not consumed yet counts from 0); their
     min, max and mean over the queues, as text. Empty when no queue is known."""

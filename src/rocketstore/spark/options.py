@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from rocketstore.errors import ConfigError
 from rocketstore.format.selector import SQL92
 from rocketstore.format.subscription import Subscription, build_subscription, parse_subscription
-from rocketstore.paths import (
-    is_system_topic,
-)
+from rocketstore.paths import TOPIC_PATTERN, is_system_topic
 from rocketstore.spark.columns import check_columns
 
 MODE_QUEUE = "queue"
@@ -61,7 +59,7 @@ KNOWN_OPTIONS = frozenset(
 # Streaming options: accepted (so one option map serves both) but unused by batch reads.
 # Their values are checked by every load() all the same (see parse_options).
 STREAMING_OPTIONS = frozenset(
-    ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "failondataloss")
+    ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "failondataloss", "group")
 )
 # Of those, the ones that mean nothing but to a stream (failOnDataLoss is Kafka's batch
 # option too), and the batch-only options that contradict them.
@@ -556,6 +554,25 @@ class StreamOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
     fail_on_data_loss: bool = True
+    # Through name servers: the consumer group the committed offsets are also sent to.
+    group: str | None = None
+
+
+def _group_option(options: Mapping[str, str], network: bool) -> str | None:
+    group = options.get("group")
+    if group is None:
+        return None
+    if not network:
+        raise ConfigError(
+            f"option group={group!r} commits a stream's offsets to a running cluster's "
+            "consumer group: it needs option namesrv"
+        )
+    if not group or len(group) > 255 or not TOPIC_PATTERN.match(group):
+        raise ConfigError(
+            f"option group={group!r} is not a valid consumer group name "
+            "(1-255 characters of letters, digits, %, |, _ and -)"
+        )
+    return group
 
 
 def parse_stream_options(raw_options: Mapping[str, str]) -> StreamOptions:
@@ -582,4 +599,5 @@ def parse_stream_options(raw_options: Mapping[str, str]) -> StreamOptions:
             options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY
         ),
         fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
+        group=_group_option(options, read.network),
     )

@@ -35,6 +35,7 @@ from pyspark.sql.datasource import (
 from rocketstore.errors import ConfigError
 from rocketstore.spark import columns
 from rocketstore.spark.network_source import NetworkReader
+from rocketstore.spark.network_stream import NetworkStreamReader
 from rocketstore.spark.network_write import NetworkStreamWriter, NetworkWriter
 from rocketstore.spark.options import (
     MODE_COMMITLOG,
@@ -102,13 +103,10 @@ class RocketStoreDataSource(DataSource):
         try:
             options = parse_stream_options(self.options)
             options = dataclasses.replace(options, read=with_schema(options.read, schema))
-            if options.read.network:
-                raise ConfigError(
-                    "streaming reads through name servers (option namesrv) are not done yet "
-                    "(issue #35): read a store directory (path) or use a batch read"
-                )
         except ConfigError as e:
             return RefusedStreamReader(e)  # raising here hides the error: see its docstring
+        if options.read.network:
+            return NetworkStreamReader(options)
         return RocketStoreStreamReader(options)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
