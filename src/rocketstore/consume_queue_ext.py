@@ -12,6 +12,7 @@ import threading
 
 from rocketstore.errors import CorruptDataError
 from rocketstore.files.mapped_file_queue import offset_file_paths
+from rocketstore.files.regular_file import open_store_file
 from rocketstore.format.cq_ext import MAX_EXT_UNIT_SIZE, ExtUnit, decode_ext_unit, real_offset
 from rocketstore.paths import consume_queue_ext_dir
 
@@ -53,9 +54,13 @@ class ConsumeQueueExtReader:
             return None
         position, path = found
         try:
-            with open(path, "rb") as f:
-                f.seek(position)
-                data = f.read(MAX_EXT_UNIT_SIZE)
+            # (offset_file_paths refused a FIFO when listing; one put there since would
+            # block a plain open)
+            fd = open_store_file(path)
+            try:
+                data = os.pread(fd, MAX_EXT_UNIT_SIZE, position)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return None  # removed meanwhile
         except OSError as e:

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import ConfigError, CorruptDataError, FileRemovedError, StoreError
 from rocketstore.files.mapped_file import TMP_SUFFIX, MappedFile, remove_leftovers
+from rocketstore.files.regular_file import open_store_file, read_store_file, require_regular
 from rocketstore.format import index_layout as layout
 from rocketstore.format import sysflag
 from rocketstore.format.index_geometry import infer_geometry
@@ -244,7 +245,7 @@ def write_blocks(path: str, hash_slot_num: int, blocks: Iterable[tuple[int, Chai
     (created sparse if missing) without mapping it: parts of one file are written by
     parallel workers. Returns the entries written."""
     written = 0
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    fd = open_store_file(path, os.O_WRONLY | os.O_CREAT)  # (a FIFO would block a plain open)
     try:
         for number, block in blocks:
             data = block.entries.view(np.uint8).data
@@ -773,7 +774,10 @@ def _settled_geometry(path: str, size: int, configured: tuple[int, int]) -> tupl
         )
     if size == layout.HEADER_SIZE:
         return None
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with (
+        os.fdopen(open_store_file(path), "rb") as f,
+        mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm,
+    ):
         return infer_geometry(mm)
 
 
@@ -796,8 +800,7 @@ def settled_geometries(paths: list[str], configured: tuple[int, int]) -> dict[in
 
 def _holds_no_entries(path: str) -> bool:
     """The header's indexCount says no entry was counted (or there is no header)."""
-    with open(path, "rb") as f:
-        header = f.read(layout.HEADER_SIZE)
+    header = read_store_file(path, layout.HEADER_SIZE)
     return len(header) < layout.HEADER_SIZE or layout.decode_header(header).index_count <= 1
 
 
@@ -812,6 +815,9 @@ def index_files(directory: str) -> tuple[list[str], list[str]]:
     for name in names:
         path = os.path.join(directory, name)
         with contextlib.suppress(FileNotFoundError):  # a writer's retention, beside a reader
+            # A FIFO (or directory...) so named: refused by its path, as the queues' files
+            # are, instead of a later open waiting for a writer that never comes.
+            require_regular(path)
             (cut_short if unfinished(path) else whole).append(path)
     return whole, cut_short
 

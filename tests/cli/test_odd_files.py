@@ -6,12 +6,17 @@ writer forever) nor refuse the whole store over one queue, and every error names
 from __future__ import annotations
 
 import os
+import signal
+import struct
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import CLI, Run
+from cli_helpers import CLI, CONFIG, Run
+
+from dledger_helpers import frame_as_dledger
+from rocketstore.format.cq_ext import address_of
 
 Cli = Callable[..., Run]
 
@@ -31,6 +36,30 @@ def _serve(store: Path) -> subprocess.CompletedProcess[str]:
         timeout=60,
         env={**os.environ, "TZ": "UTC"},
     )
+
+
+def _serve_until_ready(store: Path) -> str:
+    """``serve`` started, stopped with SIGTERM once it says it is ready; its stderr."""
+    served = subprocess.Popen(
+        [*CLI, "--store", str(store), "serve", "--listen", "127.0.0.1:0", *NAMESRV],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TZ": "UTC"},
+    )
+    assert served.stderr is not None
+    lines = []
+    try:
+        for line in served.stderr:  # ends when serve exits: a failure before it was ready
+            lines.append(line)
+            if "(Ctrl-C stops)" in line:
+                break
+        served.send_signal(signal.SIGTERM)
+        assert served.wait(timeout=60) == 0, "".join(lines)
+    finally:
+        if served.poll() is None:
+            served.kill()
+            served.wait()
+    return "".join(lines) + served.stderr.read()
 
 
 def _queue_files(store: Path, topic: str, queue_id: int) -> list[Path]:
@@ -150,3 +179,111 @@ def test_an_empty_queue_file_and_checkpoint_are_named(store: Path, cli: Cli) -> 
     stats = cli("--store", store, "stats")
     assert stats.code == 1
     assert f"incomplete checkpoint: need 24 bytes, have 0 ({store / 'checkpoint'})" in stats.err
+
+
+def test_a_fifo_lock_file_is_refused_by_its_path(store: Path, cli: Cli) -> None:
+    """The lock is opened read-write, which does not block on a FIFO, but lockf failed on
+    it and read as another writer holding the store."""
+    path = store / "lock"
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    served = _serve(store)
+    assert served.returncode == 1
+    assert f"rocketstore: error: a FIFO, not a regular file ({path})" in served.stderr
+    assert "locked" not in served.stderr
+    repair = cli("--store", store, "rebuild")
+    assert repair.code == 1
+    assert f"a FIFO, not a regular file ({path})" in repair.err
+    assert cli("--store", store, "topicList").code == 0  # readers take no lock
+
+
+def _index_files(store: Path) -> list[Path]:
+    return sorted((store / "index").iterdir())
+
+
+@pytest.mark.parametrize("which", [0, -1])
+def test_a_fifo_index_file_is_refused_by_its_path(store: Path, cli: Cli, which: int) -> None:
+    path = _index_files(store)[which]
+    path.unlink()
+    os.mkfifo(path)
+    query = cli("--store", store, "queryMsgByKey", "-t", "Payments", "-k", "order-300")
+    assert query.code == 1
+    assert f"rocketstore: error: a FIFO, not a regular file ({path})" in query.err
+    served = _serve(store)
+    assert served.returncode == 1
+    assert f"rocketstore: error: a FIFO, not a regular file ({path})" in served.stderr
+
+
+def test_an_empty_index_file_is_passed_over_or_removed(store: Path, cli: Cli) -> None:
+    """Shorter than its header: a creation cut short, which holds nothing (index.unfinished):
+    a reader passes over it, a writer removes it."""
+    path = _index_files(store)[-1]
+    path.write_bytes(b"")
+    query = cli("--store", store, "queryMsgByKey", "-t", "Payments", "-k", "order-0")
+    assert query.code == 0, query.err
+    assert "internal error" not in query.err
+    served = _serve_until_ready(store)
+    assert "error" not in served
+    assert not path.exists()  # the writer removed it
+
+
+def test_a_fifo_consume_queue_ext_file_is_refused_by_its_path(store: Path, cli: Cli) -> None:
+    """A unit whose tagsCode is a ConsumeQueueExt address makes readers look in
+    consumequeue_ext/: a FIFO there is waited on by nobody (queryCq shows no extension,
+    as mqadmin does for a unit it cannot read; tests/unit/test_consume_queue_ext.py has
+    the FIFO that appears after the files were listed)."""
+    unit0 = _queue_files(store, "Payments", 0)[0]
+    data = bytearray(unit0.read_bytes())
+    data[12:20] = struct.pack(">q", address_of(0))
+    unit0.write_bytes(bytes(data))
+    ext = store / "consumequeue_ext" / "Payments" / "0"
+    ext.mkdir(parents=True)
+    path = ext / "00000000000000000000"
+    os.mkfifo(path)
+    run = cli("--store", store, "queryCq", "-t", "Payments", "-q", "0", "-i", "0", "-c", "1")
+    assert run.code == 0, run.err  # (the store logs the path; the unit shows none)
+    assert "Cq extend not exist!addr: -9223372036854775808" in run.out
+    path.unlink()
+    path.write_bytes(b"")  # empty: no unit at that address
+    run = cli("--store", store, "queryCq", "-t", "Payments", "-q", "0", "-i", "0", "-c", "1")
+    assert run.code == 0 and "internal error" not in run.err
+
+
+# For each DLedger file: (command, its exit code). Its checkpoint only adds to what
+# ``stats`` shows (unknown when unreadable) and ``check`` names it as a problem; its index
+# is read by ``stats`` and ``check``; its data files are the CommitLog, read by all.
+DLEDGER_FIFO = {
+    "checkpoint": {"stats": 0, "check": 1, "topicList": 0},
+    "index": {"stats": 1, "check": 1, "topicList": 0},
+    "data": {"stats": 1, "check": 1, "topicList": 1},
+}
+
+
+@pytest.mark.parametrize("which", sorted(DLEDGER_FIFO))
+def test_fifo_dledger_files_are_refused_by_their_path(store: Path, cli: Cli, which: str) -> None:
+    frame_as_dledger(store, hash_slot_num=CONFIG.max_hash_slot_num)
+    home = store / "dledger-n0"
+    path = home / "checkpoint" if which == "checkpoint" else sorted((home / which).iterdir())[0]
+    path.unlink()
+    os.mkfifo(path)
+    for command, code in DLEDGER_FIFO[which].items():
+        run = cli("--store", store, command)
+        assert run.code == code, (command, run)
+        if command == "check" and which == "checkpoint":
+            assert "dledger-n0/checkpoint: file: a FIFO, not a regular file" in run.out
+        elif code:
+            assert f"rocketstore: error: a FIFO, not a regular file ({path})" in run.err
+
+
+@pytest.mark.parametrize("which", sorted(DLEDGER_FIFO))
+def test_empty_dledger_files_are_named_or_read_as_empty(store: Path, cli: Cli, which: str) -> None:
+    frame_as_dledger(store, hash_slot_num=CONFIG.max_hash_slot_num)
+    home = store / "dledger-n0"
+    path = home / "checkpoint" if which == "checkpoint" else sorted((home / which).iterdir())[-1]
+    path.write_bytes(b"")
+    for command in DLEDGER_FIFO[which]:
+        run = cli("--store", store, command)
+        assert "internal error" not in run.err, (command, run)
+        if run.code:  # the file named, or what its emptiness means for its directory
+            named = path.relative_to(store)
+            assert str(path) in run.err or str(named.parent) in run.out, (command, run)

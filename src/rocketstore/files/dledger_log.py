@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.files.mapped_file_queue import offset_file_paths
+from rocketstore.files.regular_file import open_store_file, read_store_file
 from rocketstore.format import dledger_entry as dl
 
 
@@ -48,8 +49,7 @@ def read_checkpoint(home: str) -> dict[str, int]:
     """``endIndex`` and ``committedIndex`` of ``home/checkpoint`` (empty when there is no
     such file; DLedger writes it every few seconds and at shutdown)."""
     try:
-        with open(os.path.join(home, dl.CHECKPOINT_FILE), encoding="latin-1") as f:
-            text = f.read(1 << 16)
+        text = read_store_file(os.path.join(home, dl.CHECKPOINT_FILE), 1 << 16).decode("latin-1")
     except FileNotFoundError:
         return {}
     return dl.parse_checkpoint(text)
@@ -62,8 +62,7 @@ def first_entry(data_dirs: tuple[str, ...]) -> dl.EntryHeader | None:
     if not paths:
         return None
     start, path = min(paths.items())
-    with open(path, "rb") as f:
-        head = f.read(dl.BODY_OFFSET)
+    head = read_store_file(path, dl.BODY_OFFSET)  # (offset_file_paths refused a FIFO)
     try:
         header = dl.decode_entry_header(head, 0)
     except IncompleteDataError:
@@ -78,7 +77,7 @@ def last_index_unit(index_dir: str) -> dl.IndexUnit | None:
     paths = offset_file_paths((index_dir,))
     for _start, path in sorted(paths.items(), reverse=True):
         count = os.path.getsize(path) // dl.INDEX_UNIT_SIZE
-        with open(path, "rb") as f:
+        with os.fdopen(open_store_file(path), "rb") as f:
 
             def unit(number: int) -> bytes:
                 f.seek(number * dl.INDEX_UNIT_SIZE)

@@ -12,6 +12,7 @@ import os
 import threading
 
 from rocketstore.errors import StoreLockedError
+from rocketstore.files.regular_file import open_store_file
 
 _HELD: set[str] = set()
 _HELD_LOCK = threading.Lock()
@@ -27,7 +28,9 @@ class DirectoryLock:
         with _HELD_LOCK:
             if self._key in _HELD:
                 raise StoreLockedError(f"store {self._key} is already open for writing here")
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            # Regular files only: a FIFO so named fails lockf, which read as another
+            # writer holding the store; it is refused by its path instead.
+            fd = open_store_file(self.path, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
             except OSError as e:
