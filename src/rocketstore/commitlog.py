@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from rocketstore.crashpoints import MID_BATCH_WRITE, armed, crash_point
 from rocketstore.errors import (
@@ -106,11 +110,12 @@ class PreparedMessage:
 @dataclass(slots=True)
 class EncodedBatch:
     """Messages encoded in one go by the C extension (see ``MessagePreparer.encode``):
-    the records back to back in ``blob``, with zeros where QUEUEOFFSET, PHYSICALOFFSET
-    and STORETIMESTAMP go; ``meta`` holds (length, sysflag) native int32 pairs and
-    ``keys`` the "topic-queueId" of each record."""
+    the records back to back in ``blob`` (all of it: a view of a reused buffer for
+    put_columns), with zeros where QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP go;
+    ``meta`` holds (length, sysflag) native int32 pairs and ``keys`` the "topic-queueId"
+    of each record."""
 
-    blob: bytearray
+    blob: bytearray | memoryview
     meta: bytes
     keys: list[str]
     body_bytes: int
@@ -121,14 +126,63 @@ class EncodedBatch:
 
 
 @dataclass(slots=True)
+class RowOutputs:
+    """Arrays an encoded batch's per-record values go into (put_columns' result), from
+    index ``row``: int64 ``offsets``, ``queue_offsets`` and ``stamps``, int32 ``sizes``
+    (each long enough for every record)."""
+
+    offsets: npt.NDArray[np.int64]
+    queue_offsets: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int32]
+    stamps: npt.NDArray[np.int64]
+    row: int
+
+
+@dataclass(frozen=True, slots=True)
+class InPlaceTarget:
+    """Where ``append_in_place``'s encoder appends, under the put lock: ``mapping`` from
+    ``position`` (the write position), at most ``room`` bytes, the first at CommitLog
+    offset ``physical_start``; each record stamped with ``timestamp`` and its queue
+    offset from ``queue_table`` (which the encoder updates for the records it appends)."""
+
+    mapping: mmap.mmap
+    position: int
+    room: int
+    physical_start: int
+    timestamp: int
+    queue_table: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class InPlaceBatch:
+    """What an encoder appended in place: ``rows`` records, ``length`` bytes."""
+
+    length: int
+    rows: int
+
+
+# append_in_place's encoder: appends a batch at the target, whole (every record stamped,
+# its TOTALSIZE written last) and says what it appended; or False when the batch does not
+# fit in the room with an END_OF_FILE blank's 8 to spare, None when it leaves the batch
+# to another path. Either way it then leaves the room and the queue table as they were.
+InPlaceEncoder = Callable[[InPlaceTarget], InPlaceBatch | bool | None]
+
+
+@dataclass(slots=True)
 class AppendedBatch:
     """Where an encoded batch landed: its records follow each other from
-    ``commit_log_offset``; ``queue_offsets`` holds one native int64 per record."""
+    ``commit_log_offset``; ``queue_offsets`` holds one native int64 per record (none
+    after ``append_in_place``, whose encoder keeps them)."""
 
     commit_log_offset: int
     queue_offsets: bytes
     store_timestamp: int
     end_offset: int
+
+
+def _int64s(values: npt.NDArray[np.int64], row: int, count: int) -> bytes:
+    """``count`` native int64s of ``values`` from index ``row``, as bytes."""
+    return values[row : row + count].tobytes()
 
 
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record position 20
@@ -293,12 +347,19 @@ class CommitLog:
         return results
 
     def append_encoded(
-        self, batch: EncodedBatch, store_timestamp: int | None
+        self,
+        batch: EncodedBatch,
+        store_timestamp: int | None,
+        outputs: RowOutputs | None = None,
     ) -> AppendedBatch | None:
         """``append`` for a batch the C extension encoded: the same queue offsets, stamps,
-        file roll and sizes-last copy, done by ``_native.append_encoded``. None if the
-        batch cannot fit in a file (callers reject such batches first)."""
+        file roll and sizes-last copy, done by ``_native.append_encoded``; with
+        ``outputs``, each record's offset, queue offset, size and store timestamp go there.
+        None if the batch cannot fit in a file (callers reject such batches first)."""
         assert native is not None
+        outs = None
+        if outputs is not None:
+            outs = (outputs.offsets, outputs.queue_offsets, outputs.sizes, outputs.stamps)
         total = len(batch.blob)
         with self.put_lock:
             timestamp = now_ms() if store_timestamp is None else store_timestamp
@@ -317,7 +378,12 @@ class CommitLog:
                 self.topic_queue_table,
                 start,
                 timestamp,
+                outs,
+                0 if outputs is None else outputs.row,
             )
+            if queue_offsets is None:  # (they went into outputs)
+                assert outputs is not None
+                queue_offsets = _int64s(outputs.queue_offsets, outputs.row, len(batch))
             if through:
                 try:
                     self._write_first_size_last(mapped, position, batch.blob)
@@ -331,19 +397,69 @@ class CommitLog:
             self.on_append(start + total)
         return AppendedBatch(start, queue_offsets, timestamp, start + total)
 
+    def append_in_place(
+        self, encode: InPlaceEncoder, store_timestamp: int | None
+    ) -> AppendedBatch | None:
+        """``append_encoded`` without a blob: under the put lock, ``encode`` writes and
+        stamps the batch straight into the last file at its write position (the file is
+        closed with an END_OF_FILE blank and ``encode`` called again for the next when the
+        batch does not fit), every TOTALSIZE last; then the write position moves. Readers
+        (in this process by the position, others and recovery by the sizes) see the whole
+        batch or none of it. None: ``encode`` left the batch to another path.
+
+        Holds the lock while encoding (a few ms for a batch of 4 MiB of bodies). Not for
+        a written-through CommitLog (``write_through``), whose file is not written
+        through the mapping."""
+        assert not self.write_through
+        with self.put_lock:
+            timestamp = now_ms() if store_timestamp is None else store_timestamp
+            mapped = self.files.last_file_for_write(0)
+            batch = encode(self._target(mapped, timestamp))
+            if batch is False and mapped.wrote_position > 0:
+                self._close_with_blank(mapped)
+                mapped = self.files.last_file_for_write(0)
+                batch = encode(self._target(mapped, timestamp))
+            if batch is None:
+                return None
+            if isinstance(batch, bool):  # (cannot be: callers cut batches to half a file)
+                raise StoreError("a batch does not fit in an empty CommitLog file")
+            start = mapped.file_from_offset + mapped.wrote_position
+            # In-process readers go by the write position: move it only once all is in.
+            mapped.wrote_position += batch.length
+            mapped.store_timestamp = timestamp
+        end = start + batch.length
+        if self.on_append is not None:
+            self.on_append(end)
+        return AppendedBatch(start, b"", timestamp, end)
+
+    def _target(self, mapped: MappedFile, timestamp: int) -> InPlaceTarget:
+        position = mapped.wrote_position
+        return InPlaceTarget(
+            mapped.mm,
+            position,
+            mapped.free_bytes,
+            mapped.file_from_offset + position,
+            timestamp,
+            self.topic_queue_table,
+        )
+
     def _file_with_room(self, total: int) -> MappedFile | None:
         """The file to append ``total`` bytes to (under the put lock): the last one, or a
         new one after closing the last with an END_OF_FILE blank when the bytes do not fit
         with 8 to spare. None if they would not fit even in an empty file."""
         mapped = self.files.last_file_for_write(0)
         if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
-            remaining = mapped.free_bytes
-            mapped.write_at(mapped.wrote_position, rec.encode_blank(remaining))
-            mapped.wrote_position = self.file_size
+            self._close_with_blank(mapped)
             mapped = self.files.last_file_for_write(0)
             if total + rec.END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
                 return None  # cannot happen: callers reject messages larger than a file
         return mapped
+
+    def _close_with_blank(self, mapped: MappedFile) -> None:
+        """Fill the rest of ``mapped`` with an END_OF_FILE blank: the next append goes to
+        the next file."""
+        mapped.write_at(mapped.wrote_position, rec.encode_blank(mapped.free_bytes))
+        mapped.wrote_position = self.file_size
 
     def _write_sizes_last(self, mapped: MappedFile, blob: bytearray, starts: list[int]) -> None:
         """Append ``blob`` so that a process killed mid-copy never leaves a record that looks
@@ -380,7 +496,9 @@ class CommitLog:
         return self.write_through and not armed(MID_BATCH_WRITE)
 
     @staticmethod
-    def _write_first_size_last(mapped: MappedFile, position: int, blob: bytearray) -> None:
+    def _write_first_size_last(
+        mapped: MappedFile, position: int, blob: bytearray | memoryview
+    ) -> None:
         """``_write_sizes_last`` for write-through (``MappedFile.write_batch``: the first
         TOTALSIZE goes in last, and a write cut short reads as the end of the data).
 
@@ -388,7 +506,8 @@ class CommitLog:
         records past the first could be taken for valid ones once a shorter batch has
         overwritten the start of it."""
         try:
-            mapped.write_batch(position, blob)
+            # (write_batch takes bytes-likes; a view of put_columns' buffer is copied)
+            mapped.write_batch(position, blob if isinstance(blob, bytearray) else bytes(blob))
         except BaseException:
             with contextlib.suppress(OSError, StoreError):
                 mapped.write_through(position, bytes(len(blob)))

@@ -9,10 +9,15 @@ the same bytes for the rows it takes, handing any other back. Building a Message
 cost four times the put of a 100-byte message (issue #32: 0.28 s against 0.07 s for
 200,000), which is what this path is for.
 
-Rows go in as consecutive batches (``chunk_ends``); each is what ``put_batch`` of its
-rows writes. Every row is checked before the first is appended, so a refusal stores
-nothing; only an I/O failure between two batches leaves the earlier ones stored (the
-result says how many rows).
+Rows go in as consecutive batches (``chunk_limits``); each is what ``put_batch`` of its
+rows writes. A batch is appended once its rows and the row after it are checked, so a
+refusal or a failed append stops the call with the batches before it stored (the result
+says how many rows). The C encoder writes a batch straight into the CommitLog's mapped
+file under the put lock (``CommitLog.append_in_place``), stamped as it goes and every
+TOTALSIZE last; where the file is written with pwrite (SYNC_FLUSH) or rows carry their
+own properties, it fills a buffer reused from batch to batch that ``append_encoded``
+copies in. Per-row results go straight into preallocated arrays: no numpy operation on
+them, each of which let the dispatcher take the GIL for a switch interval.
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from rocketstore.commitlog import (
     AppendedBatch,
     CommitLog,
     EncodedBatch,
+    InPlaceBatch,
+    InPlaceTarget,
     PreparedMessage,
+    RowOutputs,
 )
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
@@ -45,6 +53,11 @@ DEFAULT_BORN_HOST = "127.0.0.1:50000"  # Message's default
 _NATIVE_MAX_COLUMNS = 16  # property columns the C encoder takes (MAX_COLUMNS)
 _NO_INTS: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 _NO_SIZES: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+# The C encoder's buffers, reused by later batches and calls (memory already faulted in:
+# see _native.encode_columns); at most this many of at most this size are kept.
+_KEEP_BUFFERS = 2
+_KEEP_BUFFER_BYTES = 32 * 1024 * 1024
+_buffers: list[bytearray] = []
 
 # A column: one value for every row, or a sequence with one value per row.
 TextColumn = str | Sequence[str | None] | None
@@ -321,11 +334,24 @@ def _native_args(
     return _NativeArgs(topic, topic_bytes, born_host, stored_by, born_ms)
 
 
+def _take_buffer() -> bytearray:
+    try:
+        return _buffers.pop()  # (pop, not a test first: another thread may take it)
+    except IndexError:
+        return bytearray()
+
+
+def _give_back(buffer: bytearray) -> None:
+    if len(_buffers) < _KEEP_BUFFERS and len(buffer) <= _KEEP_BUFFER_BYTES:
+        _buffers.append(buffer)
+
+
 def _encoded_batch(
-    preparer: MessagePreparer, columns: Columns, args: _NativeArgs, start: int
+    preparer: MessagePreparer, columns: Columns, args: _NativeArgs, start: int, out: bytearray
 ) -> tuple[EncodedBatch, int] | None:
-    """The batch of rows from ``start`` encoded by the C extension, and where it ends;
-    None when some row of it is not the common case."""
+    """The batch of rows from ``start`` encoded by the C extension into ``out`` (the
+    batch's blob is a view of it, to release before ``out`` is used again), and where it
+    ends; None when some row of it is not the common case."""
     assert native is not None
     config = preparer.config
     chunk_body, chunk_records = chunk_limits(preparer)
@@ -347,11 +373,71 @@ def _encoded_batch(
         chunk_body,
         chunk_records,
         start,
+        out,
+        0,
+        -1,  # (no room: out grows)
+        None,
     )
-    if encoded is None:
+    if not isinstance(encoded, tuple):
         return None
-    blob, meta, keys, body_bytes, end = encoded
+    length, meta, keys, body_bytes, end = encoded
+    blob = memoryview(out)[:length]
     return EncodedBatch(blob, meta, keys, body_bytes, args.store_host), end
+
+
+@dataclass(slots=True)
+class _InPlace:
+    """``append_in_place``'s encoder for the batch of rows from ``start``, their values
+    going into ``done``'s arrays; ``end`` is where the batch it appended ends."""
+
+    preparer: MessagePreparer
+    columns: Columns
+    args: _NativeArgs
+    done: Appends
+    start: int
+    end: int = 0
+
+    def __call__(self, target: InPlaceTarget) -> InPlaceBatch | bool | None:
+        assert native is not None
+        preparer, columns, args, done = self.preparer, self.columns, self.args, self.done
+        chunk_body, chunk_records = chunk_limits(preparer)
+        stamp = (
+            target.queue_table,
+            target.physical_start,
+            target.timestamp,
+            done.offsets,
+            done.queue_offsets,
+            done.sizes,
+            done.stamps,
+            done.stored,
+        )
+        encoded = native.encode_columns(
+            args.topic,
+            args.topic_bytes,
+            columns.bodies,
+            columns.queue_ids,
+            columns.names,
+            columns.values,
+            None,  # (rows' own properties go through a buffer)
+            args.born_host,
+            args.store_host,
+            args.born_ms,
+            preparer.queue_keys,
+            preparer.config.max_message_size,
+            preparer.max_record,
+            preparer.config.mapped_file_size_commit_log,
+            chunk_body,
+            chunk_records,
+            self.start,
+            target.mapping,
+            target.position,
+            target.room,
+            stamp,
+        )
+        if encoded is None or isinstance(encoded, bool):
+            return encoded
+        length, _meta, _keys, _body_bytes, self.end = encoded
+        return InPlaceBatch(length, self.end - self.start)
 
 
 def _prepared_batch(
@@ -378,56 +464,40 @@ def _prepared_batch(
     return prepared, len(columns)
 
 
-@dataclass(slots=True)
 class Appends:
-    """What the batches of a put_columns did: per-row arrays of the rows appended, and
-    what stopped the rest (None: nothing did)."""
+    """What the batches of a put_columns did: per-row arrays, filled for the rows
+    appended (``stored`` of them, from the first), and what stopped the rest (None:
+    nothing did). The C append writes its rows' values into the arrays itself."""
 
-    offsets: list[npt.NDArray[np.int64]] = field(default_factory=list)
-    queue_offsets: list[npt.NDArray[np.int64]] = field(default_factory=list)
-    sizes: list[npt.NDArray[np.int32]] = field(default_factory=list)
-    stamps: list[npt.NDArray[np.int64]] = field(default_factory=list)
-    failure: Refusal | None = None
-    refused_row: int | None = None
-    end_offset: int | None = None  # the CommitLog end to make durable (None: nothing new)
-    stored: int = 0
+    def __init__(self, rows: int):
+        self.offsets: npt.NDArray[np.int64] = np.empty(rows, dtype=np.int64)
+        self.queue_offsets: npt.NDArray[np.int64] = np.empty(rows, dtype=np.int64)
+        self.sizes: npt.NDArray[np.int32] = np.empty(rows, dtype=np.int32)
+        self.stamps: npt.NDArray[np.int64] = np.empty(rows, dtype=np.int64)
+        self.failure: Refusal | None = None
+        self.refused_row: int | None = None
+        self.end_offset: int | None = None  # the CommitLog end to make durable (None: none)
+        self.stored = 0
 
-    def add_encoded(self, batch: EncodedBatch, appended: AppendedBatch) -> None:
-        # (A contiguous copy first: cumsum over the strided view of the (length, sysflag)
-        # pairs took 18 ms a 40,000-row batch, a copy and cumsum 0.3 ms.)
-        lengths = np.frombuffer(batch.meta, dtype=np.int32).reshape(-1, 2)[:, 0].copy()
-        starts = np.cumsum(lengths, dtype=np.int64) - lengths
-        self._add(
-            starts + appended.commit_log_offset,
-            np.frombuffer(appended.queue_offsets, dtype=np.int64),
-            lengths,
-            np.full(len(lengths), appended.store_timestamp, dtype=np.int64),
-        )
+    def outputs(self) -> RowOutputs:
+        """Where the next encoded batch's values go."""
+        return RowOutputs(self.offsets, self.queue_offsets, self.sizes, self.stamps, self.stored)
+
+    def add_rows(self, rows: int, appended: AppendedBatch) -> None:
+        """A batch of ``rows`` appended by C with ``outputs()``: its values are in."""
+        self.stored += rows
         self.end_offset = appended.end_offset
 
     def add_appended(self, items: Sequence[Appended]) -> None:
         good = [a for a in items if a.status is AppendStatus.PUT_OK]
-        self._add(
-            np.array([a.commit_log_offset for a in good], dtype=np.int64),
-            np.array([a.queue_offset for a in good], dtype=np.int64),
-            np.array([a.size for a in good], dtype=np.int32),
-            np.array([a.store_timestamp for a in good], dtype=np.int64),
-        )
+        at = slice(self.stored, self.stored + len(good))
+        self.offsets[at] = [a.commit_log_offset for a in good]
+        self.queue_offsets[at] = [a.queue_offset for a in good]
+        self.sizes[at] = [a.size for a in good]
+        self.stamps[at] = [a.store_timestamp for a in good]
+        self.stored += len(good)
         if good:
             self.end_offset = good[-1].commit_log_offset + good[-1].size
-
-    def _add(
-        self,
-        offsets: npt.NDArray[np.int64],
-        queue_offsets: npt.NDArray[np.int64],
-        sizes: npt.NDArray[np.int32],
-        stamps: npt.NDArray[np.int64],
-    ) -> None:
-        self.offsets.append(offsets)
-        self.queue_offsets.append(queue_offsets)
-        self.sizes.append(sizes)
-        self.stamps.append(stamps)
-        self.stored += len(offsets)
 
     def stop(self, failure: Refusal, *, refused_row: int | None = None) -> None:
         """The call stops at ``failure``; its reason says what was stored before."""
@@ -441,16 +511,17 @@ class Appends:
         reason = ""
         if self.failure is not None:
             status, reason = self.failure.status, self.failure.reason
-        if not self.offsets:
+        if not self.stored:
             return ColumnsResult(
                 status, store_host=store_host, reason=reason, refused_row=self.refused_row
             )
+        stored = self.stored
         return ColumnsResult(
             status,
-            np.concatenate(self.offsets),
-            np.concatenate(self.queue_offsets),
-            np.concatenate(self.sizes),
-            np.concatenate(self.stamps),
+            self.offsets[:stored],
+            self.queue_offsets[:stored],
+            self.sizes[:stored],
+            self.stamps[:stored],
             store_host=store_host,
             reason=reason,
             refused_row=self.refused_row,
@@ -470,21 +541,89 @@ def put_rows(
     the batch (and ``native_ok``), else prepared one by one, whose checks define the
     outcome. A batch is appended once its rows and the row after it are checked; a
     refusal or a failed append stops the call, the batches before it staying stored."""
-    done = Appends()
+    done = Appends(len(columns))
     args = _native_args(preparer, columns, store_host) if native_ok else None
-    start = 0
-    while start < len(columns):
-        encoded = None if args is None else _encoded_batch(preparer, columns, args, start)
-        try:
-            if encoded is not None:
-                batch, end = encoded
-                appended = commitlog.append_encoded(batch, store_timestamp)
-                if appended is None:  # (the batch limits rule this out)
-                    done.stop(Refusal(PutStatus.UNKNOWN_ERROR, "a batch did not fit a file"))
-                    break
-                done.add_encoded(batch, appended)
-                start = end
+    if args is None:
+        _put_prepared(preparer, commitlog, columns, store_host, store_timestamp, 0, done)
+        return done
+    if columns.rows is None and not commitlog.write_through:
+        _put_in_place(preparer, commitlog, columns, args, store_host, store_timestamp, done)
+        return done
+    out = _take_buffer()
+    try:
+        start = 0
+        while start < len(columns) and done.failure is None:
+            encoded = _encoded_batch(preparer, columns, args, start, out)
+            if encoded is None:  # (rows the C encoder leaves to Python: one batch of them)
+                start = _put_prepared(
+                    preparer, commitlog, columns, store_host, store_timestamp, start, done, 1
+                )
                 continue
+            batch, end = encoded
+            view = batch.blob
+            try:
+                appended = commitlog.append_encoded(batch, store_timestamp, done.outputs())
+            except (OSError, StoreError) as e:
+                done.stop(Refusal(PutStatus.CREATE_MAPEDFILE_FAILED, str(e)))
+                break
+            finally:
+                if isinstance(view, memoryview):  # (so that out may grow again)
+                    view.release()
+            if appended is None:  # (the batch limits rule this out)
+                done.stop(Refusal(PutStatus.UNKNOWN_ERROR, "a batch did not fit a file"))
+                break
+            done.add_rows(len(batch), appended)
+            start = end
+    finally:
+        _give_back(out)
+    return done
+
+
+def _put_in_place(
+    preparer: MessagePreparer,
+    commitlog: CommitLog,
+    columns: Columns,
+    args: _NativeArgs,
+    store_host: str | None,
+    store_timestamp: int | None,
+    done: Appends,
+) -> None:
+    """``put_rows`` with the C encoder writing each batch straight into the CommitLog's
+    mapped file (``CommitLog.append_in_place``): no blob to fill and copy."""
+    start = 0
+    while start < len(columns) and done.failure is None:
+        encode = _InPlace(preparer, columns, args, done, start)
+        try:
+            appended = commitlog.append_in_place(encode, store_timestamp)
+        except (OSError, StoreError) as e:
+            done.stop(Refusal(PutStatus.CREATE_MAPEDFILE_FAILED, str(e)))
+            break
+        if appended is None:  # (rows the C encoder leaves to Python: one batch of them)
+            start = _put_prepared(
+                preparer, commitlog, columns, store_host, store_timestamp, start, done, 1
+            )
+            continue
+        done.add_rows(encode.end - start, appended)
+        start = encode.end
+
+
+def _put_prepared(
+    preparer: MessagePreparer,
+    commitlog: CommitLog,
+    columns: Columns,
+    store_host: str | None,
+    store_timestamp: int | None,
+    start: int,
+    done: Appends,
+    batches: int | None = None,
+) -> int:
+    """``put_rows``' Python path: the rows from ``start`` prepared one by one and appended
+    a batch at a time (at most ``batches`` of them; None: to the end); return where it
+    stopped."""
+    while start < len(columns) and done.failure is None and batches != 0:
+        if batches is not None:
+            batches -= 1
+        try:
             prepared, end = _prepared_batch(preparer, columns, store_host, start)
             if isinstance(prepared, Refusal):
                 done.stop(prepared, refused_row=end)
@@ -498,7 +637,7 @@ def put_rows(
             done.stop(Refusal(PutStatus.UNKNOWN_ERROR, "an append failed"))  # append raises)
             break
         start = end
-    return done
+    return start
 
 
 __all__ = [

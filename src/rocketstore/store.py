@@ -738,8 +738,9 @@ class MessageStore:
         value, an int ``queue_ids`` every row's queue; a None value leaves the name out).
 
         The rows go in as consecutive batches, each what ``put_batch`` of its rows writes;
-        every row passes ``put_batch``'s checks before the first is appended, and a refusal
-        (the result's status, its reason naming the row and the argument) stores nothing.
+        a batch is appended once its rows (and the row after it) pass ``put_batch``'s
+        checks, so a refusal (the result's status, its reason naming the row and the
+        argument) stops the call with the batches before it stored (``stored`` rows).
         ConfigError for a column that is not one value per body."""
         self._check_writable()
         store_timestamp = self._checked_put_arguments(store_timestamp, store_host)

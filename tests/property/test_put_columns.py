@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, PutStatus, StoreConfig
+from rocketstore.format.record import record_length
 
 STORE_MS = 1_700_000_000_123
 BORN_MS = 1_700_000_000_000
@@ -36,13 +37,13 @@ _value = st.one_of(st.none(), _text)
 @contextmanager
 def _store(**changes: Any) -> Iterator[MessageStore]:
     with tempfile.TemporaryDirectory() as root:
-        config = StoreConfig(
-            mapped_file_size_commit_log=1024 * 1024,
-            mapped_file_size_consume_queue=6000,
-            max_hash_slot_num=100,
-            max_index_num=400,
-            **changes,
-        )
+        settings: dict[str, Any] = {
+            "mapped_file_size_commit_log": 1024 * 1024,
+            "mapped_file_size_consume_queue": 6000,
+            "max_hash_slot_num": 100,
+            "max_index_num": 400,
+        }
+        config = StoreConfig(**(settings | changes))
         store = MessageStore.open(os.path.join(root, "s"), config)
         try:
             yield store
@@ -51,12 +52,18 @@ def _store(**changes: Any) -> Iterator[MessageStore]:
 
 
 def _written(store: MessageStore) -> bytes:
+    """Every CommitLog file the records reach, whole: what lies past them (zeros) counts
+    too. (Not the next file, which the prefaulter may have made by then.)"""
     end = store.max_commit_log_offset()
     if end == 0:  # (no file yet)
         return b""
     store.commitlog.files.flush_all()
-    with open(os.path.join(store.root, "commitlog", f"{0:020d}"), "rb") as f:
-        return f.read(end)
+    files = []
+    for mapped in store.commitlog.files.files:
+        if mapped.file_from_offset < end:
+            with open(mapped.path, "rb") as f:
+                files.append(f.read())
+    return b"".join(files)
 
 
 @st.composite
@@ -139,23 +146,51 @@ def test_put_columns_writes_what_put_batch_of_the_same_messages_writes(c: dict[s
 
 
 @settings(deadline=None, max_examples=20)
-@given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=40))
+@given(
+    st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=40),
+    st.sampled_from(["ASYNC_FLUSH", "SYNC_FLUSH"]),
+    st.sampled_from([1024 * 1024, 2048]),
+)
 def test_batches_cut_by_max_message_size_are_put_batches_of_their_rows(
-    bodies: list[bytes],
+    bodies: list[bytes], flush: str, file_size: int
 ) -> None:
     """Rows past one batch's limits go in as several, each what put_batch writes: here
-    bodies of at most 600 bytes a batch, cut before the row that would pass them."""
-    with _store(max_message_size=600) as ours, _store(max_message_size=600) as theirs:
+    bodies of at most 600 bytes a batch, cut before the row that would pass them (and,
+    in files of 2 KiB, at half a file of records), a batch that does not fit the rest of
+    a file going to the next one. With ASYNC_FLUSH the C encoder writes into the mapped
+    file; SYNC_FLUSH writes with pwrite, from its buffer."""
+    changes: dict[str, Any] = {
+        "max_message_size": 600,
+        "flush_disk_type": flush,
+        "mapped_file_size_commit_log": file_size,
+    }
+    with _store(**changes) as ours, _store(**changes) as theirs:
         result = ours.put_columns(
-            "T", bodies, keys="k", born_timestamp=BORN_MS, store_timestamp=STORE_MS
+            "T",
+            bodies,
+            queue_ids=[i % 3 for i in range(len(bodies))],
+            keys="k",
+            born_timestamp=BORN_MS,
+            store_timestamp=STORE_MS,
         )
         assert result.ok, result.reason
         chunk: list[Message] = []
-        for body in bodies:
-            if chunk and sum(len(m.body) for m in chunk) + len(body) > 600:
+        records = 0
+        for i, body in enumerate(bodies):
+            message = Message(
+                "T", body, queue_id=i % 3, properties={"KEYS": "k"}, born_timestamp=BORN_MS
+            )
+            length = record_length(len(body), len("T"), len("KEYS\x01k"))
+            if chunk and (
+                sum(len(m.body) for m in chunk) + len(body) > 600
+                or records + length + 8 > file_size // 2
+            ):
                 assert all(r.ok for r in theirs.put_batch(chunk, store_timestamp=STORE_MS))
-                chunk = []
-            chunk.append(Message("T", body, properties={"KEYS": "k"}, born_timestamp=BORN_MS))
+                chunk, records = [], 0
+            chunk.append(message)
+            records += length
         assert all(r.ok for r in theirs.put_batch(chunk, store_timestamp=STORE_MS))
         assert _written(ours) == _written(theirs)
         assert result.status is PutStatus.PUT_OK and result.stored == len(bodies)
+        # The queues as put_batch left them: the next put lands alike.
+        assert ours.commitlog.topic_queue_table == theirs.commitlog.topic_queue_table

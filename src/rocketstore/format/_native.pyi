@@ -1,6 +1,6 @@
 # Types of the C extension built from _native.c (see rocketstore.format.native).
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 
@@ -38,19 +38,50 @@ def encode_columns(
     chunk_body: int,
     chunk_records: int,
     start: int,
+    out: WriteableBuffer,
+    position: int,
+    room: int,
+    stamp: tuple[
+        dict[str, int],
+        int,
+        int,
+        WriteableBuffer,
+        WriteableBuffer,
+        WriteableBuffer,
+        WriteableBuffer,
+        int,
+    ]
+    | None,
     /,
-) -> tuple[bytearray, bytes, list[str], int, int] | None: ...
+) -> tuple[int, bytes, list[str], int, int] | bool | None: ...
+@overload
 def append_encoded(
     dest: WriteableBuffer | None,
     position: int,
-    blob: bytearray,
+    blob: WriteableBuffer,
     meta: bytes,
     keys: list[str],
     table: dict[str, int],
     physical_start: int,
     timestamp: int,
+    outs: None = None,
+    row: int = 0,
     /,
 ) -> bytes: ...
+@overload
+def append_encoded(
+    dest: WriteableBuffer | None,
+    position: int,
+    blob: WriteableBuffer,
+    meta: bytes,
+    keys: list[str],
+    table: dict[str, int],
+    physical_start: int,
+    timestamp: int,
+    outs: tuple[WriteableBuffer, WriteableBuffer, WriteableBuffer, WriteableBuffer],
+    row: int = 0,
+    /,
+) -> None: ...
 def put_results(
     result_type: type[Any],
     status: object,

@@ -256,6 +256,73 @@ def test_records_larger_than_the_blob_guess_encode_the_same(tmp_path: Path) -> N
     _same_both_ways(tmp_path, calls)
 
 
+def _encode_columns(
+    bodies: list[object], out: bytearray, position: int, room: int, stamp: object
+) -> object:
+    """``encode_columns`` of ``bodies`` with KEYS "k" and UNIQ_KEY per row, queues 0-2."""
+    assert native is not None
+    uniq = [f"u{i}" for i in range(len(bodies))]
+    host = bytes([127, 0, 0, 1, 0, 0, 0x27, 0x10])
+    return native.encode_columns(
+        "T", b"T", bodies, [i % 3 for i in range(len(bodies))], ("KEYS", "UNIQ_KEY"),
+        ("k", uniq), None, host, host, STAMP, {}, 4 << 20, 5 << 20, FILE_SIZE, 4 << 20,
+        FILE_SIZE // 2, 0, out, position, room, stamp,
+    )  # fmt: skip
+
+
+def _outputs(rows: int) -> tuple[np.ndarray, ...]:
+    return tuple(np.zeros(rows, dtype=t) for t in (np.int64, np.int64, np.int32, np.int64))
+
+
+def test_columns_encoded_in_place_are_the_blob_appended() -> None:
+    """encode_columns in place (into the mapped file, stamped as it goes, sizes last)
+    writes what the blob path and append_encoded write, and leaves the same queue table
+    and per-row values."""
+    assert native is not None
+    bodies: list[object] = [bytes([i]) * (i * 7) for i in range(40)]
+    table = {"T-1": 5}
+    offsets, queues, sizes, stamps = _outputs(40)
+    mapping = bytearray(FILE_SIZE)
+    stamp = (table, 1_000_000 + 96, STAMP + 1, offsets, queues, sizes, stamps, 0)
+    encoded = _encode_columns(bodies, mapping, 96, FILE_SIZE - 96, stamp)
+    assert isinstance(encoded, tuple)
+    length, meta, keys, _body_bytes, end = encoded
+    assert end == 40
+
+    blob = bytearray()
+    copied = _encode_columns(bodies, blob, 0, -1, None)
+    assert isinstance(copied, tuple) and copied[0] == length
+    file = bytearray(FILE_SIZE)
+    their_table = {"T-1": 5}
+    queue_bytes = native.append_encoded(
+        file, 96, memoryview(blob)[:length], meta, keys, their_table, 1_000_000 + 96, STAMP + 1
+    )
+    assert mapping == file and table == their_table
+    assert queues.tobytes() == queue_bytes
+    assert list(sizes) == list(np.frombuffer(meta, dtype=np.int32)[0::2])
+    assert offsets[0] == 1_000_000 + 96 and list(np.diff(offsets)) == list(sizes[:-1])
+    assert set(stamps) == {STAMP + 1}
+
+
+@pytest.mark.parametrize("case", ["no room", "a row for Python"])
+def test_columns_not_taken_in_place_leave_the_room_as_it_was(case: str) -> None:
+    """A batch that does not fit the room (False: the caller rolls the file) or that has a
+    row the C encoder leaves to Python (None) after rows it wrote: the room is zeros
+    again and the queue table untouched."""
+    bodies: list[object] = [b"x" * 50] * 10
+    room = FILE_SIZE - 96
+    if case == "no room":
+        room = 1500  # (records of 160 bytes: the tenth does not fit)
+    else:
+        bodies[7] = bytearray(b"handed back")
+    table = {"T-0": 3}
+    mapping = bytearray(FILE_SIZE)
+    stamp = (table, 96, STAMP, *_outputs(10), 0)
+    encoded = _encode_columns(bodies, mapping, 96, room, stamp)
+    assert encoded is (False if case == "no room" else None)
+    assert mapping == bytearray(FILE_SIZE) and table == {"T-0": 3}
+
+
 def test_born_timestamp_none_means_now(tmp_path: Path) -> None:
     store = MessageStore.open(str(tmp_path), _config())
     try:
