@@ -296,8 +296,20 @@ class MappedFile:
         file is neither copied nor written.
         """
         end = self.last_nonzero_end(position)
-        if end > position:
-            self.mm[position:end] = bytes(end - position)
+        if end <= position:
+            return 0
+        # Only the parts that may hold data are written (a hole reads as zeros already),
+        # and their blocks are allocated first: a write through the mapping into a hole
+        # on a full disk is a SIGBUS, which no caller can catch; this way it is a
+        # StoreError with nothing written. (A queue file RocketMQ made is sparse.)
+        spans = self._data_spans(position)
+        for begin, finish in spans:
+            if begin < end:
+                reserve_range(self.path, begin, min(finish, end))
+        mm = self.mm
+        for begin, finish in spans:
+            if begin < end:
+                mm[begin : min(finish, end)] = bytes(min(finish, end) - begin)
         return end - position
 
     def last_nonzero_end(self, position: int) -> int:
