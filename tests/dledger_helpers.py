@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketstore.cli.scan import CommitLogScan
+from rocketstore.check.scan import CommitLogScan
 from rocketstore.format import dledger_entry as dl
 from rocketstore.format import index_layout
 from rocketstore.format import record as rec

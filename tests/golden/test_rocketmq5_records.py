@@ -21,7 +21,7 @@ from golden_helpers import (
 )
 
 from rocketstore import MessageStore
-from rocketstore.cli.checker import check_store
+from rocketstore.check import check_store
 from rocketstore.format import properties as props
 from rocketstore.format.record import MESSAGE_MAGIC_V2
 from rocketstore.status import GetStatus

@@ -1,635 +1,200 @@
-"""``check``'s engine: read every file of a store with the format codecs and list what is
-wrong, one ``Problem`` per finding, instead of raising.
+"""``check`` and ``check --repair``: the presentation of :func:`rocketstore.check.check_store`.
 
-Layer: cli. Never opens a MessageStore and never takes the writer lock. What it verifies:
-
-* CommitLog: every record's size, magic, field lengths, PHYSICALOFFSET and body CRC; file
-  names, sizes and END_OF_FILE blanks; no garbage after the end of data (:mod:`.scan`).
-* queue -> CommitLog: every live unit points at a record that starts there, with that size,
-  topic, queue id, QUEUEOFFSET and tagsCode; units end cleanly (zeros after the last one).
-* CommitLog -> queue: every record that takes a queue entry has its unit.
-* index -> CommitLog: every live entry points at a record start, and its hash is the hash of
-  one of that record's ``topic#key`` strings; slots and chains stay inside the file.
-* CommitLog -> index: every key of every record is in the index.
-
-Records past the furthest point the queues (or the index) reached are not problems but
-*dispatch lag* when the ``abort`` file shows a writer running (or crashed): it, or the next
-writer's recovery, dispatches them. After a clean shutdown they are problems.
+Layer: cli. The judging (what is a problem, the messages a consumer misses, repair) is the
+library's (rocketstore.check); this prints its result, one line per finding or one JSON
+object with ``--json``, and turns the verdict into the exit status (0 OK or repaired, 1
+problems; a refused repair is one error line, exit 1).
 """
 
 from __future__ import annotations
 
 import os
-from array import array
-from collections.abc import Callable
 
-import numpy as np
-import numpy.typing as npt
+import click
 
-from rocketstore.cli.check_common import (
-    I64,
+from rocketstore.check import (
     CheckResult,
-    Missed,
-    Problem,
-    RecordTable,
-    lookup,
-    no_record_reason,
+    CheckStatus,
+    CutOutcome,
+    RebuildOutcome,
+    RepairAction,
+    RepairError,
+    check_store,
 )
-from rocketstore.cli.check_dledger import DLedgerCheck
-from rocketstore.cli.check_index import IndexCheck
-from rocketstore.cli.scan import CommitLogScan, DataFile, ScanIssue, offset_files
-from rocketstore.config import StoreConfig
-from rocketstore.consume_queue_ext import ConsumeQueueExtReader
-from rocketstore.errors import CorruptDataError, IncompleteDataError
-from rocketstore.files.deleted_queues import load_deleted_queues, queue_key
-from rocketstore.files.regular_file import read_store_file
-from rocketstore.files.store_dir import with_dledger
-from rocketstore.format import properties as props
-from rocketstore.format import record as rec
-from rocketstore.format import sysflag
-from rocketstore.format.checkpoint import CHECKPOINT_FILE_SIZE, decode_checkpoint
-from rocketstore.format.cq_ext import MAX_ADDRESS, is_ext_address
-from rocketstore.format.javahash import index_key_hash_many, tags_code
-from rocketstore.format.multi_dispatch import INNER_MULTI_QUEUE_OFFSET, dispatch_targets
-from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
-from rocketstore.paths import (
-    ABORT_FILE,
-    CHECKPOINT_FILE,
-    CONSUME_QUEUE_DIR,
-    CONSUME_QUEUE_EXT_DIR,
-    SCHEDULE_TOPIC,
-    dledger_home,
-)
-from rocketstore.read_path import record_damage
-
-BLANK_FILL_SIZE = 0x7FFFFFFF
+from rocketstore.cli.context import CliContext, CliError
+from rocketstore.cli.params import java_int
+from rocketstore.cli.progress import progress
 
 
-class _RecordCollector:
-    def __init__(self, *, enable_lmq: bool = True) -> None:
-        self.enable_lmq = enable_lmq
-        self.extra: dict[tuple[int, int], int] = {}
-        self.offset = array("q")
-        self.size = array("q")
-        self.queue = array("q")
-        self.queue_offset = array("q")
-        self.tags_code = array("q")
-        self.check_tags = array("b")
-        self.queue_ids: dict[tuple[str, int], int] = {}
-        self.key_offset = array("q")
-        self.key_hash = array("q")
-        self._pending_keys: list[str] = []
-
-    def add(self, buf: bytes, view: rec.RecordView) -> None:
-        properties = rec.record_properties(buf, view)
-        self.offset.append(view.physical_offset)
-        self.size.append(view.size)
-        if sysflag.gets_queue_entry(view.sys_flag):
-            name = (view.topic, view.queue_id)
-            self.queue.append(self.queue_ids.setdefault(name, len(self.queue_ids)))
-            if INNER_MULTI_QUEUE_OFFSET in properties:
-                self._add_extra(view, properties)
+def print_check(ctx: CliContext, result: CheckResult, max_problems: int) -> None:
+    shown = result.problems if max_problems == 0 else result.problems[:max_problems]
+    for problem in shown:
+        if ctx.as_json:
+            ctx.emit(problem.to_json())
         else:
-            self.queue.append(-1)
-        self.queue_offset.append(view.queue_offset)
-        # SCHEDULE_TOPIC units carry the delivery time, not a tags hash.
-        scheduled = view.topic == SCHEDULE_TOPIC and props.DELAY in properties
-        self.check_tags.append(0 if scheduled else 1)
-        self.tags_code.append(0 if scheduled else tags_code(properties.get(props.TAGS)))
-        if sysflag.gets_index_entry(view.sys_flag):
-            keys: list[str] = []
-            if properties.get(props.UNIQ_KEY):
-                keys.append(f"{view.topic}#{properties[props.UNIQ_KEY]}")
-            keys.extend(f"{view.topic}#{k}" for k in props.split_keys(properties.get(props.KEYS)))
-            for key in keys:
-                self.key_offset.append(view.physical_offset)
-                self._pending_keys.append(key)
-            if len(self._pending_keys) >= 65536:
-                self._hash_pending()
-
-    def _add_extra(self, view: rec.RecordView, properties: dict[str, str]) -> None:
-        """The units a multi-dispatch record gives the queues it names, read as dispatch
-        reads them (format.multi_dispatch.dispatch_targets)."""
-        targets = dispatch_targets(properties, view.queue_id, enable_lmq=self.enable_lmq)
-        row = len(self.offset) - 1
-        for name, queue_id, offset in targets or []:
-            key = self.queue_ids.setdefault((name, queue_id), len(self.queue_ids))
-            if key != self.queue[-1]:  # naming its own queue is a repeat: no second unit
-                self.extra.setdefault((row, key), offset)
-
-    def _hash_pending(self) -> None:
-        if self._pending_keys:
-            self.key_hash.extend(int(h) for h in index_key_hash_many(self._pending_keys))
-            self._pending_keys = []
-
-    def table(self) -> RecordTable:
-        self._hash_pending()
-        names = sorted(self.queue_ids, key=self.queue_ids.__getitem__)
-        return RecordTable(
-            offset=np.frombuffer(self.offset, dtype=np.int64).copy(),
-            size=np.frombuffer(self.size, dtype=np.int64).copy(),
-            queue=np.frombuffer(self.queue, dtype=np.int64).copy(),
-            queue_offset=np.frombuffer(self.queue_offset, dtype=np.int64).copy(),
-            tags_code=np.frombuffer(self.tags_code, dtype=np.int64).copy(),
-            check_tags=np.frombuffer(self.check_tags, dtype=np.int8).astype(bool),
-            queue_names=names,
-            key_offset=np.frombuffer(self.key_offset, dtype=np.int64).copy(),
-            key_hash=np.frombuffer(self.key_hash, dtype=np.int64).copy(),
-            extra=self.extra,
+            click.echo(problem.line())
+    hidden = len(result.problems) - len(shown)
+    if hidden and not ctx.as_json:
+        click.echo(f"... {hidden} more problems (--max-problems 0 shows all)")
+    if result.missed and not ctx.as_json:
+        click.echo(
+            f"a consumer misses {len(result.missed)} message(s) whose records are damaged "
+            "(pulls skip them):"
         )
+    for missed in result.missed:
+        if ctx.as_json:
+            ctx.emit(missed.to_json())
+        else:
+            click.echo(f"missed: {missed.line()}")
+    for note in result.notes:
+        if ctx.as_json:
+            ctx.emit({"type": "note", "text": note})
+        else:
+            click.echo(f"note: {note}")
+    summary = {
+        "type": "summary",
+        "store": os.path.abspath(result.root),
+        "records": result.records,
+        "commitLogEnd": result.commit_log_end,
+        "queueUnits": result.queue_units,
+        "indexEntries": result.index_entries,
+        "problems": len(result.problems),
+        "missed": len(result.missed),
+    }
+    if result.dledger_units is not None:
+        summary["dledgerIndexUnits"] = result.dledger_units
+    if ctx.as_json:
+        ctx.emit(summary)
+        return
+    verdict = "OK" if result.ok else f"{len(result.problems)} problem(s)"
+    dledger = (
+        f", {result.dledger_units} DLedger index units" if result.dledger_units is not None else ""
+    )
+    click.echo(
+        f"checked {result.records} records (CommitLog data ends at {result.commit_log_end}), "
+        f"{result.queue_units} queue units, {result.index_entries} index entries{dledger}: "
+        f"{verdict}"
+    )
 
 
-def check_store(
-    root: str,
-    *,
-    on_bytes: Callable[[int], None] | None = None,
-    lock_held: bool = False,
-    config: StoreConfig | None = None,
-) -> CheckResult:
-    """Check every file of the store at ``root``; see the module docstring.
+def say(ctx: CliContext, text: str, kind: str = "repair", **fields: object) -> None:
+    if ctx.as_json:
+        ctx.emit({"type": kind, "text": text, **fields})
+    else:
+        click.echo(text)
 
-    With ``lock_held`` (repair) no writer can be running, so nothing counts as in flight.
+
+def say_rebuilt(ctx: CliContext, outcome: RebuildOutcome, kind: str) -> None:
+    parts: list[str] = []
+    fields: dict[str, object] = {}
+    if outcome.rebuilt_queues:
+        parts.append(f"{outcome.queues} consume queues ({outcome.queue_units} units)")
+        fields.update(queues=outcome.queues, queueUnits=outcome.queue_units)
+    if outcome.rebuilt_index:
+        parts.append(f"{outcome.index_files} index files ({outcome.index_entries} entries)")
+        fields.update(indexFiles=outcome.index_files, indexEntries=outcome.index_entries)
+    say(
+        ctx,
+        f"rebuilt {' and '.join(parts)} from CommitLog offsets "
+        f"{outcome.commit_log_min}..{outcome.commit_log_end}: "
+        f"{outcome.redispatched_records} records dispatched in {outcome.seconds:.2f}s",
+        kind,
+        **fields,
+        records=outcome.redispatched_records,
+        commitLogMin=outcome.commit_log_min,
+        commitLogEnd=outcome.commit_log_end,
+        seconds=round(outcome.seconds, 3),
+    )
+
+
+def _say_repair(ctx: CliContext, action: RepairAction) -> None:
+    if isinstance(action, CutOutcome):
+        removed = f", removed {', '.join(action.removed_files)}" if action.removed_files else ""
+        say(
+            ctx,
+            f"cut the CommitLog at offset {action.offset}: "
+            f"cleared {action.cleared_bytes} bytes of data{removed}",
+            cutAt=action.offset,
+            clearedBytes=action.cleared_bytes,
+            removedFiles=action.removed_files,
+        )
+    else:
+        say_rebuilt(ctx, action, "repair")
+
+
+@click.command("check", short_help="Verify records, queues and index (--repair fixes).")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Fix what can be fixed: cut a corrupt CommitLog tail, rebuild consume queues and "
+    "index (takes the writer lock). Example: check --repair",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --repair: cut the CommitLog at the first bad record even when readable "
+    "records follow (what RocketMQ's recovery does). Example: check --repair --force",
+)
+@click.option(
+    "--max-problems",
+    type=java_int(0),
+    default=200,
+    show_default=True,
+    help="Print at most N problem lines (all are counted; 0 prints all). Example: --max-problems 0",
+)
+@click.pass_obj
+def check(ctx: CliContext, repair: bool, force: bool, max_problems: int) -> None:
+    """Verify every file: each record's size, magic and body CRC, consume queue <->
+    CommitLog, index <-> CommitLog. One line per problem (path, where, why); exit status 1
+    if there is any.
+
+    \b
+    Example:
+      rocketstore --store ./store check
+      rocketstore --store ./store --json check | jq 'select(.type == "problem")'
+      rocketstore --store ./store check --repair
     """
-    abort = os.path.exists(os.path.join(root, ABORT_FILE))
-    result = CheckResult(root, unclean=abort and not lock_held)
-    rel = _relative(root)
-    settings = with_dledger(root, config or StoreConfig())
-    # Read on past damage as a pull does, so that check judges what a consumer gets.
-    scan = CommitLogScan(
-        root,
-        check_crc=True,
-        on_bytes=on_bytes,
-        dirs=settings.commit_log_dirs(root),
-        resume_after_damage=True,
-    )
-    result.scan = scan
-    # LMQ queues are queue 0 unless a broker.conf turns multi-dispatch on without LMQ.
-    collector = _RecordCollector(
-        enable_lmq=settings.enable_lmq or not settings.enable_multi_dispatch
-    )
-    for record in scan.records():
-        collector.add(record.buf, record.view)
-    table = collector.table()
-    for issue in scan.issues:
-        if result.unclean and (_maybe_in_flight(scan, issue) or _written_since(issue)):
-            result.notes.append(
-                f"{rel(issue.path)}: offset {issue.offset}: {issue.reason} - at the very end "
-                "of the data while a writer may be appending (the abort file is there); "
-                "recovery drops it if it is still there after a crash"
-            )
-            continue
-        result.problems.append(
-            Problem(
-                "commitlog",
-                rel(issue.path),
-                f"offset {issue.offset} (position {issue.position})",
-                issue.reason,
-                issue.offset,
-                issue.kind,
-            )
-        )
-    result.records = scan.records_seen
-    result.commit_log_end = scan.data_end
-    min_offset = scan.min_offset
-    queue_check = _QueueCheck(
-        root, table, min_offset, scan.data_end, result, rel, on_bytes,
-        multi_dispatch=settings.enable_multi_dispatch,
-    )  # fmt: skip
-    queue_check.run()
-    if queue_check.newer_units:
-        result.notes.append(
-            f"{queue_check.newer_units} queue units point at or past {scan.data_end}, where "
-            "the CommitLog read ended: records a running writer appended since (not checked)"
-        )
-    if queue_check.unread_but_whole:
-        result.notes.append(
-            f"{queue_check.unread_but_whole} queue units name whole records inside damaged "
-            "CommitLog data: a consumer reads them"
-        )
-    if queue_check.ext_units:
-        result.notes.append(
-            f"{queue_check.ext_units} queue units keep their tagsCode in "
-            f"{CONSUME_QUEUE_EXT_DIR}/ (a broker with enableConsumeQueueExt); read there"
-        )
-    configured = settings.index_geometry
-    IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes, configured).run()
-    dirs = settings.commit_log_dirs(root)
-    if dirs.dledger:
-        home = dledger_home(root, settings.dledger_self_id)
-        DLedgerCheck(home, dirs.dledger, scan.last_entry, result, rel).run()
-    _check_checkpoint(root, result, rel)
-    return result
-
-
-def _maybe_in_flight(scan: CommitLogScan, issue: ScanIssue) -> bool:
-    """A torn last record or a tail still being written, as a running writer leaves them."""
-    if issue.kind == "structure":
-        return issue is scan.first_structure_issue and not scan.records_after_structure_issue
-    return issue.kind == "crc" and issue.offset == scan.last_record_offset
-
-
-def _written_since(issue: ScanIssue) -> bool:
-    """Whether what the scan found unreadable beside a running writer reads whole now: a
-    record (or a file's END_OF_FILE blank) the writer was writing while the scan passed,
-    which the scan's later reading may have shown finished after it (no problem)."""
-    if issue.kind == "layout":
-        return False
-    # Where the data stopped: bytes after a run of zeros are reported where they start.
-    offset = issue.offset if issue.cut_at is None else issue.cut_at
-    try:
-        with open(issue.path, "rb") as f:
-            f.seek(issue.position - (issue.offset - offset))
-            data = f.read(rec.END_FILE_MIN_BLANK_LENGTH)
-            size = int.from_bytes(data[:4], "big", signed=True)
-            if 0 < size <= 64 * 1024 * 1024:
-                data += f.read(size - len(data))
-        found = rec.read_record(data, 0, check_crc=True)
-    except (OSError, CorruptDataError, IncompleteDataError):
-        return False
-    return isinstance(found, rec.Blank) or found.physical_offset == offset
-
-
-def _relative(root: str) -> Callable[[str], str]:
-    def rel(path: str) -> str:
-        # Files outside the root (a CommitLog spread over other directories) by full path.
-        inside = os.path.abspath(path).startswith(os.path.join(os.path.abspath(root), ""))
-        return os.path.relpath(path, root) if inside else os.path.abspath(path)
-
-    return rel
-
-
-class _QueueCheck:
-    def __init__(
-        self,
-        root: str,
-        table: RecordTable,
-        min_offset: int,
-        data_end: int,
-        result: CheckResult,
-        rel: Callable[[str], str],
-        on_bytes: Callable[[int], None] | None,
-        *,
-        multi_dispatch: bool,
-    ):
-        self.root = root
-        self.base = os.path.join(root, CONSUME_QUEUE_DIR)
-        self.table = table
-        self.min_offset = min_offset
-        self.data_end = data_end
-        self.result = result
-        self.rel = rel
-        self.on_bytes = on_bytes
-        self.queue_index = {name: i for i, name in enumerate(table.queue_names)}
-        # Units per queue after the forward pass: (first queue offset, unit offsets).
-        self.loaded: dict[int, tuple[int, I64]] = {}
-        # Multi-dispatch on (-c): the units its records name must be there.
-        self.multi_dispatch = multi_dispatch
-        self.dispatched_end = -1
-        # Queues deleted on purpose: their records below these offsets are no queue's.
-        self.deleted = load_deleted_queues(root)
-        self.ext_units = 0  # units whose tagsCode is in consumequeue_ext (cq_ext)
-        # Units naming a whole record in a stretch the scan passed over (past damage).
-        self.unread_but_whole = 0
-        # Units past the CommitLog the check read, beside a running writer (unclean).
-        self.newer_units = 0
-        # Per queue: the CommitLog end of its last unit as read (dispatch goes in order).
-        self.queue_ends: dict[int, int] = {}
-        self.lag_from = 2**63 - 1  # the lowest such end of a queue with records lagging
-
-    def _problem(self, path: str, where: str, reason: str, offset: int | None = None) -> None:
-        self.result.problems.append(Problem("consumequeue", self.rel(path), where, reason, offset))
-
-    def queue_dirs(self) -> list[tuple[str, int, str]]:
-        found: list[tuple[str, int, str]] = []
-        if not os.path.isdir(self.base):
-            return found
-        for topic in sorted(os.listdir(self.base)):
-            topic_dir = os.path.join(self.base, topic)
-            if not os.path.isdir(topic_dir):
-                continue
-            for qid in sorted(os.listdir(topic_dir)):
-                if qid.isdigit() and os.path.isdir(os.path.join(topic_dir, qid)):
-                    found.append((topic, int(qid), os.path.join(topic_dir, qid)))
-        return found
-
-    def run(self) -> None:
-        for topic, queue_id, directory in self.queue_dirs():
-            try:
-                self._check_queue(topic, queue_id, directory)
-            except CorruptDataError as e:  # a file that is no regular file (a FIFO...)
-                self._problem(e.path or directory, "file", e.reason)
-        self._check_records_have_units()
-
-    def _load(self, directory: str, files: list[DataFile]) -> tuple[int, I64, I64, I64]:
-        """(first queue offset, offsets, sizes, tags codes) of the queue's live units."""
-        size = files[0].size
-        if size % CQ_UNIT_SIZE:
-            self._problem(files[0].path, "file", f"size {size} is not a multiple of 20")
-        chunks: list[npt.NDArray[np.void]] = []
-        first_queue_offset = files[0].start // CQ_UNIT_SIZE
-        for i, f in enumerate(files):
-            if i and f.start != files[i - 1].end:
-                self._problem(f.path, "file", f"gap: expected {files[i - 1].end:020d} here")
-                break
-            if f.size != size:
-                self._problem(f.path, "file", f"file is {f.size} bytes, the first file {size}")
-                break
-            data = read_store_file(f.path)
-            if self.on_bytes is not None:
-                self.on_bytes(len(data))
-            chunks.append(decode_units(data))
-        units = np.concatenate(chunks) if chunks else decode_units(b"")
-        offsets = units["offset"].astype(np.int64)
-        sizes = units["size"].astype(np.int64)
-        codes = units["tags_code"].astype(np.int64)
-        head = 0
-        blank = (offsets == 0) & (sizes == BLANK_FILL_SIZE) & (codes == 0)
-        while head < len(units) and blank[head]:
-            head += 1
-        valid = (offsets >= 0) & (sizes > 0) & ~blank
-        bad = np.flatnonzero(~valid[head:])
-        end = head + int(bad[0]) if len(bad) else len(units)
-        tail = units[end:]
-        if len(tail) and (
-            np.any(tail["offset"]) or np.any(tail["size"]) or np.any(tail["tags_code"])
-        ):
-            q = first_queue_offset + end
-            self._problem(
-                _file_of(files, q * CQ_UNIT_SIZE),
-                f"queue offset {q}",
-                "the units end here but non-zero bytes follow",
-            )
-        live = slice(head, end)
-        return first_queue_offset + head, offsets[live], sizes[live], codes[live]
-
-    def _check_queue(self, topic: str, queue_id: int, directory: str) -> None:
-        files = offset_files(directory)
-        if not files:
-            return
-        first, offsets, sizes, codes = self._load(directory, files)
-        self.result.queue_units += len(offsets)
-        key = self.queue_index.get((topic, queue_id), -2)
-        self.loaded[key] = (first, offsets)
-        if len(offsets):
-            self.dispatched_end = max(self.dispatched_end, int(offsets[-1] + sizes[-1]))
-            self.queue_ends[key] = int(offsets[-1] + sizes[-1])
-        table = self.table
-        alive = offsets >= self.min_offset
-        expired = int(np.count_nonzero(~alive))
-        if self.result.unclean:
-            # The queues are read after the CommitLog: beside a running writer they hold
-            # units of records appended since, which the check judges as of the end it read.
-            newer = offsets >= self.data_end
-            self.newer_units += int(np.count_nonzero(newer & alive))
-            alive &= ~newer
-        if expired:
-            self.result.notes.append(
-                f"{topic}-{queue_id}: {expired} units point below the CommitLog's first "
-                f"offset {self.min_offset} (expired, normal after retention)"
-            )
-        ext = None
-        addresses = int(np.count_nonzero(codes <= MAX_ADDRESS))
-        if addresses:
-            # A broker with enableConsumeQueueExt: the tag hashes are in consumequeue_ext.
-            ext = ConsumeQueueExtReader(self.root, topic, queue_id)
-            self.ext_units += addresses
-            if not os.path.isdir(ext.directory):
-                # RocketMQ reads on without it (pulls pass such units, delayed delivery
-                # takes the store time): worth saying, not a broken unit each.
-                self.result.notes.append(
-                    f"{topic}-{queue_id}: {addresses} units' tagsCode are ConsumeQueueExt "
-                    f"addresses, but {CONSUME_QUEUE_EXT_DIR}/{topic}/{queue_id} is gone: "
-                    "their tags are read from the records"
-                )
-                ext = None
-        where_q = np.flatnonzero(alive)
-        index, found = lookup(table.offset, offsets[where_q])
-        for j in np.flatnonzero(~found):
-            q = int(where_q[j])
-            offset = int(offsets[q])
-            reason = self._unread_record(topic, queue_id, first + q, offset, int(sizes[q]))
-            if reason:
-                self._unit_problem(files, first + q, offset, reason)
-        for j in np.flatnonzero(found):
-            q = int(where_q[j])
-            r = int(index[j])
-            code, reason = self._tags_code(ext, topic, queue_id, int(codes[q]))
-            reason = reason or self._mismatch(q, r, key, first, int(sizes[q]), code)
-            if reason:
-                self._unit_problem(files, first + q, int(offsets[q]), reason)
-
-    @staticmethod
-    def _tags_code(
-        ext: ConsumeQueueExtReader | None, topic: str, queue_id: int, code: int
-    ) -> tuple[int | None, str]:
-        """The tagsCode to check a unit by (None: not checked, its extension directory is
-        gone), or why a ConsumeQueueExt address leads to no extension unit."""
-        if not is_ext_address(code):
-            return code, ""
-        if ext is None:
-            return None, ""
-        try:
-            unit = ext.get(code)
-        except CorruptDataError as e:
-            return None, f"tagsCode {code} is a ConsumeQueueExt address, where {e}"
-        if unit is None:
-            return None, (
-                f"tagsCode {code} is a ConsumeQueueExt address, but "
-                f"{CONSUME_QUEUE_EXT_DIR}/{topic}/{queue_id} has no unit there"
-            )
-        return unit.tags_code, ""
-
-    def _unread_record(
-        self, topic: str, queue_id: int, queue_offset: int, offset: int, size: int
-    ) -> str:
-        """Why a unit names no record the scan read ("" when a pull reads a whole record
-        there all the same, in a stretch the scan passed over). A unit naming bytes that
-        are no record a pull reads is a message its consumers miss: ``result.missed``."""
-        data = self._commitlog_bytes(offset, size)
-        if data is None:
-            return self._no_record(offset)
-        damage = record_damage(data, offset, size)
-        if damage is None:
-            self.unread_but_whole += 1
-            return ""
-        self.result.missed.append(Missed(topic, queue_id, queue_offset, offset, damage))
-        return (
-            f"{self._no_record(offset)}, and the bytes there are no record ({damage}): "
-            f"a consumer of {topic}-{queue_id} misses this message"
-        )
-
-    def _commitlog_bytes(self, offset: int, size: int) -> bytes | None:
-        """The ``size`` bytes a unit names, as a pull reads them: None when the CommitLog
-        holds no data there (before its start, past its end, a file that is gone)."""
-        scan = self.result.scan
-        if scan is None or size <= 0 or offset < self.min_offset:
-            return None
-        if offset >= self.data_end and scan.damaged_stretch(offset) is None:
-            return None
-        for f in scan.files:
-            if f.start <= offset and offset + size <= f.end:
-                try:
-                    with open(f.path, "rb") as handle:
-                        handle.seek(offset - f.start)
-                        return handle.read(size)
-                except OSError:  # removed by a running writer's retention meanwhile
-                    return None
-        return None
-
-    def _no_record(self, offset: int) -> str:
-        return no_record_reason(offset, self.data_end, self.result.scan)
-
-    def _mismatch(self, q: int, r: int, key: int, first: int, size: int, code: int | None) -> str:
-        table = self.table
-        offset = int(table.offset[r])
-        if int(table.size[r]) != size:
-            return f"size {size}, but the record at {offset} is {int(table.size[r])} bytes"
-        extra = table.extra.get((r, key)) if table.extra else None
-        if extra is not None:
-            if extra != first + q:
-                return (
-                    f"points to the record at {offset}, whose {INNER_MULTI_QUEUE_OFFSET} gives "
-                    f"this queue offset {extra}"
-                )
-        elif int(table.queue[r]) != key:
-            owner = int(table.queue[r])
-            name = "no queue" if owner < 0 else "{}-{}".format(*table.queue_names[owner])
-            return f"points to the record at {offset}, which belongs to {name}"
-        elif int(table.queue_offset[r]) != first + q:
-            actual = int(table.queue_offset[r])
-            return f"points to the record at {offset}, whose QUEUEOFFSET is {actual}"
-        if code is not None and table.check_tags[r] and int(table.tags_code[r]) != code:
-            return f"tagsCode {code}, but the record at {offset} gives {int(table.tags_code[r])}"
-        return ""
-
-    def _unit_problem(
-        self, files: list[DataFile], queue_offset: int, offset: int, reason: str
-    ) -> None:
-        position = queue_offset * CQ_UNIT_SIZE
-        path = _file_of(files, position)
-        where = f"queue offset {queue_offset} (position {position % files[0].size})"
-        self._problem(path, where, reason, offset)
-
-    def _check_records_have_units(self) -> None:
-        """CommitLog -> queue: one line per queue for the records without a unit (their own
-        queue's, and those multi-dispatch records give the queues they name)."""
-        table = self.table
-        wanted: dict[int, tuple[list[I64], list[I64]]] = {}
-        takes = np.flatnonzero(table.queue >= 0)
-        if len(takes):
-            order = takes[np.argsort(table.queue[takes], kind="stable")]
-            keys = table.queue[order]
-            for group in np.split(order, np.flatnonzero(np.diff(keys)) + 1):
-                entry = wanted.setdefault(int(table.queue[group[0]]), ([], []))
-                entry[0].append(table.offset[group])
-                entry[1].append(table.queue_offset[group])
-        for (row, key), queue_offset in table.extra.items():
-            if key not in wanted and not self._expects_extra(key):
-                continue
-            entry = wanted.setdefault(key, ([], []))
-            entry[0].append(table.offset[[row]])
-            entry[1].append(np.array([queue_offset], dtype=np.int64))
-        lag_records = 0
-        for key in sorted(wanted, key=lambda k: table.queue_names[k]):
-            offsets, queue_offsets = wanted[key]
-            rec_offsets = np.concatenate(offsets)
-            rec_q = np.concatenate(queue_offsets)
-            in_order = np.argsort(rec_offsets, kind="stable")
-            lag_records += self._check_queue_has(key, rec_offsets[in_order], rec_q[in_order])
-        if lag_records:
-            self.result.notes.append(
-                f"{lag_records} record(s) after offset {max(self.lag_from, 0)} are not in "
-                "the consume queues yet (dispatch lag: a running writer or the next writer's "
-                "recovery adds them)"
-            )
-
-    def _expects_extra(self, key: int) -> bool:
-        """Whether the units multi-dispatch records name for queue ``key`` must be there:
-        with multi-dispatch on (``-c``), or when the queue's directory exists (a record
-        can carry the two properties from a producer to a broker that had it off)."""
-        topic, queue_id = self.table.queue_names[key]
-        return self.multi_dispatch or os.path.isdir(os.path.join(self.base, topic, str(queue_id)))
-
-    def _check_queue_has(self, key: int, rec_offsets: I64, rec_q: I64) -> int:
-        """Report the records (CommitLog offsets, the queue offsets they should have)
-        queue ``key`` lacks; return how many of them only lag behind a writer."""
-        topic, queue_id = self.table.queue_names[key]
-        cutoff = self.deleted.get(queue_key(topic, queue_id))
-        if cutoff is not None:  # (a deleted topic's queue: its old records have none)
-            kept = rec_offsets >= cutoff
-            rec_offsets, rec_q = rec_offsets[kept], rec_q[kept]
-        first, unit_offsets = self.loaded.get(key, (0, np.zeros(0, dtype=np.int64)))
-        slot = rec_q - first
-        present = (slot >= 0) & (slot < len(unit_offsets))
-        before = slot < 0
-        points_elsewhere = np.zeros(len(rec_offsets), dtype=bool)
-        points_elsewhere[present] = unit_offsets[slot[present]] != rec_offsets[present]
-        missing = ~present & ~before
-        # Dispatch writes each queue's units in CommitLog order, but the queues are read
-        # one after another while a writer runs: only what lies past this queue's own last
-        # unit (as read) may still be on its way; a hole before it is a problem.
-        lag_from = self.queue_ends.get(key, self.dispatched_end)
-        lagging = missing & (rec_offsets >= lag_from) & self.result.unclean
-        if np.any(lagging):
-            self.lag_from = min(self.lag_from, lag_from)
-        missing &= ~lagging
-        directory = os.path.join(self.base, topic, str(queue_id))
-        if np.any(missing):
-            where = np.flatnonzero(missing)
-            first_missing = int(rec_offsets[where[0]])
-            self._problem(
-                directory,
-                f"queue offset {int(rec_q[where[0]])}",
-                f"{len(where)} record(s) of {topic}-{queue_id} have no unit "
-                f"(the first at offset {first_missing}, the last at "
-                f"{int(rec_offsets[where[-1]])})",
-                first_missing,
-            )
-        for i in np.flatnonzero(points_elsewhere)[:20]:
-            self._problem(
-                directory,
-                f"queue offset {int(rec_q[i])}",
-                f"the record at {int(rec_offsets[i])} has this QUEUEOFFSET, but the unit "
-                f"points to {int(unit_offsets[slot[i]])}",
-                int(rec_offsets[i]),
-            )
-        return int(np.count_nonzero(lagging))
-
-
-def _file_of(files: list[DataFile], position: int) -> str:
-    for f in files:
-        if f.start <= position < f.end:
-            return f.path
-    return files[-1].path
-
-
-def _check_checkpoint(root: str, result: CheckResult, rel: Callable[[str], str]) -> None:
-    path = os.path.join(root, CHECKPOINT_FILE)
-    if os.path.exists(os.path.join(root, ABORT_FILE)):
-        result.notes.append(
-            "abort file present: a writer is running, or the last one did not shut down "
-            "cleanly (its recovery re-checks the newest files)"
-        )
-    if not os.path.exists(path):
-        result.notes.append("no checkpoint file (a new store, or one never flushed)")
+    if force and not repair:
+        raise click.UsageError("--force only applies with --repair")
+    root = ctx.require_store_dir()
+    if not repair:
+        result = check_store(root, ctx.config, progress=progress)
+        print_check(ctx, result, max_problems)
+        if result.status is not CheckStatus.OK:
+            raise click.exceptions.Exit(1)
         return
     try:
-        data = read_store_file(path)
-    except CorruptDataError as e:  # a FIFO or directory so named
-        result.problems.append(Problem("checkpoint", rel(path), "file", e.reason))
+        result = check_store(root, ctx.config, repair=True, force=force, progress=progress)
+    except RepairError as e:
+        if e.check is not None:
+            print_check(ctx, e.check, max_problems)
+        for action in e.repairs:
+            _say_repair(ctx, action)
+        if e.__cause__ is not None:  # a step failed: its own error, as before the library
+            raise e.__cause__ from None
+        raise CliError(str(e)) from e
+    _print_repair(ctx, result, max_problems)
+    if result.status is CheckStatus.PROBLEMS:
+        raise click.exceptions.Exit(1)
+
+
+def _print_repair(ctx: CliContext, result: CheckResult, max_problems: int) -> None:
+    """The check before the repair, what it changed, and the re-check."""
+    before = result.before or result
+    print_check(ctx, before, max_problems)
+    if before.ok:
+        say(ctx, "nothing to repair")
         return
-    if len(data) != CHECKPOINT_FILE_SIZE:
-        result.problems.append(
-            Problem(
-                "checkpoint",
-                rel(path),
-                "file",
-                f"checkpoint is {len(data)} bytes, expected {CHECKPOINT_FILE_SIZE}",
+    for action in result.repairs:
+        _say_repair(ctx, action)
+    if result.before is not None:
+        say(ctx, "after repair:")
+        print_check(ctx, result, max_problems)
+        if result.records_cut_off > 0:
+            say(
+                ctx,
+                f"{result.records_cut_off} record(s) were cut off with the CommitLog",
+                droppedRecords=result.records_cut_off,
             )
-        )
-        return
-    value = decode_checkpoint(data)
-    if min(value.physic_msg_timestamp, value.logics_msg_timestamp, value.index_msg_timestamp) < 0:
-        result.problems.append(
-            Problem("checkpoint", rel(path), "file", f"negative timestamp in {value}")
-        )
+    for warning in result.warnings:
+        say(ctx, warning)

@@ -1,9 +1,9 @@
 """``dump`` (CommitLog records as JSON lines) and ``export`` (jsonl or parquet files).
 
-Layer: cli. Both read the CommitLog files directly (:mod:`.scan`): no lock, every record
-checked, and a record with a bad body CRC is still written (``crcOk: false``), so they also
-serve to salvage a damaged store. Parquet goes through pyarrow, an optional dependency
-imported only when asked for.
+Layer: cli. Both read the CommitLog files directly (:mod:`rocketstore.check.scan`): no
+lock, every record checked, and a record with a bad body CRC is still written
+(``crcOk: false``), so they also serve to salvage a damaged store. Parquet goes through
+pyarrow, an optional dependency imported only when asked for.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import click
 
+from rocketstore.check.scan import CommitLogScan, ScannedRecord
 from rocketstore.cli.context import CliContext, CliError, json_line
 from rocketstore.cli.params import java_long
 from rocketstore.cli.progress import progress
@@ -23,7 +24,6 @@ from rocketstore.cli.rebuild_engines import (
     spark_conf_option,
     spark_rebuild_module,
 )
-from rocketstore.cli.scan import CommitLogScan, ScannedRecord
 from rocketstore.config import StoreConfig
 from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt

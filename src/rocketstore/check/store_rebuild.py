@@ -1,12 +1,14 @@
 """Rebuilding consume queues and index from the CommitLog, and cutting a corrupt CommitLog
 tail: the writing half of ``rebuild`` and ``check --repair``.
 
-Layer: cli. The rebuild itself is the engine's recovery: the old ``consumequeue/`` and
-``index/`` are moved into a temporary directory inside the store root, the store is opened
-as a writer (with no queues and no index, recovery dispatches every record again from the
-CommitLog's start) and closed; the old directories are deleted only when that succeeded,
-and put back otherwise. Body CRCs are not checked during a rebuild, so a record with a bad
-body is kept (``check`` reports it) rather than cutting off everything after it.
+Layer: check (above the store: the rebuild opens a MessageStore as the writer; the CLI's
+``rebuild`` command and ``check_store(..., repair=True)`` call it). The rebuild itself is
+the engine's recovery: the old ``consumequeue/`` and ``index/`` are moved into a temporary
+directory inside the store root, the store is opened as a writer (with no queues and no
+index, recovery dispatches every record again from the CommitLog's start) and closed; the
+old directories are deleted only when that succeeded, and put back otherwise. Body CRCs are
+not checked during a rebuild, so a record with a bad body is kept (``check`` reports it)
+rather than cutting off everything after it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``check``'s DLedger part: a DLedger log's own index and checkpoint against its entries.
 
-Layer: cli. The entries themselves (and the records in them) are checked by the CommitLog
+Layer: check. The entries themselves (and the records in them) are checked by the CommitLog
 scan; this reads what DLedger keeps beside them: ``index/`` (32 bytes per entry index:
 where entry ``i`` is, its size and term) and ``checkpoint`` (the committed and last
 index). DLedger's recovery rewrites index units that disagree with the entries, so a
@@ -16,8 +16,8 @@ import mmap
 import os
 from collections.abc import Callable, Iterator
 
-from rocketstore.cli.check_common import CheckResult, Problem
-from rocketstore.cli.scan import DataFile, offset_files
+from rocketstore.check.result import CheckResult, Problem
+from rocketstore.check.scan import DataFile, offset_files
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.files.dledger_log import first_entry, read_checkpoint
 from rocketstore.format import dledger_entry as dl

@@ -1,6 +1,6 @@
 """``check``'s index part: IndexFiles against their own layout and against the CommitLog.
 
-Layer: cli. Reads ``index/`` with the layout codec (numpy views over the entry table);
+Layer: check. Reads ``index/`` with the layout codec (numpy views over the entry table);
 never opens a MessageStore.
 """
 
@@ -12,14 +12,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from rocketstore.cli.check_common import (
-    I64,
-    CheckResult,
-    Problem,
-    RecordTable,
-    lookup,
-    no_record_reason,
-)
+from rocketstore.check.common import I64, RecordTable, lookup, no_record_reason
+from rocketstore.check.result import CheckResult, Problem
 from rocketstore.config import StoreConfig
 from rocketstore.format import index_layout as layout
 from rocketstore.index import file_geometry

@@ -1,11 +1,11 @@
 """Lock-free, record-by-record reading of a store's CommitLog with the format codecs.
 
-Layer: cli (used by check, check --repair, rebuild, dump and export). Reads the files
-directly, never through a MessageStore, so it sees exactly what is on disk: it takes no
-lock, validates every record (size, magic, field lengths, PHYSICALOFFSET, body CRC, and the
-whole-record property CRC of RocketMQ 5.x's enabledAppendPropCRC where a record has one) and
-reports what it cannot read as ``ScanIssue`` values instead of raising. File sizes come from
-the files, so it works on a copy of any broker's store.
+Layer: check (used by check, check --repair, and the CLI's rebuild, dump and export). Reads
+the files directly, never through a MessageStore, so it sees exactly what is on disk: it
+takes no lock, validates every record (size, magic, field lengths, PHYSICALOFFSET, body
+CRC, and the whole-record property CRC of RocketMQ 5.x's enabledAppendPropCRC where a
+record has one) and reports what it cannot read as ``ScanIssue`` values instead of raising.
+File sizes come from the files, so it works on a copy of any broker's store.
 """
 
 from __future__ import annotations
