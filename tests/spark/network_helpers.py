@@ -26,6 +26,7 @@ START_TIMEOUT_S = 30
 TOPIC = "Orders"
 QUEUES = 3
 PER_QUEUE = 8
+SMALL_COMMITLOG_BYTES = 4 * 1024 * 1024
 
 
 def free_port() -> int:
@@ -47,9 +48,9 @@ def _start(command: list[str], ready: str) -> subprocess.Popen[str]:
         if ready in line:
             return process
         if not line and process.poll() is not None:
-            raise AssertionError(f"{command[0]} exited early ({process.returncode})")
+            raise AssertionError(f"{command} exited early ({process.returncode})")
     process.kill()
-    raise AssertionError(f"{command[0]} did not start in time")
+    raise AssertionError(f"{command} did not start in time")
 
 
 @dataclass
@@ -58,40 +59,65 @@ class Cluster:
     brokers: dict[str, str]  # broker name -> address
     stores: dict[str, Path]
     sent: list[dict[str, Any]] = field(default_factory=list)
+    # broker name -> its process and the command that started it (kill_broker,
+    # restart_broker); "namesrv" too
+    processes: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
+    commands: dict[str, list[str]] = field(default_factory=dict)
+
+
+def kill_broker(cluster: Cluster, name: str) -> None:
+    """SIGKILL one broker (its store keeps what SYNC_FLUSH acknowledged)."""
+    process = cluster.processes[name]
+    process.kill()
+    process.wait(timeout=15)
+    if process.stderr is not None:
+        process.stderr.close()
+
+
+def restart_broker(cluster: Cluster, name: str) -> None:
+    """Start a killed broker again: same name, address and store."""
+    cluster.processes[name] = _start(cluster.commands[name], "Ctrl-C stops")
 
 
 @contextlib.contextmanager
 def running_cluster(root: Path) -> Iterator[Cluster]:
     """Name server + broker-a + broker-b; stopped (SIGTERM, then SIGKILL) at the end."""
-    processes: list[subprocess.Popen[str]] = []
+    namesrv = f"127.0.0.1:{free_port()}"
+    cluster = Cluster(namesrv, {}, {})
     try:
-        namesrv = f"127.0.0.1:{free_port()}"
-        processes.append(
-            _start(
-                ["namesrv", "--listen", namesrv, "--kv-config", str(root / "kv.json")],
-                "Ctrl-C stops",
-            )
+        cluster.processes["namesrv"] = _start(
+            ["namesrv", "--listen", namesrv, "--kv-config", str(root / "kv.json")],
+            "Ctrl-C stops",
         )
-        brokers, stores = {}, {}
+        # Small files: a broker's default 1 GiB CommitLog file and 400 MB index file would
+        # cost each test module gigabytes of disk.
+        settings = root / "broker.conf"
+        settings.write_text(
+            f"mappedFileSizeCommitLog={SMALL_COMMITLOG_BYTES}\n"
+            "mappedFileSizeConsumeQueue=60000\nmaxHashSlotNum=5000\nmaxIndexNum=20000\n"
+        )
         for name in ("broker-a", "broker-b"):
             address = f"127.0.0.1:{free_port()}"
-            stores[name] = root / name
-            command = ["broker", "--namesrv", namesrv, "--broker-name", name]
-            command += ["--listen", address, "--store", str(stores[name])]
+            cluster.stores[name] = root / name
+            command = ["-c", str(settings), "broker", "--namesrv", namesrv, "--broker-name", name]
+            command += ["--listen", address, "--store", str(cluster.stores[name])]
             command += ["--flush", "SYNC_FLUSH"]
-            processes.append(_start(command, "Ctrl-C stops"))
-            brokers[name] = address
-        yield Cluster(namesrv, brokers, stores)
+            cluster.commands[name] = command
+            cluster.processes[name] = _start(command, "Ctrl-C stops")
+            cluster.brokers[name] = address
+        yield cluster
     finally:
+        processes = list(cluster.processes.values())
         for process in processes:
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
         for process in processes:
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=5)
-            if process.stderr is not None:
+            if process.stderr is not None and not process.stderr.closed:
                 process.stderr.close()
 
 
@@ -99,7 +125,10 @@ def create_topic(cluster: Cluster, topic: str, queues: int) -> None:
     """The topic on every master, then wait (bounded) until the name server routes it to
     both brokers."""
     config = TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues)
-    admin_client.update_topic(cluster.namesrv, config)
+    # On each broker by address: a broker that has not registered yet (it is still
+    # starting) would be left out of "every master the name server knows".
+    for address in cluster.brokers.values():
+        admin_client.update_topic(cluster.namesrv, config, broker_addr=address)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         route = admin_client.topic_route(cluster.namesrv, topic)

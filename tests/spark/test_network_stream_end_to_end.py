@@ -1,7 +1,8 @@
 """Spark streaming reads of a running cluster through its name server only (issue #35):
 real ``rocketstore namesrv`` and two ``rocketstore broker`` processes on loopback; a query
 run to the end, one killed with SIGKILL in a child process and restarted (each row once in
-the parquet sink), and the consumer group's offsets the query commits."""
+the parquet sink), the consumer group's offsets the query commits, and a broker killed and
+restarted between micro-batches."""
 
 from __future__ import annotations
 
@@ -15,8 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_helpers import START_TIMEOUT_S, Cluster, create_topic, running_cluster, send
+from network_helpers import (
+    START_TIMEOUT_S,
+    Cluster,
+    create_topic,
+    kill_broker,
+    restart_broker,
+    running_cluster,
+    send,
+)
 
+from rocketstore.broker import admin_client
 from rocketstore.remoting.blocking import invoke_sync, request
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 
@@ -85,7 +95,7 @@ def test_available_now_reads_what_was_sent_and_commits_the_group(
     spark: Any, cluster: Cluster, tmp_path: Path
 ) -> None:
     out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
-    query = _query(spark, cluster, out, checkpoint, maxOffsetsPerTrigger="7", group="ticks_job")
+    query = _query(spark, cluster, out, checkpoint, maxOffsetsPerTrigger="16", group="ticks_job")
     query.awaitTermination()
     assert query.exception() is None
     assert _rows(spark, out) == _expected(cluster)
@@ -136,7 +146,41 @@ def test_a_killed_query_restarted_reads_each_row_once(
         child.wait(timeout=30)
     assert _committed_batches(checkpoint) < 1 + len(_expected(cluster)) // 3  # not done
     _send_round(cluster, range(100, 103))  # more arrive while it is down
-    query = _query(spark, cluster, out, checkpoint, maxOffsetsPerTrigger="5")
+    query = _query(spark, cluster, out, checkpoint)
     query.awaitTermination()
     assert query.exception() is None
     assert _rows(spark, out) == _expected(cluster)  # each exactly once, new ones included
+
+
+def test_a_broker_killed_and_restarted_loses_nothing(
+    spark: Any, cluster: Cluster, tmp_path: Path
+) -> None:
+    """A broker down: the micro-batch fails naming it (while the name server still routes
+    it) or its queues wait (once the route dropped it); back, the query reads on, each row
+    once."""
+    out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    _query(spark, cluster, out, checkpoint).awaitTermination()
+    kill_broker(cluster, "broker-b")
+    for i in range(200, 202):
+        send(cluster, "broker-a", TOPIC, 0, i)
+    query = _query(spark, cluster, out, checkpoint)
+    try:
+        query.awaitTermination()
+    except Exception as e:  # StreamingQueryException
+        assert f"broker broker-b ({cluster.brokers['broker-b']})" in str(e)
+    restart_broker(cluster, "broker-b")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not any(b == "broker-b" for b, _ in _routed(cluster)):
+        assert time.monotonic() < deadline, "broker-b is not routed again"
+        time.sleep(0.2)
+    for i in range(200, 202):
+        send(cluster, "broker-b", TOPIC, 1, i)
+    query = _query(spark, cluster, out, checkpoint)
+    query.awaitTermination()
+    assert query.exception() is None
+    assert _rows(spark, out) == _expected(cluster)
+
+
+def _routed(cluster: Cluster) -> list[tuple[str, int]]:
+    route = admin_client.topic_route(cluster.namesrv, TOPIC) or {}
+    return [(q["brokerName"], q["readQueueNums"]) for q in route.get("queueDatas", [])]
