@@ -108,7 +108,8 @@ def test_a_reader_leaves_out_a_queue_it_cannot_map(tmp_path: Path) -> None:
     bad.write_bytes(b"")
     with MessageStore.open(tmp_path, read_only=True) as reader:
         assert set(reader.unreadable_queues) == {("A", 0)}
-        assert "file is 0 bytes" in reader.unreadable_queues[("A", 0)]
+        why = reader.unreadable_queues[("A", 0)]
+        assert "empty file (0 bytes)" in why and str(bad) in why  # the file named
         assert reader.topics() == {"B": [0]}
         got = reader.get_messages("g", "B", 0, 0, 32)
         assert [m.body for m in got.messages] == [b"b"]
