@@ -11,8 +11,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from rocketstore.errors import ConfigError, DataLossError
 from rocketstore.remoting.blocking import RemotingClientError
-from rocketstore.spark.network_cluster import BrokerRoute, ClusterError
+from rocketstore.remoting.codes import ResponseCode
+from rocketstore.spark import network_scan
+from rocketstore.spark.network_cluster import BrokerRoute, ClusterError, PullResult
 from rocketstore.spark.network_plan import NetworkPartition
+from rocketstore.spark.network_scan import read_network_partition
 from rocketstore.spark.network_stream import NetworkStreamReader, from_json, to_json
 from rocketstore.spark.options import parse_stream_options
 
@@ -178,3 +181,37 @@ def test_group_commits_the_end_offsets_and_failures_do_not_fail() -> None:
         parse_stream_options({"path": "/s", "group": "g"})
     with pytest.raises(ConfigError, match="not a valid consumer group"):
         parse_stream_options({"namesrv": NAMESRV, "group": "a b"})
+
+
+@pytest.mark.parametrize(
+    ("code", "next_offset", "why"),
+    [
+        (ResponseCode.PULL_NOT_FOUND, 3, "the broker has no message there"),
+        (ResponseCode.PULL_OFFSET_MOVED, 7, r"gone \(retention\) up to 7"),
+    ],
+)
+def test_a_streams_partition_the_broker_cut_short_is_data_loss(
+    monkeypatch: pytest.MonkeyPatch, code: int, next_offset: int, why: str
+) -> None:
+    """Its end is in the checkpoint: stepping over would lose the messages for good."""
+
+    class Cut:
+        def __enter__(self) -> Cut:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def pull(self, address: str, topic: str, qid: int, offset: int, n: int) -> PullResult:
+            return PullResult(code, next_offset, 0, 9, 0, b"", None)
+
+    monkeypatch.setattr(network_scan, "Cluster", lambda *a, **k: Cut())
+    options = parse_stream_options({"namesrv": NAMESRV}).read
+    part = NetworkPartition("T", "broker-a", ((0, A),), 0, 3, 9, fail_on_data_loss=True)
+    with pytest.raises(
+        DataLossError, match=rf"pull of T queue broker-a:0: offsets \[3, 9\).*{why}"
+    ):
+        list(read_network_partition(part, options))
+    # A batch read's partition steps over (the queue changed since planning).
+    lenient = NetworkPartition("T", "broker-a", ((0, A),), 0, 3, 9)
+    assert list(read_network_partition(lenient, options)) == []

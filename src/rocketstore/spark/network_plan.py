@@ -52,6 +52,9 @@ class NetworkPartition(InputPartition):
     queue_id: int
     start: int  # first queue offset
     end: int  # exclusive
+    # A stream's partition: messages the broker no longer has fail the read (DataLossError)
+    # instead of being stepped over (network_scan._cut_short).
+    fail_on_data_loss: bool = False
 
     @property
     def count(self) -> int:
@@ -186,7 +189,10 @@ def broker_ranges(cluster: ClusterView, options: ReadOptions) -> list[BrokerRang
 
 
 def split(
-    ranges: list[BrokerRange], max_records: int | None, min_partitions: int | None
+    ranges: list[BrokerRange],
+    max_records: int | None,
+    min_partitions: int | None,
+    fail_on_data_loss: bool = False,
 ) -> list[NetworkPartition]:
     """One partition per range, cut as the file mode cuts queue ranges (plan.split_ranges):
     none longer than ``max_records``; pieces of about total / ``min_partitions`` when that
@@ -203,7 +209,13 @@ def split(
             last = min(first + step, r.end)
             partitions.append(
                 NetworkPartition(
-                    r.topic, r.broker.name, r.broker.addresses, r.queue_id, first, last
+                    r.topic,
+                    r.broker.name,
+                    r.broker.addresses,
+                    r.queue_id,
+                    first,
+                    last,
+                    fail_on_data_loss,
                 )
             )
     return partitions

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.errors import CorruptDataError, DataLossError, IncompleteDataError
 from rocketstore.format import record as rec
 from rocketstore.format.subscription import Subscription
 from rocketstore.remoting.blocking import RemotingClientError
@@ -187,10 +187,14 @@ def _pulled(
                     if len(offsets):
                         next_offset = max(next_offset, int(offsets.max()) + 1)
             elif result.code == ResponseCode.PULL_NOT_FOUND:
-                return  # no message at or past offset: the queue ends before planned
+                # No message at or past offset: the queue ends before planned.
+                _cut_short(part, where, offset, "the broker has no message there")
+                return
             elif result.code == ResponseCode.PULL_OFFSET_MOVED:
                 if next_offset <= offset:
+                    _cut_short(part, where, offset, "the broker moved the offset back")
                     return
+                _cut_short(part, where, offset, f"they are gone (retention) up to {next_offset}")
                 log.warning(
                     "%s: offsets [%d, %d) are gone (retention); reading on from %d",
                     where, offset, min(next_offset, part.end), next_offset,
@@ -210,6 +214,19 @@ def _pulled(
                 continue
             stalled = 0
             offset = next_offset
+
+
+def _cut_short(part: NetworkPartition, where: str, offset: int, why: str) -> None:
+    """A partition whose planned range the broker no longer has from ``offset`` on: a
+    batch read steps over it (the queue changed since planning); a stream's partition
+    planned with failOnDataLoss fails, since its end is in the checkpoint and the skipped
+    messages would never be read."""
+    if part.fail_on_data_loss:
+        raise DataLossError(
+            f"pull of {where}: offsets [{offset}, {part.end}) were planned for this "
+            f"micro-batch, but {why}. Restart the query with failOnDataLoss=false to skip "
+            "them"
+        )
 
 
 def _queried(

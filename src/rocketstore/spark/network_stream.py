@@ -295,6 +295,7 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             [BrokerRange(key[0], brokers[key], key[2], first, last) for key, first, last in ranges],
             read.max_records_per_partition,
             read.min_partitions,
+            self.options.fail_on_data_loss,
         )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
