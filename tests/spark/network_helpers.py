@@ -77,6 +77,17 @@ def kill_broker(cluster: Cluster, name: str) -> None:
 def restart_broker(cluster: Cluster, name: str) -> None:
     """Start a killed broker again: same name, address and store."""
     cluster.processes[name] = _start(cluster.commands[name], "Ctrl-C stops")
+    wait_registered(cluster)
+
+
+def wait_registered(cluster: Cluster) -> None:
+    """Wait (bounded) until the name server knows every broker: a broker prints that it
+    is ready before its first registration is through."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while admin_client.master_addresses(cluster.namesrv) != cluster.brokers:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the brokers did not all register with {cluster.namesrv}")
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -105,6 +116,7 @@ def running_cluster(root: Path) -> Iterator[Cluster]:
             cluster.commands[name] = command
             cluster.processes[name] = _start(command, "Ctrl-C stops")
             cluster.brokers[name] = address
+        wait_registered(cluster)
         yield cluster
     finally:
         processes = list(cluster.processes.values())

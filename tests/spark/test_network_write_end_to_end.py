@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_helpers import Cluster, create_topic, running_cluster
+from network_helpers import Cluster, create_topic, kill_broker, running_cluster
 
 from rocketstore.format.javahash import java_string_hash
 
@@ -77,12 +77,11 @@ def test_batch_write_is_stored_on_both_brokers_with_every_field(
 
 
 def test_queue_id_column_and_an_auto_created_topic(spark: Any, cluster: Cluster) -> None:
-    df = spark.createDataFrame(
-        [("x", "AutoMade", 0), ("y", "AutoMade", 3)], "value string, topic string, queueId int"
-    )
-    df.write.format("rocketstore").option("namesrv", cluster.namesrv).option("queueNums", "2").mode(
-        "append"
-    ).save()
+    df = spark.createDataFrame([("x", 0), ("y", 3)], "value string, queueId int")
+    # Option topic: the driver's route (TBW102's, both brokers) serves every task, though
+    # the first send makes the name server route the new topic to one broker for a while.
+    writer = df.repartition(2).write.format("rocketstore").option("namesrv", cluster.namesrv)
+    writer.option("topic", "AutoMade").option("queueNums", "2").mode("append").save()
     stored = _stored(spark, cluster, "AutoMade")
     # queueId numbers the write queues across brokers (2 each, by name): 3 is b's queue 1.
     assert sorted((r["value"], r["broker"], r["partition"]) for r in stored) == [
@@ -119,3 +118,19 @@ def test_unknown_column_and_both_sinks_are_refused(spark: Any, cluster: Cluster)
     writer = df.write.format("rocketstore").option("namesrv", cluster.namesrv)
     with pytest.raises(Exception, match="oops"):
         writer.option("topic", "Written").mode("append").save()
+
+
+def test_a_broker_down_the_rows_go_to_the_other(spark: Any, cluster: Cluster) -> None:
+    """broker-b killed: its queues' rows are retried on broker-a (or broker-b has left the
+    route already); none is lost. Last in the module: the broker stays down."""
+    create_topic(cluster, "Failover", 2)
+    kill_broker(cluster, "broker-b")
+    df = spark.createDataFrame(
+        [(f"f{i}", f"key{i}") for i in range(12)], "value string, key string"
+    )
+    df.write.format("rocketstore").option("namesrv", cluster.namesrv).option(
+        "topic", "Failover"
+    ).mode("append").save()
+    stored = _stored(spark, cluster, "Failover")
+    assert sorted(r["value"] for r in stored) == sorted(f"f{i}".encode() for i in range(12))
+    assert {r["broker"] for r in stored} == {"broker-a"}

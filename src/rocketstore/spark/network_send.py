@@ -33,9 +33,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from rocketstore.errors import ConfigError
 from rocketstore.format import properties as props
@@ -151,12 +151,14 @@ class Sender:
         options: WriteOptions,
         first_turn: int = 0,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        routes: Mapping[str, WriteRoute] | None = None,
     ) -> None:
         self.cluster = cluster
         self.options = options
         self.first_turn = first_turn
         self.clock_ms = clock_ms
-        self.routes: dict[str, WriteRoute] = {}
+        # Routes known beforehand (the driver's), else asked once per topic.
+        self.routes: dict[str, WriteRoute] = dict(routes or {})
         self._turns: dict[str, int] = {}
         self.sent: dict[str, int] = {}  # broker name -> messages stored there
 
@@ -200,10 +202,10 @@ class Sender:
             rows += count
         return rows
 
-    def send_normalized(self, staged: object) -> None:
+    def send_normalized(self, staged: Any) -> None:
         """One batch in the staging schema (:func:`.staging.normalize`): grouped per
         queue, in row order within each, and sent."""
-        table = staged.to_pydict()  # type: ignore[attr-defined]
+        table = staged.to_pydict()
         groups: dict[tuple[str, int], _Pending] = {}
         lone: list[tuple[str, int, OutgoingMessage]] = []
         for topic, queue_id, keys, tags, properties, body in zip(

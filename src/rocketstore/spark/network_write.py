@@ -2,8 +2,9 @@
 its rows to the brokers itself (:mod:`.network_send`); there is nothing to commit.
 
 Layer: spark (top). The writer is made on the driver, which asks the route of option
-``topic`` there, so an unknown topic fails the job before any task runs; each task asks
-the routes of its topics again (a stream follows brokers that join or leave).
+``topic`` there, so an unknown topic fails the job before any task runs, and hands it to
+every task (a stream: to every micro-batch of the query run; restart the query to use
+brokers that joined since). Topics of a ``topic`` column are routed by each task.
 
 At-least-once: rows a task sent stay sent when the job or the micro-batch fails later,
 and a task Spark runs again sends its rows again, with the same UNIQ_KEYs
@@ -24,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 
 from rocketstore.spark.network_cluster import Cluster
-from rocketstore.spark.network_send import Sender, write_route
+from rocketstore.spark.network_send import Sender, WriteRoute, write_route
 from rocketstore.spark.sink_uniq_keys import task_scope
 from rocketstore.spark.staging import new_job_id
 from rocketstore.spark.write import _month_ms
@@ -55,14 +56,21 @@ class _Sending:
         self.columns = columns
         self.job_id = new_job_id()
         self.month_ms = _month_ms()
-        if options.topic is not None:  # fail at planning, naming the topic
+        # Option topic's route, asked here (an unknown topic fails the job before any task
+        # runs) and used by every task: one job spreads over the same brokers even while
+        # the brokers are creating the topic (the route of a topic sent to one broker so
+        # far names that broker only).
+        self.routes: dict[str, WriteRoute] = {}
+        if options.topic is not None:
             with Cluster(options.namesrv) as cluster:
-                write_route(cluster, options.topic, options.queue_nums, options.namesrv)
+                self.routes[options.topic] = write_route(
+                    cluster, options.topic, options.queue_nums, options.namesrv
+                )
 
     def _send(self, iterator: Iterator[Any], streaming: bool) -> SentRows:
         scope = task_scope(self.job_id, self.month_ms, streaming=streaming)
         with Cluster(self.options.namesrv) as cluster:
-            sender = Sender(cluster, self.options, first_turn=scope.partition)
+            sender = Sender(cluster, self.options, first_turn=scope.partition, routes=self.routes)
             rows = sender.send_batches(iterator, self.columns, scope)
         return SentRows(rows, dict(sender.sent))
 
