@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 
 import click
 import pytest
@@ -40,7 +42,7 @@ def _sections() -> list[tuple[str, list[tuple[str, ...]]]]:
     """main.SECTIONS as (title, [(name, ...)]) whether its entries are names or tuples."""
     return [
         (title, [entry if isinstance(entry, tuple) else (entry,) for entry in entries])
-        for title, entries in main.SECTIONS
+        for title, entries in dict(main.SECTIONS).items()
     ]
 
 
@@ -121,3 +123,19 @@ def test_a_commands_help_and_options(name: str) -> None:
 @pytest.mark.parametrize("args", [("nosuch",), ("topiclist",), ("--json", "nosuch", "-t", "T")])
 def test_an_unknown_command_is_refused_alike(args: tuple[str, ...]) -> None:
     assert _help(main.cli, *args) == _help(EAGER, *args)
+
+
+def test_the_root_help_imports_no_command() -> None:
+    """``rocketstore --help`` lists the commands from main's table (a fresh interpreter:
+    this one has imported them all)."""
+    script = (
+        "import sys\n"
+        "from rocketstore.cli.main import main\n"
+        "assert main(['--help']) == 0\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('rocketstore.cli'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = done.stdout.splitlines()[-1].split()
+    assert loaded == ["rocketstore.cli", "rocketstore.cli.main", "rocketstore.cli.params"]

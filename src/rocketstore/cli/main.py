@@ -2,107 +2,181 @@
 
 Errors print one line ``rocketstore: error: ...`` and exit 1 (usage errors exit 2);
 ``--debug`` shows the traceback.
+
+A command's module is imported when the command runs (or shows its help), not at start:
+``rocketstore --help`` lists the commands from the table below, so it needs none of them.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
 import traceback
+from typing import NamedTuple
 
 import click
 
-from rocketstore.cli import (
-    browse,
-    compaction_log,
-    consume_message,
-    consumer_admin,
-    export,
-    messages,
-    metadata_export,
-    queues,
-    retention,
-    send,
-    stats,
-    tools,
-    trace,
-)
-from rocketstore.cli.context import context_from_settings
-from rocketstore.cli.demo import demo
 from rocketstore.cli.params import non_empty_store
-from rocketstore.cli.serve import register as register_serve
-from rocketstore.cli.topic_admin import register as register_topic_admin
 from rocketstore.errors import StoreError
 
-# How ``rocketstore --help`` groups the commands (anything unlisted goes under "Other").
-SECTIONS = (
-    (
-        "Messages (mqadmin's names)",
-        (
-            "queryMsgByKey",
-            "queryMsgById",
+
+class Entry(NamedTuple):
+    """A command as ``rocketstore --help`` lists it, and where it lives."""
+
+    name: str
+    # Under rocketstore.cli: its register(group) adds the command (demo's module, its `demo`).
+    module: str
+    # The command's own short help, as --help shows it (tests/cli/test_help_output.py
+    # holds the two the same); None for an alias left out of the help.
+    summary: str | None
+
+
+# How ``rocketstore --help`` groups the commands, in order; UNLISTED ones go under "Other".
+SECTIONS: dict[str, tuple[Entry, ...]] = {
+    "Messages (mqadmin's names)": (
+        Entry(
+            "queryMsgByKey", "messages", "Messages of a topic by a KEYS token (through the index)."
+        ),
+        Entry("queryMsgById", "messages", "Messages by offsetMsgId (a comma-separated list)."),
+        Entry(
             "queryMsgByUniqueKey",
-            "queryMsgByOffset",
-            "printMsg",
-            "printMsgByQueue",
-            "consumeMessage",
-            "queryMsgTraceById",
-            "decodeMessageId",
-            "sendMessage",
+            "messages",
+            "Messages of a topic by UNIQ_KEY (the client's msgId).",
+        ),
+        Entry("queryMsgByOffset", "messages", "The message at a queue offset."),
+        Entry("printMsg", "browse", "Every message of a topic, queue by queue."),
+        Entry("printMsgByQueue", "browse", "One queue: its messages and per-tag counts."),
+        Entry("consumeMessage", "consume_message", "Pull and print up to N messages of a topic."),
+        Entry("queryMsgTraceById", "trace", "The trace of a message (producer, consumers)."),
+        Entry("decodeMessageId", "messages", "Decode an id as a UNIQ_KEY and as an offsetMsgId."),
+        Entry("sendMessage", "send", "Append one message (takes the writer lock)."),
+    ),
+    "Topics and queues": (
+        Entry("topicList", "queues", "The topics in the store."),
+        Entry("topicStatus", "queues", "Min and max offset and last update of each queue."),
+        Entry("queryCq", "queues", "Raw consume-queue units and the records they point to."),
+        Entry("updateTopic", "topic_admin", "Create a topic or change its queues and perm."),
+        Entry("deleteTopic", "topic_admin", "Remove a topic from the store's topic config."),
+        Entry("topicRoute", "topic_admin", "The route a name server gives for a topic."),
+        Entry(
+            "exportMetadata", "metadata_export", "Topic and group configs as mqadmin exports them."
         ),
     ),
-    (
-        "Topics and queues",
-        (
-            "topicList",
-            "topicStatus",
-            "queryCq",
-            "updateTopic",
-            "deleteTopic",
-            "topicRoute",
-            "exportMetadata",
+    "Consumer groups": (
+        Entry("consumerProgress", "consumer_admin", "How far each consumer group is behind."),
+        Entry(
+            "resetOffsetByTime",
+            "consumer_admin",
+            "Move a group's offsets to a time (stopped store).",
+        ),
+        Entry("skipAccumulatedMessage", "consumer_admin", "Move a group to the end of a topic."),
+        Entry("cloneGroupOffset", "consumer_admin", "Give a group another group's offsets."),
+    ),
+    "Store tools": (
+        Entry("check", "tools", "Verify records, queues and index (--repair fixes)."),
+        Entry("rebuild", "tools", "Rebuild consume queues and index from the CommitLog."),
+        Entry("stats", "stats", "Files, sizes, message counts, time span, lag, disk."),
+        Entry("dump", "export", "CommitLog records as JSON lines (bodies base64)."),
+        Entry("export", "export", "Write records to a jsonl or parquet file."),
+        Entry("dumpCompactionLog", "compaction_log", "Every record of a compaction log file."),
+        Entry("deleteExpiredCommitLog", "retention", "Delete expired CommitLog files now."),
+        Entry("cleanExpiredCQ", "retention", "Delete consume queues whose messages are all gone."),
+    ),
+    "Broker (RocketMQ's remoting protocol)": (
+        Entry("serve", "serve", "Run a name server and a broker over the store, in one process."),
+        Entry(
+            "namesrv",
+            "serve",
+            "Run a name server alone; brokers register with it (rocketstore broker --namesrv).",
+        ),
+        Entry(
+            "broker",
+            "serve",
+            "Run a broker over the store, registered with name servers started apart.",
         ),
     ),
-    (
-        "Consumer groups",
-        ("consumerProgress", "resetOffsetByTime", "skipAccumulatedMessage", "cloneGroupOffset"),
+}
+UNLISTED = (
+    Entry(
+        "demo",
+        "demo",
+        "Write a workload (3 topics x 4 queues, tags, keys, UNIQ_KEYs) into --store, then "
+        "query it by key, unique key, time...",
     ),
-    (
-        "Store tools",
-        (
-            "check",
-            "rebuild",
-            "stats",
-            "dump",
-            "export",
-            "dumpCompactionLog",
-            "deleteExpiredCommitLog",
-            "cleanExpiredCQ",
-        ),
-    ),
-    ("Broker (RocketMQ's remoting protocol)", ("serve", "namesrv", "broker")),
+    # mqadmin's own spellings.
+    Entry("DecodeMessageId", "messages", None),
+    Entry("QueryMsgTraceById", "trace", None),
 )
+ENTRIES = {entry.name: entry for entries in SECTIONS.values() for entry in entries} | {
+    entry.name: entry for entry in UNLISTED
+}
+
+# mqadmin's -n (every command) and -c cluster (the message queries, topicStatus): scripts
+# written for mqadmin pass them; offline they name nothing to reach, so they are taken and
+# ignored, as -b is. Commands whose own -n or -c means something keep it.
+_MQADMIN_ONLY = {
+    "-n": ("--namesrvAddr", set(ENTRIES) - {"serve", "broker", "namesrv"}),
+    "-c": (
+        "--cluster",
+        {"queryMsgByKey", "queryMsgById", "queryMsgByUniqueKey", "topicStatus"},
+    ),
+}
+
+
+def _take_mqadmin_options(name: str, command: click.Command) -> None:
+    for flag, (long, names) in _MQADMIN_ONLY.items():
+        if name not in names or any(flag in p.opts or long in p.opts for p in command.params):
+            continue
+        command.params.append(
+            click.Option(
+                [flag, long],
+                hidden=True,
+                expose_value=False,
+                metavar="IGNORED",
+                help="Accepted for mqadmin compatibility, ignored offline. "
+                f"Example: {flag} {'127.0.0.1:9876' if flag == '-n' else 'DefaultCluster'}",
+            )
+        )
 
 
 class SectionedGroup(click.Group):
-    """Lists commands by section, in the order above, instead of alphabetically."""
+    """Lists commands by section, in the order above, instead of alphabetically, and
+    imports a command's module only when the command is looked up."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        ordered = [name for _, names in SECTIONS for name in names if name in self.commands]
-        return ordered + sorted(set(self.commands) - set(ordered))
+        ordered = [entry.name for entries in SECTIONS.values() for entry in entries]
+        return ordered + sorted(set(ENTRIES) - set(ordered))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = ENTRIES.get(cmd_name)
+        if cmd_name not in self.commands and entry is not None:
+            self._load(entry.module)
+        return self.commands.get(cmd_name)
+
+    def all_commands(self) -> dict[str, click.Command]:
+        """Every command, loaded (their modules imported): for tests and tools."""
+        for entry in ENTRIES.values():
+            if entry.name not in self.commands:
+                self._load(entry.module)
+        return dict(self.commands)
+
+    def _load(self, module_name: str) -> None:
+        module = importlib.import_module(f"rocketstore.cli.{module_name}")
+        before = set(self.commands)
+        register = getattr(module, "register", None)
+        if register is None:
+            self.add_command(getattr(module, module_name))
+        else:
+            register(self)
+        for name in sorted(set(self.commands) - before):
+            _take_mqadmin_options(name, self.commands[name])
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        listed: set[str] = set()
-        limit = 120  # write_dl wraps; do not cut the summaries short
-        for title, names in (*SECTIONS, ("Other", tuple(sorted(self.commands)))):
-            rows = []
-            for name in names:
-                command = self.commands.get(name)
-                if command is None or name in listed or command.hidden:
-                    continue
-                listed.add(name)
-                rows.append((name, command.get_short_help_str(limit)))
+        unlisted = tuple(sorted(UNLISTED, key=lambda entry: entry.name))
+        for title, entries in (*SECTIONS.items(), ("Other", unlisted)):
+            rows = [(entry.name, entry.summary) for entry in entries if entry.summary is not None]
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)
@@ -158,6 +232,9 @@ def cli(
       rocketstore --store ./store --json topicStatus -t TopicTest
       rocketstore --store ./store check
     """
+    # Imported here: ``--help`` never gets this far, and needs none of the store.
+    from rocketstore.cli.context import context_from_settings  # noqa: PLC0415
+
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.ERROR,
         format="%(levelname)s %(name)s: %(message)s",
@@ -166,53 +243,6 @@ def cli(
     ctx.obj = context_from_settings(
         settings_file, store_dir, store_given, as_json=as_json, debug=debug
     )
-
-
-cli.add_command(demo)
-for module in (
-    messages,
-    browse,
-    consume_message,
-    consumer_admin,
-    queues,
-    send,
-    tools,
-    stats,
-    export,
-    compaction_log,
-    trace,
-    retention,
-    metadata_export,
-):
-    module.register(cli)
-register_topic_admin(cli)
-register_serve(cli)
-
-# mqadmin's -n (every command) and -c cluster (the message queries, topicStatus): scripts
-# written for mqadmin pass them; offline they name nothing to reach, so they are taken and
-# ignored, as -b is. Commands whose own -n or -c means something keep it.
-_MQADMIN_ONLY = {
-    "-n": ("--namesrvAddr", set(cli.commands) - {"serve", "broker", "namesrv"}),
-    "-c": (
-        "--cluster",
-        {"queryMsgByKey", "queryMsgById", "queryMsgByUniqueKey", "topicStatus"},
-    ),
-}
-for _flag, (_long, _names) in _MQADMIN_ONLY.items():
-    for _name in sorted(_names):
-        _command = cli.commands[_name]
-        if any(_flag in p.opts or _long in p.opts for p in _command.params):
-            continue
-        _command.params.append(
-            click.Option(
-                [_flag, _long],
-                hidden=True,
-                expose_value=False,
-                metavar="IGNORED",
-                help="Accepted for mqadmin compatibility, ignored offline. "
-                f"Example: {_flag} {'127.0.0.1:9876' if _flag == '-n' else 'DefaultCluster'}",
-            )
-        )
 
 
 def _error(message: str) -> int:
