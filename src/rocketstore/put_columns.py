@@ -640,11 +640,53 @@ def _put_prepared(
     return start
 
 
+@dataclass(frozen=True, slots=True)
+class RowsCheck:
+    """What ``check_rows`` found: the record length of every row, or the first row
+    refused (``refused_row``) and why, as ``put_columns`` words it."""
+
+    lengths: npt.NDArray[np.int64]
+    refusal: Refusal | None = None
+    refused_row: int | None = None
+
+
+def check_rows(
+    preparer: MessagePreparer, columns: Columns, store_host: str | None = None
+) -> RowsCheck:
+    """Check and encode every row as ``put_rows`` would, appending nothing: what a caller
+    that must refuse all rows or none checks first (the Spark sink's commit), and the
+    record lengths it plans file rolls with. The C encoder's batches go into a scratch
+    buffer (rows it hands back are prepared one by one)."""
+    lengths = np.empty(len(columns), dtype=np.int64)
+    args = _native_args(preparer, columns, store_host)
+    out = _take_buffer()
+    try:
+        start = 0
+        while start < len(columns):
+            encoded = None if args is None else _encoded_batch(preparer, columns, args, start, out)
+            if encoded is None:
+                prepared, end = _prepared_batch(preparer, columns, store_host, start)
+                if isinstance(prepared, Refusal):
+                    return RowsCheck(lengths[:start], prepared, end)
+                lengths[start:end] = [item.length for item in prepared]
+            else:
+                batch, end = encoded
+                if isinstance(batch.blob, memoryview):  # (so that out may grow again)
+                    batch.blob.release()
+                lengths[start:end] = np.frombuffer(batch.meta, dtype=np.int32)[0::2]
+            start = end
+    finally:
+        _give_back(out)
+    return RowsCheck(lengths)
+
+
 __all__ = [
     "DEFAULT_BORN_HOST",
     "Columns",
     "ColumnsResult",
     "IntColumn",
+    "RowsCheck",
     "TextColumn",
+    "check_rows",
     "put_rows",
 ]
