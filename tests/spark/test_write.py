@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from rocketstore import ConfigError, GetStatus, Message, MessageStore, StoreLockedError
 from rocketstore.format.javahash import java_string_hash
-from rocketstore.spark import commit as commit_mod
 from rocketstore.spark import sink_log
 from rocketstore.spark.commit import commit_staged
 from rocketstore.spark.routing import QueueChooser, hash_queue, queue_count
@@ -309,21 +308,15 @@ def test_queue_ids_a_broker_refuses_fail_the_commit(tmp_path):
     ]  # fmt: skip
 
 
-def test_commit_checks_everything_before_appending(tmp_path, monkeypatch):
+def test_commit_checks_everything_before_appending(tmp_path):
     store = tmp_path / "store"
-    _, staged, _ = _stage(store, _rows(5))
-    real = commit_mod.staged_messages
-
-    def one_bad(files, chooser):
-        for i, m in enumerate(real(files, chooser)):
-            if i == 3:
-                m.properties["DELAY"] = "nope"  # the put path refuses this message
-            yield m
-
-    monkeypatch.setattr(commit_mod, "staged_messages", one_bad)
-    with pytest.raises(ConfigError, match="message 4 of the job"):
+    batch = _rows(5)
+    properties = [[("seq", str(i))] for i in range(5)]
+    properties[3].append(("DELAY", "nope"))  # the put path refuses this message
+    batch = batch.set_column(4, "properties", pa.array(properties, MAP))
+    _, staged, _ = _stage(store, batch)
+    with pytest.raises(ConfigError, match=r"message 4 of the job.*DELAY 'nope'"):
         commit_staged(str(store), [staged], 4)
-    monkeypatch.undo()
     assert _messages(store) == []
 
 
@@ -365,27 +358,38 @@ def test_streaming_commit_of_the_same_batch_appends_once(tmp_path):
     assert log.last_batch_id("q1") == 0 and log.state("q1", 1) is sink_log.BatchState.NEW
 
 
-def test_interrupted_streaming_commit_appends_only_what_is_missing(tmp_path, monkeypatch):
-    """The commit dies after 2 of 5 chunks; the replayed batch appends the other 3."""
+@pytest.mark.parametrize("appended_before", [0, 2, 4])
+def test_interrupted_streaming_commit_appends_only_what_is_missing(
+    tmp_path, monkeypatch, appended_before
+):
+    """The commit dies after ``appended_before`` of 5 rows are in the CommitLog (in the
+    middle of a put_columns); the replayed batch appends the rest."""
     store = tmp_path / "store"
     _, staged, _ = _stage(store, _rows(5))
-    monkeypatch.setattr(commit_mod, "CHUNK_MESSAGES", 1)
-    real_put_batch = MessageStore.put_batch
-    calls = {"n": 0}
+    real_put_columns = MessageStore.put_columns
 
-    def dying(self, msgs, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt("simulated crash mid-commit")
-        return real_put_batch(self, msgs, *args, **kwargs)
+    def dying(self, topic, bodies, *, queue_ids, properties, property_columns):
+        def first(column):
+            return None if column is None else column[:appended_before]
 
-    monkeypatch.setattr(MessageStore, "put_batch", dying)
+        real_put_columns(
+            self,
+            topic,
+            bodies[:appended_before],
+            queue_ids=queue_ids[:appended_before],
+            properties=first(properties),
+            property_columns={k: first(v) for k, v in property_columns.items()},
+        )
+        raise KeyboardInterrupt("simulated crash mid-commit")
+
+    monkeypatch.setattr(MessageStore, "put_columns", dying)
     with pytest.raises(KeyboardInterrupt):
         commit_staged(str(store), [staged], 4, sink=("q", 7))
-    monkeypatch.setattr(MessageStore, "put_batch", real_put_batch)
+    monkeypatch.setattr(MessageStore, "put_columns", real_put_columns)
     assert sink_log.SinkLog(str(store)).state("q", 7) is sink_log.BatchState.INTERRUPTED
+    assert len(_messages(store)) == appended_before
     result = commit_staged(str(store), [staged], 4, sink=("q", 7))
-    assert (result.appended, result.skipped) == (3, 2)
+    assert (result.appended, result.skipped) == (5 - appended_before, appended_before)
     assert [m.body for m in _messages(store)] == [f"m{i}".encode() for i in range(5)]
     assert sink_log.SinkLog(str(store)).last_batch_id("q") == 7
     assert os.path.exists(store / "config" / sink_log.FILE_NAME)

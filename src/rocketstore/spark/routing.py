@@ -22,9 +22,14 @@ keeps 4 queues, so the same keys keep going to the same queues).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rocketstore.errors import ConfigError
 from rocketstore.format.javahash import java_string_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 def queue_count(existing: Sequence[int] | None, queue_nums: int, configured: int | None) -> int:
@@ -79,3 +84,37 @@ class QueueChooser:
             turn = self._counts.get(topic, 0)
         self._next[topic] = turn + 1
         return turn % count
+
+    def choose_rows(
+        self,
+        topic: str,
+        queue_ids: npt.NDArray[np.int64],
+        named: npt.NDArray[np.bool_],
+        keys: Sequence[str | None] | None,
+    ) -> npt.NDArray[np.int64]:
+        """``choose`` for consecutive rows of one topic at once, in their order: row i
+        names queue ``queue_ids[i]`` where ``named[i]``, else goes by ``keys[i]`` (None:
+        no row has keys) or round robin."""
+        import numpy as np  # noqa: PLC0415
+
+        chosen = np.where(named, queue_ids, 0).astype(np.int64)
+        limit = self._limits.get(topic)
+        if limit is not None and named.any():
+            over = np.flatnonzero(named & (chosen >= limit))
+            if len(over):
+                self.choose(topic, int(chosen[over[0]]), None)  # (raises, naming it)
+        free = ~named
+        if keys is not None:
+            count = self.count(topic)
+            for row in np.flatnonzero(free).tolist():
+                text = keys[row]
+                if text:
+                    chosen[row] = hash_queue(text, count)
+                    free[row] = False
+        turns = int(free.sum())
+        if turns:
+            count = self.count(topic)
+            turn = self._next.get(topic, self._counts.get(topic, 0))
+            self._next[topic] = turn + turns
+            chosen[free] = (turn + np.arange(turns, dtype=np.int64)) % count
+        return chosen
