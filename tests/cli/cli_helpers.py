@@ -1,17 +1,28 @@
 """Helpers for the CLI tests: the store they build (small files, so it spans several
-CommitLog, queue and index files) and a runner for the real console script."""
+CommitLog, queue and index files) and two runners of the CLI: ``run_cli`` in this process
+(what almost every test uses: no interpreter start per command) and ``run_cli_process``,
+the real console script as a subprocess (smoke tests, and what needs a process of its own:
+argv bytes, PYTHONPATH, ``serve``, kill and hang tests)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
+import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click.formatting
+from click.testing import CliRunner
+
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.cli.main import main
 
 CONFIG = StoreConfig(
     mapped_file_size_commit_log=64 * 1024,
@@ -67,6 +78,8 @@ class Run:
 
 
 CLI = [sys.executable, "-m", "rocketstore.cli.main"]
+# What both runners set: times print in UTC, help wraps at 200 columns.
+ENV = {"TZ": "UTC", "COLUMNS": "200"}
 
 
 def run_cli(
@@ -74,8 +87,53 @@ def run_cli(
     input_text: str | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> Run:
-    """Run the real console script (as a subprocess, UTC so times print the same)."""
-    env = {**os.environ, "TZ": "UTC", "COLUMNS": "200", **(extra_env or {})}
+    """Run the CLI in this process as the console script runs it (``main(argv)``): the
+    same stdout, stderr and exit code as ``run_cli_process`` gives, without starting an
+    interpreter. What a process would start afresh is set and put back around the call:
+    standard streams and stdin, environment (and the time zone from TZ), the root logger's
+    handlers and level (``cli`` calls logging.basicConfig), click's help width."""
+    env = {**ENV, **(extra_env or {})}
+    if "PYTHONPATH" in env:
+        raise ValueError("PYTHONPATH only takes effect in a new process: use run_cli_process")
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    threads_before = set(threading.enumerate())
+    with CliRunner().isolation(input=input_text, env=env) as (out, err, _):
+        click.formatting.FORCED_WIDTH = None  # the isolation's 80 columns; COLUMNS decides
+        time.tzset()
+        root.handlers = []  # so that basicConfig logs to this run's stderr, as it would
+        try:
+            code = main([str(arg) for arg in args])
+        except SystemExit as e:  # as the interpreter ends on it
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        except Exception:  # --debug re-raises: Python would print it and exit 1
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            root.handlers = saved_handlers
+            root.setLevel(saved_level)
+    time.tzset()
+    left = [t for t in set(threading.enumerate()) - threads_before if t.is_alive()]
+    assert not left, f"the command left threads running: {left}"
+    return Run(code, _text(out.getvalue()), _text(err.getvalue()))
+
+
+def _text(data: bytes) -> str:
+    """As ``subprocess.run(text=True)`` decodes (universal newlines)."""
+    return data.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def run_cli_process(
+    *args: str | os.PathLike[str],
+    input_text: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Run:
+    """Run the real console script as a subprocess (``python -m rocketstore.cli.main``)."""
+    env = {**os.environ, **ENV, **(extra_env or {})}
     done = subprocess.run(
         [*CLI, *map(str, args)],
         capture_output=True,

@@ -12,7 +12,7 @@ import pytest
 # The test modules import their helpers as a top-level module from this directory.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from cli_helpers import Run, build_store, run_cli
+from cli_helpers import Run, build_store, run_cli, run_cli_process
 
 
 @pytest.fixture(scope="session")
@@ -31,5 +31,10 @@ def store(template_store: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli() -> Callable[..., Run]:
+def cli(request: pytest.FixtureRequest) -> Callable[..., Run]:
+    """The CLI run in this process; in a process of its own (the console script) for a test
+    marked ``cli_subprocess``: what this process holds or has loaded must not be the
+    command's (a writer lock, a Spark session, a module PYTHONPATH would hide)."""
+    if request.node.get_closest_marker("cli_subprocess") is not None:
+        return run_cli_process
     return run_cli

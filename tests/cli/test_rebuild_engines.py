@@ -111,6 +111,7 @@ def test_spark_conf_flags(copy: Path, cli: Cli) -> None:
     assert bad.code == 2 and "'spark.driver.memory' is not KEY=VALUE" in bad.err
 
 
+@pytest.mark.cli_subprocess  # a Spark session of its own
 def test_export_spark_takes_spark_settings(copy: Path, cli: Cli, tmp_path: Path) -> None:
     """--conf reaches the session: Spark names Parquet files by their codec."""
     pytest.importorskip("pyspark")

@@ -164,6 +164,7 @@ def test_rebuild_reproduces_queues_and_index(store: Path, cli: Cli, template_sto
     assert cli("--store", store, "check").code == 0
 
 
+@pytest.mark.cli_subprocess  # the lock is this process's: the CLI must be another
 def test_writers_lock_blocks_writing_commands_not_readers(store: Path, cli: Cli) -> None:
     with MessageStore.open(store):
         for args in (("sendMessage", "-t", "T", "-p", "x"), ("rebuild",), ("check", "--repair")):
@@ -270,6 +271,7 @@ def test_export_parquet(store: Path, cli: Cli, tmp_path: Path) -> None:
     assert first["crc_ok"] is True
 
 
+@pytest.mark.cli_subprocess  # PYTHONPATH hides pyarrow from a new process
 def test_export_parquet_without_pyarrow(store: Path, cli: Cli, tmp_path: Path) -> None:
     # A module named pyarrow that fails to import hides the real one.
     fake = tmp_path / "fake"
