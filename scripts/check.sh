@@ -22,7 +22,10 @@ echo "== C extension";         python -c 'from rocketstore.format.native import 
 assert native is not None, "rocketstore.format._native was not built (is a C compiler installed?)"
 print("built; CRC by", native.crc_backend())'
 # Tests run in ROCKETSTORE_TEST_WORKERS processes (pytest-xdist; 2 = CI's cores: 485 s
-# instead of 728 s for the first run on 2026-11-27); 0 runs them in this process.
+# instead of 728 s for the first run on 2026-11-27); 0 runs them in this process. A test
+# that hangs fails after 600 s with its traceback (pytest-timeout, set in pyproject.toml;
+# PYTEST_TIMEOUT=0 turns it off for a long soak), and Hypothesis runs without deadlines
+# (tests/conftest.py), so a loaded machine slows tests down without failing them.
 workers="${ROCKETSTORE_TEST_WORKERS:-2}"
 echo "== pytest";              python -m pytest -n "$workers" "$@"
 echo "== pytest, pure Python";  ROCKETSTORE_PURE_PYTHON=1 python -m pytest -n "$workers" tests/unit tests/property "$@"
