@@ -23,7 +23,7 @@ class _EagerGroup(click.Group):
     """The old SectionedGroup: lists the loaded commands by main.SECTIONS' order."""
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        sections = [(title, [entry[0] for entry in entries]) for title, entries in _sections()]
+        sections = [(title, [e.name for e in entries]) for title, entries in main.SECTIONS.items()]
         listed: set[str] = set()
         for title, names in (*sections, ("Other", sorted(self.commands))):
             rows = []
@@ -36,14 +36,6 @@ class _EagerGroup(click.Group):
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)
-
-
-def _sections() -> list[tuple[str, list[tuple[str, ...]]]]:
-    """main.SECTIONS as (title, [(name, ...)]) whether its entries are names or tuples."""
-    return [
-        (title, [entry if isinstance(entry, tuple) else (entry,) for entry in entries])
-        for title, entries in dict(main.SECTIONS).items()
-    ]
 
 
 def _eager_group() -> click.Group:
@@ -77,7 +69,7 @@ def _ignored_options(name: str, command: click.Command) -> list[tuple[object, ..
     """mqadmin's -n (every command but the servers) and -c (the message queries and
     topicStatus), taken and ignored where the command has no option of its own by that name."""
     own = [p for p in command.params if not _is_added(p)]
-    expected = []
+    expected: list[tuple[object, ...]] = []
     for flag, long, names in (
         ("-n", "--namesrvAddr", set(EAGER.commands) - {"serve", "broker", "namesrv"}),
         (
