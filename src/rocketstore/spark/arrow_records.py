@@ -34,6 +34,9 @@ from rocketstore.spark.columns import (
 )
 
 Int64s = npt.NDArray[np.int64]
+# Records' bytes: a copy, or a view of the mapped file held while they are decoded (every
+# column made from them is a copy of its own).
+Region = bytes | memoryview
 _V6_FLAGS = sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG
 
 
@@ -85,7 +88,7 @@ def _heads(buf: npt.NDArray[np.uint8], starts: Int64s) -> npt.NDArray[np.uint8]:
 
 
 def _gather(
-    buf: npt.NDArray[np.uint8], region: bytes, starts: Int64s, lengths: Int64s, kind: Any
+    buf: npt.NDArray[np.uint8], region: Region, starts: Int64s, lengths: Int64s, kind: Any
 ) -> Any:
     """The byte ranges as an Arrow array of ``kind`` (binary or string; a string cast
     checks UTF-8 and raises ArrowInvalid). Built as a binary *view* array over the region
@@ -111,7 +114,7 @@ def _gather(
     return array.cast(kind)
 
 
-def queue_offsets_at(region: bytes, positions: Int64s) -> Int64s:
+def queue_offsets_at(region: Region, positions: Int64s) -> Int64s:
     """QUEUEOFFSET of the records at ``positions`` (each a whole record in ``region``)."""
     buf = np.frombuffer(region, dtype=np.uint8)
     raw = np.ascontiguousarray(_rows_at(buf, positions + rec.POS_QUEUEOFFSET, 8))
@@ -132,7 +135,7 @@ def _repeated(value: str, rows: int) -> Any:
 
 
 def _constant_or_gather(
-    buf: npt.NDArray[np.uint8], region: bytes, starts: Int64s, lengths: Int64s
+    buf: npt.NDArray[np.uint8], region: Region, starts: Int64s, lengths: Int64s
 ) -> Any:
     """The topic column: one topic repeated (a queue's records all have it) or gathered."""
     import pyarrow as pa  # noqa: PLC0415
@@ -256,7 +259,7 @@ def _keys_list(keys: Any, rows: int) -> Any:
 
 
 def decode_records(
-    region: bytes,
+    region: Region,
     positions: Int64s,
     expected_offsets: Int64s,
     expected_sizes: Int64s,

@@ -310,13 +310,8 @@ def _decode_units(
         mapped = store.commitlog.files.find(low)
         if mapped is None or high - mapped.file_from_offset > mapped.wrote_position:
             return None
-        copied = _copy_records(mapped, physical[begin:end], sizes[begin:end])
-        if copied is None:
-            return None
-        region, positions = copied
-        batch = decode_records(
-            region,
-            positions,
+        batch = _decode_in_place(
+            mapped,
             physical[begin:end],
             sizes[begin:end],
             queue_offsets[begin:end],
@@ -330,34 +325,34 @@ def _decode_units(
     return batches
 
 
-def _copy_records(mapped: Any, physical: Any, sizes: Any) -> tuple[bytes, Any] | None:
-    """The bytes of the records at CommitLog offsets ``physical`` (ascending, in the one
-    mapped file) and their positions in them; None when the file is being deleted. A
-    queue's records lie among other queues' records: where they fill less than half of
-    the range they span, only they are copied (a queue of 64 interleaved ones would
-    otherwise copy 64 times its bytes)."""
-    base = mapped.file_from_offset
-    low, high = int(physical[0]), int(physical[-1] + sizes[-1])
-    if 2 * int(sizes.sum()) >= high - low:
-        region = mapped.read_held(low - base, high - low)
-        return None if region is None else (region, physical - low)
+def _decode_in_place(
+    mapped: Any,
+    physical: Any,
+    sizes: Any,
+    queue_offsets: Any,
+    include_body: bool,
+    needed: frozenset[str] | None,
+) -> Any | None:
+    """The records at CommitLog offsets ``physical`` (ascending, in the one mapped file)
+    decoded where they lie, the file held meanwhile; None when it is being deleted or the
+    decoder declines them. Nothing is copied first: a queue among 63 others would copy 64
+    times its bytes. Every column the decoder returns is its own copy, so nothing of the
+    mapping outlives the call (releasing the view would fail if something did)."""
     if not mapped.hold():
         return None
     try:
-        view = memoryview(mapped.mm)
+        base = mapped.file_from_offset
+        low = int(physical[0])
+        high = int(physical[-1] + sizes[-1])
+        view = memoryview(mapped.mm)[low - base : high - base]
         try:
-            starts = (physical - base).tolist()
-            pieces = [view[p : p + n] for p, n in zip(starts, sizes.tolist(), strict=True)]
-            region = b"".join(pieces)
-            for piece in pieces:
-                piece.release()
+            return decode_records(
+                view, physical - low, physical, sizes, queue_offsets, include_body, needed
+            )
         finally:
             view.release()
     finally:
         mapped.release()
-    positions = np.zeros(len(sizes), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=positions[1:])
-    return region, positions
 
 
 def _as_read_from(batch: Any, part: QueuePartition) -> Any:
