@@ -26,6 +26,7 @@ from rocketstore.broker.codes import RequestCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.ha_master import ReplicationMaster
+from rocketstore.broker.ha_metadata import SYNC_INTERVAL_MS, MetadataSync
 from rocketstore.broker.ha_slave import ReplicationSlave
 from rocketstore.broker.long_polling import HOLD_CHECK_INTERVAL_MS
 from rocketstore.broker.namesrv import NameServer, RouteTable
@@ -129,6 +130,8 @@ class BrokerOptions:
     schedule_enable: bool = True
     # The broker.conf the settings came from (-c): updateBrokerConfig writes changes there.
     settings_path: str | None = None
+    # A slave copies its master's topics, offsets and groups this often (SlaveSynchronize).
+    metadata_sync_interval_ms: int = SYNC_INTERVAL_MS
 
 
 class BrokerApp:
@@ -141,6 +144,7 @@ class BrokerApp:
         self.registrar: Registrar | None = None
         self.replication_master: ReplicationMaster | None = None
         self.replication_slave: ReplicationSlave | None = None
+        self.metadata_sync: MetadataSync | None = None
         self.address = ""
         self._timers: list[asyncio.Task[None]] = []
 
@@ -208,6 +212,8 @@ class BrokerApp:
         elif b.is_slave:
             self.replication_slave = ReplicationSlave(store, b)
             self.replication_slave.start()
+            self.metadata_sync = MetadataSync(ctx, interval_ms=opts.metadata_sync_interval_ms)
+            self.metadata_sync.start()
         # A slave delivers no delayed messages and checks no transactions: its master does
         # (BrokerController.startProcessorByHa).
         if opts.schedule_enable and not b.is_slave:
@@ -226,11 +232,8 @@ class BrokerApp:
             self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
             if self.replication_master is not None:
                 self.registrar.ha_server_addr = self.replication_master.address
-            slave = self.replication_slave
-            if slave is not None and not b.ha_master_address:
-                self.registrar.on_master = lambda ha_addr, _master: slave.update_master_address(
-                    ha_addr
-                )
+            if self.replication_slave is not None:
+                self.registrar.on_master = self._master_learned
             ctx.on_topics_changed = self.registrar.trigger
             self.registrar.start()
         self._timers = [
@@ -241,6 +244,14 @@ class BrokerApp:
         if not b.is_slave:
             self._timers.append(asyncio.create_task(self._transaction_check_loop()))
         log.info("broker %s serving %s at %s", b.broker_name, opts.store_dir, self.address)
+
+    def _master_learned(self, ha_address: str, master_address: str) -> None:
+        """A slave's registration answer: the master's HA address (unless haMasterAddress
+        is set) and its remoting address, which the metadata sync asks."""
+        if self.replication_slave is not None and not self.options.broker.ha_master_address:
+            self.replication_slave.update_master_address(ha_address)
+        if self.metadata_sync is not None:
+            self.metadata_sync.update_master_address(master_address)
 
     def _bind_ha(self, bound: str) -> socket.socket:
         """The socket a master's slaves connect to: haListenPort, or the listen port + 1,
@@ -325,6 +336,8 @@ class BrokerApp:
         self._timers = []
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.metadata_sync is not None:
+            await self.metadata_sync.stop()
         if self.replication_slave is not None:
             await self.replication_slave.stop()
         if self.replication_master is not None:

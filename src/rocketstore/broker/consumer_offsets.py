@@ -193,6 +193,19 @@ class ConsumerOffsets:
             self._version += 1
             return True
 
+    def put_all(self, table: OffsetTable) -> None:
+        """A slave's copy of its master's offsets (SlaveSynchronize.syncConsumerOffset,
+        ``putAll``): each TOPIC@GROUP of ``table`` replaces the slave's entry whole; the
+        slave's other entries stay."""
+        with self._lock:
+            changed = False
+            for key, queues in table.items():
+                if self._table.get(key) != queues:
+                    self._table[key] = dict(queues)
+                    changed = True
+            if changed:
+                self._version += 1
+
     # --- persisting ---------------------------------------------------------------------
 
     @property

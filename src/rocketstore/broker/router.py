@@ -68,6 +68,8 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group_config,
+    RequestCode.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
+    RequestCode.GET_ALL_DELAY_OFFSET: admin.get_all_delay_offset,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,
     RequestCode.GET_TOPIC_STATS_INFO: monitoring.get_topic_stats_info,
     RequestCode.GET_CONSUME_STATS: monitoring.get_consume_stats,

@@ -180,6 +180,17 @@ class SubscriptionGroupManager:
             self._changed()
             return True
 
+    def replace_all(
+        self, groups: Mapping[str, SubscriptionGroupConfig], data_version: DataVersion
+    ) -> None:
+        """A slave's copy of its master's table (SlaveSynchronize.syncSubscriptionGroupConfig):
+        every group replaced by ``groups``, the data version taken as it is, the file
+        written."""
+        with self._lock:
+            self._table = dict(groups)
+            self.data_version = DataVersion(data_version.counter, data_version.timestamp)
+            persist_config_file(self.path, self._document())
+
     def document(self) -> dict[str, Any]:
         """SubscriptionGroupManager's JSON (also GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body)."""
         with self._lock:

@@ -503,6 +503,14 @@ class TopicConfigManager:
             document = encode_topics_file(self._table.values(), self.data_version)
             persist_config_file(self.path, document)
 
+    def replace_all(self, topics: Mapping[str, TopicConfig], data_version: DataVersion) -> None:
+        """A slave's copy of its master's table (SlaveSynchronize.syncTopicConfig): every
+        topic replaced by ``topics``, the data version taken as it is, the file written."""
+        with self._lock:
+            self._table = dict(topics)
+            self.data_version = DataVersion(data_version.counter, data_version.timestamp)
+            self.persist()
+
     def next_data_version(self) -> None:
         """Bump the data version (and persist) though no topic changed: what the name
         servers were told of them did (the broker's permission)."""

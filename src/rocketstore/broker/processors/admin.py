@@ -1,7 +1,9 @@
 """Topic and consumer-group administration through a running broker:
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-DELETE_SUBSCRIPTIONGROUP (207), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25).
+DELETE_SUBSCRIPTIONGROUP (207), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
+GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45). The four GET_ALL requests are what
+a slave copies its master's metadata with (``broker.ha_metadata``).
 
 Layer: broker processors. Changes reach the name servers at once (``topics_changed``).
 """
@@ -11,17 +13,25 @@ from __future__ import annotations
 import json
 import logging
 
-from rocketstore.broker import config_update
-from rocketstore.broker.broker_config import BROKER_ALIASES, parse_fastjson
+from rocketstore.broker import config_update, fastjson_body
+from rocketstore.broker.broker_config import (
+    BROKER_ALIASES,
+    DELAY_OFFSET_FILE,
+    config_file_path,
+    load_config_file,
+    parse_fastjson,
+)
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.config_update import black_listed, java_text
+from rocketstore.broker.consumer_offsets import table_key
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors.queue_admin import log_deleted_queues
 from rocketstore.broker.remoting import RemotingCommand, ext_bool, ext_java_int, ext_str
+from rocketstore.broker.schedule import decode_delay_offset_file
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import SINGLE_TAG, TopicConfig, encode_topics_file
 from rocketstore.config import parse_host
-from rocketstore.errors import ConfigError
+from rocketstore.errors import ConfigError, CorruptDataError
 from rocketstore.remoting.peer import Peer
 from rocketstore.settings_file import STORE_KEYS, camel_keys, parse_java_properties
 
@@ -131,6 +141,48 @@ async def get_all_subscription_group_config(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
     body = json.dumps(ctx.groups.document(), separators=(",", ":")).encode("utf-8")
+    return cmd.response(ResponseCode.SUCCESS, body=body)
+
+
+def consumer_offset_body(ctx: BrokerContext) -> bytes:
+    """ConsumerOffsetManager.encode(): ``{"offsetTable":{"TOPIC@GROUP":{0:12}}}``, the
+    queue ids unquoted as fastjson writes Integer keys."""
+    table = {
+        table_key(topic, group): dict(queues)
+        for (topic, group), queues in ctx.offsets.table().items()
+    }
+    return fastjson_body.dumps({"offsetTable": table}).encode("utf-8")
+
+
+def delay_offsets(ctx: BrokerContext) -> dict[int, int]:
+    """Each delay level's next queue offset: the schedule service's, or on a broker that
+    runs none (a slave, ``schedule_enable=False``) what delayOffset.json holds, as a Java
+    broker's idle ScheduleMessageService loaded it."""
+    if ctx.schedule is not None:
+        return ctx.schedule.offsets()
+    path = config_file_path(ctx.store.root, DELAY_OFFSET_FILE)
+    loaded = load_config_file(path, "delay offset", decode_delay_offset_file)
+    return loaded if loaded is not None else {}
+
+
+def delay_offset_body(ctx: BrokerContext) -> bytes:
+    """ScheduleMessageService.encode(): ``{"offsetTable":{1:0,2:5}}`` (level -> offset)."""
+    return fastjson_body.dumps({"offsetTable": delay_offsets(ctx)}).encode("utf-8")
+
+
+async def get_all_consumer_offset(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
+) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUCCESS, body=consumer_offset_body(ctx))
+
+
+async def get_all_delay_offset(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
+) -> RemotingCommand:
+    try:
+        body = await ctx.run(delay_offset_body, ctx)
+    except CorruptDataError as e:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"delay offsets unreadable: {e}")
     return cmd.response(ResponseCode.SUCCESS, body=body)
 
 
