@@ -211,6 +211,7 @@ class BrokerApp:
             await self.replication_master.start(ha_sock, parse_host(self.address)[0])
         elif b.is_slave:
             self.replication_slave = ReplicationSlave(store, b)
+            ctx.replication_slave = self.replication_slave
             self.replication_slave.start()
             self.metadata_sync = MetadataSync(ctx, interval_ms=opts.metadata_sync_interval_ms)
             self.metadata_sync.start()

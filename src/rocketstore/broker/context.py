@@ -20,6 +20,7 @@ from rocketstore.broker.client_registry import ClientRegistry
 from rocketstore.broker.codes import RequestCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.ha_master import ReplicationMaster
+from rocketstore.broker.ha_slave import ReplicationSlave
 from rocketstore.broker.long_polling import PullWaiters
 from rocketstore.broker.queue_locks import QueueLocks
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand
@@ -87,6 +88,8 @@ class BrokerContext:
     extra: dict[str, Any] = field(default_factory=dict)
     # A master's replication (broker.ha_master): SYNC_MASTER sends wait in its settle().
     replication: ReplicationMaster | None = None
+    # A slave's replication client (broker.ha_slave), for brokerStatus's figures.
+    replication_slave: ReplicationSlave | None = None
     _producer_turn: itertools.count[int] = field(default_factory=itertools.count)
 
     @property

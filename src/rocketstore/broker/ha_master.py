@@ -147,7 +147,9 @@ class ReplicationMaster:
         return [dataclasses.replace(r, status=status) if r.ok else r for r in results]
 
     def runtime_info(self) -> dict[str, str]:
-        """Figures for brokerStatus (RocketMQ's HAService runtime info names)."""
+        """A master's figures for brokerStatus. RocketMQ 4.9.8 reports none there (its
+        GET_BROKER_RUNTIME_INFO has no HA keys; HAService keeps ``push2SlaveMaxOffset`` and
+        ``slaveFallBehindMuch()`` for its log): the names are rocketstore's, after those."""
         max_offset = self.store.max_commit_log_offset()
         return {
             "haConnections": str(len(self.connections)),

@@ -1,8 +1,8 @@
 """A slave's copy of its master's metadata (SlaveSynchronize) and the master's GET_ALL
 answers: the bodies in fastjson's form (golden bytes), Java-shaped bodies decoded, and a
 master and a slave in one event loop with a name server: topics, consumer offsets, delay
-offsets and subscription groups made on the master appear on the slave and in its files,
-and the slave takes each change at its next round."""
+offsets and subscription groups made on the master appear on the slave and in its files;
+brokerStatus carries the replication figures on both."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_helpers import call
+from broker_helpers import FakeConnection, call
 
 from rocketstore.broker import ha_slave
 from rocketstore.broker.app import BrokerApp, BrokerOptions, NamesrvApp
@@ -32,6 +32,9 @@ from rocketstore.broker.ha_metadata import (
     decode_subscription_group_body,
     decode_topic_config_body,
 )
+from rocketstore.broker.processors.monitoring import runtime_info
+from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.schedule import encode_delay_offset_file
 from rocketstore.broker.subscription_groups import (
     SUBSCRIPTION_GROUP_FILE,
@@ -39,6 +42,7 @@ from rocketstore.broker.subscription_groups import (
 )
 from rocketstore.broker.topic_config import DataVersion, TopicConfig
 from rocketstore.config import StoreConfig
+from rocketstore.format.message import Message
 
 # --- the master's answers -----------------------------------------------------------------
 
@@ -211,7 +215,7 @@ def test_slave_copies_the_masters_metadata(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_slave_syncs_every_interval(tmp_path: Path) -> None:
+def test_slave_syncs_every_interval_and_reports_figures(tmp_path: Path) -> None:
     async def main() -> None:
         namesrv = NamesrvApp("127.0.0.1:0")
         await namesrv.start()
@@ -231,6 +235,26 @@ def test_slave_syncs_every_interval(tmp_path: Path) -> None:
             await _until(lambda: s.topics.get("Later") is not None, "the topic on the slave")
             m.offsets.commit("G", "Later", 1, 5)
             await _until(lambda: s.offsets.query("G", "Later", 1) == 5, "the offset")
+
+            message = Message(topic="Later", queue_id=0, body=b"x" * 100)
+            put = await m.put(message, 100)
+            assert put.ok
+            end = put.commit_log_offset + put.size
+            master_table = runtime_info(m)
+            assert master_table["haConnections"] == "1"
+            assert master_table["haPush2SlaveMaxOffset"] == str(end)  # SYNC_MASTER: acked
+            assert master_table["haSlaveFallBehindBytes"] == "0"
+            await _until(
+                lambda: runtime_info(s)["haReportedOffset"] == str(end), "the slave's report"
+            )
+            slave_table = runtime_info(s)
+            assert slave_table["haConnectedToMaster"] == "true"
+            assert slave_table["haMasterAddress"] == master.replication_master.address  # type: ignore[union-attr]
+            request = RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO, opaque=1)
+            answer = await BrokerRouter(s).handle(request, FakeConnection())  # type: ignore[arg-type]
+            assert answer is not None
+            body = json.loads(answer.body)
+            assert body["table"]["haReportedOffset"] == str(end)
         finally:
             await slave.stop()
             await master.stop()

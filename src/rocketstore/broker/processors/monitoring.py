@@ -271,6 +271,11 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
     }
     if ctx.schedule is not None:
         table.update(ctx.schedule.running_stats())
+    # Replication figures (rocketstore's names; 4.9.8's brokerStatus has none).
+    if ctx.replication is not None:
+        table.update(ctx.replication.runtime_info())
+    if ctx.replication_slave is not None:
+        table.update(ctx.replication_slave.runtime_info())
     return table
 
 
