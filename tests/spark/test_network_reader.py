@@ -17,6 +17,7 @@ from rocketstore.errors import ConfigError
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.spark import network_scan
 from rocketstore.spark.network_cluster import (
+    AccessDeniedError,
     BrokerRoute,
     PullResult,
     loads_fastjson,
@@ -362,7 +363,12 @@ def test_a_refused_pull_names_the_queue_and_broker(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(network_scan, "Cluster", lambda *a, **k: Refusing({}))
     part = NetworkPartition("T", "broker-a", ((0, "10.0.0.1:1"),), 3, 0, 20)
-    with pytest.raises(Exception, match=r"T queue broker-a:3 .* 10.0.0.1:1: code 16, forbidden"):
+    # NO_PERMISSION is the ACL's refusal: the error says which options to give.
+    with pytest.raises(
+        AccessDeniedError,
+        match=r"T queue broker-a:3 .*ACL of broker broker-a \(10.0.0.1:1\) \(code 16 "
+        r"NO_PERMISSION, forbidden\): the broker checks an ACL: give options accessKey",
+    ):
         list(read_network_partition(part, parse_options({"namesrv": NAMESRV})))
 
 

@@ -1,19 +1,12 @@
-"""RocketMQ 4.x ACL request signing (``AclClientRPCHook`` / ``AclUtils`` / ``AclSigner``).
+"""RocketMQ 4.x ACL checking (``PlainAccessValidator``) and the ACL file.
 
-Layer: broker; pure functions apart from :meth:`AclConfig.load`.
+Layer: broker; pure functions apart from :meth:`AclConfig.load`. The signing (content and
+HMAC) is :mod:`rocketstore.remoting.acl_signing`, shared with the clients that sign; its
+names are re-exported here.
 
-How a client signs a request (4.9.8):
-
-1. it adds ``AccessKey`` (and ``SecurityToken`` when it has one; Alibaba's clients also
-   ``OnsChannel``) to the request's ext fields;
-2. content = the VALUES of all ext fields except ``Signature``, concatenated in the order
-   of their KEYS as a Java ``TreeMap`` sorts them (``String.compareTo``: UTF-16 code
-   units), as UTF-8 bytes, followed by the raw body bytes (if any);
-3. ``Signature`` = base64(HmacSHA1(key = UTF-8 secret key, content)).
-
-The broker (``PlainAccessValidator``) recomputes it leaving out ``Signature`` and
-``_UNIQUE_KEY_QUERY``. The Java client adds ``_UNIQUE_KEY_QUERY`` to QUERY_MESSAGE before
-signing, so both forms are accepted here.
+The broker (``PlainAccessValidator``) recomputes a request's signature leaving out
+``Signature`` and ``_UNIQUE_KEY_QUERY``; some clients sign that flag of QUERY_MESSAGE too,
+so both forms are accepted here.
 
 Only authentication is implemented: a configured access key with the right secret may do
 everything (RocketMQ's per-topic and per-group permissions and white-lists are not).
@@ -21,9 +14,7 @@ everything (RocketMQ's per-topic and per-group permissions and white-lists are n
 
 from __future__ import annotations
 
-import base64
 import enum
-import hashlib
 import hmac
 import json
 import os
@@ -33,12 +24,36 @@ from dataclasses import dataclass, field
 from rocketstore.errors import ConfigError
 from rocketstore.files.regular_file import open_regular_file
 
-ACCESS_KEY = "AccessKey"
-SECRET_KEY = "SecretKey"
-SIGNATURE = "Signature"
-SECURITY_TOKEN = "SecurityToken"
-ONS_CHANNEL = "OnsChannel"
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+# The signing itself is shared with the clients that sign (the Spark source's network
+# mode): rocketstore.remoting.acl_signing. Its names stay importable from here.
+from rocketstore.remoting.acl_signing import (
+    ACCESS_KEY,
+    ONS_CHANNEL,
+    SECRET_KEY,
+    SECURITY_TOKEN,
+    SIGNATURE,
+    UNIQUE_MSG_QUERY_FLAG,
+    field_text,
+    sign,
+    sign_content,
+    signing_content,
+)
+
+__all__ = [
+    "ACCESS_KEY",
+    "ONS_CHANNEL",
+    "SECRET_KEY",
+    "SECURITY_TOKEN",
+    "SIGNATURE",
+    "UNIQUE_MSG_QUERY_FLAG",
+    "AclCheck",
+    "AclConfig",
+    "parse_plain_acl_accounts",
+    "sign",
+    "sign_content",
+    "signing_content",
+    "verify",
+]
 
 
 class AclCheck(enum.Enum):
@@ -53,46 +68,6 @@ class AclCheck(enum.Enum):
     @property
     def ok(self) -> bool:
         return self is AclCheck.OK
-
-
-def _java_string_order(key: str) -> bytes:
-    # Java compares strings by UTF-16 code units; UTF-16-BE bytes sort the same way
-    # (they differ from code point order only for characters above U+FFFF).
-    return key.encode("utf-16-be", "surrogatepass")
-
-
-def _as_text(value: object) -> str:
-    # Ext fields are strings on the wire from Java; other clients send JSON numbers and
-    # booleans, which they signed in their JSON spelling.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else str(value)
-
-
-def signing_content(
-    ext_fields: Mapping[str, object], body: bytes | None, *, exclude: tuple[str, ...] = ()
-) -> bytes:
-    """``AclUtils.combineRequestContent``: sorted ext field values (without Signature and
-    ``exclude``) as UTF-8, then the body."""
-    skipped = {SIGNATURE, *exclude}
-    values = [
-        _as_text(ext_fields[key])
-        for key in sorted(ext_fields, key=_java_string_order)
-        if key not in skipped and ext_fields[key] is not None
-    ]
-    return "".join(values).encode("utf-8") + (bytes(body) if body else b"")
-
-
-def sign_content(content: bytes, secret_key: str) -> str:
-    """``AclSigner.calSignature``: base64(HmacSHA1(secret, content))."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
-
-
-def sign(ext_fields: Mapping[str, object], body: bytes | None, secret_key: str) -> str:
-    """The ``Signature`` a RocketMQ client puts on a request with these ext fields (which
-    must already hold ``AccessKey``) and body."""
-    return sign_content(signing_content(ext_fields, body), secret_key)
 
 
 @dataclass
@@ -214,7 +189,7 @@ def verify(ext_fields: Mapping[str, str], body: bytes | None, acl: AclConfig) ->
     access_key = ext_fields.get(ACCESS_KEY)
     if access_key is None or access_key == "":
         return AclCheck.NO_ACCESS_KEY
-    secret = acl.accounts.get(_as_text(access_key))
+    secret = acl.accounts.get(field_text(access_key))
     if secret is None:
         return AclCheck.UNKNOWN_ACCESS_KEY
     signature = ext_fields.get(SIGNATURE)

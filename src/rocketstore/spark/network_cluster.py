@@ -4,7 +4,12 @@ driver, queue bounds, pulls and key queries against brokers (blocking, no pyspar
 Layer: spark (top). Speaks the remoting protocol through :mod:`rocketstore.remoting`; never
 imports rocketstore.broker (the layers contract keeps spark beside it). Each request names
 its server in the error it raises: :class:`~rocketstore.remoting.blocking.RemotingClientError`
-when a server cannot be reached or does not answer, :class:`ClusterError` when it refuses.
+when a server cannot be reached or does not answer, :class:`ClusterError` when it refuses
+(:class:`AccessDeniedError` when its ACL does: options accessKey / secretKey).
+
+Options ``accessKey`` / ``secretKey`` sign every request (:mod:`rocketstore.remoting.acl_signing`,
+the broker's own checker's signing); option ``brokerDownWaitMs`` makes a broker request that
+gets no answer wait for the broker, with backoff (:class:`Backoff`), before it fails.
 
 The requests are a Java consumer's (DefaultLitePullConsumer's) with nothing committed and
 nothing held: PULL_MESSAGE with sysFlag = FLAG_SUBSCRIPTION only (the subscription "*" in
@@ -16,11 +21,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from rocketstore.errors import ConfigError, StoreError
+from rocketstore.remoting.acl_signing import SessionCredentials, sign_request
 from rocketstore.remoting.blocking import BlockingConnection, RemotingClientError, request
 from rocketstore.remoting.codec import RemotingCommand
 from rocketstore.remoting.codes import RequestCode, ResponseCode
@@ -48,8 +55,66 @@ PERM_WRITE = 0x2
 _UNQUOTED_KEY = re.compile(r'([{,])\s*(-?\d+)\s*:(?=\s*["{\[\dntf-])')
 
 
+# Waiting for a broker that does not answer (option brokerDownWaitMs): the first retry
+# after this long, each next one after twice the last, at most BACKOFF_MAX_MS apart.
+BACKOFF_FIRST_MS = 100
+BACKOFF_MAX_MS = 2000
+
+
 class ClusterError(StoreError):
     """A name server or broker refused a request the read needs (named in the message)."""
+
+
+class AccessDeniedError(ClusterError):
+    """A broker's ACL refused a request (NO_PERMISSION): options accessKey / secretKey
+    are missing or wrong. Never waited on or retried: the same keys get the same answer."""
+
+
+def refusal(what: str, where: str, answer: RemotingCommand, signed: bool) -> ClusterError:
+    """The error for a request ``answer`` refused: an :class:`AccessDeniedError` saying
+    what to check when it is the ACL's NO_PERMISSION, else a ClusterError with the code."""
+    if answer.code == ResponseCode.NO_PERMISSION:
+        hint = (
+            "check options accessKey and secretKey (an account of the broker's ACL file)"
+            if signed
+            else "the broker checks an ACL: give options accessKey and secretKey"
+        )
+        return AccessDeniedError(
+            f"{what}: refused by the ACL of {where} (code {answer.code} NO_PERMISSION, "
+            f"{answer.remark}): {hint}"
+        )
+    return ClusterError(f"{what}: refused by {where}: code {answer.code}, {answer.remark}")
+
+
+class Backoff:
+    """Bounded waiting with exponential backoff (option brokerDownWaitMs): after each
+    failure :meth:`again` sleeps and says whether to try once more, until ``wait_ms``
+    have passed since the first failure."""
+
+    def __init__(
+        self,
+        wait_ms: int,
+        clock_s: Callable[[], float] = time.monotonic,
+        sleep_s: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.wait_ms = wait_ms
+        self._clock_s = clock_s
+        self._sleep_s = sleep_s
+        self._deadline_s: float | None = None
+        self._delay_ms = BACKOFF_FIRST_MS
+        self.retries = 0
+
+    def again(self) -> bool:
+        now = self._clock_s()
+        if self._deadline_s is None:
+            self._deadline_s = now + self.wait_ms / 1000
+        left_s = self._deadline_s - now
+        if left_s <= 0:
+            return False
+        self._sleep_s(min(self._delay_ms / 1000, left_s))
+        self._delay_ms = min(2 * self._delay_ms, BACKOFF_MAX_MS)
+        self.retries += 1
+        return True
 
 
 def loads_fastjson(data: bytes, what: str) -> Any:
@@ -142,12 +207,33 @@ class PullResult:
 
 class Cluster:
     """Requests to the name servers of ``namesrv`` and to the brokers, over kept
-    connections (one per address; not thread-safe: one per task)."""
+    connections (one per address; not thread-safe: one per task).
 
-    def __init__(self, namesrv: str = "", timeout_s: float = 10.0) -> None:
+    With ``credentials`` every request is signed (AccessKey, Signature), name server
+    requests too, as a Java client with an ``AclClientRPCHook`` signs them. With
+    ``broker_down_wait_ms`` a broker request that gets no answer (refused, closed, timed
+    out) is sent again with backoff for that long before its error is raised; every
+    request the network mode sends a broker is idempotent (reads, offset commits), and
+    writes use no wait (a producer goes to the next broker instead)."""
+
+    def __init__(
+        self,
+        namesrv: str = "",
+        timeout_s: float = 10.0,
+        *,
+        credentials: SessionCredentials | None = None,
+        broker_down_wait_ms: int = 0,
+        clock_s: Callable[[], float] = time.monotonic,
+        sleep_s: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.namesrv = split_addresses(namesrv)
         self.timeout_s = timeout_s
+        self.credentials = credentials
+        self.broker_down_wait_ms = broker_down_wait_ms
+        self._clock_s = clock_s
+        self._sleep_s = sleep_s
         self._connections: dict[str, BlockingConnection] = {}
+        self._names: dict[str, str] = {}  # address -> brokerName, from the routes asked
 
     def close(self) -> None:
         for connection in self._connections.values():
@@ -160,7 +246,48 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def invoke(self, address: str, cmd: RemotingCommand) -> RemotingCommand:
+    @property
+    def signed(self) -> bool:
+        return self.credentials is not None
+
+    def know(self, name: str, addresses: Iterable[tuple[int, str]]) -> None:
+        """Remember that ``addresses`` are broker ``name``'s (for error messages)."""
+        for _, address in addresses:
+            self._names[address] = name
+
+    def describe(self, address: str) -> str:
+        """``broker broker-a (10.0.0.1:10911)``, or ``broker 10.0.0.1:10911`` when its
+        name is not known here."""
+        name = self._names.get(address)
+        return f"broker {name} ({address})" if name else f"broker {address}"
+
+    def invoke(self, address: str, cmd: RemotingCommand, *, wait: bool = True) -> RemotingCommand:
+        """``cmd`` (signed with the credentials) to ``address``; a broker that does not
+        answer is waited for as ``broker_down_wait_ms`` says (not when ``wait`` is
+        False: the name servers, tried in turn instead)."""
+        if self.credentials is not None:
+            cmd = sign_request(cmd, self.credentials)
+        if not wait or self.broker_down_wait_ms <= 0:
+            return self._invoke_once(address, cmd)
+        backoff = Backoff(self.broker_down_wait_ms, self._clock_s, self._sleep_s)
+        while True:
+            try:
+                return self._invoke_once(address, cmd)
+            except RemotingClientError as e:
+                if backoff.retries == 0:
+                    log.warning(
+                        "%s did not answer (%s): trying again for up to %d ms "
+                        "(option brokerDownWaitMs)",
+                        self.describe(address), e, self.broker_down_wait_ms,
+                    )  # fmt: skip
+                if not backoff.again():
+                    raise RemotingClientError(
+                        f"{self.describe(address)} did not come back within "
+                        f"brokerDownWaitMs={self.broker_down_wait_ms} "
+                        f"({backoff.retries} retries): {e}"
+                    ) from e
+
+    def _invoke_once(self, address: str, cmd: RemotingCommand) -> RemotingCommand:
         connection = self._connections.get(address)
         if connection is None:
             connection = self._connections[address] = BlockingConnection(address, self.timeout_s)
@@ -172,7 +299,7 @@ class Cluster:
         failures = []
         for address in self.namesrv:
             try:
-                return self.invoke(address, request(code, ext))
+                return self.invoke(address, request(code, ext), wait=False)
             except RemotingClientError as e:
                 failures.append(str(e))
         raise RemotingClientError(
@@ -208,18 +335,23 @@ class Cluster:
                 f"route of topic {topic!r} from {';'.join(self.namesrv)}: code {answer.code}, "
                 f"{answer.remark}"
             )
-        return parse_route(topic, loads_fastjson(answer.body, f"route of topic {topic!r}"))
+        brokers = parse_route(topic, loads_fastjson(answer.body, f"route of topic {topic!r}"))
+        for broker in brokers:
+            self.know(broker.name, broker.addresses)
+        return brokers
 
     # --- broker: queue bounds -----------------------------------------------------------
 
     def _offset(self, address: str, code: int, ext: dict[str, str], what: str) -> int:
         answer = self.invoke(address, request(code, ext))
         if answer.code != ResponseCode.SUCCESS:
-            raise ClusterError(f"{what} from broker {address}: code {answer.code}, {answer.remark}")
+            raise refusal(what, self.describe(address), answer, self.signed)
         try:
             return int(answer.ext_fields["offset"])
         except (KeyError, ValueError) as e:
-            raise ClusterError(f"{what} from broker {address}: no offset in the answer") from e
+            raise ClusterError(
+                f"{what} from {self.describe(address)}: no offset in the answer"
+            ) from e
 
     def min_offset(self, address: str, topic: str, queue_id: int) -> int:
         ext = {"topic": topic, "queueId": str(queue_id)}
@@ -256,10 +388,8 @@ class Cluster:
         }
         answer = self.invoke(address, request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
         if answer.code != ResponseCode.SUCCESS:
-            raise ClusterError(
-                f"commit of {group}'s offset {offset} in {topic} queue {queue_id} to broker "
-                f"{address}: code {answer.code}, {answer.remark}"
-            )
+            what = f"commit of {group}'s offset {offset} in {topic} queue {queue_id}"
+            raise refusal(what, self.describe(address), answer, self.signed)
 
     # --- broker: messages ---------------------------------------------------------------
 
@@ -314,10 +444,8 @@ class Cluster:
         if answer.code == ResponseCode.QUERY_NOT_FOUND:
             return b""
         if answer.code != ResponseCode.SUCCESS:
-            raise ClusterError(
-                f"query of key {key!r} in {topic} on broker {address}: code {answer.code}, "
-                f"{answer.remark}"
-            )
+            what = f"query of key {key!r} in {topic}"
+            raise refusal(what, self.describe(address), answer, self.signed)
         return answer.body
 
 

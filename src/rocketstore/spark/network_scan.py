@@ -25,10 +25,17 @@ from rocketstore.errors import CorruptDataError, DataLossError, IncompleteDataEr
 from rocketstore.format import record as rec
 from rocketstore.format.subscription import Subscription
 from rocketstore.remoting.blocking import RemotingClientError
+from rocketstore.remoting.codec import RemotingCommand
 from rocketstore.remoting.codes import ResponseCode
 from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
 from rocketstore.spark.columns import BROKER_COLUMN, RowBuffer, project
-from rocketstore.spark.network_cluster import MASTER_ID, QUERY_MAX_NUM, Cluster, ClusterError
+from rocketstore.spark.network_cluster import (
+    MASTER_ID,
+    QUERY_MAX_NUM,
+    Cluster,
+    ClusterError,
+    refusal,
+)
 from rocketstore.spark.network_plan import Addresses, NetworkKeyPartition, NetworkPartition
 from rocketstore.spark.options import ReadOptions
 from rocketstore.spark.pushdown import Pushed
@@ -135,6 +142,11 @@ def read_network_partition(partition: object, options: ReadOptions) -> Iterator[
     return project(batches, options.columns)
 
 
+def _cluster(options: ReadOptions) -> Cluster:
+    """An executor's connections: signed and waiting for brokers as the options say."""
+    return Cluster(credentials=options.credentials, broker_down_wait_ms=options.broker_down_wait_ms)
+
+
 class _Puller:
     """Pulls of one broker's queue: master first, the slave the broker suggests next."""
 
@@ -151,7 +163,8 @@ class _Puller:
         except RemotingClientError as e:
             if self.broker_id == MASTER_ID or MASTER_ID not in self.addresses:
                 raise RemotingClientError(
-                    f"pull of {topic} queue {self.broker}:{queue_id} at {offset}: {e}"
+                    f"pull of {topic} queue {self.broker}:{queue_id} at {offset} from broker "
+                    f"{self.broker} ({address}): {e}"
                 ) from e
             log.warning("slave %s of %s failed (%s): back to the master", address, self.broker, e)
             self.broker_id = MASTER_ID
@@ -169,7 +182,7 @@ def _pulled(
     needed: frozenset[str] | None,
 ) -> Iterator[Any]:
     where = f"{part.topic} queue {part.broker}:{part.queue_id}"
-    with Cluster() as cluster:
+    with _cluster(options) as cluster:
         puller = _Puller(cluster, part.broker, part.addresses)
         offset = part.start
         stalled = 0
@@ -200,10 +213,13 @@ def _pulled(
                     where, offset, min(next_offset, part.end), next_offset,
                 )  # fmt: skip
             elif result.code != ResponseCode.PULL_RETRY_IMMEDIATELY:
-                raise ClusterError(
-                    f"pull of {where} at offset {offset} refused by broker "
-                    f"{puller.addresses[puller.broker_id]}: code {result.code}, {result.remark}"
-                )
+                address = puller.addresses[puller.broker_id]
+                answer = RemotingCommand(code=result.code, remark=result.remark)
+                signed = options.credentials is not None
+                raise refusal(
+                    f"pull of {where} at offset {offset}", f"broker {part.broker} ({address})",
+                    answer, signed,
+                )  # fmt: skip
             if next_offset <= offset:
                 stalled += 1
                 if stalled >= MAX_STALLED_PULLS:
@@ -244,7 +260,7 @@ def _queried(
     address = dict(part.addresses).get(MASTER_ID, part.addresses[0][1])
     where = f"query of {part.topic} on {part.broker} ({address})"
     found: list[Any] = []
-    with Cluster() as cluster:
+    with _cluster(options) as cluster:
         for key in lookups:
             try:
                 body = cluster.query(address, part.topic, key, unique)

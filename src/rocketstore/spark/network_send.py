@@ -50,7 +50,7 @@ from rocketstore.remoting.send import (
     encode_message_batch,
     send_header_v2,
 )
-from rocketstore.spark.network_cluster import BrokerRoute, ClusterError
+from rocketstore.spark.network_cluster import AccessDeniedError, BrokerRoute, ClusterError
 from rocketstore.spark.routing import hash_queue
 from rocketstore.spark.sink_uniq_keys import KeyScope
 from rocketstore.spark.staging import normalize
@@ -243,6 +243,7 @@ class Sender:
         route = self.route(topic)
         broker_index, queue_id = route.queues()[index]
         failures = []
+        denied = False
         for attempt in range(1 + RETRIES):
             broker = route.brokers[(broker_index + attempt) % len(route.brokers)]
             qid = queue_id % broker.write_queue_nums
@@ -266,10 +267,17 @@ class Sender:
                     f"sending {len(messages)} message(s) of topic {topic!r} refused by {refusal}"
                 )
             failures.append(refusal)
-        raise ClusterError(
+            denied = denied or answer.code == ResponseCode.NO_PERMISSION
+        message = (
             f"sending {len(messages)} message(s) of topic {topic!r} failed {1 + RETRIES} "
             f"times (retries go to the next broker): {'; '.join(failures)}"
         )
+        if denied:
+            raise AccessDeniedError(
+                f"{message}. Code {ResponseCode.NO_PERMISSION} is the brokers' ACL refusing the "
+                "request: check options accessKey and secretKey"
+            )
+        raise ClusterError(message)
 
     def _request(
         self, route: WriteRoute, queue_id: int, messages: list[OutgoingMessage]

@@ -25,8 +25,13 @@ class NetworkReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        with Cluster(self.options.namesrv) as cluster:
-            return plan_network_read(cluster, self.options)
+        options = self.options
+        with Cluster(
+            options.namesrv,
+            credentials=options.credentials,
+            broker_down_wait_ms=options.broker_down_wait_ms,
+        ) as cluster:
+            return plan_network_read(cluster, options)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_network_partition(partition, self.options)

@@ -21,6 +21,7 @@ per call.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -39,7 +40,14 @@ from pyspark.sql.streaming.datasource import (
 from rocketstore.errors import ConfigError
 from rocketstore.remoting.blocking import RemotingClientError
 from rocketstore.spark import offsets as offs
-from rocketstore.spark.network_cluster import BrokerRoute, Cluster, ClusterError, readable_brokers
+from rocketstore.spark.network_cluster import (
+    AccessDeniedError,
+    Backoff,
+    BrokerRoute,
+    Cluster,
+    ClusterError,
+    readable_brokers,
+)
 from rocketstore.spark.network_plan import BrokerRange, ClusterView, resolve, selected_topics, split
 from rocketstore.spark.network_scan import read_network_partition
 from rocketstore.spark.options import StreamOptions
@@ -159,11 +167,18 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self,
         options: StreamOptions,
         clock_ms: Callable[[], float] = _monotonic_ms,
-        cluster: Callable[[str], StreamCluster] = Cluster,
+        cluster: Callable[[str], StreamCluster] | None = None,
+        sleep_s: Callable[[float], None] = time.sleep,
     ) -> None:
         self.options = options
         self._clock_ms = clock_ms
-        self._cluster = cluster
+        self._sleep_s = sleep_s
+        # (a partial, not a lambda: the reader is pickled to the executors)
+        self._cluster: Callable[[str], StreamCluster] = cluster or functools.partial(
+            Cluster,
+            credentials=options.read.credentials,
+            broker_down_wait_ms=options.read.broker_down_wait_ms,
+        )
         # The brokers last routed, by (topic, broker name): where ranges are pulled from
         # and groups committed to.
         self._brokers: dict[tuple[str, str], BrokerRoute] = {}
@@ -204,11 +219,14 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ask = cluster.min_offset if which == "min" else cluster.max_offset
         try:
             return ask(broker.preferred, topic, qid)
+        except AccessDeniedError:
+            raise  # the keys, not the broker: waiting or resuming would not help
         except (RemotingClientError, ClusterError) as e:
             raise ClusterError(
                 f"broker {broker.name} ({broker.preferred}) of topic {topic!r} did not answer "
                 f"for the {which} offset of queue {qid}: the micro-batch fails and nothing is "
-                f"lost; the query resumes from its checkpoint once the broker is back ({e})"
+                f"lost; the query resumes from its checkpoint once the broker is back "
+                f"(option brokerDownWaitMs waits for it instead) ({e})"
             ) from e
 
     def _max_offsets(self, cluster: StreamCluster) -> NetOffsets:
@@ -216,10 +234,15 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {key: self._bound(cluster, broker, key, "max") for key, broker in queues.items()}
 
     def _broker(self, cluster: StreamCluster, topic: str, name: str) -> BrokerRoute:
+        """The route of a broker a planned micro-batch reads; one the name servers no
+        longer route is asked for again with backoff for up to brokerDownWaitMs."""
         found = self._brokers.get((topic, name))
-        if found is None:
+        backoff = Backoff(self.options.read.broker_down_wait_ms, sleep_s=self._sleep_s)
+        while found is None:
             self._queues(cluster)
             found = self._brokers.get((topic, name))
+            if found is not None or not backoff.again():
+                break
         if found is None:
             raise ClusterError(
                 f"broker {name} is not routed for topic {topic!r} by the name servers "

@@ -24,7 +24,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from rocketstore.spark.network_cluster import Cluster
+from rocketstore.remoting.blocking import RemotingClientError, request
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from rocketstore.spark.network_cluster import Cluster, refusal
 from rocketstore.spark.network_send import Sender, WriteRoute, write_route
 from rocketstore.spark.sink_uniq_keys import task_scope
 from rocketstore.spark.staging import new_job_id
@@ -50,6 +52,28 @@ def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, dict[str, 
     return rows, by_broker
 
 
+def check_access(cluster: Cluster, route: WriteRoute) -> None:
+    """On the driver, before any task runs: one signed GET_MAX_OFFSET to each broker of
+    the route, so a broker whose ACL refuses the keys (or wants keys none were given for)
+    fails the job naming it. Any other answer passes; a broker that does not answer is
+    left to the tasks, which send to the next broker (as a producer does)."""
+    for broker in route.brokers:
+        address = broker.master
+        if address is None:
+            continue
+        ext = {"topic": route.topic, "queueId": "0"}
+        try:
+            answer = cluster.invoke(address, request(RequestCode.GET_MAX_OFFSET, ext))
+        except RemotingClientError as e:
+            log.warning(
+                "broker %s (%s) did not answer before the write: %s", broker.name, address, e
+            )
+            continue
+        if answer.code == ResponseCode.NO_PERMISSION:
+            where = f"broker {broker.name} ({address})"
+            raise refusal(f"write to topic {route.topic!r}", where, answer, cluster.signed)
+
+
 class _Sending:
     def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
         self.options = options
@@ -62,14 +86,14 @@ class _Sending:
         # far names that broker only).
         self.routes: dict[str, WriteRoute] = {}
         if options.topic is not None:
-            with Cluster(options.namesrv) as cluster:
-                self.routes[options.topic] = write_route(
-                    cluster, options.topic, options.queue_nums, options.namesrv
-                )
+            with Cluster(options.namesrv, credentials=options.credentials) as cluster:
+                route = write_route(cluster, options.topic, options.queue_nums, options.namesrv)
+                check_access(cluster, route)
+                self.routes[options.topic] = route
 
     def _send(self, iterator: Iterator[Any], streaming: bool) -> SentRows:
         scope = task_scope(self.job_id, self.month_ms, streaming=streaming)
-        with Cluster(self.options.namesrv) as cluster:
+        with Cluster(self.options.namesrv, credentials=self.options.credentials) as cluster:
             sender = Sender(cluster, self.options, first_turn=scope.partition, routes=self.routes)
             rows = sender.send_batches(iterator, self.columns, scope)
         return SentRows(rows, dict(sender.sent))

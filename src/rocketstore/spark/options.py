@@ -18,6 +18,7 @@ from rocketstore.errors import ConfigError
 from rocketstore.format.selector import SQL92
 from rocketstore.format.subscription import Subscription, build_subscription, parse_subscription
 from rocketstore.paths import TOPIC_PATTERN, is_system_topic
+from rocketstore.remoting.acl_signing import SessionCredentials
 from rocketstore.spark.columns import check_columns
 
 MODE_QUEUE = "queue"
@@ -54,6 +55,9 @@ KNOWN_OPTIONS = frozenset(
         "storePathCommitLog",
         "readOnlyCommitLogStorePaths",
         "storePathDLedgerCommitLog",
+        "accessKey",
+        "secretKey",
+        "brokerDownWaitMs",
     )
 )
 # Streaming options: accepted (so one option map serves both) but unused by batch reads.
@@ -165,6 +169,12 @@ class ReadOptions:
     store_path_dledger_commit_log: str = ""
     # Name servers ("host:port;host:port") of a running cluster to read instead of a path.
     namesrv: str = ""
+    # Options accessKey / secretKey: every request of the network mode is signed with them
+    # (the brokers' ACL). Never in a repr (SessionCredentials hides the secret).
+    credentials: SessionCredentials | None = None
+    # Option brokerDownWaitMs: how long a request to a broker that does not answer is
+    # retried (with backoff) before the read fails naming it; 0 fails at once.
+    broker_down_wait_ms: int = 0
 
     @property
     def network(self) -> bool:
@@ -396,6 +406,8 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
         store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
         namesrv=namesrv,
+        credentials=credentials_option(options, network),
+        broker_down_wait_ms=_broker_down_wait_ms(options, network),
     )
 
 
@@ -412,6 +424,41 @@ def namesrv_option(options: Mapping[str, str]) -> str:
         if not host or not port.isdigit() or not 0 < int(port) <= 65535:
             raise ConfigError(f"option namesrv={raw!r}: {address!r} is not host:port")
     return ";".join(addresses)
+
+
+def credentials_option(options: Mapping[str, str], network: bool) -> SessionCredentials | None:
+    """Options accessKey and secretKey (lower-cased keys): both or neither, and only
+    through name servers (a store directory has no ACL)."""
+    access_key, secret_key = options.get("accesskey"), options.get("secretkey")
+    if access_key is None and secret_key is None:
+        return None
+    if access_key is None or secret_key is None:
+        given, missing = (
+            ("accessKey", "secretKey") if secret_key is None else ("secretKey", "accessKey")
+        )
+        raise ConfigError(f"option {given} is given without option {missing}: give both")
+    if not network:
+        raise ConfigError(
+            "options accessKey and secretKey sign the requests sent to a running cluster's "
+            "brokers (their ACL): they need option namesrv"
+        )
+    if not access_key.strip() or not secret_key:
+        raise ConfigError(
+            f"option {'accessKey' if not access_key.strip() else 'secretKey'} is empty"
+        )
+    return SessionCredentials(access_key, secret_key)
+
+
+def _broker_down_wait_ms(options: Mapping[str, str], network: bool) -> int:
+    wait_ms = _int_option(options, "brokerDownWaitMs", 0)
+    if wait_ms is None:
+        return 0
+    if not network:
+        raise ConfigError(
+            f"option brokerDownWaitMs={options['brokerdownwaitms']!r} waits for brokers of a "
+            "running cluster: it needs option namesrv"
+        )
+    return wait_ms
 
 
 def _column_list(options: Mapping[str, str], network: bool = False) -> tuple[str, ...] | None:

@@ -29,13 +29,23 @@ from dataclasses import dataclass
 
 from rocketstore.errors import ConfigError
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, TOPIC_PATTERN
-from rocketstore.spark.options import namesrv_option
+from rocketstore.remoting.acl_signing import SessionCredentials
+from rocketstore.spark.options import credentials_option, namesrv_option
 
 DEFAULT_QUEUE_NUMS = 4
 MAX_QUEUE_NUMS = 1024
 
 KNOWN_WRITE_OPTIONS = frozenset(
-    ("path", "namesrv", "topic", "queuenums", "sinkid", "checkpointlocation")
+    (
+        "path",
+        "namesrv",
+        "topic",
+        "queuenums",
+        "sinkid",
+        "checkpointlocation",
+        "accesskey",
+        "secretkey",
+    )
 )
 
 VALUE_TYPES = ("binary", "string")
@@ -86,6 +96,8 @@ class WriteOptions:
     # Name servers ("host:port;host:port") of a running cluster to send to instead of a
     # path (:mod:`.network_write`); queue_nums is then the queues of an auto-created topic.
     namesrv: str = ""
+    # Options accessKey / secretKey: the sends are signed for the brokers' ACL.
+    credentials: SessionCredentials | None = None
 
     @property
     def network(self) -> bool:
@@ -161,6 +173,7 @@ def parse_write_options(raw_options: Mapping[str, str], *, streaming: bool) -> W
         sink_id=sink_id,
         checkpoint=checkpoint,
         namesrv=namesrv,
+        credentials=credentials_option(options, bool(namesrv)),
     )
 
 
