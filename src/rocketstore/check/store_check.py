@@ -206,8 +206,10 @@ def check_files(
     for record in scan.records():
         collector.add(record.buf, record.view)
     table = collector.table()
+    in_flight: set[int] = set()
     for issue in scan.issues:
         if result.unclean and (_maybe_in_flight(scan, issue) or _written_since(issue)):
+            in_flight.add(issue.offset)
             result.notes.append(
                 f"{rel(issue.path)}: offset {issue.offset}: {issue.reason} - at the very end "
                 "of the data while a writer may be appending (the abort file is there); "
@@ -248,7 +250,10 @@ def check_files(
             f"{CONSUME_QUEUE_EXT_DIR}/ (a broker with enableConsumeQueueExt); read there"
         )
     configured = settings.index_geometry
-    IndexCheck(root, table, min_offset, scan.data_end, result, rel, on_bytes, configured).run()
+    IndexCheck(
+        root, table, min_offset, scan.data_end, result, rel, on_bytes, configured,
+        frozenset(in_flight),
+    ).run()  # fmt: skip
     dirs = settings.commit_log_dirs(root)
     if dirs.dledger:
         home = dledger_home(root, settings.dledger_self_id)
