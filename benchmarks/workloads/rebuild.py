@@ -87,7 +87,7 @@ def digest(root: str) -> str:
 
 
 def single(root: str) -> None:
-    from rocketstore.cli.rebuild import held_lock, rebuild
+    from rocketstore.check.store_rebuild import held_lock, rebuild
 
     rebuild(root, queues=True, index=True, lock=held_lock(root))
 
