@@ -22,7 +22,6 @@ as in RocketMQ. Each of the four steps fails alone (logged) and is tried again n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -42,7 +41,7 @@ from rocketstore.broker.subscription_groups import (
     SubscriptionGroupConfig,
     decode_subscription_group_file,
 )
-from rocketstore.broker.timeouts import wait_event
+from rocketstore.broker.timeouts import BackgroundLoop, wait_event
 from rocketstore.broker.topic_config import DataVersion, TopicsFile, decode_topics_file
 from rocketstore.errors import ConfigError, StoreError
 
@@ -90,7 +89,7 @@ def decode_subscription_group_body(body: bytes) -> GroupsFile:
     return _decode(body, decode_subscription_group_file)
 
 
-class MetadataSync:
+class MetadataSync(BackgroundLoop):
     """SlaveSynchronize: ``sync_once`` is one round (tests call it); ``start`` runs rounds
     every ``interval_ms`` and whenever the master's address changes."""
 
@@ -103,7 +102,6 @@ class MetadataSync:
         self._client: RemotingClient | None = None
         self._delay_offsets_written: dict[int, int] | None = None
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def update_master_address(self, address: str) -> None:
         """The masterAddr of a registration answer (empty: the name servers know no
@@ -114,16 +112,8 @@ class MetadataSync:
             if address:
                 self._wake.set()
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         if self._client is not None:
             await self._client.close()
             self._client = None

@@ -22,6 +22,7 @@ import socket
 import time
 
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.timeouts import BackgroundLoop
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError, StoreError
 from rocketstore.format import ha
@@ -35,7 +36,7 @@ CONNECT_TIMEOUT_S = 3.0
 READ_BYTES = 1024 * 1024
 
 
-class ReplicationSlave:
+class ReplicationSlave(BackgroundLoop):
     def __init__(
         self,
         store: MessageStore,
@@ -50,7 +51,6 @@ class ReplicationSlave:
         self.connected = asyncio.Event()
         self.reported_offset = 0
         self.transfers = 0
-        self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
 
     def update_master_address(self, address: str) -> None:
@@ -70,17 +70,6 @@ class ReplicationSlave:
             "haConnectedToMaster": "true" if self.connected.is_set() else "false",
             "haReportedOffset": str(self.reported_offset),
         }
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def _run(self) -> None:
         while True:

@@ -17,7 +17,7 @@ from rocketstore.broker.client import RemotingClient, RemotingClientError, reque
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.perm_name import is_readable, is_writeable
-from rocketstore.broker.timeouts import wait_event
+from rocketstore.broker.timeouts import BackgroundLoop, wait_event
 from rocketstore.broker.topic_config import TopicConfig, encode_topics_file
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def register_request_body(ctx: BrokerContext) -> bytes:
     ).encode("utf-8")
 
 
-class Registrar:
+class Registrar(BackgroundLoop):
     def __init__(
         self, ctx: BrokerContext, namesrv_addrs: list[str], interval_ms: int = REGISTER_INTERVAL_MS
     ):
@@ -53,7 +53,6 @@ class Registrar:
         self.clients = [RemotingClient(addr) for addr in namesrv_addrs]
         self.interval_ms = interval_ms
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self.registered = asyncio.Event()
         # A master's HA address (host:haListenPort), registered as haServerAddr.
         self.ha_server_addr = ""
@@ -100,16 +99,8 @@ class Registrar:
             await self.register_once()
             await wait_event(self._wake, self.interval_ms / 1000)
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         ext = self._ext()
         for client in self.clients:
             with contextlib.suppress(RemotingClientError, OSError):

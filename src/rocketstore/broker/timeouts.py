@@ -1,4 +1,5 @@
-"""Waiting with a timeout without losing a cancellation.
+"""Waiting with a timeout without losing a cancellation, and the one background task of a
+broker service.
 
 Layer: broker (asyncio helpers; imports nothing of the broker). Python 3.11's
 ``asyncio.wait_for`` returns the awaited result when its task is cancelled just as that
@@ -12,6 +13,7 @@ one through, so every timed wait in the broker goes through here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -32,3 +34,24 @@ async def within(awaitable: Awaitable[T], timeout_s: float) -> T:
     """``await awaitable``, raising ``TimeoutError`` after ``timeout_s``."""
     async with asyncio.timeout(timeout_s):
         return await awaitable
+
+
+class BackgroundLoop:
+    """A service whose work is one asyncio task running :meth:`_run` (registration, the
+    replication slave, its metadata sync): started once, cancelled and awaited by stop."""
+
+    _task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
