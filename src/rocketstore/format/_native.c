@@ -532,6 +532,23 @@ typedef struct {
     int in_batch;
 } EncodeArgs;
 
+/* The queue table's "topic-queueId" key, made once per (topic, queue id object) and kept
+ * in ``queue_keys``: a new reference, or NULL with an exception set. */
+static PyObject *queue_table_key(PyObject *queue_keys, PyObject *topic, PyObject *queue_obj,
+                                 int64_t queue_id) {
+    PyObject *cache_key = PyTuple_Pack(2, topic, queue_obj);
+    if (cache_key == NULL) return NULL;
+    PyObject *key = PyDict_GetItemWithError(queue_keys, cache_key);
+    if (key != NULL) {
+        Py_INCREF(key);
+    } else if (!PyErr_Occurred()) {
+        key = PyUnicode_FromFormat("%U-%lld", topic, (long long)queue_id);
+        if (key != NULL && PyDict_SetItem(queue_keys, cache_key, key) < 0) Py_CLEAR(key);
+    }
+    Py_DECREF(cache_key);
+    return key;
+}
+
 static PyObject *encode_messages(PyObject *messages, const EncodeArgs *a);
 
 static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
@@ -704,24 +721,8 @@ static PyObject *encode_messages(PyObject *messages, const EncodeArgs *a) {
             PyList_SET_ITEM(keys, i, Py_NewRef(seen));
             continue;
         }
-        PyObject *cache_key = PyTuple_Pack(2, topic, queue_id_obj);
-        if (cache_key == NULL) goto done;
-        PyObject *key = PyDict_GetItemWithError(queue_keys, cache_key);
-        if (key == NULL) {
-            if (PyErr_Occurred()) {
-                Py_DECREF(cache_key);
-                goto done;
-            }
-            key = PyUnicode_FromFormat("%U-%lld", topic, (long long)queue_id);
-            if (key == NULL || PyDict_SetItem(queue_keys, cache_key, key) < 0) {
-                Py_XDECREF(key);
-                Py_DECREF(cache_key);
-                goto done;
-            }
-        } else {
-            Py_INCREF(key);
-        }
-        Py_DECREF(cache_key);
+        PyObject *key = queue_table_key(queue_keys, topic, queue_id_obj, queue_id);
+        if (key == NULL) goto done;
         PyList_SET_ITEM(keys, i, key);
         if (seen_count < SEEN_KEYS) { /* the key is ``keys``'s; the topic held, so that its
                                         * address cannot be reused during the call */
@@ -1091,24 +1092,8 @@ static PyObject *py_encode_columns(PyObject *self, PyObject *args) {
             PyList_SET_ITEM(keys, i - start, Py_NewRef(key));
             goto stamp;
         }
-        PyObject *cache_key = PyTuple_Pack(2, topic, queue_obj);
-        if (cache_key == NULL) goto done;
-        key = PyDict_GetItemWithError(queue_keys, cache_key);
-        if (key == NULL) {
-            if (PyErr_Occurred()) {
-                Py_DECREF(cache_key);
-                goto done;
-            }
-            key = PyUnicode_FromFormat("%U-%lld", topic, (long long)queue_id);
-            if (key == NULL || PyDict_SetItem(queue_keys, cache_key, key) < 0) {
-                Py_XDECREF(key);
-                Py_DECREF(cache_key);
-                goto done;
-            }
-        } else {
-            Py_INCREF(key);
-        }
-        Py_DECREF(cache_key);
+        key = queue_table_key(queue_keys, topic, queue_obj, queue_id);
+        if (key == NULL) goto done;
         PyList_SET_ITEM(keys, i - start, key);
         if (seen_count < SEEN_QUEUES) {
             seen_queues[seen_count] = queue_id;
