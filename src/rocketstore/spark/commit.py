@@ -45,7 +45,7 @@ from rocketstore.put_columns import Columns, check_rows
 from rocketstore.put_path import Refusal, delay_level
 from rocketstore.spark import sink_log
 from rocketstore.spark.routing import QueueChooser
-from rocketstore.spark.staging import read_staged
+from rocketstore.spark.staging import read_staged, staged_rows
 from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
 
@@ -80,26 +80,14 @@ def staged_messages(files: Sequence[str], chooser: QueueChooser) -> Iterator[Mes
     """Messages of the staged files, in file order, each with its queue chosen."""
     for path in files:
         for batch in read_staged(path):
-            columns = batch.to_pydict()
-            for topic, queue_id, keys, tags, properties, body in zip(
-                columns["topic"],
-                columns["queue_id"],
-                columns["keys"],
-                columns["tags"],
-                columns["properties"],
-                columns["body"],
-                strict=True,
-            ):
-                mapping = dict(properties) if properties else {}
-                if keys is not None:
-                    mapping[props.KEYS] = keys
-                if tags is not None:
-                    mapping[props.TAGS] = tags
+            for row in staged_rows(batch):
                 yield Message(
-                    topic=topic,
-                    body=body,
-                    queue_id=chooser.choose(topic, queue_id, mapping.get(props.KEYS)),
-                    properties=mapping,
+                    topic=row.topic,
+                    body=row.body,
+                    queue_id=chooser.choose(
+                        row.topic, row.queue_id, row.properties.get(props.KEYS)
+                    ),
+                    properties=row.properties,
                 )
 
 

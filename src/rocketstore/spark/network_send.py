@@ -53,7 +53,7 @@ from rocketstore.remoting.send import (
 from rocketstore.spark.network_cluster import AccessDeniedError, BrokerRoute, ClusterError
 from rocketstore.spark.routing import hash_queue
 from rocketstore.spark.sink_uniq_keys import KeyScope
-from rocketstore.spark.staging import normalize
+from rocketstore.spark.staging import normalize, staged_rows
 from rocketstore.spark.write_options import WriteColumns, WriteOptions
 
 log = logging.getLogger(__name__)
@@ -205,23 +205,9 @@ class Sender:
     def send_normalized(self, staged: Any) -> None:
         """One batch in the staging schema (:func:`.staging.normalize`): grouped per
         queue, in row order within each, and sent."""
-        table = staged.to_pydict()
         groups: dict[tuple[str, int], _Pending] = {}
         lone: list[tuple[str, int, OutgoingMessage]] = []
-        for topic, queue_id, keys, tags, properties, body in zip(
-            table["topic"],
-            table["queue_id"],
-            table["keys"],
-            table["tags"],
-            table["properties"],
-            table["body"],
-            strict=True,
-        ):
-            mapping = dict(properties) if properties else {}
-            if keys is not None:
-                mapping[props.KEYS] = keys
-            if tags is not None:
-                mapping[props.TAGS] = tags
+        for topic, queue_id, keys, mapping, body in staged_rows(staged):
             mapping[props.WAIT] = "true"  # as a Java Message has it
             index = self.choose(topic, queue_id, keys)
             message = OutgoingMessage(

@@ -23,7 +23,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
@@ -285,3 +285,32 @@ def read_staged(path: str) -> Iterator[Any]:
         reader = pa.ipc.open_file(source)
         batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
     yield from batches
+
+
+class StagedRow(NamedTuple):
+    topic: str
+    queue_id: int | None  # the row's queueId column (None: the sink chooses)
+    keys: str | None  # the KEYS column
+    properties: dict[str, str]  # the row's properties, KEYS and TAGS set from their columns
+    body: bytes
+
+
+def staged_rows(batch: Any) -> Iterator[StagedRow]:
+    """A batch of the staging schema row by row, as both sinks (file and network) send
+    its messages."""
+    columns = batch.to_pydict()
+    for topic, queue_id, keys, tags, properties, body in zip(
+        columns["topic"],
+        columns["queue_id"],
+        columns["keys"],
+        columns["tags"],
+        columns["properties"],
+        columns["body"],
+        strict=True,
+    ):
+        mapping = dict(properties) if properties else {}
+        if keys is not None:
+            mapping[props.KEYS] = keys
+        if tags is not None:
+            mapping[props.TAGS] = tags
+        yield StagedRow(topic, queue_id, keys, mapping, body)
