@@ -287,9 +287,18 @@ def test_partial_frames_across_connections_are_bounded(
                 sock.sendall(part)
             except OSError:
                 dropped += 1
+
         # The frames that fit stay open; the one whose bytes would pass the bound is closed.
-        _wait_until(lambda: _connections(server) <= budget // len(part), "connections dropped")
-        held = _in_loop(server, lambda: _remoting(server).partial_frame_bytes)
+        # (Wait for the server to have read what was sent too: the connection count can
+        # pass at once, before a byte was counted.)
+        def held_now() -> int:
+            return int(_in_loop(server, lambda: _remoting(server).partial_frame_bytes))
+
+        _wait_until(
+            lambda: _connections(server) <= budget // len(part) and held_now() > 0,
+            "connections dropped and the kept frames' bytes counted",
+        )
+        held = held_now()
         assert 0 < held <= budget
         _still_serves(server)  # small frames never count
     finally:
