@@ -346,6 +346,7 @@ class MessageStore:
         for (topic, qid), queue in self.queues.items():
             self.commitlog.topic_queue_table[f"{topic}-{qid}"] = queue.max_offset()
         self.recovery_report = report
+        self.checkpoint.reserve()
         if not self.checkpoint.was_valid:
             log.warning("%s: checkpoint file was unreadable; rewritten", self.root)
         if abnormal or report.truncated_bytes or report.queues_truncated:

@@ -5,11 +5,12 @@ Layer: recovery. Values live in memory; ``flush`` writes and fsyncs them, as Roc
 
 from __future__ import annotations
 
+import errno
 import os
 
 from rocketstore.crashpoints import DURING_CHECKPOINT_WRITE, crash_point
-from rocketstore.errors import CorruptDataError, IncompleteDataError
-from rocketstore.files.regular_file import read_store_file
+from rocketstore.errors import CorruptDataError, IncompleteDataError, StoreError
+from rocketstore.files.regular_file import open_store_file, read_store_file
 from rocketstore.format.checkpoint import (
     CHECKPOINT_FILE_SIZE,
     Checkpoint,
@@ -40,6 +41,22 @@ class CheckpointFile:
 
     def update(self, **fields: int) -> None:
         self.value = self.value._replace(**fields)
+
+    def reserve(self) -> None:
+        """Make the file at its full size with its blocks allocated, as RocketMQ maps it
+        at start: a flush on a full disk then rewrites blocks it has instead of failing
+        (which stops every write). The bytes read the same; StoreError naming the path
+        when the disk has no room for them now."""
+        if not self.writable:
+            return
+        fd = open_store_file(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            os.posix_fallocate(fd, 0, CHECKPOINT_FILE_SIZE)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise StoreError(f"cannot reserve the checkpoint file {self.path}: {e}") from e
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
         if not self.writable:

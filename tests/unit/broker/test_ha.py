@@ -127,7 +127,9 @@ def test_sync_master_answers_after_the_slave_has_the_bytes(tmp_path: Path) -> No
                 lambda: slave_store.max_commit_log_offset() == master_store.max_commit_log_offset(),
                 "the slave's end",
             )
+            # Both sides dispatch behind their CommitLog end.
             slave_store.wait_dispatched()
+            master_store.wait_dispatched()
             for queue_id in (0, 1):
                 assert slave_store.max_offset(TOPIC, queue_id) == master_store.max_offset(
                     TOPIC, queue_id
