@@ -29,11 +29,10 @@ from rocketstore.errors import (
 )
 from rocketstore.files.mapped_file import MappedFile
 from rocketstore.files.mapped_file_queue import MappedFileQueue
+from rocketstore.format import native, sysflag
 from rocketstore.format import record as rec
-from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
-from rocketstore.format.native import native
 from rocketstore.paths import CommitLogDirs
 from rocketstore.status import AppendStatus
 
@@ -356,7 +355,7 @@ class CommitLog:
         file roll and sizes-last copy, done by ``_native.append_encoded``; with
         ``outputs``, each record's offset, queue offset, size and store timestamp go there.
         None if the batch cannot fit in a file (callers reject such batches first)."""
-        assert native is not None
+        assert native.append_encoded is not None
         outs = None
         if outputs is not None:
             outs = (outputs.offsets, outputs.queue_offsets, outputs.sizes, outputs.stamps)
@@ -624,7 +623,7 @@ class CommitLog:
         None as ``read_record`` gives None. Decoded in place from the mapping by the C
         extension when it can, else through ``read_record``."""
         found = None
-        mapped = self.files.find(offset) if native is not None else None
+        mapped = self.files.find(offset) if native.decode_messages is not None else None
         if mapped is not None:  # one record: the file found directly, no loop over files
             sizes = [-1 if size is None else size]
             found = self._decode_in(mapped, [offset], sizes, read_body)[0]
@@ -648,7 +647,7 @@ class CommitLog:
         """The records at ``offsets`` (of ``sizes``, -1 for any) decoded by the C extension
         straight from the mappings, one call per file; None for each record it leaves to
         Python (all of them when it is not built)."""
-        if native is None:
+        if native.decode_messages is None:
             return [None] * len(offsets)
         found: list[MessageExt | None] = []
         at = 0

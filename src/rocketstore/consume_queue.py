@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from rocketstore.files.mapped_file import MappedFile
 from rocketstore.files.mapped_file_queue import MappedFileQueue
-from rocketstore.format.native import native
+from rocketstore.format import native
 from rocketstore.format.queue_unit import (
     BLANK_UNIT,
     CQ_UNIT_SIZE,
@@ -286,7 +286,11 @@ class ConsumeQueue:
     ) -> int:
         """The first offset in [lo, hi) whose entry's time is >= ``timestamp_ms`` (> when
         ``strict``), or hi, by binary search."""
-        if native is not None and log_files is not None and fits_java_long(timestamp_ms):
+        if (
+            native.time_search is not None
+            and log_files is not None
+            and fits_java_long(timestamp_ms)
+        ):
             found: int | None = native.time_search(
                 self.files.files,
                 self.file_size,

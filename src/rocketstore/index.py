@@ -22,13 +22,13 @@ import numpy.typing as npt
 
 from rocketstore.crashpoints import DURING_INDEX_ROLLOVER, crash_point
 from rocketstore.errors import ConfigError, CorruptDataError, FileRemovedError, StoreError
+from rocketstore.files import native_io
 from rocketstore.files.mapped_file import TMP_SUFFIX, MappedFile, remove_leftovers
 from rocketstore.files.regular_file import open_store_file, read_store_file, require_regular
 from rocketstore.format import index_layout as layout
-from rocketstore.format import sysflag
+from rocketstore.format import native, sysflag
 from rocketstore.format.index_geometry import infer_geometry
 from rocketstore.format.javahash import index_key_hash, index_key_hash_many
-from rocketstore.format.native import native
 from rocketstore.format.properties import split_keys
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import index_dir, index_file_ms, index_file_name, is_index_file_name
@@ -203,7 +203,7 @@ class RunChainer:
                 self.first = EntryPoint(int(offsets[0]), int(stamps[0]))
             self.last = EntryPoint(int(offsets[-1]), int(stamps[-1]))
             number = self.next_number
-            if native is not None:
+            if native.chain_private is not None:
                 entries = np.empty(high - low, dtype=_ENTRY_DTYPE)
                 native.chain_private(
                     self._newest,
@@ -404,7 +404,7 @@ class IndexFile:
         first_number = self.index_count
         opens_file = first_number <= 1
         diffs = time_diffs(stamps, self.header.begin_timestamp, opens_file=opens_file)
-        if native is not None:
+        if native.index_put is not None:
             taken = native.index_put(
                 self._file.mm,
                 self.hash_slot_num,
@@ -522,7 +522,7 @@ class IndexFile:
         """(phy_offset, time_diff in seconds) of every entry whose hash is ``key_hash``,
         newest first: the walk ``candidates`` makes."""
         count = self.index_count
-        if native is not None:
+        if native.index_chain is not None:
             mm = self._file.mapping_for_buffer_call()
             if mm is None:
                 raise FileRemovedError(f"{self.path} is closed")
@@ -1172,7 +1172,7 @@ class IndexService:
         slots and first entries faulted in, and the last file's entries are faulted in
         ``ENTRIES_AHEAD_BYTES`` ahead of the writer (``MappedFile.prefault``: bytes
         unchanged). False at once where the kernel cannot prefault."""
-        if not self.writable or native is None or not self._can_prefault:
+        if not self.writable or native_io.populate_write is None or not self._can_prefault:
             return False
         if not self._make_spare_if_due():
             log.info("index prefault unavailable here; the dispatcher takes its faults")
@@ -1260,7 +1260,7 @@ class IndexService:
 
     def wants_prefault(self) -> bool:
         """Whether the dispatcher has used half of the entries faulted in ahead of it."""
-        if not self.writable or native is None or not self._can_prefault:
+        if not self.writable or native_io.populate_write is None or not self._can_prefault:
             return False
         last = self.files[-1] if self.files else None
         if self._spare_due(last):

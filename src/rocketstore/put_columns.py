@@ -40,10 +40,10 @@ from rocketstore.commitlog import (
     RowOutputs,
 )
 from rocketstore.errors import ConfigError, StoreError
+from rocketstore.format import native
 from rocketstore.format import properties as props
 from rocketstore.format.message import BODY_TYPES, Message
 from rocketstore.format.message_id import offset_msg_id_from_bytes
-from rocketstore.format.native import native
 from rocketstore.format.record import END_FILE_MIN_BLANK_LENGTH
 from rocketstore.java_ints import JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.put_path import MessagePreparer, PutResult, Refusal
@@ -310,7 +310,12 @@ def _native_args(
     """The C encoder's arguments, or None for the Python path: no extension, or columns
     that are not the common case (whose checks are then the Python path's)."""
     topic, born, names = columns.topic, columns.born_timestamp, columns.names
-    if native is None or not isinstance(topic, str) or len(names) > _NATIVE_MAX_COLUMNS:
+    if (
+        native.encode_columns is None
+        or native.append_encoded is None  # (it stamps what the encoder wrote)
+        or not isinstance(topic, str)
+        or len(names) > _NATIVE_MAX_COLUMNS
+    ):
         return None
     topic_bytes = preparer.topic_bytes(topic)
     if topic_bytes is None:
@@ -352,7 +357,7 @@ def _encoded_batch(
     """The batch of rows from ``start`` encoded by the C extension into ``out`` (the
     batch's blob is a view of it, to release before ``out`` is used again), and where it
     ends; None when some row of it is not the common case."""
-    assert native is not None
+    assert native.encode_columns is not None
     config = preparer.config
     chunk_body, chunk_records = chunk_limits(preparer)
     encoded = native.encode_columns(
@@ -398,7 +403,7 @@ class _InPlace:
     end: int = 0
 
     def __call__(self, target: InPlaceTarget) -> InPlaceBatch | bool | None:
-        assert native is not None
+        assert native.encode_columns is not None
         preparer, columns, args, done = self.preparer, self.columns, self.args, self.done
         chunk_body, chunk_records = chunk_limits(preparer)
         stamp = (

@@ -21,13 +21,12 @@ from rocketstore.commitlog import (
 )
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.errors import ConfigError
+from rocketstore.format import native, sysflag
 from rocketstore.format import properties as props
-from rocketstore.format import sysflag
 from rocketstore.format.crc import masked_crc32
 from rocketstore.format.hosts import encode_host
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.format.message import Message, message_problem
-from rocketstore.format.native import native
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH, record_length
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.paths import SCHEDULE_TOPIC, TOPIC_PATTERN
@@ -210,7 +209,9 @@ class MessagePreparer:
         """All of ``messages`` checked and encoded by the C extension, or None when it is
         not built or some message is not the common case (no DELAY, a known topic and born
         host, ints in range...): then ``prepare`` each, whose checks define the outcome."""
-        if native is None:
+        if native.encode_batch is None or native.append_encoded is None:
+            return None  # (encode_batch, append_encoded and put_results work as one)
+        if native.put_results is None:
             return None
         try:
             stored_by = self._host_bytes(store_host or self.config.store_host)
@@ -236,7 +237,7 @@ class MessagePreparer:
         need the general path's steps after the append."""
         config = self.config
         stored_by = self._hosts.get(config.store_host)  # (known after the first put)
-        if native is None or stored_by is None:
+        if native.put_one is None or stored_by is None:
             return None
         with commitlog.put_lock:
             mapped = commitlog.files.last
@@ -277,7 +278,7 @@ class MessagePreparer:
     def _native_encode(
         self, messages: Sequence[Message], stored_by: bytes, in_batch: bool
     ) -> tuple[bytearray, bytes, list[str], int] | None:
-        assert native is not None
+        assert native.encode_batch is not None
         encoded: tuple[bytearray, bytes, list[str], int] | None = native.encode_batch(
             messages,
             Message,
@@ -449,7 +450,7 @@ def encoded_results(
     batch: EncodedBatch, appended: AppendedBatch, status: PutStatus
 ) -> list[PutResult]:
     """One PutResult per record of an appended encoded batch (made in C)."""
-    assert native is not None
+    assert native.put_results is not None
     results: list[PutResult] = native.put_results(
         PutResult,
         status,

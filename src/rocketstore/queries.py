@@ -10,10 +10,10 @@ from __future__ import annotations
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
+from rocketstore.format import native
 from rocketstore.format import properties as props
 from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
-from rocketstore.format.native import native
 from rocketstore.index import IndexService
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN, int_argument
 
@@ -71,7 +71,7 @@ class KeyQuery:
                 topic, key, max_count, begin_ms, end_ms
             )
         lookup = rec.fast_key_lookup
-        if native is not None and lookup is not None:
+        if native.key_lookup is not None and lookup is not None:
             cl = self.commitlog
             quick = lookup(
                 self.index.files,

@@ -16,9 +16,9 @@ from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.format import native
 from rocketstore.format import record as rec
 from rocketstore.format.message import MessageExt
-from rocketstore.format.native import native
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_units
 from rocketstore.format.subscription import Subscription
 from rocketstore.status import GetStatus
@@ -150,7 +150,7 @@ class MessageReader:
         """The units a pull for every tag takes, by the batch rules alone: their offsets
         and sizes, and the index of the first unit not taken. None when one it would take
         has no size (``get``'s loop decides then)."""
-        if native is not None:
+        if native.select_units is not None:
             chosen: tuple[list[int], list[int], int] | None = native.select_units(
                 units_bytes, *self._rules(max_count, commit_max)
             )
@@ -182,7 +182,7 @@ class MessageReader:
         taken, last offset taken or -1), or None when a record is missing or not of its
         unit's size: ``_get_filtered`` then decides, record by record."""
         pull = rec.fast_pull_messages
-        if native is not None and pull is not None:
+        if native.pull_messages is not None and pull is not None:
             files = self.commitlog.files
             pulled: tuple[list[MessageExt], int, int] | None = pull(
                 units_bytes, *self._rules(max_count, commit_max), files.files, files.file_size

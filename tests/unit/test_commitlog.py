@@ -432,13 +432,13 @@ def _written_through(tmp_path, monkeypatch, write: Callable[..., None]) -> Commi
     """A write-through CommitLog whose pwrites go through ``write``: MappedFile.write_batch
     takes its Python path (the C one does the same writes in the same order, without a
     place to cut them)."""
-    from rocketstore.files import mapped_file
+    from rocketstore.files import native_io
     from rocketstore.files.mapped_file import MappedFile
 
     log = _commitlog(tmp_path, 64 * 1024)
     log.write_through = True
     monkeypatch.setattr(MappedFile, "write_through", write)
-    monkeypatch.setattr(mapped_file, "native", None)
+    monkeypatch.setattr(native_io, "write_batch", None)
     return log
 
 

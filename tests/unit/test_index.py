@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rocketstore import index as index_module
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import index_layout as layout
+from rocketstore.format import native as native_registry
 from rocketstore.format import sysflag
 from rocketstore.index import (
     DispatchedKeys,
@@ -603,7 +604,8 @@ def test_bulk_put_is_put_key_per_entry_even_over_garbage_slots(
     """A leftover slot value (a crash between slot and header writes, before repair) is a
     valid head exactly when put_key would take it: a number below the new entry's own."""
     if native == "python":
-        monkeypatch.setattr(index_module, "native", None)
+        for name in ("index_put", "chain_private", "index_chain"):
+            monkeypatch.setattr(native_registry, name, None)
     hashes = [0, 7, 3, 3, 10, 3, 17]  # slot 3 of 7: entries 3, 4 and 6 (and 10 -> 3)
     files = []
     for name in ("one-by-one", "bulk"):
@@ -629,7 +631,7 @@ def test_bulk_put_is_put_key_per_entry_even_over_garbage_slots(
 _LINK = st.integers(-1, 14)  # entry numbers, some out of [1, index_count]
 
 
-@pytest.mark.skipif(index_module.native is None, reason="compares the C walk with Python's")
+@pytest.mark.skipif(native_registry.native is None, reason="compares the C walk with Python's")
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(_LINK, min_size=5, max_size=5),
@@ -663,11 +665,8 @@ def test_the_chain_walk_in_c_is_the_python_walk_over_any_bytes(
             )
         index_file.index_count = count
         fast = index_file.raw_chain(3)  # slot 3; entries of hash 8 share it
-        saved, index_module.native = index_module.native, None
-        try:
+        with native_registry.python_only("index_chain"):
             slow = index_file.raw_chain(3)
-        finally:
-            index_module.native = saved
         assert fast == slow
     finally:
         index_file.close()
@@ -677,7 +676,7 @@ def test_the_chain_walk_in_c_is_the_python_walk_over_any_bytes(
 
 
 needs_prefault = pytest.mark.skipif(
-    index_module.native is None, reason="prefaulting needs the C extension"
+    native_registry.native is None, reason="prefaulting needs the C extension"
 )
 
 

@@ -19,10 +19,10 @@ import numpy as np
 
 from rocketstore.crashpoints import DURING_FILE_PREALLOCATION, crash_point
 from rocketstore.errors import CorruptDataError, FileRemovedError, StoreError
+from rocketstore.files import native_io
 from rocketstore.files.holes import data_spans
 from rocketstore.files.mapping import map_file
 from rocketstore.files.regular_file import open_store_file
-from rocketstore.format.native import native
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +245,8 @@ class MappedFile:
         back from the busy dispatcher took longer than the copy) and start the range's
         writeback, which the caller's sync then waits for instead of starting it."""
         fd = self._write_fd(position, len(blob))
-        if native is not None:
-            native.write_batch(fd, position, blob)
+        if native_io.write_batch is not None:
+            native_io.write_batch(fd, position, blob)
             return
         if len(blob) <= 4:
             self.write_through(position, blob)
@@ -363,13 +363,14 @@ class MappedFile:
         page: a preallocated file's first write to a page costs several microseconds.
         False when that is not possible here (no C extension, an old kernel, a read-only
         or closed file); the writer then takes the faults itself, as before."""
-        if native is None or not self.writable or not self.hold():
+        populate_write = native_io.populate_write
+        if populate_write is None or not self.writable or not self.hold():
             return False
         try:
             end = min(end, self.file_size)
             if end <= position:
                 return True
-            error: int = native.populate_write(self.mm, position, end - position)
+            error = populate_write(self.mm, position, end - position)
             return error == 0
         except FileRemovedError:
             return False
@@ -392,8 +393,9 @@ class MappedFile:
                 return self.flushed_position
             if self._mm is not None and self.writable and wrote > self.flushed_position:
                 start = (self.flushed_position // PAGE_SIZE) * PAGE_SIZE
-                if background and native is not None:
-                    native.msync_range(self._mm, start, wrote - start)
+                msync_range = native_io.msync_range
+                if background and msync_range is not None:
+                    msync_range(self._mm, start, wrote - start)
                 else:
                     self._mm.flush(start, wrote - start)
             self.flushed_position = wrote

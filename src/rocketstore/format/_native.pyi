@@ -1,8 +1,14 @@
 # Types of the C extension built from _native.c (see rocketstore.format.native).
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, TypeAlias, overload
 
-from _typeshed import ReadableBuffer, WriteableBuffer
+import numpy.typing as npt
+from _typeshed import ReadableBuffer as _ReadableBuffer
+from _typeshed import WriteableBuffer as _WriteableBuffer
+
+# numpy arrays are buffers; numpy's stubs say so only from Python 3.12 (__buffer__).
+ReadableBuffer: TypeAlias = _ReadableBuffer | npt.NDArray[Any]
+WriteableBuffer: TypeAlias = _WriteableBuffer | npt.NDArray[Any]
 
 def masked_crc32(data: ReadableBuffer, /) -> int: ...
 def crc_backend() -> str: ...
@@ -23,11 +29,11 @@ def encode_batch(
 def encode_columns(
     topic: str,
     topic_bytes: bytes,
-    bodies: list[bytes],
-    queue_ids: int | list[int],
-    names: tuple[str, ...],
-    columns: tuple[str | list[str | None], ...],
-    rows: list[dict[str, str] | None] | None,
+    bodies: list[Any],  # bytes each (the C code checks every value's type)
+    queue_ids: int | list[Any],
+    names: tuple[Any, ...],
+    columns: tuple[Any, ...],
+    rows: list[Any] | None,
     born_host: bytes,
     store_host: bytes,
     born_ms: int,
@@ -82,9 +88,24 @@ def append_encoded(
     row: int = 0,
     /,
 ) -> None: ...
+@overload
+def append_encoded(
+    dest: WriteableBuffer | None,
+    position: int,
+    blob: WriteableBuffer,
+    meta: bytes,
+    keys: list[str],
+    table: dict[str, int],
+    physical_start: int,
+    timestamp: int,
+    outs: tuple[WriteableBuffer, WriteableBuffer, WriteableBuffer, WriteableBuffer] | None,
+    row: int = 0,
+    /,
+) -> bytes | None: ...
 def put_results(
     result_type: type[Any],
     status: object,
+    ok: bool,
     meta: bytes,
     queue_offsets: bytes,
     physical_start: int,
@@ -92,6 +113,27 @@ def put_results(
     store_host: bytes,
     /,
 ) -> list[Any]: ...
+def put_one(
+    message: object,
+    message_type: type,
+    topics: dict[str, bytes],
+    hosts: dict[str, bytes],
+    queue_keys: dict[tuple[str, int], str],
+    store_host: bytes,
+    max_body: int,
+    max_record: int,
+    file_size: int,
+    born_now_ms: int,
+    dest: WriteableBuffer,
+    position: int,
+    file_from_offset: int,
+    table: dict[str, int],
+    store_timestamp: int,
+    result_type: type[Any],
+    status: object,
+    ok: bool,
+    /,
+) -> Any: ...
 def walk_starts(
     buf: ReadableBuffer, position: int, end: int, file_size: int, out: WriteableBuffer, /
 ) -> tuple[int, int, int]: ...

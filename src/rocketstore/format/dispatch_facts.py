@@ -20,11 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from rocketstore.format import native, sysflag
 from rocketstore.format import properties as props
 from rocketstore.format import properties_scan as bulk
-from rocketstore.format import sysflag
 from rocketstore.format.javahash import index_key_hash_many, tags_code
-from rocketstore.format.native import native
 from rocketstore.format.record_scan import GATHER_RECORDS, Records, TopicTable
 from rocketstore.java_ints import wrap_java_long
 from rocketstore.paths import SCHEDULE_TOPIC
@@ -136,7 +135,7 @@ def dispatch_facts(
     """tagsCodes of every record of ``records`` (all in ``buf``) and, with ``index``, the
     index entries of every record not rolled back, in dispatch order. Vectorised in chunks
     of GATHER_RECORDS; the few records it does not cover go one by one."""
-    if native is not None:
+    if native.dispatch_facts is not None:
         return _dispatch_facts_native(buf, records, topics, levels_ms, index=index)
     raw = np.frombuffer(buf, dtype=np.uint8)
     count = len(records)
@@ -192,7 +191,7 @@ def _dispatch_facts_native(
 ) -> DispatchFacts:
     """``dispatch_facts`` with the per-record work in C; the records it leaves (non-ASCII
     properties, SCHEDULE_TOPIC) go one by one as in the numpy path."""
-    assert native is not None
+    assert native.dispatch_facts is not None
     count = len(records)
     codes = np.empty(count, dtype=np.int64)
     slow = np.empty(count, dtype=np.uint8)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from rocketstore.format.native import native
+from rocketstore.format import native
 
 _MASK32 = 0xFFFFFFFF
 _INT_MIN = -(2**31)
@@ -39,7 +39,7 @@ def utf16_units(text: str) -> list[int]:
 
 def java_string_hash(text: str) -> int:
     """``String.hashCode()``: h = sum(c[i] * 31**(n-1-i)) mod 2**32, as a signed int."""
-    if native is not None:
+    if native.java_hash is not None:
         found: int = native.java_hash(text)
         return found
     h = 0

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rocketstore.format import native
 from rocketstore.format import properties as props
-from rocketstore.format.native import native
 
 
 class _WellKnownProperties:
@@ -143,7 +143,7 @@ class MessageExt(_WellKnownProperties):
         }
 
 
-if native is not None:
+if native.LazyProperties is not None and native.LazyMsgId is not None:
     # With the C reads, a MessageExt's properties stay as the record's bytes until first
     # read (see LazyProperties in _native.c): a consumer that wants only bodies skips a
     # dict and its strings per message. Construction, equality, repr and replace() all

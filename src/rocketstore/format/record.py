@@ -34,12 +34,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError
-from rocketstore.format import sysflag
+from rocketstore.format import native, sysflag
 from rocketstore.format.crc import masked_crc32
 from rocketstore.format.hosts import decode_host, decoded_hosts
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id_from_bytes
-from rocketstore.format.native import native
 from rocketstore.format.properties import decode_properties
 
 MESSAGE_MAGIC_V1 = -626843481  # 0xDAA320A7
@@ -382,7 +381,7 @@ def _bound(function: Callable[..., Any]) -> Callable[..., Any]:
 KeyLookup = Callable[
     [list[Any], list[Any], int, str, str, bool, int, int, int], list[MessageExt] | None
 ]
-fast_key_lookup: KeyLookup | None = None if native is None else _bound(native.key_lookup)
+fast_key_lookup: KeyLookup | None = None if native.key_lookup is None else _bound(native.key_lookup)
 
 
 # A pull of every tag by the C extension (``_native.pull_messages``), None when it is not
@@ -394,7 +393,9 @@ PullMessages = Callable[
     [bytes, int, int, float, int, int, int, int, list[Any], int],
     tuple[list[MessageExt], int, int] | None,
 ]
-fast_pull_messages: PullMessages | None = None if native is None else _bound(native.pull_messages)
+fast_pull_messages: PullMessages | None = (
+    None if native.pull_messages is None else _bound(native.pull_messages)
+)
 
 
 def fast_message_exts(
@@ -410,7 +411,7 @@ def fast_message_exts(
     ``limit``: v1 records at ``offsets`` whose size is that of ``sizes`` (-1: any). None
     for each record left to the Python decoder (anything uncommon or malformed, a topic
     or host seen for the first time), and for all when the extension is not built."""
-    if native is None:
+    if native.decode_messages is None:
         return [None] * len(offsets)
     found: list[MessageExt | None] = native.decode_messages(
         buf,

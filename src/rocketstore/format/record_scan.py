@@ -26,9 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketstore.errors import CorruptDataError, IncompleteDataError
+from rocketstore.format import native, sysflag
 from rocketstore.format import record as rec
-from rocketstore.format import sysflag
-from rocketstore.format.native import native
 from rocketstore.format.properties_scan import prefix_hashes
 from rocketstore.format.queue_unit import encode_units
 
@@ -258,7 +257,7 @@ def queue_runs(
         tags_codes,
         records.queue_offset,
     )
-    if native is not None:
+    if native.queue_units is not None:
         contiguous = [np.ascontiguousarray(c, dtype=np.int64) for c in columns]
         return [QueueRun(*item) for item in native.queue_units(*contiguous)]
     runs = []
@@ -406,7 +405,7 @@ def walk_start_array(
 ) -> tuple[npt.NDArray[np.int64], int, str]:
     """:func:`walk_starts` with the starts as an int64 array (what :func:`decode_run`
     takes), walked in C when the extension is built."""
-    if native is None:
+    if native.walk_starts is None:
         starts, stop_at, stop = _walk_starts_python(buf, position, end, file_size)
         return np.asarray(starts, dtype=np.int64), stop_at, stop
     # Every record is at least FIXED_OVERHEAD_V4 bytes: this many starts always fit.
@@ -421,7 +420,7 @@ def walk_starts(
     """Follow TOTALSIZE from ``position`` while records start before ``end``. Returns the
     starts, where the walk stopped and why (only the header's magic and size are looked
     at; :func:`decode_run` validates the rest)."""
-    if native is not None:
+    if native.walk_starts is not None:
         starts, stop_at, stop = walk_start_array(buf, position, end, file_size)
         return starts.tolist(), stop_at, stop
     return _walk_starts_python(buf, position, end, file_size)
@@ -461,7 +460,7 @@ def decode_run(
 ) -> tuple[Records, int]:
     """Decode and validate records at ``starts``; returns the valid prefix and how many
     records it holds (the first invalid record ends it)."""
-    if native is not None:
+    if native.decode_chunk is not None:
         # One C call for the whole run: the gather chunks below keep numpy's temporaries
         # in cache, but C has none, and concatenating the chunks' columns cost a tenth of
         # a dispatch of 100 B records.
@@ -488,7 +487,7 @@ def _decode_chunk(
     file_size: int,
     topics: TopicTable,
 ) -> tuple[Records, int]:
-    if native is not None:
+    if native.decode_chunk is not None:
         return _decode_chunk_native(buf, base, position, file_size, topics)
     count = len(position)
     fits = position + _HEADER_SIZE <= min(file_size, len(raw))
@@ -565,7 +564,7 @@ def _decode_chunk_native(
 ) -> tuple[Records, int]:
     """``_decode_chunk`` with the per-record checks in C (the same checks, in the same
     order of fields; topics are interned into ``topics`` as they appear)."""
-    assert native is not None
+    assert native.decode_chunk is not None
     count = len(position)
     table = np.empty((len(Records.__dataclass_fields__), count), dtype=np.int64)
     ok = np.empty(count, dtype=np.uint8)

@@ -21,15 +21,14 @@ from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.errors import CorruptDataError, FileRemovedError
+from rocketstore.format import native, sysflag
 from rocketstore.format import record as rec
-from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.crc import CRC_MASK
 from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
 from rocketstore.format.dledger_entry import EntryHeader
 from rocketstore.format.entry_scan import cut_run, entry_records
 from rocketstore.format.multi_dispatch import extra_units
-from rocketstore.format.native import native
 from rocketstore.format.record_scan import (
     Records,
     Stop,
@@ -269,7 +268,7 @@ def _hand_over(
 def _first_crc_mismatch(buf: memoryview, records: Records) -> tuple[int, str] | None:
     """The first record whose body does not match its stored CRC (0 means "not set" and
     passes, RocketMQ #9121), with the reason; None if all match."""
-    if native is not None:
+    if native.crc_mismatch is not None:
         found = native.crc_mismatch(
             buf,
             np.ascontiguousarray(records.body_position),

@@ -67,12 +67,12 @@ def test_writes_refuse_what_they_cannot_do(tmp_path: Path, write: str) -> None:
 def test_write_batch_writes_the_blob_and_leaves_it_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
-    from rocketstore.files import mapped_file
+    from rocketstore.files import native_io
 
     if path == "native" and native is None:
         pytest.skip("the C extension is not built")
     if path == "python":
-        monkeypatch.setattr(mapped_file, "native", None)
+        monkeypatch.setattr(native_io, "write_batch", None)
     blob = bytearray(os.urandom(9000))
     blob[:4] = (9000).to_bytes(4, "big")
     before = bytes(blob)
@@ -154,11 +154,10 @@ def test_a_background_flush_syncs_without_the_gil(
 ) -> None:
     """Only a flush nobody waits for goes through the C msync that lets other threads
     run; the others keep mmap.flush (and everything is flushed either way)."""
-    from rocketstore.files import mapped_file
+    from rocketstore.files import native_io
 
     calls: list[tuple[int, int]] = []
-    fake = type("Native", (), {"msync_range": staticmethod(lambda mm, s, n: calls.append((s, n)))})
-    monkeypatch.setattr(mapped_file, "native", fake)
+    monkeypatch.setattr(native_io, "msync_range", lambda mm, s, n: calls.append((s, n)))
     mapped = _file(tmp_path)
     try:
         mapped.write_at(0, b"x" * 9000)

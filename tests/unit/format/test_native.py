@@ -4,10 +4,14 @@ Python), the same walk, decode and CRC verdicts over valid, torn and corrupted f
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import dataclasses
 import gc
+import importlib
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -21,12 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, PutResult, PutStatus, StoreConfig
-from rocketstore import commitlog as commitlog_module
 from rocketstore import index as index_module
 from rocketstore import put_path as put_path_module
-from rocketstore import queries as queries_module
 from rocketstore import read_path as read_path_module
-from rocketstore.format import dispatch_facts as dispatch_facts_module
 from rocketstore.format import javahash as javahash_module
 from rocketstore.format import message_id as message_id_module
 from rocketstore.format import native as native_module
@@ -44,32 +45,11 @@ pytestmark = pytest.mark.skipif(native is None, reason="the C extension is not b
 
 FILE_SIZE = 64 * 1024
 STAMP = 1_700_000_000_000
-# Modules that picked up the extension at import: patched to None for the Python path.
-_USERS = (
-    put_path_module,
-    read_path_module,
-    commitlog_module,
-    record_scan,
-    recover_module,
-    record_module,
-    javahash_module,
-    dispatch_facts_module,
-    index_module,
-    queries_module,
-)
 
 
-def _set_native(value: object) -> None:
-    for module in _USERS:
-        module.native = value  # type: ignore[attr-defined]
-
-
-class _PythonPaths:
-    def __enter__(self) -> None:
-        _set_native(None)
-
-    def __exit__(self, *exc: object) -> None:
-        _set_native(native)
+def _python_paths() -> contextlib.AbstractContextManager[None]:
+    """Every entry point of the registry unbound: the pure-Python twins run."""
+    return native_module.python_only()
 
 
 def _config() -> StoreConfig:
@@ -87,15 +67,13 @@ def _run(root: Path, calls: list[list[Message]], *, python: bool) -> list[object
     store = MessageStore.open(str(root), _config())
     outcomes: list[object] = []
     try:
-        if python:
-            _set_native(None)
-        for call in calls:
-            if len(call) == 1:
-                outcomes.append(store.put(call[0], store_timestamp=STAMP))
-            else:
-                outcomes.append(store.put_batch(call, store_timestamp=STAMP))
+        with _python_paths() if python else contextlib.nullcontext():
+            for call in calls:
+                if len(call) == 1:
+                    outcomes.append(store.put(call[0], store_timestamp=STAMP))
+                else:
+                    outcomes.append(store.put_batch(call, store_timestamp=STAMP))
     finally:
-        _set_native(native)
         store.close()
     return outcomes
 
@@ -534,7 +512,7 @@ def test_select_units_keeps_the_python_batch_rules(
     raw = b"".join(struct.pack(">qiq", *unit) for unit in units)
     commit_max = max((u[0] for u in units), default=0) + behind
     got = reader._select(raw, max_count, commit_max)
-    with _PythonPaths():
+    with _python_paths():
         want = reader._select(raw, max_count, commit_max)
     assert got == want
 
@@ -598,13 +576,13 @@ def _file_of_records(tmp_path: Path, count: int) -> bytes:
 def _scan_both_ways(data: bytes, base: int) -> None:
     buf = memoryview(data)
     fast = record_scan.walk_start_array(buf, 0, len(data), len(data))
-    with _PythonPaths():
+    with _python_paths():
         slow = record_scan.walk_start_array(buf, 0, len(data), len(data))
     assert fast[0].tolist() == slow[0].tolist() and fast[1:] == slow[1:]
     raw = np.frombuffer(data, dtype=np.uint8)
     fast_topics, slow_topics = TopicTable(), TopicTable()
     got, valid = decode_run(buf, raw, base, fast[0], len(data), fast_topics)
-    with _PythonPaths():
+    with _python_paths():
         want, want_valid = decode_run(buf, raw, base, slow[0], len(data), slow_topics)
     assert valid == want_valid
     for name in Records.__dataclass_fields__:
@@ -616,7 +594,7 @@ def _scan_both_ways(data: bytes, base: int) -> None:
             assert getattr(got, name)[:valid].tolist() == getattr(want, name)[:valid].tolist()
     crc_args = (got.body_position[:valid], got.body_length[:valid], got.body_crc[:valid])
     fast_crc = recover_module._first_crc_mismatch(buf, got.take(valid))
-    with _PythonPaths():
+    with _python_paths():
         slow_crc = recover_module._first_crc_mismatch(buf, got.take(valid))
     assert fast_crc == slow_crc, crc_args
 
@@ -677,7 +655,7 @@ def _everything_read(store: MessageStore) -> list[object]:
 def _read_both_ways(store: MessageStore) -> tuple[list[object], list[object]]:
     """``_everything_read`` by the C paths, then by the Python ones."""
     fast = _everything_read(store)
-    with _PythonPaths():
+    with _python_paths():
         return fast, _everything_read(store)
 
 
@@ -838,7 +816,7 @@ def test_java_hash_matches_python() -> None:
     assert native is not None
     texts = ["", "a", "TopicA#key-1", "Töpic#ü", "😀 astral", "\ud800 lone", "x" * 1000]
     for text in texts:
-        with _PythonPaths():
+        with _python_paths():
             want = javahash_module.java_string_hash(text)
         assert native.java_hash(text) == want
 
@@ -873,7 +851,7 @@ def test_index_puts_agree_both_ways(
 ) -> None:
     directory = tmp_path_factory.mktemp("index")
     fast = _index_bytes(directory / "20000000000000000000", calls, garbage)
-    with _PythonPaths():
+    with _python_paths():
         slow = _index_bytes(directory / "20000000000000000001", calls, garbage)
     assert fast == slow
 
@@ -920,3 +898,152 @@ def test_verbatim_properties_are_encoded_in_c_and_other_dict_types_are_not() -> 
     assert native.encode_batch([other], Message, *args) is None  # the Python path's
     delayed = properties_module.VerbatimProperties("DELAY\x013")
     assert native.encode_batch([Message("T", b"x", properties=delayed)], Message, *args) is None
+
+
+# --- the registry: each C entry point against the stub and its pure-Python twin --------
+
+_STUB = Path(native_module.__file__).with_name("_native.pyi")
+
+
+def _stub_signatures() -> dict[str, tuple[int, int] | None]:
+    """Each function of the stub with its (required, total) positional parameters (the
+    widest of its overloads), each class with None."""
+    found: dict[str, tuple[int, int] | None] = {}
+    for node in ast.parse(_STUB.read_text()).body:
+        if isinstance(node, ast.FunctionDef):
+            params = node.args.posonlyargs + node.args.args
+            required = len(params) - len(node.args.defaults)
+            known = found.get(node.name) or (required, len(params))
+            found[node.name] = (min(known[0], required), max(known[1], len(params)))
+        elif isinstance(node, ast.ClassDef):
+            found[node.name] = None
+    return found
+
+
+def _method_table() -> set[str]:
+    return {n for n in dir(native) if not n.startswith("_") and callable(getattr(native, n))}
+
+
+_COUNT = re.compile(r"takes (?:exactly |at least |at most )?(\d+|one|no) argument")
+
+
+def _arity_in_message(call: object, count: int) -> int:
+    with pytest.raises(TypeError) as caught:
+        call(*[None] * count)  # type: ignore[operator]
+    match = _COUNT.search(str(caught.value))
+    assert match is not None, str(caught.value)
+    words = {"one": 1, "no": 0}
+    return words[match.group(1)] if match.group(1) in words else int(match.group(1))
+
+
+def test_the_stub_is_the_method_table() -> None:
+    stub = _stub_signatures()
+    assert set(stub) == _method_table()
+    for name, arity in stub.items():
+        if arity is None:
+            continue
+        required, total = arity
+        function = getattr(native, name)
+        if required > 0:
+            assert _arity_in_message(function, 0) == required, name
+        assert _arity_in_message(function, total + 1) == total, name
+
+
+def test_every_entry_point_is_bound_once_with_its_twin() -> None:
+    from rocketstore.files import native_io  # binds the file I/O entry points
+
+    assert native_io.write_batch is native.write_batch
+    assert set(native_module.REGISTRY) == _method_table()
+    for name, entry in native_module.REGISTRY.items():
+        assert getattr(importlib.import_module(entry.module), name) is getattr(native, name)
+        if entry.twin.startswith("none: "):
+            continue
+        module_name, _, qualname = entry.twin.partition(":")
+        twin: object = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            twin = getattr(twin, part)
+        assert callable(twin), entry
+
+
+def _store_files(root: Path) -> list[bytes]:
+    """The CommitLog, consume queue and index files, in path order (index files by their
+    order: their names are the clock's)."""
+    found: list[bytes] = []
+    for part in ("commitlog", "consumequeue", "index"):
+        paths = sorted(p for p in (root / part).rglob("*") if p.is_file())
+        found += [p.read_bytes() for p in paths]
+    return found
+
+
+def _store_workload(root: Path) -> tuple[list[object], list[bytes]]:
+    """Puts of every kind, dispatch, reads, key queries and time searches, then an
+    abnormal recovery and the reads again: what each entry point is on the path of."""
+    config = _config().replace(message_index_enable=True)
+    seen: list[object] = []
+    with MessageStore.open(str(root), config) as store:
+        for number in range(70):  # about 3 files
+            properties = {"KEYS": f"k{number} shared", "TAGS": "AB"[number % 2]}
+            if number % 5 == 0:
+                properties["note"] = "ünïcode"
+            host = "[::1]:7" if number % 4 == 0 else "10.0.0.1:7"
+            message = Message(
+                "T",
+                bytes([number]) * (number * 97 % 3000),
+                number % 3,
+                properties=properties,
+                born_host=host,
+                born_timestamp=number,
+            )
+            seen.append(store.put(message, store_timestamp=STAMP + number))
+        batch = [Message("T", b"b" * i, 1, properties={"KEYS": f"b{i}"}) for i in range(20)]
+        for message in batch:
+            message.born_timestamp = 5
+        seen.append(store.put_batch(batch, store_timestamp=STAMP + 50))
+        columns = store.put_columns(
+            "T",
+            [bytes([i]) * 200 for i in range(30)],
+            queue_ids=[i % 3 for i in range(30)],
+            keys=[f"c{i}" for i in range(30)],
+            tags="C",
+            born_timestamp=7,
+            store_timestamp=STAMP + 60,
+        )
+        for field in dataclasses.fields(columns):  # (arrays, as lists to compare)
+            value = getattr(columns, field.name)
+            seen.append(value.tolist() if isinstance(value, np.ndarray) else value)
+        store.wait_dispatched()
+        seen += _everything_read(store)
+        seen += [store.query_messages("T", f"{k}{n}") for k in "bc" for n in range(0, 30, 4)]
+        seen += [
+            store.offset_by_time("T", queue_id, STAMP + delta, boundary)
+            for queue_id in range(3)
+            for delta in (-1, 0, 13, 50, 61)
+            for boundary in ("lower", "upper")
+        ]
+    (root / "abort").touch()  # the next open recovers abnormally: CRC checks, queue rebuild
+    with MessageStore.open(str(root), config) as store:
+        store.wait_dispatched()
+        seen += _everything_read(store)
+    return seen, _store_files(root)
+
+
+@pytest.fixture(scope="module")
+def all_in_c(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[object], list[bytes]]:
+    return _store_workload(tmp_path_factory.mktemp("all_in_c"))
+
+
+@pytest.mark.parametrize("name", sorted(native_module.REGISTRY))
+def test_each_twin_does_what_its_entry_point_does(
+    tmp_path: Path, all_in_c: tuple[list[object], list[bytes]], name: str
+) -> None:
+    with native_module.python_only(name):
+        outcome = _store_workload(tmp_path)
+    assert outcome[0] == all_in_c[0]
+    assert outcome[1] == all_in_c[1]
+
+
+def test_all_twins_together_do_what_the_extension_does(
+    tmp_path: Path, all_in_c: tuple[list[object], list[bytes]]
+) -> None:
+    with native_module.python_only():
+        assert _store_workload(tmp_path) == all_in_c

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketstore.format import native
 from rocketstore.format import properties_scan as bulk
 from rocketstore.format import record as rec
 from rocketstore.format.javahash import index_key_hash, tags_code
@@ -218,10 +219,6 @@ def test_queue_runs_match_the_groups_and_unit_codec(rows: list[tuple[int, ...]])
         assert run.consecutive == bool(np.all(np.diff(picked) == 1))
         assert run.first_end == offsets[group_rows[0]] + column[4][group_rows[0]]
         assert run.last_end == offsets[group_rows[-1]] + column[4][group_rows[-1]]
-    if record_scan.native is not None:  # and the numpy path, the same
-        saved = record_scan.native
-        try:
-            record_scan.native = None
+    if native.queue_units is not None:  # and the numpy path, the same
+        with native.python_only("queue_units"):
             assert record_scan.queue_runs(records, offsets, tags) == runs
-        finally:
-            record_scan.native = saved

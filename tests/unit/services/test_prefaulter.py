@@ -10,7 +10,7 @@ import pytest
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.commitlog import CommitLog
 from rocketstore.errors import ConfigError
-from rocketstore.files import mapped_file
+from rocketstore.files import mapped_file, native_io
 from rocketstore.format.native import native
 from rocketstore.index import SPARE_NAME
 from rocketstore.services.prefaulter import (
@@ -54,7 +54,7 @@ def test_runs_ahead_of_the_write_position_and_changes_nothing(tmp_path: Path) ->
 def test_turns_itself_off_where_it_cannot_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mapped_file, "native", None)
+    monkeypatch.setattr(native_io, "populate_write", None)
     commitlog = _commitlog(tmp_path)
     try:
         commitlog.files.last_file_for_write(0)
