@@ -165,6 +165,21 @@ def test_rebuild_reproduces_queues_and_index(store: Path, cli: Cli, template_sto
 
 
 @pytest.mark.cli_subprocess  # the lock is this process's: the CLI must be another
+def test_rebuild_clears_what_a_killed_rebuild_set_aside(store: Path, cli: Cli) -> None:
+    before = tree_bytes(store / "consumequeue")
+    stale = store / ".rebuild-k1ll3d"
+    shutil.copytree(store / "consumequeue", stale / "consumequeue")
+    # Left alone: the parallel engine's own work (it puts back what it set aside) and old
+    # directories the user was told were kept.
+    (store / ".rebuild-parallel-x").mkdir()
+    (store / "rebuild-kept-y" / "index").mkdir(parents=True)
+    run = cli("--store", store, "rebuild", "--queues")
+    assert run.code == 0, run.err
+    assert not stale.exists()
+    assert (store / ".rebuild-parallel-x").is_dir() and (store / "rebuild-kept-y").is_dir()
+    assert tree_bytes(store / "consumequeue") == before
+
+
 def test_writers_lock_blocks_writing_commands_not_readers(store: Path, cli: Cli) -> None:
     with MessageStore.open(store):
         for args in (("sendMessage", "-t", "T", "-p", "x"), ("rebuild",), ("check", "--repair")):

@@ -14,6 +14,7 @@ rather than cutting off everything after it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -37,6 +38,14 @@ from rocketstore.store import MessageStore
 
 ZERO_CHUNK = bytes(1 << 20)
 ASIDE_PREFIX = ".rebuild-"
+# The parallel engine's work directories share the prefix; it clears its own at its next
+# run (putting back what a killed swap left aside), so this engine leaves them alone.
+PARALLEL_PREFIX = ".rebuild-parallel-"
+# Old directories kept for the user after a writer took the store mid-rebuild: never
+# cleared automatically.
+KEPT_PREFIX = "rebuild-kept-"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -118,6 +127,7 @@ class Rebuild:
         self.moved: list[str] = []
 
     def prepare(self) -> None:
+        clear_stale_asides(self.root)
         self.aside = tempfile.mkdtemp(prefix=ASIDE_PREFIX, dir=self.root)
         for name in self.names:
             source = os.path.join(self.root, name)
@@ -181,6 +191,15 @@ class Rebuild:
                 os.rename(os.path.join(self.aside, name), rebuilt)
         shutil.rmtree(self.aside, ignore_errors=True)
 
+    def keep_aside(self) -> str:
+        """Rename the set-aside directory to one ``clear_stale_asides`` leaves alone."""
+        kept = os.path.join(
+            self.root, KEPT_PREFIX + os.path.basename(self.aside)[len(ASIDE_PREFIX) :]
+        )
+        os.rename(self.aside, kept)
+        self.aside = kept
+        return kept
+
     def restore(self) -> None:
         """Put the old directories back (after a failed rebuild)."""
         for name in self.moved:
@@ -191,6 +210,22 @@ class Rebuild:
                 os.remove(current)
             os.rename(os.path.join(self.aside, name), current)
         shutil.rmtree(self.aside, ignore_errors=True)
+
+
+def clear_stale_asides(root: str) -> list[str]:
+    """Remove what rebuilds killed mid-way set aside (the caller holds the lock, so none
+    runs). Only old, derived queue and index files are in them; the store's open rebuilds
+    whatever is missing from the CommitLog, under the abort marker."""
+    removed = []
+    for name in sorted(os.listdir(root)):
+        stale = os.path.join(root, name)
+        if name.startswith(PARALLEL_PREFIX) or not name.startswith(ASIDE_PREFIX):
+            continue
+        if os.path.isdir(stale) and not os.path.islink(stale):
+            log.warning("%s: removing %s, left by a rebuild that did not finish", root, name)
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 def missing_commitlog_problem(root: str, dirs: CommitLogDirs) -> str | None:
@@ -265,8 +300,9 @@ def rebuild(
     except StoreLockedError as e:
         # Another writer took the store between our lock and the engine's: it owns the
         # directories now, so nothing is moved back under its feet.
+        kept = job.keep_aside()
         raise StoreLockedError(
-            f"{e}; it was opened during the rebuild: the old directories are kept in {job.aside}"
+            f"{e}; it was opened during the rebuild: the old directories are kept in {kept}"
         ) from e
     except BaseException:
         job.restore()

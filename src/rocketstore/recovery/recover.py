@@ -380,6 +380,11 @@ def recover_store(
     gap_from: list[int] = []
     seen_queues: set[str] = set()
     newest_stamp = [0]  # store time of the last valid record scanned
+    # An index ending before the scan is looked at on its own, until the scan's first
+    # record with index entries: a re-dispatch from a queue's miss starts in the scan and
+    # would leave the records between untouched (a rebuild killed after a run's queue
+    # units but before its index entries ends both right at the scan's start).
+    index_before_scan = [config.message_index_enable and not index_empty and index_end < scan_start]
 
     def resume_point(queue_key: str) -> int:
         """Where a queue with units missing before the scan is rebuilt from: the start of
@@ -432,6 +437,11 @@ def recover_store(
             if len(missing) and int(rows[missing[0]]) < first_queue:
                 first_queue = int(rows[missing[0]])
                 queue_value = int(offsets[first_queue])
+        if index_before_scan[0]:
+            facts = dispatch_facts(buf, records, topics, levels_ms, index=True)
+            if len(facts.entries):
+                index_before_scan[0] = False
+                gap_from.append(max(index_end, commitlog_min))
         if missing_from:
             return
         first_index = count
@@ -447,12 +457,7 @@ def recover_store(
         if first_queue < count and first_queue < first_index:
             missing_from.append(queue_value)
         elif first_index < count:
-            if not index_empty and index_end < scan_start:
-                # The index ends before the scan and misses records in it: those between
-                # lie before the scan too (a rebuild of the index killed partway).
-                missing_from.append(max(index_end, commitlog_min))
-            else:
-                missing_from.append(int(offsets[first_index]))
+            missing_from.append(int(offsets[first_index]))
 
     end = scan_valid_end(
         commitlog,
