@@ -237,6 +237,9 @@ def test_slave_closes_on_a_transfer_that_does_not_follow(tmp_path: Path) -> None
         async def fake_master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             report = await reader.readexactly(8)
             reports.append(int.from_bytes(report, "big"))
+            if not frames:  # the slave keeps connecting again: nothing more to send
+                writer.close()
+                return
             writer.write(frames.pop(0))
             await writer.drain()
             await reader.read()  # until the slave closes
@@ -254,7 +257,8 @@ def test_slave_closes_on_a_transfer_that_does_not_follow(tmp_path: Path) -> None
         )
         await slave.start()
         try:
-            await _until(lambda: len(reports) == 2, "two connections")
+            # (at least: a loaded machine may let a third one in between two looks)
+            await _until(lambda: len(reports) >= 2, "two connections")
             assert slave.ctx is not None
             assert slave.ctx.store.max_commit_log_offset() == 0
         finally:
