@@ -34,6 +34,7 @@ class DictCluster:
         self.high: dict[tuple[str, int], int] = {(A, 0): 5, (A, 1): 3}
         self.down: set[str] = set()
         self.commits: list[tuple[str, str, str, int, int]] = []
+        self.heartbeats: list[tuple[str, str]] = []
 
     def __enter__(self) -> DictCluster:
         return self
@@ -69,6 +70,10 @@ class DictCluster:
     ) -> None:
         self._check(address)
         self.commits.append((address, group, topic, queue_id, offset))
+
+    def register_group(self, address: str, group: str) -> None:
+        self._check(address)
+        self.heartbeats.append((address, group))
 
 
 def reader(cluster: DictCluster, **options: str) -> NetworkStreamReader:
@@ -162,6 +167,8 @@ def test_group_commits_the_end_offsets_and_failures_do_not_fail() -> None:
     assert cluster.commits[2:] == [(A, "spark_orders", "T", 0, 5), (A, "spark_orders", "T", 1, 3)]
     stream.latestOffset(end, ReadAllAvailable())
     assert len(cluster.commits) == 4  # sent once
+    # One heartbeat per master and query run (the broker then routes %RETRY%spark_orders).
+    assert cluster.heartbeats == [(A, "spark_orders")]
     cluster.commits.clear()
     real_commit = cluster.commit_offset
 

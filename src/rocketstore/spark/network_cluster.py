@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,6 +49,8 @@ PULL_BATCH = 1024
 # A broker answers a QUERY_MESSAGE with at most maxMsgsNumBatch (64) records of one key.
 QUERY_MAX_NUM = 64
 JAVA_LONG_MAX = (1 << 63) - 1
+# The clientID of option group's heartbeat (a Java client's is ip@instance).
+CLIENT_ID = f"{socket.gethostname()}@rocketstore_spark@{os.getpid()}"
 # PermName: the read and write bits of a queue data's perm.
 PERM_READ = 0x4
 PERM_WRITE = 0x2
@@ -389,6 +393,27 @@ class Cluster:
         answer = self.invoke(address, request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
         if answer.code != ResponseCode.SUCCESS:
             what = f"commit of {group}'s offset {offset} in {topic} queue {queue_id}"
+            raise refusal(what, self.describe(address), answer, self.signed)
+
+    def register_group(self, address: str, group: str) -> None:
+        """HEART_BEAT naming ``group`` as a consumer, as a Java DefaultLitePullConsumer in
+        assign mode sends it (CONSUME_ACTIVELY, no subscriptions). A broker creates the
+        group's subscription group and its ``%RETRY%`` topic on a heartbeat only
+        (ClientManageProcessor.heartBeat); without that topic ``mqadmin consumerProgress
+        -g`` fails on a Java broker ("No topic route info ... %RETRY%group")."""
+        consumer = {
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "consumeType": "CONSUME_ACTIVELY",
+            "groupName": group,
+            "messageModel": "CLUSTERING",
+            "subscriptionDataSet": [],
+            "unitMode": False,
+        }
+        body = {"clientID": CLIENT_ID, "consumerDataSet": [consumer], "producerDataSet": []}
+        data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        answer = self.invoke(address, request(RequestCode.HEART_BEAT, {}, data))
+        if answer.code != ResponseCode.SUCCESS:
+            what = f"heartbeat of consumer group {group}"
             raise refusal(what, self.describe(address), answer, self.signed)
 
     # --- broker: messages ---------------------------------------------------------------

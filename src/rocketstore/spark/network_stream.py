@@ -65,6 +65,8 @@ class StreamCluster(ClusterView, Protocol):
         self, address: str, group: str, topic: str, queue_id: int, offset: int
     ) -> None: ...
 
+    def register_group(self, address: str, group: str) -> None: ...
+
     def __enter__(self) -> StreamCluster: ...
 
     def __exit__(self, *exc: object) -> None: ...
@@ -185,6 +187,7 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: NetOffsets | None = None  # Trigger.AvailableNow's end
         self._latest: NetOffsets | None = None
         self._group_sent: NetOffsets | None = None  # the offsets last sent to option group
+        self._registered: set[str] = set()  # masters that had option group's heartbeat
         self._gate = (
             None
             if options.min_offsets_per_trigger is None
@@ -336,7 +339,7 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         group = self.options.group
         if group is None or done == self._group_sent:
             return
-        failures = list(_commit_group(cluster, self._brokers, group, done))
+        failures = list(_commit_group(cluster, self._brokers, group, done, self._registered))
         for failure in failures:
             log.warning("option group=%s: %s (the checkpoint keeps the offsets)", group, failure)
         if not failures:
@@ -348,14 +351,24 @@ def _commit_group(
     brokers: Mapping[tuple[str, str], BrokerRoute],
     group: str,
     offsets: Mapping[NetKey, int],
+    registered: set[str],
 ) -> Iterable[str]:
-    """UPDATE_CONSUMER_OFFSET for every queue; the failures, described."""
+    """UPDATE_CONSUMER_OFFSET for every queue; the failures, described. A master not in
+    ``registered`` first gets the group's heartbeat (its retry topic; see
+    ``register_group``), once per query run: a failed one is reported (and sent again
+    with the next commit) and the commits go on."""
     for (topic, name, qid), offset in sorted(offsets.items()):
         broker = brokers.get((topic, name))
         master = broker.master if broker is not None else None
         if master is None:
             yield f"no master of broker {name} is routed: {topic} queue {qid} not committed"
             continue
+        if master not in registered:
+            try:
+                cluster.register_group(master, group)
+                registered.add(master)
+            except (RemotingClientError, ClusterError) as e:
+                yield f"heartbeat to broker {name} ({master}) failed: {e}"
         try:
             cluster.commit_offset(master, group, topic, qid, offset)
         except (RemotingClientError, ClusterError) as e:
