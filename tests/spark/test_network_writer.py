@@ -16,12 +16,17 @@ from rocketstore.broker.processors.send import SendHeader
 from rocketstore.errors import ConfigError
 from rocketstore.format.javahash import java_string_hash
 from rocketstore.format.properties import decode_properties_str
-from rocketstore.remoting.blocking import RemotingClientError
+from rocketstore.remoting.blocking import RemotingClientError, request
 from rocketstore.remoting.codec import RemotingCommand
 from rocketstore.remoting.codes import RequestCode, ResponseCode
 from rocketstore.remoting.send import OutgoingMessage, encode_message_batch
 from rocketstore.spark import network_send
-from rocketstore.spark.network_cluster import BrokerRoute, ClusterError
+from rocketstore.spark.network_cluster import (
+    AccessDeniedError,
+    BrokerRoute,
+    ClusterError,
+    refusal,
+)
 from rocketstore.spark.network_send import Sender, write_route
 from rocketstore.spark.sink_uniq_keys import KeyScope
 from rocketstore.spark.write_options import check_columns, parse_write_options
@@ -208,3 +213,33 @@ def test_chunks_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
              for _, c in cluster.requests]  # fmt: skip
     assert sizes == [3, 3, 1]
     assert [s["body"] for s in cluster.stored] == [str(i).encode() for i in range(7)]
+
+
+JAVA_ACL_REMARK = (
+    "org.apache.rocketmq.acl.common.AclException: Check signature failed for "
+    "accessKey=sparkuser, org.apache.rocketmq.acl.plain.PlainPermissionManager.validate("
+    "PlainPermissionManager.java:684)"
+)
+
+
+def test_a_java_brokers_acl_refusal_fails_the_send_as_access_denied() -> None:
+    """A Java 4.9.8 broker answers an ACL refusal SYSTEM_ERROR naming AclException (its
+    RPC hook throws; what a real broker with aclEnable=true answered a wrong secret)."""
+
+    def acl(address: str, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, JAVA_ACL_REMARK)
+
+    cluster = FakeCluster({"T": [broker("broker-a", A), broker("broker-b", B)]}, acl)
+    with pytest.raises(AccessDeniedError, match=r"AclException.*accessKey and secretKey"):
+        send(cluster, rows(["x"]), topic="T")
+    assert len(cluster.requests) == 3  # retried as a producer retries SYSTEM_ERROR
+
+
+def test_refusal_tells_an_acl_answer_from_another_system_error() -> None:
+    where = "broker broker-a (127.0.0.1:1001)"
+    java = refusal("min offset", where, request(1).response(1, JAVA_ACL_REMARK), True)
+    assert isinstance(java, AccessDeniedError) and "code 1 SYSTEM_ERROR" in str(java)
+    ours = refusal("min offset", where, request(1).response(16, "BAD_SIGNATURE"), True)
+    assert isinstance(ours, AccessDeniedError) and "code 16 NO_PERMISSION" in str(ours)
+    other = refusal("min offset", where, request(1).response(1, "disk full"), False)
+    assert type(other) is ClusterError and "code 1, disk full" in str(other)

@@ -70,21 +70,40 @@ class ClusterError(StoreError):
 
 
 class AccessDeniedError(ClusterError):
-    """A broker's ACL refused a request (NO_PERMISSION): options accessKey / secretKey
-    are missing or wrong. Never waited on or retried: the same keys get the same answer."""
+    """A broker's ACL refused a request (NO_PERMISSION, or a Java broker's AclException):
+    options accessKey / secretKey are missing or wrong, or the account lacks the topic's
+    or group's permission. Never waited on or retried: the same keys get the same answer."""
+
+
+# A Java 4.9.8 broker's ACL throws AclException in its RPC hook, which the remoting layer
+# answers SYSTEM_ERROR with the exception's description (NettyRemotingAbstract
+# .processRequestCommand): "org.apache.rocketmq.acl.common.AclException: Check signature
+# failed for accessKey=...", "... No acl config for ...", "... has no permission ...".
+JAVA_ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
+
+
+def is_acl_refusal(answer: RemotingCommand) -> bool:
+    """An ACL's refusal: rocketstore's broker answers NO_PERMISSION, a Java 4.9.8 broker
+    SYSTEM_ERROR naming AclException."""
+    if answer.code == ResponseCode.NO_PERMISSION:
+        return True
+    return answer.code == ResponseCode.SYSTEM_ERROR and JAVA_ACL_EXCEPTION in (answer.remark or "")
 
 
 def refusal(what: str, where: str, answer: RemotingCommand, signed: bool) -> ClusterError:
     """The error for a request ``answer`` refused: an :class:`AccessDeniedError` saying
-    what to check when it is the ACL's NO_PERMISSION, else a ClusterError with the code."""
-    if answer.code == ResponseCode.NO_PERMISSION:
+    what to check when it is an ACL's refusal (:func:`is_acl_refusal`), else a
+    ClusterError with the code."""
+    if is_acl_refusal(answer):
         hint = (
-            "check options accessKey and secretKey (an account of the broker's ACL file)"
+            "check options accessKey and secretKey (an account of the broker's ACL file, "
+            "and its permissions for the topic and group)"
             if signed
             else "the broker checks an ACL: give options accessKey and secretKey"
         )
+        name = "NO_PERMISSION" if answer.code == ResponseCode.NO_PERMISSION else "SYSTEM_ERROR"
         return AccessDeniedError(
-            f"{what}: refused by the ACL of {where} (code {answer.code} NO_PERMISSION, "
+            f"{what}: refused by the ACL of {where} (code {answer.code} {name}, "
             f"{answer.remark}): {hint}"
         )
     return ClusterError(f"{what}: refused by {where}: code {answer.code}, {answer.remark}")

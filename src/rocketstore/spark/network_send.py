@@ -50,7 +50,12 @@ from rocketstore.remoting.send import (
     encode_message_batch,
     send_header_v2,
 )
-from rocketstore.spark.network_cluster import AccessDeniedError, BrokerRoute, ClusterError
+from rocketstore.spark.network_cluster import (
+    AccessDeniedError,
+    BrokerRoute,
+    ClusterError,
+    is_acl_refusal,
+)
 from rocketstore.spark.routing import hash_queue
 from rocketstore.spark.sink_uniq_keys import KeyScope
 from rocketstore.spark.staging import normalize, staged_rows
@@ -253,15 +258,16 @@ class Sender:
                     f"sending {len(messages)} message(s) of topic {topic!r} refused by {refusal}"
                 )
             failures.append(refusal)
-            denied = denied or answer.code == ResponseCode.NO_PERMISSION
+            denied = denied or is_acl_refusal(answer)
         message = (
             f"sending {len(messages)} message(s) of topic {topic!r} failed {1 + RETRIES} "
             f"times (retries go to the next broker): {'; '.join(failures)}"
         )
         if denied:
             raise AccessDeniedError(
-                f"{message}. Code {ResponseCode.NO_PERMISSION} is the brokers' ACL refusing the "
-                "request: check options accessKey and secretKey"
+                f"{message}. Code {ResponseCode.NO_PERMISSION} (a Java broker's "
+                "AclException) is the brokers' ACL refusing the request: check options "
+                "accessKey and secretKey"
             )
         raise ClusterError(message)
 

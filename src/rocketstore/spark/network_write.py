@@ -25,8 +25,8 @@ from pyspark.sql.datasource import (
 )
 
 from rocketstore.remoting.blocking import RemotingClientError, request
-from rocketstore.remoting.codes import RequestCode, ResponseCode
-from rocketstore.spark.network_cluster import Cluster, refusal
+from rocketstore.remoting.codes import RequestCode
+from rocketstore.spark.network_cluster import Cluster, is_acl_refusal, refusal
 from rocketstore.spark.network_send import Sender, WriteRoute, write_route
 from rocketstore.spark.sink_uniq_keys import task_scope
 from rocketstore.spark.staging import new_job_id
@@ -69,7 +69,7 @@ def check_access(cluster: Cluster, route: WriteRoute) -> None:
                 "broker %s (%s) did not answer before the write: %s", broker.name, address, e
             )
             continue
-        if answer.code == ResponseCode.NO_PERMISSION:
+        if is_acl_refusal(answer):
             where = f"broker {broker.name} ({address})"
             raise refusal(f"write to topic {route.topic!r}", where, answer, cluster.signed)
 
