@@ -34,7 +34,13 @@ from rocketstore.broker.namesrv_config import KvConfigTable, namesrv_config
 from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.schedule import ScheduleService
-from rocketstore.broker.server import Connection, RemotingServer, bind_socket, format_address
+from rocketstore.broker.server import (
+    Connection,
+    Handler,
+    RemotingServer,
+    bind_socket,
+    format_address,
+)
 from rocketstore.broker.subscription_groups import SubscriptionGroupManager
 from rocketstore.broker.timeouts import within
 from rocketstore.broker.topic_config import topic_manager_for
@@ -140,6 +146,7 @@ class BrokerApp:
         self.store: MessageStore | None = None
         self.ctx: BrokerContext | None = None
         self.server: RemotingServer | None = None
+        self.vip_server: RemotingServer | None = None  # the listen port - 2 (fastListenPort)
         self.schedule: ScheduleService | None = None
         self.registrar: Registrar | None = None
         self.replication_master: ReplicationMaster | None = None
@@ -221,14 +228,16 @@ class BrokerApp:
             self.schedule = ScheduleService(store, opts.store_dir)
             self.schedule.start()
             ctx.schedule = self.schedule
+        handle = BrokerRouter(ctx).handle
         self.server = RemotingServer(
-            BrokerRouter(ctx).handle,
+            handle,
             name="broker",
             on_close=self._connection_closed,
             limits=b,  # read at each use, so updateBrokerConfig changes them live
             bulky_codes=BULKY_CODES,
         )
         await self.server.start(sock)
+        await self._start_vip_channel(handle, bound)
         if opts.namesrv_addrs:
             self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
             if self.replication_master is not None:
@@ -253,6 +262,31 @@ class BrokerApp:
             self.replication_slave.update_master_address(ha_address)
         if self.metadata_sync is not None:
             self.metadata_sync.update_master_address(master_address)
+
+    async def _start_vip_channel(self, handle: Handler, bound: str) -> None:
+        """The same requests on the listen port - 2, as a Java broker's fastRemotingServer
+        (fastListenPort) serves them: a Java slave asks its master GET_ALL_TOPIC_CONFIG
+        there (BrokerOuterAPI.getAllTopicConfig uses MixAll.brokerVIPChannel), as do
+        clients with vipChannelEnabled. Best effort: a port taken, or a broker on an
+        ephemeral port, goes without it (logged)."""
+        host, port = parse_host(bound)
+        if parse_host(self.options.listen)[1] == 0 or port < 3:
+            return
+        try:
+            sock, vip_bound = _bind(_join(host, port - 2))
+        except OSError as e:
+            log.warning("no VIP channel (listen port - 2, a Java slave's topic sync): %s", e)
+            return
+        b = self.options.broker
+        self.vip_server = RemotingServer(
+            handle,
+            name="broker-vip",
+            on_close=self._connection_closed,
+            limits=b,
+            bulky_codes=BULKY_CODES,
+        )
+        await self.vip_server.start(sock)
+        log.info("VIP channel (fastListenPort) at %s", vip_bound)
 
     def _bind_ha(self, bound: str) -> socket.socket:
         """The socket a master's slaves connect to: haListenPort, or the listen port + 1,
@@ -347,6 +381,8 @@ class BrokerApp:
             self.ctx.waiters.close()  # held pulls answer now instead of at their timeout
         if self.server is not None:
             await self.server.stop()
+        if self.vip_server is not None:
+            await self.vip_server.stop()
         if self.schedule is not None:
             await asyncio.to_thread(self.schedule.shutdown)
         if self.ctx is not None:

@@ -30,6 +30,7 @@ from rocketstore.cli.context import read_settings_file
 from rocketstore.cli.main import main
 from rocketstore.errors import ConfigError
 from rocketstore.paths import ABORT_FILE
+from rocketstore.remoting.blocking import RemotingClientError
 from rocketstore.store import MessageStore
 
 
@@ -312,3 +313,37 @@ def test_update_broker_config_drains_the_broker_in_the_routes(tmp_path: Path) ->
     # The next start reads the file: the broker comes back drained.
 
     assert broker_config_from_settings(read_settings_file(str(conf))).broker_permission == 4
+
+
+def _port_with_vip_free() -> int:
+    """A free port P whose P - 2 (the VIP channel) and P + 1 (HA) are free too."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        try:
+            for other in (port - 2, port + 1):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", other))
+        except OSError:
+            continue
+        return port
+    raise AssertionError("no port with its VIP and HA ports free")
+
+
+def test_a_broker_serves_its_requests_on_the_vip_channel_too(tmp_path: Path) -> None:
+    """Listen port - 2, as a Java broker's fastRemotingServer: a Java slave asks its
+    master GET_ALL_TOPIC_CONFIG there (BrokerOuterAPI.getAllTopicConfig)."""
+    port = _port_with_vip_free()
+    options = BrokerOptions(
+        str(tmp_path / "b"), listen=f"127.0.0.1:{port}", store_config=small_store()
+    )
+    with BackgroundServer(options) as server:
+        _send(server.broker_address, "OnMain", b"x")
+        vip = f"127.0.0.1:{port - 2}"
+        answer = invoke_sync(vip, request(RequestCode.GET_ALL_TOPIC_CONFIG))
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert "OnMain" in json.loads(answer.body)["topicConfigTable"]
+        _send(vip, "OnVip", b"y")  # a client with vipChannelEnabled
+    with pytest.raises(RemotingClientError, match="refused"):
+        invoke_sync(vip, request(RequestCode.GET_ALL_TOPIC_CONFIG))  # closed at stop
