@@ -38,6 +38,10 @@ JOPTS=(-server -Xms256m -Xmx512m -Xmn128m -XX:MaxDirectMemorySize=256m
        --add-opens java.base/sun.nio.ch=ALL-UNNAMED
        --add-opens java.base/java.lang=ALL-UNNAMED
        -Drmq.log.dir="$LOGDIR" -Duser.home="$WORK_DIR/home-user"
+       # a shared machine's disk is often over 85-90 % used by others' tests: without these
+       # the broker deletes CommitLog files at once and refuses puts (CleanCommitLogService)
+       -Drocketmq.broker.diskSpaceWarningLevelRatio=0.99
+       -Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98
        -Drocketmq.client.logUseSlf4j=false -Drocketmq.client.logRoot="$LOGDIR")
 
 # broker_conf STORE_DIR OUT_FILE: broker.conf.in with the store directory and ports filled in
