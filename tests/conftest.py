@@ -1,14 +1,9 @@
-"""Shared by every test package: tests/ on the import path for its helper modules
-(dledger_helpers), and the Hypothesis settings every run uses."""
+"""Shared by every test package: the Hypothesis settings every run uses. (tests/ is a
+package: helper modules are imported as ``tests.dledger_helpers``, ``tests.cli.cli_helpers``.)"""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from hypothesis import HealthCheck, settings
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 # One Hypothesis profile, CI's and everyone's: no deadline and no too-slow health check.
 # Both time examples, and two test processes on CI's two cores (or a shared machine) make a

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cli_helpers import CONFIG, COUNT, Run
 
-from dledger_helpers import Framed, frame_as_dledger
+from tests.dledger_helpers import Framed, frame_as_dledger
 
 
 def _framed(store: Path, keep_plain: int = 0) -> Framed:

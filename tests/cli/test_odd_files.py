@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import CLI, CONFIG, Run
 
-from dledger_helpers import frame_as_dledger
 from rocketstore.format.cq_ext import address_of
+from tests.dledger_helpers import frame_as_dledger
 
 Cli = Callable[..., Run]
 

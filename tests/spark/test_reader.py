@@ -244,7 +244,7 @@ def test_a_dledger_log_reads_in_both_modes(store_copy, mode, keep_plain):
     """A DLedger broker's store (its records framed in dledger-<id>/data, found without
     options): every message at its new offset, column-wise and record by record (a key
     filter takes the record path); a commitlog partition is a whole DLedger file."""
-    from dledger_helpers import frame_as_dledger
+    from tests.dledger_helpers import frame_as_dledger
 
     def key(r):
         return (r["topic"], r["partition"], r["offset"], r["value"])
@@ -302,7 +302,7 @@ def test_commitlog_mode_max_records_per_partition_cuts_at_record_starts(store_co
     assert len(rows) == len({r["commitLogOffset"] for r in rows}) == sum(counts)
     assert len(rows) == sum(LAYOUT.values()) * ROUNDS
     # A DLedger log is read file by file: the option cannot be honoured there.
-    from dledger_helpers import frame_as_dledger
+    from tests.dledger_helpers import frame_as_dledger
 
     scan.close_stores()
     frame_as_dledger(store_copy, hash_slot_num=64, keep_plain=False)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from dledger_helpers import Framed, frame_as_dledger
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.errors import ConfigError
 from rocketstore.files.store_dir import with_dledger
 from rocketstore.format import dledger_entry as dl
 from rocketstore.status import GetStatus
+from tests.dledger_helpers import Framed, frame_as_dledger
 
 CONFIG = StoreConfig(
     mapped_file_size_commit_log=8192,
