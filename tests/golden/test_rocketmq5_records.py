@@ -7,7 +7,13 @@ import zlib
 from pathlib import Path
 
 import pytest
-from golden_helpers import (
+
+from rocketstore import MessageStore
+from rocketstore.check import check_store
+from rocketstore.format import properties as props
+from rocketstore.format.record import MESSAGE_MAGIC_V2
+from rocketstore.status import GetStatus
+from tests.golden.golden_helpers import (
     CRC32_RESERVED_BYTES,
     V5,
     assert_same_message,
@@ -19,12 +25,6 @@ from golden_helpers import (
     stored_place,
     topic_field,
 )
-
-from rocketstore import MessageStore
-from rocketstore.check import check_store
-from rocketstore.format import properties as props
-from rocketstore.format.record import MESSAGE_MAGIC_V2
-from rocketstore.status import GetStatus
 
 
 @pytest.mark.parametrize("name", ["basic", "crashed", "propcrc"])

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from golden_helpers import (
+
+from rocketstore import MessageStore
+from tests.golden.golden_helpers import (
     BOTH,
     CORPUS,
     compare_files,
@@ -24,8 +26,6 @@ from golden_helpers import (
     store_config,
     store_files,
 )
-
-from rocketstore import MessageStore
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from golden_helpers import (
+
+from rocketstore import MessageStore
+from rocketstore.broker.schedule import ScheduleService
+from rocketstore.config import delay_levels_ms
+from rocketstore.format import properties as props
+from rocketstore.format.cq_ext import is_ext_address
+from rocketstore.format.javahash import tags_code
+from rocketstore.paths import CONSUME_QUEUE_EXT_DIR
+from rocketstore.status import GetStatus
+from tests.golden.golden_helpers import (
     SCHEDULE_TOPIC,
     Manifest,
     delay_level,
@@ -24,15 +33,6 @@ from golden_helpers import (
     store_config,
     stored_place,
 )
-
-from rocketstore import MessageStore
-from rocketstore.broker.schedule import ScheduleService
-from rocketstore.config import delay_levels_ms
-from rocketstore.format import properties as props
-from rocketstore.format.cq_ext import is_ext_address
-from rocketstore.format.javahash import tags_code
-from rocketstore.paths import CONSUME_QUEUE_EXT_DIR
-from rocketstore.status import GetStatus
 
 
 @pytest.fixture(scope="module")

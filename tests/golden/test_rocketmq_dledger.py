@@ -15,10 +15,18 @@ import json
 from pathlib import Path
 
 import pytest
-from golden_helpers import V4, V5, Manifest, compare_files, extract, load_manifest, run_cli
 
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format import dledger_entry as dl
+from tests.golden.golden_helpers import (
+    V4,
+    V5,
+    Manifest,
+    compare_files,
+    extract,
+    load_manifest,
+    run_cli,
+)
 
 STORES = ("dledger", "dledgermixed")
 # The reading tests run on 5.3.3's `dledger` store too (the 5.x workload, written by

@@ -11,12 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from golden_helpers import compare_files, extract, load_manifest, run_cli, store_config, to_message
 
 from rocketstore import Message, MessageStore
 from rocketstore.format import properties as props
 from rocketstore.format.multi_dispatch import INNER_MULTI_QUEUE_OFFSET
 from rocketstore.status import GetStatus
+from tests.golden.golden_helpers import (
+    compare_files,
+    extract,
+    load_manifest,
+    run_cli,
+    store_config,
+    to_message,
+)
 
 Manifest = dict[str, Any]
 

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from golden_helpers import (
+
+from tests.golden.golden_helpers import (
     MULTIPATH_DIRS,
     Manifest,
     compare_files,

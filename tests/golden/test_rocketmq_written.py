@@ -18,7 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from golden_helpers import (
+
+from rocketstore import MessageStore
+from rocketstore.format import properties as props
+from rocketstore.format.checkpoint import decode_checkpoint, encode_checkpoint
+from rocketstore.status import GetStatus
+from tests.golden.golden_helpers import (
     BOTH,
     V5,
     Manifest,
@@ -34,11 +39,6 @@ from golden_helpers import (
     stored_place,
     version_of,
 )
-
-from rocketstore import MessageStore
-from rocketstore.format import properties as props
-from rocketstore.format.checkpoint import decode_checkpoint, encode_checkpoint
-from rocketstore.status import GetStatus
 
 # --- read checks ----------------------------------------------------------------------------
 
