@@ -2,9 +2,9 @@
 then the records in their bodies decoded and validated as a plain file's are
 (format.record_scan), each required to fill its body exactly.
 
-Pure (buffers in, arrays out). Shared by the store's scan (recovery.recover), whose stops
-must be entry boundaries so that a later scan can go on from them, and the parallel
-rebuild, which scans each file of a DLedger log as one range.
+Pure (buffers in, arrays out). The CommitLog walker's framed mode
+(format.commitlog_walk), whose stops must be entry boundaries so that a later walk can go
+on from them; Spark's commitlog mode lists a DLedger file's records through it too.
 """
 
 from __future__ import annotations
@@ -15,18 +15,10 @@ import numpy as np
 
 from rocketstore.format.dledger_entry import (
     BODY_OFFSET,
-    END_OF_DATA,
     EntryHeader,
     walk_entries,
 )
-from rocketstore.format.record_scan import (
-    RangeScan,
-    Records,
-    Stop,
-    TopicTable,
-    check_record,
-    decode_run,
-)
+from rocketstore.format.record_scan import Records, TopicTable, check_record, decode_run
 
 
 @dataclass
@@ -83,21 +75,3 @@ def cut_run(run: EntryRun, base: int, valid: int, reason: str) -> EntryRun:
         bad.pos - base,
         f"DLedger entry {bad.index}: {reason}",
     )
-
-
-def scan_entry_file(buf: memoryview, base: int, file_size: int, topics: TopicTable) -> RangeScan:
-    """A whole DLedger log file as one rebuild range (record_scan.scan_range's answer: its
-    first and stop positions are entry boundaries, which is what the ranges' join
-    compares). An invalid entry or record ends the file's data there (Stop.CORRUPT with
-    the reason): entries cannot be found past damage without the chain."""
-    if file_size >= 8 and not any(buf[0:8]):
-        return RangeScan(Records.concat([]), None, Stop.END_OF_DATA, 0)
-    run = entry_records(buf, base, 0, file_size, topics)
-    if run.stop_reason is None:
-        stop = Stop.BLANK if run.stop_position < file_size else Stop.BOUNDARY
-    elif run.stop_reason == END_OF_DATA:
-        stop = Stop.END_OF_DATA
-    else:
-        stop = Stop.CORRUPT
-    reason = (run.stop_reason or "") if stop == Stop.CORRUPT else ""
-    return RangeScan(run.records, 0, stop, run.stop_position, reason)

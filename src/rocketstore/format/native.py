@@ -116,7 +116,7 @@ walk_starts = bind(
 )
 decode_chunk = bind(_c.decode_chunk, "decode_chunk", "rocketstore.format.record_scan:_decode_chunk")
 crc_mismatch = bind(
-    _c.crc_mismatch, "crc_mismatch", "rocketstore.recovery.recover:_first_crc_mismatch"
+    _c.crc_mismatch, "crc_mismatch", "rocketstore.format.commitlog_walk:first_crc_mismatch"
 )
 queue_units = bind(_c.queue_units, "queue_units", "rocketstore.format.record_scan:queue_runs")
 dispatch_facts = bind(

@@ -147,6 +147,9 @@ class Stop:
     BLANK = "blank"  # an END_OF_FILE blank: the rest of the file is unused
     END_OF_DATA = "end-of-data"  # zero bytes where a record would start
     CORRUPT = "corrupt"  # invalid bytes, and no valid record after them in the range
+    # A record the buffer holds only the start of, within its file: a write in progress
+    # (format.commitlog_walk, for a caller reading less than the whole file).
+    INCOMPLETE = "incomplete"
 
 
 @dataclass
@@ -593,58 +596,3 @@ def _fill_scalar(
     records.body_position[i] = view.body_position
     records.body_length[i] = view.body_length
     records.body_crc[i] = view.body_crc
-
-
-def scan_range(
-    buf: memoryview,
-    base: int,
-    start: int,
-    end: int,
-    file_size: int,
-    *,
-    skip_corrupt: bool,
-    topics: TopicTable,
-    next_data: NextData | None = None,
-) -> RangeScan:
-    """Every valid record starting in [start, end) of one file (``buf`` holds the file,
-    ``base`` is its CommitLog offset). Invalid records raise RangeCorruptError, or with
-    ``skip_corrupt`` are skipped up to the next valid record and listed."""
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    if start == 0:
-        if file_size >= 8 and not any(buf[0:8]):
-            # A file with no data (one created ahead of need): nothing starts here.
-            return RangeScan(Records.concat([]), None, Stop.END_OF_DATA, 0)
-        first: int | None = 0
-    else:
-        first = find_record_start(buf, base, start, end, file_size, next_data)
-    parts: list[Records] = []
-    corrupt: list[CorruptRegion] = []
-    position = first if first is not None else end
-    stop, stop_reason = Stop.BOUNDARY, ""
-    if first is None:
-        return RangeScan(Records.concat([]), None, Stop.BOUNDARY, end)
-    while True:
-        starts, position, stop = walk_start_array(buf, position, end, file_size)
-        records, valid = decode_run(buf, raw, base, starts, file_size, topics)
-        parts.append(records)
-        bad_at: int | None = None
-        if valid < len(starts):
-            bad_at = int(starts[valid])
-        elif stop == Stop.CORRUPT:
-            bad_at = position
-        elif stop == Stop.BLANK:
-            reason = check_record(buf, base, position, file_size)
-            if reason is not None:
-                bad_at = position
-        if bad_at is None:
-            break
-        reason = check_record(buf, base, bad_at, file_size) or "invalid record header"
-        if not skip_corrupt:
-            raise RangeCorruptError(reason, position=base + bad_at)
-        resume = find_record_start(buf, base, bad_at + 1, end, file_size, next_data)
-        if resume is None:
-            position, stop, stop_reason = bad_at, Stop.CORRUPT, reason
-            break
-        corrupt.append(CorruptRegion(base + bad_at, resume - bad_at, reason))
-        position = resume
-    return RangeScan(Records.concat(parts), first, stop, position, stop_reason, corrupt)

@@ -39,8 +39,8 @@ from rocketstore.files.deleted_queues import queue_key
 from rocketstore.files.holes import next_data_finder
 from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.format import index_layout
+from rocketstore.format.commitlog_walk import scan_entry_file, scan_range
 from rocketstore.format.dispatch_facts import dispatch_facts
-from rocketstore.format.entry_scan import scan_entry_file
 from rocketstore.format.multi_dispatch import ExtraUnits, extra_units, merge_units
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE, max_queue_offset
 from rocketstore.format.queue_unit import UNIT_DTYPE as _CQ_DTYPE
@@ -50,7 +50,6 @@ from rocketstore.format.record_scan import (
     Records,
     TopicTable,
     queue_groups,
-    scan_range,
 )
 from rocketstore.index import (
     ChainedBlock,

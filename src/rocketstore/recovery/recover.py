@@ -8,10 +8,7 @@ accepted (#9121), an illegal magic ends the scan instead of looping (#289).
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import struct
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -21,28 +18,18 @@ from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.errors import CorruptDataError, FileRemovedError
-from rocketstore.format import native, sysflag
 from rocketstore.format import record as rec
+from rocketstore.format import sysflag
 from rocketstore.format.checkpoint import Checkpoint
-from rocketstore.format.crc import CRC_MASK
+from rocketstore.format.commitlog_walk import FileWalk, Verdict
 from rocketstore.format.dispatch_facts import dispatch_facts, record_facts
 from rocketstore.format.dledger_entry import EntryHeader
-from rocketstore.format.entry_scan import cut_run, entry_records
 from rocketstore.format.multi_dispatch import extra_units
-from rocketstore.format.record_scan import (
-    Records,
-    Stop,
-    TopicTable,
-    check_record,
-    decode_run,
-    queue_groups,
-    walk_start_array,
-)
+from rocketstore.format.record_scan import Records, TopicTable, queue_groups
 from rocketstore.index import IndexService
 from rocketstore.recovery.later_records import first_record_after
 
 log = logging.getLogger(__name__)
-_HEAD8 = struct.Struct(">ii")
 
 
 @dataclass
@@ -97,11 +84,11 @@ def scan_valid_end(
     """Walk records from file ``start_index`` (or from ``start_offset``, a record
     boundary); return the offset after the last valid one.
 
-    Each file is read in place through its mapping (no copies) and validated in bulk
-    (:mod:`rocketstore.format.record_scan`): magic, sizes, PHYSICALOFFSET == position and
-    the 8-byte tail rule for a whole run at once, then the body CRC of each record (a stored
-    CRC of 0 is accepted). A blank moves to the next file; anything invalid stops the walk,
-    with the reason in ``report``.
+    Each file is read in place through its mapping (no copies) by the CommitLog walker
+    (:mod:`rocketstore.format.commitlog_walk`: magic, sizes, PHYSICALOFFSET == position,
+    the 8-byte tail rule and, with ``check_crc``, the body CRC, a run at a time). A blank
+    moves to the next file; anything else that ends a file's valid data stops the scan,
+    with the walker's reason in ``report``.
 
     In a DLedger log each entry must follow the one before (``entries``: the last one a
     previous scan accepted, when this one goes on from where it ended).
@@ -128,31 +115,27 @@ def scan_valid_end(
         try:
             buf = memoryview(mapped.mm)
             try:
-                scan = (
-                    functools.partial(_scan_entry_file, entries=entries)
-                    if commitlog.dirs.holds_entries(mapped.path)
-                    else _scan_file
-                )
-                stopped = scan(
+                verdict = _walk_file(
                     buf,
                     mapped.file_from_offset,
                     offset - mapped.file_from_offset,
                     size,
+                    framed=commitlog.dirs.holds_entries(mapped.path),
                     check_crc=check_crc,
                     report=report,
                     topics=topics,
                     on_records=on_records,
+                    entries=entries,
                 )
             finally:
                 with contextlib.suppress(BufferError):  # a view outlived the scan: GC frees it
                     buf.release()
         finally:
             mapped.release()
-        if stopped is not None:
-            at, reason = stopped
-            report.stop_offset = mapped.file_from_offset + at
-            report.stop_reason = reason
-            return mapped.file_from_offset + at
+        if not verdict.file_finished:
+            report.stop_offset = mapped.file_from_offset + verdict.position
+            report.stop_reason = verdict.reason
+            return mapped.file_from_offset + verdict.position
         # File finished (blank or exactly full): continue with the next file, if any.
         if index + 1 >= len(files):
             return mapped.file_from_offset + size
@@ -169,130 +152,38 @@ class EntryChain:
     last: EntryHeader | None = None
 
 
-def _scan_entry_file(
+def _walk_file(
     buf: memoryview,
     base: int,
     position: int,
     size: int,
     *,
+    framed: bool,
     check_crc: bool,
     report: RecoveryReport,
     topics: TopicTable,
     on_records: RecordsHandler | None,
     entries: EntryChain,
-) -> tuple[int, str] | None:
-    """``_scan_file`` for a file of a DLedger log: the entries are followed by their
-    headers (format.dledger_entry), then the records in them are validated in bulk as a
-    plain file's are, each filling its entry's body exactly. Stops are at entry
-    boundaries, so a later scan can start there."""
-    run = entry_records(buf, base, position, size, topics, entries.last)
-    valid, reason = _hand_over(
-        buf, base, run.records, len(run.entries), "", check_crc, report, topics, on_records
+) -> Verdict:
+    """Walk one file from ``position`` with the CommitLog walker (format.commitlog_walk),
+    counting and handing over its runs of valid records; its verdict."""
+    walk = FileWalk(
+        buf,
+        base,
+        position,
+        size,
+        topics=topics,
+        framed=framed,
+        previous_entry=entries.last,
+        check_crc=check_crc,
+        window_bytes=SCAN_WINDOW_BYTES,
     )
-    run = cut_run(run, base, valid, reason)
-    if run.entries:
-        entries.last = run.entries[-1]
-    if run.stop_reason is None:
-        return None
-    return run.stop_position, run.stop_reason
-
-
-def _scan_file(
-    buf: memoryview,
-    base: int,
-    position: int,
-    size: int,
-    *,
-    check_crc: bool,
-    report: RecoveryReport,
-    topics: TopicTable,
-    on_records: RecordsHandler | None,
-) -> tuple[int, str] | None:
-    """Validate one file's records from ``position``: None when the file is finished (a
-    correct blank, or records up to its very end), else where the walk stopped and why."""
-    if position < size and not any(buf[position : position + 8]):
-        # Nothing written here: the usual answer when a read-only store looks for what a
-        # writer appended, which it does before every call; skip the bulk machinery.
-        return position, "end of data"
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    while position < size:
-        window_end = min(size, position + SCAN_WINDOW_BYTES)
-        starts, stop_at, why = walk_start_array(buf, position, window_end, size)
-        records, valid = decode_run(buf, raw, base, starts, size, topics)
-        valid, reason = _hand_over(
-            buf, base, records, valid, "", check_crc, report, topics, on_records
-        )
-        if valid < len(starts):
-            bad_at = int(starts[valid])
-            return bad_at, reason or check_record(buf, base, bad_at, size) or "invalid record"
-        if why == Stop.BOUNDARY:
-            position = stop_at
-        elif why == Stop.BLANK:
-            remaining = _HEAD8.unpack_from(buf, stop_at)[0]
-            if remaining != size - stop_at:
-                return stop_at, f"blank record with wrong length {remaining}"
-            return None
-        elif why == Stop.END_OF_DATA or not any(buf[stop_at : stop_at + 8]):
-            return stop_at, "end of data"
-        else:
-            return stop_at, check_record(buf, base, stop_at, size) or "invalid record header"
-    return None
-
-
-def _hand_over(
-    buf: memoryview,
-    base: int,
-    records: Records,
-    valid: int,
-    reason: str,
-    check_crc: bool,
-    report: RecoveryReport,
-    topics: TopicTable,
-    on_records: RecordsHandler | None,
-) -> tuple[int, str]:
-    """Count and hand over a run's valid records (``valid`` of them, ``reason`` why the
-    next is not), first cutting the run at the first body CRC mismatch when CRCs are
-    checked; the count and reason after that."""
-    if check_crc and len(records):
-        bad = _first_crc_mismatch(buf, records)
-        if bad is not None:
-            valid, reason = bad
-            records = records.take(valid)
-    if len(records):
+    for records in walk:
         report.records_scanned += len(records)
         if on_records is not None:
             on_records(buf, base, records, topics)
-    return valid, reason
-
-
-def _first_crc_mismatch(buf: memoryview, records: Records) -> tuple[int, str] | None:
-    """The first record whose body does not match its stored CRC (0 means "not set" and
-    passes, RocketMQ #9121), with the reason; None if all match."""
-    if native.crc_mismatch is not None:
-        found = native.crc_mismatch(
-            buf,
-            np.ascontiguousarray(records.body_position),
-            np.ascontiguousarray(records.body_length),
-            np.ascontiguousarray(records.body_crc),
-        )
-        if found is None:
-            return None
-        row, computed = found
-        stored = int(records.body_crc[row])
-        return row, f"body CRC mismatch: stored {stored}, computed {computed}"
-    checked = (records.body_crc != 0) & (records.body_length > 0)
-    rows = np.flatnonzero(checked) if not checked.all() else np.arange(len(records))
-    starts = records.body_position[rows]
-    ends = starts + records.body_length[rows]
-    # One C call per body over a slice of the mapping (no copy), no Python frame between.
-    bodies = map(buf.__getitem__, map(slice, starts.tolist(), ends.tolist()))
-    actual = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=len(rows)) & CRC_MASK
-    bad = np.flatnonzero(actual != records.body_crc[rows])
-    if not len(bad):
-        return None
-    k = int(bad[0])
-    stored = int(records.body_crc[rows[k]])
-    return int(rows[k]), f"body CRC mismatch: stored {stored}, computed {int(actual[k])}"
+    entries.last = walk.last_entry
+    return walk.verdict
 
 
 def abnormal_start_index(commitlog: CommitLog, checkpoint: Checkpoint) -> int:

@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
+from rocketstore.format.commitlog_walk import scan_range
 from rocketstore.format.crc import masked_crc32
 from rocketstore.format.dispatch_facts import dispatch_facts
 from rocketstore.format.javahash import index_key_hash, tags_code
 from rocketstore.format.properties import decode_properties, split_keys
 from rocketstore.format.queue_unit import encode_unit, encode_units
-from rocketstore.format.record_scan import TopicTable, scan_range
+from rocketstore.format.record_scan import TopicTable
 from rocketstore.paths import SCHEDULE_TOPIC
 
 FILE = 64 * 1024

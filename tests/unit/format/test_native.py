@@ -28,17 +28,16 @@ from rocketstore import Message, MessageStore, PutResult, PutStatus, StoreConfig
 from rocketstore import index as index_module
 from rocketstore import put_path as put_path_module
 from rocketstore import read_path as read_path_module
+from rocketstore.format import commitlog_walk, record_scan
 from rocketstore.format import javahash as javahash_module
 from rocketstore.format import message_id as message_id_module
 from rocketstore.format import native as native_module
 from rocketstore.format import properties as properties_module
 from rocketstore.format import record as record_module
-from rocketstore.format import record_scan
 from rocketstore.format.crc import masked_crc32
 from rocketstore.format.message import MessageExt
 from rocketstore.format.record_scan import Records, TopicTable, decode_run
 from rocketstore.paths import commitlog_dir
-from rocketstore.recovery import recover as recover_module
 
 native = native_module.native
 pytestmark = pytest.mark.skipif(native is None, reason="the C extension is not built")
@@ -593,9 +592,9 @@ def _scan_both_ways(data: bytes, base: int) -> None:
         else:
             assert getattr(got, name)[:valid].tolist() == getattr(want, name)[:valid].tolist()
     crc_args = (got.body_position[:valid], got.body_length[:valid], got.body_crc[:valid])
-    fast_crc = recover_module._first_crc_mismatch(buf, got.take(valid))
+    fast_crc = commitlog_walk.first_crc_mismatch(buf, got.take(valid))
     with _python_paths():
-        slow_crc = recover_module._first_crc_mismatch(buf, got.take(valid))
+        slow_crc = commitlog_walk.first_crc_mismatch(buf, got.take(valid))
     assert fast_crc == slow_crc, crc_args
 
 

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from rocketstore.format import native
 from rocketstore.format import properties_scan as bulk
 from rocketstore.format import record as rec
+from rocketstore.format.commitlog_walk import scan_range
 from rocketstore.format.javahash import index_key_hash, tags_code
 from rocketstore.format.properties import decode_properties, split_keys
-from rocketstore.format.record_scan import RangeCorruptError, Stop, TopicTable, scan_range
+from rocketstore.format.record_scan import RangeCorruptError, Stop, TopicTable
 from rocketstore.rebuild.passes import queue_layout
 
 FILE = 4096
