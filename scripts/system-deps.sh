@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the checks need when the machine lacks them:
 # a JDK for Spark (pyspark runs a JVM), Node.js + npm for the ali-ons conformance client and
-# a C compiler for rocketstore's extension (rocketstore/format/_native.c).
+# a C compiler for rocketstore's extension (rocketstore/format/_native_c/).
 # Uses apt-get (as root, or through sudo); on other systems it says what is missing.
 set -euo pipefail
 missing=()

@@ -145,7 +145,7 @@ class MessageExt(_WellKnownProperties):
 
 if native.LazyProperties is not None and native.LazyMsgId is not None:
     # With the C reads, a MessageExt's properties stay as the record's bytes until first
-    # read (see LazyProperties in _native.c): a consumer that wants only bodies skips a
+    # read (see LazyProperties in _native_c/decode.c): a consumer that wants only bodies skips a
     # dict and its strings per message. Construction, equality, repr and replace() all
     # go through the attribute, so they see the dict as before.
     setattr(  # noqa: B010 (a plain assignment would have mypy check it as the field)
