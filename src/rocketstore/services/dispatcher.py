@@ -2,37 +2,27 @@
 consume-queue units and index entries.
 
 Layer: services. Reads the CommitLog from ``dispatched_offset`` up to its max offset in
-chunks and hands each chunk's run of records to ``handle`` at once, decoded and validated in
-bulk (:mod:`rocketstore.format.record_scan`: numpy over the whole run, not a Python decode
-per record); blanks roll to the next file; corrupt bytes skip the rest of the readable slice
-as a RocketMQ master does. A record counts as corrupt here by recovery's rules, which
-include PHYSICALOFFSET == its position and the 8-byte file tail rule.
+chunks and hands each chunk's run of records to ``handle`` at once, walked, decoded and
+validated in bulk by the CommitLog walker (:mod:`rocketstore.format.commitlog_walk`: numpy
+or C over the whole run, not a Python decode per record); blanks roll to the next file;
+corrupt bytes skip the rest of the readable slice as a RocketMQ master does. A record counts
+as corrupt here by recovery's rules (the walker's), which include PHYSICALOFFSET == its
+position and the 8-byte file tail rule.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from time import monotonic
 
-import numpy as np
-import numpy.typing as npt
-
 from rocketstore.commitlog import CommitLog
-from rocketstore.format import record as rec
-from rocketstore.format.record_scan import (
-    Records,
-    Stop,
-    TopicTable,
-    check_record,
-    decode_run,
-    walk_start_array,
-)
+from rocketstore.format.commitlog_walk import FileWalk
+from rocketstore.format.record_scan import Records, Stop, TopicTable
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +31,6 @@ CHUNK_BYTES = 8 * 1024 * 1024
 # Lag past which the writer yields the GIL to this thread after each append
 # (after_append).
 YIELD_LAG_BYTES = 64 * 1024 * 1024
-
-_HEAD8 = struct.Struct(">ii")
 
 
 @dataclass
@@ -154,22 +142,30 @@ class Dispatcher:
         return count
 
     def _dispatch_chunk(self, chunk: memoryview) -> int:
-        """Decode every whole record of ``chunk``, hand them over as one run, and move
-        ``dispatched_offset`` past them (or to the next file after a blank)."""
+        """Walk every whole record of ``chunk`` (format.commitlog_walk), hand them over as
+        one run, and move ``dispatched_offset`` past them (or to the next file after a
+        blank). A record the chunk holds only the start of waits for the next chunk;
+        damage skips the rest of the chunk, as a RocketMQ master skips a readable slice."""
         base = self.dispatched_offset
         file_size = self.commitlog.file_size
         # The chunk runs at most to its file's end; the 8-byte tail rule needs that end.
         file_end = file_size - base % file_size
-        starts, position, stop = walk_start_array(chunk, 0, len(chunk), len(chunk))
-        records, valid = decode_run(chunk, _as_array(chunk), base, starts, file_end, self.topics)
+        walk = FileWalk(
+            chunk,
+            base,
+            0,
+            file_end,
+            topics=self.topics,
+            readable=len(chunk),
+            window_bytes=len(chunk),  # one decode for the chunk
+        )
+        records, verdict = walk.run()
+        position = verdict.position
         next_offset: int | None = None
-        if valid < len(starts):
-            self._skip_corrupt(chunk, base, int(starts[valid]))
-            position = len(chunk)
-        elif stop == Stop.BLANK:
+        if verdict.stop == Stop.BLANK:
             next_offset = self.commitlog.roll_next_file(base + position)
-        elif stop != Stop.BOUNDARY and not self._incomplete(chunk, position, file_end):
-            self._skip_corrupt(chunk, base, position)
+        elif verdict.stop in (Stop.CORRUPT, Stop.END_OF_DATA):
+            self._skip_corrupt(chunk, base, position, verdict.reason)
             position = len(chunk)
         if len(records):
             self.handle(DispatchRun(chunk, base, records, self.topics))
@@ -177,26 +173,12 @@ class Dispatcher:
         self.dispatched_offset = next_offset if next_offset is not None else base + position
         return len(records)
 
-    @staticmethod
-    def _incomplete(chunk: memoryview, position: int, file_end: int) -> bool:
-        """A record header whose record continues past the chunk (within its file): the
-        rest arrives with the next chunk."""
-        if position + 8 > len(chunk):
-            return position < file_end
-        total, magic = _HEAD8.unpack_from(chunk, position)
-        return (
-            magic in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2)
-            and total >= rec.FIXED_OVERHEAD_V4
-            and position + total <= file_end
-        )
-
-    def _skip_corrupt(self, chunk: memoryview, base: int, position: int) -> None:
-        reason = check_record(chunk, base, position, len(chunk))
+    def _skip_corrupt(self, chunk: memoryview, base: int, position: int, reason: str) -> None:
         skipped = len(chunk) - position
         log.error(
             "dispatch: corrupt record at %d (%s); skipping %d bytes",
             base + position,
-            reason or "invalid record header",
+            reason,
             skipped,
         )
         self.corrupt_skipped_bytes += skipped
@@ -290,7 +272,3 @@ class Dispatcher:
             self._thread = None
         if catch_up and self.error is None:
             self.run_once()
-
-
-def _as_array(chunk: memoryview) -> npt.NDArray[np.uint8]:
-    return np.frombuffer(chunk, dtype=np.uint8)
