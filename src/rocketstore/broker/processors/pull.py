@@ -23,7 +23,7 @@ from rocketstore.errors import ConfigError, SelectorError
 from rocketstore.format import properties as props
 from rocketstore.format.selector import SQL92, TAG, compile_selector
 from rocketstore.format.subscription import Subscription, build_subscription
-from rocketstore.read_path import GetResult
+from rocketstore.read_path import TOTAL_PHYSICAL_MEMORY, GetResult
 from rocketstore.remoting.peer import Peer
 from rocketstore.status import GetStatus
 
@@ -221,6 +221,24 @@ def _read(
     return result, body
 
 
+def _in_memory(ctx: BrokerContext) -> bool:
+    """Whether every record counts as in memory by RocketMQ's rule (within
+    accessMessageInMemoryMaxRatio % of RAM of the CommitLog's end): such a pull reads on
+    the event loop, as cheap as a send's copy, instead of hopping to a worker thread and
+    back (about 30 % of a pull). A bigger CommitLog's reads may wait for the disk, so
+    they stay off the loop."""
+    memory = TOTAL_PHYSICAL_MEMORY * ctx.store.config.access_message_in_memory_max_ratio / 100
+    return ctx.store.max_commit_log_offset() - ctx.store.min_commit_log_offset() <= memory
+
+
+async def _read_pulled(
+    ctx: BrokerContext, header: PullHeader, subscription: Subscription
+) -> tuple[GetResult, bytes]:
+    if _in_memory(ctx):
+        return _read(ctx, header, subscription)
+    return await ctx.run(_read, ctx, header, subscription)
+
+
 async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     header = PullHeader.parse(cmd.ext_fields)
     if not is_readable(ctx.config.broker_permission):
@@ -238,7 +256,7 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
         return cmd.response(
             ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.group}"
         )
-    config = ctx.topics.get(header.topic)
+    config = ctx.topics.peek(header.topic)
     if config is None:
         return cmd.response(
             ResponseCode.TOPIC_NOT_EXIST,
@@ -260,7 +278,7 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
     subscription = _build(ctx, header, conn)
     if isinstance(subscription, Refusal):
         return cmd.response(subscription.code, subscription.remark)
-    result, body = await ctx.run(_read, ctx, header, subscription)
+    result, body = await _read_pulled(ctx, header, subscription)
     code = response_code(result, header.queue_offset)
     if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & FLAG_SUSPEND:
         # Hold the pull; answer as soon as the queue grows past the asked offset.
@@ -275,7 +293,7 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
                 (header.topic, header.queue_id), has_new, timeout_ms / 1000
             )
         if found_new:
-            result, body = await ctx.run(_read, ctx, header, subscription)
+            result, body = await _read_pulled(ctx, header, subscription)
             code = response_code(result, header.queue_offset)
     ext: dict[str, object] = {
         "nextBeginOffset": result.next_begin_offset,

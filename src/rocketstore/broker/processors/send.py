@@ -141,7 +141,7 @@ def check_topic(
         return _error(
             cmd, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
         )
-    config = ctx.topics.get(topic)
+    config = ctx.topics.peek(topic)
     if config is None:
         created = topic not in ctx.topics
         config = ctx.topics.create_on_send(
