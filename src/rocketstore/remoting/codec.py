@@ -206,26 +206,25 @@ def ext_bool(ext: Mapping[str, str], name: str, default: bool = False) -> bool:
 # --- encoding -------------------------------------------------------------------------
 
 
-# json.dumps(header, separators=(",", ":"), ensure_ascii=False) without making an encoder
-# per call (a few microseconds of every answer).
-_HEADER_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# The JSON string encoder json.dumps(..., ensure_ascii=False) uses (C when available).
+_quote = json.encoder.encode_basestring
 
 
 def encode_header_json(cmd: RemotingCommand) -> bytes:
-    header: dict[str, Any] = {
-        "code": cmd.code,
-        "extFields": {k: str(v) for k, v in cmd.ext_fields.items()},
-        "flag": cmd.flag,
-        "language": cmd.language,
-        "opaque": cmd.opaque,
-        "serializeTypeCurrentRPC": "JSON",
-        "version": cmd.version,
-    }
-    if cmd.remark is not None:
-        header["remark"] = cmd.remark
+    """The header as ``json.dumps(header, separators=(",", ":"), ensure_ascii=False)``
+    writes it (keys in this order), put together directly: the same string escaper, ints
+    as ``int.__repr__``, without building a dict and an encoder per answer (a few
+    microseconds of every answer). tests/unit/broker/test_remoting.py checks it against
+    json.dumps."""
+    ext = ",".join([f"{_quote(k)}:{_quote(str(v))}" for k, v in cmd.ext_fields.items()])
+    remark = "" if cmd.remark is None else f',"remark":{_quote(cmd.remark)}'
+    text = (
+        f'{{"code":{int(cmd.code)},"extFields":{{{ext}}},"flag":{int(cmd.flag)},'
+        f'"language":{_quote(cmd.language)},"opaque":{int(cmd.opaque)},'
+        f'"serializeTypeCurrentRPC":"JSON","version":{int(cmd.version)}{remark}}}'
+    )
     # "replace": a lone surrogate (which no decoded request holds) goes out as "?", as
     # Java writes it, rather than failing the frame and leaving the request unanswered.
-    text = _HEADER_ENCODER.encode(header)
     return text.encode("utf-8", "replace")
 
 

@@ -21,6 +21,7 @@ from rocketstore.broker.remoting import (
     coerce_ext_fields,
     decode_frame,
     encode_command,
+    encode_header_json,
     ext_bool,
     ext_int,
     ext_str,
@@ -164,6 +165,43 @@ def test_encode_decode_round_trip(cmd: RemotingCommand) -> None:
     decoded = decode_frame(frame)
     assert decoded is not None
     assert decoded == (cmd, len(frame))
+
+
+def _json_dumps_header(cmd: RemotingCommand) -> bytes:
+    """The header as it was written before encode_header_json put it together itself."""
+    header: dict[str, object] = {
+        "code": cmd.code,
+        "extFields": {k: str(v) for k, v in cmd.ext_fields.items()},
+        "flag": cmd.flag,
+        "language": cmd.language,
+        "opaque": cmd.opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": cmd.version,
+    }
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "replace")
+
+
+# Any text: quotes, backslashes, control characters, non-ASCII, lone surrogates.
+_any_text = st.text(st.characters(codec=None), max_size=12)
+
+
+@settings(max_examples=300)
+@given(
+    _commands,
+    st.dictionaries(_any_text, _any_text | st.integers(), max_size=4),
+    st.none() | _any_text,
+    _any_text,
+)
+def test_header_bytes_are_json_dumps_bytes(
+    cmd: RemotingCommand, ext: dict[str, object], remark: str | None, language: str
+) -> None:
+    cmd.ext_fields = ext  # type: ignore[assignment]  # str() of other values, as before
+    cmd.remark = remark
+    cmd.language = language
+    assert encode_header_json(cmd) == _json_dumps_header(cmd)
 
 
 @settings(max_examples=500)

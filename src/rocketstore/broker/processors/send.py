@@ -241,10 +241,10 @@ def put_response(
         remark = _put_failure_remark(first, ctx)
         return cmd.response(code, remark)
     ctx.stats.stored(topic, len(results))
-    ext = {
+    ext = {  # strings already: the answer takes them as they are
         "msgId": ",".join(r.msg_id for r in results),
-        "queueId": queue_id,
-        "queueOffset": first.queue_offset,
+        "queueId": str(queue_id),
+        "queueOffset": str(first.queue_offset),
         "MSG_REGION": "DefaultRegion",
         "TRACE_ON": "true",
     }
