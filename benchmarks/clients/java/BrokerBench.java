@@ -67,8 +67,6 @@ public final class BrokerBench {
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(name);  // its own client instance: its own connection
         p.setSendMsgTimeout(30000);
-        p.setRetryTimesWhenSendFailed(0);
-        p.setRetryTimesWhenSendAsyncFailed(0);
         p.setCompressMsgBodyOverHowmuch(1 << 20);
         p.start();
         return p;

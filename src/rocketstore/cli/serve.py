@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -24,6 +25,7 @@ from rocketstore.broker.app import (
     Service,
     run_until_signal,
 )
+from rocketstore.broker.children import ChildBroker, ChildBrokers
 from rocketstore.cli.context import CliContext, CliError, context_from_settings
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
@@ -187,8 +189,17 @@ def _run(services: list[Service], ready: Callable[[], None]) -> None:
     show_default=True,
     help="Name server address to listen on. Example: --namesrv-listen 0.0.0.0:9876",
 )
+@click.option(
+    "--brokers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Brokers to run behind the name server, each a process of its own (one core "
+    "each): the first over the store, broker K over STORE-K as BROKER_NAME-K, listening "
+    "10 ports further per broker (docs/broker.md, More cores). Example: --brokers 2",
+)
 @click.pass_obj
-def serve(obj: CliContext, /, namesrv_listen: str, **kwargs: Any) -> None:
+def serve(obj: CliContext, /, namesrv_listen: str, brokers: int, **kwargs: Any) -> None:
     """Run a name server and a broker over the store, in one process.
 
     Point any RocketMQ 4.x client at the name server address (docs/broker.md).
@@ -197,19 +208,82 @@ def serve(obj: CliContext, /, namesrv_listen: str, **kwargs: Any) -> None:
     Example:
       rocketstore serve --store ./store
       rocketstore serve --listen 127.0.0.1:10911 --namesrv-listen 127.0.0.1:9876
+      rocketstore serve --store ./store --brokers 2     # + broker-a-2 over ./store-2
     """
     options = _make_options(obj, kwargs)
     app = ServeApp(options, _address(namesrv_listen, "--namesrv-listen"))
+    services: list[Service] = [app]
+    if brokers > 1:
+        if parse_host(options.listen, what="--listen")[1] == 0:
+            raise CliError("--brokers needs a fixed --listen port (its brokers listen 10 apart)")
+
+        def children() -> list[ChildBroker]:
+            return _child_brokers(obj, options, app.namesrv.address, brokers, kwargs)
+
+        services.append(ChildBrokers(children))
 
     def ready() -> None:
+        extra = f" and {brokers - 1} more broker(s)" if brokers > 1 else ""
         click.echo(
             f"rocketstore: name server {app.namesrv.address}, broker "
-            f"{app.broker.address if app.broker else '?'} over {options.store_dir} "
+            f"{app.broker.address if app.broker else '?'} over {options.store_dir}{extra} "
             "(Ctrl-C stops)",
             err=True,
         )
 
-    _run([app], ready)
+    _run(services, ready)
+
+
+# Port distance between the brokers of serve --brokers (each also takes its port + 1 for
+# replication).
+CHILD_PORT_STEP = 10
+
+
+def _child_brokers(
+    obj: CliContext,
+    options: BrokerOptions,
+    namesrv_address: str,
+    brokers: int,
+    kwargs: dict[str, Any],
+) -> list[ChildBroker]:
+    """``rocketstore broker`` command lines for brokers 2..N: serve's own options, each
+    with its store, name and address, registering with ``namesrv_address`` (the bound
+    name server)."""
+    host, port = parse_host(options.listen, what="--listen")
+    ns_host, ns_port = parse_host(namesrv_address, what="name server address")
+    if ns_host in ("0.0.0.0", "::"):
+        ns_host = "127.0.0.1"
+    passed: list[str] = []
+    for name in ("advertise", "cluster", "flush", "offset_persist_ms", "acl_file"):
+        if kwargs.get(name) is not None:
+            flag = "--acl" if name == "acl_file" else "--" + name.replace("_", "-")
+            passed += [flag, str(kwargs[name])]
+    for name in ("no_auto_create", "enable_property_filter"):
+        if kwargs.get(name):
+            passed.append("--" + name.replace("_", "-"))
+    prefix = [sys.executable, "-m", "rocketstore.cli.main"]
+    if obj.settings_path:
+        prefix += ["-c", obj.settings_path]
+    children = []
+    for k in range(2, brokers + 1):
+        listen = f"{host}:{port + CHILD_PORT_STEP * (k - 1)}"
+        if ":" in host:
+            listen = f"[{host}]:{port + CHILD_PORT_STEP * (k - 1)}"
+        argv = [
+            *prefix,
+            "broker",
+            "--namesrv",
+            f"{ns_host}:{ns_port}",
+            "--store",
+            f"{options.store_dir.rstrip(os.sep)}-{k}",
+            "--broker-name",
+            f"{options.broker.broker_name}-{k}",
+            "--listen",
+            listen,
+            *passed,
+        ]
+        children.append(ChildBroker(argv, listen))
+    return children
 
 
 @click.command("namesrv")

@@ -134,6 +134,71 @@ def test_cli_serve_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         assert message is not None and message.body == b"kept"
 
 
+def _free_port_pair_10_apart() -> int:
+    """A port p with p, p+1, p+10 and p+11 free (serve --brokers 2's two brokers)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port + 11 > 65535:
+            continue
+        try:
+            for p in (port, port + 1, port + 10, port + 11):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return port
+    raise AssertionError("no free ports")
+
+
+def test_cli_serve_brokers_2_runs_a_second_broker_process(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    port = _free_port_pair_10_apart()
+    command = [sys.executable, "-m", "rocketstore.cli.main", "serve", "--store", str(store)]
+    command += ["--listen", f"127.0.0.1:{port}", "--namesrv-listen", "127.0.0.1:0"]
+    command += ["--brokers", "2", "--flush", "SYNC_FLUSH", "--broker-name", "bk"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = ""
+        deadline = time.monotonic() + 60
+        while "name server" not in line and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            assert line or process.poll() is None, "serve exited early"
+        assert "and 1 more broker(s)" in line
+        namesrv = line.split("name server ")[1].split(",")[0]
+        second = f"127.0.0.1:{port + 10}"
+        names: list[str] = []
+        deadline = time.monotonic() + 30
+        while names != ["bk", "bk-2"] and time.monotonic() < deadline:
+            route = _route(namesrv, "TBW102")  # the child registers right after it listens
+            names = sorted(b["brokerName"] for b in route["brokerDatas"]) if route else []
+            time.sleep(0.1)
+        assert names == ["bk", "bk-2"]
+        msg_id = _send(second, "ManyTopic", b"on the second")["msgId"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    second_store = tmp_path / "store-2"
+    for directory in (store, second_store):
+        assert not (directory / ABORT_FILE).exists()  # both shut down cleanly
+    with MessageStore.open(second_store, read_only=True) as reopened:
+        message = reopened.view_message(msg_id)
+        assert message is not None and message.body == b"on the second"
+
+
+def test_cli_serve_brokers_needs_a_fixed_port(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "rocketstore.cli.main", "serve", "--store", str(tmp_path)]
+    command += ["--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0", "--brokers", "2"]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "--brokers needs a fixed --listen port" in done.stderr
+
+
 def test_shutdown_answers_held_pulls_and_finishes_in_flight_work(tmp_path: Path) -> None:
     server = BackgroundServer(
         BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store())
