@@ -207,10 +207,19 @@ def java_hashmap_order(
     ever held (default: the number of keys), which fixes the table size. Treeified bins
     (8+ keys in one bucket of a 64+ table) are not modelled: property maps never get there.
     """
+    return list(_hashmap_order(tuple(keys), initial_capacity, peak_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _hashmap_order(
+    keys: tuple[str, ...], initial_capacity: int, peak_size: int | None
+) -> tuple[str, ...]:
+    """java_hashmap_order, remembered: a broker orders the same few property names on
+    every send (UNIQ_KEY, KEYS, TAGS, WAIT, CLUSTER), a fifth of a send's handling."""
     ordered = list(dict.fromkeys(keys))
     cap = hashmap_capacity(max(peak_size or 0, len(ordered)), initial_capacity)
     decorated = sorted(enumerate(ordered), key=lambda item: (hashmap_bucket(item[1], cap), item[0]))
-    return [key for _, key in decorated]
+    return tuple(key for _, key in decorated)
 
 
 def java_hashmap_ordered(

@@ -36,6 +36,7 @@ from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.format.record import MAX_PROPERTIES_LENGTH
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, fits_java_long
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX
 from rocketstore.put_path import PutResult, delay_level, is_delayed
 from rocketstore.remoting.peer import Peer
@@ -58,6 +59,8 @@ V2_NAMES = {
     "m": "batch",
     "n": "brokerName",
 }
+
+_V2_LONG_NAMES = frozenset(V2_NAMES.values())
 
 PUT_STATUS_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -94,6 +97,10 @@ class SendHeader:
 
     @classmethod
     def parse(cls, ext: dict[str, str]) -> SendHeader:
+        if ext.keys().isdisjoint(_V2_LONG_NAMES):
+            fast = cls._parse_v2_plain(ext)
+            if fast is not None:
+                return fast
         if "topic" not in ext and "producerGroup" not in ext:  # the V2 header's letters
             ext = {V2_NAMES.get(k, k): v for k, v in ext.items()}
         max_times = ext.get("maxReconsumeTimes")
@@ -115,6 +122,43 @@ class SendHeader:
             unit_mode=ext_bool(ext, "unitMode"),
             max_reconsume_times=None if not max_times else ext_java_int(ext, "maxReconsumeTimes"),
         )
+
+    @classmethod
+    def _parse_v2_plain(cls, ext: dict[str, str]) -> SendHeader | None:
+        """A V2 header whose fields are all there and plain numbers, read by their letters
+        without renaming them first (what every Java producer sends); None for anything
+        else, which the general path then reads (and refuses with its own words)."""
+        try:
+            queue_nums, queue_id = int(ext["d"]), int(ext["e"])
+            sys_flag, born, flag = int(ext["f"]), int(ext["g"]), int(ext["h"])
+            times = ext.get("j")
+            reconsume = 0 if times is None or times == "" else int(times)
+            max_times = ext.get("l")
+            max_reconsume = None if not max_times else int(max_times)
+            header = cls(
+                producer_group=ext["a"],
+                topic=ext["b"],
+                default_topic=ext["c"],
+                default_topic_queue_nums=queue_nums,
+                queue_id=queue_id,
+                sys_flag=sys_flag,
+                born_timestamp=born,
+                flag=flag,
+                properties=ext.get("i", ""),
+                reconsume_times=reconsume,
+                unit_mode=ext.get("k") == "true",
+                max_reconsume_times=max_reconsume,
+            )
+        except (KeyError, ValueError):
+            return None
+        if ext.get("k") not in (None, "", "true", "false") or not fits_java_long(born):
+            return None
+        ints = (queue_nums, queue_id, sys_flag, flag, reconsume)
+        if not all(JAVA_INT_MIN <= n <= JAVA_INT_MAX for n in ints):
+            return None
+        if max_reconsume is not None and not JAVA_INT_MIN <= max_reconsume <= JAVA_INT_MAX:
+            return None
+        return header
 
 
 def _error(cmd: RemotingCommand, code: int, remark: str) -> RemotingCommand:
