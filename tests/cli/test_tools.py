@@ -12,7 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import (
+
+from rocketstore import MessageStore
+from tests.cli.cli_helpers import (
     BASE_MS,
     COUNT,
     TAGS,
@@ -23,8 +25,6 @@ from cli_helpers import (
     topic_of,
     uniq_of,
 )
-
-from rocketstore import MessageStore
 
 Cli = Callable[..., Run]
 
@@ -180,6 +180,7 @@ def test_rebuild_clears_what_a_killed_rebuild_set_aside(store: Path, cli: Cli) -
     assert tree_bytes(store / "consumequeue") == before
 
 
+@pytest.mark.cli_subprocess  # the lock is this process's: the CLI must be another
 def test_writers_lock_blocks_writing_commands_not_readers(store: Path, cli: Cli) -> None:
     with MessageStore.open(store):
         for args in (("sendMessage", "-t", "T", "-p", "x"), ("rebuild",), ("check", "--repair")):
