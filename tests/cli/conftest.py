@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-# The test modules import their helpers as a top-level module from this directory.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from cli_helpers import Run, build_store, run_cli, run_cli_process
+from tests.cli.cli_helpers import Run, build_store, run_cli, run_cli_process
 
 
 @pytest.fixture(scope="session")

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import CLI, Run, commitlog_file, flip_byte, uniq_of
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.broker.perm_name import PERM_READ
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+from tests.cli.cli_helpers import CLI, Run, commitlog_file, flip_byte, uniq_of
 
 Cli = Callable[..., Run]
 PAST_LONG = "99999999999999999999"

@@ -7,10 +7,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import BASE_MS, CONFIG, COUNT, TAGS, Run, body_of, topic_of, uniq_of
-
 from rocketstore import Message, MessageStore
 from rocketstore.format.javahash import java_hash_set_order, message_queue_hash, tags_code
+from tests.cli.cli_helpers import BASE_MS, CONFIG, COUNT, TAGS, Run, body_of, topic_of, uniq_of
 
 Cli = Callable[..., Run]
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Run
+from tests.cli.cli_helpers import Run
 
 Cli = Callable[..., Run]
 

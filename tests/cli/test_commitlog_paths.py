@@ -9,10 +9,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Run
-
 from rocketstore import Message, MessageStore
 from rocketstore.settings_file import store_config_from_settings
+from tests.cli.cli_helpers import Run
 
 Cli = Callable[..., Run]
 FILE_SIZE = 4096

@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Run, uniq_of
+from tests.cli.cli_helpers import Run, uniq_of
 
 Cli = Callable[..., Run]
 

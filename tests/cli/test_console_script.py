@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli, run_cli_process
+
+from tests.cli.cli_helpers import run_cli, run_cli_process
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import BASE_MS, Run
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.broker.broker_config import parse_fastjson
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager, read_topics_file
 from rocketstore.cli.queues import name_server_order
+from tests.cli.cli_helpers import BASE_MS, Run
 
 Cli = Callable[..., Run]
 PROGRESS = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}".format

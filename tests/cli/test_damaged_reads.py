@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Run, commitlog_file, flip_byte
+from tests.cli.cli_helpers import Run, commitlog_file, flip_byte
 
 Cli = Callable[..., Run]
 

@@ -11,8 +11,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import CONFIG, COUNT, Run
-
+from tests.cli.cli_helpers import CONFIG, COUNT, Run
 from tests.dledger_helpers import Framed, frame_as_dledger
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 import pytest
-from cli_helpers import Run
 
 from rocketstore.cli.main import cli as root_group
+from tests.cli.cli_helpers import Run
 
 Cli = Callable[..., Run]
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import Run
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.format.javahash import java_hash_set_order, message_queue_hash
 from rocketstore.format.multi_dispatch import INNER_MULTI_DISPATCH
+from tests.cli.cli_helpers import Run
 
 Cli = Callable[..., Run]
 LMQ = StoreConfig(

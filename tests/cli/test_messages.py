@@ -14,7 +14,16 @@ from typing import Any
 import lz4.frame
 import pytest
 import zstandard
-from cli_helpers import (
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketstore.cli.context import CliError
+from rocketstore.cli.send import producer_queue_choice
+from rocketstore.format.javahash import java_hashmap_order
+from rocketstore.format.message_id import offset_msg_id
+from rocketstore.uniq_keys import local_ip
+from tests.cli.cli_helpers import (
     BASE_MS,
     BORN_MS,
     CONFIG,
@@ -25,15 +34,6 @@ from cli_helpers import (
     topic_of,
     uniq_of,
 )
-
-from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.broker.broker_config import BrokerConfig
-from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
-from rocketstore.cli.context import CliError
-from rocketstore.cli.send import producer_queue_choice
-from rocketstore.format.javahash import java_hashmap_order
-from rocketstore.format.message_id import offset_msg_id
-from rocketstore.uniq_keys import local_ip
 
 Cli = Callable[..., Run]
 

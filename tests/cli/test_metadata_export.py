@@ -6,8 +6,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import Run
-
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
@@ -17,6 +15,7 @@ from rocketstore.format.javahash import (
     iteration_order,
     java_hashmap_order,
 )
+from tests.cli.cli_helpers import Run
 
 Cli = Callable[..., Run]
 USER_TOPICS = ["Orders", "Payments", "%RETRY%billing", "%DLQ%billing"]

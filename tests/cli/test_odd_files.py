@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import CLI, CONFIG, Run
 
 from rocketstore.format.cq_ext import address_of
+from tests.cli.cli_helpers import CLI, CONFIG, Run
 from tests.dledger_helpers import frame_as_dledger
 
 Cli = Callable[..., Run]

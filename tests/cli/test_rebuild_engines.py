@@ -4,16 +4,13 @@ script: same bytes as the store's dispatcher, salvage report, untouched store on
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
-
-from cli_helpers import Run
-from rebuild_helpers import (
+from tests.cli.cli_helpers import Run
+from tests.unit.rebuild.rebuild_helpers import (
     assert_same_index,
     assert_same_queues,
     build_store,

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import Run
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.cli.context import CliError, context_from_settings
 from rocketstore.cli.serve import _make_options
 from rocketstore.format import index_layout as layout
 from rocketstore.paths import index_dir
+from tests.cli.cli_helpers import Run
 
 Cli = Callable[..., Run]
 

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import CONFIG, Run
 
 from rocketstore import Message, MessageStore
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager, read_topics_file
 from rocketstore.cli.queues import name_server_order
 from rocketstore.format.javahash import java_hashmap_order
+from tests.cli.cli_helpers import CONFIG, Run
 
 Cli = Callable[..., Run]
 

@@ -6,10 +6,9 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import BASE_MS, Run
-
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.cli.trace_data import encode_pub, encode_sub_after
+from tests.cli.cli_helpers import BASE_MS, Run
 
 Cli = Callable[..., Run]
 TRACED = "7F0000010C2418B4AAC2773F5E1B0000"

@@ -11,10 +11,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "cli"))
-
-from cli_helpers import CONFIG, build_store, commitlog_file, flip_byte
-
 from rocketstore import MessageStore
 from rocketstore.check import (
     CheckStatus,
@@ -25,6 +21,7 @@ from rocketstore.check import (
 )
 from rocketstore.check.scan import CommitLogScan, ScannedRecord
 from rocketstore.errors import ConfigError, StoreLockedError
+from tests.cli.cli_helpers import CONFIG, build_store, commitlog_file, flip_byte
 
 COUNT = 300
 

@@ -7,7 +7,6 @@ Also imported by tests/spark/test_rebuild.py and tests/cli/test_rebuild_engines.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from rocketstore import Message, MessageStore, StoreConfig
@@ -16,8 +15,7 @@ from rocketstore.format.checkpoint import decode_checkpoint
 from rocketstore.paths import CHECKPOINT_FILE, CONSUME_QUEUE_DIR, INDEX_DIR
 
 # The one-record-at-a-time dispatch reference lives with the dispatcher's tests.
-sys.path.insert(0, str(Path(__file__).parents[1] / "services"))
-from per_record_dispatch import dispatch_per_record
+from tests.unit.services.per_record_dispatch import dispatch_per_record
 
 BASE_MS = 1_700_000_000_000
 LAYOUT = {"Orders": 4, "Payments": 2, "%RETRY%groupA": 1}

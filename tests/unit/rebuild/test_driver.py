@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from rebuild_helpers import (
+from rocketstore import Message, MessageStore
+from rocketstore.errors import NotAStoreError
+from rocketstore.paths import CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.rebuild import driver, passes
+from rocketstore.rebuild.driver import RebuildFailedError, rebuild_store
+from rocketstore.rebuild.passes import TaskFailure
+from rocketstore.rebuild.runners import ProcessRunner, SerialRunner
+from tests.unit.rebuild.rebuild_helpers import (
     BASE_MS,
     assert_same_index,
     assert_same_queues,
@@ -28,14 +32,6 @@ from rebuild_helpers import (
     record_offsets,
     small_config,
 )
-
-from rocketstore import Message, MessageStore
-from rocketstore.errors import NotAStoreError
-from rocketstore.paths import CONSUME_QUEUE_DIR, INDEX_DIR
-from rocketstore.rebuild import driver, passes
-from rocketstore.rebuild.driver import RebuildFailedError, rebuild_store
-from rocketstore.rebuild.passes import TaskFailure
-from rocketstore.rebuild.runners import ProcessRunner, SerialRunner
 
 FILE_SIZE = small_config().mapped_file_size_commit_log
 

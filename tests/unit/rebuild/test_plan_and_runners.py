@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from rebuild_helpers import build_store, small_config
 
 from rocketstore import StoreConfig
 from rocketstore.errors import ConfigError, NotAStoreError
@@ -22,6 +17,7 @@ from rocketstore.rebuild.plan import (
     split_spans,
 )
 from rocketstore.rebuild.runners import ProcessRunner, SerialRunner
+from tests.unit.rebuild.rebuild_helpers import build_store, small_config
 
 
 def test_split_spans_cuts_each_file_separately() -> None:

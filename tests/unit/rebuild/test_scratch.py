@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from rebuild_helpers import assert_same_index, assert_same_queues, build_store, small_config
-
 from rocketstore.rebuild import passes, scratch
 from rocketstore.rebuild.driver import rebuild_store
 from rocketstore.rebuild.runners import SerialRunner
+from tests.unit.rebuild.rebuild_helpers import (
+    assert_same_index,
+    assert_same_queues,
+    build_store,
+    small_config,
+)
 
 Usage = namedtuple("Usage", "total used free")
 

@@ -8,17 +8,10 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "rebuild"))
-
-from per_record_dispatch import commitlog_records, dispatch_per_record
-from rebuild_helpers import assert_same_index, assert_same_queues, index_files
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.consume_queue import ConsumeQueue
@@ -30,6 +23,8 @@ from rocketstore.paths import (
     INDEX_DIR,
     SCHEDULE_TOPIC,
 )
+from tests.unit.rebuild.rebuild_helpers import assert_same_index, assert_same_queues, index_files
+from tests.unit.services.per_record_dispatch import commitlog_records, dispatch_per_record
 
 CONFIG = StoreConfig(
     mapped_file_size_commit_log=16 * 1024,  # many files, each ending in a blank
