@@ -1,19 +1,15 @@
-"""The broker tests import their shared helpers (broker_helpers.py) as a top-level module
-from this directory, and share the ``ctx`` fixture: a broker context over a fresh store."""
+"""The broker tests' shared ``ctx`` fixture: a broker context over a fresh store (their
+helpers are in broker_helpers.py)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import make_context
-
 from rocketstore.broker.context import BrokerContext
+from tests.unit.broker.broker_helpers import make_context
 
 
 @pytest.fixture

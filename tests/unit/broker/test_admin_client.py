@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import small_store
 
 from rocketstore.broker.admin_client import (
     AdminError,
@@ -24,6 +19,7 @@ from rocketstore.broker.admin_client import (
 )
 from rocketstore.broker.app import BackgroundServer, BrokerOptions
 from rocketstore.broker.topic_config import TopicConfig
+from tests.unit.broker.broker_helpers import small_store
 
 T = TypeVar("T")
 

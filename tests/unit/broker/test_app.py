@@ -16,10 +16,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import small_store
-
 from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
 from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
 from rocketstore.broker.client import RemotingClient, invoke_sync, request
@@ -32,6 +28,7 @@ from rocketstore.errors import ConfigError
 from rocketstore.paths import ABORT_FILE
 from rocketstore.remoting.blocking import RemotingClientError
 from rocketstore.store import MessageStore
+from tests.unit.broker.broker_helpers import small_store
 
 
 def _route(namesrv: str, topic: str) -> dict | None:

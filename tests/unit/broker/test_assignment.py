@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import call, heartbeat
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors.assignment import allocate_averagely, allocate_by_circle
 from rocketstore.broker.topic_config import TopicConfig
+from tests.unit.broker.broker_helpers import call, heartbeat
 
 
 @given(st.integers(0, 40), st.integers(1, 12))

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import json
 import stat
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import call, pull, send_v2
 
 from rocketstore.broker import config_update
 from rocketstore.broker.broker_config import BrokerConfig
@@ -25,6 +20,7 @@ from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
 from rocketstore.settings_file import parse_java_properties
+from tests.unit.broker.broker_helpers import call, pull, send_v2
 
 
 def _send(ctx: BrokerContext, topic: str) -> RemotingCommand:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from broker_helpers import FakeConnection, call
 
 from rocketstore.broker import ha_slave
 from rocketstore.broker.app import BrokerApp, BrokerOptions, NamesrvApp
@@ -43,6 +42,7 @@ from rocketstore.broker.subscription_groups import (
 from rocketstore.broker.topic_config import DataVersion, TopicConfig
 from rocketstore.config import StoreConfig
 from rocketstore.format.message import Message
+from tests.unit.broker.broker_helpers import FakeConnection, call
 
 # --- the master's answers -----------------------------------------------------------------
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,10 +15,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import small_store
-
 from rocketstore.broker.app import BackgroundServer, BrokerOptions
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.client import invoke_sync, request
@@ -27,6 +22,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.processors import clients
 from rocketstore.broker.remoting import RemotingCommand, decode_command, encode_command
 from rocketstore.broker.server import MAX_BULKY_PER_CONNECTION, RemotingServer
+from tests.unit.broker.broker_helpers import small_store
 
 T = TypeVar("T")
 MIB = 1024 * 1024

@@ -6,24 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import (
-    FakeConnection,
-    call,
-    decode_records,
-    pull,
-    run,
-    send_v2,
-    small_store,
-)
 
 from rocketstore.broker.app import BackgroundServer, BrokerOptions
 from rocketstore.broker.broker_config import BrokerConfig
@@ -39,6 +26,15 @@ from rocketstore.broker.remoting import (
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.server import Connection, RemotingServer, bind_socket
 from rocketstore.paths import ABORT_FILE
+from tests.unit.broker.broker_helpers import (
+    FakeConnection,
+    call,
+    decode_records,
+    pull,
+    run,
+    send_v2,
+    small_store,
+)
 
 # --- lone surrogates ------------------------------------------------------------------
 # JSON may escape half of a UTF-16 pair ("\ud800"); Python reads it into a str that no

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import socket
 import struct
-import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import small_store
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.broker.app import BackgroundServer, BrokerOptions
@@ -22,6 +17,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.long_polling import PullWaiters, QueueKey
 from rocketstore.broker.remoting import RemotingCommand, decode_command, encode_command
 from rocketstore.format.multi_dispatch import INNER_MULTI_DISPATCH
+from tests.unit.broker.broker_helpers import small_store
 
 T = TypeVar("T")
 QUEUES = 8

@@ -8,12 +8,12 @@ import json
 import re
 
 import pytest
-from broker_helpers import CLIENT_ADDR, FakeConnection, call, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
+from tests.unit.broker.broker_helpers import CLIENT_ADDR, FakeConnection, call, send_v2
 
 
 def _fastjson(body: bytes) -> object:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-import sys
 import threading
 import time
 import zlib
@@ -14,21 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import (
-    BROKER_ADDR,
-    CLIENT_ADDR,
-    FakeConnection,
-    call,
-    decode_records,
-    inflate,
-    make_context,
-    pull,
-    run,
-    send_v2,
-)
 
 from rocketstore import Message
 from rocketstore.broker.acl import AclConfig, sign
@@ -40,6 +24,18 @@ from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.format import properties as props
 from rocketstore.format.message_id import offset_msg_id
+from tests.unit.broker.broker_helpers import (
+    BROKER_ADDR,
+    CLIENT_ADDR,
+    FakeConnection,
+    call,
+    decode_records,
+    inflate,
+    make_context,
+    pull,
+    run,
+    send_v2,
+)
 
 PROPS = (
     "KEYS\x01order-1 order-2\x02TAGS\x01tagA"

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_helpers import call, decode_records, make_context, pull, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
+from tests.unit.broker.broker_helpers import call, decode_records, make_context, pull, send_v2
 
 FILE_BYTES = 64 * 1024
 COUNT = 3000

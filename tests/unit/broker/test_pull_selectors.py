@@ -10,11 +10,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from broker_helpers import call, decode_records, heartbeat, make_context, pull, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand
+from tests.unit.broker.broker_helpers import (
+    call,
+    decode_records,
+    heartbeat,
+    make_context,
+    pull,
+    send_v2,
+)
 
 
 @pytest.fixture

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from broker_helpers import call, heartbeat, make_context, send_v2
-
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
+from tests.unit.broker.broker_helpers import call, heartbeat, make_context, send_v2
 
 
 def _query(ctx: BrokerContext, **fields: object) -> tuple[int, str | None, dict | None]:

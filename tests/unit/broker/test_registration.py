@@ -4,17 +4,13 @@ stop for a whole interval."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import make_context
-
 from rocketstore.broker.registration import Registrar
+from tests.unit.broker.broker_helpers import make_context
 
 
 @pytest.mark.parametrize("steps_between", range(6))

@@ -4,19 +4,15 @@ problem at worst); no exception escapes and the store stays usable."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from broker_helpers import FakeConnection, make_context, send_v2
-
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import PROCESSORS, BrokerRouter
+from tests.unit.broker.broker_helpers import FakeConnection, make_context, send_v2
 
 FIELDS = [
     *"abcdefghijklmn",

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from broker_helpers import FakeConnection, call, pull, send_v2
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
@@ -19,6 +18,7 @@ from rocketstore.broker.subscription_groups import (
     SubscriptionGroupManager,
 )
 from rocketstore.errors import ConfigError, CorruptDataError
+from tests.unit.broker.broker_helpers import FakeConnection, call, pull, send_v2
 
 # What the real 4.9.8 mqadmin updateSubGroup sent.
 JAVA_BODY = (

@@ -12,15 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_helpers import (
-    BROKER_ADDR,
-    CLIENT_ADDR,
-    FakeConnection,
-    call,
-    decode_records,
-    make_context,
-    send_v2,
-)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +33,15 @@ from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id
 from rocketstore.paths import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tests.unit.broker.broker_helpers import (
+    BROKER_ADDR,
+    CLIENT_ADDR,
+    FakeConnection,
+    call,
+    decode_records,
+    make_context,
+    send_v2,
+)
 
 GROUP = "TxGroup"
 TIMEOUT_MS = 6_000
