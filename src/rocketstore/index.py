@@ -518,6 +518,11 @@ class IndexFile:
         hits = self.raw_chain(index_key_hash(key))
         return [(offset, begin + diff * 1000) for offset, diff in hits]
 
+    def buffer_view(self) -> tuple[mmap.mmap | None, int, int]:
+        """(mapping_for_buffer_call(), hash_slot_num, index_count): what the C key lookup
+        takes of the file, in one call, instead of reading its attributes."""
+        return self._file.mapping_for_buffer_call(), self.hash_slot_num, self.index_count
+
     def raw_chain(self, key_hash: int) -> list[tuple[int, int]]:
         """(phy_offset, time_diff in seconds) of every entry whose hash is ``key_hash``,
         newest first: the walk ``candidates`` makes."""

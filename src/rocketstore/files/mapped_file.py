@@ -174,6 +174,12 @@ class MappedFile:
         a retired file, as ``hold`` refuses new readers of one."""
         return None if self._closed else self._mm
 
+    def buffer_view(self) -> tuple[int, mmap.mmap | None, int]:
+        """(file_from_offset, mapping_for_buffer_call(), wrote_position): what the C
+        readers (key_lookup, pull_messages, time_search) take of a file they read, in one
+        call, instead of reading its attributes."""
+        return self.file_from_offset, None if self._closed else self._mm, self.wrote_position
+
     def unpack_at(self, layout: struct.Struct, position: int) -> tuple[Any, ...] | None:
         """``layout.unpack_from`` the mapping at ``position``: one C call, so without a
         reference (``mapping_for_buffer_call``); None if the file is gone."""

@@ -639,10 +639,9 @@ fail:
 
 /* ---- a whole key query ---------------------------------------------------------- */
 
-PyObject *s__closed, *s__mm, *s__file, *s_hash_slot_num, *s_index_count,
-    *s_file_from_offset, *s_wrote_position, *s_KEYS, *s_UNIQ_KEY, *s_space;
+PyObject *s_buffer_view, *s_KEYS, *s_UNIQ_KEY, *s_space;
 
-/* An int attribute; 0, or -1 with an error set. */
+/* An int attribute (of a MessageExt this module made); 0, or -1 with an error set. */
 static int attr_ll(PyObject *obj, PyObject *name, long long *out) {
     PyObject *value = PyObject_GetAttr(obj, name);
     if (value == NULL) return -1;
@@ -651,27 +650,46 @@ static int attr_ll(PyObject *obj, PyObject *name, long long *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* The buffer of a MappedFile's mapping for this call (MappedFile.mapping_for_buffer_call:
- * held, the buffer keeps it mapped). 1 when taken, 0 when the file is retired, unmapped
- * or closed meanwhile (no error), -1 with an error. */
-static int live_buffer(PyObject *mapped, Py_buffer *view) {
-    PyObject *closed = PyObject_GetAttr(mapped, s__closed);
-    if (closed == NULL) return -1;
-    int is_closed = PyObject_IsTrue(closed);
-    Py_DECREF(closed);
-    if (is_closed != 0) return is_closed < 0 ? -1 : 0;
-    PyObject *mm = PyObject_GetAttr(mapped, s__mm);
-    if (mm == NULL) return -1;
-    int taken = 0;
-    if (mm != Py_None) {
-        taken = PyObject_GetBuffer(mm, view, PyBUF_SIMPLE) == 0 ? 1 : -1;
-        if (taken < 0 && PyErr_ExceptionMatches(PyExc_ValueError)) { /* closed meanwhile */
-            PyErr_Clear();
-            taken = 0;
-        }
+/* The buffer of a file's mapping for this call (``mapping`` as
+ * MappedFile.mapping_for_buffer_call gives it: held, the buffer keeps it mapped). 1 when
+ * taken, 0 when the file is retired or unmapped (None) or closed meanwhile (no error), -1
+ * with an error. */
+static int live_buffer(PyObject *mapping, Py_buffer *view) {
+    if (mapping == Py_None) return 0;
+    int taken = PyObject_GetBuffer(mapping, view, PyBUF_SIMPLE) == 0 ? 1 : -1;
+    if (taken < 0 && PyErr_ExceptionMatches(PyExc_ValueError)) { /* closed meanwhile */
+        PyErr_Clear();
+        taken = 0;
     }
-    Py_DECREF(mm);
     return taken;
+}
+
+/* ``file.buffer_view()`` (MappedFile's or IndexFile's: the one call the C readers make
+ * on a store object, instead of reading its attributes): its three items, the ones at
+ * ``int_at`` (a bitmask) as long longs into ``ints`` in order, the other into *object (a
+ * new reference). 0, or -1 with an error. */
+static int buffer_view(PyObject *file, unsigned int_at, long long *ints, PyObject **object) {
+    PyObject *view = PyObject_CallMethodNoArgs(file, s_buffer_view);
+    if (view == NULL) return -1;
+    int outcome = 0;
+    *object = NULL;
+    if (!PyTuple_Check(view) || PyTuple_GET_SIZE(view) != 3) {
+        PyErr_SetString(PyExc_TypeError, "buffer_view() must give a tuple of 3 items");
+        outcome = -1;
+    }
+    for (Py_ssize_t k = 0; k < 3 && outcome == 0; k++) {
+        PyObject *item = PyTuple_GET_ITEM(view, k);
+        if (!(int_at & (1u << k))) {
+            *object = Py_NewRef(item);
+            continue;
+        }
+        *ints = PyLong_AsLongLong(item);
+        if (*ints == -1 && PyErr_Occurred()) outcome = -1;
+        ints++;
+    }
+    if (outcome < 0) Py_CLEAR(*object);
+    Py_DECREF(view);
+    return outcome;
 }
 
 /* ``wanted`` (``want`` bytes, not empty) is one of the space-separated tokens of
@@ -708,15 +726,13 @@ enum { LOOKUP_MAX_CANDIDATES = 256 };
  * Python (file gone, too many candidates), -1 with an error. */
 static int chain_offsets(PyObject *index_file, long long key_hash, int64_t *offsets,
                          Py_ssize_t *n) {
-    long long slots, count;
-    if (attr_ll(index_file, s_hash_slot_num, &slots) < 0 ||
-        attr_ll(index_file, s_index_count, &count) < 0)
-        return -1;
-    PyObject *mapped = PyObject_GetAttr(index_file, s__file);
-    if (mapped == NULL) return -1;
+    long long numbers[2]; /* hash_slot_num, index_count */
+    PyObject *mapping = NULL;
+    if (buffer_view(index_file, 0x6, numbers, &mapping) < 0) return -1;
+    long long slots = numbers[0], count = numbers[1];
     Py_buffer file;
-    int taken = live_buffer(mapped, &file);
-    Py_DECREF(mapped);
+    int taken = live_buffer(mapping, &file);
+    Py_DECREF(mapping);
     if (taken <= 0) return taken;
     int outcome = 1;
     const uint8_t *data = (const uint8_t *)file.buf;
@@ -753,33 +769,51 @@ done:
     return outcome;
 }
 
-/* The CommitLog file of ``files`` (MappedFiles, oldest first, each ``file_size`` long)
- * holding ``offset``, as CommitLog.files.find finds it: 1 with a new reference in *mapped
- * and its start and write position, 0 when no file holds it, 2 when the list has a hole
- * there (Python's scan decides), -1 with an error. */
-static int find_file(PyObject *files, long long file_size, int64_t offset, PyObject **mapped,
+/* The file of ``files`` (MappedFiles, oldest first, each ``file_size`` long) holding
+ * ``offset``, as MappedFileQueue.find finds it, by their buffer_view(): 1 with its mapping
+ * (a new reference) in *mapping and its start and write position, 0 when no file holds
+ * it, 2 when the list has a hole there (Python's scan decides), -1 with an error. */
+static int find_file(PyObject *files, long long file_size, int64_t offset, PyObject **mapping,
                      long long *from, long long *wrote) {
     Py_ssize_t count = PyList_GET_SIZE(files);
     if (count == 0 || file_size <= 0) return 0;
-    long long first_from, last_from;
-    if (attr_ll(PyList_GET_ITEM(files, 0), s_file_from_offset, &first_from) < 0 ||
-        attr_ll(PyList_GET_ITEM(files, count - 1), s_file_from_offset, &last_from) < 0)
-        return -1;
-    if (offset < first_from || offset >= last_from + file_size) return 0;
-    Py_ssize_t index = (Py_ssize_t)(offset / file_size - first_from / file_size);
-    if (index < 0 || index >= PyList_GET_SIZE(files)) return 2;
-    PyObject *found = Py_NewRef(PyList_GET_ITEM(files, index));
-    if (attr_ll(found, s_file_from_offset, from) < 0 ||
-        attr_ll(found, s_wrote_position, wrote) < 0) {
-        Py_DECREF(found);
+    long long first[2], last[2]; /* file_from_offset, wrote_position */
+    PyObject *first_mapping = NULL, *last_mapping = NULL;
+    if (buffer_view(PyList_GET_ITEM(files, 0), 0x5, first, &first_mapping) < 0) return -1;
+    if (count == 1) {
+        last[0] = first[0];
+        last[1] = first[1];
+        last_mapping = Py_NewRef(first_mapping);
+    } else if (buffer_view(PyList_GET_ITEM(files, count - 1), 0x5, last, &last_mapping) < 0) {
+        Py_DECREF(first_mapping);
         return -1;
     }
-    if (*from > offset || offset >= *from + file_size) {
-        Py_DECREF(found);
-        return 2;
+    int where = 1;
+    Py_ssize_t index = (Py_ssize_t)(offset / file_size - first[0] / file_size);
+    if (offset < first[0] || offset >= last[0] + file_size) {
+        where = 0;
+    } else if (index < 0 || index >= count) {
+        where = 2;
+    } else if (index == 0 || index == count - 1) { /* the usual case: a file already seen */
+        *from = index == 0 ? first[0] : last[0];
+        *wrote = index == 0 ? first[1] : last[1];
+        *mapping = Py_NewRef(index == 0 ? first_mapping : last_mapping);
+    } else {
+        long long found[2];
+        if (buffer_view(PyList_GET_ITEM(files, index), 0x5, found, mapping) < 0) {
+            where = -1;
+        } else {
+            *from = found[0];
+            *wrote = found[1];
+        }
     }
-    *mapped = found;
-    return 1;
+    if (where == 1 && (*from > offset || offset >= *from + file_size)) {
+        Py_CLEAR(*mapping);
+        where = 2;
+    }
+    Py_DECREF(first_mapping);
+    Py_DECREF(last_mapping);
+    return where;
 }
 
 /* One file of a list, held for a search: its start, readable end and mapping. */
@@ -802,12 +836,12 @@ static void release_held(HeldFile *held) {
 static int hold_file(PyObject *files, long long file_size, int64_t offset, HeldFile *held) {
     if (held->held && offset >= held->from && offset < held->from + held->file_size) return 1;
     release_held(held);
-    PyObject *mapped = NULL;
+    PyObject *mapping = NULL;
     long long from, wrote;
-    int where = find_file(files, file_size, offset, &mapped, &from, &wrote);
+    int where = find_file(files, file_size, offset, &mapping, &from, &wrote);
     if (where != 1) return where;
-    int live = live_buffer(mapped, &held->view);
-    Py_DECREF(mapped);
+    int live = live_buffer(mapping, &held->view);
+    Py_DECREF(mapping);
     if (live <= 0) return live < 0 ? -1 : 2;
     held->held = 1;
     held->from = from;

@@ -86,13 +86,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init();
     INTERN(s_topic, "topic");
-    INTERN(s__closed, "_closed");
-    INTERN(s__mm, "_mm");
-    INTERN(s__file, "_file");
-    INTERN(s_hash_slot_num, "hash_slot_num");
-    INTERN(s_index_count, "index_count");
-    INTERN(s_file_from_offset, "file_from_offset");
-    INTERN(s_wrote_position, "wrote_position");
+    INTERN(s_buffer_view, "buffer_view");
     INTERN(s_KEYS, "KEYS");
     INTERN(s_UNIQ_KEY, "UNIQ_KEY");
     INTERN(s_space, " ");
