@@ -54,6 +54,18 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 10_000
 # Requests whose answers carry stored messages (server.MAX_BULKY_PER_CONNECTION).
+# The hot requests a connection's read loop runs at once up to their first wait
+# (server.start_eagerly); their paths were checked not to need a task of their own before
+# it (no asyncio.timeout, no current_task). Every other request gets its task as before.
+EAGER_CODES = frozenset(
+    {
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.PULL_MESSAGE,
+        RequestCode.LITE_PULL_MESSAGE,
+    }
+)
 BULKY_CODES = frozenset(
     {
         RequestCode.PULL_MESSAGE,
@@ -235,6 +247,7 @@ class BrokerApp:
             on_close=self._connection_closed,
             limits=b,  # read at each use, so updateBrokerConfig changes them live
             bulky_codes=BULKY_CODES,
+            eager_codes=EAGER_CODES,
         )
         await self.server.start(sock)
         await self._start_vip_channel(handle, bound)
@@ -284,6 +297,7 @@ class BrokerApp:
             on_close=self._connection_closed,
             limits=b,
             bulky_codes=BULKY_CODES,
+            eager_codes=EAGER_CODES,
         )
         await self.vip_server.start(sock)
         log.info("VIP channel (fastListenPort) at %s", vip_bound)

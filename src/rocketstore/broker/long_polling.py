@@ -16,11 +16,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from rocketstore.broker.timeouts import wait_event
 from rocketstore.format.multi_dispatch import extra_units
 from rocketstore.services.dispatcher import DispatchRun
 from rocketstore.store import MessageStore
@@ -34,7 +33,37 @@ HOLD_CHECK_INTERVAL_MS = 5_000
 @dataclass(eq=False)
 class _HeldPull:
     has_new: Callable[[], bool]
-    woken: asyncio.Event = field(default_factory=asyncio.Event)
+    woken: bool = False
+    # What the pull awaits while held: a future, not asyncio.timeout around an Event,
+    # because a pull may be running in its connection's read loop task when it is held
+    # (server.start_eagerly), and asyncio.timeout would cancel that task on expiry.
+    waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        self.woken = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def woken_within(self, timeout_s: float) -> bool:
+        """Wait until woken or ``timeout_s``; whether it was woken. A cancellation of the
+        awaiting task reaches it (the future it awaits is cancelled)."""
+        if self.woken:
+            return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self.waiter = waiter
+        expiry = loop.call_later(timeout_s, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            expiry.cancel()
+            self.waiter = None
+        return self.woken
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class PullWaiters:
@@ -89,8 +118,8 @@ class PullWaiters:
         # The check here, not in the pull's task: a queue with 1,000 pulls held at its end
         # costs 1,000 offset lookups, not 1,000 task switches, when nothing new is there.
         for pull in list(pulls):
-            if not pull.woken.is_set() and pull.has_new():
-                pull.woken.set()
+            if not pull.woken and pull.has_new():
+                pull.wake()
 
     def watch(self, store: MessageStore) -> None:
         """Have the store's dispatcher report the queues of every run it dispatches (once
@@ -118,7 +147,7 @@ class PullWaiters:
         self.closed = True
         for pulls in self._held.values():
             for pull in pulls:
-                pull.woken.set()
+                pull.wake()
 
     async def wait(self, key: QueueKey, has_new: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``has_new()`` (checked when ``key``'s queue gets messages) or
@@ -134,9 +163,9 @@ class PullWaiters:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.closed:
                     return False
-                if not await wait_event(pull.woken, remaining):
+                if not await pull.woken_within(remaining):
                     return has_new()
-                pull.woken.clear()
+                pull.woken = False
         finally:
             pulls = self._held.get(key)
             if pulls is not None:

@@ -336,10 +336,15 @@ class RemotingServer:
         on_close: Callable[[Connection], None] | None = None,
         limits: ConnectionLimits | None = None,
         bulky_codes: frozenset[int] = frozenset(),
+        eager_codes: frozenset[int] = frozenset(),
     ):
-        """``bulky_codes``: the request codes whose answers carry stored messages."""
+        """``bulky_codes``: the request codes whose answers carry stored messages;
+        ``eager_codes``: the ones started at once in the read loop (:func:`start_eagerly`),
+        which must not need a task of their own before their first wait (asyncio.timeout
+        and current_task would find the read loop's)."""
         self.handler = handler
         self.bulky_codes = bulky_codes
+        self.eager_codes = eager_codes
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.on_close = on_close
@@ -443,7 +448,11 @@ class RemotingServer:
                     if cmd.code in self.bulky_codes:
                         await bulky.acquire()
                         place = _Place(bulky)
-                    request = start_eagerly(self._handle(cmd, conn, in_flight, place))
+                    handling = self._handle(cmd, conn, in_flight, place)
+                    if cmd.code in self.eager_codes:
+                        request = start_eagerly(handling)
+                    else:
+                        request = asyncio.create_task(handling)
                     if request is None:
                         # Answered already (queued on conn). Reading on while the answers
                         # are above the high water mark is checked once per read below.

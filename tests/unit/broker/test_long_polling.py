@@ -138,3 +138,26 @@ def test_a_multi_dispatched_message_reports_the_queues_it_names(tmp_path: Path) 
         assert store.put(Message("U", b"m", 1)).ok
         store.wait_dispatched()
     assert waiters.reported == {("T", 3), ("U", 1), ("%LMQ%123", 0), ("%LMQ%456", 0)}
+
+
+def test_a_held_pull_that_times_out_leaves_its_connection_serving(tmp_path: Path) -> None:
+    """A pull runs in its connection's read loop until it is held (server.start_eagerly);
+    its expiry answers it and must not cancel that loop: the next request on the same
+    connection is answered too."""
+    options = BrokerOptions(str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store())
+    with BackgroundServer(options) as server:
+        _send(server.broker_address, "Idle", 0)  # the topic exists; queue 1 stays empty
+        host, port = server.broker_address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            for round_ in range(2):
+                ext = {"consumerGroup": "G", "topic": "Idle", "queueId": "1"}
+                ext |= {"queueOffset": "0", "maxMsgNums": "32", "sysFlag": "6"}
+                ext |= {"commitOffset": "0", "subscription": "*", "subVersion": "0"}
+                ext |= {"suspendTimeoutMillis": "300"}
+                pull = request(RequestCode.PULL_MESSAGE, ext)
+                started = time.monotonic()
+                sock.sendall(encode_command(pull))
+                answer = _read_frame(sock)
+                assert answer.opaque == pull.opaque
+                assert answer.code == ResponseCode.PULL_NOT_FOUND, (round_, answer.remark)
+                assert time.monotonic() - started >= 0.25  # held until its timeout
