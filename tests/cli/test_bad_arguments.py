@@ -321,7 +321,7 @@ def test_rebuild_and_repair_refuse_to_cut_readable_records(store: Path, cli: Cli
     queues = sorted(p.name for p in (store / "consumequeue").iterdir())
     run = cli("--store", store, "rebuild")
     assert run.code == 1
-    assert f"corrupt CommitLog data at offset {offset} (unreadable record" in run.err
+    assert f"corrupt CommitLog data at offset {offset} (illegal magic code" in run.err
     assert "is followed by readable records; a rebuild would cut them" in run.err
     repair = cli("--store", store, "check", "--repair")
     assert repair.code == 1

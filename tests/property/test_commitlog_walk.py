@@ -6,7 +6,8 @@ Files are random record sequences (topics, bodies, IPv4/IPv6 hosts, right, zero 
 body CRCs), plain or framed in DLedger entries, ending in a blank or in zeros, then
 damaged: torn tails, zeroed holes, flipped bytes. The readers: recovery's scan (which a
 read-only store's refresh also runs), the rebuild's range scans, the dispatcher fed the
-file in chunks of random sizes (as a writer's readable end moves), and ``check``'s scan.
+file in chunks of random sizes (as a writer's readable end moves; it names no reason, it
+skips), and ``check``'s scan.
 """
 
 from __future__ import annotations
@@ -236,13 +237,15 @@ def test_every_reader_stops_where_the_walker_does(case: Case, cuts: list[int]) -
             verdict.reason if verdict.stop == Stop.CORRUPT else "",
         )
         # check's scan: the same records, its first structural issue where the walker
-        # found damage (zeros followed by bytes are damage at the zeros, for check).
+        # found damage and for its reason (bytes after zeros are damage too, for check,
+        # cut at the zeros).
         scan = CommitLogScan(root, check_crc=False, dirs=_dirs(_directory(root), case.framed))
         offsets = [r.offset for r in scan.records()]
         assert offsets == [BASE + p for p in positions]
         issue = scan.first_structure_issue
         if verdict.stop == Stop.CORRUPT:
-            assert issue is not None and issue.cut_at == BASE + verdict.position
+            assert issue is not None
+            assert (issue.cut_at, issue.reason) == (BASE + verdict.position, verdict.reason)
         elif verdict.stop in (Stop.BLANK, Stop.BOUNDARY):
             assert issue is None
         else:

@@ -10,22 +10,24 @@ File sizes come from the files, so it works on a copy of any broker's store.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
-from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format import record as rec
+from rocketstore.format.commitlog_walk import FileWalk
 from rocketstore.format.crc import (
     PROPERTY_CRC_LENGTH,
     masked_crc32,
     record_property_crc,
     stored_property_crc,
 )
-from rocketstore.format.dledger_entry import END_OF_DATA, EntryHeader, walk_entries
+from rocketstore.format.dledger_entry import BODY_OFFSET, EntryHeader, decode_entry_header
+from rocketstore.format.record_scan import Stop, TopicTable
 from rocketstore.format.record_search import readable_record_after
 from rocketstore.paths import CommitLogDirs
 
@@ -226,72 +228,66 @@ class CommitLogScan:
             mapping.close()
 
     def _scan_buffer(self, f: DataFile, buf: bytes) -> Iterator[ScannedRecord]:
-        position = 0
-        reported = 0
+        """The records of a plain file, walked by the CommitLog walker (format.commitlog_walk,
+        whose verdicts recovery and the rebuild share): where it finds damage is a
+        structure issue with its reason; zeros end the data (``_end_of_data``)."""
         size = f.size
-        while position < size:
-            offset = f.start + position
-            if self.end is not None and offset >= self.end:
-                break
-            if position + rec.END_FILE_MIN_BLANK_LENGTH > size:
-                if not is_zero(buf, position, size):
-                    self._issue(
-                        f, position, "non-zero bytes in the last 8 bytes of the file", "structure"
-                    )
-                break
-            try:
-                found = rec.read_record(buf, position)
-            except (CorruptDataError, IncompleteDataError) as e:
+        limit = size if self.end is None else max(0, min(size, self.end - f.start))
+        position = reported = 0
+        again = -1  # where the walk last stopped and was walked again
+        view = memoryview(cast(Any, buf))  # the mapping, for the walker's bulk decode
+        try:
+            while True:
+                walk = FileWalk(view, f.start, position, size, topics=TopicTable(), limit=limit)
+                runs = iter(walk)
+                try:
+                    for run in runs:
+                        for at, total in zip(run.position.tolist(), run.size.tolist(), strict=True):
+                            yield from self._record(f, buf, at)
+                            if at + total - reported >= 1 << 20:
+                                self._progress(at + total - reported)
+                                reported = at + total
+                finally:
+                    runs.close()  # its arrays over the mapping go before the view does
+                verdict = walk.verdict
+                if verdict.stop in (Stop.END_OF_DATA, Stop.CORRUPT) and verdict.position != again:
+                    # Walked once more from there before it is judged: a writer may have
+                    # appended (or finished a record) while the records before were read.
+                    position = again = verdict.position
+                    continue
                 issues = len(self.issues)
-                self._stopped(f, buf, position, e)
-                self._note_records_after(f, buf, position)
-                resumed = self._resume(f, buf, position) if len(self.issues) > issues else None
+                if verdict.stop == Stop.END_OF_DATA:
+                    self._end_of_data(f, buf, verdict.position, min(verdict.position + 8, size))
+                elif verdict.stop == Stop.CORRUPT:
+                    self._issue(f, verdict.position, verdict.reason, "structure")
+                else:
+                    break
+                self._note_records_after(f, buf, verdict.position)
+                # Zeros end the data unless bytes follow them (then an issue, as damage).
+                resumed = (
+                    self._resume(f, buf, verdict.position) if len(self.issues) > issues else None
+                )
                 if resumed is None:
                     break
                 position = resumed
-                continue
-            if isinstance(found, rec.Blank):
-                if found.remaining != size - position:
-                    self._issue(
-                        f,
-                        position,
-                        f"END_OF_FILE blank says {found.remaining} bytes remain, "
-                        f"{size - position} do",
-                        "structure",
-                    )
-                break
-            if found.physical_offset != offset:
-                self._issue(
-                    f,
-                    position,
-                    f"stale record: its PHYSICALOFFSET is {found.physical_offset}",
-                    "structure",
-                )
-                self._note_records_after(f, buf, position)
-                resumed = self._resume(f, buf, position)
-                if resumed is None:
-                    break
-                position = resumed
-                continue
-            after = position + found.size
-            if after != size and size - after < rec.END_FILE_MIN_BLANK_LENGTH:
-                self._issue(
-                    f, position, "record leaves less than 8 bytes before the file end", "structure"
-                )
-                self._note_records_after(f, buf, position)
-                break
-            wanted = self.start is None or offset >= self.start
-            crc_ok = self._crcs_ok(f, buf, position, found) if wanted else True
-            self._saw_record(offset)
-            self.newest_stamp = found.store_timestamp
-            if wanted:
-                yield ScannedRecord(offset, buf, found, crc_ok)
-            self.data_end = f.start + after
-            position = after
-            if position - reported >= 1 << 20:
-                self._progress(position - reported)
-                reported = position
+        finally:
+            with contextlib.suppress(BufferError):  # a view outlived the scan: GC frees it
+                view.release()
         self._progress(size - reported)
+
+    def _record(self, f: DataFile, buf: bytes, position: int) -> Iterator[ScannedRecord]:
+        """The record the walker found valid at ``position``: counted, its CRCs checked,
+        yielded when it is at or past ``start``."""
+        offset = f.start + position
+        found = rec.read_record(buf, position)
+        assert isinstance(found, rec.RecordView)
+        wanted = self.start is None or offset >= self.start
+        crc_ok = self._crcs_ok(f, buf, position, found) if wanted else True
+        self._saw_record(offset)
+        self.newest_stamp = found.store_timestamp
+        if wanted:
+            yield ScannedRecord(offset, buf, found, crc_ok)
+        self.data_end = offset + found.size  # in a DLedger log, its entry's end too
 
     def _resume(self, f: DataFile, buf: bytes, position: int) -> int | None:
         """Where a resumed scan reads on after the damage at ``position`` of ``f`` (the
@@ -331,53 +327,36 @@ class CommitLogScan:
 
     def _scan_entries(self, f: DataFile, buf: bytes) -> Iterator[ScannedRecord]:
         """``_scan_buffer`` for a file of a DLedger log: the records are the bodies of the
-        entries (format.dledger_entry), each checked to fill its body. An entry that is
-        not valid, or whose body is no such record, is a structure issue at the entry
-        (nothing after it in the file is read); data_end is an entry boundary."""
-        walk = walk_entries(buf, f.start, 0, f.size, self._last_entry)
-        stop_position, stop_reason = walk.stop_position, walk.stop_reason
-        for header in walk.entries:
-            offset = header.body_offset
-            if self.end is not None and offset >= self.end:
-                stop_reason = None
-                break
-            position = offset - f.start
-            problem = ""
-            try:
-                found = rec.read_record(buf, position)
-            except (CorruptDataError, IncompleteDataError) as e:
-                problem = f"unreadable record: {e.reason if isinstance(e, CorruptDataError) else e}"
-            else:
-                if isinstance(found, rec.Blank):
-                    problem = "a CommitLog blank in a DLedger entry"
-                elif found.size != header.body_size:
-                    problem = f"a record of {found.size} bytes in a body of {header.body_size}"
-                elif found.physical_offset != offset:
-                    problem = f"stale record: its PHYSICALOFFSET is {found.physical_offset}"
-            if problem:
-                stop_position, stop_reason = (
-                    header.pos - f.start,
-                    f"DLedger entry {header.index}: {problem}",
-                )
-                break
-            assert isinstance(found, rec.RecordView)
-            wanted = self.start is None or offset >= self.start
-            crc_ok = self._crcs_ok(f, buf, position, found) if wanted else True
-            self._saw_record(offset)
-            self._last_entry = self.last_entry = header
-            self.newest_stamp = found.store_timestamp
-            if wanted:
-                yield ScannedRecord(offset, buf, found, crc_ok)
-            self.data_end = header.end
-        self._progress(f.size)
-        if stop_reason == END_OF_DATA:
-            self._end_of_data(f, buf, stop_position, stop_position)
-        elif stop_reason is not None:
-            self._issue(f, stop_position, stop_reason, "structure")
+        entries (the walker's framed mode), each filling its body. An entry that is not
+        valid, or whose body is no such record, is a structure issue at the entry (nothing
+        after it in the file is read); data_end is an entry boundary."""
+        view = memoryview(cast(Any, buf))
+        walk = FileWalk(
+            view, f.start, 0, f.size, topics=TopicTable(), framed=True,
+            previous_entry=self._last_entry,
+        )  # fmt: skip
+        runs = iter(walk)
+        try:
+            for run in runs:
+                for at in run.position.tolist():
+                    if self.end is not None and f.start + at >= self.end:
+                        return
+                    yield from self._record(f, buf, at)
+                    self._last_entry = self.last_entry = decode_entry_header(buf, at - BODY_OFFSET)
+        finally:
+            runs.close()
+            with contextlib.suppress(BufferError):
+                view.release()
+            self._progress(f.size)
+        verdict = walk.verdict
+        if verdict.stop == Stop.END_OF_DATA:
+            self._end_of_data(f, buf, verdict.position, verdict.position)
+        elif verdict.stop == Stop.CORRUPT:
+            self._issue(f, verdict.position, verdict.reason, "structure")
             # Later files are read on, as in a plain log: their entries follow what is lost.
             self._last_entry = None
             # A record whose PHYSICALOFFSET is its place: a body of a later entry will do.
-            self._note_records_after(f, buf, stop_position)
+            self._note_records_after(f, buf, verdict.position)
 
     def _check_property_crc(self, f: DataFile, buf: bytes, position: int, after: int) -> bool:
         """False (and an issue) when the record ends with a property CRC that its bytes do
@@ -418,18 +397,6 @@ class CommitLogScan:
             return
         if readable_record_after(buf, position, f.size, f.start, self.newest_stamp) is not None:
             self.records_after_structure_issue = True
-
-    def _stopped(self, f: DataFile, buf: bytes, position: int, error: Exception) -> None:
-        """A record could not be read at ``position``: end of data (zeros) or corruption.
-
-        As in recovery, zeros where the next header would be mean the data ends there;
-        anything else is an unreadable record."""
-        header_end = min(position + rec.END_FILE_MIN_BLANK_LENGTH, f.size)
-        if not is_zero(buf, position, header_end):
-            reason = error.reason if isinstance(error, CorruptDataError) else str(error)
-            self._issue(f, position, f"unreadable record: {reason}", "structure")
-            return
-        self._end_of_data(f, buf, position, header_end)
 
     def _end_of_data(self, f: DataFile, buf: bytes, position: int, zeros_end: int) -> None:
         """The data of ``f`` ends at ``position`` (zeros up to ``zeros_end``): fine if the

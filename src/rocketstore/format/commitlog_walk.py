@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,7 +136,7 @@ class FileWalk:
             raise RuntimeError("the walk's verdict is known once its records are read")
         return self._verdict
 
-    def __iter__(self) -> Iterator[Records]:
+    def __iter__(self) -> Generator[Records, None, None]:
         return self._framed() if self.framed else self._plain()
 
     def run(self) -> tuple[Records, Verdict]:
@@ -144,7 +144,7 @@ class FileWalk:
         records = Records.concat(list(self))
         return records, self.verdict
 
-    def _plain(self) -> Iterator[Records]:
+    def _plain(self) -> Generator[Records, None, None]:
         buf, base, size, readable = self.buf, self.base, self.file_size, self.readable
         position = self.start
         if (
@@ -210,7 +210,7 @@ class FileWalk:
             and at + total <= self.file_size
         )
 
-    def _framed(self) -> Iterator[Records]:
+    def _framed(self) -> Generator[Records, None, None]:
         buf, base, size = self.buf, self.base, self.file_size
         run = entry_records(buf, base, self.start, size, self.topics, self.last_entry)
         if self.check_crc and len(run.records):
