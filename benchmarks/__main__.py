@@ -30,6 +30,7 @@ from benchmarks.workloads import (
     rebuild,
     recovery,
     scale,
+    spark_network,
     spark_read,
 )
 
@@ -51,6 +52,7 @@ WORKLOADS: dict[str, Workload] = {
     "broker": broker.run,
     "rebuild": rebuild.run,
     "spark": spark_read.run,
+    "spark_network": spark_network.run,
 }
 
 
