@@ -19,7 +19,11 @@ DIRECTION=${1:?usage: ha_interop.sh java-master|ours-master [ASYNC_MASTER|SYNC_M
 ROLE=${2:-ASYNC_MASTER}
 OUR_PORT=${OUR_PORT:-29931}
 PY=${PY:-$REPO_ROOT/.venv/bin/python}
-D=$RB/ha-$DIRECTION-$ROLE
+# LATE_SLAVE=1 (java-master only): our slave starts after the first 1,506 sends, when the
+# master has three CommitLog files; a 4.9.8 master starts a slave that reports offset 0 at
+# its newest file, so the slave holds that file and what follows (100 more sends).
+LATE=${LATE_SLAVE:-0}
+D=$RB/ha-$DIRECTION-$ROLE$([ "$LATE" = 1 ] && echo -late)
 rm -rf "$D"; mkdir -p "$D"
 MQA() { MQADMIN_LOG_DIR=$LOGDIR/mqadmin bash "$JAVA_DIR_HARNESS/mqadmin.sh" "$MQA_OUT" "$@"; }
 P() { PROBE_LOG_ROOT=$LOGDIR/probe PROBE_OFFSET_DIR=$D/probe-offsets "$JAVA_DIR_HARNESS/run.sh" "$JC_OUT" "$@"; }
@@ -63,7 +67,8 @@ if [ "$DIRECTION" = java-master ]; then
     MASTER_STORE=$D/java-store SLAVE_STORE=$D/ours-store
     n=$(boots); "$HERE/run_broker.sh" "$D/java.conf" > /dev/null
     wait_for "$LOGDIR/broker.out" "boot success" $((n + 1)) || exit 1
-    ours_conf SLAVE 1 "$D/ours.conf"; start_ours "$D/ours.conf" "$SLAVE_STORE" || exit 1
+    ours_conf SLAVE 1 "$D/ours.conf"
+    [ "$LATE" = 1 ] || start_ours "$D/ours.conf" "$SLAVE_STORE" || exit 1
     MASTER=$BR
 else
     sed -i -e "s/^brokerRole=.*/brokerRole=SLAVE/" -e "s/^brokerId=.*/brokerId=1/" "$D/java.conf"
@@ -84,14 +89,18 @@ sleep 3  # the delayed one is delivered
 first=$(cat "$D"/p[123].jsonl | grep -c '"status":"SEND_OK"')
 P consume "$NS" HaT HaG "$first" 60 > "$D/c1.jsonl" 2> "$D/c1.err"
 PROBE_BODY_BYTES=1000 P produce "$NS" HaT 1200 prodHa > "$D/p4.jsonl" 2> "$D/p4.err"
+if [ "$LATE" = 1 ]; then
+    start_ours "$D/ours.conf" "$SLAVE_STORE" || exit 1; sleep 3
+    PROBE_BODY_BYTES=1000 P produce "$NS" HaT 100 prodHa > "$D/p5.jsonl" 2> "$D/p5.err"
+fi
 # A send the client gave up on (a timeout on this loaded machine) is not the broker's
 # answer: the checks below count the SEND_OK ones.
-answered=$(cat "$D"/p[1234].jsonl | grep -c '"status":')
-ok=$(cat "$D"/p[1234].jsonl | grep -c '"status":"SEND_OK"')
-errors=$(cat "$D"/p[1234].jsonl | grep -c '"event":"send-error"')
+answered=$(cat "$D"/p[0-9].jsonl | grep -c '"status":')
+ok=$(cat "$D"/p[0-9].jsonl | grep -c '"status":"SEND_OK"')
+errors=$(cat "$D"/p[0-9].jsonl | grep -c '"event":"send-error"')
 result "every send the $ROLE answered is SEND_OK" $([ "$ok" = "$answered" ] && [ "$ok" -ge 1500 ]; echo $?) \
     "($ok SEND_OK of $answered answered; $errors client-side send errors of 1506)"
-grep -h -o '"status":"[A-Z_]*"\|"exception":"[^"]*"' "$D"/p[1234].jsonl | sort | uniq -c | sed 's/^/   /'
+grep -h -o '"status":"[A-Z_]*"\|"exception":"[^"]*"' "$D"/p[0-9].jsonl | sort | uniq -c | sed 's/^/   /'
 got=$(grep -o '"distinct":[0-9]*' "$D/c1.jsonl" | cut -d: -f2)
 result "HaG consumed the first $first from the master" $([ "${got:-0}" -ge "$first" ]; echo $?) "(${got:-0})"
 
@@ -100,6 +109,8 @@ same=1
 for _ in $(seq 1 60); do
     same=0
     for f in "$MASTER_STORE"/commitlog/*; do
+        # a late slave has the master's newest file at its start and what follows only
+        [ "$LATE" = 1 ] && [ ! -f "$SLAVE_STORE/commitlog/${f##*/}" ] && continue
         cmp -s "$f" "$SLAVE_STORE/commitlog/${f##*/}" || { same=1; break; }
     done
     [ $same = 0 ] && break; sleep 1
@@ -142,9 +153,18 @@ if [ "$DIRECTION" = java-master ]; then kill -TERM "$(cat "$RB/broker.pid")"; wa
 else stop_ours; wait_pid=""; fi
 for _ in $(seq 1 150); do [ -n "$wait_pid" ] && kill -0 "$wait_pid" 2>/dev/null && sleep 0.2 || break; done
 sleep 2
-P consume "$NS" HaT HaFromSlave "$ok" 90 > "$D/c2.jsonl" 2> "$D/c2.err"
+want=$ok
+if [ "$LATE" = 1 ]; then  # the sends whose CommitLog offset (in offsetMsgId) the slave has
+    first_file=$(ls "$SLAVE_STORE/commitlog" | head -1)
+    want=$(cat "$D"/p[0-9].jsonl | "$PY" -c '
+import json, sys
+first = int(sys.argv[1])
+print(sum(1 for line in sys.stdin if "SEND_OK" in line
+          and int(json.loads(line)["offsetMsgId"][16:], 16) >= first))' "$((10#$first_file))")
+fi
+P consume "$NS" HaT HaFromSlave "$want" 90 > "$D/c2.jsonl" 2> "$D/c2.err"
 got=$(grep -o '"distinct":[0-9]*' "$D/c2.jsonl" | cut -d: -f2)
-result "with the master stopped, a new group got every HaT message from the slave" $([ "${got:-0}" = "$ok" ]; echo $?) "(${got:-0} of $ok)"
+result "with the master stopped, a new group got every HaT message the slave holds" $([ "${got:-0}" = "$want" ]; echo $?) "(${got:-0} of $want)"
 
 if [ "$DIRECTION" = java-master ]; then stop_ours; else "$HERE/stop.sh" broker > /dev/null; fi
 rm -f "$RB/broker.pid"
