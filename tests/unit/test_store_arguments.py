@@ -235,7 +235,7 @@ def test_any_dispatch_failure_stops_acknowledging_puts(
         def overflow(*_args: object, **_kwargs: object) -> None:
             raise OverflowError("Python int too large to convert to C long")
 
-        monkeypatch.setattr("rocketstore.store.dispatch_facts", overflow)
+        monkeypatch.setattr("rocketstore.store.sinks.dispatch_facts", overflow)
         assert store.put(Message("T", b"x")).ok
         with pytest.raises(OverflowError):
             store.wait_dispatched()

@@ -453,7 +453,7 @@ def test_a_read_only_opener_follows_the_writers_deletions(rig: Rig) -> None:
         assert len(reader.delete_expired_files(dry_run=True).commitlog_files) == 15
 
         rig.store.delete_expired_files()
-        reader._ro_listed_at = float("-inf")  # list the directories on the next call
+        reader.refresh()  # list the directories now, not in up to 50 ms
         result = reader.get_messages(GROUP, TOPIC, 0, 0)
         assert result.status is GetStatus.OFFSET_TOO_SMALL
         assert result.next_begin_offset == 15

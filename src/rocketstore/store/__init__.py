@@ -1,0 +1,11 @@
+"""The MessageStore facade and the modules it delegates to (``message_store`` wires them).
+
+Layer: store, the top of the engine: only rebuild/check, cli, spark and broker sit above.
+Upper layers use ``MessageStore``'s public methods, not its parts (tests/unit/store's
+contract test keeps it so).
+"""
+
+from rocketstore.store.message_store import MessageStore
+from rocketstore.store.queue_table import UndispatchedRecord
+
+__all__ = ["MessageStore", "UndispatchedRecord"]

@@ -1,0 +1,123 @@
+"""The read-only follower: what a store opened read-only sees of a writer beside it.
+
+Layer: store (the facade's package). Reads only: it moves its own view of the files (the
+CommitLog's written positions, the queues' and index's known ends) forward to a validated
+prefix of what the writer appended, and writes nothing to disk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rocketstore.commitlog import CommitLog
+from rocketstore.config import StoreConfig
+from rocketstore.index import IndexService
+from rocketstore.recovery.recover import EntryChain, RecoveryReport, scan_valid_end
+from rocketstore.store.queue_table import QueueKey, QueueTable
+
+# Directories (CommitLog, queues, index) are listed at most this often between refresh()es.
+LIST_INTERVAL_S = 0.05
+
+
+class ReadOnlyFollower:
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: QueueTable,
+        index: IndexService,
+        config: Callable[[], StoreConfig],
+    ) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.config = config
+        self.listed_at = 0.0
+        self.min_offset = -2
+        self.end = 0
+        # A DLedger log: the entry at ``end`` must follow the last one seen (recovery).
+        self.entries: EntryChain | None = None
+
+    def list_now(self) -> None:
+        """List the directories at the next refresh, not in up to 50 ms."""
+        self.listed_at = float("-inf")
+
+    def refresh(
+        self, full: bool = False, queue_key: QueueKey | None = None, queues: bool = True
+    ) -> RecoveryReport | None:
+        """See what a concurrent writer has appended since the last call: a validated
+        prefix only. Incremental: the CommitLog is scanned from the last known end, each
+        queue from its last known unit; directories are listed at most every 50 ms.
+
+        Between listings a call that reads one queue refreshes just that queue
+        (``queue_key``), and a key or id lookup none (``queues=False``): refreshing every
+        queue of a big store on each call cost more than the lookup itself. Every queue is
+        refreshed at each listing and whenever the CommitLog minimum moved. With ``full``
+        (the open), the scan's report is returned."""
+        now = time.monotonic()
+        list_dirs = full or now - self.listed_at >= LIST_INTERVAL_S
+        files = self.commitlog.files
+        if list_dirs:
+            files.refresh()
+            self.listed_at = now
+        if not files.files:
+            return None
+        report = RecoveryReport()
+        check_crc = self.config().check_crc_on_recover
+        if full or self.end < files.min_offset():
+            self.entries = EntryChain()
+            end = scan_valid_end(
+                self.commitlog,
+                max(0, len(files.files) - 3),
+                check_crc=check_crc,
+                report=report,
+                entries=self.entries,
+            )
+        else:
+            end = scan_valid_end(
+                self.commitlog,
+                0,
+                check_crc=check_crc,
+                report=report,
+                start_offset=self.end,
+                entries=self.entries,
+            )
+        for mapped in files.files:
+            if mapped.file_from_offset + files.file_size <= end:
+                mapped.wrote_position = files.file_size
+            elif mapped.file_from_offset <= end:
+                mapped.wrote_position = end - mapped.file_from_offset
+            else:
+                mapped.wrote_position = 0
+        self.end = end
+        if list_dirs:
+            self.queues.load_all(writable=False)  # queues created since the last look
+        min_offset = self.commitlog.min_offset()
+        correct_min = full or min_offset != self.min_offset
+        self.min_offset = min_offset
+
+        def record_exists(offset: int) -> bool:
+            # A unit whose record retention deleted is expired, not torn: it stays, and
+            # correct_min_offset moves the queue's minimum past it.
+            return offset < min_offset or self.commitlog.read_record(offset) is not None
+
+        table = self.queues.queues
+        if list_dirs or correct_min or (queues and queue_key is None):
+            refreshing = list(table.values())
+        elif queue_key is not None and queue_key in table:
+            refreshing = [table[queue_key]]
+        else:
+            refreshing = []
+        for queue in refreshing:
+            if list_dirs:
+                queue.files.refresh()
+            grew = queue.refresh_read_only(end, record_exists, full=full)
+            if min_offset >= 0 and (correct_min or grew == -1):
+                queue.min_logic_offset = max(queue.min_logic_offset, queue.files.min_offset())
+                queue.correct_min_offset(min_offset)
+        if list_dirs:
+            self.index.refresh()
+        else:
+            for index_file in self.index.files[-1:]:
+                index_file.refresh_header()
+        return report if full else None
