@@ -245,6 +245,17 @@ class ConsumeQueue:
     def last_unit(self) -> QueueUnit | None:
         return self.unit(self.max_offset() - 1) if self.max_offset() > 0 else None
 
+    def unit_on_disk(self, queue_offset: int) -> QueueUnit | None:
+        """The unit at ``queue_offset`` as its mapped file holds it, past ``max_offset``
+        too (a read-only opener's view ends where it last looked; a writer may have put
+        more since), or None when no mapped file has its bytes."""
+        position = queue_offset * CQ_UNIT_SIZE
+        mapped = self.files.find(position)
+        if mapped is None:
+            return None
+        raw = mapped.read(position - mapped.file_from_offset, CQ_UNIT_SIZE)
+        return decode_unit(raw) if len(raw) == CQ_UNIT_SIZE else None
+
     # --- time search ----------------------------------------------------------------------
 
     def offset_by_time(

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rocketstore.format.multi_dispatch import extra_units
-from rocketstore.services.dispatcher import DispatchRun
-from rocketstore.store import MessageStore
+from rocketstore.store import DispatchRun, MessageStore
 
 QueueKey = tuple[str, int]  # (topic, queue id)
 
@@ -127,20 +126,17 @@ class PullWaiters:
         if self._watched is store:
             return
         self._watched = store
-        dispatcher = store.dispatcher
-        handle = dispatcher.handle
         config = store.config
 
-        def handle_and_report(run: DispatchRun) -> None:
-            handle(run)
-            # After the units are written, so a woken pull finds its message.
+        def report(run: DispatchRun) -> None:
+            # (Called once the units are written, so a woken pull finds its message.)
             self.arrived(
                 arrived_queues(
                     run, multi_dispatch=config.enable_multi_dispatch, enable_lmq=config.enable_lmq
                 )
             )
 
-        dispatcher.handle = handle_and_report
+        store.add_dispatch_listener(report)
 
     def close(self) -> None:
         """Shutting down: answer every held pull now, hold no new one (call in the loop)."""

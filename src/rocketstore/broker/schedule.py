@@ -228,7 +228,7 @@ class ScheduleService:
         """RocketMQ's ``scheduleMessageOffset_<level>`` = "delayOffset,maxOffset"."""
         stats = {}
         for level, offset in sorted(self.offsets().items()):
-            queue = self.store.queues.get((SCHEDULE_TOPIC, level_to_queue_id(level)))
+            queue = self.store.queue_view(SCHEDULE_TOPIC, level_to_queue_id(level))
             high = queue.max_offset() if queue is not None else 0
             stats[f"scheduleMessageOffset_{level}"] = f"{offset},{high}"
         return stats
@@ -236,7 +236,7 @@ class ScheduleService:
     def _correct_offsets(self) -> None:
         """correctDelayOffset: keep each level's offset inside its queue's range."""
         for level in range(1, self.max_level + 1):
-            queue = self.store.queues.get((SCHEDULE_TOPIC, level_to_queue_id(level)))
+            queue = self.store.queue_view(SCHEDULE_TOPIC, level_to_queue_id(level))
             current = self._offsets.get(level)
             if queue is None or current is None:
                 continue
@@ -275,11 +275,11 @@ class ScheduleService:
         ext = self.store.ext_unit(SCHEDULE_TOPIC, level_to_queue_id(level), address)
         if ext is not None:
             return ext.tags_code
-        stored = self.store.commitlog.store_time_at(commit_log_offset, 0)
+        stored = self.store.commitlog_store_time(commit_log_offset)
         return max(stored, 0) + self._delays_ms[level - 1]
 
     def _deliver_level(self, level: int) -> int:
-        queue = self.store.queues.get((SCHEDULE_TOPIC, level_to_queue_id(level)))
+        queue = self.store.queue_view(SCHEDULE_TOPIC, level_to_queue_id(level))
         if queue is None:
             return 0
         start = self._offsets.get(level, 0)
@@ -370,7 +370,7 @@ class ScheduleService:
                 table = dict(self._offsets)
                 delivered_end = self._delivered_end
             if delivered_end and self.store.config.flush_disk_type == "ASYNC_FLUSH":
-                status = self.store.flusher.flush_sync(delivered_end)
+                status = self.store.sync_to(delivered_end)
                 if not status.ok:
                     log.error(
                         "delay offsets not persisted: delivered messages not flushed (%s)",

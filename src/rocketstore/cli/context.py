@@ -25,10 +25,8 @@ from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
 from rocketstore.files.store_dir import missing_commitlog, with_dledger
 from rocketstore.format.dledger_entry import END_OF_DATA
-from rocketstore.format.queue_unit import CQ_UNIT_SIZE, decode_unit
 from rocketstore.index import file_geometry, index_files, settled_geometries
 from rocketstore.paths import ABORT_FILE, MULTI_PATH_SPLITTER, CommitLogDirs
-from rocketstore.recovery.later_records import first_record_after
 from rocketstore.settings_file import (
     COMMITLOG_PATH_KEYS,
     parse_java_properties,
@@ -331,7 +329,7 @@ def damage_warning(store: MessageStore) -> str | None:
         why = "zeros where the data should go on"
     else:
         why = report.stop_reason
-    later = first_record_after(store.commitlog, end, 0)
+    later = store.readable_record_after(end)
     if later is None and not stopped_cleanly:
         return None
     follows = (
@@ -371,16 +369,10 @@ def _queue_unit_past(store: MessageStore, end: int) -> int | None:
     """The CommitLog offset of a consume-queue unit on disk, just past what the reader
     took of its queue, that points at or after ``end`` (a record the queue was built
     from, so there was data there), or None. One unit per queue."""
-    for queue in store.queues.values():
-        position = queue.max_offset() * CQ_UNIT_SIZE
-        mapped = queue.files.find(position)
-        if mapped is None:
+    for queue in store.queue_views().values():
+        unit = queue.unit_on_disk(queue.max_offset())
+        if unit is None:
             continue
-        local = position - mapped.file_from_offset
-        raw = mapped.read(local, CQ_UNIT_SIZE)
-        if len(raw) < CQ_UNIT_SIZE:
-            continue
-        unit = decode_unit(raw)
         if unit.is_valid and not unit.is_blank_fill and unit.commit_log_offset >= end:
             return unit.commit_log_offset
     return None
@@ -401,18 +393,18 @@ def queue_bounds(store: MessageStore, topic: str, queue_id: int) -> tuple[int, i
     """(min, max) queue offsets. Reads the loaded queue directly: the facade's
     ``min_offset``/``max_offset`` re-validate the whole store on each call when read-only,
     which adds up over the thousands of queues of a broker's store."""
-    queue = store.queues.get((topic, queue_id))
+    queue = store.queue_view(topic, queue_id)
     return (queue.min_offset(), queue.max_offset()) if queue is not None else (0, 0)
 
 
 def unit_store_time(store: MessageStore, topic: str, queue_id: int, queue_offset: int) -> int:
     """Store time of the message at a queue offset (-1 if none), like the facade's
     ``message_store_time`` without its per-call refresh."""
-    queue = store.queues.get((topic, queue_id))
+    queue = store.queue_view(topic, queue_id)
     unit = queue.unit(queue_offset) if queue is not None else None
     if unit is None or not unit.is_valid:
         return -1
-    return store.commitlog.store_time_at(unit.commit_log_offset, unit.size)
+    return store.commitlog_store_time(unit.commit_log_offset, unit.size)
 
 
 def require_topic(store: MessageStore, topic: str) -> list[int]:

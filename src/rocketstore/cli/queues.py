@@ -244,7 +244,8 @@ def query_cq(
         if not low <= first < high:
             valid = f"valid offsets are {low}..{high - 1}" if high > low else "the queue is empty"
             raise CliError(f"queue offset {first} is out of range for {topic}-{queue_id} ({valid})")
-        queue = store.queues[(topic, queue_id)]
+        queue = store.queue_view(topic, queue_id)
+        assert queue is not None  # (require_queue)
         if not ctx.as_json:
             if group is not None:
                 # The broker's filter data for a group it has no connection of.
@@ -254,7 +255,7 @@ def query_cq(
             unit = queue.unit(queue_offset)
             if unit is None:
                 continue
-            located = store.commitlog.read_record(unit.commit_log_offset) if unit.is_valid else None
+            located = store.commitlog_record(unit.commit_log_offset) if unit.is_valid else None
             message = rec.to_message_ext(*located, read_body=False) if located else None
             found = message is not None and message.size == unit.size
             msg_id = message.msg_id if message is not None and found else None

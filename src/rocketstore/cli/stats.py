@@ -56,7 +56,7 @@ def commitlog_usage(store: MessageStore) -> FileUsage:
     """The CommitLog files the store reads (in each of its directories, nothing else:
     a directory may hold other things, such as the other paths of a multi-path log)."""
     total = FileUsage()
-    for path in offset_file_paths(store.commitlog.dirs.all).values():
+    for path in offset_file_paths(store.commitlog_dirs.all).values():
         total.add(path)
     return total
 
@@ -109,7 +109,7 @@ def collect(store: MessageStore) -> dict[str, Any]:
         topics[name] = topics.get(name, 0) + count
     commit_min = max(store.min_commit_log_offset(), 0)
     commit_max = store.max_commit_log_offset()
-    dispatched = max((q.max_physic_offset for q in store.queues.values()), default=-1)
+    dispatched = max((q.max_physic_offset for q in store.queue_views().values()), default=-1)
     dispatched = max(dispatched, dispatched_through_deletions(root))
     index_files = store.index.files
     disk = os.statvfs(root)
@@ -133,7 +133,7 @@ def collect(store: MessageStore) -> dict[str, Any]:
         "commitLog": {
             **commitlog_usage(store).to_json(),
             # Those that exist: a DLedger store has no commitlog/ unless it was plain once.
-            "directories": [d for d in store.commitlog.dirs.all if os.path.isdir(d)],
+            "directories": [d for d in store.commitlog_dirs.all if os.path.isdir(d)],
             "fileSize": store.config.mapped_file_size_commit_log,
             "minOffset": commit_min,
             "maxOffset": commit_max,
@@ -169,9 +169,9 @@ def collect(store: MessageStore) -> dict[str, Any]:
         # with the most room and puts no new file on one above 85 %).
         "commitLogDisks": [
             {"path": path, "usedRatio": disk_usage_ratio(path if os.path.isdir(path) else root)}
-            for path in store.commitlog.dirs.writable
+            for path in store.commitlog_dirs.writable
         ]
-        if store.commitlog.dirs.multi_path
+        if store.commitlog_dirs.multi_path
         else [],
         "checkpoint": checkpoint,
         "dledger": _dledger(store),
@@ -182,12 +182,12 @@ def _dledger(store: MessageStore) -> dict[str, Any] | None:
     """A DLedger CommitLog's own bookkeeping: the entries its log and index hold, and its
     checkpoint (committedIndex: what the group had agreed on when it was written)."""
     config = store.config
-    dirs = store.commitlog.dirs
+    dirs = store.commitlog_dirs
     if not dirs.dledger:
         return None
     log = describe(dledger_home(store.root, config.dledger_self_id), dirs.dledger)
-    files = store.commitlog.files.files
-    framed = [m.file_from_offset for m in files if dirs.holds_entries(m.path)]
+    files = store.commitlog_files()
+    framed = [first for first, path in files if dirs.holds_entries(path)]
     return {
         "home": log.home,
         "selfId": config.dledger_self_id,

@@ -41,7 +41,7 @@ from rocketstore.format import properties as props
 from rocketstore.format.message import Message
 from rocketstore.format.record import END_FILE_MIN_BLANK_LENGTH
 from rocketstore.paths import CONFIG_DIR
-from rocketstore.put_columns import Columns, check_rows
+from rocketstore.put_columns import Columns
 from rocketstore.put_path import Refusal, delay_level
 from rocketstore.spark import sink_log
 from rocketstore.spark.routing import QueueChooser
@@ -301,16 +301,16 @@ def _check_all(store: MessageStore, files: Sequence[str], queue_nums: int) -> _C
     for run in _staged_runs(files, _chooser(store, queue_nums)):
         if run.delayed:
             message = run.message(0)
-            prepared = store.preparer.prepare(message, None)
+            prepared = store.prepare_message(message)
             if isinstance(prepared, Refusal):
                 raise _refused(run.first, message, prepared)
             lengths.append(np.array([prepared.length], dtype=np.int64))
         else:
             columns = run.columns()
-            checked = check_rows(store.preparer, columns)
+            checked = store.check_columns(columns)
             if checked.refused_row is not None:
                 message = columns.message(checked.refused_row)
-                refusal = store.preparer.prepare(message, None, in_batch=True)
+                refusal = store.prepare_message(message, in_batch=True)
                 if not isinstance(refusal, Refusal):  # (cannot happen: the same checks)
                     refusal = checked.refusal or Refusal(PutStatus.UNKNOWN_ERROR, "refused")
                 raise _refused(run.first + checked.refused_row, message, refusal)

@@ -225,18 +225,17 @@ def plan_commitlog_read(store: MessageStore, options: ReadOptions) -> list[Commi
     """File ranges of the CommitLog up to its validated end, at most
     COMMITLOG_PARTITION_BYTES each (as Spark's own file sources cut files); smaller pieces
     of about total / ``minPartitions`` bytes when that asks for more partitions."""
-    file_size = store.commitlog.file_size
+    file_size = store.config.mapped_file_size_commit_log
     low, high = store.min_commit_log_offset(), store.max_commit_log_offset()
     if low < 0 or high <= low:
         return []
     spans: list[tuple[int, int, int]] = []
     whole: list[CommitLogPartition] = []
-    for mapped in list(store.commitlog.files.files):
-        first = mapped.file_from_offset
+    for first, path in store.commitlog_files():
         start, end = max(low, first) - first, min(high, first + file_size) - first
         if end <= start:
             continue
-        if store.commitlog.dirs.holds_entries(mapped.path):
+        if store.commitlog_dirs.holds_entries(path):
             # Entries are followed from the file's start; the options' bounds still apply
             # to each record.
             whole.append(CommitLogPartition(first, 0, end, framed=True))
@@ -268,19 +267,14 @@ def split_by_records(
     span's last piece, where the reader finds them as it always does."""
     pieces: list[tuple[int, int, int]] = []
     for first, start, end in spans:
-        mapped = store.commitlog.files.find(first)  # (the open store has it mapped)
         starts: list[int] = []
-        if mapped is not None and mapped.hold():
-            try:
-                view = memoryview(mapped.mm)
+        # The whole mapped file (the open store has it mapped): the walk reads its length.
+        file_size = store.config.mapped_file_size_commit_log
+        with store.commitlog_view(first, file_size, written=False) as view:
+            if view is not None:
                 length = len(view)
-                try:
-                    found, _stop_at, _why = walk_start_array(view, start, min(end, length), length)
-                finally:
-                    view.release()
-            finally:
-                mapped.release()
-            starts = [int(p) for p in found[max_records::max_records]]
+                found, _stop_at, _why = walk_start_array(view, start, min(end, length), length)
+                starts = [int(p) for p in found[max_records::max_records]]
         cuts = [start, *starts, end]
         pieces += [(first, low, high) for low, high in itertools.pairwise(cuts)]
     return pieces

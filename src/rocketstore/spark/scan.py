@@ -216,7 +216,7 @@ def _queue_rows(
                 continue  # blank fill
             if not subscription.match_code(int(units[i]["tags_code"])):
                 continue
-            found = store.commitlog.read_record(physical)
+            found = store.commitlog_record(physical)
             if found is None or found[1].size != size:
                 if part.fail_on_data_loss:
                     _lost(part, offset + i, offset + i + 1, "its CommitLog record is gone")
@@ -237,7 +237,7 @@ def _unit_chunks(
     failOnDataLoss, reported). A chunk with no whole unit (a unit cut at a file's end)
     comes out empty, and the next one starts one offset further."""
     store.max_offset(part.topic, part.queue_id)  # refresh what a live writer appended
-    queue = store.queues.get((part.topic, part.queue_id))
+    queue = store.queue_view(part.topic, part.queue_id)
     if queue is None:
         return
     offset = part.start
@@ -294,7 +294,7 @@ def _decode_units(
     queue_offsets = first_offset + np.arange(len(units), dtype=np.int64)
     real = (physical >= 0) & (sizes > 0) & (sizes != 0x7FFFFFFF)  # not blank fill
     physical, sizes, queue_offsets = physical[real], sizes[real], queue_offsets[real]
-    file_size = store.commitlog.file_size
+    file_size = store.config.mapped_file_size_commit_log
     batches = []
     begin = 0
     while begin < len(physical):
@@ -305,13 +305,8 @@ def _decode_units(
         end = begin + max(int(np.searchsorted(copied_bytes, MAX_REGION_BYTES, "right")), 1)
         if np.any(np.diff(physical[begin:end]) <= 0):
             return None  # not in CommitLog order: leave it to the reference path
-        low = int(physical[begin])
-        high = int(physical[end - 1] + sizes[end - 1])
-        mapped = store.commitlog.files.find(low)
-        if mapped is None or high - mapped.file_from_offset > mapped.wrote_position:
-            return None
         batch = _decode_in_place(
-            mapped,
+            store,
             physical[begin:end],
             sizes[begin:end],
             queue_offsets[begin:end],
@@ -326,33 +321,27 @@ def _decode_units(
 
 
 def _decode_in_place(
-    mapped: Any,
+    store: MessageStore,
     physical: Any,
     sizes: Any,
     queue_offsets: Any,
     include_body: bool,
     needed: frozenset[str] | None,
 ) -> Any | None:
-    """The records at CommitLog offsets ``physical`` (ascending, in the one mapped file)
-    decoded where they lie, the file held meanwhile; None when it is being deleted or the
-    decoder declines them. Nothing is copied first: a queue among 63 others would copy 64
-    times its bytes. Every column the decoder returns is its own copy, so nothing of the
-    mapping outlives the call (releasing the view would fail if something did)."""
-    if not mapped.hold():
-        return None
-    try:
-        base = mapped.file_from_offset
-        low = int(physical[0])
-        high = int(physical[-1] + sizes[-1])
-        view = memoryview(mapped.mm)[low - base : high - base]
-        try:
-            return decode_records(
-                view, physical - low, physical, sizes, queue_offsets, include_body, needed
-            )
-        finally:
-            view.release()
-    finally:
-        mapped.release()
+    """The records at CommitLog offsets ``physical`` (ascending, in one file) decoded
+    where they lie in the mapping, the file held meanwhile; None when they are not all
+    written there, the file is being deleted or the decoder declines them. Nothing is
+    copied first: a queue among 63 others would copy 64 times its bytes. Every column the
+    decoder returns is its own copy, so nothing of the mapping outlives the call
+    (releasing the view would fail if something did)."""
+    low = int(physical[0])
+    high = int(physical[-1] + sizes[-1])
+    with store.commitlog_view(low, high - low) as view:
+        if view is None:
+            return None
+        return decode_records(
+            view, physical - low, physical, sizes, queue_offsets, include_body, needed
+        )
 
 
 def _as_read_from(batch: Any, part: QueuePartition) -> Any:

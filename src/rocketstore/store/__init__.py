@@ -5,7 +5,10 @@ Upper layers use ``MessageStore``'s public methods, not its parts (tests/unit/st
 contract test keeps it so).
 """
 
+from rocketstore.services.dispatcher import DispatchRun
 from rocketstore.store.message_store import MessageStore
 from rocketstore.store.queue_table import UndispatchedRecord
+from rocketstore.store.sinks import DispatchListener
+from rocketstore.store.views import QueueView
 
-__all__ = ["MessageStore", "UndispatchedRecord"]
+__all__ = ["DispatchListener", "DispatchRun", "MessageStore", "QueueView", "UndispatchedRecord"]

@@ -13,11 +13,11 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 
-from rocketstore.commitlog import CommitLog
+from rocketstore.commitlog import CommitLog, PreparedMessage
 from rocketstore.config import LIVE_FIELDS, StoreConfig, delay_levels_ms
 from rocketstore.consume_queue import ConsumeQueue
 from rocketstore.crashpoints import MID_REDISPATCH, any_armed, armed, crash_point
@@ -31,6 +31,7 @@ from rocketstore.files.lock import DirectoryLock
 from rocketstore.format.cq_ext import ExtUnit, is_ext_address
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.message_id import decode_offset_msg_id
+from rocketstore.format.record import RecordView
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.index import IndexService
@@ -41,19 +42,29 @@ from rocketstore.paths import (
     LMQ_PREFIX,
     SCHEDULE_TOPIC,
     TRANS_OP_HALF_TOPIC,
+    CommitLogDirs,
 )
-from rocketstore.put_columns import DEFAULT_BORN_HOST, ColumnsResult, IntColumn, TextColumn
-from rocketstore.put_path import MessagePreparer, PutResult
+from rocketstore.put_columns import (
+    DEFAULT_BORN_HOST,
+    Columns,
+    ColumnsResult,
+    IntColumn,
+    RowsCheck,
+    TextColumn,
+    check_rows,
+)
+from rocketstore.put_path import MessagePreparer, PutResult, Refusal
 from rocketstore.queries import KeyQuery
 from rocketstore.read_path import GetResult, MessageReader
 from rocketstore.recovery.checkpoint_file import CheckpointFile
+from rocketstore.recovery.later_records import first_record_after
 from rocketstore.recovery.recover import RecoveryReport, missing_files
 from rocketstore.services.dispatcher import Dispatcher, DispatchRun
 from rocketstore.services.flusher import Flusher
 from rocketstore.services.group_commit import GroupCommit
 from rocketstore.services.prefaulter import Prefaulter
 from rocketstore.services.retention import RetentionReport, RetentionService
-from rocketstore.status import Boundary, RunningFlags
+from rocketstore.status import Boundary, PutStatus, RunningFlags
 from rocketstore.store.follower import ReadOnlyFollower
 from rocketstore.store.opening import open_arguments, recover_writer
 from rocketstore.store.queue_table import (
@@ -63,7 +74,8 @@ from rocketstore.store.queue_table import (
     first_undispatched,
 )
 from rocketstore.store.replica import ReplicaLog
-from rocketstore.store.sinks import IndexSink, QueueSink, StoreDispatch
+from rocketstore.store.sinks import DispatchListener, IndexSink, QueueSink, StoreDispatch
+from rocketstore.store.views import QueueView
 from rocketstore.store.write_path import WritePath
 
 log = logging.getLogger(__name__)
@@ -698,6 +710,106 @@ class MessageStore:
         """Dispatch everything appended so far in the caller's thread (tests, tools)."""
         self._check_writable()
         self.dispatcher.run_once()
+
+    # --- for the layers above: the CommitLog, queues and dispatch without the parts ----
+    # Read as loaded, without a read-only opener's refresh (callers that read a lot, such
+    # as a queue scan, refresh once with ``refresh`` or a counting call first).
+
+    @property
+    def commitlog_dirs(self) -> CommitLogDirs:
+        """The CommitLog's directories (storePathCommitLog, its other paths, DLedger's)."""
+        return self.commitlog.dirs
+
+    def commitlog_files(self) -> list[tuple[int, str]]:
+        """(first offset, path) of each CommitLog file the store has mapped, oldest first."""
+        files = list(self.commitlog.files.files)
+        return [(mapped.file_from_offset, mapped.path) for mapped in files]
+
+    def read_commitlog(self, offset: int, size: int) -> bytes | None:
+        """``size`` raw CommitLog bytes at ``offset`` (a record as stored, for a pull's or
+        a query's answer), or None unless they lie in one file's written part."""
+        return self.commitlog.read(offset, size)
+
+    def commitlog_record(
+        self, offset: int, *, size: int | None = None
+    ) -> tuple[bytes, RecordView] | None:
+        """The validated record at ``offset`` (its buffer and view: ``record.to_message_ext``
+        decodes it), or None; with ``size`` (a queue unit's), None for a record of another
+        size."""
+        return self.commitlog.read_record(offset, size=size)
+
+    @contextlib.contextmanager
+    def commitlog_view(
+        self, offset: int, size: int, *, written: bool = True
+    ) -> Iterator[memoryview | None]:
+        """The mapped CommitLog bytes [offset, offset + size) as a view valid inside the
+        block (the file is held: retention cannot unmap it meanwhile; release anything
+        taken from the view before the block ends). None when they do not lie in one
+        mapped file (``written``: in its written part) or the file is being deleted."""
+        mapped = self.commitlog.files.find(offset)
+        position = offset - mapped.file_from_offset if mapped is not None else 0
+        limit = self.commitlog.file_size
+        if written and mapped is not None:
+            limit = mapped.wrote_position
+        if mapped is None or size < 0 or position + size > limit or not mapped.hold():
+            yield None
+            return
+        try:
+            view = memoryview(mapped.mm)[position : position + size]
+            try:
+                yield view
+            finally:
+                view.release()
+        finally:
+            mapped.release()
+
+    def commitlog_store_time(self, offset: int, size: int = 0) -> int:
+        """STORETIMESTAMP of the record at CommitLog ``offset``, -1 if none is there."""
+        return self.commitlog.store_time_at(offset, size)
+
+    def readable_record_after(self, offset: int) -> int | None:
+        """The CommitLog offset of the first whole, valid record past ``offset`` (past
+        damage: recovery.later_records), or None."""
+        return first_record_after(self.commitlog, offset, 0)
+
+    def queue_view(self, topic: str, queue_id: int) -> QueueView | None:
+        """The consume queue ``topic``-``queue_id`` read-only, or None if there is none."""
+        return self.queues.get((topic, queue_id))
+
+    def queue_views(self) -> dict[tuple[str, int], QueueView]:
+        """Every consume queue, read-only, by (topic, queue id)."""
+        return dict(self.queues)
+
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        """Call ``listener(run)`` on the dispatcher's thread after each run of records is in
+        the queues and the index (a broker's long polling wakes pulls with it). It must be
+        quick and must not raise: an exception stops dispatch as a failed write does."""
+        self._dispatch.listeners.append(listener)
+
+    def remove_dispatch_listener(self, listener: DispatchListener) -> None:
+        """Stop calling ``listener`` (no error if it is not there)."""
+        with contextlib.suppress(ValueError):
+            self._dispatch.listeners.remove(listener)
+
+    def sync_to(self, offset: int) -> PutStatus:
+        """Make the CommitLog durable up to ``offset`` now, as a SYNC_FLUSH put waits for
+        (whatever the flush policy): PUT_OK, or FLUSH_DISK_TIMEOUT when the sync did not
+        finish within ``sync_flush_timeout``."""
+        offset = int_argument("offset", offset)
+        self._check_writable()
+        return self.flusher.flush_sync(offset)
+
+    def prepare_message(
+        self, msg: Message, store_host: str | None = None, *, in_batch: bool = False
+    ) -> PreparedMessage | Refusal:
+        """``msg`` checked and encoded as a put would (its record length), or the refusal
+        a put would answer; nothing is appended."""
+        return self.preparer.prepare(msg, store_host, in_batch=in_batch)
+
+    def check_columns(self, columns: Columns, store_host: str | None = None) -> RowsCheck:
+        """Every row of ``columns`` checked and encoded as ``put_columns`` would
+        (put_columns.check_rows), nothing appended."""
+        return check_rows(self.preparer, columns, store_host)
 
     # --- replication: a slave's CommitLog ---------------------------------------------
 

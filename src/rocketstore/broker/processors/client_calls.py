@@ -84,6 +84,6 @@ async def consume_message_directly(
     if offset >= 0:
         message = await ctx.run(ctx.store.look_message, offset)
         if message is not None:
-            raw = await ctx.run(ctx.store.commitlog.read, offset, message.size)
+            raw = await ctx.run(ctx.store.read_commitlog, offset, message.size)
             body = raw or b""
     return await _call_consumer(ctx, RequestCode.CONSUME_MESSAGE_DIRECTLY, cmd, ext, body)

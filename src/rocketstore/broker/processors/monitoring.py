@@ -239,10 +239,10 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
     sizes and waits are 0: requests are not queued in pools here."""
     store = ctx.store
     stats = ctx.stats
-    commitlog_dir = store.commitlog.dirs.writable[0]
+    commitlog_dir = store.commitlog_dirs.writable[0]
     usage = shutil.disk_usage(commitlog_dir)
-    low, high = store.commitlog.min_offset(), store.commitlog.max_offset()
-    earliest = store.commitlog.store_time_at(low, 0) if high > low else 0
+    low, high = store.min_commit_log_offset(), store.max_commit_log_offset()
+    earliest = store.commitlog_store_time(low) if high > low else 0
     now = int(time.time() * 1000)
     table = {
         "brokerVersionDesc": BROKER_VERSION_DESC,

@@ -91,7 +91,7 @@ def pulled_records(ctx: BrokerContext, result: GetResult) -> bytes:
     """The found messages' CommitLog records, back to back (the pull response body)."""
     chunks = []
     for message in result.messages:
-        raw = ctx.store.commitlog.read(message.commit_log_offset, message.size)
+        raw = ctx.store.read_commitlog(message.commit_log_offset, message.size)
         if raw is not None:
             chunks.append(raw)
     return b"".join(chunks)

@@ -18,7 +18,7 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 def _records(ctx: BrokerContext, messages: list[MessageExt]) -> bytes:
     chunks = []
     for message in messages:
-        raw = ctx.store.commitlog.read(message.commit_log_offset, message.size)
+        raw = ctx.store.read_commitlog(message.commit_log_offset, message.size)
         if raw is not None:
             chunks.append(raw)
     return b"".join(chunks)
@@ -70,7 +70,7 @@ async def view_message_by_id(
     offset = ext_int(cmd.ext_fields, "offset")
     message = await ctx.run(ctx.store.look_message, offset)
     raw = (
-        ctx.store.commitlog.read(message.commit_log_offset, message.size)
+        ctx.store.read_commitlog(message.commit_log_offset, message.size)
         if message is not None
         else None
     )

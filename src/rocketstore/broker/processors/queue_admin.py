@@ -135,7 +135,7 @@ async def query_consume_queue(
     topic, queue_id = ext_str(ext, "topic"), ext_int(ext, "queueId")
     index, count = ext_int(ext, "index"), ext_int(ext, "count")
     group = ext.get("consumerGroup")
-    queue = ctx.store.queues.get((topic, queue_id))
+    queue = ctx.store.queue_view(topic, queue_id)
     if queue is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
     body: dict[str, Any] = {
