@@ -3,9 +3,11 @@ offset by time on rocketstore (offset by time on sqlite3 too, through its time i
 
 Layer: benchmark workload. Latency is per call and includes reading and checking the
 message (its body must be the one put). "hot": 100 keys looked up again and again after a
-warm-up pass. "cold": keys never looked up before, after the system was closed, its files
-dropped from the page cache, and reopened (rocketstore's reopen reads the CommitLog tail
-back, so its mappings are dropped again after the reopen).
+warm-up pass; rocketstore's "hot, read-only" does the same through a store opened
+read-only beside the open writer (as the CLI and a Spark reader open it). "cold": keys
+never looked up before, after the system was closed, its files dropped from the page
+cache, and reopened (rocketstore's reopen reads the CommitLog tail back, so its mappings
+are dropped again after the reopen).
 """
 
 from __future__ import annotations
@@ -62,6 +64,27 @@ def key_lookup(adapter: Adapter, dataset: DataSet, index: int) -> Callable[[], N
             raise RuntimeError(f"{adapter.name}: wrong or missing message for {key}")
 
     return call
+
+
+def read_only_hot(directory: str, dataset: DataSet, hot: list[int], ops: int) -> list[float]:
+    """The hot key lookups through a read-only opener beside the open writer."""
+    from rocketstore import MessageStore
+
+    with MessageStore.open(directory, read_only=True) as reader:
+
+        def lookup(index: int) -> Callable[[], None]:
+            key, expected = key_of(index), dataset.item(index).body
+
+            def call() -> None:
+                found = reader.query_messages(TOPIC, key, max_count=1)
+                if not found or found[0].body != expected:
+                    raise RuntimeError(f"read-only: wrong or missing message for {key}")
+
+            return call
+
+        calls = [lookup(i) for i in hot]
+        latencies_us(calls)  # warm-up
+        return latencies_us(calls * (ops // HOT_KEYS))
 
 
 def reopen_cold(system: str, adapter: Adapter, directory: str) -> Adapter:
@@ -161,6 +184,9 @@ def run_system(
                 calls = [key_lookup(adapter, dataset, i) for i in hot]
                 latencies_us(calls)  # warm-up
                 figures.add(f"{tag}key, hot", system, latencies_us(calls * (ops // HOT_KEYS)))
+                if isinstance(adapter, RocketstoreAdapter):
+                    values = read_only_hot(directory, dataset, hot, ops)
+                    figures.add(f"{tag}key, hot, read-only", system, values)
                 adapter = reopen_cold(system, adapter, directory)
                 cold = [key_lookup(adapter, dataset, i) for i in sample_indexes(ops, count, seed)]
                 figures.add(f"{tag}key, cold", system, latencies_us(cold))

@@ -307,7 +307,11 @@ class IndexFile:
 
     # --- header -----------------------------------------------------------------------
 
+    # The header bytes ``refresh_header`` last decoded (None: not since the last ``_set``).
+    _refreshed_from: bytes | None = None
+
     def _set(self, **fields: int) -> None:
+        self._refreshed_from = None
         self.header = self.header._replace(**fields)
         layout.pack_header_into(self._file.mm, self.header)
 
@@ -650,8 +654,19 @@ class IndexFile:
         return removed
 
     def refresh_header(self) -> None:
-        """Read-only openers: pick up the writer's header changes."""
-        self.header = layout.decode_header(self._file.read(0, layout.HEADER_SIZE))
+        """Read-only openers: pick up the writer's header changes. Decoded only when its
+        bytes changed: a key lookup beside a writer calls this each time."""
+        mm = self._file.mapping_for_buffer_call()  # (a slice is one C call: no hold)
+        try:
+            raw = mm[: layout.HEADER_SIZE] if mm is not None else None
+        except ValueError:  # unmapped meanwhile
+            raw = None
+        if raw is None:
+            raw = self._file.read(0, layout.HEADER_SIZE)  # (raises FileRemovedError)
+        if raw == self._refreshed_from:
+            return
+        self._refreshed_from = raw
+        self.header = layout.decode_header(raw)
         self.index_count = max(1, self.header.index_count)
         self.hash_slot_count = self.header.hash_slot_count
 

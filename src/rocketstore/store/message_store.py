@@ -304,8 +304,12 @@ class MessageStore:
         with ``queue_key``'s queue, or no queue when ``queues`` is False)."""
         if self._closed:
             raise StoreClosedError(f"store {self.root} is closed")
-        if self.read_only:
+        if not self.read_only:
+            return
+        if queues or queue_key is not None:
             self._follower.refresh(queue_key=queue_key, queues=queues)
+        else:
+            self._follower.refresh_for_lookup()
 
     def _check_writable(self) -> None:
         if self._closed:
