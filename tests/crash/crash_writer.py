@@ -13,12 +13,15 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 
 from rocketstore import Message, MessageStore, PutResult, StoreConfig
 
 TOPIC = "Crash"
 # storePathCommitLog for the writer and the checks (a CommitLog over several paths).
 PATHS_ENV = "ROCKETSTORE_CRASH_COMMITLOG_PATHS"
+# The writers that import this module run as ``python -m tests.crash.<name>`` from here.
+PROJECT_ROOT = Path(__file__).parents[2]
 
 
 def config(flush_disk_type: str) -> StoreConfig:

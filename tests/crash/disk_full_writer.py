@@ -1,4 +1,5 @@
-"""A writer for the full-disk test (run as a script, never collected by pytest).
+"""A writer for the full-disk test (run as ``python -m tests.crash.disk_full_writer`` from
+the project root, never collected by pytest).
 
 Puts single messages, ASYNC_FLUSH, into a store on a small filesystem, printing ``ACK <n>``
 for each acknowledged put and ``REFUSED <status>`` for each refused one. After a few
@@ -16,10 +17,9 @@ import dataclasses
 import os
 import sys
 
-from crash_writer import config, message
-
 from rocketstore import MessageStore
 from rocketstore.errors import StoreError
+from tests.crash.crash_writer import config, message
 
 REFUSALS_TO_STOP = 200
 FILL_AFTER = 300

@@ -1,4 +1,5 @@
-"""Opens and closes a store as a writer (run as a script, never collected by pytest).
+"""Opens and closes a store as a writer (run as ``python -m tests.crash.recovery_child``
+from the project root, never collected by pytest).
 
 The crash tests arm a crash point in its environment: the open's recovery re-dispatches
 (queues or index were removed) and the process dies partway through.
@@ -8,9 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from crash_writer import config
-
 from rocketstore import MessageStore
+from tests.crash.crash_writer import config
 
 
 def main() -> None:

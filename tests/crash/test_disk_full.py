@@ -16,11 +16,9 @@ from pathlib import Path
 import pytest
 
 from rocketstore import GetStatus, MessageStore
+from tests.crash.crash_writer import PROJECT_ROOT, TOPIC, config
 
-sys.path.insert(0, str(Path(__file__).parent))
-from crash_writer import TOPIC, config
-
-WRITER = str(Path(__file__).parent / "disk_full_writer.py")
+WRITER = [sys.executable, "-m", "tests.crash.disk_full_writer"]
 
 
 @pytest.fixture
@@ -49,7 +47,8 @@ def test_a_full_disk_stops_the_writes_without_a_sigbus(
 ) -> None:
     root = small_disk / "store"
     run = subprocess.run(
-        [sys.executable, WRITER, str(root), case],
+        [*WRITER, str(root), case],
+        cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
         timeout=300,

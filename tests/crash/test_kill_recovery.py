@@ -19,11 +19,9 @@ import pytest
 
 from rocketstore import GetStatus, MessageStore
 from rocketstore import crashpoints as cp
+from tests.crash.crash_writer import PROJECT_ROOT, TOPIC, config, message
 
-sys.path.insert(0, str(Path(__file__).parent))
-from crash_writer import TOPIC, config, message
-
-CHILD = str(Path(__file__).parent / "recovery_child.py")
+CHILD = [sys.executable, "-m", "tests.crash.recovery_child"]
 ROUNDS = int(os.environ.get("ROCKETSTORE_CRASH_ROUNDS", "50"))
 # About 10 CommitLog files of 256 KiB: recovery's window (the last three files) is a
 # part of what a rebuild re-dispatches.
@@ -59,7 +57,7 @@ def _remove_one_queue(root: Path) -> None:
 
 
 def _open(root: Path) -> list[str]:
-    return [sys.executable, CHILD, str(root), "ASYNC_FLUSH"]
+    return [*CHILD, str(root), "ASYNC_FLUSH"]
 
 
 def _cli(*args: str) -> Callable[[Path], list[str]]:
@@ -118,6 +116,7 @@ def test_kill_during_a_redispatching_recovery(
         run = subprocess.run(
             command(root),
             env={**os.environ, cp.ENV_VAR: f"{point}:{count}"},
+            cwd=PROJECT_ROOT,
             check=False,
             capture_output=True,
             text=True,
@@ -127,7 +126,9 @@ def test_kill_during_a_redispatching_recovery(
         _verify_everything(root)
         if attack.startswith("rebuild") and count == counts[0]:
             # The next rebuild removes what the killed one set aside.
-            again = subprocess.run(command(root), check=False, capture_output=True, text=True)
+            again = subprocess.run(
+                command(root), cwd=PROJECT_ROOT, check=False, capture_output=True, text=True
+            )
             assert again.returncode == 0, again.stderr[-2000:]
             assert not [p.name for p in root.iterdir() if p.name.startswith(".rebuild-")]
             _verify_everything(root)

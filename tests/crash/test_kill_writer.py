@@ -17,9 +17,7 @@ import pytest
 from rocketstore import GetStatus, MessageStore
 from rocketstore import crashpoints as cp
 from rocketstore.format.message_id import decode_offset_msg_id
-
-sys.path.insert(0, str(Path(__file__).parent))
-from crash_writer import PATHS_ENV, TOPIC, config
+from tests.crash.crash_writer import PATHS_ENV, TOPIC, config
 
 WRITER = str(Path(__file__).parent / "crash_writer.py")
 ROUNDS = int(os.environ.get("ROCKETSTORE_CRASH_ROUNDS", "50"))

@@ -15,12 +15,8 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-# The test modules import their helpers as a top-level module from this directory.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from spark_helpers import build_store
-
 from rocketstore.spark import scan
+from tests.spark.spark_helpers import build_store
 
 
 @pytest.fixture(scope="session")

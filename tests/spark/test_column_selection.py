@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_helpers import ident, read_all, store_rows
-from test_arrow_records import _decode, _encode, _region
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.errors import ConfigError
@@ -19,6 +17,8 @@ from rocketstore.spark import scan
 from rocketstore.spark.columns import COLUMN_NAMES, spark_schema
 from rocketstore.spark.options import parse_options
 from rocketstore.spark.source import RocketStoreDataSource, with_schema
+from tests.spark.spark_helpers import ident, read_all, store_rows
+from tests.spark.test_arrow_records import _decode, _encode, _region
 
 
 @pytest.mark.parametrize("mode", ["queue", "commitlog"])

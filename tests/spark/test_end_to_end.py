@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from spark_helpers import DEFAULT_QUEUES, ROUNDS, store_rows
 
 from rocketstore import MessageStore
 from rocketstore.spark import columns
+from tests.spark.spark_helpers import DEFAULT_QUEUES, ROUNDS, store_rows
 
 
 def _ids(rows):

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_helpers import Cluster as RunningCluster
-from network_helpers import _start, free_port, wait_registered
+
+from tests.spark.network_helpers import Cluster as RunningCluster
+from tests.spark.network_helpers import _start, free_port, wait_registered
 
 ACCESS_KEY = "RocketMQ"
 SECRET_KEY = "12345678"

@@ -12,7 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from network_helpers import (
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from rocketstore.remoting.blocking import RemotingClientError
+from rocketstore.spark.network_cluster import ClusterError
+from rocketstore.spark.network_stream import NetworkStreamReader
+from rocketstore.spark.options import parse_stream_options
+from tests.spark.network_helpers import (
     Cluster,
     create_topic,
     kill_broker,
@@ -20,12 +26,6 @@ from network_helpers import (
     running_cluster,
     send,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable
-
-from rocketstore.remoting.blocking import RemotingClientError
-from rocketstore.spark.network_cluster import ClusterError
-from rocketstore.spark.network_stream import NetworkStreamReader
-from rocketstore.spark.options import parse_stream_options
 
 TOPIC = "Waits"
 QUEUES = 2

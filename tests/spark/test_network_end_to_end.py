@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_helpers import TOPIC, Cluster, load, pulled_count, running_cluster
+
+from tests.spark.network_helpers import TOPIC, Cluster, load, pulled_count, running_cluster
 
 IDENTITY = ("broker", "partition", "offset")
 
@@ -119,7 +120,7 @@ def test_unknown_topic_is_named(spark: Any, cluster: Cluster) -> None:
 
 
 def test_unreachable_name_server_is_named(spark: Any, tmp_path: Path) -> None:
-    from network_helpers import free_port
+    from tests.spark.network_helpers import free_port
 
     address = f"127.0.0.1:{free_port()}"
     df = spark.read.format("rocketstore").option("namesrv", address).option("topics", TOPIC)

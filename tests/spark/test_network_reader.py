@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import BASE_MS, STEP_MS, read_all
 
 from rocketstore import GetStatus, MessageStore
 from rocketstore.errors import ConfigError
@@ -30,6 +29,7 @@ from rocketstore.spark.network_plan import (
 )
 from rocketstore.spark.network_scan import decode_body, read_network_partition
 from rocketstore.spark.options import parse_options
+from tests.spark.spark_helpers import BASE_MS, STEP_MS, read_all
 
 NAMESRV = "10.9.9.9:9876"
 

@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_helpers import (
+
+from rocketstore.remoting.blocking import invoke_sync, request
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from tests.spark.network_helpers import (
     PER_QUEUE,
     QUEUES,
     TOPIC,
@@ -28,9 +31,6 @@ from network_helpers import (
     load,
     running_cluster,
 )
-
-from rocketstore.remoting.blocking import invoke_sync, request
-from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 STANDALONE_START_S = 60
 

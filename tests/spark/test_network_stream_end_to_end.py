@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_helpers import (
+
+from rocketstore.broker import admin_client
+from rocketstore.remoting.blocking import invoke_sync, request
+from rocketstore.remoting.codes import RequestCode, ResponseCode
+from tests.spark.network_helpers import (
     START_TIMEOUT_S,
     Cluster,
     create_topic,
@@ -25,10 +29,6 @@ from network_helpers import (
     running_cluster,
     send,
 )
-
-from rocketstore.broker import admin_client
-from rocketstore.remoting.blocking import invoke_sync, request
-from rocketstore.remoting.codes import RequestCode, ResponseCode
 
 TOPIC = "Ticks"
 QUEUES = 2

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from network_helpers import Cluster, create_topic, kill_broker, running_cluster
 
 from rocketstore.format.javahash import java_string_hash
+from tests.spark.network_helpers import Cluster, create_topic, kill_broker, running_cluster
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import DEFAULT_QUEUES, store_rows
 
 from rocketstore import MessageStore
 from rocketstore.errors import ConfigError
 from rocketstore.spark import probe
 from rocketstore.spark.options import parse_options
 from rocketstore.spark.source import PushdownReader, RocketStoreReader, UnpushedDataSource
+from tests.spark.spark_helpers import DEFAULT_QUEUES, store_rows
 
 
 def _literal(ms: int) -> str:

@@ -11,12 +11,20 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.sql import datasource as ds
-from spark_helpers import BASE_MS, DEFAULT_QUEUES, LAYOUT, ROUNDS, ident, read_all, store_rows
 
 from rocketstore import ConfigError, Message, MessageStore, NotAStoreError
 from rocketstore.spark import columns, scan
 from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
 from rocketstore.spark.source import PushdownReader, RocketStoreDataSource, RocketStoreReader
+from tests.spark.spark_helpers import (
+    BASE_MS,
+    DEFAULT_QUEUES,
+    LAYOUT,
+    ROUNDS,
+    ident,
+    read_all,
+    store_rows,
+)
 
 
 def _ids(rows):
@@ -606,10 +614,7 @@ def test_a_light_queue_reads_as_its_own_rows(tmp_path, tags):
     """An LMQ queue's units point at records of other topics: each row is the queue's
     (topic %LMQ%a, its queue id, its offset), column-wise and (with a tag filter) record
     by record, and pushed topic and partition filters select the queue's rows."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
-    from rebuild_helpers import build_lmq_store
+    from tests.unit.rebuild.rebuild_helpers import build_lmq_store
 
     root = tmp_path / "store"
     build_lmq_store(root, 60)
@@ -637,10 +642,7 @@ def test_key_pushdown_on_a_light_queue_finds_its_rows(tmp_path, tags, light_topi
     them (an %LMQ% queue is scanned and every row checked; for a queue with a plain name
     the index is also searched under the store's other topics), alongside index lookups
     for the ordinary topics of the same read."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
-    from rebuild_helpers import build_lmq_store
+    from tests.unit.rebuild.rebuild_helpers import build_lmq_store
 
     root = tmp_path / "store"
     build_lmq_store(root, 60)
@@ -682,10 +684,7 @@ def test_commitlog_mode_reads_the_light_queues_as_queue_mode_does(tmp_path, monk
     """A multi-dispatch record's units in other queues (%LMQ% ones and a plain name) are
     rows in mode=queue; mode=commitlog sees the record once and makes the same rows from
     its two properties: column-wise, record by record, and with pushed filters."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
-    from rebuild_helpers import build_lmq_store
+    from tests.unit.rebuild.rebuild_helpers import build_lmq_store
 
     root = tmp_path / "store"
     build_lmq_store(root, 120)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "rebuild"))
-
-from rebuild_helpers import (
+from rocketstore.rebuild.driver import RebuildFailedError, rebuild_store
+from rocketstore.spark.rebuild import SparkRunner, export_parquet
+from tests.spark.spark_helpers import store_rows
+from tests.unit.rebuild.rebuild_helpers import (
     assert_same_index,
     assert_same_queues,
     build_lmq_store,
@@ -27,10 +27,6 @@ from rebuild_helpers import (
     record_offsets,
     small_config,
 )
-from spark_helpers import store_rows
-
-from rocketstore.rebuild.driver import RebuildFailedError, rebuild_store
-from rocketstore.spark.rebuild import SparkRunner, export_parquet
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import re
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
-from spark_helpers import BASE_MS, DEFAULT_QUEUES, ROUNDS, STEP_MS, ident, message, store_rows
 
 from rocketstore import ConfigError, Message, MessageStore
 from rocketstore.errors import DataLossError
@@ -17,6 +16,15 @@ from rocketstore.spark.plan import QueuePartition
 from rocketstore.spark.progress import offsets_behind_latest
 from rocketstore.spark.source import RocketStoreDataSource
 from rocketstore.spark.stream import RefusedStreamReader, RocketStoreStreamReader
+from tests.spark.spark_helpers import (
+    BASE_MS,
+    DEFAULT_QUEUES,
+    ROUNDS,
+    STEP_MS,
+    ident,
+    message,
+    store_rows,
+)
 
 
 def _reader(path, **options) -> RocketStoreStreamReader:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import shutil
 
-from spark_helpers import DEFAULT_QUEUES, ROUNDS, message, store_rows
-
 from rocketstore import MessageStore
+from tests.spark.spark_helpers import DEFAULT_QUEUES, ROUNDS, message, store_rows
 
 
 def _ids(rows):

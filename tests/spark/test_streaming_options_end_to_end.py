@@ -10,11 +10,11 @@ import json
 import re
 
 import pytest
-from spark_helpers import ROUNDS, message, store_rows
 
 from rocketstore import Message, MessageStore
 from rocketstore.spark.progress import offsets_behind_latest
 from rocketstore.spark.sink_uniq_keys import KeyScope
+from tests.spark.spark_helpers import ROUNDS, message, store_rows
 
 
 def _stream(spark, store, **options):

@@ -321,7 +321,7 @@ def test_commit_checks_everything_before_appending(tmp_path):
 
 
 def test_commit_splits_batches_across_small_commitlog_files(tmp_path):
-    from spark_helpers import small_config
+    from tests.spark.spark_helpers import small_config
 
     store = tmp_path / "store"
     with MessageStore.open(store, small_config()):

@@ -9,11 +9,11 @@ import re
 
 import pytest
 from pyspark.sql import functions as sf
-from spark_helpers import store_rows
 
 from rocketstore import Message, MessageStore
 from rocketstore.spark.routing import hash_queue
 from rocketstore.spark.staging import STAGING_DIR
+from tests.spark.spark_helpers import store_rows
 
 
 def test_batch_write_reads_back_field_by_field(spark, tmp_path):
