@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from rocketstore.store import MessageStore
-
-sys.path.insert(0, str(Path(__file__).parent))
-from broker_process import free_port, serve_process
+from tests.conformance.broker_process import free_port, serve_process
 
 TOPIC = "KillTopic"
 GROUP = "KillGroup"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -17,9 +16,7 @@ from rocketstore.broker.client import RemotingClient, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.store import MessageStore
-
-sys.path.insert(0, str(Path(__file__).parent))
-from broker_process import free_port, serve_process
+from tests.conformance.broker_process import free_port, serve_process
 
 TOPIC = "TxKillTopic"
 GROUP = "TxKillGroup"

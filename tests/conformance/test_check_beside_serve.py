@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from broker_process import free_port, serve_process
+from tests.conformance.broker_process import free_port, serve_process
 
 TOPIC = "CheckLive"
 TOTAL = 400
