@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up the dev environment, then runs every check CI runs:
-# ruff format --check, ruff check, mypy --strict, lint-imports (layers), pytest (with the C
+# ruff format --check, ruff check, mypy --strict (and mypy over tests/), lint-imports (layers), pytest (with the C
 # extension, then the engine's unit and property tests again on the pure-Python paths), and
 # the benchmark suite's --quick smoke run (tiny sizes, no timing checks: the scripts still run).
 set -euo pipefail
@@ -17,6 +17,7 @@ export ROCKETSTORE_BROKER_KILLS="${ROCKETSTORE_BROKER_KILLS:-2}"
 echo "== ruff format --check"; ruff format --check src tests benchmarks
 echo "== ruff check";          ruff check src tests benchmarks
 echo "== mypy --strict";       mypy
+echo "== mypy tests";          mypy tests  # every body checked; no annotations demanded (pyproject.toml)
 echo "== lint-imports";        lint-imports
 echo "== C extension";         python -c 'from rocketstore.format.native import native
 assert native is not None, "rocketstore.format._native was not built (is a C compiler installed?)"

@@ -102,7 +102,7 @@ def test_kill_9_loses_no_acknowledged_message(py_client: Any, tmp_path: Path) ->
     after = _offsets(store)
     assert all(after.get(q, -1) >= offset for q, offset in before.items()), (before, after)
     with MessageStore.open(store, read_only=True) as reopened:
-        stored = set()
+        stored: set[str | None] = set()
         for queue_id in reopened.topics()[TOPIC]:
             offset = 0
             while offset < reopened.max_offset(TOPIC, queue_id):

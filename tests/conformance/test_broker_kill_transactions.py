@@ -37,7 +37,7 @@ class Producer:
         self.client = RemotingClient(address, on_request=self.checks.put_nowait)
 
     async def start(self) -> None:
-        beat = {"clientID": f"tx-{time.monotonic_ns()}", "consumerDataSet": []}
+        beat: dict[str, object] = {"clientID": f"tx-{time.monotonic_ns()}", "consumerDataSet": []}
         beat["producerDataSet"] = [{"groupName": GROUP}]
         answer = await self.client.invoke(
             request(RequestCode.HEART_BEAT, {}, json.dumps(beat).encode())

@@ -211,9 +211,9 @@ def read_received(path: Path) -> set[int]:
     return {int(line.split()[0][len("body-") :]) for line in path.read_text().split("\n")[:-1]}
 
 
-def stored(store: Path) -> dict[str, bytes]:
+def stored(store: Path) -> dict[str, bytes | None]:
     """``UNIQ_KEY -> body`` of every message of TOPIC reachable through its consume queues."""
-    found: dict[str, bytes] = {}
+    found: dict[str, bytes | None] = {}
     with MessageStore.open(store, read_only=True) as live:  # takes no lock
         for queue_id in live.topics().get(TOPIC, []):
             offset = live.min_offset(TOPIC, queue_id)

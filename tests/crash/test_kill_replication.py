@@ -95,9 +95,9 @@ def _commitlog(store: Path) -> bytes:
     return b"".join((directory / name).read_bytes() for name in sorted(os.listdir(directory)))
 
 
-def _stored(store: Path) -> dict[str, bytes]:
+def _stored(store: Path) -> dict[str, bytes | None]:
     """UNIQ_KEY -> body of every message of the topic, found through its queues."""
-    found: dict[str, bytes] = {}
+    found: dict[str, bytes | None] = {}
     with MessageStore.open(store, read_only=True) as opened:
         for queue_id in opened.topics().get(TOPIC, []):
             offset = opened.min_offset(TOPIC, queue_id)

@@ -143,10 +143,10 @@ def test_bodies_and_keys_read_back(manifest: Manifest, theirs: Path) -> None:
         for asked in manifest["queryMessage"]:
             topic, key = asked["topic"], asked["key"]
             if key in uniq_keys:
-                found = store.query_by_unique_key(topic, key)
+                queried = store.query_by_unique_key(topic, key)
             else:
-                found = store.query_messages(topic, key, asked["maxCount"])
-            assert sorted(m.commit_log_offset for m in found) == sorted(
+                queried = store.query_messages(topic, key, asked["maxCount"])
+            assert sorted(m.commit_log_offset for m in queried) == sorted(
                 asked["commitLogOffsets"]
             ), asked
 

@@ -8,10 +8,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from rocketstore import Message, MessageStore, StoreConfig
 
-CONFIG = dict(
+CONFIG: dict[str, Any] = dict(
     mapped_file_size_commit_log=64 * 1024,
     mapped_file_size_consume_queue=2000,
     max_hash_slot_num=64,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from typing import TypedDict
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -78,8 +79,27 @@ def _same_host(text: str, expected: str) -> bool:
 # --- CommitLog record ------------------------------------------------------------------------
 
 
+class RecordFields(TypedDict):
+    topic: bytes
+    body: bytes
+    properties_map: dict[str, str]
+    trailing: bool
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host_text: str
+    store_timestamp: int
+    store_host_text: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_crc: int
+
+
 @st.composite
-def records(draw: st.DrawFn) -> dict[str, object]:
+def records(draw: st.DrawFn) -> RecordFields:
     body = draw(st.binary(max_size=512))
     return {
         "topic": draw(TOPICS).encode("ascii"),
@@ -101,63 +121,61 @@ def records(draw: st.DrawFn) -> dict[str, object]:
     }
 
 
-def _encode(fields: dict[str, object]) -> bytes:
+def _encode(fields: RecordFields) -> bytes:
     return encode_record(
-        topic=fields["topic"],  # type: ignore[arg-type]
-        body=fields["body"],  # type: ignore[arg-type]
+        topic=fields["topic"],
+        body=fields["body"],
         properties=encode_properties(
-            fields["properties_map"],  # type: ignore[arg-type]
-            trailing_separator=bool(fields["trailing"]),
+            fields["properties_map"],
+            trailing_separator=fields["trailing"],
         ),
-        queue_id=fields["queue_id"],  # type: ignore[arg-type]
-        flag=fields["flag"],  # type: ignore[arg-type]
-        queue_offset=fields["queue_offset"],  # type: ignore[arg-type]
-        physical_offset=fields["physical_offset"],  # type: ignore[arg-type]
-        sys_flag=fields["sys_flag"],  # type: ignore[arg-type]
-        born_timestamp=fields["born_timestamp"],  # type: ignore[arg-type]
-        born_host=encode_host(fields["born_host_text"]),  # type: ignore[arg-type]
-        store_timestamp=fields["store_timestamp"],  # type: ignore[arg-type]
-        store_host=encode_host(fields["store_host_text"]),  # type: ignore[arg-type]
-        reconsume_times=fields["reconsume_times"],  # type: ignore[arg-type]
-        prepared_transaction_offset=fields["prepared_transaction_offset"],  # type: ignore[arg-type]
-        body_crc=fields["body_crc"],  # type: ignore[arg-type]
+        queue_id=fields["queue_id"],
+        flag=fields["flag"],
+        queue_offset=fields["queue_offset"],
+        physical_offset=fields["physical_offset"],
+        sys_flag=fields["sys_flag"],
+        born_timestamp=fields["born_timestamp"],
+        born_host=encode_host(fields["born_host_text"]),
+        store_timestamp=fields["store_timestamp"],
+        store_host=encode_host(fields["store_host_text"]),
+        reconsume_times=fields["reconsume_times"],
+        prepared_transaction_offset=fields["prepared_transaction_offset"],
+        body_crc=fields["body_crc"],
     )
 
 
-def _expected_sys_flag(fields: dict[str, object]) -> int:
-    flags = int(fields["sys_flag"])  # type: ignore[call-overload]
-    if len(encode_host(fields["born_host_text"])) == 20:  # type: ignore[arg-type]
+def _expected_sys_flag(fields: RecordFields) -> int:
+    flags = fields["sys_flag"]
+    if len(encode_host(fields["born_host_text"])) == 20:
         flags |= sysflag.BORNHOST_V6_FLAG
-    if len(encode_host(fields["store_host_text"])) == 20:  # type: ignore[arg-type]
+    if len(encode_host(fields["store_host_text"])) == 20:
         flags |= sysflag.STOREHOSTADDRESS_V6_FLAG
     return flags
 
 
 @settings(deadline=None)
 @given(records(), st.binary(max_size=16), st.binary(max_size=16))
-def test_record_round_trip_read_record(
-    fields: dict[str, object], before: bytes, after: bytes
-) -> None:
+def test_record_round_trip_read_record(fields: RecordFields, before: bytes, after: bytes) -> None:
     rec = _encode(fields)
     buf = before + rec + after
     view = read_record(buf, len(before), check_crc=True)
     assert isinstance(view, RecordView)
     assert view.position == len(before)
     assert view.size == len(rec)
-    born_host = encode_host(fields["born_host_text"])  # type: ignore[arg-type]
-    store_host = encode_host(fields["store_host_text"])  # type: ignore[arg-type]
+    born_host = encode_host(fields["born_host_text"])
+    store_host = encode_host(fields["store_host_text"])
     properties = encode_properties(
-        fields["properties_map"],  # type: ignore[arg-type]
-        trailing_separator=bool(fields["trailing"]),
+        fields["properties_map"],
+        trailing_separator=fields["trailing"],
     )
     assert view.size == record_length(
-        len(fields["body"]),  # type: ignore[arg-type]
-        len(fields["topic"]),  # type: ignore[arg-type]
+        len(fields["body"]),
+        len(fields["topic"]),
         len(properties),
         born_host_length=len(born_host),
         store_host_length=len(store_host),
     )
-    assert view.topic == fields["topic"].decode()  # type: ignore[attr-defined]
+    assert view.topic == fields["topic"].decode()
     assert view.queue_id == fields["queue_id"]
     assert view.flag == fields["flag"]
     assert view.queue_offset == fields["queue_offset"]
@@ -176,21 +194,21 @@ def test_record_round_trip_read_record(
 
 @settings(deadline=None)
 @given(records())
-def test_record_round_trip_decode_message(fields: dict[str, object]) -> None:
+def test_record_round_trip_decode_message(fields: RecordFields) -> None:
     msg = decode_message(_encode(fields), check_crc=True)
-    assert msg.topic == fields["topic"].decode()  # type: ignore[attr-defined]
+    assert msg.topic == fields["topic"].decode()
     assert msg.body == fields["body"]
     assert msg.properties == fields["properties_map"]
-    assert list(msg.properties) == list(fields["properties_map"])  # type: ignore[call-overload]
+    assert list(msg.properties) == list(fields["properties_map"])
     assert msg.queue_id == fields["queue_id"]
     assert msg.queue_offset == fields["queue_offset"]
     assert msg.commit_log_offset == fields["physical_offset"]
     assert msg.sys_flag == _expected_sys_flag(fields)
-    assert _same_host(msg.born_host, fields["born_host_text"])  # type: ignore[arg-type]
-    assert _same_host(msg.store_host, fields["store_host_text"])  # type: ignore[arg-type]
+    assert _same_host(msg.born_host, fields["born_host_text"])
+    assert _same_host(msg.store_host, fields["store_host_text"])
     assert msg.msg_id == offset_msg_id(
-        fields["store_host_text"],  # type: ignore[arg-type]
-        fields["physical_offset"],  # type: ignore[arg-type]
+        fields["store_host_text"],
+        fields["physical_offset"],
     )
     assert len(msg.msg_id) == (56 if msg.sys_flag & sysflag.STOREHOSTADDRESS_V6_FLAG else 32)
 

@@ -255,7 +255,9 @@ def test_prepared_and_rollback_records_take_queue_offset_zero(tmp_path, flag):
     assert special.queue_offset == 0
     assert commitlog.topic_queue_table[f"{TOPIC}-0"] == 2
     data = commitlog.read(special.commit_log_offset, special.size)
+    assert data is not None
     view = rec.read_record(data)
+    assert isinstance(view, rec.RecordView)
     assert view.queue_offset == 0
     assert sysflag.transaction_type(view.sys_flag) == flag
     after = commitlog.append([_prepare(preparer)], STORE_TIMESTAMP)[0]
@@ -454,7 +456,7 @@ def test_a_torn_write_through_never_leaves_a_record_that_looks_whole(tmp_path, m
         for n in (10, 200, 3000)
     ]
     total = sum(m.length for m in batch)
-    keep = {None: total, 0.5: total // 2, -1: total - 1}.get(cut, cut)  # type: ignore[call-overload]
+    keep = {None: total, 0.5: total // 2, -1: total - 1}.get(cut, cut)
     real = MappedFile.write_through
 
     def killed(self: MappedFile, position: int, data: bytes) -> None:

@@ -133,7 +133,8 @@ def test_first_file_starts_at_the_boundary_of_a_far_first_offset(tmp_path):
     assert _files(tmp_path) == [f"{400:020d}"]
     assert queue.min_offset() == 23
     assert queue.max_offset() == 24
-    assert queue.files.first.read(0, 3 * UNIT) == BLANK_UNIT * 3
+    assert (first := queue.files.first) is not None
+    assert first.read(0, 3 * UNIT) == BLANK_UNIT * 3
     queue.close()
 
 
@@ -323,10 +324,11 @@ def test_units_from(tmp_path):
     _fill(queue, 25)
 
     rest_of_first = queue.units_from(3)
+    assert rest_of_first is not None
     assert len(rest_of_first) == 7 * UNIT  # only to the end of the file holding offset 3
     assert decode_unit(rest_of_first, 0) == QueueUnit(300, 100, TAG1_CODE)
-    assert len(queue.units_from(20)) == 5 * UNIT
-    assert len(queue.units_from(3, max_bytes=2 * UNIT)) == 2 * UNIT
+    assert len(queue.units_from(20) or b"") == 5 * UNIT
+    assert len(queue.units_from(3, max_bytes=2 * UNIT) or b"") == 2 * UNIT
     assert queue.units_from(25) is None  # at the end
     assert queue.units_from(30) is None  # no file
     assert queue.next_file_offset(3) == 10

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,11 +15,11 @@ from rocketstore.format import index_layout as layout
 from rocketstore.index import file_geometry
 from rocketstore.paths import index_dir
 
-ODD = {"max_hash_slot_num": 16, "max_index_num": 32}  # two a slot: no 1:4 size
+ODD: dict[str, Any] = {"max_hash_slot_num": 16, "max_index_num": 32}  # two a slot: no 1:4 size
 ODD_SIZE = layout.file_size(16, 32)
 
 
-def _write(root: Path, count: int, start: int = 0, **config: int) -> None:
+def _write(root: Path, count: int, start: int = 0, **config: Any) -> None:
     with MessageStore.open(
         root, StoreConfig(mapped_file_size_commit_log=1 << 20, **config)
     ) as store:

@@ -205,7 +205,8 @@ def test_recovery_across_files(root):
     with MessageStore.open(root, _config()) as store:
         assert store.max_commit_log_offset() == end
         assert store.max_offset(TOPIC, 0) == 40
-        assert store.look_message(results[16].commit_log_offset).body == body
+        assert (looked := store.look_message(results[16].commit_log_offset)) is not None
+        assert looked.body == body
 
 
 def test_corruption_in_the_last_file_keeps_earlier_files(root):

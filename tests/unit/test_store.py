@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ BODY = "Once, there was a chance for me!"
 
 
 def _config(**changes) -> StoreConfig:
-    values = {
+    values: dict[str, Any] = {
         "mapped_file_size_commit_log": 1024 * 1024,
         "mapped_file_size_consume_queue": 1000 * 20,
         "max_hash_slot_num": 10_000,
@@ -49,7 +50,7 @@ def store(tmp_path):
 
 
 def _message(i: int = 0, **changes) -> Message:
-    values = {
+    values: dict[str, Any] = {
         "topic": TOPIC,
         "body": f"{BODY} offset {i}".encode(),
         "properties": {"TAGS": "TAG1", "KEYS": f"Hello{i}"},
@@ -619,6 +620,7 @@ def test_reopen_keeps_every_message(tmp_path):
         assert not again.recovery_report.abnormal
         for i, result in enumerate(results):
             looked = again.look_message(result.commit_log_offset)
+            assert looked is not None
             assert looked.body == f"{BODY} offset {i}".encode()
         pulled = again.get_messages(GROUP, TOPIC, 0, 0)
         assert len(pulled.messages) == 10
@@ -656,9 +658,8 @@ def test_read_only_open_sees_the_data(tmp_path):
 
     with MessageStore.open(root, _config(), read_only=True) as reader:
         assert reader.max_offset(TOPIC, 0) == 5
-        assert reader.look_message(results[2].commit_log_offset).body == (
-            f"{BODY} offset 2".encode()
-        )
+        looked = reader.look_message(results[2].commit_log_offset)
+        assert looked is not None and looked.body == (f"{BODY} offset 2".encode())
         assert len(reader.get_messages(GROUP, TOPIC, 0, 0).messages) == 5
         assert len(reader.query_messages(TOPIC, "Hello4")) == 1
         with pytest.raises(ReadOnlyStoreError):
@@ -756,7 +757,8 @@ def test_a_damaged_topic_that_can_be_no_directory_is_left_out_of_the_queues(tmp_
         # Records 0 and 2 (record 2 lands at the write position, RocketMQ's rule).
         assert store.max_offset("abcdef", 0) == 2
         assert not (root / "consumequeue" / "b").exists()
-        assert store.look_message(victim.commit_log_offset).topic == "a/../b"
+        looked = store.look_message(victim.commit_log_offset)
+        assert looked is not None and looked.topic == "a/../b"
     assert is_queue_dir_name("abcdef") and is_queue_dir_name("%RETRY%g")
     assert not any(map(is_queue_dir_name, ["", ".", "..", "a/b", "a\0b"]))
 

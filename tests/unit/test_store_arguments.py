@@ -76,10 +76,10 @@ def test_a_store_timestamp_no_record_can_take_is_a_config_error(
     with MessageStore.open(tmp_path, _config()) as store:
         for put in (store.put, store.submit):
             with pytest.raises(ConfigError, match="store_timestamp"):
-                put(Message("T", b"x"), store_timestamp=stamp)  # type: ignore[operator]
+                put(Message("T", b"x"), store_timestamp=stamp)  # type: ignore[arg-type]  # on purpose
         for put_batch in (store.put_batch, store.submit_batch):
             with pytest.raises(ConfigError, match="store_timestamp"):
-                put_batch([Message("T", b"x")], store_timestamp=stamp)  # type: ignore[operator]
+                put_batch([Message("T", b"x")], store_timestamp=stamp)  # type: ignore[arg-type]  # on purpose
         assert store.put(Message("T", b"ok"), store_timestamp=0).ok
 
 
@@ -162,7 +162,7 @@ def test_read_arguments_of_the_wrong_type_are_named(tmp_path: Path) -> None:
         got = store.get_messages("g", "T", 0, 0, 1 << 70)
         assert got.status is GetStatus.FOUND and len(got.messages) == 1
         # numpy-style ints are ints.
-        assert store.look_message(_Index(put.commit_log_offset)) is not None
+        assert store.look_message(_Index(put.commit_log_offset)) is not None  # type: ignore[arg-type]
 
 
 class _Index:

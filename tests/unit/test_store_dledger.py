@@ -53,7 +53,7 @@ def _all_bodies(store: MessageStore) -> list[bytes]:
             result = store.get_messages("g", "TopicA", queue_id, offset, 32)
             if result.status is not GetStatus.FOUND:
                 break
-            bodies += [m.body for m in result.messages]
+            bodies += [m.body for m in result.messages if m.body is not None]
             offset = result.next_begin_offset
     return sorted(bodies)
 

@@ -67,7 +67,7 @@ def _commitlog_files(store: MessageStore) -> dict[str, bytes]:
     }
 
 
-def _queue_contents(store: MessageStore) -> list[tuple[int, int, bytes, str | None]]:
+def _queue_contents(store: MessageStore) -> list[tuple[int, int, bytes | None, str | None]]:
     store.wait_dispatched()
     out = []
     for queue_id in range(3):

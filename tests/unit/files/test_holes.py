@@ -70,6 +70,6 @@ def test_without_seek_data_everything_is_data(monkeypatch: pytest.MonkeyPatch) -
     def unsupported(fd: int, position: int, how: int) -> int:
         raise OSError(errno.EINVAL, "no SEEK_DATA here")
 
-    monkeypatch.setattr(holes.os, "lseek", unsupported)
+    monkeypatch.setattr("rocketstore.files.holes.os.lseek", unsupported)
     assert holes.next_data_finder(3, 100)(10) == 10
     assert holes.data_spans(3, 10, 100) == [(10, 100)]

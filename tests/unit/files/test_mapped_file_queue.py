@@ -69,8 +69,8 @@ def test_find_mapped_file_by_offset(tmp_path):
         found = queue.find(offset)
         assert found is not None
         assert found.file_from_offset == start
-    assert queue.find(2148).file_from_offset == 2048
-    assert queue.find(4095).file_from_offset == 3072
+    assert (found := queue.find(2148)) is not None and found.file_from_offset == 2048
+    assert (found := queue.find(4095)) is not None and found.file_from_offset == 3072
     assert queue.find(4096) is None
     assert queue.find(4196) is None
     assert queue.find(-1) is None
@@ -187,7 +187,8 @@ def test_load_maps_files_as_full_and_sorted(tmp_path):
     assert [f.file_from_offset for f in again.files] == [0, 1024]
     assert all(f.wrote_position == FILE_SIZE for f in again.files)
     assert detect_file_size(again.directory) == FILE_SIZE
-    assert again.find(1500).read(0, 16) == b"0123456789abcdef"
+    assert (found := again.find(1500)) is not None
+    assert found.read(0, 16) == b"0123456789abcdef"
     again.close()
 
 
@@ -497,7 +498,8 @@ def test_files_go_where_place_says_and_load_back_in_offset_order(tmp_path):
     again = _spread(tmp_path, ["a", "b", "c"])
     again.load()
     assert [f.file_from_offset for f in again.files] == [i * FILE_SIZE for i in range(5)]
-    assert again.find(3 * FILE_SIZE + 5).path == str(tmp_path / "a" / f"{3 * FILE_SIZE:020d}")
+    assert (found := again.find(3 * FILE_SIZE + 5)) is not None
+    assert found.path == str(tmp_path / "a" / f"{3 * FILE_SIZE:020d}")
     assert detect_file_size(again.directories) == FILE_SIZE
     again.destroy()
     assert not any(os.path.exists(tmp_path / n) for n in "abc")

@@ -29,8 +29,9 @@ from rocketstore.format.message_id import (
 UTC = dt.UTC
 
 
-def _ms(*args: int, tz: dt.tzinfo = UTC) -> int:
-    return int(dt.datetime(*args, tzinfo=tz).timestamp() * 1000)  # type: ignore[misc]
+def _ms(year: int, month: int, day: int, *hms: int, tz: dt.tzinfo = UTC) -> int:
+    hour, minute, second = (*hms, 0, 0, 0)[:3]
+    return int(dt.datetime(year, month, day, hour, minute, second, tzinfo=tz).timestamp() * 1000)
 
 
 # --- hex ---------------------------------------------------------------------------------

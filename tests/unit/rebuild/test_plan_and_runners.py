@@ -122,7 +122,7 @@ def test_build_tasks_are_dealt_into_balanced_bundles() -> None:
     def queue(units: int) -> QueueTask:
         return QueueTask("d", 20, (QueueBuild("T", 0, (QueuePiece("u", 0, units),)),))
 
-    tasks = [part(0, 100), part(1, 100), queue(240), queue(10)]
+    tasks: list[QueueTask | IndexPartTask] = [part(0, 100), part(1, 100), queue(240), queue(10)]
     bundles = bundle_tasks(tasks, 2)
     assert len(bundles) == 2
     assert sorted(map(id, (t for b in bundles for t in b.tasks))) == sorted(map(id, tasks))

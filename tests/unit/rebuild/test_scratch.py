@@ -104,7 +104,7 @@ def test_a_runner_without_the_local_attribute_counts_as_not_local(
         def __init__(self) -> None:
             self.calls = 0
 
-        def map(self, fn, tasks, on_done=None):  # type: ignore[no-untyped-def]
+        def map(self, fn, tasks, on_done=None):
             self.calls += 1
             return SerialRunner().map(fn, tasks, on_done)
 

@@ -30,7 +30,7 @@ def test_yields_only_while_the_running_thread_lags(
         else:
             real_sleep(seconds)
 
-    monkeypatch.setattr(dispatcher_module.time, "sleep", sleep)
+    monkeypatch.setattr("rocketstore.services.dispatcher.time.sleep", sleep)
     with MessageStore.open(tmp_path, StoreConfig()) as store:
         dispatcher = store.dispatcher
         base = dispatcher.dispatched_offset
@@ -227,7 +227,7 @@ def test_writer_and_thread_rounds_together_dispatch_each_record_once(tmp_path: P
                 time.sleep(0.002)  # let the thread take some rounds too
         store.wait_dispatched()
         for queue_id in range(4):
-            bodies: list[bytes] = []
+            bodies: list[bytes | None] = []
             while got := store.get_messages("g", "T", queue_id, len(bodies), 32).messages:
                 bodies.extend(m.body for m in got)
             assert bodies == [f"m{i}".encode() for i in range(queue_id, sent, 4)]

@@ -31,7 +31,7 @@ from rocketstore import (
 from rocketstore.errors import FileRemovedError
 from rocketstore.format import record as rec
 from rocketstore.format.properties import encode_properties_str
-from rocketstore.services.retention import Trigger, disk_usage_ratio
+from rocketstore.services.retention import RetentionReport, Trigger, disk_usage_ratio
 from rocketstore.status import RunningFlags
 
 TOPIC = "Clean"
@@ -499,7 +499,7 @@ def test_the_background_service_runs_rounds(tmp_path: Path) -> None:
         ran = threading.Event()
         real_run_once = store.retention.run_once
 
-        def run_once_and_signal() -> object:
+        def run_once_and_signal() -> RetentionReport:
             report = real_run_once()
             if report.commitlog_files:
                 ran.set()

@@ -7,7 +7,7 @@ import sys
 
 
 def blocks(p):
-    out = {}
+    out: dict[str, list[str]] = {}
     cur = None
     with open(p, encoding="utf-8", errors="replace") as f:
         for line in f:
