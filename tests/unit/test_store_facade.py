@@ -65,7 +65,7 @@ def test_queue_views(tmp_path: Path) -> None:
         unit = view.unit(0)
         assert unit is not None and unit.commit_log_offset == done.commit_log_offset
         assert view.unit_on_disk(0) == unit
-        assert view.unit_on_disk(1) is not None and not view.unit_on_disk(1).is_valid
+        assert (past := view.unit_on_disk(1)) is not None and not past.is_valid
         assert store.queue_view("T", 3) is None
         assert list(store.queue_views()) == [("T", 2)]
 
