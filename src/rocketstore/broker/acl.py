@@ -184,7 +184,7 @@ def parse_plain_acl_accounts(text: str, where: str) -> list[dict[str, str]]:
     return accounts
 
 
-def verify(ext_fields: Mapping[str, str], body: bytes | None, acl: AclConfig) -> AclCheck:
+def verify(ext_fields: Mapping[str, object], body: bytes | None, acl: AclConfig) -> AclCheck:
     """Check a request's AccessKey and Signature against ``acl``."""
     access_key = ext_fields.get(ACCESS_KEY)
     if access_key is None or access_key == "":

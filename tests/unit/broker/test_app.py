@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ from rocketstore.store import MessageStore
 from tests.unit.broker.broker_helpers import small_store
 
 
-def _route(namesrv: str, topic: str) -> dict | None:
+def _route(namesrv: str, topic: str) -> dict[str, Any] | None:
     answer = invoke_sync(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
     return json.loads(answer.body) if answer.code == ResponseCode.SUCCESS else None
 
@@ -300,7 +301,7 @@ def test_an_open_transaction_is_checked_over_the_producers_connection(tmp_path: 
         async def producer() -> RemotingCommand:
             checks: asyncio.Queue[RemotingCommand] = asyncio.Queue()
             client = RemotingClient(address, on_request=checks.put_nowait)
-            heartbeat = {"clientID": "tx-client", "consumerDataSet": []}
+            heartbeat: dict[str, object] = {"clientID": "tx-client", "consumerDataSet": []}
             heartbeat["producerDataSet"] = [{"groupName": "TxGroup"}]
             beat = await client.invoke(
                 request(RequestCode.HEART_BEAT, {}, json.dumps(heartbeat).encode())

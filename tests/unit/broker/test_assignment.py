@@ -69,4 +69,4 @@ def test_query_assignment_shares_the_topics_read_queues_among_the_groups_clients
     assert _assignment(ctx, strategyName="CONFIG") is None  # not run here
     assert _assignment(ctx, topic="Missing") is None
     bad = call(ctx, RequestCode.QUERY_ASSIGNMENT, body=b"[1]")
-    assert bad.code == ResponseCode.SYSTEM_ERROR and "not an object" in bad.remark
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "not an object" in (bad.remark or "")

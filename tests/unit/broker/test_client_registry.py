@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rocketstore.broker.client_registry import MESSAGE_MODELS, ClientRegistry, enum_name
 from rocketstore.broker.queue_locks import QueueLocks
 
-SUB = {"subscriptionDataSet": [{"topic": "T", "subString": "a || b"}], "messageModel": 1}
+SUB: dict[str, Any] = {
+    "subscriptionDataSet": [{"topic": "T", "subString": "a || b"}],
+    "messageModel": 1,
+}
 
 
 def test_membership_changes_are_reported() -> None:

@@ -77,7 +77,7 @@ def _files(root: Path) -> dict[str, bytes]:
 async def _pair(
     tmp_path: Path, role: str = "SYNC_MASTER", **master_settings: object
 ) -> tuple[BrokerApp, BrokerApp]:
-    master = BrokerApp(_options(tmp_path / "master", broker_role=role, **master_settings))
+    master = BrokerApp(_options(tmp_path / "master", None, broker_role=role, **master_settings))
     await master.start()
     assert master.replication_master is not None
     slave = BrokerApp(
@@ -164,7 +164,8 @@ def test_sync_master_without_a_slave_or_an_answer(tmp_path: Path) -> None:
             _reader, writer = await asyncio.open_connection(host, int(port))
             writer.write(ha.encode_report(alone.commit_log_offset + alone.size))
             await writer.drain()
-            await _until(lambda: bool(master.replication_master.connections), "the connection")
+            replication = master.replication_master
+            await _until(lambda: bool(replication.connections), "the connection")
             late = await master.ctx.put(_message(1), 10)
             assert late.status is PutStatus.FLUSH_SLAVE_TIMEOUT
             writer.close()
@@ -182,9 +183,10 @@ def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
             for i in range(100):
                 assert (await master.ctx.put(_message(i), 10)).ok
             assert slave.ctx is not None
+            slave_store = slave.ctx.store
             first_end = master.ctx.store.max_commit_log_offset()
             await _until(
-                lambda: slave.ctx.store.max_commit_log_offset() == first_end, "the slave's end"
+                lambda: slave_store.max_commit_log_offset() == first_end, "the slave's end"
             )
             await slave.stop()
             for i in range(100, 250):
@@ -195,7 +197,8 @@ def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
             await within(again.replication_slave.connected.wait())
             assert again.replication_slave.reported_offset == first_end  # not from the start
             end = master.ctx.store.max_commit_log_offset()
-            await _until(lambda: again.ctx.store.max_commit_log_offset() == end, "catch-up")
+            again_store = again.ctx.store
+            await _until(lambda: again_store.max_commit_log_offset() == end, "catch-up")
             await again.stop()
         finally:
             await master.stop()

@@ -148,7 +148,7 @@ def test_reset_offset_by_time(ctx: BrokerContext) -> None:
     )
     java, cpp = FakeConnection(), FakeConnection()
     _heartbeat(ctx, java)
-    body = {"clientID": "client-2", "producerDataSet": []}
+    body: dict[str, object] = {"clientID": "client-2", "producerDataSet": []}
     body["consumerDataSet"] = [{"groupName": "G", "subscriptionDataSet": []}]
     beat = RemotingCommand(RequestCode.HEART_BEAT, body=json.dumps(body).encode(), language="CPP")
     asyncio.run(BrokerRouter(ctx).handle(beat, cpp))  # type: ignore[arg-type]
@@ -295,5 +295,6 @@ def test_requests_passed_on_to_a_consumer(ctx: BrokerContext) -> None:
     )
     conn.answer = None
     late = call(ctx, RequestCode.GET_CONSUMER_RUNNING_INFO, ask)
-    assert late.code == ResponseCode.CONSUME_MSG_TIMEOUT == 207
+    assert late.code == ResponseCode.CONSUME_MSG_TIMEOUT
+    assert int(ResponseCode.CONSUME_MSG_TIMEOUT) == 207
     assert late.remark == "consumer <G> <client-1> Timeout: no answer in 10 s"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.namesrv import NameServer, RouteTable
@@ -13,7 +14,12 @@ TBW102 = {"topicName": "TBW102", "readQueueNums": 8, "writeQueueNums": 8, "perm"
 
 
 def _register(
-    table: RouteTable, name: str, addr: str, topics: dict, conn: object = None, now: int = 0
+    table: RouteTable,
+    name: str,
+    addr: str,
+    topics: dict[str, Any],
+    conn: object = None,
+    now: int = 0,
 ) -> None:
     table.register(
         cluster="DefaultCluster",
@@ -145,7 +151,7 @@ def test_name_server_requests() -> None:
     assert ns.handle_sync(bad, None).code == ResponseCode.SYSTEM_ERROR
 
 
-def _register_version(table: RouteTable, topics: dict, counter: int) -> None:
+def _register_version(table: RouteTable, topics: dict[str, Any], counter: int) -> None:
     table.register(
         cluster="DefaultCluster",
         broker_name="broker-a",

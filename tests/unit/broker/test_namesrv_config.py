@@ -70,7 +70,7 @@ def test_the_order_topic_config_is_in_routes_when_order_messages_are_on(tmp_path
         topic_configs={"OT": topic},
     )
     order = {"namespace": "ORDER_TOPIC_CONFIG", "key": "OT", "value": "broker-a:8"}
-    assert _call(server, RequestCode.PUT_KV_CONFIG, **order).code == 0
+    assert _call(server, RequestCode.PUT_KV_CONFIG, b"", **order).code == 0
 
     def order_conf() -> object:
         route = _call(server, RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="OT")

@@ -23,6 +23,7 @@ from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIP
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.format import properties as props
+from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id
 from tests.unit.broker.broker_helpers import (
     BROKER_ADDR,
@@ -267,8 +268,8 @@ def test_held_pull_answers_when_a_message_arrives(ctx: BrokerContext) -> None:
                 ext_fields={k: str(v) for k, v in send_v2("TL").items()},
                 body=b"second",
             ),
-            conn,
-        )  # type: ignore[arg-type]
+            conn,  # type: ignore[arg-type]
+        )
         assert answer is not None and answer.code == ResponseCode.SUCCESS
         result = await asyncio.wait_for(held, 5)
         return result, time.monotonic() - started
@@ -415,7 +416,7 @@ def _pull_schedule(ctx: BrokerContext, level: int) -> bytes:
     )
 
 
-def _dlq(ctx: BrokerContext) -> list:
+def _dlq(ctx: BrokerContext) -> list[MessageExt]:
     result = ctx.store.get_messages("G", "%DLQ%G", 0, 0, 32)
     return list(result.messages)
 

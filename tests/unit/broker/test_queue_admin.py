@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from tests.unit.broker.broker_helpers import call, heartbeat, make_context, send_v2
 
 
-def _query(ctx: BrokerContext, **fields: object) -> tuple[int, str | None, dict | None]:
+def _query(ctx: BrokerContext, **fields: object) -> tuple[int, str | None, dict[str, Any] | None]:
     ext = {"topic": "Q", "queueId": 0, "index": 0, "count": 10, **fields}
     answer = call(ctx, RequestCode.QUERY_CONSUME_QUEUE, ext)
     body = json.loads(answer.body) if answer.body else None
@@ -57,7 +58,12 @@ def test_with_a_group_the_body_says_how_it_subscribes(ctx: BrokerContext) -> Non
     assert code == ResponseCode.SUCCESS and body is not None
     assert body["filterData"] == "G@Q is not online!"
     assert "subscriptionData" not in body
-    subscription = {"topic": "Q", "subString": "a", "tagsSet": ["a"], "codeSet": [97]}
+    subscription: dict[str, object] = {
+        "topic": "Q",
+        "subString": "a",
+        "tagsSet": ["a"],
+        "codeSet": [97],
+    }
     subscription |= {"subVersion": 5, "classFilterMode": False, "expressionType": "TAG"}
     heartbeat(ctx, subscription)
     code, _remark, body = _query(ctx, consumerGroup="G", count=1)

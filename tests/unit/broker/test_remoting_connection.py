@@ -25,7 +25,7 @@ from rocketstore.remoting.connection import (
     ResponseReceived,
 )
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_text = st.text(st.characters(codec="utf-8"), max_size=12)
 _commands = st.builds(
     RemotingCommand,
     code=st.integers(-(2**15), 2**15 - 1),

@@ -88,7 +88,8 @@ def test_random_requests_always_get_an_answer(tmp_path: Path) -> None:
                 body=b"x",
             )
             answer = await router.handle(ok, FakeConnection())  # type: ignore[arg-type]
-            assert answer is not None and answer.code == ResponseCode.SUCCESS, answer.remark
+            assert answer is not None
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
 
         asyncio.run(scenario())
 

@@ -138,7 +138,7 @@ def test_heartbeat_uses_the_groups_retry_queues_and_notify_setting(ctx: BrokerCo
     )
 
     def beat(client: str, conn: FakeConnection) -> None:
-        body = {"clientID": client, "producerDataSet": []}
+        body: dict[str, object] = {"clientID": client, "producerDataSet": []}
         body["consumerDataSet"] = [{"groupName": "Quiet", "subscriptionDataSet": []}]
         answer = call(ctx, RequestCode.HEART_BEAT, body=json.dumps(body).encode(), conn=conn)
         assert answer.code == ResponseCode.SUCCESS

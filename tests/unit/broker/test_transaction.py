@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from rocketstore.broker.transaction import (
     COMMIT,
-    TRANS_CHECK_MAX_TIME_TOPIC,
     check_request_body,
     check_request_fields,
     committed_message,
@@ -33,7 +32,7 @@ from rocketstore.format import properties as props
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
-from rocketstore.paths import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketstore.paths import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 SMALL_REQUEST = (
     "TRAN_MSG=true|PGROUP=TxGroup|KEYS=k1|TAGS=TagA|UNIQ_KEY=AC11000100002A9F0000000000000001"
