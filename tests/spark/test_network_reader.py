@@ -80,7 +80,7 @@ class StoreCluster:
         return self._store(address).offset_by_time(topic, queue_id, timestamp_ms, "lower")
 
     def _records(self, store: MessageStore, messages: list[Any]) -> bytes:
-        return b"".join(store.commitlog.read(m.commit_log_offset, m.size) for m in messages)
+        return b"".join(store.commitlog.read(m.commit_log_offset, m.size) or b"" for m in messages)
 
     def pull(
         self, address: str, topic: str, queue_id: int, offset: int, max_nums: int

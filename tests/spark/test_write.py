@@ -4,6 +4,7 @@ the driver's commit through the store (batch and streaming, replays, interrupted
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -44,7 +45,7 @@ def _simple(kind: pa.DataType) -> str:
 
 
 def _messages(path):
-    out = []
+    out: list[Any] = []
     if not (path / "commitlog").is_dir():
         return out  # the store was opened as a writer but nothing was appended
     with MessageStore.open(path, read_only=True) as store:

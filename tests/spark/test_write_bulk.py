@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from rocketstore import Message, MessageStore, PutStatus, StoreConfig, StoreError
-from rocketstore.put_path import delay_level
+from rocketstore.put_path import Refusal, delay_level
 from rocketstore.spark import commit as commit_mod
 from rocketstore.spark.sink_uniq_keys import KeyScope
 from rocketstore.spark.staging import new_job_id, stage
@@ -101,7 +101,7 @@ def _old_chunks(store: MessageStore, messages: Iterator[Message]) -> Iterator[li
     record_bytes = body_bytes = 0
     for message in messages:
         prepared = store.preparer.prepare(message, None)
-        assert not isinstance(prepared, commit_mod.Refusal)
+        assert not isinstance(prepared, Refusal)
         length = prepared.length
         alone = bool(delay_level(message.properties))
         if chunk and (
@@ -137,6 +137,10 @@ def _old_append(store: MessageStore, files: list[str], skip: int) -> int:
     return appended
 
 
+# An append under test: (store, staged files, rows to skip) -> rows appended.
+Appender = Callable[[MessageStore, list[str], int], int]
+
+
 def _new_append(store: MessageStore, files: list[str], skip: int) -> int:
     checked = commit_mod._check_all(store, files, 4)
     return commit_mod._append(store, files, 4, checked, skip)
@@ -154,7 +158,7 @@ def _store_files(root: Path) -> dict[str, bytes]:
     return found
 
 
-def _write(root: Path, file_size: int, files: list[str], skip: int, append) -> int:
+def _write(root: Path, file_size: int, files: list[str], skip: int, append: Appender) -> int:
     with MessageStore.open(root, _config(file_size)) as store:
         store.put(Message(topic="A", body=b"seed" * 30))  # (not at offset 0)
         for n in range(skip):  # what an interrupted attempt appended
