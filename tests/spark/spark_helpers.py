@@ -3,9 +3,9 @@ the store's own API gives for it, and calling the reader without a SparkSession.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rocketstore import GetStatus, Message, MessageStore, StoreConfig
 from rocketstore.format import sysflag
@@ -117,3 +117,12 @@ def read_all(options: Mapping[str, str], filters: list[Any] | None = None) -> li
         for batch in reader.read(partition):
             rows.extend(batch.to_pylist())
     return rows
+
+
+P = TypeVar("P")
+
+
+def partitions_as(kind: type[P], parts: Sequence[object]) -> list[P]:
+    """``parts`` (a reader's planned partitions), each checked to be a ``kind``."""
+    assert all(isinstance(p, kind) for p in parts), parts
+    return [p for p in parts if isinstance(p, kind)]

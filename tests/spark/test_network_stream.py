@@ -18,6 +18,7 @@ from rocketstore.spark.network_plan import NetworkPartition
 from rocketstore.spark.network_scan import read_network_partition
 from rocketstore.spark.network_stream import NetworkStreamReader, from_json, to_json
 from rocketstore.spark.options import parse_stream_options
+from tests.spark.spark_helpers import partitions_as
 
 NAMESRV = "10.9.9.9:9876"
 A, B = "10.0.0.1:10911", "10.0.0.2:10911"
@@ -108,7 +109,7 @@ def test_a_new_broker_is_read_from_its_first_offset_and_limits_apply() -> None:
     end = stream.latestOffset(start, ReadMaxRows(4))
     # 4 of the 6 new entries, shared by backlog (2 and 4): largest remainder.
     assert end == {"T": {"broker-a:0": 6, "broker-a:1": 3, "broker-b:0": 3}}
-    parts = stream.partitions(start, end)
+    parts = partitions_as(NetworkPartition, stream.partitions(start, end))
     assert [(p.broker, p.queue_id, p.start, p.end) for p in parts] == [
         ("broker-a", 0, 5, 6),
         ("broker-b", 0, 0, 3),
@@ -138,7 +139,7 @@ def test_retention_past_the_offset_is_data_loss_naming_the_queue() -> None:
     with pytest.raises(DataLossError, match=r"queue broker-a:0: offsets \[0, 2\) are gone"):
         stream.partitions(start, end)
     lenient = reader(cluster, startingOffsets="earliest", failOnDataLoss="false")
-    parts = lenient.partitions(start, end)
+    parts = partitions_as(NetworkPartition, lenient.partitions(start, end))
     assert [(p.queue_id, p.start) for p in parts] == [(0, 2), (1, 0)]
 
 
@@ -175,7 +176,7 @@ def test_group_commits_the_end_offsets_and_failures_do_not_fail() -> None:
     def refuse(*args: Any) -> None:
         raise ClusterError("code 1, no")
 
-    cluster.commit_offset = refuse  # type: ignore[method-assign]
+    cluster.commit_offset = refuse  # type: ignore[assignment, method-assign]
     failing = reader(cluster, group="spark_orders")
     # Logged, not raised (the checkpoint is the source of truth) ...
     assert failing.latestOffset(end, ReadAllAvailable()) == end

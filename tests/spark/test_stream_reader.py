@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
@@ -23,6 +24,7 @@ from tests.spark.spark_helpers import (
     STEP_MS,
     ident,
     message,
+    partitions_as,
     store_rows,
 )
 
@@ -51,7 +53,7 @@ def _batch(reader, start, limit=None):
 
 
 def _drain(reader, start, limit=None, max_batches=100):
-    batches = []
+    batches: list[list[Any]] = []
     for _ in range(max_batches):
         end, rows = _batch(reader, start, limit)
         if end == start:
@@ -277,7 +279,8 @@ def test_available_now_stops_at_the_target(store_copy):
         -DEFAULT_QUEUES * ROUNDS // 40
     )
     assert end["Orders"]["0"] == ROUNDS and "NewTopic" not in end
-    assert reader.reportLatestOffset()["Orders"]["0"] == ROUNDS + 1
+    latest = reader.reportLatestOffset()
+    assert latest is not None and latest["Orders"]["0"] == ROUNDS + 1
 
 
 def test_retention_fails_the_query_naming_the_lost_offsets(store_copy, caplog):
@@ -292,7 +295,7 @@ def test_retention_fails_the_query_naming_the_lost_offsets(store_copy, caplog):
         reader.partitions(start, end)
     skipping = _reader(store_copy, startingOffsets="earliest", topics="Orders",
                        failOnDataLoss="false")  # fmt: skip
-    parts = skipping.partitions(start, end)
+    parts = partitions_as(QueuePartition, skipping.partitions(start, end))
     assert [p.start for p in parts if p.queue_id == 0] == [low]
     assert "skipping lost messages" in caplog.text
 
