@@ -179,8 +179,12 @@ def test_cli_serve_brokers_2_runs_a_second_broker_process(tmp_path: Path) -> Non
         assert process.wait(60) == 0
     finally:
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            process.send_signal(signal.SIGTERM)  # a SIGKILL would leave the child running
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
     second_store = tmp_path / "store-2"
     for directory in (store, second_store):
         assert not (directory / ABORT_FILE).exists()  # both shut down cleanly
