@@ -114,7 +114,7 @@ def read_all(options: Mapping[str, str], filters: list[Any] | None = None) -> li
         assert all(any(r is f for f in filters) for r in rest)
     rows = []
     for partition in reader.partitions():
-        for batch in reader.read(partition):
+        for batch in record_batches(reader, partition):
             rows.extend(batch.to_pylist())
     return rows
 
@@ -126,3 +126,12 @@ def partitions_as(kind: type[P], parts: Sequence[object]) -> list[P]:
     """``parts`` (a reader's planned partitions), each checked to be a ``kind``."""
     assert all(isinstance(p, kind) for p in parts), parts
     return [p for p in parts if isinstance(p, kind)]
+
+
+def record_batches(reader: Any, partition: object) -> list[Any]:
+    """What ``reader.read(partition)`` yields, each checked to be an Arrow record batch."""
+    import pyarrow as pa
+
+    batches = list(reader.read(partition))
+    assert all(isinstance(b, pa.RecordBatch) for b in batches), batches
+    return batches

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import datasource as ds
 
 from rocketstore import ConfigError, Message, MessageStore, NotAStoreError
+from rocketstore.format.message import MessageExt
 from rocketstore.spark import columns, scan
 from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
 from rocketstore.spark.source import PushdownReader, RocketStoreDataSource, RocketStoreReader
@@ -22,7 +23,9 @@ from tests.spark.spark_helpers import (
     LAYOUT,
     ROUNDS,
     ident,
+    partitions_as,
     read_all,
+    record_batches,
     store_rows,
 )
 
@@ -114,7 +117,7 @@ def test_offsets_json_earliest_latest(store_path):
             "endingOffsets": '{"Orders":{"0":9,"1":3}}',
         }
     )
-    got = {}
+    got: dict[int, list[int]] = {}
     for r in rows:
         got.setdefault(r["partition"], []).append(r["offset"])
     assert got == {0: [5, 6, 7, 8], 1: [0, 1, 2]}
@@ -266,7 +269,7 @@ def test_a_dledger_log_reads_in_both_modes(store_copy, mode, keep_plain):
     assert all(r["commitLogOffset"] == moved[key(r)] for r in rows)
     if mode == "commitlog":
         source = RocketStoreDataSource({"path": str(store_copy), "mode": mode})
-        parts = source.reader(source.schema()).partitions()
+        parts = partitions_as(CommitLogPartition, source.reader(source.schema()).partitions())
         assert sum(p.framed for p in parts) == len({e.pos // 8192 for e in framed.entries})
         wanted = expected[len(expected) // 2]
         found = read_all(
@@ -296,8 +299,8 @@ def test_commitlog_mode_max_records_per_partition_cuts_at_record_starts(store_co
     }  # fmt: skip
     source = RocketStoreDataSource(options)
     reader = source.reader(source.schema())
-    parts = reader.partitions()
-    counts = [sum(b.num_rows for b in reader.read(p)) for p in parts]
+    parts = partitions_as(CommitLogPartition, reader.partitions())
+    counts = [sum(b.num_rows for b in record_batches(reader, p)) for p in parts]
     assert max(counts) == 7
     by_file: dict[int, list[int]] = {}
     for part, count in zip(parts, counts, strict=True):
@@ -342,10 +345,11 @@ def test_commitlog_mode_damage_fails_only_the_partition_it_starts_in(store_copy)
         f.write(b"\x00\x11\x22\x33")  # the magic code
     source = RocketStoreDataSource(options)
     reader = source.reader(source.schema())
-    failed, read_after = [], 0
-    for part in reader.partitions():
+    failed: list[tuple[CommitLogPartition, CorruptDataError]] = []
+    read_after = 0
+    for part in partitions_as(CommitLogPartition, reader.partitions()):
         try:
-            rows = sum(batch.num_rows for batch in reader.read(part))
+            rows = sum(batch.num_rows for batch in record_batches(reader, part))
         except CorruptDataError as e:
             failed.append((part, e))
             continue
@@ -426,7 +430,7 @@ def test_pushdown_narrows_the_plan(store_path):
     reader = source.reader(source.schema())
     reader.pushFilters([ds.EqualTo(("topic",), "Orders"), ds.In(("partition",), (0, 3))])
     reader.pushFilters([ds.GreaterThanOrEqual(("offset",), 20)])
-    parts = reader.partitions()
+    parts = partitions_as(QueuePartition, reader.partitions())
     assert [(p.topic, p.queue_id, p.start, p.end) for p in parts] == [
         ("Orders", 0, 20, ROUNDS),
         ("Orders", 3, 20, ROUNDS),
@@ -484,12 +488,12 @@ def test_key_pushdown_goes_through_the_index(store_path):
     source = RocketStoreDataSource({"path": str(store_path)})
     reader = source.reader(source.schema())
     reader.pushFilters([ds.EqualTo(("key",), "Orders-2-7"), ds.LessThan(("offset",), 5)])
-    parts = reader.partitions()
-    assert parts and all(isinstance(p, KeyPartition) for p in parts)
+    parts = partitions_as(KeyPartition, reader.partitions())
+    assert parts
     # the first also looks for records of other topics dispatched into the planned queues
     lookups = [p.dispatched for p in parts if p.dispatched is not None]
     assert len(lookups) == 1 and set(lookups[0].sources) == set(LAYOUT)
-    assert [r for p in parts for b in reader.read(p) for r in b.to_pylist()] == []
+    assert [r for p in parts for b in record_batches(reader, p) for r in b.to_pylist()] == []
 
 
 def test_key_pushdown_respects_options_and_tags(store_path):
@@ -620,7 +624,7 @@ def test_a_light_queue_reads_as_its_own_rows(tmp_path, tags):
     build_lmq_store(root, 60)
     options = {"path": str(root), "topics": "%LMQ%a", **({"tags": tags} if tags else {})}
     rows = read_all(options)
-    messages = []
+    messages: list[MessageExt] = []
     with MessageStore.open(root, read_only=True) as store:
         while len(messages) < store.max_offset("%LMQ%a", 0):
             messages += store.get_messages("g", "%LMQ%a", 0, len(messages), 32).messages
