@@ -16,6 +16,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from rocketstore.remoting.blocking import RemotingClientError
 from rocketstore.spark.network_cluster import ClusterError
+from rocketstore.spark.network_plan import NetworkPartition
 from rocketstore.spark.network_stream import NetworkStreamReader
 from rocketstore.spark.options import parse_stream_options
 from tests.spark.network_helpers import (
@@ -26,6 +27,7 @@ from tests.spark.network_helpers import (
     running_cluster,
     send,
 )
+from tests.spark.spark_helpers import partitions_as
 
 TOPIC = "Waits"
 QUEUES = 2
@@ -115,7 +117,8 @@ def test_a_stream_waits_for_a_broker_that_comes_back_and_reads_each_row_once(
     end = reader.latestOffset(start, ReadAllAvailable())  # planned with broker-b up
     kill_broker(cluster, "broker-b")
     with Restarter(cluster, "broker-b"):
-        partitions = reader.partitions(start, end)  # waits on broker-b's min offsets
+        # The planning waits on broker-b's min offsets.
+        partitions = partitions_as(NetworkPartition, reader.partitions(start, end))
     assert _waited(caplog, cluster.brokers["broker-b"])
     assert {p.broker for p in partitions} == {"broker-a", "broker-b"}
     assert _rows(reader, partitions) == _expected(cluster)
@@ -126,7 +129,8 @@ def test_executors_wait_for_a_broker_killed_after_planning(
 ) -> None:
     reader = _reader(cluster, brokerDownWaitMs="60000")
     start = reader.initialOffset()
-    partitions = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+    end = reader.latestOffset(start, ReadAllAvailable())
+    partitions = partitions_as(NetworkPartition, reader.partitions(start, end))
     kill_broker(cluster, "broker-b")
     with Restarter(cluster, "broker-b"):
         rows = _rows(reader, partitions)  # broker-b's pulls wait until it is back
