@@ -91,12 +91,14 @@ def run_cli(
     same stdout, stderr and exit code as ``run_cli_process`` gives, without starting an
     interpreter. What a process would start afresh is set and put back around the call:
     standard streams and stdin, environment (and the time zone from TZ), the root logger's
-    handlers and level (``cli`` calls logging.basicConfig), click's help width."""
+    handlers and level (``cli`` calls logging.basicConfig), the ``rocketstore`` logger's
+    level (``serve`` sets INFO: later commands would log what they do not), click's help
+    width."""
     env = {**ENV, **(extra_env or {})}
     if "PYTHONPATH" in env:
         raise ValueError("PYTHONPATH only takes effect in a new process: use run_cli_process")
-    root = logging.getLogger()
-    saved_handlers, saved_level = root.handlers[:], root.level
+    root, ours = logging.getLogger(), logging.getLogger("rocketstore")
+    saved_handlers, saved_level, saved_ours = root.handlers[:], root.level, ours.level
     threads_before = set(threading.enumerate())
     with CliRunner().isolation(input=input_text, env=env) as (out, err, _):
         click.formatting.FORCED_WIDTH = None  # the isolation's 80 columns; COLUMNS decides
@@ -116,6 +118,7 @@ def run_cli(
             sys.stderr.flush()
             root.handlers = saved_handlers
             root.setLevel(saved_level)
+            ours.setLevel(saved_ours)
     time.tzset()
     left = [t for t in set(threading.enumerate()) - threads_before if t.is_alive()]
     assert not left, f"the command left threads running: {left}"
