@@ -1,4 +1,4 @@
-# Types of the C extension built from _native.c (see rocketstore.format.native).
+# Types of the C extension built from _native_c/ (bound in rocketstore.format.native).
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, overload
 
