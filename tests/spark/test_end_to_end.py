@@ -90,12 +90,47 @@ def test_errors_name_the_option_and_the_path(spark, tmp_path):
 
 def test_pushed_filters_shape_the_plan(spark, store_path):
     def partitions(where: str, pushdown: str = "true") -> int:
-        df = spark.read.format("rocketstore").option("pushdown", pushdown).load(str(store_path))
+        # One partition a queue (nothing packed), so the count shows the queues planned.
+        df = (
+            spark.read.format("rocketstore")
+            .option("pushdown", pushdown)
+            .option("maxPartitionBytes", "1")
+            .load(str(store_path))
+        )
         return int(df.where(where).rdd.getNumPartitions())
 
     assert partitions("topic = 'Orders' AND key = 'Orders-2-7'") == 1  # one index lookup
     assert partitions("topic = 'Orders' AND key = 'Orders-2-7'", "false") == DEFAULT_QUEUES
     assert partitions("topic = 'Payments' AND partition = 0") == 1
+    assert partitions("topic = 'Payments'") == 2
     # A pushed time range outside every queue plans no queue at all (Spark's placeholder).
     assert partitions("timestamp > TIMESTAMP '2100-01-01 00:00:00'") == 1
     assert partitions("offset >= 1000") == 1
+
+
+def test_small_queues_packed_into_fewer_tasks_read_the_same_rows(spark, store_path):
+    path = str(store_path)
+
+    def load(**options):
+        reader = spark.read.format("rocketstore")
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        return reader.load(path)
+
+    packed, apart = load(), load(maxPartitionBytes="1")
+    pairs = load(openCostInBytes="1000000", maxPartitionBytes="2100000")
+    assert packed.rdd.getNumPartitions() == 1
+    assert apart.rdd.getNumPartitions() == DEFAULT_QUEUES
+    assert pairs.rdd.getNumPartitions() == 4
+    columns_read = ["topic", "partition", "offset", "commitLogOffset", "value", "properties"]
+    expected = sorted(tuple(r) for r in apart.select(*columns_read).collect())
+    for df in (packed, pairs):
+        rows = df.select(*columns_read).collect()
+        assert sorted(tuple(r) for r in rows) == expected
+    # Within a task each queue's rows come in queue order.
+    order: dict[tuple[str, int], list[int]] = {}
+    for r in packed.select("topic", "partition", "offset").collect():
+        order.setdefault((r["topic"], r["partition"]), []).append(r["offset"])
+    assert all(offsets == sorted(offsets) for offsets in order.values())
+    commitlog = load(mode="commitlog").select("topic", "partition", "offset").collect()
+    assert sorted(tuple(r) for r in commitlog) == sorted(tuple(e[:3]) for e in expected)

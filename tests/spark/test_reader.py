@@ -15,7 +15,14 @@ from pyspark.sql import datasource as ds
 from rocketstore import ConfigError, Message, MessageStore, NotAStoreError
 from rocketstore.format.message import MessageExt
 from rocketstore.spark import columns, scan
-from rocketstore.spark.plan import CommitLogPartition, KeyPartition, QueuePartition
+from rocketstore.spark.plan import (
+    CommitLogPartition,
+    KeyPartition,
+    QueueGroupPartition,
+    QueuePartition,
+    group_partitions,
+    queue_members,
+)
 from rocketstore.spark.source import PushdownReader, RocketStoreDataSource, RocketStoreReader
 from tests.spark.spark_helpers import (
     BASE_MS,
@@ -184,17 +191,100 @@ def test_partitions_split_by_max_records_and_min_partitions(store_path):
         source = RocketStoreDataSource({"path": str(store_path), **options})
         return source.reader(source.schema()).partitions()
 
-    whole = plan()
+    whole = plan(maxPartitionBytes="1")  # nothing packed: one partition a queue
     assert all(isinstance(p, QueuePartition) for p in whole)
     assert len(whole) == DEFAULT_QUEUES and all(p.count == ROUNDS for p in whole)
     small = plan(maxRecordsPerPartition="7")
     assert (
         max(p.count for p in small) == 7 and sum(p.count for p in small) == DEFAULT_QUEUES * ROUNDS
     )
+    assert all(isinstance(p, QueuePartition) for p in small)  # no room to pack: 7 a piece
     many = plan(minPartitions="24")
     assert len(many) >= 24 and sum(p.count for p in many) == DEFAULT_QUEUES * ROUNDS
     rows = read_all({"path": str(store_path), "minPartitions": "24"})
     assert _ids(rows) == _ids(store_rows(store_path))
+
+
+def _queue_order(rows):
+    """Each queue's offsets in the order its rows came."""
+    order = {}
+    for r in rows:
+        order.setdefault((r["topic"], r["partition"]), []).append(r["offset"])
+    return order
+
+
+def test_small_queues_are_packed_into_one_task_with_the_same_rows(store_path):
+    path = str(store_path)
+    source = RocketStoreDataSource({"path": path})
+    parts = source.reader(source.schema()).partitions()
+    # Seven queues of ~9 KiB: one task, by default (128 MiB, 4 MiB a queue opened).
+    assert len(parts) == 1 and isinstance(parts[0], QueueGroupPartition)
+    members = parts[0].members
+    assert [(m.topic, m.queue_id) for m in members] == sorted(
+        (m.topic, m.queue_id) for m in members
+    )
+    assert len(members) == DEFAULT_QUEUES and parts[0].count == DEFAULT_QUEUES * ROUNDS
+    packed = read_all({"path": path})
+    apart = read_all({"path": path, "maxPartitionBytes": "1"})
+    assert packed == apart  # the same rows, in the same order
+    order = _queue_order(packed)
+    assert all(offsets == list(range(ROUNDS)) for offsets in order.values())
+    assert _ids(packed) == _ids(store_rows(store_path))
+    assert _ids(packed) == _ids(read_all({"path": path, "mode": "commitlog"}))
+    # Columns, tags and a selector go through the packed members as through their tasks.
+    for options in ({"columns": "topic,offset,value"}, {"tags": "TagB"}, {"sql92": "color = 'red'"},
+                    {"includeBody": "false"}):  # fmt: skip
+        assert read_all({"path": path, **options}) == read_all(
+            {"path": path, "maxPartitionBytes": "1", **options}
+        )
+
+
+def test_packing_follows_max_partition_bytes_and_open_cost(store_path):
+    def plan(**options):
+        source = RocketStoreDataSource({"path": str(store_path), **options})
+        return source.reader(source.schema()).partitions()
+
+    # A queue counts as its ~9 KiB plus the open cost: two fit in 2.1 MB, three do not.
+    pairs = plan(openCostInBytes="1000000", maxPartitionBytes="2100000")
+    assert [len(queue_members([p])) for p in pairs] == [2, 2, 2, 1]
+    assert [(m.topic, m.queue_id) for m in queue_members(pairs)] == [
+        (m.topic, m.queue_id) for m in plan(maxPartitionBytes="1")
+    ]
+    # No open cost and room for about three queues' bytes.
+    sizes = [m.count for m in queue_members(plan())]
+    assert sum(sizes) == DEFAULT_QUEUES * ROUNDS
+    assert len(plan(openCostInBytes="0", maxPartitionBytes="30000")) in (2, 3)
+    # A pack never holds more than maxRecordsPerPartition entries, and minPartitions
+    # is kept.
+    capped = plan(maxRecordsPerPartition="70")
+    assert [p.count for p in capped] == [60, 60, 60, 30]
+    assert len(plan(minPartitions="5")) >= 5
+    rows = read_all({"path": str(store_path), "maxRecordsPerPartition": "70"})
+    assert _ids(rows) == _ids(store_rows(store_path))
+    with pytest.raises(ConfigError, match="maxPartitionBytes"):
+        plan(maxPartitionBytes="0")
+    with pytest.raises(ConfigError, match="openCostInBytes"):
+        plan(openCostInBytes="-1")
+
+
+def test_group_partitions_is_spark_s_packing_rule():
+    parts = [QueuePartition("T", q, 0, 10) for q in range(6)]
+
+    def counts(sizes, **kw):
+        return [len(queue_members([p])) for p in group_partitions(parts, sizes, **kw)]
+
+    assert counts([10] * 6, max_partition_bytes=35, open_cost_bytes=0) == [3, 3]
+    assert counts([10] * 6, max_partition_bytes=35, open_cost_bytes=2) == [2, 2, 2]
+    assert counts([40, 1, 1, 40, 1, 1], max_partition_bytes=35, open_cost_bytes=0) == [1, 2, 1, 2]
+    assert counts([1] * 6, max_partition_bytes=100, open_cost_bytes=0, max_records=20) == [2, 2, 2]
+    # minPartitions bounds a pack to total / minPartitions, and never leaves fewer.
+    assert counts([1] * 6, max_partition_bytes=100, open_cost_bytes=0, min_partitions=3) == [
+        2,
+        2,
+        2,
+    ]
+    assert counts([1] * 6, max_partition_bytes=100, open_cost_bytes=0, min_partitions=6) == [1] * 6
+    assert all(isinstance(p, QueuePartition) for p in group_partitions(parts, [10] * 6, 5, 0))
 
 
 def test_include_body_false_leaves_value_null(store_path):
@@ -430,7 +520,7 @@ def test_pushdown_narrows_the_plan(store_path):
     reader = source.reader(source.schema())
     reader.pushFilters([ds.EqualTo(("topic",), "Orders"), ds.In(("partition",), (0, 3))])
     reader.pushFilters([ds.GreaterThanOrEqual(("offset",), 20)])
-    parts = partitions_as(QueuePartition, reader.partitions())
+    parts = queue_members(reader.partitions())
     assert [(p.topic, p.queue_id, p.start, p.end) for p in parts] == [
         ("Orders", 0, 20, ROUNDS),
         ("Orders", 3, 20, ROUNDS),

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from rocketstore import ConfigError, Message, MessageStore
 from rocketstore.errors import DataLossError
 from rocketstore.spark.options import parse_stream_options
-from rocketstore.spark.plan import QueuePartition
+from rocketstore.spark.plan import QueueGroupPartition, QueuePartition, queue_members
 from rocketstore.spark.progress import offsets_behind_latest
 from rocketstore.spark.source import RocketStoreDataSource
 from rocketstore.spark.stream import RefusedStreamReader, RocketStoreStreamReader
@@ -295,7 +295,7 @@ def test_retention_fails_the_query_naming_the_lost_offsets(store_copy, caplog):
         reader.partitions(start, end)
     skipping = _reader(store_copy, startingOffsets="earliest", topics="Orders",
                        failOnDataLoss="false")  # fmt: skip
-    parts = partitions_as(QueuePartition, skipping.partitions(start, end))
+    parts = queue_members(skipping.partitions(start, end))
     assert [p.start for p in parts if p.queue_id == 0] == [low]
     assert "skipping lost messages" in caplog.text
 
@@ -346,3 +346,23 @@ def test_a_sql92_selector_filters_rows_but_offsets_cover_every_entry(store_copy)
         store.put(Message(topic="Payments", body=b"x", properties={"color": "blue"}))
         store.put(Message(topic="Payments", body=b"y", properties={"color": "red"}))
     assert [r["value"] for r in _batch(reader, end)[1]] == [b"y"]
+
+
+def test_a_micro_batch_packs_small_queues_with_the_same_rows(store_path):
+    reader = _reader(store_path, startingOffsets="earliest")
+    start = _json(reader.initialOffset())
+    end = _json(reader.latestOffset(start, ReadAllAvailable()))
+    parts = reader.partitions(start, end)
+    assert len(parts) == 1 and isinstance(parts[0], QueueGroupPartition)
+    apart = _reader(store_path, startingOffsets="earliest", maxPartitionBytes="1")
+    unpacked = apart.partitions(start, end)
+    assert len(unpacked) == len(parts[0].members) and queue_members(parts) == list(unpacked)
+
+    def rows(partitions):
+        return [row for p in partitions for b in reader.read(p) for row in b.to_pylist()]
+
+    assert rows(parts) == rows(unpacked)
+    # The offsets the batch ends at are per queue, as before.
+    assert {(t, int(q)) for t, qs in end.items() for q in qs} == {
+        (m.topic, m.queue_id) for m in parts[0].members
+    }

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from rocketstore.errors import ConfigError
 from rocketstore.format.selector import SQL92
@@ -47,6 +48,8 @@ KNOWN_OPTIONS = frozenset(
         "sql92",
         "maxRecordsPerPartition",
         "minPartitions",
+        "maxPartitionBytes",
+        "openCostInBytes",
         "includeBody",
         "pushdown",
         "keys",
@@ -70,6 +73,10 @@ STREAMING_OPTIONS = frozenset(
 ADMISSION_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 BATCH_ONLY_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Kafka's default
+# Queue ranges packed into one task: Spark's spark.sql.files.maxPartitionBytes and
+# openCostInBytes defaults (plan.group_partitions).
+MAX_PARTITION_BYTES = 128 * 1024 * 1024
+OPEN_COST_BYTES = 4 * 1024 * 1024
 # Spark's time strings (JavaUtils.timeStringAsMs): a number and an optional unit, ms if none.
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
                   "h": 3_600_000, "d": 86_400_000}  # fmt: skip
@@ -153,6 +160,10 @@ class ReadOptions:
     sql92: str | None = None
     max_records_per_partition: int | None = None
     min_partitions: int | None = None
+    # Small queue ranges are packed into one task up to about this many bytes, each counted
+    # with open_cost_bytes more (Spark's spark.sql.files.maxPartitionBytes/openCostInBytes).
+    max_partition_bytes: int = MAX_PARTITION_BYTES
+    open_cost_bytes: int = OPEN_COST_BYTES
     include_body: bool = True
     pushdown: bool = True
     # The rows `key IN (...)` / `uniqKey IN (...)` keep, looked up in the index.
@@ -188,10 +199,16 @@ class ReadOptions:
         return parse_subscription(self.tags.strip() if self.tags else None)
 
 
-def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None:
+@overload
+def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None: ...
+@overload
+def _int_option(options: Mapping[str, str], name: str, minimum: int, default: int) -> int: ...
+def _int_option(
+    options: Mapping[str, str], name: str, minimum: int, default: int | None = None
+) -> int | None:
     raw = options.get(name.lower())
     if raw is None:
-        return None
+        return default
     try:
         value = int(raw)
     except ValueError as e:
@@ -397,6 +414,8 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         sql92=sql92,
         max_records_per_partition=_int_option(options, "maxRecordsPerPartition", 1),
         min_partitions=_int_option(options, "minPartitions", 1),
+        max_partition_bytes=_int_option(options, "maxPartitionBytes", 1, MAX_PARTITION_BYTES),
+        open_cost_bytes=_int_option(options, "openCostInBytes", 0, OPEN_COST_BYTES),
         include_body=_bool_option(options, "includeBody", True),
         pushdown=_bool_option(options, "pushdown", True),
         keys=_key_list(options, "keys"),

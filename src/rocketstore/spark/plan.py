@@ -7,7 +7,9 @@ Three kinds of partition:
 
 - :class:`QueuePartition` ``(topic, queue_id, start, end)``: queue offsets [start, end) of
   one consume queue (``mode=queue``); big queues are split by ``maxRecordsPerPartition`` and
-  ``minPartitions``.
+  ``minPartitions``. Small ones are packed, several to a task, into a
+  :class:`QueueGroupPartition` (``maxPartitionBytes``, ``openCostInBytes``), as Spark's
+  file sources pack small files.
 - :class:`KeyPartition`: one topic's messages found through the index by ``key`` or
   ``uniqKey`` (pushed filters), kept only inside the planned queue ranges. A light
   queue (``%LMQ%...``) is read as queue partitions instead: its units point at records
@@ -24,16 +26,25 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from rocketstore.errors import ConfigError
+from rocketstore.format.queue_unit import decode_units
 from rocketstore.format.record_scan import walk_start_array
 from rocketstore.paths import LMQ_PREFIX
 from rocketstore.rebuild.plan import split_spans
-from rocketstore.spark.options import EARLIEST, LATEST, Bound, ReadOptions
+from rocketstore.spark.options import (
+    EARLIEST,
+    LATEST,
+    MAX_PARTITION_BYTES,
+    OPEN_COST_BYTES,
+    Bound,
+    ReadOptions,
+)
 from rocketstore.spark.pushdown import Pushed
 from rocketstore.store import MessageStore
 
@@ -51,6 +62,18 @@ class QueuePartition(InputPartition):
     @property
     def count(self) -> int:
         return self.end - self.start
+
+
+@dataclass(frozen=True)
+class QueueGroupPartition(InputPartition):
+    """Queue ranges read by one task, one after another, each in its queue's order: what
+    :func:`group_partitions` packed together. Its rows are exactly its members' rows."""
+
+    members: tuple[QueuePartition, ...]
+
+    @property
+    def count(self) -> int:
+        return sum(member.count for member in self.members)
 
 
 @dataclass(frozen=True)
@@ -175,6 +198,100 @@ def split_ranges(
     return partitions
 
 
+# A task of a Python data source costs Spark a fixed part (scheduling, the worker's round
+# trip, the reader unpickled, the Arrow stream opened; docs/spark.md "Partitions"), so
+# small queue ranges are packed into one task the way Spark packs small files (the rule
+# and the defaults of spark.sql.files.maxPartitionBytes and openCostInBytes).
+# Units read at the start of a queue range on the driver to estimate its bytes.
+SAMPLE_UNITS = 32
+
+
+def group_partitions(
+    parts: Sequence[QueuePartition],
+    part_bytes: Sequence[int],
+    max_partition_bytes: int = MAX_PARTITION_BYTES,
+    open_cost_bytes: int = OPEN_COST_BYTES,
+    max_records: int | None = None,
+    min_partitions: int | None = None,
+) -> list[QueuePartition | QueueGroupPartition]:
+    """``parts`` packed in their order into tasks of at most about ``max_partition_bytes``,
+    each part counted as its bytes (``part_bytes``) plus ``open_cost_bytes`` (Spark's
+    FilePartition.getFilePartitions rule, without its sort). A pack never holds more than
+    ``max_records`` entries; with ``min_partitions`` the packs are at most
+    total / min_partitions, and the parts stay apart when packing would leave fewer
+    partitions than that. A pack of one is the part itself."""
+    total = sum(part_bytes) + open_cost_bytes * len(parts)
+    limit = max_partition_bytes
+    if min_partitions:
+        limit = min(limit, max(open_cost_bytes, total // min_partitions))
+    packs: list[list[QueuePartition]] = []
+    size = records = 0
+    for part, estimate in zip(parts, part_bytes, strict=True):
+        cost = estimate + open_cost_bytes
+        over_records = max_records is not None and records + part.count > max_records
+        if not packs or size + cost > limit or over_records:
+            packs.append([])
+            size = records = 0
+        packs[-1].append(part)
+        size += cost
+        records += part.count
+    if min_partitions and len(packs) < min(min_partitions, len(parts)):
+        return list(parts)
+    return [pack[0] if len(pack) == 1 else QueueGroupPartition(tuple(pack)) for pack in packs]
+
+
+def queue_members(partitions: Iterable[object]) -> list[QueuePartition]:
+    """The queue ranges of ``partitions``, packs opened, in the order they are read."""
+    found: list[QueuePartition] = []
+    for partition in partitions:
+        if isinstance(partition, QueueGroupPartition):
+            found.extend(partition.members)
+        elif isinstance(partition, QueuePartition):
+            found.append(partition)
+    return found
+
+
+def range_bytes(store: MessageStore, parts: Sequence[QueuePartition]) -> list[int]:
+    """Each part's bytes of CommitLog records, estimated on the driver: its entry count
+    times the mean record size of the (at most SAMPLE_UNITS) units its queue holds at the
+    part's start. Reading every unit would cost the driver 20 bytes a message."""
+    means: dict[tuple[str, int], float] = {}
+    estimates = []
+    for part in parts:
+        key = (part.topic, part.queue_id)
+        if key not in means:
+            means[key] = _mean_record_bytes(store, part)
+        estimates.append(int(means[key] * part.count))
+    return estimates
+
+
+def _mean_record_bytes(store: MessageStore, part: QueuePartition) -> float:
+    queue = store.queues.get((part.topic, part.queue_id))
+    raw = None if queue is None else queue.units_from(part.start, SAMPLE_UNITS * 20)
+    if not raw:
+        return 0.0
+    units = decode_units(raw)
+    sizes = units["size"].astype(np.int64)
+    real = sizes[(units["offset"] >= 0) & (sizes > 0) & (sizes != 0x7FFFFFFF)]
+    return float(real.mean()) if len(real) else 0.0
+
+
+def pack_queue_partitions(
+    store: MessageStore, parts: list[QueuePartition], options: ReadOptions
+) -> list[QueuePartition | QueueGroupPartition]:
+    """:func:`group_partitions` with the read's options and the parts' estimated bytes."""
+    if len(parts) < 2:
+        return list(parts)
+    return group_partitions(
+        parts,
+        range_bytes(store, parts),
+        options.max_partition_bytes,
+        options.open_cost_bytes,
+        options.max_records_per_partition,
+        options.min_partitions,
+    )
+
+
 def key_partitions(
     ranges: list[QueueRange], pushed: Pushed, store_topics: Iterable[str] = ()
 ) -> list[KeyPartition]:
@@ -196,7 +313,7 @@ def key_partitions(
 
 def plan_queue_read(
     store: MessageStore, options: ReadOptions, pushed: Pushed, *, index: bool = True
-) -> list[QueuePartition | KeyPartition]:
+) -> list[QueuePartition | QueueGroupPartition | KeyPartition]:
     """``index``: whether key constraints may be answered through the index; without it
     (keys/uniqKeys options on a store with no index) the queues are scanned and every
     row checked against them."""
@@ -212,8 +329,10 @@ def plan_queue_read(
         light = [r for r in ranges if r[0].startswith(LMQ_PREFIX)]
         indexed = [r for r in ranges if not r[0].startswith(LMQ_PREFIX)]
         scanned = split_ranges(light, options.max_records_per_partition, options.min_partitions)
-        return [*key_partitions(indexed, pushed, store.topics()), *scanned]
-    return [*split_ranges(ranges, options.max_records_per_partition, options.min_partitions)]
+        packed = pack_queue_partitions(store, scanned, options)
+        return [*key_partitions(indexed, pushed, store.topics()), *packed]
+    parts = split_ranges(ranges, options.max_records_per_partition, options.min_partitions)
+    return [*pack_queue_partitions(store, parts, options)]
 
 
 # A partition finds its first record without reading what lies before it, so cutting a

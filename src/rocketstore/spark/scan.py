@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import mmap
 import os
@@ -56,6 +57,7 @@ from rocketstore.spark.plan import (
     CommitLogPartition,
     DispatchedLookup,
     KeyPartition,
+    QueueGroupPartition,
     QueuePartition,
 )
 from rocketstore.spark.pushdown import Pushed
@@ -165,6 +167,11 @@ def _read(
     subscription: Subscription,
     needed: frozenset[str] | None,
 ) -> Iterator[Any]:
+    if isinstance(partition, QueueGroupPartition):
+        # One member after another: each queue's rows in its order, as its own task would.
+        return itertools.chain.from_iterable(
+            _read(member, options, pushed, subscription, needed) for member in partition.members
+        )
     if isinstance(partition, QueuePartition) and subscription.matches_all:
         store = open_store(options)
         return _queue_batches(store, partition, pushed, options.include_body, needed)

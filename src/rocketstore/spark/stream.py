@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 from rocketstore.errors import ConfigError
 from rocketstore.spark import offsets as offs
 from rocketstore.spark.options import StreamOptions
-from rocketstore.spark.plan import resolve_bound, split_ranges
+from rocketstore.spark.plan import pack_queue_partitions, resolve_bound, split_ranges
 from rocketstore.spark.pushdown import Pushed
 from rocketstore.spark.scan import open_store, read_partition
 
@@ -131,12 +131,13 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         low = {key: store.min_offset(*key) for key in finish if key in present}
         ranges = offs.plan_ranges(begin, finish, low, self.options.fail_on_data_loss)
         read = self.options.read
-        return split_ranges(
+        parts = split_ranges(
             ranges,
             read.max_records_per_partition,
             read.min_partitions,
             self.options.fail_on_data_loss,
         )
+        return pack_queue_partitions(store, parts, read)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition, self.options.read, Pushed())
