@@ -40,22 +40,37 @@ Region = bytes | memoryview
 _V6_FLAGS = sysflag.BORNHOST_V6_FLAG | sysflag.STOREHOSTADDRESS_V6_FLAG
 
 
+def _words(buf: npt.NDArray[np.uint8], width: int) -> npt.NDArray[np.signedinteger[Any]]:
+    """``buf`` seen as signed big-endian ints of ``width`` bytes starting at every byte
+    (a view: indexing it reads one field per record, no row of bytes copied first)."""
+    count = max(len(buf) - width + 1, 0)
+    return np.ndarray((count,), dtype=f">i{width}", buffer=buf, strides=(1,))
+
+
 def _be(buf: npt.NDArray[np.uint8], positions: Int64s, width: int) -> Int64s:
     """Signed big-endian ints of ``width`` bytes at ``positions`` (clipped into the buffer:
     a garbage length must not raise here; the record checks reject it afterwards)."""
-    index = np.minimum(positions[:, None] + np.arange(width), len(buf) - 1)
-    raw = np.ascontiguousarray(buf[index])
-    return raw.view(f">i{width}").ravel().astype(np.int64)
+    if len(buf) < width:
+        return np.zeros(len(positions), dtype=np.int64)
+    index = np.clip(positions, 0, len(buf) - width)
+    return _words(buf, width)[index].astype(np.int64)
 
 
 # Fixed fields of a record with IPv4 hosts: TOTALSIZE .. BODYLEN (see format.record).
 HEADER_BYTES = 88
 
 
-def _field(header: npt.NDArray[np.uint8], at: int, width: int) -> Int64s:
-    """Signed big-endian ints of ``width`` bytes at column ``at`` of the header rows."""
-    raw = np.ascontiguousarray(header[:, at : at + width])
-    return raw.view(f">i{width}").ravel().astype(np.int64)
+class _Header:
+    """The fixed fields of the records at ``positions``, each read when asked for (every
+    record is whole in the buffer: the caller checked)."""
+
+    def __init__(self, buf: npt.NDArray[np.uint8], positions: Int64s) -> None:
+        self.buf = buf
+        self.positions = positions
+
+    def field(self, at: int, width: int) -> Int64s:
+        """Signed big-endian ints of ``width`` bytes at ``at`` in each record."""
+        return _words(self.buf, width)[self.positions + at].astype(np.int64)
 
 
 def _rows_at(buf: npt.NDArray[np.uint8], starts: Int64s, width: int) -> npt.NDArray[np.uint8]:
@@ -149,11 +164,11 @@ def _constant_or_gather(
     return _gather(buf, region, starts, lengths, pa.string())
 
 
-def _hosts(header: npt.NDArray[np.uint8], at: int) -> Any:
+def _hosts(header: _Header, at: int) -> Any:
     """``ip:port`` of IPv4 host fields, formatted once per distinct value."""
     import pyarrow as pa  # noqa: PLC0415
 
-    packed = _field(header, at, 8).astype(np.uint64)
+    packed = header.field(at, 8).astype(np.uint64)
     if np.all(packed == packed[0]):  # the usual case: one store host, one producer host
         return _repeated(decode_host(int(packed[0]).to_bytes(8, "big")), len(packed))
     distinct, inverse = np.unique(packed, return_inverse=True)
@@ -166,13 +181,13 @@ _HEX_PAIRS = np.array(
 )  # byte -> its two upper-case hex digits, as one little-endian uint16
 
 
-def _msg_ids(header: npt.NDArray[np.uint8], physical: Int64s) -> Any:
+def _msg_ids(header: _Header, physical: Int64s) -> Any:
     """offsetMsgId: 8 bytes of store host and 8 of offset as 32 upper-case hex digits."""
     import pyarrow as pa  # noqa: PLC0415
 
     rows = len(physical)
     raw = np.empty((rows, 16), dtype=np.uint8)
-    raw[:, :8] = header[:, 64:72]
+    raw[:, :8] = header.field(64, 8).astype(">i8").view(np.uint8).reshape(rows, 8)
     raw[:, 8:] = physical.astype(">i8").view(np.uint8).reshape(rows, 8)
     text = _HEX_PAIRS[raw]  # (rows, 16) uint16 = (rows, 32) ASCII bytes
     offsets = np.arange(0, 32 * rows + 1, 32, dtype=np.int32)
@@ -280,11 +295,11 @@ def decode_records(
     buf = np.frombuffer(region, dtype=np.uint8)
     if rows == 0 or int(positions.max()) + rec.FIXED_OVERHEAD_V4 > len(buf):
         return None
-    header = _rows_at(buf, positions, HEADER_BYTES)
-    total = _field(header, rec.POS_TOTALSIZE, 4)
-    magic = _field(header, rec.POS_MAGIC, 4)
-    sys_flag = _field(header, rec.POS_SYSFLAG, 4)
-    physical = _field(header, rec.POS_PHYSICALOFFSET, 8)
+    header = _Header(buf, positions)
+    total = header.field(rec.POS_TOTALSIZE, 4)
+    magic = header.field(rec.POS_MAGIC, 4)
+    sys_flag = header.field(rec.POS_SYSFLAG, 4)
+    physical = header.field(rec.POS_PHYSICALOFFSET, 8)
     v2 = magic == rec.MESSAGE_MAGIC_V2
     if (
         np.any(total != expected_sizes)
@@ -295,10 +310,15 @@ def decode_records(
     ):
         return None
     # IPv4 hosts from here on: the layout of the module docstring of format.record.
-    body_length = _field(header, 84, 4)
+    body_length = header.field(84, 4)
     body_at = positions + HEADER_BYTES
     topic_length_at = body_at + body_length
-    topic_length = np.where(v2, _be(buf, topic_length_at, 2), _be(buf, topic_length_at, 1))
+    if np.all(v2):  # one record format in a run, nearly always: one width read
+        topic_length = _be(buf, topic_length_at, 2)
+    elif not np.any(v2):
+        topic_length = _be(buf, topic_length_at, 1)
+    else:
+        topic_length = np.where(v2, _be(buf, topic_length_at, 2), _be(buf, topic_length_at, 1))
     topic_at = topic_length_at + np.where(v2, 2, 1)
     properties_length = _be(buf, topic_at + topic_length, 2)
     properties_at = topic_at + topic_length + 2
@@ -332,9 +352,9 @@ def decode_records(
             else pa.nulls(rows, pa.binary())
         ),
         "topic": lambda: topic,
-        "partition": lambda: pa.array(_field(header, rec.POS_QUEUEID, 4).astype(np.int32)),
+        "partition": lambda: pa.array(header.field(rec.POS_QUEUEID, 4).astype(np.int32)),
         "offset": lambda: pa.array(queue_offsets.astype(np.int64)),
-        "timestamp": lambda: _timestamps(_field(header, 56, 8)),
+        "timestamp": lambda: _timestamps(header.field(56, 8)),
         "timestampType": lambda: pa.array(np.full(rows, TIMESTAMP_TYPE_LOG_APPEND_TIME, np.int32)),
         "keys": lambda: _keys_list(named[props.KEYS], rows),
         "tags": lambda: named[props.TAGS],
@@ -342,13 +362,13 @@ def decode_records(
         "uniqKey": lambda: named[props.UNIQ_KEY],
         "commitLogOffset": lambda: pa.array(physical),
         "size": lambda: pa.array(total.astype(np.int32)),
-        "bornTimestamp": lambda: _timestamps(_field(header, rec.POS_BORNTIMESTAMP, 8)),
+        "bornTimestamp": lambda: _timestamps(header.field(rec.POS_BORNTIMESTAMP, 8)),
         "bornHost": lambda: _hosts(header, rec.POS_BORNHOST),
         "storeHost": lambda: _hosts(header, 64),
         "sysFlag": lambda: pa.array(sys_flag.astype(np.int32)),
-        "flag": lambda: pa.array(_field(header, rec.POS_FLAG, 4).astype(np.int32)),
-        "reconsumeTimes": lambda: pa.array(_field(header, 72, 4).astype(np.int32)),
-        "bodyCRC": lambda: pa.array(_field(header, rec.POS_BODYCRC, 4).astype(np.int32)),
+        "flag": lambda: pa.array(header.field(rec.POS_FLAG, 4).astype(np.int32)),
+        "reconsumeTimes": lambda: pa.array(header.field(72, 4).astype(np.int32)),
+        "bodyCRC": lambda: pa.array(header.field(rec.POS_BODYCRC, 4).astype(np.int32)),
         "properties": lambda: named["properties"],
         "headers": lambda: named["headers"],
     }
