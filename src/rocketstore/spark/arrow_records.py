@@ -281,9 +281,12 @@ def decode_records(
     queue_offsets: Int64s,
     include_body: bool,
     columns: frozenset[str] | None = None,
+    queue: tuple[str, int] | None = None,
 ) -> Any | None:
     """Records at ``positions`` of ``region`` as a RecordBatch of the read schema, or None.
-    ``columns``: the columns to decode (in the schema's order; all for None).
+    ``columns``: the columns to decode (in the schema's order; all for None). ``queue``:
+    the (topic, queue id) the records were read through, which every row's ``topic`` and
+    ``partition`` are then (not decoded).
 
     ``expected_offsets`` / ``expected_sizes`` are what the consume queue says (CommitLog
     offset and size): a record that disagrees, or whose lengths do not add up to its
@@ -331,7 +334,10 @@ def decode_records(
         return None
     wanted = COLUMN_NAMES if columns is None else [c for c in COLUMN_NAMES if c in columns]
     try:
-        topic = _constant_or_gather(buf, region, topic_at, topic_length)
+        if queue is not None:
+            topic = _repeated(queue[0], rows)
+        elif "topic" in wanted:
+            topic = _constant_or_gather(buf, region, topic_at, topic_length)
         text = None
         if not FROM_PROPERTIES.isdisjoint(wanted):
             text = _gather(buf, region, properties_at, properties_length, pa.string())
@@ -352,7 +358,11 @@ def decode_records(
             else pa.nulls(rows, pa.binary())
         ),
         "topic": lambda: topic,
-        "partition": lambda: pa.array(header.field(rec.POS_QUEUEID, 4).astype(np.int32)),
+        "partition": lambda: pa.array(
+            np.full(rows, queue[1], np.int32)
+            if queue is not None
+            else header.field(rec.POS_QUEUEID, 4).astype(np.int32)
+        ),
         "offset": lambda: pa.array(queue_offsets.astype(np.int64)),
         "timestamp": lambda: _timestamps(header.field(56, 8)),
         "timestampType": lambda: pa.array(np.full(rows, TIMESTAMP_TYPE_LOG_APPEND_TIME, np.int32)),

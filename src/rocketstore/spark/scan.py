@@ -148,7 +148,11 @@ def decoded_columns(
     every column): those, and what the scans filter on."""
     if options.columns is None:
         return None
-    needed = set(options.columns) | ALWAYS_DECODED
+    needed = set(options.columns)
+    if options.mode == MODE_COMMITLOG or pushed != NOTHING_PUSHED:
+        # (A queue read's topic and partition are its queue's, filled without decoding;
+        # the pushed filters' checks read the others.)
+        needed |= ALWAYS_DECODED
     if pushed.keys is not None:
         needed.add("key")
     if pushed.uniq_keys is not None:
@@ -273,7 +277,7 @@ def _queue_batches(
     stretch that decoder declines goes through :func:`_queue_rows` instead."""
     for offset, units in _unit_chunks(store, part, FAST_CHUNK_UNITS):
         count = len(units)
-        batches = _decode_units(store, units, offset, include_body, needed) if count else None
+        batches = _decode_units(store, part, units, offset, include_body, needed) if count else None
         count = max(count, 1)  # a cut unit at a file's end: the reference path steps over it
         if batches is None:
             stretch = dataclasses.replace(part, start=offset, end=offset + count)
@@ -281,19 +285,22 @@ def _queue_batches(
             yield from _batches(rows, include_body, (part.topic, part.queue_id))
         else:
             for batch in batches:
-                kept = _apply_pushed(_as_read_from(batch, part), pushed)
+                kept = _apply_pushed(batch, pushed)
                 if kept.num_rows:
                     yield kept
 
 
 def _decode_units(
     store: MessageStore,
+    part: QueuePartition,
     units: Any,
     first_offset: int,
     include_body: bool,
     needed: frozenset[str] | None,
 ) -> list[Any] | None:
-    """Record batches for decoded consume-queue units, or None to decode them one by one.
+    """Record batches for decoded consume-queue units of ``part``'s queue, or None to
+    decode them one by one. Their topic and partition are the queue's: a light queue's
+    (LMQ) units point at records of other topics and queues, and its rows are its own.
     Units are cut into runs that lie in one CommitLog file and hold at most
     MAX_REGION_BYTES of records; each run is copied out of the file once."""
     physical = units["offset"].astype(np.int64)
@@ -319,6 +326,7 @@ def _decode_units(
             queue_offsets[begin:end],
             include_body,
             needed,
+            (part.topic, part.queue_id),
         )
         if batch is None:
             return None
@@ -334,6 +342,7 @@ def _decode_in_place(
     queue_offsets: Any,
     include_body: bool,
     needed: frozenset[str] | None,
+    queue: tuple[str, int],
 ) -> Any | None:
     """The records at CommitLog offsets ``physical`` (ascending, in one file) decoded
     where they lie in the mapping, the file held meanwhile; None when they are not all
@@ -347,29 +356,8 @@ def _decode_in_place(
         if view is None:
             return None
         return decode_records(
-            view, physical - low, physical, sizes, queue_offsets, include_body, needed
+            view, physical - low, physical, sizes, queue_offsets, include_body, needed, queue
         )
-
-
-def _as_read_from(batch: Any, part: QueuePartition) -> Any:
-    """The batch's rows as rows of the queue read: a light queue's (LMQ) units point at
-    records of other topics and queues, whose topic and queue id the decoder filled in."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    topics, partitions = batch.column("topic"), batch.column("partition")
-    same = pc.all(pc.equal(topics, part.topic)).as_py() is not False
-    if same and pc.all(pc.equal(partitions, part.queue_id)).as_py() is not False:
-        return batch
-    rows = batch.num_rows
-    names = batch.schema.names
-    batch = batch.set_column(
-        names.index("topic"),
-        batch.schema.field("topic"),
-        pa.array([part.topic] * rows, pa.string()),
-    )
-    queue_ids = pa.array(np.full(rows, part.queue_id, dtype=np.int32))
-    return batch.set_column(names.index("partition"), batch.schema.field("partition"), queue_ids)
 
 
 def _apply_pushed(batch: Any, pushed: Pushed) -> Any:
