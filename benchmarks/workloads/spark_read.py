@@ -14,7 +14,8 @@ work per row (``spark_ceiling``). What separates it from Parquet is Spark's; wha
 ``rocketstore`` from it is ours.
 
 Two more cases (issue 32): the same reads of a store whose messages go round robin over
-64 queues (each queue's records interleaved with 63 others'), queue mode against Parquet;
+64 queues (each queue's records interleaved with 63 others'), queue mode (the small queues
+packed into a few tasks, the default) against Parquet written one file a queue;
 and an aggregate that needs two columns (``groupBy(topic).agg(sum(hash(value)))``), read
 with every column decoded, with ``option("columns", "topic,value")``, and from Parquet
 (which reads only those two columns).
@@ -203,7 +204,13 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
             wide_dir = os.path.join(directory, "wide")
             _write_wide_store(wide_dir, count)
             wide_parquet = os.path.join(directory, "wide-parquet")
-            spark.read.format("rocketstore").load(wide_dir).write.parquet(wide_parquet)
+            # One Parquet file a queue, as before packing (Spark packs the small files too).
+            (
+                spark.read.format("rocketstore")
+                .option("maxPartitionBytes", "1")
+                .load(wide_dir)
+                .write.parquet(wide_parquet)
+            )
             wide = {
                 QUEUE_MODE: lambda: spark.read.format("rocketstore").load(wide_dir),
                 PARQUET: lambda: spark.read.parquet(wide_parquet),
