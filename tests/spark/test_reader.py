@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -205,9 +206,9 @@ def test_partitions_split_by_max_records_and_min_partitions(store_path):
     assert _ids(rows) == _ids(store_rows(store_path))
 
 
-def _queue_order(rows):
+def _queue_order(rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[int]]:
     """Each queue's offsets in the order its rows came."""
-    order = {}
+    order: dict[tuple[str, int], list[int]] = {}
     for r in rows:
         order.setdefault((r["topic"], r["partition"]), []).append(r["offset"])
     return order

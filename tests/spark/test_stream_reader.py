@@ -24,7 +24,6 @@ from tests.spark.spark_helpers import (
     STEP_MS,
     ident,
     message,
-    partitions_as,
     store_rows,
 )
 

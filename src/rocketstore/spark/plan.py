@@ -266,7 +266,7 @@ def range_bytes(store: MessageStore, parts: Sequence[QueuePartition]) -> list[in
 
 
 def _mean_record_bytes(store: MessageStore, part: QueuePartition) -> float:
-    queue = store.queues.get((part.topic, part.queue_id))
+    queue = store.queue_view(part.topic, part.queue_id)
     raw = None if queue is None else queue.units_from(part.start, SAMPLE_UNITS * 20)
     if not raw:
         return 0.0
