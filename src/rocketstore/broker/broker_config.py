@@ -141,6 +141,9 @@ class BrokerConfig:
     # SYNC_MASTER: how long a send waits for a slave's acknowledgement before it is
     # answered FLUSH_SLAVE_TIMEOUT (RocketMQ 4.9's slaveTimeout, not syncFlushTimeout).
     slave_timeout_ms: int = 3_000
+    # A pull whose last message is far behind the CommitLog end (the store's in-memory
+    # verdict) is told to go to the group's whichBrokerWhenConsumeSlowly; off: always 0.
+    slave_read_enable: bool = False
 
     @property
     def is_slave(self) -> bool:

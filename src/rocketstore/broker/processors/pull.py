@@ -18,6 +18,7 @@ from rocketstore.broker.context import MAX_SUSPEND_MS, BrokerContext
 from rocketstore.broker.perm_name import is_readable
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
 from rocketstore.broker.server import parked
+from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import retry_topic
 from rocketstore.errors import ConfigError, SelectorError
 from rocketstore.format import properties as props
@@ -36,6 +37,7 @@ FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
+MASTER_ID = 0  # MixAll.MASTER_ID
 
 STATUS_CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -239,6 +241,21 @@ async def _read_pulled(
     return await ctx.run(_read, ctx, header, subscription)
 
 
+def suggested_broker_id(
+    ctx: BrokerContext, group_config: SubscriptionGroupConfig, result: GetResult
+) -> int:
+    """Where the consumer should pull next, PullMessageProcessor's last word (4.9.8): with
+    slaveReadEnable, the group's whichBrokerWhenConsumeSlowly when the store's verdict
+    says the pulled messages are past accessMessageInMemoryMaxRatio of RAM behind the
+    CommitLog end, else the group's brokerId; without it, the master (0), on a slave too
+    (its PULL_RETRY_IMMEDIATELY there is overwritten by the status's code)."""
+    if not ctx.config.slave_read_enable:
+        return MASTER_ID
+    if result.suggest_pulling_from_slave:
+        return group_config.which_broker_when_consume_slowly
+    return group_config.broker_id
+
+
 async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
     header = PullHeader.parse(cmd.ext_fields)
     if not is_readable(ctx.config.broker_permission):
@@ -299,7 +316,7 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
         "nextBeginOffset": result.next_begin_offset,
         "minOffset": result.min_offset,
         "maxOffset": result.max_offset,
-        "suggestWhichBrokerId": 0,
+        "suggestWhichBrokerId": suggested_broker_id(ctx, group_config, result),
     }
     if code != ResponseCode.SUCCESS:
         remark = result.status.value
