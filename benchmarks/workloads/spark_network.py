@@ -9,7 +9,10 @@ topics are auto-created): ``df.write`` of COUNT rows of 100 B with a key each to
 (SEND_BATCH_MESSAGE from the executors), then a batch read of that topic with every column
 materialised (the ``noop`` sink; PULL_MESSAGE from the executors). A warm-up write and read
 of a small topic first, so JVM start and the Python workers are not timed. Each repetition
-uses a new topic of 4 queues.
+uses a new topic of 4 queues. Beside them, in the same session: the file mode's read of the
+same topic from ``rocketstore serve``'s store directory (the issue's yardstick: the network
+read should reach half of it), and a key lookup through the brokers (option ``keys``,
+QUERY_MESSAGE on every broker) against the full read's time.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ QUICK_COUNT = 5_000
 JAVA_ENV = "ROCKETSTORE_BENCH_JAVA_NAMESRV"
 OURS = "rocketstore serve"
 JAVA = "Java RocketMQ broker"
+FILE_MODE = "file mode, the broker's store"
+READ_METRIC = "read rate (batch read, PULL_MESSAGE)"
+LOOKUP_METRIC = "key lookup (option keys, QUERY_MESSAGE)"
 
 
 def case_name(count: int) -> str:
@@ -78,9 +84,13 @@ def _write_seconds(spark: Any, namesrv: str, topic: str, count: int) -> float:
     return seconds
 
 
-def _read_seconds(spark: Any, namesrv: str, topic: str, count: int) -> float:
-    df = spark.read.format("rocketstore").option("namesrv", namesrv).option("topics", topic)
-    df = df.load()
+def _read_seconds(
+    spark: Any, namesrv: str, topic: str, count: int, store_dir: str | None = None
+) -> float:
+    """Seconds to read every row of ``topic`` through the brokers (or, with ``store_dir``,
+    from that store's files)."""
+    reader = spark.read.format("rocketstore").option("topics", topic)
+    df = reader.load(store_dir) if store_dir else reader.option("namesrv", namesrv).load()
     start = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - start
@@ -90,22 +100,45 @@ def _read_seconds(spark: Any, namesrv: str, topic: str, count: int) -> float:
     return seconds
 
 
-def _measure(spark: Any, namesrv: str, system: str, sizes: Sizes, count: int) -> list[Row]:
+def _lookup_seconds(spark: Any, namesrv: str, topic: str, key: str) -> float:
+    """Seconds to find the one row with ``key`` through the brokers' indexes."""
+    reader = spark.read.format("rocketstore").option("namesrv", namesrv).option("topics", topic)
+    start = time.perf_counter()
+    got = reader.option("keys", key).load().count()
+    seconds = time.perf_counter() - start
+    if got != 1:
+        raise RuntimeError(f"key {key} found {got} times in {topic}")
+    return seconds
+
+
+def _measure(
+    spark: Any, namesrv: str, system: str, sizes: Sizes, count: int, store_dir: str | None = None
+) -> list[Row]:
     stamp = int(time.time())
     _write_seconds(spark, namesrv, f"BenchNetWarm{stamp}", 500)
     _read_seconds(spark, namesrv, f"BenchNetWarm{stamp}", 500)
-    writes, reads = [], []
+    if store_dir:
+        _read_seconds(spark, namesrv, f"BenchNetWarm{stamp}", 500, store_dir)
+    writes, reads, file_reads, lookups = [], [], [], []
     for repetition in range(sizes.repeat):
         topic = f"BenchNet{stamp}r{repetition}"
         writes.append(count / _write_seconds(spark, namesrv, topic, count))
         reads.append(count / _read_seconds(spark, namesrv, topic, count))
-        log.info("%s run %d: write %.0f msg/s, read %.0f msg/s", system, repetition,
-                 writes[-1], reads[-1])  # fmt: skip
+        if store_dir:
+            file_reads.append(count / _read_seconds(spark, namesrv, topic, count, store_dir))
+        key = f"key-{count // 2:010d}"
+        lookups.append(_lookup_seconds(spark, namesrv, topic, key))
+        log.info("%s run %d: write %.0f msg/s, read %.0f msg/s, lookup %.2f s", system,
+                 repetition, writes[-1], reads[-1], lookups[-1])  # fmt: skip
     case = case_name(count)
-    return [
+    rows = [
         row(NAME, case, system, "write rate (df.write, SEND_BATCH_MESSAGE)", "msg/s", writes),
-        row(NAME, case, system, "read rate (batch read, PULL_MESSAGE)", "msg/s", reads),
+        row(NAME, case, system, READ_METRIC, "msg/s", reads),
+        row(NAME, case, system, LOOKUP_METRIC, "s", lookups, higher_is_better=False),
     ]
+    if file_reads:
+        rows.append(row(NAME, case, FILE_MODE, READ_METRIC, "msg/s", file_reads))
+    return rows
 
 
 def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
@@ -123,7 +156,7 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
         with scratch.directory("spark_network") as directory:
             options = BrokerOptions(directory, listen="127.0.0.1:0")
             with BackgroundServer(options) as server:
-                rows += _measure(spark, server.namesrv_address, OURS, sizes, count)
+                rows += _measure(spark, server.namesrv_address, OURS, sizes, count, directory)
         java = os.environ.get(JAVA_ENV)
         if java:
             rows += _measure(spark, java, JAVA, sizes, count)
