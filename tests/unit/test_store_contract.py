@@ -11,7 +11,7 @@ from pathlib import Path
 import rocketstore
 
 # The parts MessageStore wires that upper layers used to reach into.
-PARTS = frozenset({"commitlog", "queues", "dispatcher", "flusher"})
+PARTS = frozenset({"commitlog", "queues", "dispatcher", "flusher", "index", "reader"})
 UPPER = ("broker", "cli", "spark", "check", "rebuild")
 
 

@@ -118,3 +118,14 @@ def test_readable_record_after(tmp_path: Path) -> None:
             second.commit_log_offset
         )
         assert store.readable_record_after(second.commit_log_offset + 1) is None
+
+
+def test_index_files_and_last_update(tmp_path: Path) -> None:
+    with _store(tmp_path) as store:
+        assert store.index_files() == () and store.index_last_update() == (0, 0)
+        put = store.put(Message("T", b"one", properties={"KEYS": "k"}))
+        store.wait_dispatched()
+        (only,) = store.index_files()
+        assert only.entry_count == 1  # the key (no UNIQ_KEY given)
+        assert store.index_last_update() == (put.store_timestamp, put.commit_log_offset)
+        assert store.damaged_records_skipped == 0

@@ -176,8 +176,8 @@ class Rebuild:
                     outcome.queue_units += store.max_offset(topic, queue_id) - store.min_offset(
                         topic, queue_id
                     )
-            outcome.index_files = len(store.index.files)
-            outcome.index_entries = sum(f.entry_count for f in store.index.files)
+            outcome.index_files = len(store.index_files())
+            outcome.index_entries = sum(f.entry_count for f in store.index_files())
         outcome.seconds = time.monotonic() - started
         return outcome
 

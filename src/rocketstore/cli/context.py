@@ -26,7 +26,7 @@ from rocketstore.files.regular_file import open_regular_file as files_open_regul
 from rocketstore.files.store_dir import missing_commitlog, with_dledger
 from rocketstore.format.dledger_entry import END_OF_DATA
 from rocketstore.index import file_geometry, index_files, settled_geometries
-from rocketstore.paths import ABORT_FILE, MULTI_PATH_SPLITTER, CommitLogDirs
+from rocketstore.paths import ABORT_FILE, MULTI_PATH_SPLITTER, CommitLogDirs, index_dir
 from rocketstore.settings_file import (
     COMMITLOG_PATH_KEYS,
     parse_java_properties,
@@ -348,8 +348,8 @@ def unread_index_files(store: MessageStore) -> list[str]:
     """Why each whole index file the reader passed over cannot be read (its size fits no
     geometry its entries agree with: damage, or another broker's settings). Files cut
     short at creation hold nothing and are not listed."""
-    loaded = {f.path for f in store.index.files}
-    paths, _cut_short = index_files(store.index.directory)
+    loaded = {f.path for f in store.index_files()}
+    paths, _cut_short = index_files(index_dir(store.root))
     configured = (store.config.max_hash_slot_num, store.config.max_index_num)
     siblings = settled_geometries(paths, configured)
     reasons = []

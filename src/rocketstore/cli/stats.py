@@ -111,7 +111,7 @@ def collect(store: MessageStore) -> dict[str, Any]:
     commit_max = store.max_commit_log_offset()
     dispatched = max((q.max_physic_offset for q in store.queue_views().values()), default=-1)
     dispatched = max(dispatched, dispatched_through_deletions(root))
-    index_files = store.index.files
+    index_files = store.index_files()
     disk = os.statvfs(root)
     total = disk.f_blocks * disk.f_frsize
     free = disk.f_bavail * disk.f_frsize

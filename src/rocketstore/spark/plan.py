@@ -401,6 +401,6 @@ def split_by_records(
 
 def index_usable(store: MessageStore) -> bool:
     """Key lookups go through the index only when it exists and is enabled."""
-    return bool(store.config.message_index_enable and store.index.files) and os.path.isdir(
+    return bool(store.config.message_index_enable and store.index_files()) and os.path.isdir(
         os.path.join(store.root, "index")
     )

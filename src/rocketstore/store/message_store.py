@@ -34,7 +34,7 @@ from rocketstore.format.message_id import decode_offset_msg_id
 from rocketstore.format.record import RecordView
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
-from rocketstore.index import IndexService
+from rocketstore.index import IndexFile, IndexService
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX, int_argument
 from rocketstore.paths import (
     ABORT_FILE,
@@ -779,6 +779,22 @@ class MessageStore:
     def queue_view(self, topic: str, queue_id: int) -> QueueView | None:
         """The consume queue ``topic``-``queue_id`` read-only, or None if there is none."""
         return self.queues.get((topic, queue_id))
+
+    def index_files(self) -> tuple[IndexFile, ...]:
+        """The index files the store has loaded, oldest first, to read (their headers,
+        entries and paths); the store alone writes them."""
+        return tuple(self.index.files)
+
+    def index_last_update(self) -> tuple[int, int]:
+        """(end timestamp, end CommitLog offset) of the newest index file, (0, 0) without
+        one: a QUERY_MESSAGE answer's indexLastUpdateTimestamp / indexLastUpdatePhyoffset."""
+        return self.index.last_update()
+
+    @property
+    def damaged_records_skipped(self) -> int:
+        """Units pulls skipped because their CommitLog record was unreadable (brokerStatus's
+        pullSkippedDamagedMsgs)."""
+        return self.reader.damaged_records_skipped
 
     def queue_views(self) -> dict[tuple[str, int], QueueView]:
         """Every consume queue, read-only, by (topic, queue id)."""

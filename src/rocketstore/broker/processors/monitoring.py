@@ -261,7 +261,7 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
         ),
         "dispatchBehindBytes": str(store.dispatch_lag_bytes()),
         # Not RocketMQ's: damaged CommitLog records pulls stepped over (read_path).
-        "pullSkippedDamagedMsgs": str(store.reader.damaged_records_skipped),
+        "pullSkippedDamagedMsgs": str(store.damaged_records_skipped),
         "earliestMessageTimeStamp": str(max(earliest, 0)),
         "sendThreadPoolQueueSize": "0",
         "pullThreadPoolQueueSize": "0",

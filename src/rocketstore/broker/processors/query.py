@@ -44,10 +44,7 @@ async def query_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) ->
         else:
             limit = min(max_num, ctx.store.config.max_msgs_num_batch)
             found = ctx.store.query_messages(topic, key, limit, begin, end)
-        index = ctx.store.index
-        last = index.files[-1] if index.files else None
-        last_update = last.end_timestamp if last is not None else 0
-        last_offset = last.end_phy_offset if last is not None else 0
+        last_update, last_offset = ctx.store.index_last_update()
         return _records(ctx, found), last_update, last_offset
 
     body, last_update, last_offset = await ctx.run(find)
