@@ -13,11 +13,12 @@ import os
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 TOPIC = "BenchTopic"
 QUEUES = 4
@@ -312,3 +313,29 @@ def directory_bytes(directory: str) -> int:
             with contextlib.suppress(OSError):
                 total += os.stat(os.path.join(parent, name)).st_blocks * 512
     return total
+
+
+def local_spark(app_name: str, driver_memory: str, **conf: str) -> Any:
+    """A Spark ``local[2]`` session on loopback whose Python workers run this interpreter,
+    with the rocketstore source registered; ``conf`` adds settings (dotted names)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from rocketstore.spark import register
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

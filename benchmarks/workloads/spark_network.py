@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from typing import Any
 
-from benchmarks.common import Row, Scratch, Sizes, row, skipped
+from benchmarks.common import Row, Scratch, Sizes, local_spark, row, skipped
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +43,7 @@ def case_name(count: int) -> str:
 
 
 def _session() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    from rocketstore.spark import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("rocketstore-benchmark-network")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "2g")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
+    return local_spark("rocketstore-benchmark-network", "2g")
 
 
 def _rows(spark: Any, count: int) -> Any:

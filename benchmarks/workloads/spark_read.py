@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from typing import Any
 
-from benchmarks.common import TOPIC, DataSet, Row, Scratch, Sizes, row, skipped
+from benchmarks.common import TOPIC, DataSet, Row, Scratch, Sizes, local_spark, row, skipped
 from benchmarks.systems.rocketstore_system import RocketstoreAdapter
 from benchmarks.workloads.support import load
 
@@ -65,25 +64,7 @@ def aggregate_case_name(count: int) -> str:
 
 
 def _session() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    from rocketstore.spark import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("rocketstore-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "4g")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = local_spark("rocketstore-benchmark", "4g", **{"spark.sql.session.timeZone": "UTC"})
     from pyspark import cloudpickle
 
     from benchmarks.workloads import spark_ceiling
