@@ -180,3 +180,17 @@ def heartbeat(
         }
     ).encode()
     assert call(ctx, RequestCode.HEART_BEAT, body=body, conn=FakeConnection()).code == 0
+
+
+async def until(check: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+    """Poll ``check`` on the running loop until it holds; AssertionError naming ``what``
+    after ``timeout_s``."""
+
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(poll(), timeout_s)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from rocketstore.format import ha
 from rocketstore.format.message import Message
 from rocketstore.paths import COMMITLOG_DIR
 from rocketstore.status import PutStatus
+from tests.unit.broker.broker_helpers import until
 
 FILE_SIZE = 32 * 1024
 TOPIC = "HaTopic"
@@ -56,17 +57,6 @@ def _message(i: int) -> Message:
         properties={"KEYS": f"k{i}"},
         born_host="127.0.0.1:5000",
     )
-
-
-async def _until(check: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
-    async def poll() -> None:
-        while not check():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), timeout_s)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -123,7 +113,7 @@ def test_sync_master_answers_after_the_slave_has_the_bytes(tmp_path: Path) -> No
             # Concurrent sends share acknowledgements.
             many = await asyncio.gather(*(master.ctx.put(_message(i), 10) for i in range(300, 350)))
             assert {r.status for r in many} == {PutStatus.PUT_OK}
-            await _until(
+            await until(
                 lambda: slave_store.max_commit_log_offset() == master_store.max_commit_log_offset(),
                 "the slave's end",
             )
@@ -165,7 +155,7 @@ def test_sync_master_without_a_slave_or_an_answer(tmp_path: Path) -> None:
             writer.write(ha.encode_report(alone.commit_log_offset + alone.size))
             await writer.drain()
             replication = master.replication_master
-            await _until(lambda: bool(replication.connections), "the connection")
+            await until(lambda: bool(replication.connections), "the connection")
             late = await master.ctx.put(_message(1), 10)
             assert late.status is PutStatus.FLUSH_SLAVE_TIMEOUT
             writer.close()
@@ -185,9 +175,7 @@ def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
             assert slave.ctx is not None
             slave_store = slave.ctx.store
             first_end = master.ctx.store.max_commit_log_offset()
-            await _until(
-                lambda: slave_store.max_commit_log_offset() == first_end, "the slave's end"
-            )
+            await until(lambda: slave_store.max_commit_log_offset() == first_end, "the slave's end")
             await slave.stop()
             for i in range(100, 250):
                 assert (await master.ctx.put(_message(i), 10)).ok
@@ -198,7 +186,7 @@ def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
             assert again.replication_slave.reported_offset == first_end  # not from the start
             end = master.ctx.store.max_commit_log_offset()
             again_store = again.ctx.store
-            await _until(lambda: again_store.max_commit_log_offset() == end, "catch-up")
+            await until(lambda: again_store.max_commit_log_offset() == end, "catch-up")
             await again.stop()
         finally:
             await master.stop()
@@ -261,7 +249,7 @@ def test_slave_closes_on_a_transfer_that_does_not_follow(tmp_path: Path) -> None
         await slave.start()
         try:
             # (at least: a loaded machine may let a third one in between two looks)
-            await _until(lambda: len(reports) >= 2, "two connections")
+            await until(lambda: len(reports) >= 2, "two connections")
             assert slave.ctx is not None
             assert slave.ctx.store.max_commit_log_offset() == 0
         finally:

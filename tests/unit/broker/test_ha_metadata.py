@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,7 @@ from rocketstore.broker.subscription_groups import (
 from rocketstore.broker.topic_config import DataVersion, TopicConfig
 from rocketstore.config import StoreConfig
 from rocketstore.format.message import Message
-from tests.unit.broker.broker_helpers import FakeConnection, call
+from tests.unit.broker.broker_helpers import FakeConnection, call, until
 
 # --- the master's answers -----------------------------------------------------------------
 
@@ -135,17 +134,6 @@ def _options(root: Path, namesrv: str, sync_ms: int, **broker: object) -> Broker
     )
 
 
-async def _until(check: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
-    async def poll() -> None:
-        while not check():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), timeout_s)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
 def _file(root: Path, name: str) -> dict[str, object]:
     loaded = json.loads(Path(config_file_path(root, name)).read_text())
     assert isinstance(loaded, dict)
@@ -175,7 +163,7 @@ def test_slave_copies_the_masters_metadata(tmp_path: Path) -> None:
             assert s is not None and sync is not None
             s.offsets.commit("OnlySlave", "Orders", 0, 1)
             # The registration answer names the master; that first round runs at once.
-            await _until(lambda: sync.rounds >= 1, "the first round")
+            await until(lambda: sync.rounds >= 1, "the first round")
             assert sync.master_address == master.address and sync.failures == 0
             orders = s.topics.get("Orders")
             assert orders is not None and orders.read_queue_nums == 3
@@ -232,9 +220,9 @@ def test_slave_syncs_every_interval_and_reports_figures(tmp_path: Path) -> None:
             assert m is not None and s is not None and slave.replication_slave is not None
             await asyncio.wait_for(slave.replication_slave.connected.wait(), 10)
             m.topics.update(TopicConfig("Later", 2, 2, 6))
-            await _until(lambda: s.topics.get("Later") is not None, "the topic on the slave")
+            await until(lambda: s.topics.get("Later") is not None, "the topic on the slave")
             m.offsets.commit("G", "Later", 1, 5)
-            await _until(lambda: s.offsets.query("G", "Later", 1) == 5, "the offset")
+            await until(lambda: s.offsets.query("G", "Later", 1) == 5, "the offset")
 
             message = Message(topic="Later", queue_id=0, body=b"x" * 100)
             put = await m.put(message, 100)
@@ -244,7 +232,7 @@ def test_slave_syncs_every_interval_and_reports_figures(tmp_path: Path) -> None:
             assert master_table["haConnections"] == "1"
             assert master_table["haPush2SlaveMaxOffset"] == str(end)  # SYNC_MASTER: acked
             assert master_table["haSlaveFallBehindBytes"] == "0"
-            await _until(
+            await until(
                 lambda: runtime_info(s)["haReportedOffset"] == str(end), "the slave's report"
             )
             slave_table = runtime_info(s)
