@@ -25,8 +25,9 @@ class _Share(InputPartition):
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, store: str, rows: int, partitions: int) -> None:
+    def __init__(self, store: str, rows: int, partitions: int, columns: str | None) -> None:
         self.store, self.rows, self.partitions_wanted = store, rows, partitions
+        self.columns = columns
 
     def partitions(self) -> Sequence[InputPartition]:
         share = -(-self.rows // self.partitions_wanted)
@@ -37,7 +38,10 @@ class _Reader(DataSourceReader):
         from rocketstore.spark.options import parse_options
         from rocketstore.spark.source import RocketStoreReader
 
-        reader = RocketStoreReader(parse_options({"path": self.store}))
+        options = {"path": self.store}
+        if self.columns:
+            options["columns"] = self.columns
+        reader = RocketStoreReader(parse_options(options))
         sample = []
         for batch in reader.read(reader.partitions()[0]):
             sample.append(batch)
@@ -55,7 +59,8 @@ class _Reader(DataSourceReader):
 
 class CeilingSource(DataSource):
     """``spark.read.format("rocketstore-ceiling").option("store", DIR)
-    .option("rows", N).option("partitions", P).load()``"""
+    .option("rows", N).option("partitions", P).load()``; ``option("columns", "a,b")``
+    yields only those columns, as ``rocketstore``'s option of that name does."""
 
     @classmethod
     def name(cls) -> str:
@@ -64,9 +69,15 @@ class CeilingSource(DataSource):
     def schema(self) -> Any:
         from rocketstore.spark import columns
 
+        chosen = self.options.get("columns")
+        if chosen:
+            return columns.spark_schema(tuple(chosen.split(",")))
         return columns.spark_schema()
 
     def reader(self, schema: Any) -> DataSourceReader:
         return _Reader(
-            self.options["store"], int(self.options["rows"]), int(self.options["partitions"])
+            self.options["store"],
+            int(self.options["rows"]),
+            int(self.options["partitions"]),
+            self.options.get("columns"),
         )

@@ -17,8 +17,9 @@ Two more cases (issue 32): the same reads of a store whose messages go round rob
 64 queues (each queue's records interleaved with 63 others'), queue mode (the small queues
 packed into a few tasks, the default) against Parquet written one file a queue;
 and an aggregate that needs two columns (``groupBy(topic).agg(sum(hash(value)))``), read
-with every column decoded, with ``option("columns", "topic,value")``, and from Parquet
-(which reads only those two columns).
+with every column decoded, with ``option("columns", "topic,value")``, from Parquet
+(which reads only those two columns), and from the ceiling source yielding pre-decoded
+batches of those two columns (what Spark's Python source path allows for them).
 
 The target (issue 6): the queue-mode read rate is at least half of Parquet's.
 """
@@ -48,7 +49,8 @@ SYSTEMS = (QUEUE_MODE, COMMITLOG_MODE, PARQUET, CEILING)
 WIDE_QUEUES = 64
 ALL_COLUMNS = "rocketstore (every column decoded)"
 SELECTED = "rocketstore (columns=topic,value)"
-AGGREGATE_SYSTEMS = (ALL_COLUMNS, SELECTED, PARQUET)
+SELECTED_CEILING = "python source ceiling (columns=topic,value, pre-decoded)"
+AGGREGATE_SYSTEMS = (ALL_COLUMNS, SELECTED, PARQUET, SELECTED_CEILING)
 
 
 def case_name(count: int) -> str:
@@ -175,6 +177,14 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                     .load(store_dir)
                 ),
                 PARQUET: reads[PARQUET],
+                SELECTED_CEILING: lambda: (
+                    spark.read.format("rocketstore-ceiling")
+                    .option("store", store_dir)
+                    .option("rows", count)
+                    .option("partitions", partitions)
+                    .option("columns", "topic,value")
+                    .load()
+                ),
             }
             timings.append(
                 (
