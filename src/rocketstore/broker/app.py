@@ -271,8 +271,10 @@ class BrokerApp:
     def _master_learned(self, ha_address: str, master_address: str) -> None:
         """A slave's registration answer: the master's HA address (unless haMasterAddress
         is set) and its remoting address, which the metadata sync asks."""
-        if self.replication_slave is not None and not self.options.broker.ha_master_address:
-            self.replication_slave.update_master_address(ha_address)
+        slave = self.replication_slave
+        if slave is not None:
+            learned = "" if self.options.broker.ha_master_address else ha_address
+            slave.update_master_address(learned, master_address)
         if self.metadata_sync is not None:
             self.metadata_sync.update_master_address(master_address)
 

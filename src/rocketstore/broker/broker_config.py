@@ -129,6 +129,10 @@ class BrokerConfig:
     # A slave's master (host:haListenPort); "" learns it from the name servers'
     # registration answer (the master's haServerAddr).
     ha_master_address: str = ""
+    # A slave whose master ends below the slave's first CommitLog offset (an empty or new
+    # master disk) may cut its whole CommitLog to follow it (rocketstore's; the cut bytes
+    # are kept under the store). Off: it refuses, logs, and keeps serving reads.
+    ha_allow_full_truncate: bool = False
     # A slave reports its offset, and a master sends a heartbeat, this often when idle.
     ha_send_heartbeat_interval_ms: int = 5_000
     # A connection silent this long is closed (and a slave connects again).

@@ -6,6 +6,10 @@ acknowledge) and streams the CommitLog to it from there in transfers of at most
 haTransferBatchSize bytes, one file at a time, with a heartbeat (an empty transfer) when
 idle. A slave that reports 0 (an empty store) gets the master's first file that still
 exists (RocketMQ starts it at the newest file; the issue asks for all that is kept).
+A slave that reports more than this master has (it followed an old master further) gets
+heartbeats at this master's end, which a rocketstore slave takes as the point to cut back
+to and a 4.9.8 Java slave refuses (it logs the offsets and connects again) instead of
+appending this master's later bytes after its own; logged once per connection.
 
 SYNC_MASTER sends wait in :meth:`ReplicationMaster.settle` until some slave has
 acknowledged their end offset (RocketMQ's GroupTransferService: every waiting send is
@@ -174,6 +178,7 @@ class SlaveConnection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.request_offset: int | None = None  # the slave's first report
         self.ack_offset = -1
+        self.reported_beyond = False  # logged once: the slave reported more than we have
         self._requested = asyncio.Event()
         self.last_read = time.monotonic()
         self.done = asyncio.Event()
@@ -224,20 +229,34 @@ class SlaveConnection:
             if offset is None:
                 continue
             self.ack_offset = offset
+            end = self.master.store.max_commit_log_offset()
+            if offset > end:
+                # Data this master never had: it is no acknowledgement of anything here.
+                self._beyond(offset, end)
+                if self.request_offset is None:
+                    self.request_offset = offset
+                    self._requested.set()
+                continue
             if self.request_offset is None:
                 self.request_offset = offset
                 self._requested.set()
                 log.info("replication: slave %s asks for data from %d", self.peer, offset)
-            elif offset > self.master.store.max_commit_log_offset():
-                # HAConnection closes such a slave: it has data this master never had.
-                log.warning(
-                    "replication: slave %s reports %d, past this master's end %d; closing",
-                    self.peer,
-                    offset,
-                    self.master.store.max_commit_log_offset(),
-                )
-                return
             self.master.acknowledged(offset)
+
+    def _beyond(self, offset: int, end: int) -> None:
+        if self.reported_beyond:
+            return
+        self.reported_beyond = True
+        log.warning(
+            "replication: slave %s reports CommitLog offset %d, %d bytes past this master's "
+            "end %d: it holds data this master never had; sending it heartbeats at %d (a "
+            "rocketstore slave cuts back to there, a 4.9.8 slave connects again)",
+            self.peer,
+            offset,
+            offset - end,
+            end,
+            end,
+        )
 
     def _start_offset(self) -> int:
         assert self.request_offset is not None
@@ -252,7 +271,24 @@ class SlaveConnection:
         next_offset = self._start_offset()
         log.info("replication: sending slave %s the CommitLog from %d", self.peer, next_offset)
         last_write = time.monotonic()
+        told_end = False
         while True:
+            end = master.store.max_commit_log_offset()
+            if next_offset > end:
+                # The slave has more than this master: tell it where this master ends.
+                heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
+                if told_end and time.monotonic() - last_write < heartbeat_s:
+                    await master.wait_data(min(IDLE_POLL_S, heartbeat_s))
+                    continue
+                self.writer.write(ha.encode_transfer_header(end, 0))
+                told_end = True
+                last_write = time.monotonic()
+                try:
+                    await self.writer.drain()
+                except OSError as e:
+                    log.info("replication: writing to slave %s failed: %s", self.peer, e)
+                    return
+                continue
             try:
                 data = master.store.commitlog_data(next_offset, config.ha_transfer_batch_size)
             except StoreError as e:

@@ -11,22 +11,38 @@ A transfer whose offset is not the slave's end closes the connection and it conn
 (a slave with an empty store takes whatever file boundary the master starts at); so do a
 corrupt frame (logged, nothing appended), a master silent for haHousekeepingInterval and
 any I/O error, after a pause.
+
+A slave whose CommitLog has more than its master's (it followed an old master further than
+the new one got) is cut back to the master's end before it follows (RocketMQ 5's
+AutoSwitchHAClient truncates; 4.9.8's HAClient would wait until the master passes its
+offset and then append the master's later bytes, silently divergent). The master's end
+comes from its GET_BROKER_RUNTIME_INFO (commitLogMaxOffset, on the remoting address the
+name servers give) before each connection, or from a rocketstore master's heartbeat at its
+own end, which it sends a slave reporting more. The cut
+(:meth:`MessageStore.truncate_commitlog`) keeps the cut bytes in ``truncated-<time>/``
+under the store and is logged; it is refused, loudly, when the master ends below this
+slave's first CommitLog offset (an empty or new master disk would erase the whole copy)
+unless haAllowFullTruncate, or when no record starts at the master's end here (the copies
+differ earlier): the slave then follows nobody and keeps serving reads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import time
 
 from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.client import RemotingClient, RemotingClientError, request
+from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.timeouts import BackgroundLoop
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError, StoreError
 from rocketstore.format import ha
-from rocketstore.store import MessageStore
+from rocketstore.store import MessageStore, TruncateStatus
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +50,16 @@ log = logging.getLogger(__name__)
 RECONNECT_PAUSE_S = 1.0
 CONNECT_TIMEOUT_S = 3.0
 READ_BYTES = 1024 * 1024
+# How long the master's GET_BROKER_RUNTIME_INFO answer is waited for.
+RUNTIME_INFO_TIMEOUT_S = 3.0
+
+
+class MasterBehindError(Exception):
+    """A master's heartbeat at an offset below this slave's end: where the master ends."""
+
+    def __init__(self, master_end: int, slave_end: int):
+        super().__init__(f"master ends at {master_end}, this slave's CommitLog at {slave_end}")
+        self.master_end = master_end
 
 
 class ReplicationSlave(BackgroundLoop):
@@ -48,19 +74,39 @@ class ReplicationSlave(BackgroundLoop):
         self.config = config
         self.master_address = config.ha_master_address or ""
         self.reconnect_pause_s = reconnect_pause_s
+        # The master's remoting address (the name servers' masterAddr), asked for its
+        # CommitLog end before each connection; "" when unknown.
+        self.master_remoting_address = ""
         self.connected = asyncio.Event()
         self.reported_offset = 0
         self.transfers = 0
+        self.truncations = 0  # cuts back to a master's end
+        # Why this slave follows no master now ("" when it does): a refused cut.
+        self.refusal = ""
+        self._logged: set[tuple[str, ...]] = set()
         self._writer: asyncio.StreamWriter | None = None
 
-    def update_master_address(self, address: str) -> None:
+    def update_master_address(self, address: str, remoting_address: str = "") -> None:
         """A new master (from the name servers' registration answer): the connection to
-        the old one, if any, is dropped and the next one goes to this address."""
+        the old one, if any, is dropped and the next one goes to this address.
+        ``remoting_address`` (the answer's masterAddr) is where its CommitLog end is
+        asked."""
+        if remoting_address:
+            self.master_remoting_address = remoting_address
         if address and address != self.master_address:
             log.info("replication: master address %r -> %r", self.master_address, address)
             self.master_address = address
             if self._writer is not None:
                 self._writer.close()
+
+    def _log_once(self, level: int, key: tuple[str, ...], message: str, *args: object) -> None:
+        """Log ``message`` at ``level`` the first time for ``key``, at DEBUG after (a slave
+        retries every reconnect pause)."""
+        if key in self._logged:
+            log.debug(message, *args)
+        else:
+            self._logged.add(key)
+            log.log(level, message, *args)
 
     def runtime_info(self) -> dict[str, str]:
         """A slave's figures for brokerStatus (rocketstore's names: RocketMQ 4.9.8 reports
@@ -69,6 +115,8 @@ class ReplicationSlave(BackgroundLoop):
             "haMasterAddress": self.master_address,
             "haConnectedToMaster": "true" if self.connected.is_set() else "false",
             "haReportedOffset": str(self.reported_offset),
+            "haTruncations": str(self.truncations),
+            "haRefusal": self.refusal,
         }
 
     async def _run(self) -> None:
@@ -76,7 +124,10 @@ class ReplicationSlave(BackgroundLoop):
             address = self.master_address
             if address:
                 try:
-                    await self._follow(address)
+                    if await self._agree_with_master(address, await self._master_end()):
+                        await self._follow(address)
+                except MasterBehindError as e:
+                    await self._agree_with_master(address, e.master_end)
                 except (OSError, TimeoutError) as e:
                     log.info("replication: master %s: %s", address, e)
                 except (CorruptDataError, ConfigError, StoreError) as e:
@@ -86,6 +137,106 @@ class ReplicationSlave(BackgroundLoop):
                     self._writer = None
             pause = self.reconnect_pause_s
             await asyncio.sleep(RECONNECT_PAUSE_S if pause is None else pause)
+
+    async def _master_end(self) -> int | None:
+        """The master's CommitLog max offset from its GET_BROKER_RUNTIME_INFO, or None when
+        its remoting address is unknown or it does not answer (logged once)."""
+        address = self.master_remoting_address
+        if not address:
+            return None
+        client = RemotingClient(address)
+        try:
+            answer = await client.invoke(
+                request(RequestCode.GET_BROKER_RUNTIME_INFO), RUNTIME_INFO_TIMEOUT_S
+            )
+            if answer.code != ResponseCode.SUCCESS:
+                raise ValueError(f"answered {answer.code}: {answer.remark}")
+            table = json.loads(answer.body.decode("utf-8"))["table"]
+            end = int(table["commitLogMaxOffset"])
+        except (OSError, TimeoutError, RemotingClientError, ValueError, KeyError, TypeError) as e:
+            self._log_once(
+                logging.WARNING,
+                ("no end", address),
+                "replication: master %s's CommitLog end not learned (%s); only a rocketstore "
+                "master's heartbeat tells this slave it has more than the master",
+                address,
+                e,
+            )
+            return None
+        finally:
+            await client.close()
+        return end
+
+    async def _agree_with_master(self, address: str, master_end: int | None) -> bool:
+        """Cut this slave's CommitLog back to ``master_end`` when it holds more; False when
+        the cut is refused (logged loudly; the slave then follows nobody)."""
+        store = self.store
+        end = store.max_commit_log_offset()
+        if master_end is None or end <= master_end:
+            self.refusal = ""
+            return True
+        low = max(store.min_commit_log_offset(), 0)
+        note = (
+            f"master {address} (HA) ends at {master_end}; this slave's CommitLog held "
+            f"[{low}, {end})"
+        )
+        report = await asyncio.to_thread(
+            store.truncate_commitlog,
+            master_end,
+            allow_empty=self.config.ha_allow_full_truncate,
+            note=note,
+        )
+        key = (address, str(master_end), str(end), report.status.value)
+        if report.status is TruncateStatus.TRUNCATED:
+            self.truncations += 1
+            self.refusal = ""
+            log.warning(
+                "replication: this slave had %d bytes more than its master %s (CommitLog "
+                "[%d, %d), the master's ends at %d): cut back to %d, %d files deleted, file "
+                "%s cut, %d queue units and %d index entries dropped; the cut bytes are kept "
+                "in %s",
+                report.bytes_cut,
+                address,
+                low,
+                end,
+                master_end,
+                report.offset,
+                len(report.files_deleted),
+                report.file_cut or "-",
+                report.queue_units_dropped,
+                report.index_entries_dropped,
+                report.kept_dir,
+            )
+            return True
+        if report.status is TruncateStatus.NOTHING_TO_CUT:
+            return True
+        if report.status is TruncateStatus.BELOW_MIN_OFFSET:
+            self.refusal = (
+                f"master {address} ends at {master_end}, at or below this slave's first "
+                f"CommitLog offset {low}: following it would erase this slave's whole copy "
+                f"[{low}, {end})"
+            )
+            self._log_once(
+                logging.ERROR,
+                key,
+                "replication: REFUSED: %s (an empty or new master disk?). This slave keeps "
+                "its data and serves reads but follows no master; set haAllowFullTruncate="
+                "true to let it cut everything (kept aside in truncated-*/ under the store)",
+                self.refusal,
+            )
+            return False
+        self.refusal = (
+            f"master {address} ends at {master_end}, where no record starts in this "
+            f"slave's CommitLog [{low}, {end}): the two copies differ before it"
+        )
+        self._log_once(
+            logging.ERROR,
+            key,
+            "replication: REFUSED: %s. This slave keeps its data and serves reads but "
+            "follows no master; compare the stores (rocketstore compare) and decide",
+            self.refusal,
+        )
+        return False
 
     async def _follow(self, address: str) -> None:
         host, port = parse_host(address, what="master HA address")
@@ -154,6 +305,9 @@ class ReplicationSlave(BackgroundLoop):
                 except IncompleteDataError:
                     break
                 end = self.store.max_commit_log_offset()
+                if transfer.is_heartbeat and transfer.offset < end:
+                    # A rocketstore master tells a slave reporting more where it ends.
+                    raise MasterBehindError(transfer.offset, end)
                 if end not in (0, transfer.offset):  # an empty store takes any file start
                     raise CorruptDataError(
                         f"master sent offset {transfer.offset}, this slave's CommitLog ends "

@@ -29,7 +29,12 @@ def write_atomic(
     if keep_backup and os.path.exists(path):
         shutil.copyfile(path, path + ".bak")
     os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def fsync_directory(path: str) -> None:
+    """Make the entries of directory ``path`` (files created, renamed) durable."""
+    dir_fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

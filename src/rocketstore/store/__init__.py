@@ -9,6 +9,15 @@ from rocketstore.services.dispatcher import DispatchRun
 from rocketstore.store.message_store import MessageStore
 from rocketstore.store.queue_table import UndispatchedRecord
 from rocketstore.store.sinks import DispatchListener
+from rocketstore.store.truncation import TruncateReport, TruncateStatus
 from rocketstore.store.views import QueueView
 
-__all__ = ["DispatchListener", "DispatchRun", "MessageStore", "QueueView", "UndispatchedRecord"]
+__all__ = [
+    "DispatchListener",
+    "DispatchRun",
+    "MessageStore",
+    "QueueView",
+    "TruncateReport",
+    "TruncateStatus",
+    "UndispatchedRecord",
+]

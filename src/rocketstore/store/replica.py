@@ -84,6 +84,13 @@ class ReplicaLog:
             commitlog.on_append(new_end)
         return new_end
 
+    def is_record_start(self, offset: int) -> bool:
+        """A whole valid record starts at ``offset``, or the record a transfer left
+        unfinished does (RocketMQ 5's isOffsetAligned, for a cut back to ``offset``)."""
+        if offset == self.record_start:
+            return True
+        return self.commitlog.read_record(offset, check_crc=True) is not None
+
     def _check(
         self, record_start: int, at: int, piece: memoryview, file_end: int
     ) -> tuple[int, int]:
