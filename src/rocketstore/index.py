@@ -45,6 +45,11 @@ SPARE_MARGIN = 0.1
 # How far past the entries written the pages are faulted in ahead of the dispatcher (and, in
 # a spare, from the first entry).
 ENTRIES_AHEAD_BYTES = 8 * 1024 * 1024
+# A new index file gets the blocks of its header and slot table (slots are written anywhere)
+# and of its first entries; the entries, written in order, get theirs this far ahead of the
+# writer (IndexFile.reserve_blocks). A whole default file is 420 MB: reserving it all at its
+# creation, and the spare's too, held about 840 MB of a disk per store for a few entries.
+ENTRIES_RESERVE_BYTES = ENTRIES_AHEAD_BYTES
 PREFAULT_STEP_BYTES = 4 * 1024 * 1024  # per call: short enough to notice a stop or a roll
 
 _INT_MAX = 0x7FFFFFFF
@@ -284,7 +289,9 @@ class IndexFile:
         if mapping is not None:
             self._file = mapping
         else:
-            self._file = _IndexMapping(path, size, writable=writable, create=create)
+            self._file = _IndexMapping(
+                path, size, writable=writable, create=create, hash_slot_num=hash_slot_num
+            )
         if create:
             header = layout.IndexHeader(0, 0, 0, 0, 0, 0)
             self.header = header
@@ -331,9 +338,21 @@ class IndexFile:
     def end_phy_offset(self) -> int:
         return self.header.end_phy_offset
 
-    def reserve_blocks(self) -> None:
-        """Allocate every block of the file (StoreError on a full disk); its bytes stay."""
-        self._file.reserve_to(self._file.file_size)
+    def reserve_blocks(self, entries: int = 0) -> None:
+        """Allocate the blocks of the header, the slot table and the entries up to
+        ``entries`` past the written ones, plus ``ENTRIES_RESERVE_BYTES`` (StoreError on a
+        full disk, before anything is written); the bytes stay. Every write into the
+        mapping lands in reserved blocks, so a full disk is an error, never a SIGBUS."""
+        end = layout.entry_position(
+            self.hash_slot_num, min(self.index_count + entries, self.index_num)
+        )
+        if end > self._file.reserved_end:
+            self._file.reserve_to(end)
+
+    @property
+    def reserved_end(self) -> int:
+        """Bytes from the file's start known to have their blocks."""
+        return self._file.reserved_end
 
     @property
     def is_write_full(self) -> bool:
@@ -352,6 +371,11 @@ class IndexFile:
         when the caller hashed a batch of keys at once."""
         if self.is_write_full:
             return False
+        if (
+            layout.entry_position(self.hash_slot_num, self.index_count + 1)
+            > self._file.reserved_end
+        ):
+            self.reserve_blocks(1)
         if key_hash is None:
             key_hash = index_key_hash(key)
         slot = key_hash % self.hash_slot_num
@@ -403,6 +427,7 @@ class IndexFile:
         count = min(room, len(key_hashes))
         if count <= 0:
             return 0
+        self.reserve_blocks(count)
         offsets = phy_offsets[:count]
         stamps = store_timestamps[:count]
         first_number = self.index_count
@@ -707,11 +732,18 @@ class IndexFile:
 class _IndexMapping(MappedFile):
     """A mapped file whose name is a timestamp, not an offset."""
 
-    def __init__(self, path: str, size: int, *, writable: bool, create: bool):
+    def __init__(self, path: str, size: int, *, writable: bool, create: bool, hash_slot_num: int):
         # Index files are named by time, not offset: the offset is never used. A new one
-        # gets all its blocks (slots are written anywhere in it), as a CommitLog file does.
+        # gets the blocks of its header, slots (written anywhere) and first entries.
+        first = layout.entry_position(hash_slot_num, 1) + ENTRIES_RESERVE_BYTES
         super().__init__(
-            path, size, writable=writable, create=create, reserve=create, file_from_offset=0
+            path,
+            size,
+            writable=writable,
+            create=create,
+            reserve_first=first if create else 0,
+            reserve_ahead=ENTRIES_RESERVE_BYTES,
+            file_from_offset=0,
         )
         self.wrote_position = size
 
@@ -902,9 +934,10 @@ class IndexService:
             self._reserve_last()
 
     def _reserve_last(self) -> None:
-        """Give the newest file all its blocks (RocketMQ, or an older rocketstore, made it
-        sparse), so that no index write meets a full disk as a SIGBUS. On a full disk the
-        store still opens; the first index write tries again and fails cleanly instead."""
+        """Give the newest file the blocks of what it holds and of the entries to come
+        (RocketMQ makes it sparse; nothing is known of a loaded file's blocks), so that no
+        index write meets a full disk as a SIGBUS. On a full disk the store still opens;
+        the first index write tries again and fails cleanly instead."""
         last = self.files[-1]
         try:
             last.reserve_blocks()
@@ -1225,12 +1258,18 @@ class IndexService:
             self._made_directory |= made_directory
         size = layout.file_size(self.hash_slot_num, self.index_num)
         spare = _IndexMapping(
-            os.path.join(self.directory, SPARE_NAME), size, writable=True, create=True
+            os.path.join(self.directory, SPARE_NAME),
+            size,
+            writable=True,
+            create=True,
+            hash_slot_num=self.hash_slot_num,
         )
+        # Only pages with their blocks (see _fault_entries_ahead).
         first_entries = layout.entry_position(self.hash_slot_num, 1)
+        ahead = min(first_entries + ENTRIES_AHEAD_BYTES, spare.reserved_end)
         ok = True
-        for start in range(0, first_entries + ENTRIES_AHEAD_BYTES, PREFAULT_STEP_BYTES):
-            end = min(start + PREFAULT_STEP_BYTES, first_entries + ENTRIES_AHEAD_BYTES)
+        for start in range(0, ahead, PREFAULT_STEP_BYTES):
+            end = min(start + PREFAULT_STEP_BYTES, ahead)
             if self._closed:
                 break
             if not spare.prefault(start, end):
@@ -1269,7 +1308,8 @@ class IndexService:
         name, ready = self._ready
         position = last.next_entry_position()
         start = max(position, ready) if name == last.name else position
-        target = min(position + ENTRIES_AHEAD_BYTES, last.file_size)
+        # Only pages with their blocks: a fault into a hole may need a block the disk lacks.
+        target = min(position + ENTRIES_AHEAD_BYTES, last.reserved_end)
         if start >= target:
             return False
         end = min(start + PREFAULT_STEP_BYTES, target)

@@ -8,7 +8,8 @@ would: the CommitLog's current file has its blocks, the next index file has none
 ``new-queue`` the messages after that go to a new queue, whose first file has none either.
 It stops after a run of refusals and prints the store's state. Retention is told to leave
 the full disk alone, so that the writes meet the full disk rather than a refusal at a
-usage threshold.
+usage threshold. ``index-entries``: the index file's next entries, whose blocks are
+reserved ahead of the writer in steps, meet the full disk in the middle of the file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import dataclasses
 import os
 import sys
 
-from rocketstore import MessageStore
+from rocketstore import MessageStore, index
 from rocketstore.errors import StoreError
 from tests.crash.crash_writer import config, message
 
@@ -54,6 +55,17 @@ def main() -> None:
         # the 32 KiB reserved ahead) do not roll before the index does (~340 messages a
         # file): the index meets the full disk first, whatever the timing.
         settings = settings.replace(mapped_file_size_consume_queue=1200 * 20)
+    if case == "index-entries":
+        # One index file of 100,000 entries, its entries given blocks 64 KiB (3,276
+        # entries, about 1,100 messages) ahead of the writer: within a file the next
+        # reservation meets the full disk before a CommitLog file (1 MiB, about 4,000
+        # messages) or a queue file (1,200 units) rolls.
+        index.ENTRIES_RESERVE_BYTES = 64 * 1024
+        settings = settings.replace(
+            mapped_file_size_consume_queue=1200 * 20,
+            mapped_file_size_commit_log=1024 * 1024,
+            max_index_num=100_000,
+        )
     out = sys.stdout
     refused = 0
     n = 0

@@ -40,7 +40,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.parametrize(
     ("case", "flag"),
-    [("index", "WRITE_INDEX_FILE_ERROR"), ("new-queue", "WRITE_LOGICS_QUEUE_ERROR")],
+    [
+        ("index", "WRITE_INDEX_FILE_ERROR"),
+        ("index-entries", "WRITE_INDEX_FILE_ERROR"),
+        ("new-queue", "WRITE_LOGICS_QUEUE_ERROR"),
+    ],
 )
 def test_a_full_disk_stops_the_writes_without_a_sigbus(
     small_disk: Path, case: str, flag: str
@@ -62,6 +66,9 @@ def test_a_full_disk_stops_the_writes_without_a_sigbus(
     assert refused == {"REFUSED SERVICE_NOT_AVAILABLE"}, refused
     assert any(line.startswith("FLAGS") and flag in line for line in lines), lines[-4:]
     assert len(acked) >= 300
+    if case == "index-entries":  # met inside the first file, not at a roll
+        names = [n for n in os.listdir(root / "index") if not n.startswith(".")]
+        assert len(names) == 1, names
 
     os.remove(small_disk / "ballast")  # room again: the next open re-dispatches
     with MessageStore.open(root, config("ASYNC_FLUSH").replace(cut_damaged_commitlog=False)) as s:

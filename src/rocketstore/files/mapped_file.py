@@ -61,10 +61,11 @@ TMP_SUFFIX = ".creating"
 _NO_SIZE = bytes(4)
 
 
-def _create_presized(path: str, size: int, *, reserve: bool) -> None:
+def _create_presized(path: str, size: int, *, reserve: bool, reserve_first: int = 0) -> None:
     """Create ``path`` at its full size atomically: sized under a temporary name, then
     renamed, so a crash never leaves a short file under a real name. ``reserve`` also
-    allocates its blocks (see ``_preallocate``); otherwise it is sparse, as RocketMQ's."""
+    allocates its blocks (see ``_preallocate``), ``reserve_first`` those of its first
+    bytes only; otherwise it is sparse, as RocketMQ's."""
     tmp = path + TMP_SUFFIX
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -72,6 +73,8 @@ def _create_presized(path: str, size: int, *, reserve: bool) -> None:
         if reserve:
             _preallocate(fd, size, path)
         else:
+            if reserve_first:
+                _preallocate(fd, min(reserve_first, size), path)
             os.ftruncate(fd, size)
     except BaseException:
         os.close(fd)
@@ -112,12 +115,16 @@ class MappedFile:
         create: bool = False,
         reserve: bool = False,
         reserve_ahead: int = 0,
+        reserve_first: int = 0,
         file_from_offset: int | None = None,
     ):
         """``file_from_offset`` defaults to the offset the name spells (CommitLog and
         consume-queue files are named by it). ``reserve``: a new file gets all its blocks
-        at creation; ``reserve_ahead``: ``append`` allocates blocks that many bytes ahead
-        of what it writes (consume queues: a file per queue, most of it idle for long)."""
+        at creation; ``reserve_first``: a new file gets the blocks of its first bytes only
+        (index files: header and slot table, the entries ``reserve_to`` ahead of the
+        writer); ``reserve_ahead``: ``append`` and ``reserve_to`` allocate blocks that
+        many bytes ahead of what is written (consume queues: a file per queue, most of it
+        idle for long)."""
         self.path = path
         self.file_size = file_size
         if file_from_offset is None:
@@ -130,7 +137,12 @@ class MappedFile:
         self.reserve_ahead = reserve_ahead
         # Blocks known to be allocated from the file's start: the whole of a reserved new
         # file; nothing known of a loaded one (RocketMQ makes them sparse).
-        self.reserved_end = file_size if create and reserve else 0
+        if create and reserve:
+            self.reserved_end = file_size
+        elif create and reserve_first:
+            self.reserved_end = min(file_size, reserve_first)
+        else:
+            self.reserved_end = 0
         self._lock = threading.Lock()  # flush and unmap
         self._ref_lock = threading.Lock()  # reader references; never held across I/O
         self._closed = False  # retired or closed: no new readers
@@ -140,7 +152,9 @@ class MappedFile:
             if not writable:
                 raise StoreError(f"cannot create {path} read-only")
             if not os.path.exists(path):
-                _create_presized(path, file_size, reserve=reserve)
+                _create_presized(path, file_size, reserve=reserve, reserve_first=reserve_first)
+            elif not reserve:
+                self.reserved_end = 0  # someone else's file: nothing known of its blocks
         # (a FIFO so named would block the open: refused by its path instead)
         fd = open_store_file(path, os.O_RDWR if writable else os.O_RDONLY)
         try:
