@@ -211,6 +211,42 @@ def second_broker(server: BackgroundServer, tmp_path: Path) -> Iterator[BrokerAp
         server.call(broker.stop())
 
 
+# RocketMQ's semantics (issue #40): an admin, a limited account, an account trusted from
+# loopback (its white list), and a global white list that loopback is outside of.
+ACL_RULES_YML = """globalWhiteRemoteAddresses:
+- 10.10.103.*
+accounts:
+- accessKey: RocketMQ
+  secretKey: 12345678
+  admin: true
+- accessKey: limited1
+  secretKey: limited-secret
+  defaultTopicPerm: DENY
+  defaultGroupPerm: DENY
+  topicPerms:
+  - AclOpen=PUB|SUB
+  - AclReadOnly=SUB
+  groupPerms:
+  - GroupOpen=SUB
+- accessKey: trusted1
+  secretKey: trusted-secret
+  whiteRemoteAddress: 127.0.0.1
+  defaultTopicPerm: PUB|SUB
+  defaultGroupPerm: SUB
+"""
+
+
+@pytest.fixture
+def acl_rules_server(tmp_path: Path) -> Iterator[BackgroundServer]:
+    """A broker with :data:`ACL_RULES_YML` as its plain_acl.yml."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_RULES_YML)
+    options = broker_options(tmp_path / "store")
+    options.acl_file = str(acl)
+    with BackgroundServer(options) as running:
+        yield running
+
+
 @pytest.fixture
 def acl_server(tmp_path: Path) -> Iterator[BackgroundServer]:
     """A broker that checks every request's signature (account RocketMQ / 12345678)."""

@@ -292,7 +292,7 @@ def test_acl_signed_requests(
     lines = run.finish(60)
     assert not [line for line in lines if line["event"] == "sent"]
     refused = [r.getMessage() for r in caplog.records if "refused by ACL" in r.getMessage()]
-    assert refused and all(m.endswith("BAD_SIGNATURE") for m in refused), refused
+    assert any("BAD_SIGNATURE: Check signature failed" in m for m in refused), refused
 
 
 def test_orderly_consumer_locks_its_queue_and_reads_in_order(

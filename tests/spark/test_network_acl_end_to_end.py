@@ -25,7 +25,10 @@ TOPIC = "Signed"
 def _acl_cluster(root: Path) -> Iterator[RunningCluster]:
     """Name server + one broker that checks every request against plain_acl.yml."""
     acl = root / "plain_acl.yml"
-    acl.write_text(f"accounts:\n  - accessKey: {ACCESS_KEY}\n    secretKey: {SECRET_KEY}\n")
+    acl.write_text(
+        f"accounts:\n  - accessKey: {ACCESS_KEY}\n    secretKey: {SECRET_KEY}\n"
+        "    defaultTopicPerm: PUB|SUB\n    defaultGroupPerm: PUB|SUB\n"
+    )
     settings = root / "broker.conf"
     settings.write_text(
         "mappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=60000\n"

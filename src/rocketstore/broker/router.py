@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from rocketstore.broker.acl import verify
+from rocketstore.broker.acl import authorize
+from rocketstore.broker.acl_addresses import client_ip
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors import (
@@ -95,6 +96,23 @@ class BrokerRouter:
         self.ctx = ctx
 
     async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        # The ACL first, as RocketMQ's RPC hook runs before any processor: an unknown
+        # client learns nothing, not even which codes are served.
+        acl = self.ctx.acl
+        if acl is not None:
+            verdict = authorize(cmd.code, cmd.ext_fields, cmd.body, client_ip(conn.peer), acl)
+            if not verdict.ok:
+                log.warning(
+                    "request code %d from %s refused by ACL: %s: %s",
+                    cmd.code,
+                    conn.peer,
+                    verdict.check.value,
+                    verdict.message,
+                )
+                return cmd.response(
+                    ResponseCode.NO_PERMISSION,
+                    f"ACL check failed: {verdict.check.value}: {verdict.message}",
+                )
         processor = PROCESSORS.get(cmd.code)
         if processor is None:
             # RocketMQ logs each one too: the operator sees which client wants what.
@@ -103,13 +121,6 @@ class BrokerRouter:
             return cmd.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
             )
-        if self.ctx.acl is not None:
-            check = verify(cmd.ext_fields, cmd.body, self.ctx.acl)
-            if not check.ok:
-                log.warning(
-                    "request code %d from %s refused by ACL: %s", cmd.code, conn.peer, check.value
-                )
-                return cmd.response(ResponseCode.NO_PERMISSION, f"ACL check failed: {check.value}")
         try:
             return await processor(self.ctx, cmd, conn)
         except ProtocolError as e:

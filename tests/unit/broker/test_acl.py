@@ -14,10 +14,13 @@ from hypothesis import strategies as st
 from rocketstore.broker.acl import (
     AclCheck,
     AclConfig,
+    authorize,
     sign,
     signing_content,
     verify,
 )
+from rocketstore.broker.acl_file import dump_acl_document, parse_acl_document
+from rocketstore.broker.codes import RequestCode
 from rocketstore.errors import ConfigError
 
 # Known vector, derived by hand from the Java algorithm:
@@ -187,7 +190,13 @@ def test_load_json(tmp_path: Path) -> None:
         ),
         ("{", "not valid JSON"),
         ("accounts: inline\n", "block list"),
-        ("accounts:\n  accessKey: x\n", "expected '- key: value'"),
+        ("accounts:\n  accessKey: x\n", "must be a non-empty list"),
+        (
+            "accounts:\n- accessKey: RocketMQ\n  secretKey: 12345678\n  topicPerms: [a]\n",
+            "failed for topic:a",
+        ),
+        ("globalWhiteRemoteAddresses:\n- 10.1.1.400\n", "ACL address pattern"),
+        ("accounts:\n\t- accessKey: x\n", "tabs"),
     ],
 )
 def test_bad_acl_files_are_named(tmp_path: Path, text: str, message: str) -> None:
@@ -200,3 +209,143 @@ def test_bad_acl_files_are_named(tmp_path: Path, text: str, message: str) -> Non
 def test_missing_acl_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read it"):
         AclConfig.load(tmp_path / "nope.yml")
+
+
+def test_load_keeps_rocketmqs_rules(tmp_path: Path) -> None:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(PLAIN_ACL_YML)
+    acl = AclConfig.load(path)
+    assert acl.global_white_addresses == ["10.10.103.*", "192.168.0.*"]
+    first = acl.rules["RocketMQ"]
+    assert not first.admin and first.default_topic_perm == 1 and first.default_group_perm == 8
+    assert first.resource_perms == {
+        "topicA": 1,
+        "topicB": 12,
+        "topicC": 8,
+        "%RETRY%groupA": 1,
+        "%RETRY%groupB": 12,
+        "%RETRY%groupC": 8,
+    }
+    assert acl.rules["rocketmq2"].admin and acl.rules["rocketmq2"].white.matches("192.168.1.9")
+    assert "12345678" not in repr(acl.rules["RocketMQ"])  # secrets stay out of logs
+
+
+RULES_YML = """globalWhiteRemoteAddresses:
+- 10.10.103.*
+accounts:
+- accessKey: RocketMQ
+  secretKey: 12345678
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+  - topicA=DENY
+  - topicB=PUB|SUB
+  - topicC=SUB
+  groupPerms:
+  - groupA=DENY
+- accessKey: adminKey1
+  secretKey: 12345678
+  whiteRemoteAddress: 192.168.1.*
+  admin: true
+- accessKey: adminKey2
+  secretKey: 12345678
+  admin: true
+  topicPerms:
+  - topicA=SUB
+"""
+
+
+def _signed(
+    ext: dict[str, str], key: str = "RocketMQ", secret: str = KNOWN_SECRET
+) -> dict[str, str]:
+    fields = {**ext, "AccessKey": key}
+    return {**fields, "Signature": sign(fields, None, secret)}
+
+
+def _rules() -> AclConfig:
+    return AclConfig.from_document(parse_acl_document(RULES_YML, "t"), "t")
+
+
+def _send(topic: str, key: str = "RocketMQ") -> tuple[AclCheck, str]:
+    ext = _signed({"b": topic, "a": "P"}, key)
+    verdict = authorize(RequestCode.SEND_MESSAGE_V2, ext, None, "127.0.0.1", _rules())
+    return verdict.check, verdict.message
+
+
+def test_authorize_topics_as_rocketmq() -> None:
+    assert _send("topicB") == (AclCheck.OK, "")
+    assert _send("topicA") == (AclCheck.DENIED, "No default permission for topic:topicA")
+    assert _send("topicC")[0] is AclCheck.DENIED  # SUB only
+    assert _send("other")[0] is AclCheck.DENIED  # defaultTopicPerm DENY
+    assert _send("RMQ_SYS_TRACE_TOPIC")[0] is AclCheck.OK  # traces always pass
+    assert _send("anything", "adminKey2")[0] is AclCheck.DENIED  # admin with perms: DENY default
+    assert _send("anything", "adminKey1")[0] is AclCheck.OK  # admin without perms: all
+
+
+def test_authorize_groups_as_rocketmq() -> None:
+    acl = _rules()
+    pull = {"topic": "topicC", "consumerGroup": "groupB", "queueId": "0"}
+    assert authorize(RequestCode.PULL_MESSAGE, _signed(pull), None, "127.0.0.1", acl).ok
+    denied = authorize(
+        RequestCode.PULL_MESSAGE, _signed({**pull, "consumerGroup": "groupA"}), None, "1.1.1.1", acl
+    )
+    assert (denied.check, denied.message) == (
+        AclCheck.DENIED,
+        "No default permission for group:groupA",
+    )
+
+
+def test_authorize_admin_codes_and_identity() -> None:
+    acl = _rules()
+    for code in (RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_EXPIRED_COMMITLOG):
+        verdict = authorize(code, _signed({}), None, "127.0.0.1", acl)
+        assert verdict.check is AclCheck.NOT_ADMIN
+        assert verdict.message == (
+            f"Need admin permission for request code={int(code)}, but accessKey=RocketMQ is not"
+        )
+        assert authorize(code, _signed({}, "adminKey1"), None, "127.0.0.1", acl).ok
+    wrong = _signed({}, secret="not-the-secret")
+    verdict = authorize(RequestCode.GET_BROKER_CONFIG, wrong, None, "127.0.0.1", acl)
+    assert (verdict.check, verdict.message) == (
+        AclCheck.BAD_SIGNATURE,
+        "Check signature failed for accessKey=RocketMQ",
+    )
+    unknown = authorize(RequestCode.GET_BROKER_CONFIG, _signed({}, "Nobody1"), None, "", acl)
+    assert (unknown.check, unknown.message) == (
+        AclCheck.UNKNOWN_ACCESS_KEY,
+        "No acl config for Nobody1",
+    )
+    bare = authorize(RequestCode.GET_BROKER_CONFIG, {}, None, "127.0.0.1", acl)
+    assert (bare.check, bare.message) == (AclCheck.NO_ACCESS_KEY, "No accessKey is configured")
+
+
+def test_white_lists_as_rocketmq() -> None:
+    acl = _rules()
+    # The global white list lets anything through, unsigned.
+    assert authorize(RequestCode.UPDATE_BROKER_CONFIG, {}, None, "10.10.103.7", acl).ok
+    # An account's white list lets its requests through unsigned (its own rights).
+    unsigned = {"AccessKey": "adminKey1"}
+    assert authorize(RequestCode.UPDATE_BROKER_CONFIG, unsigned, None, "192.168.1.3", acl).ok
+    outside = authorize(RequestCode.UPDATE_BROKER_CONFIG, unsigned, None, "192.168.2.3", acl)
+    assert outside.check is AclCheck.NO_SIGNATURE
+
+
+def test_an_unreadable_request_is_refused_even_from_a_white_address() -> None:
+    verdict = authorize(RequestCode.HEART_BEAT, {}, b"{", "10.10.103.7", _rules())
+    assert verdict.check is AclCheck.BAD_REQUEST
+
+
+def test_a_hand_built_config_authenticates_only() -> None:
+    acl = AclConfig(accounts={"RocketMQ": KNOWN_SECRET})
+    ext = _signed({"b": "Any", "a": "P"})
+    assert authorize(RequestCode.SEND_MESSAGE_V2, ext, None, "127.0.0.1", acl).ok
+    assert authorize(RequestCode.UPDATE_BROKER_CONFIG, _signed({}), None, "127.0.0.1", acl).ok
+
+
+def test_the_file_round_trips_through_the_writer() -> None:
+    document = parse_acl_document(RULES_YML, "t")
+    document["dataVersion"] = [{"counter": 3, "timestamp": 1700000000000}]
+    document["accounts"][0]["secretKey"] = "it's: #odd"
+    text = dump_acl_document(document)
+    assert parse_acl_document(text, "t") == document
+    assert "- accessKey: RocketMQ\n" in text and "  secretKey: 'it''s: #odd'\n" in text

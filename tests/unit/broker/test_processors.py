@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import struct
 import threading
 import time
@@ -20,7 +21,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import INLINE_PUT_MAX_BYTES, BrokerContext
 from rocketstore.broker.processors.message_batch import BatchEntry, encode_batch
 from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
-from rocketstore.broker.remoting import RemotingCommand
+from rocketstore.broker.remoting import RemotingCommand, coerce_ext_fields
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
@@ -533,6 +534,41 @@ def test_acl_rejects_unsigned_and_wrongly_signed_requests(ctx: BrokerContext) ->
     assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, signed).code == ResponseCode.SUCCESS
     forged = {**signed, "Signature": sign({**query, "AccessKey": "rocketmq2"}, b"", "wrong")}
     assert call(ctx, RequestCode.QUERY_CONSUMER_OFFSET, forged).code == ResponseCode.NO_PERMISSION
+
+
+def test_acl_authorizes_topics_and_admin_codes(
+    ctx: BrokerContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A non-admin account cannot change fileReservedTime or run DELETE_EXPIRED_COMMITLOG;
+    a refusal names the resource and is logged."""
+    ctx.acl = AclConfig.from_entries(
+        [
+            {
+                "accessKey": "rocketmq2",
+                "secretKey": "12345678",
+                "defaultTopicPerm": "SUB",
+                "topicPerms": ["Open=PUB"],
+            }
+        ]
+    )
+
+    def signed(ext: dict[str, Any]) -> dict[str, str]:
+        fields = {**coerce_ext_fields(ext), "AccessKey": "rocketmq2"}
+        return {**fields, "Signature": sign(fields, b"x", "12345678")}
+
+    for code in (RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_EXPIRED_COMMITLOG):
+        answer = call(ctx, code, signed({}), b"x")
+        assert answer.code == ResponseCode.NO_PERMISSION
+        assert "Need admin permission" in (answer.remark or "")
+    assert call(ctx, RequestCode.SEND_MESSAGE_V2, signed(send_v2("Open")), b"x").code == (
+        ResponseCode.SUCCESS
+    )
+    with caplog.at_level(logging.WARNING, logger="rocketstore.broker.router"):
+        refused = call(ctx, RequestCode.SEND_MESSAGE_V2, signed(send_v2("Closed")), b"x")
+    assert refused.code == ResponseCode.NO_PERMISSION
+    assert refused.remark == "ACL check failed: DENIED: No default permission for topic:Closed"
+    assert any("No default permission for topic:Closed" in r.getMessage() for r in caplog.records)
+    assert not any("12345678" in r.getMessage() for r in caplog.records)
 
 
 def test_send_to_retry_topic_past_max_reconsume_goes_to_dlq(ctx: BrokerContext) -> None:
