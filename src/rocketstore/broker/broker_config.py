@@ -39,6 +39,8 @@ from rocketstore.files.regular_file import read_store_file
 from rocketstore.format.ha import MAX_TRANSFER_BODY
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CONFIG_DIR
+from rocketstore.remoting.acl_signing import SessionCredentials, sign_request
+from rocketstore.remoting.codec import RemotingCommand
 from rocketstore.settings_file import apply_settings, camel_keys
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,11 @@ class BrokerConfig:
     # master disk) may cut its whole CommitLog to follow it (rocketstore's; the cut bytes
     # are kept under the store). Off: it refuses, logs, and keeps serving reads.
     ha_allow_full_truncate: bool = False
+    # The account a slave signs its requests to its master with (the metadata sync, the
+    # master's CommitLog end), for a master with ACL on: RocketMQ 5's
+    # innerClientAuthenticationCredentials, JSON {"accessKey": .., "secretKey": ..}. ""
+    # sends them unsigned, as a 4.9.8 slave does (its master must then white-list it).
+    inner_client_authentication_credentials: str = ""
     # A slave reports its offset, and a master sends a heartbeat, this often when idle.
     ha_send_heartbeat_interval_ms: int = 5_000
     # A connection silent this long is closed (and a slave connects again).
@@ -152,6 +159,29 @@ class BrokerConfig:
     @property
     def is_slave(self) -> bool:
         return self.broker_role == "SLAVE"
+
+    def inner_client_credentials(self) -> SessionCredentials | None:
+        """``inner_client_authentication_credentials`` parsed (None when empty);
+        ConfigError, without the secret, when it is not such JSON."""
+        text = self.inner_client_authentication_credentials
+        if not isinstance(text, str):
+            raise ConfigError("inner_client_authentication_credentials must be a JSON string")
+        if not text.strip():
+            return None
+        what = "inner_client_authentication_credentials (innerClientAuthenticationCredentials)"
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise ConfigError(f"{what} must be JSON: {e.__class__.__name__}") from None
+        if not isinstance(value, dict):
+            raise ConfigError(f'{what} must be {{"accessKey": .., "secretKey": ..}}')
+        access, secret = value.get("accessKey"), value.get("secretKey")
+        token = value.get("securityToken")
+        if not (isinstance(access, str) and access and isinstance(secret, str) and secret):
+            raise ConfigError(f"{what} needs a non-empty accessKey and secretKey")
+        if token is not None and not isinstance(token, str):
+            raise ConfigError(f"{what}: securityToken must be a string")
+        return SessionCredentials(access, secret, token or None)
 
     def validate(self) -> BrokerConfig:
         for name in ("broker_cluster_name", "broker_name", "msg_trace_topic_name"):
@@ -219,6 +249,7 @@ class BrokerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        self.inner_client_credentials()
         if self.ha_transfer_batch_size > MAX_TRANSFER_BODY:
             raise ConfigError(
                 f"ha_transfer_batch_size must be at most {MAX_TRANSFER_BODY} (a Java slave's "
@@ -239,6 +270,14 @@ class BrokerConfig:
                 f"default_topic_queue_nums must be 1..1024, got {self.default_topic_queue_nums!r}"
             )
         return self
+
+
+def signed(cmd: RemotingCommand, config: BrokerConfig) -> RemotingCommand:
+    """``cmd`` signed with the broker's innerClientAuthenticationCredentials, as RocketMQ
+    5's BrokerOuterAPI signs a slave's requests (an AclClientRPCHook); unsigned without
+    them, as a 4.9.8 slave sends them."""
+    credentials = config.inner_client_credentials()
+    return cmd if credentials is None else sign_request(cmd, credentials)
 
 
 # Settings a running broker cannot take (updateBrokerConfig refuses them): its identity,

@@ -14,6 +14,10 @@ takes them as RocketMQ's slave does:
 - delay offsets: delayOffset.json is written with the master's table (the slave runs no
   schedule service; a slave later started as a master goes on from there).
 
+With a master that has ACL on, the requests are signed with the broker's
+innerClientAuthenticationCredentials (RocketMQ 5's setting; a 4.9.8 slave sends them
+unsigned and its master must white-list its address).
+
 The master is the ``masterAddr`` the name servers answer the slave's registration with
 (its remoting address, not its HA one); without a name server there is no metadata sync,
 as in RocketMQ. Each of the four steps fails alone (logged) and is tried again next round.
@@ -31,6 +35,7 @@ from rocketstore.broker.broker_config import (
     config_file_path,
     parse_fastjson,
     persist_config_file,
+    signed,
 )
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
@@ -158,7 +163,7 @@ class MetadataSync(BackgroundLoop):
         return True
 
     async def _fetch(self, client: RemotingClient, code: RequestCode) -> bytes:
-        answer = await client.invoke(request(code), REQUEST_TIMEOUT_S)
+        answer = await client.invoke(signed(request(code), self.ctx.config), REQUEST_TIMEOUT_S)
         if answer.code != ResponseCode.SUCCESS:
             raise MasterAnswerError(f"{code.name} answered {answer.code}: {answer.remark}")
         return answer.body

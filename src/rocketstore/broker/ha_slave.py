@@ -35,7 +35,7 @@ import logging
 import socket
 import time
 
-from rocketstore.broker.broker_config import BrokerConfig
+from rocketstore.broker.broker_config import BrokerConfig, signed
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.timeouts import BackgroundLoop
@@ -147,7 +147,8 @@ class ReplicationSlave(BackgroundLoop):
         client = RemotingClient(address)
         try:
             answer = await client.invoke(
-                request(RequestCode.GET_BROKER_RUNTIME_INFO), RUNTIME_INFO_TIMEOUT_S
+                signed(request(RequestCode.GET_BROKER_RUNTIME_INFO), self.config),
+                RUNTIME_INFO_TIMEOUT_S,
             )
             if answer.code != ResponseCode.SUCCESS:
                 raise ValueError(f"answered {answer.code}: {answer.remark}")

@@ -40,6 +40,7 @@ from rocketstore.broker.subscription_groups import (
 )
 from rocketstore.broker.topic_config import DataVersion, TopicConfig
 from rocketstore.config import StoreConfig
+from rocketstore.errors import ConfigError
 from rocketstore.format.message import Message
 from tests.unit.broker.broker_helpers import FakeConnection, call, until
 
@@ -271,3 +272,63 @@ def test_no_master_known_no_round(tmp_path: Path) -> None:
             await namesrv.stop()
 
     asyncio.run(main())
+
+
+def test_slave_signs_its_requests_to_a_master_with_acl(tmp_path: Path) -> None:
+    acl = tmp_path / "acl.json"
+    acl.write_text(json.dumps({"accounts": [{"accessKey": "rocketmq2", "secretKey": "12345678"}]}))
+    credentials = json.dumps({"accessKey": "rocketmq2", "secretKey": "12345678"})
+
+    async def main() -> None:
+        namesrv = NamesrvApp("127.0.0.1:0")
+        await namesrv.start()
+        options = _options(tmp_path / "m", namesrv.address, 600_000)
+        options.acl_file = str(acl)
+        master = BrokerApp(options)
+        # Unsigned first, as a 4.9.8 slave asks (its master must white-list it).
+        slave = BrokerApp(
+            _options(tmp_path / "s", namesrv.address, 600_000, broker_role="SLAVE", broker_id=1)
+        )
+        try:
+            await master.start()
+            m = master.ctx
+            assert m is not None
+            m.topics.update(TopicConfig("Orders", 3, 3, 6))
+            put = await m.put(Message(topic="Orders", queue_id=0, body=b"x" * 10), 10)
+            assert put.ok
+            await slave.start()
+            s, sync, follower = slave.ctx, slave.metadata_sync, slave.replication_slave
+            assert s is not None and sync is not None and follower is not None
+            await until(lambda: sync.rounds >= 1, "the first round")
+            assert sync.failures == 4 and s.topics.get("Orders") is None
+            assert await follower._master_end() is None  # refused too
+            # Signed with innerClientAuthenticationCredentials (RocketMQ 5's setting).
+            s.config.inner_client_authentication_credentials = credentials
+            assert await sync.sync_once()
+            assert sync.failures == 4  # no new failure
+            assert s.topics.get("Orders") is not None
+            assert await follower._master_end() == m.store.max_commit_log_offset()
+            # A wrong secret is refused as before.
+            s.config.inner_client_authentication_credentials = credentials.replace("1234", "9999")
+            assert await sync.sync_once()
+            assert sync.failures == 8
+        finally:
+            await slave.stop()
+            await master.stop()
+            await namesrv.stop()
+
+    asyncio.run(main())
+
+
+def test_inner_client_credentials_setting() -> None:
+    assert BrokerConfig().inner_client_credentials() is None
+    config = BrokerConfig(
+        inner_client_authentication_credentials='{"accessKey":"ak12345","secretKey":"sk12345"}'
+    )
+    credentials = config.validate().inner_client_credentials()
+    assert credentials is not None and credentials.access_key == "ak12345"
+    assert "sk12345" not in repr(credentials)
+    for bad in ("not json", "[1]", '{"accessKey":"ak12345"}', '{"accessKey":1,"secretKey":"s"}'):
+        with pytest.raises(ConfigError, match="innerClientAuthenticationCredentials") as info:
+            BrokerConfig(inner_client_authentication_credentials=bad).validate()
+        assert "sk12345" not in str(info.value)

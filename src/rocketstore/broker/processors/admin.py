@@ -204,6 +204,8 @@ def broker_settings(ctx: BrokerContext) -> dict[str, str]:
     settings = {"brokerIP1": host, "listenPort": str(port), "storePathRootDir": ctx.store.root}
     for key, name in camel_keys(ctx.config, BROKER_ALIASES).items():
         settings[key] = java_text(getattr(ctx.config, name))
+    if ctx.config.inner_client_authentication_credentials:
+        settings["innerClientAuthenticationCredentials"] = "******"  # a secret
     for key, name in STORE_KEYS.items():
         settings[key] = java_text(getattr(ctx.store.config, name))
     return settings
