@@ -7,11 +7,14 @@ body CRCs), plain or framed in DLedger entries, ending in a blank or in zeros, t
 damaged: torn tails, zeroed holes, flipped bytes. The readers: recovery's scan (which a
 read-only store's refresh also runs), the rebuild's range scans, the dispatcher fed the
 file in chunks of random sizes (as a writer's readable end moves; it names no reason, it
-skips), and ``check``'s scan.
+skips), ``check``'s scan, and Spark's ``mode=commitlog`` partitions (the file as one
+partition, which fails at damage; and cut into partitions up to where recovery says the
+data ends, as the planner cuts it).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from hypothesis import strategies as st
 
 from rocketstore.check.scan import CommitLogScan
 from rocketstore.commitlog import CommitLog
+from rocketstore.errors import CorruptDataError
 from rocketstore.format import dledger_entry as dl
 from rocketstore.format import record as rec
 from rocketstore.format.commitlog_walk import FileWalk, Verdict, scan_entry_file, scan_range
@@ -30,6 +34,7 @@ from rocketstore.format.record_scan import RangeCorruptError, Stop, TopicTable
 from rocketstore.paths import CommitLogDirs, offset_to_file_name
 from rocketstore.recovery.recover import RecoveryReport, scan_valid_end
 from rocketstore.services.dispatcher import Dispatcher, DispatchRun
+from rocketstore.spark.commitlog_runs import partition_runs
 
 FILE = 4096
 BASE = 2 * FILE
@@ -202,6 +207,21 @@ def _run_end(case: Case, positions: list[int]) -> int:
     return last + int.from_bytes(case.data[last : last + 4], "big")
 
 
+def _spark(case: Case, start: int, end: int) -> tuple[list[int], CorruptDataError | None]:
+    """The records Spark's commitlog mode reads in the partition [start, end) of the file
+    (walked in runs of at most 512 bytes), and the error it fails with, if any."""
+    positions: list[int] = []
+    runs = partition_runs(
+        memoryview(case.data), "f", BASE, start, end, framed=case.framed, chunk_bytes=512
+    )
+    try:
+        for records in runs:
+            positions.extend(records.position.tolist())
+    except CorruptDataError as e:
+        return positions, e
+    return positions, None
+
+
 def _directory(root: str) -> str:
     return os.path.join(root, "commitlog")
 
@@ -215,6 +235,8 @@ def _write(root: str, case: Case) -> None:
 @settings(max_examples=300)
 @given(_cases(), st.lists(st.integers(1, FILE - 1), max_size=4))
 def test_every_reader_stops_where_the_walker_does(case: Case, cuts: list[int]) -> None:
+    """(``cuts``: where the dispatcher's readable end stops, and where Spark's partitions
+    of a plain file are cut.)"""
     positions, verdict = _walk(case, check_crc=False)
     crc_positions, crc_verdict = _walk(case, check_crc=True)
     with tempfile.TemporaryDirectory() as root:
@@ -250,6 +272,26 @@ def test_every_reader_stops_where_the_walker_does(case: Case, cuts: list[int]) -
             assert issue is None
         else:
             assert issue is None or issue.cut_at == BASE + verdict.position
+    # Spark's commitlog mode: the file as one partition keeps the walker's records and
+    # fails at its damage, naming the position and the reason.
+    got_positions, error = _spark(case, 0, FILE)
+    assert got_positions == positions
+    if verdict.stop == Stop.CORRUPT:
+        assert error is not None
+        assert (error.path, error.position, error.reason) == ("f", verdict.position, verdict.reason)
+    else:
+        assert error is None
+    # Cut as the planner cuts the data recovery keeps: each partition finds its first
+    # record by itself, and together they read the walker's records, once each.
+    valid_end = _end(verdict) - BASE
+    inside = sorted({c for c in cuts if c < valid_end}) if not case.framed else []
+    bounds = [0, *inside, valid_end]
+    read: list[int] = []
+    for start, end in itertools.pairwise(bounds):
+        got_positions, error = _spark(case, start, end)
+        assert error is None
+        read += got_positions
+    assert read == positions
     if not case.framed:
         got_positions, how = _dispatch(case, cuts)
         assert got_positions == positions

@@ -666,7 +666,7 @@ def test_commitlog_mode_column_wise_with_records_it_declines(tmp_path, monkeypat
     ordinary ones: the chunks holding them go record by record, the others column-wise,
     and the rows are the reference's."""
     from rocketstore.format import sysflag
-    from rocketstore.spark import scan
+    from rocketstore.spark import commitlog_runs, scan
 
     root = tmp_path / "store"
     with MessageStore.open(root) as store:
@@ -680,7 +680,7 @@ def test_commitlog_mode_column_wise_with_records_it_declines(tmp_path, monkeypat
             if i == 120:
                 msg.sys_flag = sysflag.TRANSACTION_ROLLBACK_TYPE
             assert store.put(msg, BASE_MS + i).ok
-    monkeypatch.setattr(scan, "COMMITLOG_CHUNK_BYTES", 4096)  # many chunks
+    monkeypatch.setattr(commitlog_runs, "COMMITLOG_CHUNK_BYTES", 4096)  # many runs
     options = {"path": str(root), "mode": "commitlog", "topics": "Mixed"}
     fast = read_all(options)
     monkeypatch.setattr(scan, "decode_records", lambda *args: None)

@@ -16,7 +16,6 @@ import itertools
 import logging
 import mmap
 import os
-import struct
 import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -35,23 +34,16 @@ from rocketstore.files.mapped_file_queue import offset_file_path
 from rocketstore.files.store_dir import missing_commitlog, with_dledger
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
-from rocketstore.format.dledger_entry import END_OF_DATA
-from rocketstore.format.entry_scan import entry_records
 from rocketstore.format.message import MessageExt
 from rocketstore.format.queue_unit import decode_units
-from rocketstore.format.record_scan import (
-    NextData,
-    Stop,
-    TopicTable,
-    find_record_start,
-    walk_starts,
-)
+from rocketstore.format.record_scan import NextData, Records
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CommitLogDirs
 from rocketstore.spark import light_rows
-from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
+from rocketstore.spark.arrow_records import decode_records
 from rocketstore.spark.columns import ALWAYS_DECODED, RowBuffer, project
+from rocketstore.spark.commitlog_runs import partition_runs
 from rocketstore.spark.options import EARLIEST, LATEST, MODE_COMMITLOG, ReadOptions
 from rocketstore.spark.plan import (
     CommitLogPartition,
@@ -72,7 +64,6 @@ NOTHING_PUSHED = Pushed()
 
 _STORES: dict[tuple[str, CommitLogDirs], MessageStore] = {}
 _STORES_LOCK = threading.Lock()
-_HEADER = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _KEY_QUERY_MAX = JAVA_INT_MAX  # every match: the query takes a Java int count
 
 
@@ -511,40 +502,29 @@ def _commitlog_rows(
     part: CommitLogPartition, options: ReadOptions, subscription: Subscription, pushed: Pushed
 ) -> Iterator[tuple[MessageExt, int]]:
     """A CommitLog partition record by record (the reference path; reads with pushed key
-    filters take it)."""
+    filters take it): the walker's records (:func:`.commitlog_runs.partition_runs`)."""
     with _mapped_commitlog_file(options, part) as mapped:
         if mapped is None:
             return
-        view, path, length, next_data = mapped
-        if part.framed:
-            for position in _entry_bodies(view, path, length, part):
-                yield from _record_row(view, path, length, position, options, subscription,
-                                       pushed)  # fmt: skip
-            return
-        first = _first_record(view, length, part, next_data)
-        if first is not None:
-            end = min(part.end, length)
-            yield from _scan_records(view, path, length, first, end, options, subscription,
-                                     pushed)  # fmt: skip
+        view, path, next_data = mapped
+        for records in _partition_runs(view, path, part, next_data):
+            for position in records.position.tolist():
+                yield from _record_row(view, path, position, options, subscription, pushed)
 
 
-def _entry_bodies(buf: memoryview, path: str, length: int, part: CommitLogPartition) -> list[int]:
-    """The positions of the records in a DLedger log file's entries that start before the
-    partition's end; CorruptDataError, naming the entry, when an entry or record before
-    that is not valid (as the plain path raises at a damaged record)."""
-    run = entry_records(buf, part.file_offset, 0, length, TopicTable())
-    positions = [int(p) for p in run.records.position if p < part.end]
-    if run.stop_reason not in (None, END_OF_DATA) and run.stop_position < part.end:
-        raise CorruptDataError(run.stop_reason or "", path=path, position=run.stop_position)
-    return positions
+def _partition_runs(
+    buf: memoryview, path: str, part: CommitLogPartition, next_data: NextData
+) -> Iterator[Records]:
+    return partition_runs(buf, path, part.file_offset, part.start, part.end,
+                          framed=part.framed, next_data=next_data)  # fmt: skip
 
 
 @contextlib.contextmanager
 def _mapped_commitlog_file(
     options: ReadOptions, part: CommitLogPartition
-) -> Iterator[tuple[memoryview, str, int, NextData] | None]:
-    """The partition's CommitLog file mapped read-only (view, path, length, and where data
-    may start from a position on: holes are skipped unread); None when it is empty or went
+) -> Iterator[tuple[memoryview, str, NextData] | None]:
+    """The partition's CommitLog file mapped read-only (view, path, and where data may
+    start from a position on: holes are skipped unread); None when it is empty or went
     with retention before it was read."""
     path = offset_file_path(
         store_config(options).commit_log_dirs(os.path.abspath(options.path)).all,
@@ -564,7 +544,7 @@ def _mapped_commitlog_file(
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         view = memoryview(mapped)
         try:
-            yield view, path, length, next_data_finder(handle.fileno(), length)
+            yield view, path, next_data_finder(handle.fileno(), length)
         finally:
             view.release()
             mapped.close()
@@ -572,48 +552,9 @@ def _mapped_commitlog_file(
         handle.close()
 
 
-def _first_record(
-    buf: memoryview, length: int, part: CommitLogPartition, next_data: NextData
-) -> int | None:
-    """The partition's first record, found by its self-located PHYSICALOFFSET (no walk
-    from the file's start, which cost every partition of a file the whole file before
-    it); None when no record starts in the partition. The unwritten rest of the newest
-    file is skipped unread (``next_data``)."""
-    if part.start == 0:
-        return 0
-    end = min(part.end, length)
-    return find_record_start(buf, part.file_offset, part.start, end, length, next_data)
-
-
-def _scan_records(
-    buf: memoryview,
-    path: str,
-    length: int,
-    position: int,
-    end: int,
-    options: ReadOptions,
-    subscription: Subscription,
-    pushed: Pushed,
-) -> Iterator[tuple[MessageExt, int]]:
-    """Records from ``position`` (a record start) while they start before ``end``, one by
-    one (the reference path)."""
-    while position < end:
-        if position + 8 > length:
-            break
-        total, magic = _HEADER.unpack_from(buf, position)
-        if magic == rec.BLANK_MAGIC:
-            break
-        if magic not in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2) or total <= 0:
-            raise CorruptDataError(f"no record where one was expected ({magic=:#x})", path=path,
-                                   position=position)  # fmt: skip
-        yield from _record_row(buf, path, length, position, options, subscription, pushed)
-        position += total
-
-
 def _record_row(
     buf: memoryview,
     path: str,
-    length: int,
     position: int,
     options: ReadOptions,
     subscription: Subscription,
@@ -622,7 +563,7 @@ def _record_row(
     """The record at ``position`` as a row, when the options, tags and pushed filters take
     it (nothing otherwise)."""
     try:
-        view = rec.read_record(buf, position, end=length)
+        view = rec.read_record(buf, position)
     except (CorruptDataError, IncompleteDataError) as e:
         raise CorruptDataError(str(e), path=path, position=position) from e
     assert not isinstance(view, rec.Blank)
@@ -648,10 +589,6 @@ def _record_row(
             yield copy, queue_offset
 
 
-# CommitLog bytes walked per column-wise batch (about 18k records of 100 B, 4k of 1 KiB).
-COMMITLOG_CHUNK_BYTES = 4 * 1024 * 1024
-
-
 def _commitlog_batches(
     part: CommitLogPartition,
     options: ReadOptions,
@@ -659,97 +596,37 @@ def _commitlog_batches(
     pushed: Pushed,
     needed: frozenset[str] | None,
 ) -> Iterator[Any]:
-    """A CommitLog partition decoded column-wise (:mod:`.arrow_records`), a chunk of
-    records at a time, the options applied to each batch. A chunk that decoder declines
-    goes through the per-record path; so does damage, which that path reports with its
-    position."""
+    """A CommitLog partition decoded column-wise (:mod:`.arrow_records`), one walker run
+    (at most 4 MiB of records) at a time, the options applied to each batch. A run that
+    decoder declines goes through the per-record path; damage fails the read, naming the
+    file, the position and the walker's reason."""
     with _mapped_commitlog_file(options, part) as mapped:
-        if mapped is not None:
-            view, path, length, next_data = mapped
-            yield from _chunked(view, path, length, part, options, subscription, pushed,
-                                next_data, needed)  # fmt: skip
-
-
-def _chunked(
-    buf: memoryview,
-    path: str,
-    length: int,
-    part: CommitLogPartition,
-    options: ReadOptions,
-    subscription: Subscription,
-    pushed: Pushed,
-    next_data: NextData,
-    needed: frozenset[str] | None,
-) -> Iterator[Any]:
-    end = min(part.end, length)
-    if part.framed:
-        yield from _framed_batches(buf, path, length, part, options, subscription, pushed,
-                                   needed)  # fmt: skip
-        return
-    position = _first_record(buf, length, part, next_data)
-    while position is not None and position < end:
-        limit = min(end, position + COMMITLOG_CHUNK_BYTES)
-        starts, stop_at, stop = walk_starts(buf, position, limit, length)
-        if starts:
-            yield from _chunk_batches(buf, path, length, part.file_offset, starts, stop_at,
-                                      options, subscription, pushed, needed)  # fmt: skip
-        if stop == Stop.CORRUPT:  # the reference path raises, naming the position
-            rows = _scan_records(buf, path, length, stop_at, end, options, subscription,
-                                 pushed)  # fmt: skip
-            yield from _batches(rows, options.include_body)
+        if mapped is None:
             return
-        if stop != Stop.BOUNDARY:  # a blank or zero bytes: the file's data ends here
-            return
-        position = stop_at
+        view, path, next_data = mapped
+        for records in _partition_runs(view, path, part, next_data):
+            yield from _run_batches(view, path, part.file_offset, records, options,
+                                    subscription, pushed, needed)  # fmt: skip
 
 
-# Records of a DLedger log file decoded per column-wise batch.
-FRAMED_CHUNK_RECORDS = 16_384
-
-
-def _framed_batches(
+def _run_batches(
     buf: memoryview,
     path: str,
-    length: int,
-    part: CommitLogPartition,
-    options: ReadOptions,
-    subscription: Subscription,
-    pushed: Pushed,
-    needed: frozenset[str] | None,
-) -> Iterator[Any]:
-    """``_chunked`` for a DLedger log file: the records in its entries, column-wise in
-    chunks (a chunk the decoder declines goes record by record)."""
-    positions = _entry_bodies(buf, path, length, part)
-    for first in range(0, len(positions), FRAMED_CHUNK_RECORDS):
-        chunk = positions[first : first + FRAMED_CHUNK_RECORDS]
-        sizes = [_HEADER.unpack_from(buf, p)[0] for p in chunk]
-        yield from _chunk_batches(buf, path, length, part.file_offset, chunk,
-                                  chunk[-1] + sizes[-1], options, subscription, pushed,
-                                  needed, sizes)  # fmt: skip
-
-
-def _chunk_batches(
-    buf: memoryview,
-    path: str,
-    length: int,
     file_offset: int,
-    starts: list[int],
-    stop_at: int,
+    records: Records,
     options: ReadOptions,
     subscription: Subscription,
     pushed: Pushed,
     needed: frozenset[str] | None,
-    sizes: list[int] | None = None,
 ) -> Iterator[Any]:
-    """The records at ``starts`` (ending by ``stop_at``; ``sizes`` as for _decode_chunk)
-    column-wise with the options applied, or record by record when the decoder declines
-    the chunk."""
-    batch = _decode_chunk(buf, file_offset, starts, stop_at, options, needed, sizes)
+    """The walker's ``records`` column-wise with the options applied, or record by record
+    when the decoder declines them."""
+    batch = _decode_run(buf, file_offset, records, options, needed)
     if batch is None:
         rows = (
             row
-            for position in starts
-            for row in _record_row(buf, path, length, position, options, subscription, pushed)
+            for position in records.position.tolist()
+            for row in _record_row(buf, path, position, options, subscription, pushed)
         )
         yield from _batches(rows, options.include_body)
         return
@@ -760,34 +637,29 @@ def _chunk_batches(
                 yield kept
 
 
-def _decode_chunk(
+def _decode_run(
     buf: memoryview,
     file_offset: int,
-    starts: list[int],
-    stop_at: int,
+    records: Records,
     options: ReadOptions,
     needed: frozenset[str] | None,
-    sizes_given: list[int] | None = None,
 ) -> Any | None:
-    """The records at ``starts`` (ending by ``stop_at``) as a column-wise batch; their
-    sizes, unless given, from the starts (records back to back, as in a plain file)."""
-    positions = np.asarray(starts, dtype=np.int64)
+    """The walker's ``records`` (one run: ascending positions in one file) as a
+    column-wise batch, decoded where they lie in the mapping (every column the decoder
+    returns is a copy of its own, so the view can be released afterwards)."""
+    positions = records.position
     low = int(positions[0])
-    if sizes_given is None:
-        sizes = np.diff(np.append(positions, stop_at))
-    else:
-        sizes = np.asarray(sizes_given, dtype=np.int64)
-    region = bytes(buf[low:stop_at])
-    relative = positions - low
-    return decode_records(
-        region,
-        relative,
-        file_offset + positions,
-        sizes,
-        queue_offsets_at(region, relative),
-        options.include_body,
-        needed,
-    )
+    high = int(positions[-1] + records.size[-1])
+    with buf[low:high] as region:
+        return decode_records(
+            region,
+            positions - low,
+            file_offset + positions,
+            records.size,
+            records.queue_offset,
+            options.include_body,
+            needed,
+        )
 
 
 def _filter_chunk(
