@@ -243,6 +243,7 @@ def acl_rules_server(tmp_path: Path) -> Iterator[BackgroundServer]:
     acl.write_text(ACL_RULES_YML)
     options = broker_options(tmp_path / "store")
     options.acl_file = str(acl)
+    options.acl_watch_interval_ms = 100  # edits are seen at once
     with BackgroundServer(options) as running:
         yield running
 

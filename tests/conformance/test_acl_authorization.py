@@ -5,7 +5,9 @@ global white list loopback is outside of (tests/conformance/conftest.py ACL_RULE
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,3 +118,62 @@ def test_ali_ons_topic_permissions(js_client: Any, acl_rules_server: BackgroundS
 
     assert len(sent("AclOpen")) == 1
     assert sent("AclReadOnly") == []
+
+
+def _until(check: Any, what: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_the_acl_file_edited_while_the_broker_runs(
+    py_client: Any, acl_rules_server: BackgroundServer
+) -> None:
+    server = acl_rules_server
+    acl_file = server.broker.options.acl_file
+    assert acl_file is not None
+    path = Path(acl_file)
+    assert _sent(py_client, server, "AclOpen") == []  # unsigned, outside the white list
+    path.write_text(path.read_text().replace("- 10.10.103.*", "- 10.10.103.*\n- 127.0.0.1"))
+    ctx = server.broker.ctx
+    assert ctx is not None
+    _until(lambda: ctx.acl is not None and "127.0.0.1" in ctx.acl.global_white_addresses, "reload")
+    assert len(_sent(py_client, server, "AclOpen")) == 2
+
+
+def test_acl_admin_requests(py_client: Any, acl_rules_server: BackgroundServer) -> None:
+    """updateAclConfig / deleteAclConfig / clusterAclConfigVersion / updateGlobalWhiteAddr
+    as mqadmin sends them (headers of 4.9.8), by the admin account."""
+    server = acl_rules_server
+
+    def admin(code: int, ext: dict[str, str]) -> Any:
+        return _signed(server, code, ext, "RocketMQ", "12345678")
+
+    new = {"accessKey": "made-at-runtime", "secretKey": "runtime-secret", "admin": "false"}
+    new |= {"defaultTopicPerm": "DENY", "topicPerms": "AclRuntime=PUB,AclOther=SUB"}
+    refused = _signed(
+        server, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, new, "limited1", "limited-secret"
+    )
+    assert refused.code == ResponseCode.NO_PERMISSION  # not an admin
+    assert admin(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, new).code == ResponseCode.SUCCESS
+    keys = ("--access-key", "made-at-runtime", "--secret-key", "runtime-secret")
+    assert len(_sent(py_client, server, "AclRuntime", *keys)) == 2
+    assert _sent(py_client, server, "AclOther", *keys) == []
+    info = admin(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {})
+    assert info.code == ResponseCode.SUCCESS
+    assert json.loads(info.ext_fields["version"])["counter"] == 1
+    assert info.ext_fields["brokerName"] == server.broker.options.broker.broker_name
+    white = admin(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": "10.1.1.*"})
+    assert white.code == ResponseCode.SUCCESS
+    gone = admin(RequestCode.DELETE_ACL_CONFIG, {"accessKey": "made-at-runtime"})
+    assert gone.code == ResponseCode.SUCCESS
+    assert _sent(py_client, server, "AclRuntime", *keys) == []
+    again = admin(RequestCode.DELETE_ACL_CONFIG, {"accessKey": "made-at-runtime"})
+    assert again.code == ResponseCode.DELETE_ACL_CONFIG_FAILED
+    assert (
+        json.loads(admin(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}).ext_fields["version"])[
+            "counter"
+        ]
+        == 3
+    )

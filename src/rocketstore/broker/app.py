@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -20,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from rocketstore.broker.acl import AclConfig
+from rocketstore.broker.acl_store import WATCH_INTERVAL_MS, AclFile
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.codes import RequestCode
 from rocketstore.broker.consumer_offsets import ConsumerOffsets
@@ -144,6 +145,8 @@ class BrokerOptions:
     # The address published to clients when listening on a wildcard address.
     advertise_host: str | None = None
     acl_file: str | None = None
+    # How often the ACL file is checked for changes (RocketMQ's AclFileWatchService: 5 s).
+    acl_watch_interval_ms: int = WATCH_INTERVAL_MS
     register_interval_ms: int = REGISTER_INTERVAL_MS
     schedule_enable: bool = True
     # The broker.conf the settings came from (-c): updateBrokerConfig writes changes there.
@@ -182,7 +185,13 @@ class BrokerApp:
         opts = self.options
         opts.broker.validate()
         # Before the store is opened: a bad ACL file must not leave an opened store behind.
-        acl = AclConfig.load(opts.acl_file) if opts.acl_file else None
+        acl_file = AclFile(opts.acl_file) if opts.acl_file else None
+        acl = acl_file.config if acl_file is not None else None
+        if acl_file is not None and acl_file.readable_by_others():
+            log.warning(
+                "ACL file %s is readable by other users: it holds secret keys (chmod 600 it)",
+                acl_file.path,
+            )
         sock, bound = _bind(opts.listen)
         ha_sock: socket.socket | None = None
         try:
@@ -212,6 +221,9 @@ class BrokerApp:
             acl=acl,
             settings_path=opts.settings_path,
         )
+        if acl_file is not None:
+            ctx.extra["acl_file"] = acl_file
+            acl_file.on_change = functools.partial(setattr, ctx, "acl")
         ctx.transactions = TransactionService(
             store,
             ctx.offsets,
@@ -266,6 +278,8 @@ class BrokerApp:
         ]
         if not b.is_slave:
             self._timers.append(asyncio.create_task(self._transaction_check_loop()))
+        if acl_file is not None:
+            self._timers.append(asyncio.create_task(self._acl_watch_loop(acl_file)))
         log.info("broker %s serving %s at %s", b.broker_name, opts.store_dir, self.address)
 
     def _master_learned(self, ha_address: str, master_address: str) -> None:
@@ -349,6 +363,15 @@ class BrokerApp:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_MS / 1000)
             for group in self.ctx.clients.expire():
                 self.ctx.notify_consumers_changed(group)
+
+    async def _acl_watch_loop(self, acl_file: AclFile) -> None:
+        """AclFileWatchService: the ACL file reloaded when its content changes."""
+        while True:
+            await asyncio.sleep(self.options.acl_watch_interval_ms / 1000)
+            try:
+                acl_file.poll()
+            except Exception:
+                log.exception("checking ACL file %s failed", acl_file.path)
 
     async def _hold_check_loop(self) -> None:
         """PullRequestHoldService's pass: held pulls whose queue grew without a report

@@ -14,6 +14,7 @@ from rocketstore.broker.acl_addresses import client_ip
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.processors import (
+    acl_admin,
     admin,
     assignment,
     client_calls,
@@ -88,6 +89,10 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.CONSUME_MESSAGE_DIRECTLY: client_calls.consume_message_directly,
     RequestCode.QUERY_CONSUME_QUEUE: queue_admin.query_consume_queue,
     RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: queue_admin.clean_expired_consume_queue,
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl_admin.update_acl_config,
+    RequestCode.DELETE_ACL_CONFIG: acl_admin.delete_acl_config,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_admin.get_acl_info,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_admin.update_global_white_addrs,
 }
 
 

@@ -15,12 +15,22 @@ from rocketstore.files.regular_file import read_store_file
 
 
 def write_atomic(
-    path: str, data: bytes, *, keep_backup: bool = True, keep_mode: bool = False
+    path: str,
+    data: bytes,
+    *,
+    keep_backup: bool = True,
+    keep_mode: bool = False,
+    create_mode: int = 0o666,
 ) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file whole;
-    ``keep_mode`` gives the new file the old one's permission bits (an operator's file)."""
+    ``keep_mode`` gives the new file the old one's permission bits (an operator's file);
+    ``create_mode`` (before the umask) is the ``.tmp`` file's from its creation on, so a
+    file of secrets is never readable by others, not even for a moment."""
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_mode)
+    if create_mode != 0o666:
+        os.fchmod(fd, create_mode)  # a .tmp a crash left keeps its old mode otherwise
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

@@ -571,6 +571,15 @@ def test_acl_authorizes_topics_and_admin_codes(
     assert not any("12345678" in r.getMessage() for r in caplog.records)
 
 
+def test_acl_requests_without_acl(ctx: BrokerContext) -> None:
+    update = {"accessKey": "someone1", "secretKey": "12345678"}
+    answer = call(ctx, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, update)
+    assert answer.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+    assert "not enabled" in (answer.remark or "")
+    answer = call(ctx, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+
+
 def test_send_to_retry_topic_past_max_reconsume_goes_to_dlq(ctx: BrokerContext) -> None:
     ext = send_v2("%RETRY%G", reconsume_times=3, max_reconsume_times=3)
     answer = call(ctx, RequestCode.SEND_MESSAGE_V2, ext, b"dead")
