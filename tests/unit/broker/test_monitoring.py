@@ -13,7 +13,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.router import BrokerRouter
-from tests.unit.broker.broker_helpers import CLIENT_ADDR, FakeConnection, call, send_v2
+from tests.unit.broker.broker_helpers import CLIENT_ADDR, FakeConnection, call, pull, send_v2
 
 
 def _fastjson(body: bytes) -> object:
@@ -298,3 +298,41 @@ def test_requests_passed_on_to_a_consumer(ctx: BrokerContext) -> None:
     assert late.code == ResponseCode.CONSUME_MSG_TIMEOUT
     assert int(ResponseCode.CONSUME_MSG_TIMEOUT) == 207
     assert late.remark == "consumer <G> <client-1> Timeout: no answer in 10 s"
+
+
+def _stats(ctx: BrokerContext, name: str, key: str) -> dict[str, dict[str, float]]:
+    answer = call(ctx, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    data = json.loads(answer.body)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_view_broker_stats_data_serves_what_the_exporter_asks(ctx: BrokerContext) -> None:
+    """rocketmq-exporter's seven items: TOPIC_PUT_NUMS/SIZE by topic, GROUP_GET_NUMS/SIZE
+    and SNDBCK_PUT_NUMS by topic@group, BROKER_PUT_NUMS/GET_NUMS by the cluster's name;
+    GROUP_GET_LATENCY beside them (mqadmin's statsAll reads the NUMS)."""
+    _send(ctx, "T", 0, 3)
+    stored = ctx.store.get_messages("G", "T", 0, 0, 32).messages
+    written = sum(m.size for m in stored)
+    assert pull(ctx, "T", 0, 0).code == ResponseCode.SUCCESS
+    size = _stats(ctx, "TOPIC_PUT_SIZE", "T")
+    assert size["statsMinute"]["sum"] == written and size["statsDay"]["avgpt"] == written / 3
+    got = _stats(ctx, "GROUP_GET_NUMS", "T@G")
+    assert got["statsHour"]["sum"] == 3 and got["statsHour"]["avgpt"] == 3.0  # one pull
+    assert _stats(ctx, "GROUP_GET_SIZE", "T@G")["statsMinute"]["sum"] == written
+    latency = _stats(ctx, "GROUP_GET_LATENCY", "T@G")["statsMinute"]
+    assert latency["sum"] >= 0 and latency["sum"] == latency["avgpt"]  # one pull timed
+    cluster = ctx.cluster_name
+    put = _stats(ctx, "BROKER_PUT_NUMS", cluster)["statsMinute"]
+    assert put["sum"] == 3 and put["avgpt"] == 0.0  # RocketMQ counts no times in these
+    assert _stats(ctx, "BROKER_GET_NUMS", cluster)["statsDay"]["sum"] == 3
+    other = {"statsName": "BROKER_PUT_NUMS", "statsKey": "OtherCluster"}
+    assert call(ctx, RequestCode.VIEW_BROKER_STATS_DATA, other).code == ResponseCode.SYSTEM_ERROR
+    group = {"groupName": "G", "retryQueueNums": 1}
+    body = json.dumps(group).encode()
+    assert call(ctx, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body).code == 0
+    back = {"offset": stored[0].commit_log_offset, "group": "G", "delayLevel": 0}
+    assert call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, back).code == ResponseCode.SUCCESS
+    assert _stats(ctx, "SNDBCK_PUT_NUMS", "T@G")["statsMinute"]["sum"] == 1
+    assert ctx.stats.send_backs() == {("G", "T", False): 1}

@@ -5,7 +5,8 @@ GET_CONSUMER_CONNECTION_LIST (203, consumerConnection), GET_PRODUCER_CONNECTION_
 message tracks), GET_BROKER_RUNTIME_INFO (28, brokerStatus, clusterList) and
 INVOKE_BROKER_TO_RESET_OFFSET (222, resetOffsetByTime: the group's consumers are told the
 new offsets with RESET_CONSUMER_CLIENT_OFFSET, 220) and VIEW_BROKER_STATS_DATA (315,
-statsAll's rates: TOPIC_PUT_NUMS and GROUP_GET_NUMS) and GET_BROKER_CONSUME_STATS (317,
+statsAll's and rocketmq-exporter's rates: TOPIC_PUT_NUMS/SIZE, GROUP_GET_NUMS/SIZE/LATENCY,
+SNDBCK_PUT_NUMS, BROKER_PUT_NUMS, BROKER_GET_NUMS) and GET_BROKER_CONSUME_STATS (317,
 brokerConsumeStats).
 
 Layer: broker processors. Bodies are written as RocketMQ 4.9.8's AdminBrokerProcessor
@@ -24,6 +25,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import BrokerContext, CommandSink
 from rocketstore.broker.fastjson_body import MessageQueueKey, dumps
 from rocketstore.broker.remoting import FLAG_ONEWAY, RemotingCommand, ext_bool, ext_int, ext_str
+from rocketstore.broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.remoting.peer import Peer
 
@@ -362,10 +364,13 @@ async def invoke_broker_to_reset_offset(
 async def view_broker_stats_data(
     ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
 ) -> RemotingCommand:
-    """BrokerStatsData of one stats item: the last minute's, hour's and day's sums."""
+    """BrokerStatsData of one stats item: the last minute's, hour's and day's sums. The
+    broker-wide items are keyed by the cluster's name, as BrokerStatsManager keeps them."""
     name = ext_str(cmd.ext_fields, "statsName")
     key = ext_str(cmd.ext_fields, "statsKey")
     item = ctx.stats.stats_item(name, key)
+    if name in (BROKER_PUT_NUMS, BROKER_GET_NUMS) and key != ctx.cluster_name:
+        item = None
     if item is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
     body = {

@@ -9,6 +9,7 @@ answered with what is there.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -257,6 +258,7 @@ def suggested_broker_id(
 
 
 async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
+    begin_ns = time.monotonic_ns()  # GROUP_GET_LATENCY's start (a woken pull's: its wakeup)
     header = PullHeader.parse(cmd.ext_fields)
     if not is_readable(ctx.config.broker_permission):
         return cmd.response(
@@ -310,6 +312,7 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
                 (header.topic, header.queue_id), has_new, timeout_ms / 1000
             )
         if found_new:
+            begin_ns = time.monotonic_ns()
             result, body = await _read_pulled(ctx, header, subscription)
             code = response_code(result, header.queue_offset)
     ext: dict[str, object] = {
@@ -321,5 +324,14 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
     if code != ResponseCode.SUCCESS:
         remark = result.status.value
         return cmd.response(code, remark, ext)
-    ctx.stats.pulled(header.group, header.topic, len(result.messages))
+    took_ms = (time.monotonic_ns() - begin_ns) // 1_000_000
+    ctx.stats.pulled(
+        header.group,
+        header.topic,
+        len(result.messages),
+        len(body),
+        header.queue_id,
+        result.next_begin_offset,
+        took_ms,
+    )
     return cmd.response(code, "FOUND", ext, body)

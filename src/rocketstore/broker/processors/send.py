@@ -284,7 +284,10 @@ def put_response(
     if first.status not in _STORED:
         remark = _put_failure_remark(first, ctx)
         return cmd.response(code, remark)
-    ctx.stats.stored(topic, len(results))
+    last = results[-1]  # a batch is written in one piece: its bytes end at its last's end
+    ctx.stats.stored(
+        topic, len(results), last.commit_log_offset + last.size - first.commit_log_offset
+    )
     ext = {  # strings already: the answer takes them as they are
         "msgId": ",".join(r.msg_id for r in results),
         "queueId": str(queue_id),

@@ -112,6 +112,9 @@ async def consumer_send_back(
         ctx.topics_changed()
     result = await ctx.put(message, len(message.body))
     if result.status is PutStatus.PUT_OK:
+        # incSendBackNums: keyed by the topic the message was consumed from
+        back_topic = original.properties.get("RETRY_TOPIC") or original.topic
+        ctx.stats.sent_back(group, back_topic, to_dlq)
         return cmd.response(ResponseCode.SUCCESS)
     code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
     return cmd.response(code, result.reason or result.status.value)
