@@ -30,6 +30,7 @@ from rocketstore.broker.ha_master import ReplicationMaster
 from rocketstore.broker.ha_metadata import SYNC_INTERVAL_MS, MetadataSync
 from rocketstore.broker.ha_slave import ReplicationSlave
 from rocketstore.broker.long_polling import HOLD_CHECK_INTERVAL_MS
+from rocketstore.broker.metrics import MetricsServer
 from rocketstore.broker.namesrv import NameServer, RouteTable
 from rocketstore.broker.namesrv_config import KvConfigTable, namesrv_config
 from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
@@ -42,6 +43,7 @@ from rocketstore.broker.server import (
     bind_socket,
     format_address,
 )
+from rocketstore.broker.stats import LatencyHistogram
 from rocketstore.broker.subscription_groups import SubscriptionGroupManager
 from rocketstore.broker.timeouts import within
 from rocketstore.broker.topic_config import topic_manager_for
@@ -153,6 +155,8 @@ class BrokerOptions:
     settings_path: str | None = None
     # A slave copies its master's topics, offsets and groups this often (SlaveSynchronize).
     metadata_sync_interval_ms: int = SYNC_INTERVAL_MS
+    # HOST:PORT of the Prometheus endpoint (/metrics); None: no endpoint, no timing.
+    metrics_listen: str | None = None
 
 
 class BrokerApp:
@@ -167,6 +171,7 @@ class BrokerApp:
         self.replication_master: ReplicationMaster | None = None
         self.replication_slave: ReplicationSlave | None = None
         self.metadata_sync: MetadataSync | None = None
+        self.metrics: MetricsServer | None = None
         self.address = ""
         self._timers: list[asyncio.Task[None]] = []
 
@@ -195,6 +200,9 @@ class BrokerApp:
         sock, bound = _bind(opts.listen)
         ha_sock: socket.socket | None = None
         try:
+            if opts.metrics_listen is not None:
+                self.metrics = MetricsServer(lambda: self.ctx, opts.metrics_listen)
+                await asyncio.to_thread(self.metrics.start)
             if not opts.broker.is_slave:
                 ha_sock = self._bind_ha(bound)
             self.address = self._advertised(bound)
@@ -205,6 +213,9 @@ class BrokerApp:
             sock.close()
             if ha_sock is not None:
                 ha_sock.close()
+            if self.metrics is not None:
+                self.metrics.stop()
+                self.metrics = None
             raise
         store = self.store
         b = opts.broker
@@ -252,7 +263,11 @@ class BrokerApp:
             self.schedule = ScheduleService(store, opts.store_dir)
             self.schedule.start()
             ctx.schedule = self.schedule
-        handle = BrokerRouter(ctx).handle
+        router = BrokerRouter(ctx)
+        handle = router.handle
+        if self.metrics is not None:
+            ctx.stats.rpc_latency = LatencyHistogram()
+            handle = router.timed_handle
         self.server = RemotingServer(
             handle,
             name="broker",
@@ -402,6 +417,9 @@ class BrokerApp:
                 self.ctx.send_transaction_check(request)
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.stop)
+            self.metrics = None
         for task in self._timers:
             task.cancel()
         for task in self._timers:

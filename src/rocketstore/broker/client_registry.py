@@ -190,6 +190,11 @@ class ClientRegistry:
                 info.consume_from_where,
             )
 
+    def consumer_groups(self) -> list[str]:
+        """Consumer groups with at least one registered client."""
+        with self._lock:
+            return [group for group, info in self.consumers.items() if info.clients]
+
     def producer_groups(self) -> list[str]:
         with self._lock:
             return [group for group, channels in self.producers.items() if channels]

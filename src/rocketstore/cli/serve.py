@@ -112,6 +112,14 @@ def _broker_options(func: FuncT) -> FuncT:
             "-c FILE]. Example: --offset-persist-ms 1000",
         ),
         click.option(
+            "--metrics-listen",
+            default=None,
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics (RocketMQ 5's names; "
+            "docs/operations.md, Metrics). Off by default. Example: --metrics-listen "
+            "127.0.0.1:5557",
+        ),
+        click.option(
             "--acl",
             "acl_file",
             default=None,
@@ -168,7 +176,18 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         advertise_host=kwargs["advertise"],
         acl_file=kwargs["acl_file"],
         settings_path=obj.settings_path or None,
+        metrics_listen=(
+            _address(kwargs["metrics_listen"], "--metrics-listen")
+            if kwargs["metrics_listen"]
+            else None
+        ),
     )
+
+
+def _metrics_note(app: BrokerApp | None) -> str:
+    if app is None or app.metrics is None:
+        return ""
+    return f", metrics at http://{app.metrics.address}/metrics"
 
 
 def _run(services: list[Service], ready: Callable[[], None]) -> None:
@@ -226,8 +245,8 @@ def serve(obj: CliContext, /, namesrv_listen: str, brokers: int, **kwargs: Any) 
         extra = f" and {brokers - 1} more broker(s)" if brokers > 1 else ""
         click.echo(
             f"rocketstore: name server {app.namesrv.address}, broker "
-            f"{app.broker.address if app.broker else '?'} over {options.store_dir}{extra} "
-            "(Ctrl-C stops)",
+            f"{app.broker.address if app.broker else '?'} over {options.store_dir}{extra}"
+            f"{_metrics_note(app.broker)} (Ctrl-C stops)",
             err=True,
         )
 
@@ -349,7 +368,8 @@ def broker(obj: CliContext, /, namesrv_addrs: str, **kwargs: Any) -> None:
     def ready() -> None:
         click.echo(
             f"rocketstore: broker {options.broker.broker_name} at {app.address} over "
-            f"{options.store_dir}, registered with {', '.join(addrs)} (Ctrl-C stops)",
+            f"{options.store_dir}, registered with {', '.join(addrs)}{_metrics_note(app)} "
+            "(Ctrl-C stops)",
             err=True,
         )
 

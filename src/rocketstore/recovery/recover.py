@@ -50,6 +50,8 @@ class RecoveryReport:
     index_slots_repaired: int = 0
     redispatch_from: int | None = None
     redispatched_records: int = 0
+    # Wall time of the open's recovery (set by MessageStore.open).
+    seconds: float = 0.0
 
     def summary(self) -> str:
         kind = "abnormal" if self.abnormal else "normal"

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
@@ -75,6 +76,7 @@ from rocketstore.store.queue_table import (
 )
 from rocketstore.store.replica import ReplicaLog
 from rocketstore.store.sinks import DispatchListener, IndexSink, QueueSink, StoreDispatch
+from rocketstore.store.stats import StoreStats
 from rocketstore.store.truncation import (
     TruncateReport,
     TruncateStatus,
@@ -199,6 +201,7 @@ class MessageStore:
         """
         root, config = open_arguments(path, config, read_only)
         store = cls(root, config, read_only=read_only)
+        started = time.monotonic()
         if read_only:
             store._load_read_only()
         else:
@@ -211,6 +214,7 @@ class MessageStore:
                 store._lock.release()
                 raise
             store._start()
+        store.recovery_report.seconds = time.monotonic() - started
         return store
 
     def _load_and_recover(self) -> None:
@@ -801,6 +805,31 @@ class MessageStore:
         """Units pulls skipped because their CommitLog record was unreadable (brokerStatus's
         pullSkippedDamagedMsgs)."""
         return self.reader.damaged_records_skipped
+
+    def stats(self) -> StoreStats:
+        """Counters for monitoring (the broker's /metrics): see :class:`StoreStats`."""
+        files = self.commitlog.files
+        index = self.index.files[-1] if self.index.files else None
+        report = self.recovery_report
+        return StoreStats(
+            commit_log_min_offset=self.commitlog.min_offset(),
+            commit_log_max_offset=self.commitlog.max_offset(),
+            commit_log_flushed_offset=files.flushed_where,
+            dispatch_lag_bytes=self.dispatch_lag_bytes(),
+            commit_log_files=len(self.commitlog_files()),
+            flushes=self.flusher.flush_count,
+            flush_seconds=self.flusher.flush_seconds,
+            group_commit_requests=self.group_commit.requests,
+            group_commit_syncs=self.group_commit.syncs,
+            index_files=len(self.index.files),
+            index_entries=index.index_count - 1 if index is not None else 0,
+            index_capacity=index.index_num if index is not None else 0,
+            recovery_seconds=report.seconds,
+            recovery_abnormal=report.abnormal,
+            recovery_records_scanned=report.records_scanned,
+            damaged_records_skipped=self.reader.damaged_records_skipped,
+            writeable=self.running_flags.writeable,
+        )
 
     def queue_views(self) -> dict[tuple[str, int], QueueView]:
         """Every consume queue, read-only, by (topic, queue id)."""
