@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str, loads_json
 from rocketstore.broker.server import Connection
 from rocketstore.errors import ConfigError
+from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.paths import RETRY_PREFIX
 
 log = logging.getLogger(__name__)
@@ -223,6 +225,35 @@ class RouteTable:
         with self._lock:
             return sorted(self.topics)
 
+    def topics_by_cluster(self, cluster: str) -> list[str]:
+        """getTopicsByCluster: topics with queues on a broker of ``cluster`` (none for a
+        cluster not known)."""
+        with self._lock:
+            names = {e.name for e in self.brokers.values() if e.cluster == cluster}
+            return [t for t, queues in self.topics.items() if names & queues.keys()]
+
+    def system_topic_list(self) -> tuple[list[str], str | None]:
+        """getSystemTopicList: every cluster name and broker name (the topics a broker
+        makes of them), and the address of one broker (the first id of the first)."""
+        with self._lock:
+            names: list[str] = []
+            for cluster in {e.cluster for e in self.brokers.values()}:
+                names.append(cluster)
+                names += [e.name for e in self.brokers.values() if e.cluster == cluster]
+            entries = [self.brokers[n] for n in java_hashmap_order(list(self.brokers))]
+            addr = next((e.addrs[min(e.addrs)] for e in entries if e.addrs), None)
+            return names, addr
+
+    def topics_by_sys_flag(self, pick: Callable[[int], bool]) -> list[str]:
+        """topicQueueTableIter: topics whose first queue data's topicSysFlag ``pick``
+        accepts (the unit-topic lists)."""
+        with self._lock:
+            return [
+                topic
+                for topic, queues in self.topics.items()
+                if queues and pick(int(next(iter(queues.values())).get("topicSysFlag", 0)))
+            ]
+
     def delete_topic(self, topic: str) -> bool:
         with self._lock:
             return self.topics.pop(topic, None) is not None
@@ -243,6 +274,16 @@ class RouteTable:
         return count
 
 
+_TOPIC_LIST_CODES = (
+    RequestCode.GET_TOPICS_BY_CLUSTER,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS,
+    RequestCode.GET_UNIT_TOPIC_LIST,
+    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST,
+    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+)
+# TopicSysFlag's bits.
+FLAG_UNIT = 1 << 0
+FLAG_UNIT_SUB = 1 << 1
 _KV_CODES = (RequestCode.PUT_KV_CONFIG, RequestCode.GET_KV_CONFIG, RequestCode.DELETE_KV_CONFIG)
 
 
@@ -294,6 +335,17 @@ class NameServer:
         if code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:
             body = _json_body({"topicList": self.table.topic_names()})
             return cmd.response(ResponseCode.SUCCESS, body=body)
+        if code in _TOPIC_LIST_CODES:
+            return self._topic_list(cmd)
+        if code == RequestCode.GET_KVLIST_BY_NAMESPACE:
+            namespace = ext_str(ext, "namespace")
+            table = self.kv.namespace(namespace)
+            if table is None:
+                return cmd.response(
+                    ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
+                )
+            ordered = {key: table[key] for key in java_hashmap_order(list(table))}
+            return cmd.response(ResponseCode.SUCCESS, body=_json_body({"table": ordered}))
         if code == RequestCode.DELETE_TOPIC_IN_NAMESRV:
             self.table.delete_topic(ext_str(ext, "topic"))
             return cmd.response(ResponseCode.SUCCESS)
@@ -310,6 +362,28 @@ class NameServer:
         return cmd.response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported"
         )
+
+    def _topic_list(self, cmd: RemotingCommand) -> RemotingCommand:
+        """TopicList answers (4.9.8's DefaultRequestProcessor): topics of a cluster, the
+        system topics (with one broker's address), the unit-topic lists. The topics are
+        a HashSet there: written in its order."""
+        code, addr = cmd.code, None
+        if code == RequestCode.GET_TOPICS_BY_CLUSTER:
+            topics = self.table.topics_by_cluster(ext_str(cmd.ext_fields, "cluster"))
+        elif code == RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS:
+            topics, addr = self.table.system_topic_list()
+        elif code == RequestCode.GET_UNIT_TOPIC_LIST:
+            topics = self.table.topics_by_sys_flag(lambda flag: bool(flag & FLAG_UNIT))
+        elif code == RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST:
+            topics = self.table.topics_by_sys_flag(lambda flag: bool(flag & FLAG_UNIT_SUB))
+        else:
+            topics = self.table.topics_by_sys_flag(
+                lambda flag: not flag & FLAG_UNIT and bool(flag & FLAG_UNIT_SUB)
+            )
+        body: dict[str, object] = {"topicList": java_hashmap_order(sorted(set(topics)))}
+        if addr is not None:
+            body = {"brokerAddr": addr, **body}
+        return cmd.response(ResponseCode.SUCCESS, body=_json_body(body))
 
     def _settings(self, cmd: RemotingCommand) -> RemotingCommand:
         """The KV config requests and getNamesrvConfig / updateNamesrvConfig."""

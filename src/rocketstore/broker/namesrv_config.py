@@ -140,6 +140,12 @@ class KvConfigTable:
         with self._lock:
             return self._table.get(namespace, {}).get(key)
 
+    def namespace(self, namespace: str) -> dict[str, str] | None:
+        """A copy of one namespace's table (getKVListByNamespace), None when it has none."""
+        with self._lock:
+            table = self._table.get(namespace)
+            return dict(table) if table is not None else None
+
     def put(self, namespace: str, key: str, value: str) -> None:
         with self._lock:
             self._table.setdefault(namespace, {})[key] = value

@@ -199,3 +199,55 @@ def test_wipe_and_add_write_perm_last_until_the_broker_has_news() -> None:
     assert _perm(server.table, "A") == 6  # new topic data from the broker wins
     nobody = ask(RequestCode.WIPE_WRITE_PERM_OF_BROKER, "broker-x")
     assert nobody.ext_fields == {"wipeTopicCount": "0"}
+
+
+def _ask(ns: NameServer, code: int, **ext: str) -> RemotingCommand:
+    return ns.handle_sync(RemotingCommand(code, ext_fields=dict(ext)), None)
+
+
+def test_the_topic_lists_the_dashboard_asks_for() -> None:
+    """GET_TOPICS_BY_CLUSTER (224), GET_SYSTEM_TOPIC_LIST_FROM_NS (304), the unit-topic
+    lists (311-313) and GET_KVLIST_BY_NAMESPACE (219), with 4.9.8's TopicList and
+    KVTable bodies."""
+    ns = NameServer()
+    unit = {"topicName": "U", "perm": 6, "topicSysFlag": 1}
+    unit_sub = {"topicName": "S", "perm": 6, "topicSysFlag": 2}
+    _register(ns.table, "broker-a", "127.0.0.1:10911", {"A": TOPIC_A, "U": unit, "S": unit_sub})
+    ns.table.register(
+        cluster="Other",
+        broker_name="broker-b",
+        broker_addr="127.0.0.1:10921",
+        broker_id=0,
+        topic_configs={"B": {"topicName": "B"}, "A": TOPIC_A},
+        connection=None,
+        now_ms=0,
+    )
+
+    def topics(code: int, **ext: str) -> dict[str, Any]:
+        answer = _ask(ns, code, **ext)
+        assert answer.code == ResponseCode.SUCCESS
+        body = json.loads(answer.body)
+        assert isinstance(body, dict)
+        return body
+
+    by_cluster = topics(RequestCode.GET_TOPICS_BY_CLUSTER, cluster="DefaultCluster")
+    assert sorted(by_cluster["topicList"]) == ["A", "S", "U"]
+    assert sorted(topics(RequestCode.GET_TOPICS_BY_CLUSTER, cluster="Other")["topicList"]) == [
+        "A",
+        "B",
+    ]
+    assert topics(RequestCode.GET_TOPICS_BY_CLUSTER, cluster="Nope") == {"topicList": []}
+    system = topics(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
+    assert sorted(system["topicList"]) == ["DefaultCluster", "Other", "broker-a", "broker-b"]
+    assert system["brokerAddr"] in ("127.0.0.1:10911", "127.0.0.1:10921")
+    assert topics(RequestCode.GET_UNIT_TOPIC_LIST)["topicList"] == ["U"]
+    assert topics(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST)["topicList"] == ["S"]
+    assert topics(RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST)["topicList"] == ["S"]
+    missing = _ask(ns, RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="NS")
+    assert missing.code == ResponseCode.QUERY_NOT_FOUND
+    assert missing.remark == "No config item, Namespace: NS"
+    ns.kv.put("NS", "k1", "v1")
+    ns.kv.put("NS", "k2", "v2")
+    assert topics(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="NS") == {
+        "table": {"k1": "v1", "k2": "v2"}
+    }
