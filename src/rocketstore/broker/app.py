@@ -376,6 +376,7 @@ class BrokerApp:
         assert self.ctx is not None
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_MS / 1000)
+            self.ctx.stats.roll_day()
             for group in self.ctx.clients.expire():
                 self.ctx.notify_consumers_changed(group)
 

@@ -82,6 +82,8 @@ PROCESSORS: dict[int, Processor] = {
     RequestCode.GET_BROKER_RUNTIME_INFO: monitoring.get_broker_runtime_info,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: monitoring.invoke_broker_to_reset_offset,
     RequestCode.VIEW_BROKER_STATS_DATA: monitoring.view_broker_stats_data,
+    RequestCode.QUERY_CONSUME_TIME_SPAN: monitoring.query_consume_time_span,
+    RequestCode.GET_TOPIC_CONFIG: monitoring.get_topic_config,
     RequestCode.GET_BROKER_CONSUME_STATS: monitoring.get_broker_consume_stats,
     RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: monitoring.get_system_topic_list_from_broker,
     RequestCode.GET_ALL_PRODUCER_INFO: monitoring.get_all_producer_info,

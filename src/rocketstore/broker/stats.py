@@ -241,6 +241,11 @@ class BrokerStats:
         self.boot_ms = int(time.time() * 1000)
         self.put = RateCounter(clock)
         self.get = RateCounter(clock)
+        self.found = RateCounter(clock)  # pulls that found messages (getFoundTps)
+        # BrokerStats' totals at the last two midnights (roll_day moves them).
+        self.put_today_morning = self.get_today_morning = 0
+        self.put_yesterday_morning = self.get_yesterday_morning = 0
+        self._day = time.localtime().tm_yday
         self._group_get: dict[tuple[str, str], RateCounter] = {}
         self._items: dict[tuple[str, str], StatsItem] = {}
         self._topic_put: dict[str, Traffic] = {}
@@ -305,6 +310,7 @@ class BrokerStats:
         """A pull that found ``count`` messages (``size`` bytes); the queue's next offset
         and the time the pull took when the caller knows them."""
         self.get.add(count)
+        self.found.add(1)
         key = (group, topic)
         counter = self._group_get.get(key)
         if counter is None:
@@ -330,6 +336,19 @@ class BrokerStats:
         with self._lock:
             counter = self._group_get.get((group, topic))
         return counter.tps(60) if counter is not None else 0.0
+
+    def roll_day(self, day: int | None = None) -> None:
+        """BrokerStats.record at midnight: today's morning totals become yesterday's and
+        the current totals today's (the broker calls this every few seconds; only a new
+        local day changes anything)."""
+        day = time.localtime().tm_yday if day is None else day
+        if day == self._day:
+            return
+        self._day = day
+        self.put_yesterday_morning = self.put_today_morning
+        self.get_yesterday_morning = self.get_today_morning
+        self.put_today_morning = self.put.total
+        self.get_today_morning = self.get.total
 
     # --- read by the metrics endpoint ---------------------------------------------------
 

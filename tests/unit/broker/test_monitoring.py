@@ -336,3 +336,119 @@ def test_view_broker_stats_data_serves_what_the_exporter_asks(ctx: BrokerContext
     assert call(ctx, RequestCode.CONSUMER_SEND_MSG_BACK, back).code == ResponseCode.SUCCESS
     assert _stats(ctx, "SNDBCK_PUT_NUMS", "T@G")["statsMinute"]["sum"] == 1
     assert ctx.stats.send_backs() == {("G", "T", False): 1}
+
+
+def test_query_consume_time_span(ctx: BrokerContext) -> None:
+    """QUERY_CONSUME_TIME_SPAN (303): per write queue the first, last and last consumed
+    message's store times and the wait of the next; RocketMQ's quirks for a queue with
+    no messages (-1) and a group with no offset (its consume time is the first's)."""
+    _send(ctx, "T", 1, 3)
+    commit = {"consumerGroup": "G", "topic": "T", "queueId": 1, "commitOffset": 1}
+    assert call(ctx, RequestCode.UPDATE_CONSUMER_OFFSET, commit).code == 0
+    answer = call(ctx, RequestCode.QUERY_CONSUME_TIME_SPAN, {"topic": "T", "group": "G"})
+    assert answer.code == ResponseCode.SUCCESS
+    spans = json.loads(answer.body)["consumeTimeSpanSet"]
+    assert [s["messageQueue"] for s in spans] == [
+        {"brokerName": ctx.broker_name, "queueId": q, "topic": "T"} for q in range(4)
+    ]
+    times = [ctx.store.message_store_time("T", 1, offset) for offset in range(3)]
+    one = spans[1]
+    assert (one["minTimeStamp"], one["maxTimeStamp"]) == (times[0], times[2])
+    assert one["consumeTimeStamp"] == times[0]  # offset 1 committed: message 0 consumed
+    assert 0 <= one["delayTime"] < 60_000  # message 1 waits since it was stored
+    empty = spans[0]
+    assert (empty["minTimeStamp"], empty["maxTimeStamp"], empty["consumeTimeStamp"]) == (-1,) * 3
+    # 4.9.8's: no offset (-1) is below max offset 0, so the delay is now - (-1)
+    assert empty["delayTime"] > 10**12
+    gone = call(ctx, RequestCode.QUERY_CONSUME_TIME_SPAN, {"topic": "Nope", "group": "G"})
+    assert (gone.code, gone.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
+
+
+def test_get_topic_config(ctx: BrokerContext) -> None:
+    """GET_TOPIC_CONFIG (351, RocketMQ 5's examineTopicConfig)."""
+    _send(ctx, "T", 0, 1)
+    answer = call(ctx, RequestCode.GET_TOPIC_CONFIG, {"topic": "T", "lo": "false"})
+    assert answer.code == ResponseCode.SUCCESS
+    config = json.loads(answer.body)
+    assert config["topicName"] == "T" and config["writeQueueNums"] == 4
+    assert config["perm"] == 6 and "mappingDetail" not in config
+    gone = call(ctx, RequestCode.GET_TOPIC_CONFIG, {"topic": "Nope"})
+    assert gone.code == ResponseCode.TOPIC_NOT_EXIST
+    assert gone.remark == "No topic in this broker. topic: Nope"
+
+
+# The keys rocketmq-exporter's BrokerRuntimeStats parses without a default, by how.
+EXPORTER_LONGS = [
+    "msgPutTotalTodayNow",
+    "sendThreadPoolQueueHeadWaitTimeMills",
+    "queryThreadPoolQueueHeadWaitTimeMills",
+    "msgGetTotalTodayNow",
+    "queryThreadPoolQueueSize",
+    "bootTimestamp",
+    "msgPutTotalYesterdayMorning",
+    "msgGetTotalYesterdayMorning",
+    "pullThreadPoolQueueSize",
+    "commitLogMinOffset",
+    "pullThreadPoolQueueHeadWaitTimeMills",
+    "dispatchMaxBuffer",
+    "brokerVersion",
+    "pageCacheLockTimeMills",
+    "commitLogMaxOffset",
+    "getMessageEntireTimeMax",
+    "msgPutTotalTodayMorning",
+    "putMessageTimesTotal",
+    "msgGetTotalTodayMorning",
+    "sendThreadPoolQueueSize",
+    "startAcceptSendRequestTimeStamp",
+    "putMessageEntireTimeMax",
+    "earliestMessageTimeStamp",
+    "remainTransientStoreBufferNumbs",
+    "queryThreadPoolQueueCapacity",
+    "dispatchBehindBytes",
+    "putMessageSizeTotal",
+    "sendThreadPoolQueueCapacity",
+    "pullThreadPoolQueueCapacity",
+]
+EXPORTER_DOUBLES = ["consumeQueueDiskRatio", "commitLogDiskRatio", "putMessageAverageSize"]
+EXPORTER_TPS = ["putTps", "getMissTps", "getTransferedTps", "getTotalTps", "getFoundTps"]
+
+
+def test_broker_runtime_info_has_what_rocketmq_exporter_parses(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 0, 2)
+    assert pull(ctx, "T", 0, 0).code == ResponseCode.SUCCESS
+    table = json.loads(call(ctx, RequestCode.GET_BROKER_RUNTIME_INFO).body)["table"]
+    for key in EXPORTER_LONGS:
+        int(table[key])
+    for key in EXPORTER_DOUBLES:
+        float(table[key])
+    for key in EXPORTER_TPS:
+        assert len([float(x) for x in table[key].split(" ")]) == 3
+    float(table["remainHowManyDataToFlush"].split(" ")[0])
+    assert table["putMessageDistributeTime"] == "null"  # the exporter skips it so
+    assert table["runtime"].startswith("[ ")
+    # "Total : 197.4 GiB, Free : 53.2 GiB.": the exporter cuts fields 2-3 and 6-7
+    words = table["commitLogDirCapacity"].split(" ")
+    assert words[0] == "Total" and words[4] == "Free" and words[7].endswith("B.")
+    assert table["putMessageTimesTotal"] == "2" and float(table["getFoundTps"].split()[1]) > 0
+    stored = ctx.store.get_messages("G", "T", 0, 0, 32).messages
+    assert int(table["putMessageSizeTotal"]) == sum(m.size for m in stored)
+
+
+def test_human_bytes_as_rocketmq_writes_them() -> None:
+    from rocketstore.broker.processors.monitoring import human_bytes
+
+    assert human_bytes(0) == "0 B" and human_bytes(1023) == "1023 B"
+    assert human_bytes(1536) == "1.5 KiB" and human_bytes(5 * 1024**3) == "5.0 GiB"
+
+
+def test_day_totals_roll_at_midnight() -> None:
+    from rocketstore.broker.stats import BrokerStats
+
+    stats = BrokerStats()
+    stats.stored("T", 5)
+    stats.roll_day(400)  # a new day
+    assert (stats.put_today_morning, stats.put_yesterday_morning) == (5, 0)
+    stats.stored("T", 2)
+    stats.roll_day(400)  # the same day: nothing moves
+    stats.roll_day(401)
+    assert (stats.put_today_morning, stats.put_yesterday_morning) == (7, 5)

@@ -7,7 +7,8 @@ INVOKE_BROKER_TO_RESET_OFFSET (222, resetOffsetByTime: the group's consumers are
 new offsets with RESET_CONSUMER_CLIENT_OFFSET, 220) and VIEW_BROKER_STATS_DATA (315,
 statsAll's and rocketmq-exporter's rates: TOPIC_PUT_NUMS/SIZE, GROUP_GET_NUMS/SIZE/LATENCY,
 SNDBCK_PUT_NUMS, BROKER_PUT_NUMS, BROKER_GET_NUMS) and GET_BROKER_CONSUME_STATS (317,
-brokerConsumeStats).
+brokerConsumeStats), QUERY_CONSUME_TIME_SPAN (303, the dashboard's consumer page) and
+GET_TOPIC_CONFIG (351, RocketMQ 5's examineTopicConfig).
 
 Layer: broker processors. Bodies are written as RocketMQ 4.9.8's AdminBrokerProcessor
 writes them with fastjson (:mod:`rocketstore.broker.fastjson_body`: MessageQueue map keys
@@ -16,6 +17,7 @@ as unquoted objects).
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from typing import Any
@@ -243,9 +245,13 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
     stats = ctx.stats
     commitlog_dir = store.commitlog_dirs.writable[0]
     usage = shutil.disk_usage(commitlog_dir)
+    queues_usage = shutil.disk_usage(store.root)
     low, high = store.min_commit_log_offset(), store.max_commit_log_offset()
     earliest = store.commitlog_store_time(low) if high > low else 0
     now = int(time.time() * 1000)
+    store_stats = store.stats()
+    put_times = stats.put.total or 1  # StoreStatsService: 1 before the first put
+    put_bytes = sum(t.bytes for t in stats.topic_traffic().values())
     table = {
         "brokerVersionDesc": BROKER_VERSION_DESC,
         "brokerVersion": str(BROKER_VERSION),
@@ -257,10 +263,44 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
         "msgGetTotalTodayNow": str(stats.get.total),
         "commitLogMinOffset": str(low),
         "commitLogMaxOffset": str(high),
-        "commitLogDiskRatio": str((usage.total - usage.free) / usage.total if usage.total else 0.0),
+        "commitLogDiskRatio": str(_ratio(usage)),
         "commitLogDirCapacity": (
-            f"Total : {usage.total / GIB:.2f} GiB, Free : {usage.free / GIB:.2f} GiB."
+            f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
         ),
+        "consumeQueueDiskRatio": str(_ratio(queues_usage)),
+        # rocketmq-exporter reads every key below (a missing one fails its whole scrape).
+        "msgPutTotalTodayMorning": str(stats.put_today_morning),
+        "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning),
+        "msgGetTotalTodayMorning": str(stats.get_today_morning),
+        "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning),
+        "putMessageTimesTotal": str(put_times),
+        "putMessageSizeTotal": str(put_bytes),
+        "putMessageAverageSize": str(put_bytes / put_times),
+        # Puts and gets are not timed one by one here (rocketmq_rpc_latency times whole
+        # requests): what a Java broker reports before its first minute's sample.
+        "putMessageDistributeTime": "null",
+        "putMessageEntireTimeMax": "0",
+        "getMessageEntireTimeMax": "0",
+        "dispatchMaxBuffer": "0",
+        "getFoundTps": stats.found.tps_text(),
+        # Pulls that found nothing are not counted (the pull path counts what it sends).
+        "getMissTps": "0.00 0.00 0.00",
+        "getTotalTps": stats.found.tps_text(),
+        "remainHowManyDataToFlush": human_bytes(
+            max(0, store_stats.commit_log_max_offset - store_stats.commit_log_flushed_offset)
+        ),
+        # TransientStorePool.availableBufferNums without the pool (transientStorePoolEnable
+        # is not supported): Integer.MAX_VALUE.
+        "remainTransientStoreBufferNumbs": str(2**31 - 1),
+        "startAcceptSendRequestTimeStamp": "0",
+        "queryThreadPoolQueueSize": "0",
+        "queryThreadPoolQueueHeadWaitTimeMills": "0",
+        "EndTransactionQueueSize": "0",
+        # BrokerConfig's 4.9.8 defaults (no thread pools here: nothing queues in them).
+        "sendThreadPoolQueueCapacity": "10000",
+        "pullThreadPoolQueueCapacity": "100000",
+        "queryThreadPoolQueueCapacity": "20000",
+        "EndTransactionThreadPoolQueueCapacity": "100000",
         "dispatchBehindBytes": str(store.dispatch_lag_bytes()),
         # Not RocketMQ's: damaged CommitLog records pulls stepped over (read_path).
         "pullSkippedDamagedMsgs": str(store.damaged_records_skipped),
@@ -279,6 +319,19 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
     if ctx.replication_slave is not None:
         table.update(ctx.replication_slave.runtime_info())
     return table
+
+
+def _ratio(usage: Any) -> float:
+    """UtilAll.getDiskPartitionSpaceUsedPercent: the share of the partition in use."""
+    return float((usage.total - usage.free) / usage.total) if usage.total else 0.0
+
+
+def human_bytes(count: int) -> str:
+    """MixAll.humanReadableByteCount(bytes, false): "512 B", "1.5 KiB", "197.4 GiB"."""
+    if count < 1024:
+        return f"{count} B"
+    exp = min(int(math.log(count) / math.log(1024)), 6)
+    return f"{count / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
 def _runtime(ms: int) -> str:
@@ -379,3 +432,68 @@ async def view_broker_stats_data(
         "statsMinute": item.snapshot(1).to_json(),
     }
     return cmd.response(ResponseCode.SUCCESS, body=_body(body))
+
+
+def consume_time_span(ctx: BrokerContext, topic: str, group: str) -> list[dict[str, Any]] | None:
+    """QueryConsumeTimeSpanBody's spans (queryConsumeTimeSpan, mqadmin and the dashboard's
+    consumer page), per write queue: the store times of its first and last message and
+    of the group's last consumed one, and how long its next has waited. As 4.9.8: a
+    group with no offset has the first message's time as its consume time, and its
+    delay is measured from the store time of offset -1 (none: now + 1 ms)."""
+    config = ctx.topics.get(topic)
+    if config is None:
+        return None
+    store = ctx.store
+    spans: list[dict[str, Any]] = []
+    for queue_id in range(config.write_queue_nums):
+        low = max(store.min_offset(topic, queue_id), 0)
+        high = max(store.max_offset(topic, queue_id), 0)
+        min_time = store.message_store_time(topic, queue_id, low)
+        max_time = store.message_store_time(topic, queue_id, high - 1) if high > 0 else -1
+        committed = ctx.offsets.query(group, topic, queue_id)
+        consumer_offset = committed if committed is not None else -1
+        if consumer_offset > 0:
+            consume_time = store.message_store_time(topic, queue_id, consumer_offset - 1)
+        else:
+            consume_time = min_time
+        delay = 0
+        if consumer_offset < high:
+            next_time = (
+                store.message_store_time(topic, queue_id, consumer_offset)
+                if consumer_offset >= 0
+                else -1
+            )
+            delay = int(time.time() * 1000) - next_time
+        spans.append(
+            {
+                "consumeTimeStamp": consume_time,
+                "delayTime": delay,
+                "maxTimeStamp": max_time,
+                "messageQueue": MessageQueueKey(topic, ctx.broker_name, queue_id).as_bean(),
+                "minTimeStamp": min_time,
+            }
+        )
+    return spans
+
+
+async def query_consume_time_span(
+    ctx: BrokerContext, cmd: RemotingCommand, conn: Peer
+) -> RemotingCommand:
+    topic = ext_str(cmd.ext_fields, "topic")
+    spans = await ctx.run(consume_time_span, ctx, topic, ext_str(cmd.ext_fields, "group"))
+    if spans is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    return cmd.response(ResponseCode.SUCCESS, body=_body({"consumeTimeSpanSet": spans}))
+
+
+async def get_topic_config(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
+    """GET_TOPIC_CONFIG (351, RocketMQ 5: examineTopicConfig): the topic's config as a
+    TopicConfigAndQueueMapping; no static topic mapping here (its ``mappingDetail`` is
+    null, so left out)."""
+    topic = ext_str(cmd.ext_fields, "topic")
+    config = ctx.topics.get(topic)
+    if config is None:
+        return cmd.response(
+            ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}"
+        )
+    return cmd.response(ResponseCode.SUCCESS, body=_body(config.to_json()))
