@@ -239,3 +239,27 @@ def test_queue_units_lost_while_closed_are_rebuilt(root):
             results[4].commit_log_offset,
             results[5].commit_log_offset,
         ]
+
+
+def test_slow_recovery_phases_are_reported_with_their_rates(tmp_path, caplog, monkeypatch):
+    """Each phase of a writer's recovery past SLOW_PHASE_S says what it did and how fast
+    (rocketstore.store.opening.progress: the CLI prints these on a terminal); the open
+    records how long its recovery took."""
+    from rocketstore.store import opening
+
+    root = tmp_path / "store"
+    _write(root, 50)
+    for path in (root / "consumequeue" / TOPIC).rglob("*"):
+        if path.is_file():
+            path.unlink()  # the queue re-dispatched from the CommitLog on open
+    monkeypatch.setattr(opening, "SLOW_PHASE_S", 0.0)
+    with (
+        caplog.at_level("INFO", logger=opening.progress_log.name),
+        MessageStore.open(root, _config()) as store,
+    ):
+        assert store.max_offset(TOPIC, 0) == 50
+        assert store.stats().recovery_seconds > 0
+    lines = [r.getMessage() for r in caplog.records if r.name == opening.progress_log.name]
+    assert any(line.startswith("recovery: 1 CommitLog files, ") for line in lines), lines
+    assert any("re-dispatched" in line and "MiB/s" in line for line in lines), lines
+    assert any("CommitLog records" in line and "checked" in line for line in lines), lines

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 
 from rocketstore.commitlog import CommitLog
@@ -27,6 +28,19 @@ from rocketstore.recovery.recover import RecoveryReport, recover_store
 from rocketstore.store.queue_table import QueueTable
 
 log = logging.getLogger(__name__)
+# A line per slow phase of a writer's recovery, with its rate (the CLI shows these on a
+# terminal: a recovery that re-checks or re-dispatches gigabytes takes minutes).
+progress_log = logging.getLogger(f"{__name__}.progress")
+SLOW_PHASE_S = 0.5
+MIB = 1024 * 1024
+
+
+def _phase(started: float, what: str, size_bytes: int = 0) -> None:
+    took = time.monotonic() - started
+    if took < SLOW_PHASE_S:
+        return
+    rate = f" ({size_bytes / MIB / took:,.0f} MiB/s)" if size_bytes else ""
+    progress_log.info("recovery: %s in %.1f s%s", what, took, rate)
 
 
 def open_arguments(
@@ -114,9 +128,26 @@ def _recover(
     abnormal: bool,
 ) -> RecoveryReport:
     root = queues.root
+    started = time.monotonic()
     commitlog.files.load()
     queues.load_all(writable=True)
     index.load()
+    _phase(
+        started,
+        f"{len(commitlog.files.files)} CommitLog files, {len(queues.queues)} consume queues "
+        f"and {len(index.files)} index files loaded",
+    )
+    redispatch_s = [0.0]
+
+    def timed_redispatch(offset: int) -> int:
+        began, size = time.monotonic(), max(0, commitlog.max_offset() - offset)
+        try:
+            return redispatch(offset)
+        finally:
+            redispatch_s[0] += time.monotonic() - began
+            _phase(began, f"re-dispatched {size:,} bytes from offset {offset:,}", size)
+
+    started = time.monotonic()
     # Queues deleted on purpose stay deleted (files.deleted_queues); entries whose
     # records retention has all deleted are dropped.
     deleted = prune_deleted(root, load_deleted_queues(root), max(commitlog.min_offset(), 0))
@@ -128,8 +159,15 @@ def _recover(
         checkpoint=checkpoint.value,
         config=config,
         abnormal=abnormal,
-        redispatch=redispatch,
+        redispatch=timed_redispatch,
         deleted_queues=deleted,
+    )
+    checked = _checked_bytes(commitlog, report)
+    scan_started = started + redispatch_s[0]  # the phase's time less the re-dispatch's
+    _phase(
+        scan_started,
+        f"{report.records_scanned:,} CommitLog records ({checked:,} bytes) checked",
+        checked,
     )
     # Queue offsets continue from the queues' max offsets (recoverTopicQueueTable).
     for (topic, qid), queue in queues.queues.items():
@@ -142,6 +180,14 @@ def _recover(
     else:
         log.info("%s: %s", root, report.summary())
     return report
+
+
+def _checked_bytes(commitlog: CommitLog, report: RecoveryReport) -> int:
+    """Bytes from the first file the recovery checked to the CommitLog's end."""
+    for mapped in commitlog.files.files:
+        if mapped.path == report.start_file:
+            return max(0, report.commit_log_end - mapped.file_from_offset)
+    return 0
 
 
 def create_marker(path: str) -> None:
