@@ -286,3 +286,6 @@ def pull_messages(
     file_size: int,
     /,
 ) -> Any: ...
+def batch_columns(
+    data: ReadableBuffer, suffix: str, /
+) -> tuple[list[bytes], list[int], list[str], int] | None: ...

@@ -148,6 +148,13 @@ LazyMsgId = bind(
     _c.LazyMsgId, "LazyMsgId", "rocketstore.format.message_id:offset_msg_id_from_bytes"
 )
 
+# ---- the broker's batch bodies ----------------------------------------------------------
+batch_columns = bind(
+    _c.batch_columns,
+    "batch_columns",
+    "rocketstore.broker.processors.message_batch:decode_batch_columns_python",
+)
+
 
 if set_verbatim_type is not None:
     # The put encoder writes these properties' text as it is, not their serialisation.

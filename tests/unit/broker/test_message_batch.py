@@ -9,8 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketstore.broker.processors.message_batch import BatchEntry, decode_batch, encode_batch
+from rocketstore.broker.processors.message_batch import (
+    BatchColumns,
+    BatchEntry,
+    decode_batch,
+    decode_batch_columns,
+    decode_batch_columns_python,
+    encode_batch,
+)
 from rocketstore.broker.remoting import ProtocolError
+from rocketstore.format import native
+from rocketstore.format.native import python_only
+from rocketstore.format.properties import join_batch_properties
 
 
 def test_golden_bytes_field_by_field() -> None:
@@ -88,3 +98,94 @@ def test_round_trip(entries: list[BatchEntry]) -> None:
 def test_fuzz_only_protocol_errors(data: bytes) -> None:
     with contextlib.suppress(ProtocolError):
         decode_batch(data)
+
+
+def test_columns_golden_bytes() -> None:
+    """Each entry's body, flag and stored properties: its own string, a separator unless
+    it is empty or ends in one, then the batch's."""
+    entry = (
+        struct.pack(">iiiii", 20 + 3 + 2 + 3, 0, 0, -7, 3)  # TOTALSIZE .. FLAG, BODYLEN
+        + b"abc"
+        + struct.pack(">h", 3)  # PROPERTIESLEN
+        + b"K\x01v"
+    )
+    ends_in_separator = struct.pack(">iiiii", 20 + 0 + 2 + 4, 0, 0, 5, 0) + b"\0\x04a\x01b\x02"
+    bare = struct.pack(">iiiii", 22, 0, 0, 0, 0) + b"\0\0"
+    data = entry + ends_in_separator + bare
+    expected = BatchColumns(
+        [b"abc", b"", b""], [-7, 5, 0], ["K\x01v\x02C\x01D", "a\x01b\x02C\x01D", "C\x01D"], 3
+    )
+    assert decode_batch_columns(data, "C\x01D") == expected
+    assert decode_batch_columns_python(data, "C\x01D") == expected
+    assert decode_batch_columns(data, "").texts == ["K\x01v", "a\x01b\x02", ""]
+    assert decode_batch_columns(b"", "C\x01D") == BatchColumns([], [], [], 0)
+
+
+_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=12)
+
+
+@given(st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=40), _text)), _text)
+def test_columns_are_the_entries_both_ways(
+    entries: list[tuple[int, bytes, str]], suffix: str
+) -> None:
+    """The columns of an encoded batch are its entries (C and Python alike)."""
+    data = encode_batch([BatchEntry(flag, body, {}, text) for flag, body, text in entries])
+    expected = BatchColumns(
+        [body for _, body, _ in entries],
+        [flag for flag, _, _ in entries],
+        [join_batch_properties(text, suffix) for _, _, text in entries],
+        sum(len(body) for _, body, _ in entries),
+    )
+    assert decode_batch_columns(data, suffix) == expected
+    assert decode_batch_columns_python(data, suffix) == expected
+
+
+def _outcome(decode: object, data: bytes, suffix: str) -> object:
+    try:
+        return decode(data, suffix)  # type: ignore[operator]
+    except ProtocolError as e:
+        return ("ProtocolError", str(e))
+
+
+@given(st.binary(max_size=160), _text)
+def test_columns_of_any_bytes_agree_with_the_twin(data: bytes, suffix: str) -> None:
+    """Arbitrary bytes: the same columns or the same ProtocolError with or without the
+    extension (the C decoder hands every bad body back to the twin), and the same
+    entries as decode_batch."""
+    found = _outcome(decode_batch_columns, data, suffix)
+    assert found == _outcome(decode_batch_columns_python, data, suffix)
+    with python_only("batch_columns"):
+        assert native.batch_columns is None
+        assert _outcome(decode_batch_columns, data, suffix) == found
+    if isinstance(found, BatchColumns):
+        entries = decode_batch(data)
+        assert found.bodies == [e.body for e in entries]
+        assert found.flags == [e.flag for e in entries]
+        assert found.texts == [join_batch_properties(e.properties_text, suffix) for e in entries]
+
+
+@given(
+    st.lists(st.tuples(st.binary(max_size=8), st.binary(max_size=8)), min_size=1, max_size=3),
+    _text,
+)
+def test_columns_of_well_sized_entries_with_any_property_bytes_agree(
+    entries: list[tuple[bytes, bytes]], suffix: str
+) -> None:
+    """Entries whose sizes agree but whose property bytes may not be UTF-8 (random bytes
+    seldom get that far)."""
+    data = b"".join(
+        struct.pack(">iiiii", 22 + len(body) + len(raw), 0, 0, 1, len(body))
+        + body
+        + struct.pack(">h", len(raw))
+        + raw
+        for body, raw in entries
+    )
+    assert _outcome(decode_batch_columns, data, suffix) == _outcome(
+        decode_batch_columns_python, data, suffix
+    )
+
+
+def test_the_c_decoder_is_bound() -> None:
+    if native.native is None:
+        pytest.skip("the C extension is not built")
+    assert native.batch_columns is native.native.batch_columns

@@ -16,10 +16,16 @@ Layer: broker, pure codec. Each message::
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rocketstore.broker.remoting import ProtocolError
-from rocketstore.format.properties import decode_properties_str, encode_properties_str
+from rocketstore.format import native
+from rocketstore.format.properties import (
+    decode_properties_str,
+    encode_properties_str,
+    join_batch_properties,
+)
 
 _HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
 _SHORT = struct.Struct(">h")
@@ -51,10 +57,9 @@ def encode_batch(entries: list[BatchEntry]) -> bytes:
     return bytes(out)
 
 
-def decode_batch(data: bytes) -> list[BatchEntry]:
-    """Every entry of a batch body; ProtocolError (with the position) if one is cut or
-    its sizes disagree."""
-    entries = []
+def _entries(data: bytes) -> Iterator[tuple[int, bytes, str]]:
+    """Each entry's (flag, body, properties string); ProtocolError (with the position) if
+    one is cut or its sizes disagree."""
     position = 0
     while position < len(data):
         if position + _HEAD.size > len(data):
@@ -79,8 +84,53 @@ def decode_batch(data: bytes) -> list[BatchEntry]:
             text = data[props_at + _SHORT.size : end].decode("utf-8")
         except UnicodeDecodeError as e:
             raise ProtocolError("batch entry properties are not UTF-8", position=position) from e
-        entries.append(
-            BatchEntry(flag, bytes(data[body_start:props_at]), decode_properties_str(text), text)
-        )
+        yield flag, bytes(data[body_start:props_at]), text
         position = end
-    return entries
+
+
+def decode_batch(data: bytes) -> list[BatchEntry]:
+    """Every entry of a batch body; ProtocolError (with the position) if one is cut or
+    its sizes disagree."""
+    return [
+        BatchEntry(flag, body, decode_properties_str(text), text)
+        for flag, body, text in _entries(data)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchColumns:
+    """A batch body as columns: entry i is ``bodies[i]`` with flag ``flags[i]``, stored
+    with the properties string ``texts[i]`` (its own, then the batch's)."""
+
+    bodies: list[bytes]
+    flags: list[int]
+    texts: list[str]
+    body_bytes: int  # the bodies' total length
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
+def decode_batch_columns_python(data: bytes, suffix: str) -> BatchColumns:
+    """``decode_batch_columns``'s definition (and its path without the extension)."""
+    bodies: list[bytes] = []
+    flags: list[int] = []
+    texts: list[str] = []
+    for flag, body, text in _entries(data):
+        bodies.append(body)
+        flags.append(flag)
+        texts.append(join_batch_properties(text, suffix))
+    return BatchColumns(bodies, flags, texts, sum(len(body) for body in bodies))
+
+
+def decode_batch_columns(data: bytes, suffix: str) -> BatchColumns:
+    """The entries of a batch body as columns, each entry's properties string joined with
+    ``suffix`` (the batch's own properties) as RocketMQ 4.9.8 stores a batch record's
+    (``join_batch_properties``): no Python object per entry but its body, flag and text
+    (decoding each entry into objects was ~70 % of a batch send). ProtocolError as
+    ``decode_batch``."""
+    if native.batch_columns is not None:
+        found = native.batch_columns(data, suffix)
+        if found is not None:
+            return BatchColumns(*found)
+    return decode_batch_columns_python(data, suffix)

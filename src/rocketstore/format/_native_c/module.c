@@ -68,6 +68,8 @@ static PyMethodDef methods[] = {
     {"key_lookup", (PyCFunction)(void (*)(void))py_key_lookup, METH_FASTCALL,
      "A key query: index chains, reads, checks."},
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},
+    {"batch_columns", py_batch_columns, METH_VARARGS,
+     "A SEND_BATCH_MESSAGE body as columns (bodies, flags, stored properties)."},
     {"set_verbatim_type", py_set_verbatim_type, METH_O,
      "The properties type whose text put encoding writes as it is."},
     {NULL, NULL, 0, NULL},

@@ -20,8 +20,9 @@
  * One extension, one translation unit per concern, each including this header: crc.c,
  * put.c (encode and append), scan.c (walk, decode, CRC check, dispatch facts, queue
  * units), decode.c (reads into MessageExt, pulls, key and time look-ups), index.c (index
- * files, key hashes), io.c (pwrite, msync, madvise), module.c (method table, init). What
- * one unit uses of another is declared at the end of this header.
+ * files, key hashes), io.c (pwrite, msync, madvise), batch.c (the broker's batch bodies),
+ * module.c (method table, init). What one unit uses of another is declared at the end of
+ * this header.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* sync_file_range */
@@ -201,5 +202,6 @@ PyObject *py_populate_write(PyObject *self, PyObject *args);
 PyObject *py_msync_range(PyObject *self, PyObject *args);
 PyObject *py_write_batch(PyObject *self, PyObject *args);
 PyObject *py_queue_units(PyObject *self, PyObject *args);
+PyObject *py_batch_columns(PyObject *self, PyObject *args);
 
 #endif /* ROCKETSTORE_NATIVE_H */
