@@ -45,12 +45,13 @@ from rocketstore.format import properties as props
 from rocketstore.format.message import BODY_TYPES, Message
 from rocketstore.format.message_id import offset_msg_id_from_bytes
 from rocketstore.format.record import END_FILE_MIN_BLANK_LENGTH
-from rocketstore.java_ints import JAVA_LONG_MAX, JAVA_LONG_MIN
+from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.put_path import MessagePreparer, PutResult, Refusal
 from rocketstore.status import AppendStatus, PutStatus
 
 DEFAULT_BORN_HOST = "127.0.0.1:50000"  # Message's default
 _NATIVE_MAX_COLUMNS = 16  # property columns the C encoder takes (MAX_COLUMNS)
+_TRANSACTION_BITS = 0xC  # sysflag's transaction type
 _NO_INTS: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 _NO_SIZES: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
 # The C encoder's buffers, reused by later batches and calls (memory already faulted in:
@@ -149,6 +150,12 @@ class Columns:
     rows: list[object] | None  # each row's own properties (a mapping or None), first
     born_timestamp: object
     born_host: object
+    flags: object = 0  # an int for every row, or a list with one per row
+    sys_flag: object = 0
+    reconsume_times: object = 0
+    # Each row's stored properties string, as it is (VerbatimProperties), instead of the
+    # property arguments: a broker's SEND_BATCH_MESSAGE entries.
+    texts: list[object] | None = None
 
     @classmethod
     def of(
@@ -163,9 +170,14 @@ class Columns:
         property_columns: object = None,
         born_timestamp: object = None,
         born_host: object = DEFAULT_BORN_HOST,
+        flags: object = 0,
+        sys_flag: object = 0,
+        reconsume_times: object = 0,
+        property_texts: object = None,
     ) -> Columns:
         """ConfigError for a column that is no column (not a sequence, or not one value per
-        body); what is wrong within a row is the put checks' to refuse."""
+        body), or ``property_texts`` beside another property argument; what is wrong
+        within a row is the put checks' to refuse."""
         if (
             isinstance(bodies, np.ndarray)
             or not isinstance(bodies, Sequence)
@@ -200,6 +212,17 @@ class Columns:
             if column is not None:
                 named.append((name, column, label))
         per_row = None if properties is None else _rows_of("properties", properties, rows)
+        texts = None
+        if property_texts is not None:
+            if named or per_row is not None:
+                raise ConfigError(
+                    "property_texts are each row's whole properties string: no keys, tags, "
+                    "properties or property_columns beside them"
+                )
+            texts = _rows_of("property_texts", property_texts, rows)
+        flag_column = flags
+        if not (isinstance(flags, int) and not isinstance(flags, bool)):
+            flag_column = _rows_of("flags", flags, rows)
         return cls(
             topic=topic,
             bodies=body_list,
@@ -210,6 +233,10 @@ class Columns:
             rows=per_row,
             born_timestamp=born_timestamp,
             born_host=born_host,
+            flags=flag_column,
+            sys_flag=sys_flag,
+            reconsume_times=reconsume_times,
+            texts=texts,
         )
 
     def __len__(self) -> int:
@@ -221,7 +248,11 @@ class Columns:
         column's value; a None value leaves the name out)."""
         own = None if self.rows is None else self.rows[row]
         properties: object
-        if own is None:
+        if self.texts is not None:
+            text = self.texts[row]
+            # (a text that is no str is refused by prepare, naming its type)
+            properties = props.VerbatimProperties(text) if isinstance(text, str) else text
+        elif own is None:
             properties = {}
         elif isinstance(own, Mapping):
             properties = dict(own)
@@ -241,6 +272,9 @@ class Columns:
             "properties": properties,
             "born_timestamp": self.born_timestamp,
             "born_host": self.born_host,
+            "flag": self.flags[row] if isinstance(self.flags, list) else self.flags,
+            "sys_flag": self.sys_flag,
+            "reconsume_times": self.reconsume_times,
         }
         return Message(**fields)
 
@@ -256,7 +290,12 @@ class Columns:
             ("queue_ids", _plain(topic, queue_id=full.queue_id)),
             ("born_timestamp", _plain(topic, born_timestamp=full.born_timestamp)),
             ("born_host", _plain(topic, born_host=full.born_host)),
+            ("flags", _plain(topic, flag=full.flag)),
+            ("sys_flag", _plain(topic, sys_flag=full.sys_flag)),
+            ("reconsume_times", _plain(topic, reconsume_times=full.reconsume_times)),
         ]
+        if self.texts is not None:
+            alone.append(("property_texts", _plain(topic, properties=full.properties)))
         own = None if self.rows is None else self.rows[row]
         if own is not None:
             mapping = dict(own) if isinstance(own, Mapping) else own
@@ -322,6 +361,17 @@ def _native_args(
         return None
     if born is not None and (type(born) is not int or not JAVA_LONG_MIN <= born <= JAVA_LONG_MAX):
         return None
+    # The batch fields as the C encoder takes them (an int32 each; a transactional sys
+    # flag, which a batch refuses, is Python's).
+    if not all(
+        type(value) is int and JAVA_INT_MIN <= value <= JAVA_INT_MAX
+        for value in (columns.sys_flag, columns.reconsume_times)
+    ) or (isinstance(columns.sys_flag, int) and columns.sys_flag & _TRANSACTION_BITS):
+        return None
+    if type(columns.flags) is not list and not (
+        type(columns.flags) is int and JAVA_INT_MIN <= columns.flags <= JAVA_INT_MAX
+    ):
+        return None
     # The C loop writes names as given: each must be one a record keeps, not DELAY (a
     # batch refuses a delayed message), and not set twice (the later keeps the place of
     # the first).
@@ -337,6 +387,13 @@ def _native_args(
         return None
     born_ms = preparer.now_ms() if born is None else born
     return _NativeArgs(topic, topic_bytes, born_host, stored_by, born_ms)
+
+
+def _batch_fields(columns: Columns) -> tuple[Any, int, int, list[Any] | None]:
+    """encode_columns' last arguments: flags, sys flag, reconsume times, texts (checked
+    by ``_native_args``)."""
+    assert isinstance(columns.sys_flag, int) and isinstance(columns.reconsume_times, int)
+    return columns.flags, columns.sys_flag, columns.reconsume_times, columns.texts
 
 
 def _take_buffer() -> bytearray:
@@ -382,6 +439,7 @@ def _encoded_batch(
         0,
         -1,  # (no room: out grows)
         None,
+        *_batch_fields(columns),
     )
     if not isinstance(encoded, tuple):
         return None
@@ -438,6 +496,7 @@ class _InPlace:
             target.position,
             target.room,
             stamp,
+            *_batch_fields(columns),
         )
         if encoded is None or isinstance(encoded, bool):
             return encoded

@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, PutStatus, StoreConfig
+from rocketstore.errors import ConfigError
+from rocketstore.format.properties import VerbatimProperties
 from rocketstore.format.record import record_length
 
 STORE_MS = 1_700_000_000_123
@@ -194,3 +197,106 @@ def test_batches_cut_by_max_message_size_are_put_batches_of_their_rows(
         assert result.status is PutStatus.PUT_OK and result.stored == len(bodies)
         # The queues as put_batch left them: the next put lands alike.
         assert ours.commitlog.topic_queue_table == theirs.commitlog.topic_queue_table
+
+
+# A batch entry's stored properties string as a client may send it: names, values and
+# separators in any order (a trailing separator, a repeated name, DELAY), now and then
+# a lone surrogate or one long enough to be refused.
+_property_text = st.one_of(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["KEYS\x01k", "TAGS\x01a", "DELAY\x013", "DELAY\x010", "\x02"]),
+            st.text(st.characters(codec="utf-8"), max_size=6),
+        ),
+        max_size=4,
+    ).map("".join),
+    st.sampled_from(["\ud800", "x" * 32768, "é" * 16384]),
+)
+_int32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@st.composite
+def _batch_columns(draw: st.DrawFn) -> dict[str, Any]:
+    rows = draw(st.integers(0, 5))
+    flags = draw(st.one_of(_int32, st.lists(_int32, min_size=rows, max_size=rows)))
+    return {
+        "bodies": draw(st.lists(st.binary(max_size=40), min_size=rows, max_size=rows)),
+        "flags": flags,
+        "property_texts": draw(st.lists(_property_text, min_size=rows, max_size=rows)),
+        # A transaction type (0x4, 0x8), which a batch refuses, and the host flags.
+        "sys_flag": draw(st.sampled_from([0, 0x1, 0x4, 0x8, 0x30, 2**31 - 1, -(2**31)])),
+        "reconsume_times": draw(st.one_of(st.just(0), _int32)),
+        "queue_ids": draw(st.integers(0, 3)),
+    }
+
+
+@settings(deadline=None, max_examples=150)
+@given(_batch_columns())
+def test_batch_fields_and_property_texts_write_what_put_batch_writes(c: dict[str, Any]) -> None:
+    """A broker's batch send as columns (each row's flag, the batch's sys flag and
+    reconsume times, each row's properties string stored as it is) writes what
+    put_batch of the same Messages with VerbatimProperties writes, refusals alike."""
+    flags = c["flags"]
+    messages = [
+        Message(
+            "TopicB",
+            body,
+            queue_id=c["queue_ids"],
+            flag=flags if isinstance(flags, int) else flags[row],
+            sys_flag=c["sys_flag"],
+            properties=VerbatimProperties(text),
+            born_timestamp=BORN_MS,
+            born_host="10.1.2.3:4567",
+            reconsume_times=c["reconsume_times"],
+        )
+        for row, (body, text) in enumerate(zip(c["bodies"], c["property_texts"], strict=True))
+    ]
+    with _store() as ours, _store() as theirs:
+        result = ours.put_columns(
+            "TopicB",
+            **c,
+            born_timestamp=BORN_MS,
+            born_host="10.1.2.3:4567",
+            store_timestamp=STORE_MS,
+        )
+        batch = theirs.put_batch(messages, store_timestamp=STORE_MS)
+        assert _written(ours) == _written(theirs)
+        if not batch:
+            assert result.ok and result.stored == 0
+            return
+        assert result.status is batch[0].status
+        if not result.ok:
+            assert result.stored == 0 and result.refused_row is not None
+            assert result.reason.endswith(batch[0].reason.split(": ", 1)[1])
+            return
+        assert [result.result(i) for i in range(result.stored)] == batch
+
+
+def test_property_texts_stand_alone() -> None:
+    with _store() as store, pytest.raises(ConfigError, match="property_texts"):
+        store.put_columns("T", [b"x"], keys="k", property_texts=["a\x01b"])
+    with _store() as store, pytest.raises(ConfigError, match="flags has 2 rows"):
+        store.put_columns("T", [b"x"], flags=[1, 2])
+
+
+def test_a_plain_batch_send_is_encoded_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The common batch (int32 flags, plain texts) is the C encoder's, in place."""
+    from rocketstore.format import native
+
+    if native.encode_columns is None:
+        pytest.skip("the C extension is not built (or ROCKETSTORE_PURE_PYTHON)")
+    real = native.encode_columns
+    answers: list[object] = []
+
+    def spy(*args: Any) -> Any:
+        answers.append(real(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(native, "encode_columns", spy)
+    with _store() as store:
+        texts = ["KEYS\x01k\x02CLUSTER\x01C", "UNIQ_KEY\x01ü\x02\x02CLUSTER\x01C"]
+        result = store.put_columns(
+            "T", [b"a", b"b"], flags=[0, 7], reconsume_times=2, property_texts=texts
+        )
+        assert result.ok and result.stored == 2
+    assert len(answers) == 1 and isinstance(answers[0], tuple)

@@ -58,6 +58,10 @@ def encode_columns(
         int,
     ]
     | None,
+    flags: int | list[Any] = ...,
+    sys_flag: int = ...,
+    reconsume_times: int = ...,
+    texts: list[Any] | None = ...,
     /,
 ) -> tuple[int, bytes, list[str], int, int] | bool | None: ...
 @overload

@@ -394,6 +394,10 @@ class MessageStore:
         born_host: str = DEFAULT_BORN_HOST,
         store_timestamp: int | None = None,
         store_host: str | None = None,
+        flags: IntColumn = 0,
+        sys_flag: int = 0,
+        reconsume_times: int = 0,
+        property_texts: Sequence[str] | None = None,
     ) -> ColumnsResult:
         """Append many messages of ``topic`` given as columns, without a Message per row
         (docs/api.md). Row i is ``Message(topic, bodies[i], queue_id=queue_ids[i],
@@ -405,7 +409,12 @@ class MessageStore:
         a batch is appended once its rows (and the row after it) pass ``put_batch``'s
         checks, so a refusal (the result's status, its reason naming the row and the
         argument) stops the call with the batches before it stored (``stored`` rows).
-        ConfigError for a column that is not one value per body."""
+        ConfigError for a column that is not one value per body.
+
+        ``flags`` (an int for every row or one per row), ``sys_flag`` and
+        ``reconsume_times`` are the rows' Message fields; ``property_texts``, instead of
+        the other property arguments, gives each row's properties string to store as it
+        is (``VerbatimProperties``: how a broker stores the entries of a batch send)."""
         self._check_writable()
         return self._writes.put_columns(
             topic,
@@ -419,6 +428,10 @@ class MessageStore:
             born_host=born_host,
             store_timestamp=store_timestamp,
             store_host=store_host,
+            flags=flags,
+            sys_flag=sys_flag,
+            reconsume_times=reconsume_times,
+            property_texts=property_texts,
         )
 
     def submit(

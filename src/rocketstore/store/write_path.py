@@ -92,6 +92,10 @@ class WritePath:
         born_host: str = DEFAULT_BORN_HOST,
         store_timestamp: int | None = None,
         store_host: str | None = None,
+        flags: IntColumn = 0,
+        sys_flag: int = 0,
+        reconsume_times: int = 0,
+        property_texts: Sequence[str] | None = None,
     ) -> ColumnsResult:
         """``MessageStore.put_columns`` once the store takes writes."""
         store_timestamp = self.checked_arguments(store_timestamp, store_host)
@@ -105,6 +109,10 @@ class WritePath:
             property_columns=property_columns,
             born_timestamp=born_timestamp,
             born_host=born_host,
+            flags=flags,
+            sys_flag=sys_flag,
+            reconsume_times=reconsume_times,
+            property_texts=property_texts,
         )
         if not self.store.running_flags.writeable:
             reason = self.store.running_flags.unwriteable_reason()

@@ -495,16 +495,20 @@ static int commit_queue_offsets(QueueCounter *c) {
 /*
  * encode_columns(topic, topic_bytes, bodies, queue_ids, names, columns, rows, born_host,
  *                store_host, born_ms, queue_keys, max_body, max_record, file_size,
- *                chunk_body, chunk_records, start, out, position, room, stamp)
+ *                chunk_body, chunk_records, start, out, position, room, stamp
+ *                [, flags, sys_flag, reconsume_times, texts])
  *   -> (length, meta, keys, body_bytes, end), None or False
  *
  * The rows of a put_columns call encoded as encode_batch encodes the Messages
- * put_columns.Columns.message makes of them (flag, sys flag, reconsume times and prepared
- * offset 0), without those Messages. ``bodies`` is a list of bytes; ``queue_ids`` an int
- * (every row) or a list; ``names`` a tuple of property names Python has checked (legal,
- * not DELAY, no two alike) and ``columns`` their values, each a str (every row) or a
- * list of str or None (left out); ``rows`` None or a list of each row's own properties
- * (a dict or None), written first. One call encodes one batch, the rows from ``start`` to
+ * put_columns.Columns.message makes of them (prepared offset 0), without those Messages.
+ * ``bodies`` is a list of bytes; ``queue_ids`` an int (every row) or a list; ``names`` a
+ * tuple of property names Python has checked (legal, not DELAY, no two alike) and
+ * ``columns`` their values, each a str (every row) or a list of str or None (left out);
+ * ``rows`` None or a list of each row's own properties (a dict or None), written first.
+ * ``flags`` is an int (every row, 0 when left out) or a list; ``sys_flag`` and
+ * ``reconsume_times`` every row's (0); ``texts`` None or, without names and rows, a list
+ * of each row's properties string, stored as it is (a batch's VerbatimProperties: the
+ * broker's SEND_BATCH_MESSAGE). One call encodes one batch, the rows from ``start`` to
  * ``end`` (exclusive), by put_columns.chunk_limits's rule: a batch ends before a row that
  * would take its bodies past ``chunk_body`` bytes or its records (with an END_OF_FILE
  * blank) past ``chunk_records``. None: some row of the batch is not the common case;
@@ -534,14 +538,27 @@ static int commit_queue_offsets(QueueCounter *c) {
 PyObject *py_encode_columns(PyObject *self, PyObject *args) {
     PyObject *topic, *topic_bytes, *bodies, *queue_ids, *names, *columns, *rows, *born_host,
         *store_host, *queue_keys, *blob, *stamp;
+    PyObject *flags = NULL, *texts = Py_None;
+    int given_sys_flag = 0, reconsume = 0;
     long long born, max_body, max_record, file_size, chunk_body, chunk_records;
     Py_ssize_t start, position, room;
-    if (!PyArg_ParseTuple(args, "USO!OO!O!OSSLO!LLLLLnOnnO", &topic, &topic_bytes,
+    if (!PyArg_ParseTuple(args, "USO!OO!O!OSSLO!LLLLLnOnnO|OiiO", &topic, &topic_bytes,
                           &PyList_Type, &bodies, &queue_ids, &PyTuple_Type, &names,
                           &PyTuple_Type, &columns, &rows, &born_host, &store_host, &born,
                           &PyDict_Type, &queue_keys, &max_body, &max_record, &file_size,
-                          &chunk_body, &chunk_records, &start, &blob, &position, &room, &stamp))
+                          &chunk_body, &chunk_records, &start, &blob, &position, &room, &stamp,
+                          &flags, &given_sys_flag, &reconsume, &texts))
         return NULL;
+    /* A batch's own fields: the flag column (an int for every row or a list), the sys
+     * flag (a transactional one is Python's to refuse) and the reconsume times. */
+    int scalar_flag = flags == NULL || PyLong_CheckExact(flags);
+    int32_t scalar_flag_value = 0;
+    if (flags != NULL && scalar_flag) {
+        int ok = 1;
+        scalar_flag_value = (int32_t)bounded(flags, INT32_MIN, INT32_MAX, &ok);
+        if (!ok) Py_RETURN_NONE;
+    }
+    if ((given_sys_flag & TRANSACTION_MASK) != 0) Py_RETURN_NONE;
     /* In place (``room`` >= 0): records go into ``blob``'s buffer (a mapped file) from
      * ``position``, within ``room`` bytes, stamped. Else ``blob`` is a bytearray. */
     int in_place = room >= 0;
@@ -590,7 +607,10 @@ PyObject *py_encode_columns(PyObject *self, PyObject *args) {
         !(scalar_queue || (PyList_CheckExact(queue_ids) && PyList_GET_SIZE(queue_ids) == count)) ||
         !(rows == Py_None || (PyList_CheckExact(rows) && PyList_GET_SIZE(rows) == count)) ||
         topic_len < 1 || topic_len > 127 || (born_len != 8 && born_len != 20) ||
-        (store_len != 8 && store_len != 20) || start < 0 || start >= count) {
+        (store_len != 8 && store_len != 20) || start < 0 || start >= count ||
+        !(scalar_flag || (PyList_CheckExact(flags) && PyList_GET_SIZE(flags) == count)) ||
+        !(texts == Py_None || (PyList_CheckExact(texts) && PyList_GET_SIZE(texts) == count &&
+                               ncol == 0 && rows == Py_None))) {
         PyErr_SetString(PyExc_ValueError, "encode_columns: columns do not match the bodies");
         release_buffers(5, &view, &outs[0], &outs[1], &outs[2], &outs[3]);
         return NULL;
@@ -621,7 +641,8 @@ PyObject *py_encode_columns(PyObject *self, PyObject *args) {
             Py_RETURN_NONE;
         }
     }
-    int32_t sys_flag = (born_len == 20 ? BORN_V6 : 0) | (store_len == 20 ? STORE_V6 : 0);
+    int32_t sys_flag = (given_sys_flag & ~V6_FLAGS) | (born_len == 20 ? BORN_V6 : 0) |
+                       (store_len == 20 ? STORE_V6 : 0);
     Py_ssize_t base = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born_len + 8 + store_len + 4 + 8 + 4 +
                       1 + topic_len + 2;
     enum { SEEN_QUEUES = 16 };
@@ -664,6 +685,28 @@ PyObject *py_encode_columns(PyObject *self, PyObject *args) {
         int ok = 1;
         int64_t queue_id = bounded(queue_obj, 0, 0x7FFFFFFF, &ok);
         if (!ok) goto fallback;
+        int32_t flag = scalar_flag_value;
+        if (!scalar_flag) {
+            int flag_ok = 1;
+            flag = (int32_t)bounded(PyList_GET_ITEM(flags, i), INT32_MIN, INT32_MAX, &flag_ok);
+            if (!flag_ok) goto fallback;
+        }
+        /* A row's stored properties string, written as it is (VerbatimProperties); one
+         * with DELAY (a batch refuses a delayed message) or too long is Python's. */
+        const char *verbatim = NULL;
+        Py_ssize_t verbatim_len = 0;
+        if (texts != Py_None) {
+            PyObject *text = PyList_GET_ITEM(texts, i);
+            if (!PyUnicode_CheckExact(text)) goto fallback;
+            verbatim = PyUnicode_AsUTF8AndSize(text, &verbatim_len);
+            if (verbatim == NULL) {
+                PyErr_Clear();
+                goto fallback;
+            }
+            if (verbatim_len > MAX_PROPERTIES || PyUnicode_GET_LENGTH(text) > MAX_PROPERTIES ||
+                memmem(verbatim, (size_t)verbatim_len, "DELAY\x01", 6) != NULL)
+                goto fallback;
+        }
         Py_ssize_t fixed = base + body_len;
         Py_ssize_t props_at = at + fixed;
         if (!in_place && PyByteArray_GET_SIZE(blob) < props_at &&
@@ -712,7 +755,7 @@ PyObject *py_encode_columns(PyObject *self, PyObject *args) {
             all += name_len[k] + value_len + 2;
             if (all - 1 > MAX_PROPERTIES) goto fallback;
         }
-        Py_ssize_t props_len = all > 0 ? all - 1 : 0;
+        Py_ssize_t props_len = verbatim != NULL ? verbatim_len : all > 0 ? all - 1 : 0;
         int64_t total = (int64_t)fixed + props_len;
         if (total > max_record || total + END_FILE_MIN_BLANK > file_size) goto fallback;
         if (i > start && (run_bodies + body_len > chunk_body ||
@@ -722,9 +765,10 @@ PyObject *py_encode_columns(PyObject *self, PyObject *args) {
         }
         if (in_place && at + total + END_FILE_MIN_BLANK > room) goto no_room;
         /* (+1: the last entry's 0x02, written and then cleared) */
-        if (!in_place && PyByteArray_GET_SIZE(blob) < props_at + all + 1 &&
-            PyByteArray_Resize(blob, (props_at + all + 1) * 2) < 0)
+        if (!in_place && PyByteArray_GET_SIZE(blob) < props_at + all + verbatim_len + 1 &&
+            PyByteArray_Resize(blob, (props_at + all + verbatim_len + 1) * 2) < 0)
             goto done;
+        if (verbatim != NULL) memcpy(DEST() + props_at, verbatim, (size_t)verbatim_len);
         char *p = (char *)DEST() + props_at + written;
         for (Py_ssize_t k = 0; k < ncol; k++) {
             if (value_of[k] == NULL) continue;
@@ -742,7 +786,9 @@ PyObject *py_encode_columns(PyObject *self, PyObject *args) {
             .body = (const uint8_t *)PyBytes_AS_STRING(body),
             .body_len = body_len,
             .queue_id = (int32_t)queue_id,
+            .flag = flag,
             .sys_flag = sys_flag,
+            .reconsume = reconsume,
             .born = born,
             .born_host = (const uint8_t *)PyBytes_AS_STRING(born_host),
             .born_len = born_len,
