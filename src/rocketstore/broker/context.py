@@ -7,6 +7,7 @@ processors (``broker.processors``) read and change the state through it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from rocketstore.broker.topic_config import DataVersion, TopicConfigManager
 from rocketstore.broker.transaction_service import CheckRequest, TransactionService
 from rocketstore.config import parse_host
 from rocketstore.format.message import Message
+from rocketstore.put_columns import ColumnsResult
 from rocketstore.put_path import PutResult
 from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
@@ -129,6 +131,58 @@ class BrokerContext:
         if self.replication is not None:
             results = await self.replication.settle(results)
         return results
+
+    async def put_batch_columns(
+        self,
+        topic: str,
+        bodies: list[bytes],
+        *,
+        flags: list[int],
+        property_texts: list[str],
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: str,
+        reconsume_times: int,
+        body_bytes: int,
+    ) -> tuple[ColumnsResult, PutStatus] | None:
+        """A batch send given as columns (``MessageStore.put_columns``, without a Message
+        per entry) and the status to answer it with (a SYNC_MASTER's wait for a slave);
+        None when this broker does not take that path (a slave, SYNC_FLUSH, whose sends
+        the group commit shares, or a failed put, which nothing of stored): the caller
+        then puts Messages with ``put_batch``, whose outcome and words define the send.
+        The caller keeps a batch to what ``put_batch`` takes whole (one ``put_columns``
+        batch: bodies within max_message_size, records within half a file)."""
+        if self.config.is_slave or self.store.config.flush_disk_type == "SYNC_FLUSH":
+            return None
+        put = functools.partial(
+            self.store.put_columns,
+            topic,
+            bodies,
+            queue_ids=queue_id,
+            flags=flags,
+            sys_flag=sys_flag,
+            reconsume_times=reconsume_times,
+            property_texts=property_texts,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            store_host=self.broker_addr,
+        )
+        if body_bytes > INLINE_PUT_MAX_BYTES:
+            result = await self.run(put)
+        else:
+            result = put()
+        if not result.stored:
+            return None
+        if result.stored != len(bodies):  # (cannot be: one batch is stored whole or not)
+            log.error("a batch send stored %d of %d rows", result.stored, len(bodies))
+            return result, PutStatus.UNKNOWN_ERROR
+        status = result.status
+        if self.replication is not None:
+            last = result.result(result.stored - 1)
+            (settled,) = await self.replication.settle([last])
+            status = settled.status
+        return result, status
 
     async def _put(
         self,

@@ -23,6 +23,7 @@ from rocketstore.broker.processors.message_batch import BatchEntry, encode_batch
 from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from rocketstore.broker.remoting import RemotingCommand, coerce_ext_fields
 from rocketstore.broker.router import BrokerRouter
+from rocketstore.broker.topic_config import MULTI_TAG, TopicConfig
 from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id
@@ -117,9 +118,9 @@ def test_send_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flush", "body_bytes", "expected"),
     [
-        ("ASYNC_FLUSH", 100, [("put", True), ("put_batch", True)]),
-        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES, [("put", True), ("put_batch", True)]),
-        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES + 1, [("put", False), ("put_batch", False)]),
+        ("ASYNC_FLUSH", 100, [("put", True), ("put_columns", True)]),
+        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES, [("put", True), ("put_columns", True)]),
+        ("ASYNC_FLUSH", INLINE_PUT_MAX_BYTES + 1, [("put", False), ("put_columns", False)]),
         ("SYNC_FLUSH", 100, [("submit", True), ("submit_batch", True)]),
         ("SYNC_FLUSH", INLINE_PUT_MAX_BYTES + 1, [("put", False), ("put_batch", False)]),
     ],
@@ -130,20 +131,20 @@ def test_a_send_puts_on_the_loop_unless_its_bodies_are_big(
     """Sends of small bodies are appended on the event loop (a worker thread's hop cost
     more than an ASYNC_FLUSH put); with SYNC_FLUSH they are submitted, and answered once
     the group commit thread's sync covers them. Big bodies take long to copy: those are
-    put from a thread. Both kinds of send do so."""
+    put from a thread. Both kinds of send do so (an ASYNC_FLUSH batch as columns)."""
     ctx = make_context(tmp_path / "store", flush_disk_type=flush)
     threads: list[tuple[str, threading.Thread]] = []
 
     def recording(name: str) -> None:
         real = getattr(ctx.store, name)
 
-        def call_it(*args: Any) -> Any:
+        def call_it(*args: Any, **kwargs: Any) -> Any:
             threads.append((name, threading.current_thread()))
-            return real(*args)
+            return real(*args, **kwargs)
 
         setattr(ctx.store, name, call_it)
 
-    for name in ("put", "put_batch", "submit", "submit_batch"):
+    for name in ("put", "put_batch", "put_columns", "submit", "submit_batch"):
         recording(name)
     try:
         single = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TI"), b"x" * body_bytes)
@@ -180,6 +181,83 @@ def test_send_batch(ctx: BrokerContext) -> None:
     assert all(m.properties["CLUSTER"] == "DefaultCluster" for m in messages)
     bad = call(ctx, RequestCode.SEND_BATCH_MESSAGE, send_v2("TB"), b"\0\0\0\x05")
     assert bad.code == ResponseCode.SYSTEM_ERROR
+
+
+def _batch_records(ctx: BrokerContext) -> list[bytes]:
+    """The CommitLog's records, each with its STORETIMESTAMP (the clock's) zeroed."""
+    ctx.store.wait_dispatched()
+    records = []
+    offset = 0
+    end = ctx.store.max_commit_log_offset()
+    while offset < end:
+        size = int.from_bytes(ctx.store.commitlog.read(offset, 4) or b"", "big")
+        raw = bytearray(ctx.store.commitlog.read(offset, size) or b"")
+        stamp_at = 68 if int.from_bytes(raw[36:40], "big") & 0x10 else 56  # (IPv6 born host)
+        raw[stamp_at : stamp_at + 8] = bytes(8)
+        records.append(bytes(raw))
+        offset += size
+    return records
+
+
+@pytest.mark.parametrize("multi_tag", [False, True])
+def test_a_batch_put_as_columns_stores_what_its_messages_stored(
+    tmp_path: Path, multi_tag: bool
+) -> None:
+    """The same batch sends (flags, properties strings of every shape, WAIT and other
+    header properties, reconsume times, a MULTI_TAG topic's sys flag) answered alike and
+    stored byte for byte alike (but the store time) through put_columns and through a
+    Message per entry, put_batch (the path before batch columns, still the definition)."""
+    sends: list[tuple[list[BatchEntry], dict[str, Any]]] = [
+        (
+            [
+                BatchEntry(7, b"m0", {}, "KEYS\x01k0\x02WAIT\x01true\x02"),
+                BatchEntry(-1, b"", {}, "KEYS\x01k1"),
+                BatchEntry(2**31 - 1, b"x" * 300, {}, ""),
+                BatchEntry(0, "ü".encode(), {}, "TAGS\x01é\x02TAGS\x01b"),
+            ],
+            {"properties": "WAIT\x01true\x02extra\x01x", "reconsume_times": 3, "queue_id": 1},
+        ),
+        ([BatchEntry(0, b"only", {}, "UNIQ_KEY\x01U")], {"sys_flag": 0x1}),
+    ]
+    answers: dict[bool, list[tuple[int, dict[str, str]]]] = {}
+    stored: dict[bool, list[bytes]] = {}
+    for as_columns in (True, False):
+        ctx = make_context(tmp_path / f"store-{as_columns}")
+        try:
+            if multi_tag:
+                ctx.topics.update(TopicConfig("TB", 4, 4, topic_filter_type=MULTI_TAG))
+
+            async def declined(*args: Any, columns: bool = as_columns, **kwargs: Any) -> None:
+                assert not columns, "the batch did not go in as columns"
+
+            if as_columns:
+                ctx.put_batch = declined  # type: ignore[assignment,method-assign]
+            else:
+                ctx.put_batch_columns = declined  # type: ignore[method-assign]
+            answers[as_columns] = []
+            for entries, header in sends:
+                answer = call(
+                    ctx,
+                    RequestCode.SEND_BATCH_MESSAGE,
+                    send_v2("TB", **header),
+                    encode_batch(entries),
+                )
+                answers[as_columns].append((answer.code, answer.ext_fields))
+            stored[as_columns] = _batch_records(ctx)
+        finally:
+            ctx.store.close()
+    assert answers[True] == answers[False]
+    assert all(code == ResponseCode.SUCCESS for code, _ in answers[True])
+    assert len(stored[True]) == 5 and stored[True] == stored[False]
+
+
+def test_a_batch_refused_as_columns_is_refused_in_put_batchs_words(ctx: BrokerContext) -> None:
+    """A refusal (a DELAY in a batch) is put_batch's: nothing stored, its remark."""
+    entries = [BatchEntry(0, b"a", {}, "DELAY\x013")]
+    answer = call(ctx, RequestCode.SEND_BATCH_MESSAGE, send_v2("TB"), encode_batch(entries))
+    assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "message 0 of the batch: a batch cannot hold" in (answer.remark or "")
+    assert ctx.store.max_commit_log_offset() == 0
 
 
 def test_send_batch_stores_each_messages_property_bytes_then_the_batchs(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.perm_name import PERM_READ, PERM_WRITE, is_writeable
-from rocketstore.broker.processors.message_batch import decode_batch
+from rocketstore.broker.processors.message_batch import BatchColumns, decode_batch_columns
 from rocketstore.broker.remoting import (
     RemotingCommand,
     ext_bool,
@@ -35,9 +35,10 @@ from rocketstore.format import sysflag
 from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
-from rocketstore.format.record import MAX_PROPERTIES_LENGTH
+from rocketstore.format.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, fits_java_long
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX
+from rocketstore.put_columns import ColumnsResult
 from rocketstore.put_path import PutResult, delay_level, is_delayed
 from rocketstore.remoting.peer import Peer
 from rocketstore.status import PutStatus
@@ -430,9 +431,6 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> Re
     queue_id = _queue_for(checked, header.queue_id)
     if queue_id is None:
         return _no_write_queue(cmd, checked)
-    entries = decode_batch(cmd.body)
-    if not entries:
-        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
     # RocketMQ 4.9.8 stores each message's property bytes as the client encoded them, then
     # the batch's own properties (the header's and CLUSTER, WAIT kept, in HashMap order).
     shared = props.decode_properties_str(header.properties)
@@ -441,22 +439,80 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> Re
     sys_flag = header.sys_flag
     if checked.topic_filter_type == MULTI_TAG:
         sys_flag |= sysflag.MULTI_TAGS_FLAG
-    messages = []
-    for entry in entries:
-        text = props.join_batch_properties(entry.properties_text, batch_text)
-        messages.append(
-            Message(
-                topic=header.topic,
-                body=entry.body,
-                queue_id=queue_id,
-                flag=entry.flag,
-                sys_flag=sys_flag,
-                properties=props.VerbatimProperties(text),
-                born_timestamp=header.born_timestamp,
-                born_host=conn.peer,
-                reconsume_times=header.reconsume_times,
-            )
+    columns = decode_batch_columns(cmd.body, batch_text)
+    if not columns:
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+    if _one_columns_batch(ctx, cmd.body, columns, header.topic, batch_text):
+        put = await ctx.put_batch_columns(
+            header.topic,
+            columns.bodies,
+            flags=columns.flags,
+            property_texts=columns.texts,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=conn.peer,
+            reconsume_times=header.reconsume_times,
+            body_bytes=columns.body_bytes,
         )
-    body_bytes = sum(len(message.body) for message in messages)
-    results = await ctx.put_batch(messages, body_bytes)
+        if put is not None:
+            return _columns_response(cmd, *put, queue_id, ctx, header.topic)
+    # The general path (and the definition of the one above): a Message per entry.
+    messages = [
+        Message(
+            topic=header.topic,
+            body=body,
+            queue_id=queue_id,
+            flag=flag,
+            sys_flag=sys_flag,
+            properties=props.VerbatimProperties(text),
+            born_timestamp=header.born_timestamp,
+            born_host=conn.peer,
+            reconsume_times=header.reconsume_times,
+        )
+        for body, flag, text in zip(columns.bodies, columns.flags, columns.texts, strict=True)
+    ]
+    results = await ctx.put_batch(messages, columns.body_bytes)
     return put_response(cmd, results, queue_id, ctx, header.topic)
+
+
+# A record's bytes besides its body, topic and properties, with IPv6 hosts (the most).
+_RECORD_OVERHEAD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 20 + 8 + 20 + 4 + 8 + 4 + 1 + 2
+
+
+def _one_columns_batch(
+    ctx: BrokerContext, body: bytes, columns: BatchColumns, topic: str, batch_text: str
+) -> bool:
+    """Whether put_columns takes the batch as one batch, which is what put_batch stores
+    whole: its bodies within max_message_size and its records (bounded from above by the
+    request's body, which holds every entry's body and own properties) within half a
+    CommitLog file. A batch past those is put_batch's to refuse, in its words."""
+    config = ctx.store.config
+    if columns.body_bytes > config.max_message_size:
+        return False
+    per_record = _RECORD_OVERHEAD + len(topic.encode()) + 1 + len(batch_text.encode())
+    records = len(body) + len(columns) * per_record
+    return records + END_FILE_MIN_BLANK_LENGTH <= config.mapped_file_size_commit_log // 2
+
+
+def _columns_response(
+    cmd: RemotingCommand,
+    result: ColumnsResult,
+    status: PutStatus,
+    queue_id: int,
+    ctx: BrokerContext,
+    topic: str,
+) -> RemotingCommand:
+    """``put_response`` of a batch put as columns: the same answer as for its PutResults."""
+    code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+    if status not in _STORED:  # (a refusal is put_batch's to word: only a broken batch)
+        return cmd.response(code, result.reason or f"put message failed: {status.value}")
+    ctx.stats.stored(topic, result.stored)
+    ext = {
+        "msgId": ",".join(result.msg_ids()),
+        "queueId": str(queue_id),
+        "queueOffset": str(int(result.queue_offsets[0])),
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }
+    return cmd.response(code, None, ext)
