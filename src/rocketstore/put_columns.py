@@ -43,7 +43,7 @@ from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import native
 from rocketstore.format import properties as props
 from rocketstore.format.message import BODY_TYPES, Message
-from rocketstore.format.message_id import offset_msg_id_from_bytes
+from rocketstore.format.message_id import joined_offset_msg_ids, offset_msg_id_from_bytes
 from rocketstore.format.record import END_FILE_MIN_BLANK_LENGTH
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.put_path import MessagePreparer, PutResult, Refusal
@@ -101,6 +101,12 @@ class ColumnsResult:
 
     def msg_ids(self) -> list[str]:
         return [offset_msg_id_from_bytes(self.store_host, int(o)) for o in self.commit_log_offsets]
+
+    def joined_msg_ids(self) -> str:
+        """Every stored row's offsetMsgId, joined by "," (a batch send's msgId answer)."""
+        if native.offset_msg_ids is not None and len(self.store_host) in (8, 20):
+            return native.offset_msg_ids(self.store_host, self.commit_log_offsets)
+        return joined_offset_msg_ids(self.store_host, self.commit_log_offsets)
 
     def result(self, row: int) -> PutResult:
         """Row ``row`` as ``put_batch`` would have answered it."""

@@ -14,6 +14,7 @@ import datetime as _dt
 import re
 import socket
 import struct
+from collections.abc import Iterable
 
 from rocketstore.errors import CorruptDataError
 from rocketstore.format.hosts import decode_host, encode_host
@@ -39,6 +40,12 @@ def hex_to_bytes(text: str, *, what: str = "message id") -> bytes:
 def offset_msg_id_from_bytes(store_host: bytes, commit_log_offset: int) -> str:
     """offsetMsgId from the encoded STOREHOST field (8 or 20 bytes) and an offset."""
     return bytes_to_hex(store_host + _OFFSET.pack(commit_log_offset))
+
+
+def joined_offset_msg_ids(store_host: bytes, commit_log_offsets: Iterable[int]) -> str:
+    """The offsetMsgIds of records at ``commit_log_offsets``, joined by "," (a batch
+    send's msgId answer)."""
+    return ",".join(offset_msg_id_from_bytes(store_host, int(o)) for o in commit_log_offsets)
 
 
 def offset_msg_id(store_host: str, commit_log_offset: int) -> str:

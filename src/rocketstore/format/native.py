@@ -154,6 +154,9 @@ batch_columns = bind(
     "batch_columns",
     "rocketstore.broker.processors.message_batch:decode_batch_columns_python",
 )
+offset_msg_ids = bind(
+    _c.offset_msg_ids, "offset_msg_ids", "rocketstore.format.message_id:joined_offset_msg_ids"
+)
 
 
 if set_verbatim_type is not None:

@@ -8,14 +8,19 @@ import time
 import zoneinfo
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketstore.errors import CorruptDataError
+from rocketstore.format import native
 from rocketstore.format.message_id import (
     bytes_to_hex,
     decode_offset_msg_id,
     encode_uniq_key,
     hex_to_bytes,
+    joined_offset_msg_ids,
     month_start_ms,
     offset_msg_id,
     offset_msg_id_from_bytes,
@@ -324,3 +329,18 @@ def test_month_start_local_time_without_dst_change(
 ) -> None:
     berlin = berlin_local_time
     assert month_start_ms(_ms(2024, 5, 20, 12, tz=berlin)) == _ms(2024, 5, 1, tz=berlin)
+
+
+@given(
+    st.sampled_from([8, 20]).flatmap(lambda n: st.binary(min_size=n, max_size=n)),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=70),
+)
+def test_joined_offset_msg_ids_are_each_id_joined_both_ways(
+    host: bytes, offsets: list[int]
+) -> None:
+    """A batch send's msgId answer: each offsetMsgId, joined by ","; the C join (when
+    built) writes the same text from an int64 array."""
+    expected = ",".join(offset_msg_id_from_bytes(host, o) for o in offsets)
+    assert joined_offset_msg_ids(host, offsets) == expected
+    if native.offset_msg_ids is not None:
+        assert native.offset_msg_ids(host, np.array(offsets, dtype=np.int64)) == expected

@@ -509,7 +509,7 @@ def _columns_response(
         return cmd.response(code, result.reason or f"put message failed: {status.value}")
     ctx.stats.stored(topic, result.stored)
     ext = {
-        "msgId": ",".join(result.msg_ids()),
+        "msgId": result.joined_msg_ids(),
         "queueId": str(queue_id),
         "queueOffset": str(int(result.queue_offsets[0])),
         "MSG_REGION": "DefaultRegion",

@@ -103,3 +103,50 @@ done:
     PyBuffer_Release(&data);
     return result;
 }
+
+/*
+ * offset_msg_ids(store_host, offsets) -> str
+ *
+ * The offsetMsgIds of records stored by ``store_host`` (its 8 or 20 encoded bytes) at
+ * ``offsets`` (a buffer of native int64), joined by ","; a batch send's msgId answer,
+ * 64 of them a batch (Python's join took 0.8 us a message, a third of a batch send).
+ */
+PyObject *py_offset_msg_ids(PyObject *self, PyObject *args) {
+    static const char digits[] = "0123456789ABCDEF";
+    Py_buffer host = {0}, offsets = {0};
+    PyObject *host_obj, *offsets_obj;
+    if (!PyArg_ParseTuple(args, "OO", &host_obj, &offsets_obj)) return NULL;
+    if (get_buffers(2, host_obj, &host, PyBUF_SIMPLE, offsets_obj, &offsets, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *text = NULL;
+    if ((host.len != 8 && host.len != 20) || offsets.len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "offset_msg_ids: a host of 8 or 20 bytes and int64 offsets");
+        goto done;
+    }
+    Py_ssize_t count = offsets.len / 8, one = 2 * (host.len + 8);
+    text = PyUnicode_New(count > 0 ? count * (one + 1) - 1 : 0, 127);
+    if (text == NULL) goto done;
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(text);
+    char prefix[40];
+    for (Py_ssize_t i = 0; i < host.len; i++) {
+        uint8_t b = ((const uint8_t *)host.buf)[i];
+        prefix[2 * i] = digits[b >> 4];
+        prefix[2 * i + 1] = digits[b & 0xF];
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (k > 0) *out++ = ',';
+        memcpy(out, prefix, (size_t)(2 * host.len));
+        out += 2 * host.len;
+        int64_t offset;
+        memcpy(&offset, (const char *)offsets.buf + 8 * k, 8);
+        for (int shift = 56; shift >= 0; shift -= 8) {
+            uint8_t b = (uint8_t)((uint64_t)offset >> shift);
+            *out++ = (Py_UCS1)digits[b >> 4];
+            *out++ = (Py_UCS1)digits[b & 0xF];
+        }
+    }
+done:
+    release_buffers(2, &host, &offsets);
+    return text;
+}

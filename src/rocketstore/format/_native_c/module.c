@@ -70,6 +70,7 @@ static PyMethodDef methods[] = {
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},
     {"batch_columns", py_batch_columns, METH_VARARGS,
      "A SEND_BATCH_MESSAGE body as columns (bodies, flags, stored properties)."},
+    {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "offsetMsgIds joined by ','."},
     {"set_verbatim_type", py_set_verbatim_type, METH_O,
      "The properties type whose text put encoding writes as it is."},
     {NULL, NULL, 0, NULL},
