@@ -221,6 +221,7 @@ def test_a_batch_put_as_columns_stores_what_its_messages_stored(
     ]
     answers: dict[bool, list[tuple[int, dict[str, str]]]] = {}
     stored: dict[bool, list[bytes]] = {}
+    counted: dict[bool, tuple[int, int]] = {}
     for as_columns in (True, False):
         ctx = make_context(tmp_path / f"store-{as_columns}")
         try:
@@ -244,11 +245,14 @@ def test_a_batch_put_as_columns_stores_what_its_messages_stored(
                 )
                 answers[as_columns].append((answer.code, answer.ext_fields))
             stored[as_columns] = _batch_records(ctx)
+            traffic = ctx.stats.topic_traffic()["TB"]
+            counted[as_columns] = (traffic.messages, traffic.bytes)
         finally:
             ctx.store.close()
     assert answers[True] == answers[False]
     assert all(code == ResponseCode.SUCCESS for code, _ in answers[True])
     assert len(stored[True]) == 5 and stored[True] == stored[False]
+    assert counted[True] == counted[False] == (5, sum(len(r) for r in stored[True]))
 
 
 def test_a_batch_refused_as_columns_is_refused_in_put_batchs_words(ctx: BrokerContext) -> None:

@@ -507,7 +507,12 @@ def _columns_response(
     code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
     if status not in _STORED:  # (a refusal is put_batch's to word: only a broken batch)
         return cmd.response(code, result.reason or f"put message failed: {status.value}")
-    ctx.stats.stored(topic, result.stored)
+    last = result.stored - 1  # (the batch's records are contiguous: their bytes end here)
+    ctx.stats.stored(
+        topic,
+        result.stored,
+        int(result.commit_log_offsets[last] + result.sizes[last] - result.commit_log_offsets[0]),
+    )
     ext = {
         "msgId": result.joined_msg_ids(),
         "queueId": str(queue_id),
