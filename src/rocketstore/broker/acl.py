@@ -14,7 +14,8 @@ names are re-exported here. Which resource a request needs is
 3. the AccessKey must be configured; a client whose IP matches the account's
    ``whiteRemoteAddress`` may then do anything that account could, unsigned;
 4. the signature must verify (some clients sign ``_UNIQUE_KEY_QUERY`` of QUERY_MESSAGE
-   too, which the broker leaves out: both forms are accepted);
+   too, which the broker leaves out: both forms are accepted), and the request must not
+   have a shape only a shifted signature produces (rocketstore's: :mod:`.acl_shapes`);
 5. publishing to RMQ_SYS_TRACE_TOPIC (message traces) is let through;
 6. admin-only request codes need ``admin: true``; each resource needs its permission, from
    topicPerms / groupPerms, else defaultTopicPerm / defaultGroupPerm (missing: DENY); an
@@ -45,6 +46,7 @@ from rocketstore.broker.acl_permissions import (
     request_resources,
     resource_text,
 )
+from rocketstore.broker.acl_shapes import shifted_shape
 from rocketstore.broker.remoting import ProtocolError
 from rocketstore.errors import ConfigError
 from rocketstore.files.regular_file import open_regular_file
@@ -320,6 +322,11 @@ def authorize(
     signed = _check_signature(ext_fields, body, account.secret_key)
     if not signed.ok:
         return AclVerdict(signed, f"Check signature failed for accessKey={access_key}", access_key)
+    shape = shifted_shape(code, ext_fields)
+    if shape is not None:
+        return AclVerdict(
+            AclCheck.BAD_REQUEST, f"refused as a shifted signature: {shape}", access_key
+        )
     if needed.get(TRACE_TOPIC) == PUB:
         return AclVerdict(AclCheck.OK, access_key=access_key)
     return _check_perms(code, needed, account)

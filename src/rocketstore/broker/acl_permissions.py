@@ -24,6 +24,7 @@ __all__ = [
     "ANY",
     "DENY",
     "EXTRA_ADMIN_CODES",
+    "NAMESRV_WRITE_CODES",
     "PUB",
     "SUB",
     "TRACE_TOPIC",
@@ -73,12 +74,28 @@ EXTRA_ADMIN_CODES = frozenset(
     }
 )
 
+# A name server with an ACL (rocketstore's; 4.9.8's name server checks nothing): the
+# requests that change routes or settings need an admin account (or a white-listed
+# address), so a rogue address cannot take over a broker's route.
+NAMESRV_WRITE_CODES = frozenset(
+    {
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    }
+)
+
 _PERMS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
 
 def needs_admin(code: int) -> bool:
     """Whether only an admin account may send ``code`` (RocketMQ's set and ours)."""
-    return code in ADMIN_CODES or code in EXTRA_ADMIN_CODES
+    return code in ADMIN_CODES or code in EXTRA_ADMIN_CODES or code in NAMESRV_WRITE_CODES
 
 
 def parse_perm(text: object) -> int:

@@ -16,11 +16,13 @@ import logging
 import os
 import signal
 import socket
+import stat
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.acl_store import WATCH_INTERVAL_MS, AclFile
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.broker.codes import RequestCode
@@ -51,6 +53,7 @@ from rocketstore.broker.transaction_service import TransactionService
 from rocketstore.config import StoreConfig, parse_host
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.paths import CONFIG_DIR
+from rocketstore.remoting.acl_signing import SessionCredentials
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -99,14 +102,41 @@ def _join(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _close_store_dir(store_dir: str) -> None:
+    """With ACL on, the store's messages are for its accounts only: a store directory
+    other users can enter is closed to them (0700), said once in the log."""
+    mode = stat.S_IMODE(os.stat(store_dir).st_mode)
+    if mode & 0o077:
+        os.chmod(store_dir, mode & 0o700)
+        log.warning(
+            "store directory %s was open to other users (mode %o); set to %o because ACL "
+            "is on (its files are reachable only through it)",
+            store_dir,
+            mode,
+            mode & 0o700,
+        )
+
+
+def registration_credentials(acl: AclConfig) -> SessionCredentials | None:
+    """The account a broker with an ACL signs its name server registrations with: the
+    ACL file's first admin account (a name server with the same file accepts it)."""
+    for account in acl.rules.values():
+        if account.admin:
+            return SessionCredentials(account.access_key, account.secret_key)
+    return None
+
+
 class NamesrvApp:
     def __init__(
         self,
         listen: str = "127.0.0.1:9876",
         broker_timeout_ms: int = 120_000,
         kv_config_path: str | None = None,
+        acl_file: str | None = None,
     ):
-        """``kv_config_path``: where the KV config table is kept (None: in memory)."""
+        """``kv_config_path``: where the KV config table is kept (None: in memory);
+        ``acl_file``: plain_acl.yml whose admin accounts (or white lists) alone may
+        register brokers and change settings."""
         self.listen = listen
         self.table = RouteTable(broker_timeout_ms)
         port = parse_host(listen, what="listen address")[1]
@@ -118,22 +148,40 @@ class NamesrvApp:
         )
         self.address = ""
         self._housekeeping: asyncio.Task[None] | None = None
+        self.acl_file = AclFile(acl_file) if acl_file else None
+        self.acl_watch_interval_ms = WATCH_INTERVAL_MS
+        self._acl_watch: asyncio.Task[None] | None = None
+        if self.acl_file is not None:
+            watched = self.acl_file
+            self.namesrv.acl = lambda: watched.config
 
     async def start(self) -> None:
         sock, self.address = _bind(self.listen)
         await self.server.start(sock)
         self._housekeeping = asyncio.create_task(self._expire_loop())
+        if self.acl_file is not None:
+            self._acl_watch = asyncio.create_task(self._acl_watch_loop(self.acl_file))
 
     async def _expire_loop(self) -> None:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_MS / 1000)
             self.table.expire()
 
+    async def _acl_watch_loop(self, acl_file: AclFile) -> None:
+        """The ACL file checked as the broker checks its own (AclFileWatchService)."""
+        while True:
+            await asyncio.sleep(self.acl_watch_interval_ms / 1000)
+            try:
+                acl_file.poll()
+            except Exception:
+                log.exception("checking ACL file %s failed", acl_file.path)
+
     async def stop(self) -> None:
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._housekeeping
+        for task in (self._housekeeping, self._acl_watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.server.stop()
 
 
@@ -208,6 +256,8 @@ class BrokerApp:
             self.address = self._advertised(bound)
             config = (opts.store_config or StoreConfig()).replace(store_host=self.address)
             os.makedirs(opts.store_dir, exist_ok=True)
+            if acl is not None:
+                _close_store_dir(opts.store_dir)
             self.store = await asyncio.to_thread(MessageStore.open, opts.store_dir, config)
         except BaseException:
             sock.close()
@@ -280,6 +330,8 @@ class BrokerApp:
         await self._start_vip_channel(handle, bound)
         if opts.namesrv_addrs:
             self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
+            if acl is not None:
+                self.registrar.credentials = registration_credentials(acl)
             if self.replication_master is not None:
                 self.registrar.ha_server_addr = self.replication_master.address
             if self.replication_slave is not None:
@@ -488,7 +540,7 @@ class ServeApp:
         # The embedded name server keeps its KV config (order topic configs...) with the
         # store's other config files.
         kv_path = os.path.join(options.store_dir, CONFIG_DIR, "kvConfig.json")
-        self.namesrv = NamesrvApp(namesrv_listen, kv_config_path=kv_path)
+        self.namesrv = NamesrvApp(namesrv_listen, kv_config_path=kv_path, acl_file=options.acl_file)
         self.broker: BrokerApp | None = None
 
     async def start(self) -> None:

@@ -19,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketstore.broker.acl import AclConfig, authorize
+from rocketstore.broker.acl_addresses import client_ip
+from rocketstore.broker.acl_permissions import NAMESRV_WRITE_CODES
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.namesrv_config import (
     ORDER_TOPIC_CONFIG,
@@ -304,6 +307,9 @@ class NameServer:
         self.table = table or RouteTable()
         self.config = config or NamesrvConfig()
         self.kv = kv or KvConfigTable()
+        # The ACL in force (None: none): the requests that change routes or settings
+        # must then come from an admin account or a white-listed address.
+        self.acl: Callable[[], AclConfig | None] | None = None
 
     async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         return self.handle_sync(cmd, conn)
@@ -311,6 +317,22 @@ class NameServer:
     def handle_sync(self, cmd: RemotingCommand, conn: object | None) -> RemotingCommand:
         ext = cmd.ext_fields
         code = cmd.code
+        acl = self.acl() if self.acl is not None and code in NAMESRV_WRITE_CODES else None
+        if acl is not None:
+            peer = str(getattr(conn, "peer", ""))
+            verdict = authorize(code, ext, cmd.body, client_ip(peer), acl)
+            if not verdict.ok:
+                log.warning(
+                    "name server request code %d from %s refused by ACL: %s: %s",
+                    code,
+                    peer,
+                    verdict.check.value,
+                    verdict.message,
+                )
+                return cmd.response(
+                    ResponseCode.NO_PERMISSION,
+                    f"ACL check failed: {verdict.check.value}: {verdict.message}",
+                )
         if code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             topic = ext_str(ext, "topic")
             route = self.table.route(topic)

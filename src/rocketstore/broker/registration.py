@@ -19,6 +19,8 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.perm_name import is_readable, is_writeable
 from rocketstore.broker.timeouts import BackgroundLoop, wait_event
 from rocketstore.broker.topic_config import TopicConfig, encode_topics_file
+from rocketstore.remoting.acl_signing import SessionCredentials, sign_request
+from rocketstore.remoting.codec import RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,11 @@ class Registrar(BackgroundLoop):
         self.ha_server_addr = ""
         # A slave's: called with the answer's haServerAddr and masterAddr (its master's).
         self.on_master: Callable[[str, str], None] | None = None
+        # Signs (un)registrations for name servers with an ACL (None: unsigned).
+        self.credentials: SessionCredentials | None = None
+
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd if self.credentials is None else sign_request(cmd, self.credentials)
 
     def trigger(self) -> None:
         """Thread-safe enough for the loop's own thread (processors run there)."""
@@ -78,7 +85,7 @@ class Registrar(BackgroundLoop):
         for client in self.clients:
             try:
                 answer = await client.invoke(
-                    request(RequestCode.REGISTER_BROKER, self._ext(), body), 5.0
+                    self._signed(request(RequestCode.REGISTER_BROKER, self._ext(), body)), 5.0
                 )
             except RemotingClientError as e:
                 log.warning("register with name server %s failed: %s", client.address, e)
@@ -104,5 +111,5 @@ class Registrar(BackgroundLoop):
         ext = self._ext()
         for client in self.clients:
             with contextlib.suppress(RemotingClientError, OSError):
-                await client.invoke(request(RequestCode.UNREGISTER_BROKER, ext), 2.0)
+                await client.invoke(self._signed(request(RequestCode.UNREGISTER_BROKER, ext)), 2.0)
             await client.close()

@@ -124,8 +124,8 @@ def _broker_options(func: FuncT) -> FuncT:
             "acl_file",
             default=None,
             metavar="FILE",
-            help="plain_acl.yml (or JSON) with accounts: every request must be signed. "
-            "Example: --acl conf/plain_acl.yml",
+            help="plain_acl.yml (RocketMQ 4.9's plain ACL): every request is authenticated "
+            "and authorized by it; reloaded when it changes. Example: --acl conf/plain_acl.yml",
         ),
     ]
     for option in reversed(options):
@@ -320,7 +320,16 @@ def _child_brokers(
     help="Where the KV config table (updateKvConfig, updateOrderConf) is kept, as "
     "RocketMQ's kvConfigPath. Example: --kv-config /var/rocketmq/namesrv/kvConfig.json",
 )
-def namesrv(listen: str, kv_config: str) -> None:
+@click.option(
+    "--acl",
+    "acl_file",
+    default=None,
+    metavar="FILE",
+    help="plain_acl.yml: broker registrations and setting changes must then be signed by "
+    "an admin account (a broker started with the same file signs with its first) or come "
+    "from a white-listed address. Example: --acl conf/plain_acl.yml",
+)
+def namesrv(listen: str, kv_config: str, acl_file: str | None) -> None:
     """Run a name server alone; brokers register with it (rocketstore broker --namesrv).
 
     \b
@@ -328,7 +337,11 @@ def namesrv(listen: str, kv_config: str) -> None:
       rocketstore namesrv --listen 127.0.0.1:9876
     """
     try:
-        app = NamesrvApp(_address(listen, "--listen"), kv_config_path=os.path.expanduser(kv_config))
+        app = NamesrvApp(
+            _address(listen, "--listen"),
+            kv_config_path=os.path.expanduser(kv_config),
+            acl_file=acl_file,
+        )
     except ConfigError as e:
         raise CliError(str(e)) from e
 

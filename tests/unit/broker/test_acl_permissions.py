@@ -123,6 +123,7 @@ def test_admin_codes_are_rocketmqs_five_plus_ours() -> None:
     assert {int(c) for c in ADMIN_CODES} == {17, 25, 215, 200, 207}  # Permission.ADMIN_CODE
     assert {int(c) for c in EXTRA_ADMIN_CODES} == {329, 306, 316, 222, 50, 51, 52, 53}
     assert needs_admin(RequestCode.DELETE_EXPIRED_COMMITLOG)
+    assert needs_admin(RequestCode.REGISTER_BROKER)  # at a name server with an ACL
     assert needs_admin(RequestCode.UPDATE_BROKER_CONFIG)
     assert not needs_admin(RequestCode.SEND_MESSAGE)
     assert not needs_admin(RequestCode.GET_BROKER_CONFIG)
