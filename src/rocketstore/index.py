@@ -292,6 +292,9 @@ class IndexFile:
             self._file = _IndexMapping(
                 path, size, writable=writable, create=create, hash_slot_num=hash_slot_num
             )
+        # What the C key lookup reads, as plain attributes: this file's buffer_mapping
+        # (None once it is closed), hash_slot_num and index_count.
+        self.mapped_file: MappedFile = self._file
         if create:
             header = layout.IndexHeader(0, 0, 0, 0, 0, 0)
             self.header = header
@@ -548,9 +551,9 @@ class IndexFile:
         return [(offset, begin + diff * 1000) for offset, diff in hits]
 
     def buffer_view(self) -> tuple[mmap.mmap | None, int, int]:
-        """(mapping_for_buffer_call(), hash_slot_num, index_count): what the C key lookup
-        takes of the file, in one call, instead of reading its attributes."""
-        return self._file.mapping_for_buffer_call(), self.hash_slot_num, self.index_count
+        """(mapped_file.buffer_mapping, hash_slot_num, index_count): what the C key lookup
+        reads of the file, as public attributes."""
+        return self._file.buffer_mapping, self.hash_slot_num, self.index_count
 
     def raw_chain(self, key_hash: int) -> list[tuple[int, int]]:
         """(phy_offset, time_diff in seconds) of every entry whose hash is ``key_hash``,

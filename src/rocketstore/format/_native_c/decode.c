@@ -639,7 +639,8 @@ fail:
 
 /* ---- a whole key query ---------------------------------------------------------- */
 
-PyObject *s_buffer_view, *s_KEYS, *s_UNIQ_KEY, *s_space;
+PyObject *s_file_from_offset, *s_buffer_mapping, *s_wrote_position, *s_mapped_file,
+    *s_hash_slot_num, *s_index_count, *s_KEYS, *s_UNIQ_KEY, *s_space;
 
 /* An int attribute (of a MessageExt this module made); 0, or -1 with an error set. */
 static int attr_ll(PyObject *obj, PyObject *name, long long *out) {
@@ -664,32 +665,35 @@ static int live_buffer(PyObject *mapping, Py_buffer *view) {
     return taken;
 }
 
-/* ``file.buffer_view()`` (MappedFile's or IndexFile's: the one call the C readers make
- * on a store object, instead of reading its attributes): its three items, the ones at
- * ``int_at`` (a bitmask) as long longs into ``ints`` in order, the other into *object (a
- * new reference). 0, or -1 with an error. */
-static int buffer_view(PyObject *file, unsigned int_at, long long *ints, PyObject **object) {
-    PyObject *view = PyObject_CallMethodNoArgs(file, s_buffer_view);
-    if (view == NULL) return -1;
-    int outcome = 0;
+/* What the C readers read of a store file, as MappedFile.buffer_view() / IndexFile's give
+ * it, from its public attributes (plain ones, kept by the files layer: no Python call per
+ * file; an IndexFile's mapping is its mapped_file's buffer_mapping): ``names`` (three), the ones at ``int_at`` (a bitmask) as long longs into ``ints``
+ * in order, the other into *object (a new reference). 0, or -1 with an error. */
+static int buffer_view(PyObject *file, PyObject *const *names, unsigned int_at,
+                       long long *ints, PyObject **object) {
     *object = NULL;
-    if (!PyTuple_Check(view) || PyTuple_GET_SIZE(view) != 3) {
-        PyErr_SetString(PyExc_TypeError, "buffer_view() must give a tuple of 3 items");
-        outcome = -1;
-    }
-    for (Py_ssize_t k = 0; k < 3 && outcome == 0; k++) {
-        PyObject *item = PyTuple_GET_ITEM(view, k);
+    for (Py_ssize_t k = 0; k < 3; k++) {
+        PyObject *item = PyObject_GetAttr(file, names[k]);
+        if (item == NULL) goto fail;
         if (!(int_at & (1u << k))) {
-            *object = Py_NewRef(item);
+            *object = item;
             continue;
         }
         *ints = PyLong_AsLongLong(item);
-        if (*ints == -1 && PyErr_Occurred()) outcome = -1;
+        Py_DECREF(item);
+        if (*ints == -1 && PyErr_Occurred()) goto fail;
         ints++;
     }
-    if (outcome < 0) Py_CLEAR(*object);
-    Py_DECREF(view);
-    return outcome;
+    return 0;
+fail:
+    Py_CLEAR(*object);
+    return -1;
+}
+
+/* MappedFile: (file_from_offset, buffer_mapping, wrote_position); ints at 0x5. */
+static int mapped_file_view(PyObject *file, long long *ints, PyObject **mapping) {
+    PyObject *const names[3] = {s_file_from_offset, s_buffer_mapping, s_wrote_position};
+    return buffer_view(file, names, 0x5, ints, mapping);
 }
 
 /* ``wanted`` (``want`` bytes, not empty) is one of the space-separated tokens of
@@ -728,7 +732,12 @@ static int chain_offsets(PyObject *index_file, long long key_hash, int64_t *offs
                          Py_ssize_t *n) {
     long long numbers[2]; /* hash_slot_num, index_count */
     PyObject *mapping = NULL;
-    if (buffer_view(index_file, 0x6, numbers, &mapping) < 0) return -1;
+    PyObject *const names[3] = {s_mapped_file, s_hash_slot_num, s_index_count};
+    PyObject *mapped = NULL;
+    if (buffer_view(index_file, names, 0x6, numbers, &mapped) < 0) return -1;
+    mapping = PyObject_GetAttr(mapped, s_buffer_mapping);
+    Py_DECREF(mapped);
+    if (mapping == NULL) return -1;
     long long slots = numbers[0], count = numbers[1];
     Py_buffer file;
     int taken = live_buffer(mapping, &file);
@@ -770,7 +779,7 @@ done:
 }
 
 /* The file of ``files`` (MappedFiles, oldest first, each ``file_size`` long) holding
- * ``offset``, as MappedFileQueue.find finds it, by their buffer_view(): 1 with its mapping
+ * ``offset``, as MappedFileQueue.find finds it, by their buffer views: 1 with its mapping
  * (a new reference) in *mapping and its start and write position, 0 when no file holds
  * it, 2 when the list has a hole there (Python's scan decides), -1 with an error. */
 static int find_file(PyObject *files, long long file_size, int64_t offset, PyObject **mapping,
@@ -779,12 +788,12 @@ static int find_file(PyObject *files, long long file_size, int64_t offset, PyObj
     if (count == 0 || file_size <= 0) return 0;
     long long first[2], last[2]; /* file_from_offset, wrote_position */
     PyObject *first_mapping = NULL, *last_mapping = NULL;
-    if (buffer_view(PyList_GET_ITEM(files, 0), 0x5, first, &first_mapping) < 0) return -1;
+    if (mapped_file_view(PyList_GET_ITEM(files, 0), first, &first_mapping) < 0) return -1;
     if (count == 1) {
         last[0] = first[0];
         last[1] = first[1];
         last_mapping = Py_NewRef(first_mapping);
-    } else if (buffer_view(PyList_GET_ITEM(files, count - 1), 0x5, last, &last_mapping) < 0) {
+    } else if (mapped_file_view(PyList_GET_ITEM(files, count - 1), last, &last_mapping) < 0) {
         Py_DECREF(first_mapping);
         return -1;
     }
@@ -800,7 +809,7 @@ static int find_file(PyObject *files, long long file_size, int64_t offset, PyObj
         *mapping = Py_NewRef(index == 0 ? first_mapping : last_mapping);
     } else {
         long long found[2];
-        if (buffer_view(PyList_GET_ITEM(files, index), 0x5, found, mapping) < 0) {
+        if (mapped_file_view(PyList_GET_ITEM(files, index), found, mapping) < 0) {
             where = -1;
         } else {
             *from = found[0];

@@ -89,7 +89,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init();
     INTERN(s_topic, "topic");
-    INTERN(s_buffer_view, "buffer_view");
+    INTERN(s_file_from_offset, "file_from_offset");
+    INTERN(s_buffer_mapping, "buffer_mapping");
+    INTERN(s_wrote_position, "wrote_position");
+    INTERN(s_mapped_file, "mapped_file");
+    INTERN(s_hash_slot_num, "hash_slot_num");
+    INTERN(s_index_count, "index_count");
     INTERN(s_KEYS, "KEYS");
     INTERN(s_UNIQ_KEY, "UNIQ_KEY");
     INTERN(s_space, " ");

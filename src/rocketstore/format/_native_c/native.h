@@ -193,7 +193,8 @@ void find_dispatch_properties(const uint8_t *p, Py_ssize_t n, Span found[PROP_CO
 PyObject *py_dispatch_facts(PyObject *self, PyObject *args);
 PyObject *py_index_put(PyObject *self, PyObject *args);
 PyObject *py_index_chain(PyObject *self, PyObject *args);
-extern PyObject *s_buffer_view, *s_KEYS, *s_UNIQ_KEY, *s_space;
+extern PyObject *s_file_from_offset, *s_buffer_mapping, *s_wrote_position, *s_mapped_file,
+    *s_hash_slot_num, *s_index_count, *s_KEYS, *s_UNIQ_KEY, *s_space;
 PyObject *py_time_search(PyObject *self, PyObject *args);
 PyObject *py_key_lookup(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
