@@ -44,6 +44,12 @@ class ReadOnlyFollower:
         self.entries: EntryChain | None = None
         # The mapped file holding ``end`` (None: none does), as of the last scan.
         self._tail: MappedFile | None = None
+        # Directory listings so far, and per queue the listing its files were last listed
+        # at and the CommitLog minimum it was last corrected for: a queue catches up when
+        # it is read, not at every listing (issue #34: a store with thousands of queues
+        # paid all of them every 50 ms, in its p99).
+        self.listings = 0
+        self._queue_seen: dict[QueueKey, tuple[int, int]] = {}
 
     def list_now(self) -> None:
         """List the directories at the next refresh, not in up to 50 ms."""
@@ -67,26 +73,34 @@ class ReadOnlyFollower:
         prefix only. Incremental: the CommitLog is scanned from the last known end, each
         queue from its last known unit; directories are listed at most every 50 ms.
 
-        Between listings a call that reads one queue refreshes just that queue
-        (``queue_key``), and a key or id lookup none (``queues=False``): refreshing every
-        queue of a big store on each call cost more than the lookup itself. Every queue is
-        refreshed at each listing and whenever the CommitLog minimum moved. With ``full``
-        (the open), the scan's report is returned."""
+        A call that reads one queue refreshes just that queue (``queue_key``), a key or id
+        lookup none (``queues=False``), and a call about every queue (neither) all of
+        them: refreshing every queue of a big store on each call cost more than the call
+        itself. Likewise at a listing: a call about every queue looks for new queues in
+        every topic's directory, a read of one queue for that queue alone; a queue read
+        after a listing lists its files first, queues nobody reads wait. When the CommitLog
+        minimum moved (retention), every queue is refreshed and its minimum corrected.
+        With ``full`` (the open), the scan's report is returned."""
         now = time.monotonic()
         list_dirs = full or now - self.listed_at >= LIST_INTERVAL_S
         files = self.commitlog.files
         if list_dirs:
             files.refresh()
             self.listed_at = now
+            self.listings += 1
         if not files.files:
             return None
         report = RecoveryReport()
         if full or list_dirs or self._commitlog_moved():
             self._follow_commitlog(full, report)
         end = self.end
-        if list_dirs:
+        if list_dirs and (full or (queues and queue_key is None)):
             self.queues.load_all(writable=False)  # queues created since the last look
+        elif list_dirs and queue_key is not None:
+            self.queues.load_one(*queue_key)  # the one queue this call reads, if new
         min_offset = self.commitlog.min_offset()
+        # Retention moved the CommitLog's start: every queue's minimum moves, and the files
+        # it deleted are dropped (unmapped) now, not when each queue is next read.
         correct_min = full or min_offset != self.min_offset
         self.min_offset = min_offset
 
@@ -96,19 +110,23 @@ class ReadOnlyFollower:
             return offset < min_offset or self.commitlog.read_record(offset) is not None
 
         table = self.queues.queues
-        if list_dirs or correct_min or (queues and queue_key is None):
-            refreshing = list(table.values())
+        if correct_min or (queues and queue_key is None):
+            refreshing = list(table.items())
         elif queue_key is not None and queue_key in table:
-            refreshing = [table[queue_key]]
+            refreshing = [(queue_key, table[queue_key])]
         else:
             refreshing = []
-        for queue in refreshing:
-            if list_dirs:
+        seen = self._queue_seen
+        listings = self.listings
+        for key, queue in refreshing:
+            listed, corrected = seen.get(key, (-1, -2))
+            if listed != listings:
                 queue.files.refresh()
             grew = queue.refresh_read_only(end, record_exists, full=full)
-            if min_offset >= 0 and (correct_min or grew == -1):
+            if min_offset >= 0 and (correct_min or corrected != min_offset or grew == -1):
                 queue.min_logic_offset = max(queue.min_logic_offset, queue.files.min_offset())
                 queue.correct_min_offset(min_offset)
+            seen[key] = (listings, min_offset)
         if list_dirs:
             self.index.refresh()
         else:

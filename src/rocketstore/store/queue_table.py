@@ -83,6 +83,27 @@ class QueueTable:
                 self.queues[key] = queue
         self.unreadable = unreadable
 
+    def load_one(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """Map one queue a writer may have made since the last listing (read-only), if its
+        directory is there: a read of one queue looks for it alone instead of listing
+        every topic's directory (load_all)."""
+        key = (topic, queue_id)
+        if key in self.queues:
+            return self.queues[key]
+        if not os.path.isdir(os.path.join(self.root, CONSUME_QUEUE_DIR, topic, str(queue_id))):
+            return None
+        queue = self.new_queue(topic, queue_id, writable=False)
+        try:
+            queue.load()
+        except (CorruptDataError, OSError) as e:
+            if key not in self.unreadable:
+                log.warning("%s: consume queue %s-%d left out: %s", self.root, *key, e)
+            self.unreadable[key] = str(e)
+            return None
+        self.unreadable.pop(key, None)
+        self.queues[key] = queue
+        return queue
+
     def new_queue(self, topic: str, queue_id: int, *, writable: bool) -> ConsumeQueue:
         return ConsumeQueue(self.root, topic, queue_id, self.file_size, writable=writable)
 
