@@ -4,7 +4,9 @@ Layer: broker. A :class:`ChildBrokers` is a service (start/stop, as the apps are
 each child (a ``rocketstore ... broker`` command line the CLI built) as a process of its own,
 waits until it listens, and stops them all with SIGTERM (a clean shutdown each: store
 closed, offsets written), SIGKILL past a grace period. A child that cannot start fails the
-start, and the ones already up are stopped. Python runs one event loop per process on one
+start, and the ones already up are stopped. On Linux each child asks the kernel for a
+SIGTERM when serve ends (PR_SET_PDEATHSIG, :func:`die_with_serve`), so a SIGKILLed serve
+leaves none running. Python runs one event loop per process on one
 core at a time; RocketMQ's own way to spread a topic over more is more brokers behind one
 name server, and this is that, started by one command (docs/broker.md "More cores").
 """
@@ -13,9 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
+import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +28,10 @@ from dataclasses import dataclass
 from rocketstore.config import parse_host
 
 log = logging.getLogger(__name__)
+
+# The serve process's pid, in a child's environment: the child arms its death signal.
+SERVE_PID_ENV = "ROCKETSTORE_SERVE_PID"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 # How long a child may take to listen, and to stop after SIGTERM.
 START_TIMEOUT_S = 120.0
@@ -46,8 +55,9 @@ class ChildBrokers:
 
     async def start(self) -> None:
         try:
+            env = {**os.environ, SERVE_PID_ENV: str(os.getpid())}
             for child in self.children():
-                process = subprocess.Popen(list(child.argv))
+                process = subprocess.Popen(list(child.argv), env=env)
                 self.processes.append(process)
                 await _until_listening(process, child.listen)
                 log.info("child broker pid %d listening on %s", process.pid, child.listen)
@@ -67,6 +77,30 @@ class ChildBrokers:
                 process.kill()
                 await asyncio.to_thread(process.wait)
         self.processes.clear()
+
+
+def die_with_serve() -> bool:
+    """In a child broker of ``serve --brokers`` (SERVE_PID_ENV set), on Linux: ask the
+    kernel to send this process SIGTERM (its clean shutdown) when serve ends, a SIGKILL
+    included, and stop now if serve is already gone. Returns whether the signal is armed
+    (False: not a child, not Linux, or no prctl in libc; a SIGKILLed serve then leaves the
+    child running). The kernel sends it when the thread that started the child ends:
+    serve's event loop thread, which lives as long as serve."""
+    serve_pid = os.environ.pop(SERVE_PID_ENV, None)  # (not handed down further)
+    if serve_pid is None or not sys.platform.startswith("linux"):
+        return False
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    if prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
+        return False
+    if str(os.getppid()) != serve_pid:  # serve died before the signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True
 
 
 async def _until_listening(process: subprocess.Popen[bytes], listen: str) -> None:

@@ -25,7 +25,7 @@ from rocketstore.broker.app import (
     Service,
     run_until_signal,
 )
-from rocketstore.broker.children import ChildBroker, ChildBrokers
+from rocketstore.broker.children import ChildBroker, ChildBrokers, die_with_serve
 from rocketstore.cli.context import CliContext, CliError, context_from_settings
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
@@ -373,6 +373,7 @@ def broker(obj: CliContext, /, namesrv_addrs: str, **kwargs: Any) -> None:
       rocketstore --store ./store-b broker --namesrv 127.0.0.1:9876 --broker-name broker-b \\
           --listen 127.0.0.1:10921
     """
+    die_with_serve()  # (a child of serve --brokers: stops when serve does, even SIGKILLed)
     options = _make_options(obj, kwargs)
     addrs = [a.strip() for a in namesrv_addrs.split(";") if a.strip()]
     options.namesrv_addrs = [_address(a, "--namesrv") for a in addrs]

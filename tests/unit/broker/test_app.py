@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -179,7 +180,7 @@ def test_cli_serve_brokers_2_runs_a_second_broker_process(tmp_path: Path) -> Non
         assert process.wait(60) == 0
     finally:
         if process.poll() is None:
-            process.send_signal(signal.SIGTERM)  # a SIGKILL would leave the child running
+            process.send_signal(signal.SIGTERM)  # (a clean stop; see the SIGKILL test below)
             try:
                 process.wait(60)
             except subprocess.TimeoutExpired:
@@ -414,3 +415,56 @@ def test_a_broker_serves_its_requests_on_the_vip_channel_too(tmp_path: Path) -> 
         _send(vip, "OnVip", b"y")  # a client with vipChannelEnabled
     with pytest.raises(RemotingClientError, match="refused"):
         invoke_sync(vip, request(RequestCode.GET_ALL_TOPIC_CONFIG))  # closed at stop
+
+
+def _pids_running(needle: str) -> list[int]:
+    """Processes whose command line holds ``needle`` (Linux /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle.encode() in cmdline.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_cli_serve_brokers_children_stop_when_serve_is_sigkilled(tmp_path: Path) -> None:
+    """A SIGKILLed serve cannot stop its children; the kernel does (PR_SET_PDEATHSIG):
+    each gets SIGTERM and shuts down cleanly (no abort file left)."""
+    store = tmp_path / "store"
+    second_store = tmp_path / "store-2"
+    port = _free_port_pair_10_apart()
+    command = [sys.executable, "-m", "rocketstore.cli.main", "serve", "--store", str(store)]
+    command += ["--listen", f"127.0.0.1:{port}", "--namesrv-listen", "127.0.0.1:0"]
+    command += ["--brokers", "2"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = ""
+        deadline = time.monotonic() + 60
+        while "name server" not in line and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            assert line or process.poll() is None, "serve exited early"
+        deadline = time.monotonic() + 60  # (the child opens its store and listens)
+        while not (second_store / ABORT_FILE).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (second_store / ABORT_FILE).exists()
+        assert len(_pids_running(str(second_store))) == 1
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 60
+        while _pids_running(str(second_store)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _pids_running(str(second_store)), "the child outlived a SIGKILLed serve"
+        assert not (second_store / ABORT_FILE).exists()  # a clean shutdown
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in _pids_running(str(second_store)):  # (only if the test failed)
+            os.kill(pid, signal.SIGKILL)
