@@ -151,10 +151,10 @@ def write_chart(path: str, title: str, rows: list[Row]) -> bool:
     if not metrics:
         return False
     heights = []
-    for metric in metrics:
-        cases = {r.case for r in measured if (r.metric, r.unit) == metric}
-        systems = {r.system for r in measured if (r.metric, r.unit) == metric}
-        heights.append(max(1.5, 0.16 * len(cases) * len(systems) + 0.25 * len(cases)))
+    for pair in metrics:
+        case_count = len({r.case for r in measured if (r.metric, r.unit) == pair})
+        system_count = len({r.system for r in measured if (r.metric, r.unit) == pair})
+        heights.append(max(1.5, 0.16 * case_count * system_count + 0.25 * case_count))
     figure, axes = plt.subplots(
         len(metrics), 1, figsize=(10, sum(heights) + 1), squeeze=False, height_ratios=heights
     )
@@ -388,6 +388,51 @@ def targets(rows: list[Row]) -> list[Target]:
             True,
         )
     )
+    out += broker_targets(rows)
+    return out
+
+
+BROKER_JAVA = "RocketMQ 4.9.8 (Java)"  # the broker workload's name for the Java broker
+BROKER_OURS = "rocketstore serve"  # (and "rocketstore serve --brokers N")
+
+
+def broker_targets(rows: list[Row]) -> list[Target]:
+    """Issue #37's targets, for each broker case the Java broker was measured in (none
+    without it): rocketstore's msg/s at least half of Java's (as much, for consuming) and
+    its broker CPU per message within twice Java's."""
+    find = Lookup(rows)
+    measured = [
+        (r.case, r.system)
+        for r in rows
+        if r.workload == "broker" and r.metric == "rate" and r.status == OK
+    ]
+    java_cases = [case for case, system in measured if system == BROKER_JAVA]
+    out: list[Target] = []
+    for case in dict.fromkeys(java_cases):
+        ours = next(
+            (s for c, s in measured if c == case and s.startswith(BROKER_OURS)), BROKER_OURS
+        )
+        out.append(
+            _target(
+                f"broker, {case}",
+                f"{ours} / Java 4.9.8 broker (msg/s)",
+                find.median("broker", case, ours, "rate"),
+                find.median("broker", case, BROKER_JAVA, "rate"),
+                1.0 if "consume" in case and "mixed" not in case else 0.5,
+                True,
+            )
+        )
+        cpu = "broker CPU per message"
+        out.append(
+            _target(
+                f"broker CPU per message, {case}",
+                f"{ours} / Java 4.9.8 broker (us/msg)",
+                find.median("broker", case, ours, cpu),
+                find.median("broker", case, BROKER_JAVA, cpu),
+                2.0,
+                False,
+            )
+        )
     return out
 
 
