@@ -20,7 +20,7 @@ import stat
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.acl_store import WATCH_INTERVAL_MS, AclFile
@@ -55,6 +55,9 @@ from rocketstore.errors import ConfigError, StoreError
 from rocketstore.paths import CONFIG_DIR
 from rocketstore.remoting.acl_signing import SessionCredentials
 from rocketstore.store import MessageStore
+
+if TYPE_CHECKING:  # grpcio is an extra: imported at run time only when served
+    from rocketstore.broker.grpc.server import GrpcServer
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +208,8 @@ class BrokerOptions:
     metadata_sync_interval_ms: int = SYNC_INTERVAL_MS
     # HOST:PORT of the Prometheus endpoint (/metrics); None: no endpoint, no timing.
     metrics_listen: str | None = None
+    # Where RocketMQ 5.x clients are served over gRPC (broker.grpc); None: not served.
+    grpc_listen: str | None = None
 
 
 class BrokerApp:
@@ -220,6 +225,7 @@ class BrokerApp:
         self.replication_slave: ReplicationSlave | None = None
         self.metadata_sync: MetadataSync | None = None
         self.metrics: MetricsServer | None = None
+        self.grpc_server: GrpcServer | None = None
         self.address = ""
         self._timers: list[asyncio.Task[None]] = []
 
@@ -328,6 +334,8 @@ class BrokerApp:
         )
         await self.server.start(sock)
         await self._start_vip_channel(handle, bound)
+        if opts.grpc_listen:
+            await self._start_grpc(ctx, opts.grpc_listen)
         if opts.namesrv_addrs:
             self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
             if acl is not None:
@@ -384,6 +392,19 @@ class BrokerApp:
         )
         await self.vip_server.start(sock)
         log.info("VIP channel (fastListenPort) at %s", vip_bound)
+
+    async def _start_grpc(self, ctx: BrokerContext, listen: str) -> None:
+        """The gRPC endpoint for RocketMQ 5.x clients, on this loop (broker.grpc). Imported
+        here: grpcio is an extra, needed only by brokers that serve it."""
+        try:
+            from rocketstore.broker.grpc.server import GrpcServer  # noqa: PLC0415
+        except ImportError as e:
+            raise ConfigError(
+                f"--grpc-listen needs the grpc extra (pip install 'rocketstore[grpc]'): {e}"
+            ) from e
+        server = GrpcServer(ctx, listen)
+        await server.start()
+        self.grpc_server = server
 
     def _bind_ha(self, bound: str) -> socket.socket:
         """The socket a master's slaves connect to: haListenPort, or the listen port + 1,
@@ -489,6 +510,8 @@ class BrokerApp:
             await self.replication_master.stop()
         if self.ctx is not None:
             self.ctx.waiters.close()  # held pulls answer now instead of at their timeout
+        if self.grpc_server is not None:
+            await self.grpc_server.stop()
         if self.server is not None:
             await self.server.stop()
         if self.vip_server is not None:

@@ -120,6 +120,14 @@ def _broker_options(func: FuncT) -> FuncT:
             "127.0.0.1:5557",
         ),
         click.option(
+            "--grpc-listen",
+            default=None,
+            metavar="HOST:PORT",
+            help="Also serve RocketMQ 5.x clients (gRPC MessagingService, as a 5.x proxy) "
+            "at this address; needs the grpc extra (docs/broker.md, 5.x clients). "
+            "Example: --grpc-listen 127.0.0.1:8081",
+        ),
+        click.option(
             "--acl",
             "acl_file",
             default=None,
@@ -180,6 +188,9 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
             _address(kwargs["metrics_listen"], "--metrics-listen")
             if kwargs["metrics_listen"]
             else None
+        ),
+        grpc_listen=(
+            _address(kwargs["grpc_listen"], "--grpc-listen") if kwargs.get("grpc_listen") else None
         ),
     )
 
@@ -243,9 +254,12 @@ def serve(obj: CliContext, /, namesrv_listen: str, brokers: int, **kwargs: Any) 
 
     def ready() -> None:
         extra = f" and {brokers - 1} more broker(s)" if brokers > 1 else ""
+        grpc = ""
+        if app.broker is not None and app.broker.grpc_server is not None:
+            grpc = f", gRPC {app.broker.grpc_server.address}"
         click.echo(
             f"rocketstore: name server {app.namesrv.address}, broker "
-            f"{app.broker.address if app.broker else '?'} over {options.store_dir}{extra}"
+            f"{app.broker.address if app.broker else '?'}{grpc} over {options.store_dir}{extra}"
             f"{_metrics_note(app.broker)} (Ctrl-C stops)",
             err=True,
         )

@@ -38,6 +38,12 @@ TIMER_DELAY_MS = "TIMER_DELAY_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_OUT_MS = "TIMER_OUT_MS"
 TIMER_TOPIC = "rmq_sys_wheel_timer"
+# What a RocketMQ 5 proxy adds to a gRPC producer's message: its message group (FIFO), its
+# trace context, and the born host and time the client reported.
+SHARDING_KEY = "__SHARDINGKEY"
+TRACE_CONTEXT = "TRACE_CONTEXT"
+BORN_HOST = "__BORNHOST"
+BORN_TIMESTAMP = "BORN_TIMESTAMP"
 # Added by the client to every pulled message (PullAPIWrapper), never stored.
 MIN_OFFSET = "MIN_OFFSET"
 MAX_OFFSET = "MAX_OFFSET"

@@ -1,0 +1,208 @@
+"""POP consumption's state: which messages a group was handed, until when they are
+invisible, and receipt handles.
+
+Layer: broker.grpc. Pure bookkeeping (no I/O, the clock passed in): the service reads the
+store and calls these on the event loop.
+
+A queue of a group has a cursor (the next offset never handed out) and the offsets handed
+out but not acknowledged, each with its delivery attempt and the time it becomes visible
+again. A receive first takes the overdue ones (their attempt plus one), then new ones;
+an ack removes one; the group's consumer offset is the lowest offset not acknowledged,
+committed to the broker's consumer offsets. RocketMQ 5 keeps the same facts in its
+revive topic (checkpoints and acks, rmq_sys_REVIVE_LOG_*): here they are in memory only,
+so after a restart a group starts again at its committed offset, which re-delivers the
+unacknowledged messages (none is lost) and may re-deliver acknowledged ones above the
+lowest unacknowledged (docs/broker.md "5.x clients (gRPC)").
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# ExtraInfoUtil's topic types: a message of the topic itself (no retry topic here).
+TOPIC_TYPE_NORMAL = "0"
+
+
+@dataclass(frozen=True)
+class ReceiptHandle:
+    """RocketMQ 5's receipt handle fields (ReceiptHandle.decode: space-separated
+    startOffset, retrieveTime, invisibleTime, reviveQueueId, topicType, brokerName,
+    queueId, offset, commitLogOffset)."""
+
+    start_offset: int
+    pop_ms: int
+    invisible_ms: int
+    revive_queue_id: int
+    topic_type: str
+    broker_name: str
+    queue_id: int
+    offset: int
+    commit_log_offset: int
+
+    def encode(self) -> str:
+        return " ".join(
+            str(part)
+            for part in (
+                self.start_offset,
+                self.pop_ms,
+                self.invisible_ms,
+                self.revive_queue_id,
+                self.topic_type,
+                self.broker_name,
+                self.queue_id,
+                self.offset,
+                self.commit_log_offset,
+            )
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> ReceiptHandle | None:
+        """None for what is not a receipt handle."""
+        parts = text.split(" ")
+        if len(parts) < 8:
+            return None
+        try:
+            return cls(
+                start_offset=int(parts[0]),
+                pop_ms=int(parts[1]),
+                invisible_ms=int(parts[2]),
+                revive_queue_id=int(parts[3]),
+                topic_type=parts[4],
+                broker_name=parts[5],
+                queue_id=int(parts[6]),
+                offset=int(parts[7]),
+                commit_log_offset=int(parts[8]) if len(parts) > 8 else -1,
+            )
+        except ValueError:
+            return None
+
+    @property
+    def expires_ms(self) -> int:
+        return self.pop_ms + self.invisible_ms
+
+
+@dataclass
+class InFlight:
+    """A message handed out and not acknowledged."""
+
+    offset: int
+    commit_log_offset: int
+    attempt: int  # 1 for the first delivery
+    pop_ms: int
+    visible_at_ms: int
+
+
+@dataclass
+class QueueCursor:
+    next_offset: int
+    in_flight: dict[int, InFlight] = field(default_factory=dict)
+
+    def overdue(self, now_ms: int) -> list[InFlight]:
+        return sorted(
+            (m for m in self.in_flight.values() if m.visible_at_ms <= now_ms),
+            key=lambda m: m.offset,
+        )
+
+    def next_visible_ms(self) -> int | None:
+        return min((m.visible_at_ms for m in self.in_flight.values()), default=None)
+
+    @property
+    def lowest_unacked(self) -> int:
+        return min(self.in_flight, default=self.next_offset)
+
+
+class AckStatus(enum.Enum):
+    OK = "OK"
+    # No such message handed out with this handle: forged, for another queue, or
+    # already acknowledged or re-delivered since.
+    INVALID = "INVALID"
+
+
+QueueKey = tuple[str, str, int]  # (group, topic, queue id)
+
+
+class PopState:
+    def __init__(self, broker_name: str) -> None:
+        self.broker_name = broker_name
+        self._queues: dict[QueueKey, QueueCursor] = {}
+
+    def cursor(
+        self, group: str, topic: str, queue_id: int, start: Callable[[], int]
+    ) -> QueueCursor:
+        """The queue's cursor; a new one starts at ``start()``."""
+        key = (group, topic, queue_id)
+        found = self._queues.get(key)
+        if found is None:
+            found = self._queues[key] = QueueCursor(start())
+        return found
+
+    def find(self, group: str, topic: str, queue_id: int) -> QueueCursor | None:
+        return self._queues.get((group, topic, queue_id))
+
+    def hand_out(
+        self,
+        cursor: QueueCursor,
+        queue_id: int,
+        offset: int,
+        commit_log_offset: int,
+        attempt: int,
+        now_ms: int,
+        invisible_ms: int,
+    ) -> ReceiptHandle:
+        cursor.in_flight[offset] = InFlight(
+            offset, commit_log_offset, attempt, now_ms, now_ms + invisible_ms
+        )
+        return ReceiptHandle(
+            start_offset=offset,
+            pop_ms=now_ms,
+            invisible_ms=invisible_ms,
+            revive_queue_id=0,
+            topic_type=TOPIC_TYPE_NORMAL,
+            broker_name=self.broker_name,
+            queue_id=queue_id,
+            offset=offset,
+            commit_log_offset=commit_log_offset,
+        )
+
+    def _matching(self, group: str, topic: str, handle: ReceiptHandle) -> InFlight | None:
+        cursor = self._queues.get((group, topic, handle.queue_id))
+        if cursor is None or handle.broker_name != self.broker_name:
+            return None
+        held = cursor.in_flight.get(handle.offset)
+        if held is None or held.pop_ms != handle.pop_ms:
+            return None
+        return held
+
+    def ack(self, group: str, topic: str, handle: ReceiptHandle) -> AckStatus:
+        held = self._matching(group, topic, handle)
+        if held is None:
+            return AckStatus.INVALID
+        del self._queues[(group, topic, handle.queue_id)].in_flight[handle.offset]
+        return AckStatus.OK
+
+    def change_invisible(
+        self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int, now_ms: int
+    ) -> ReceiptHandle | None:
+        """The message's new handle, invisible ``invisible_ms`` from now; None for a
+        handle that names no message in flight."""
+        held = self._matching(group, topic, handle)
+        if held is None:
+            return None
+        held.pop_ms = now_ms
+        held.visible_at_ms = now_ms + invisible_ms
+        return ReceiptHandle(
+            start_offset=handle.offset,
+            pop_ms=now_ms,
+            invisible_ms=invisible_ms,
+            revive_queue_id=handle.revive_queue_id,
+            topic_type=handle.topic_type,
+            broker_name=self.broker_name,
+            queue_id=handle.queue_id,
+            offset=handle.offset,
+            commit_log_offset=held.commit_log_offset,
+        )
+
+    def forget_client_group(self, group: str) -> None:
+        """Nothing to do yet: messages in flight stay so until their time runs out."""

@@ -1,0 +1,657 @@
+"""apache.rocketmq.v2.MessagingService over the broker's state: routes, sends, and POP
+receives with acks, as a RocketMQ 5 proxy answers them.
+
+Layer: broker.grpc. Runs on the broker's event loop (grpc.aio), beside the remoting
+server, with the same BrokerContext: a gRPC send is put exactly as a remoting send is
+(``BrokerContext.put``), and long-polling receives wait on the same held-pull table.
+Refusals carry the proxy's status codes and words (GrpcValidator, the activities).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from google.protobuf.duration_pb2 import Duration
+
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.grpc import convert
+from rocketstore.broker.grpc.convert import RequestError, status
+from rocketstore.broker.grpc.pop import AckStatus, PopState, ReceiptHandle
+from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
+from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
+from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
+from rocketstore.broker.grpc.queue_choice import RoundRobin, group_queue
+from rocketstore.broker.processors.send import asks_for_timer, stored_properties
+from rocketstore.broker.topic_config import MULTI_TAG, TopicConfig, topic_name_problem
+from rocketstore.config import delay_levels_ms, parse_host
+from rocketstore.format import sysflag
+from rocketstore.format.message import Message, MessageExt
+from rocketstore.format.selector import SQL92, TAG
+from rocketstore.format.subscription import Subscription, build_subscription
+from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS
+from rocketstore.put_path import PutResult, is_delayed
+from rocketstore.status import GetStatus, PutStatus
+
+log = logging.getLogger(__name__)
+
+# ProxyConfig's receive limits.
+MIN_INVISIBLE_MS = 10_000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+MIN_POLLING_MS = 5_000
+MAX_POLLING_MS = 20_000
+MAX_RECEIVE_BATCH = 32
+# What the answer keeps back of the client's deadline (longPollingReserveTimeInMillis).
+POLLING_RESERVE_MS = 100
+# A producer's retries (the proxy's producer backoff policy).
+PRODUCER_MAX_ATTEMPTS = 3
+
+_PUT_FAILURES = {
+    PutStatus.FLUSH_DISK_TIMEOUT: pb.Code.MASTER_PERSISTENCE_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: pb.Code.SLAVE_PERSISTENCE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: pb.Code.HA_NOT_AVAILABLE,
+    PutStatus.MESSAGE_ILLEGAL: pb.Code.BAD_REQUEST,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _duration_ms(value: Duration) -> int:
+    return int(value.seconds) * 1000 + int(value.nanos) // 1_000_000
+
+
+def _duration(ms: int) -> Duration:
+    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _peer_address(peer: str) -> str:
+    """grpc's ``context.peer()`` ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000") as ip:port."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6") and rest:
+        return rest
+    return "127.0.0.1:0"
+
+
+class MessagingService(spb_grpc.MessagingServiceServicer):
+    """The RPCs served; the rest answer UNIMPLEMENTED (the generated base class)."""
+
+    def __init__(self, ctx: BrokerContext, address: str) -> None:
+        self.ctx = ctx
+        self.address = address  # the gRPC endpoint's ip:port, for routes
+        self.pop = PopState(ctx.broker_name)
+        self._round_robin = RoundRobin()
+        # One receive at a time per group and topic: two would read the same cursor.
+        self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    # --- checks shared by the RPCs ------------------------------------------------------
+
+    def _topic(self, resource: pb.Resource, *, write: bool = False) -> TopicConfig:
+        name = resource.name
+        if not name:
+            raise RequestError(pb.Code.ILLEGAL_TOPIC, "topic name cannot be empty")
+        problem = topic_name_problem(name)
+        if problem is not None:
+            raise RequestError(pb.Code.ILLEGAL_TOPIC, f"topic name {name!r} is illegal: {problem}")
+        if resource.resource_namespace:
+            raise RequestError(
+                pb.Code.ILLEGAL_ACCESS_POINT,
+                f"resource namespace {resource.resource_namespace!r} is not served here "
+                "(rocketstore has no namespaces)",
+            )
+        if write and name in NOT_ALLOWED_SEND_TOPICS:
+            raise RequestError(pb.Code.FORBIDDEN, f"Sending message to topic[{name}] is forbidden.")
+        config = self.ctx.topics.peek(name)
+        if config is None:
+            raise RequestError(pb.Code.TOPIC_NOT_FOUND, f"topic not found: {name}")
+        return config
+
+    def _group(self, resource: pb.Resource) -> str:
+        name = resource.name
+        if not name:
+            raise RequestError(pb.Code.ILLEGAL_CONSUMER_GROUP, "consumer group cannot be empty")
+        problem = topic_name_problem(name)
+        if problem is not None:
+            raise RequestError(
+                pb.Code.ILLEGAL_CONSUMER_GROUP, f"consumer group {name!r} is illegal"
+            )
+        if self.ctx.groups.find(name) is None:
+            raise RequestError(
+                pb.Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}"
+            )
+        return name
+
+    def _endpoints(self, asked: pb.Endpoints) -> pb.Endpoints:
+        """The endpoints routes name: those the client reached us at, else our address."""
+        if asked.addresses:
+            return asked
+        host, port = parse_host(self.address)
+        scheme = pb.AddressScheme.IPv6 if ":" in host else pb.AddressScheme.IPv4
+        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+    def _broker(self, asked: pb.Endpoints) -> pb.Broker:
+        return pb.Broker(name=self.ctx.broker_name, id=0, endpoints=self._endpoints(asked))
+
+    # --- routes, heartbeats, settings ---------------------------------------------------
+
+    async def QueryRoute(
+        self, request: spb.QueryRouteRequest, context: Any
+    ) -> spb.QueryRouteResponse:
+        try:
+            config = self._topic(request.topic)
+        except RequestError as e:
+            return spb.QueryRouteResponse(status=status(e.code, e.message))
+        broker = self._broker(request.endpoints)
+        types = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY]
+        queues = []
+        # As the proxy lists a topic's queues (genMessageQueueFromQueueData): queues both
+        # read and written, then the read-only and write-only rest.
+        both = min(config.read_queue_nums, config.write_queue_nums)
+        readable, writeable = config.readable, config.writeable
+        for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
+            reads = readable and queue_id < config.read_queue_nums
+            writes = writeable and queue_id < config.write_queue_nums
+            if queue_id < both and reads and writes:
+                permission = pb.Permission.READ_WRITE
+            elif reads:
+                permission = pb.Permission.READ
+            elif writes:
+                permission = pb.Permission.WRITE
+            else:
+                permission = pb.Permission.NONE
+            queues.append(
+                pb.MessageQueue(
+                    topic=request.topic,
+                    id=queue_id,
+                    permission=permission,
+                    broker=broker,
+                    accept_message_types=types,
+                )
+            )
+        return spb.QueryRouteResponse(status=status(pb.Code.OK), message_queues=queues)
+
+    async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
+        if request.HasField("group") and request.group.name:
+            try:
+                self._group(request.group)
+            except RequestError as e:
+                return spb.HeartbeatResponse(status=status(e.code, e.message))
+        return spb.HeartbeatResponse(status=status(pb.Code.OK))
+
+    async def NotifyClientTermination(
+        self, request: spb.NotifyClientTerminationRequest, context: Any
+    ) -> spb.NotifyClientTerminationResponse:
+        # Messages the client holds stay invisible until their time runs out, as in RocketMQ.
+        return spb.NotifyClientTerminationResponse(status=status(pb.Code.OK))
+
+    def _settings_answer(self, settings: pb.Settings) -> pb.Settings:
+        """The client's settings merged with the server's (GrpcClientSettingsManager)."""
+        answer = pb.Settings()
+        answer.CopyFrom(settings)
+        if settings.WhichOneof("pub_sub") == "subscription":
+            retry_max = 16
+            group = settings.subscription.group.name
+            config = self.ctx.groups.get(group) if group else None
+            if config is not None:
+                retry_max = config.retry_max_times
+            answer.backoff_policy.Clear()
+            answer.backoff_policy.max_attempts = retry_max + 1
+            # A 4.x consumer's retry delays: delay levels 3 and up.
+            levels = delay_levels_ms(self.ctx.store.config.message_delay_level)[2:]
+            answer.backoff_policy.customized_backoff.next.extend(_duration(ms) for ms in levels)
+            if not answer.subscription.HasField("receive_batch_size"):
+                answer.subscription.receive_batch_size = MAX_RECEIVE_BATCH
+            answer.subscription.fifo = False
+        else:
+            answer.backoff_policy.Clear()
+            answer.backoff_policy.max_attempts = PRODUCER_MAX_ATTEMPTS
+            backoff = answer.backoff_policy.exponential_backoff
+            backoff.initial.CopyFrom(_duration(10))
+            backoff.max.CopyFrom(_duration(1000))
+            backoff.multiplier = 2.0
+            answer.publishing.max_body_size = self.ctx.store.config.max_message_size
+            answer.publishing.validate_message_type = False
+        return answer
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[spb.TelemetryCommand], context: Any
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        """The settings exchange: each settings command is answered with the merged
+        settings. Answers to commands the server never sends are dropped."""
+        async for command in request_iterator:
+            kind = command.WhichOneof("command")
+            if kind == "settings":
+                yield spb.TelemetryCommand(
+                    status=status(pb.Code.OK), settings=self._settings_answer(command.settings)
+                )
+            elif kind is None:
+                yield spb.TelemetryCommand(
+                    status=status(pb.Code.BAD_REQUEST, "telemetry command without a command")
+                )
+
+    # --- sending ------------------------------------------------------------------------
+
+    async def SendMessage(
+        self, request: spb.SendMessageRequest, context: Any
+    ) -> spb.SendMessageResponse:
+        try:
+            return await self._send(request, _peer_address(context.peer()))
+        except RequestError as e:
+            return spb.SendMessageResponse(status=status(e.code, e.message))
+
+    def _send_queue(self, request: spb.SendMessageRequest, config: TopicConfig) -> int:
+        if config.write_queue_nums <= 0:
+            raise RequestError(pb.Code.FORBIDDEN, "no writable queue")
+        group = request.messages[0].system_properties.message_group
+        if len(request.messages) == 1 and group:
+            return group_queue(group, config.write_queue_nums)
+        return self._round_robin.pick(config.write_queue_nums)
+
+    def _record(
+        self, message: pb.Message, born_host: str, queue_id: int, config: TopicConfig
+    ) -> Message:
+        now = now_ms()
+        fields = convert.send_fields(
+            message,
+            born_host.rsplit(":", 1)[0],
+            max_body_bytes=self.ctx.store.config.max_message_size,
+            delay_levels_ms=delay_levels_ms(self.ctx.store.config.message_delay_level),
+            now_ms=now,
+        )
+        if fields.transactional:
+            raise RequestError(
+                pb.Code.NOT_IMPLEMENTED,
+                "transactional messages over gRPC are not served yet (rocketstore issue #38)",
+            )
+        if asks_for_timer(fields.properties, config.topic_name):
+            raise RequestError(
+                pb.Code.ILLEGAL_DELIVERY_TIME, "accurate timer message is not enabled"
+            )
+        sys_flag = fields.sys_flag
+        if config.topic_filter_type == MULTI_TAG:
+            sys_flag |= sysflag.MULTI_TAGS_FLAG
+        return Message(
+            topic=config.topic_name,
+            body=message.body,
+            queue_id=queue_id,
+            flag=0,
+            sys_flag=sys_flag,
+            properties=stored_properties(
+                fields.properties,
+                self.ctx.cluster_name,
+                keep_wait=is_delayed(fields.properties, sys_flag),
+            ),
+            born_timestamp=fields.born_timestamp,
+            born_host=born_host,
+            reconsume_times=0,
+        )
+
+    async def _send(
+        self, request: spb.SendMessageRequest, born_host: str
+    ) -> spb.SendMessageResponse:
+        if not request.messages:
+            raise RequestError(pb.Code.MESSAGE_CORRUPTED, "no message to send")
+        topic = request.messages[0].topic
+        for message in request.messages:
+            if message.topic != topic:
+                raise RequestError(pb.Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        config = self._topic(topic, write=True)
+        if not config.writeable:
+            raise RequestError(
+                pb.Code.FORBIDDEN, f"the topic[{topic.name}] sending message is forbidden"
+            )
+        queue_id = self._send_queue(request, config)
+        records = [self._record(m, born_host, queue_id, config) for m in request.messages]
+        body_bytes = sum(len(r.body) for r in records)
+        results: list[PutResult]
+        if len(records) == 1:
+            results = [await self.ctx.put(records[0], body_bytes)]
+        else:
+            results = await self.ctx.put_batch(records, body_bytes)
+        entries = []
+        codes = set()
+        for message, result in zip(request.messages, results, strict=False):
+            message_id = message.system_properties.message_id
+            if result.status is PutStatus.PUT_OK:
+                entry = spb.SendResultEntry(
+                    status=status(pb.Code.OK),
+                    message_id=message_id,
+                    transaction_id=message_id,
+                    offset=result.queue_offset,
+                )
+            else:
+                code = _PUT_FAILURES.get(result.status, pb.Code.INTERNAL_SERVER_ERROR)
+                why = result.reason or result.status.value
+                entry = spb.SendResultEntry(
+                    status=status(code, f"send message failed, sendStatus={why}")
+                )
+            entries.append(entry)
+            codes.add(entry.status.code)
+        stored = sum(1 for r in results if r.status is PutStatus.PUT_OK)
+        if stored:
+            self.ctx.stats.stored(config.topic_name, stored)
+        if len(codes) > 1:
+            overall = status(pb.Code.MULTIPLE_RESULTS)
+        else:
+            overall = entries[0].status
+        return spb.SendMessageResponse(status=overall, entries=entries)
+
+    # --- POP consumption ----------------------------------------------------------------
+
+    async def QueryAssignment(
+        self, request: spb.QueryAssignmentRequest, context: Any
+    ) -> spb.QueryAssignmentResponse:
+        try:
+            config = self._topic(request.topic)
+            self._group(request.group)
+        except RequestError as e:
+            return spb.QueryAssignmentResponse(status=status(e.code, e.message))
+        if not config.readable or config.read_queue_nums <= 0:
+            return spb.QueryAssignmentResponse(
+                status=status(pb.Code.FORBIDDEN, "no readable queue")
+            )
+        # One assignment of every queue (id -1): the broker picks among them at receive.
+        queue = pb.MessageQueue(
+            topic=request.topic,
+            id=-1,
+            permission=pb.Permission.READ_WRITE if config.writeable else pb.Permission.READ,
+            broker=self._broker(request.endpoints),
+        )
+        return spb.QueryAssignmentResponse(
+            status=status(pb.Code.OK), assignments=[pb.Assignment(message_queue=queue)]
+        )
+
+    def _polling_ms(self, request: spb.ReceiveMessageRequest, context: Any) -> int:
+        remaining = context.time_remaining()
+        remaining_ms = int(remaining * 1000) if remaining is not None else MAX_POLLING_MS
+        polling = (
+            _duration_ms(request.long_polling_timeout)
+            if request.HasField("long_polling_timeout")
+            else remaining_ms // 2
+        )
+        polling = max(MIN_POLLING_MS, min(polling, MAX_POLLING_MS))
+        if polling > remaining_ms:
+            if remaining_ms < MIN_POLLING_MS:
+                raise RequestError(
+                    pb.Code.ILLEGAL_POLLING_TIME,
+                    "The deadline time remaining is not enough for polling, please check "
+                    "network condition",
+                )
+            polling = remaining_ms
+        return max(0, polling - POLLING_RESERVE_MS)
+
+    async def ReceiveMessage(
+        self, request: spb.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        try:
+            polling_ms = self._polling_ms(request, context)
+            config = self._topic(request.message_queue.topic)
+            group = self._group(request.group)
+            invisible_ms = _duration_ms(request.invisible_duration)
+            if invisible_ms < MIN_INVISIBLE_MS:
+                raise RequestError(
+                    pb.Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisibleTime is too small. min is {MIN_INVISIBLE_MS}",
+                )
+            if invisible_ms > MAX_INVISIBLE_MS:
+                raise RequestError(
+                    pb.Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}",
+                )
+            expression = request.filter_expression
+            kind = SQL92 if expression.type == pb.FilterType.SQL else TAG
+            try:
+                subscription = build_subscription(expression.expression or "*", kind)
+            except Exception as e:  # the selector's parse errors, whatever their class
+                raise RequestError(pb.Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from e
+            batch = request.batch_size if request.batch_size > 0 else MAX_RECEIVE_BATCH
+            batch = min(batch, MAX_RECEIVE_BATCH)
+        except RequestError as e:
+            yield spb.ReceiveMessageResponse(status=status(e.code, e.message))
+            return
+        # Every queue of the topic, whichever the client named: the proxy pops the broker's
+        # acting queue (-1), which the broker serves from all its queues, starting at a
+        # random one (PopMessageProcessor) so that no queue waits behind the others.
+        count = config.read_queue_nums
+        first = random.randrange(count) if count else 0
+        queue_ids = [(first + i) % count for i in range(count)]
+        deadline = time.monotonic() + polling_ms / 1000
+        lock = self._receive_locks.setdefault((group, config.topic_name), asyncio.Lock())
+        while True:
+            async with lock:
+                found = await self._pop(
+                    group, config.topic_name, queue_ids, batch, invisible_ms, subscription
+                )
+            log.debug(
+                "receive %s/%s queues %s: %d message(s)",
+                group,
+                config.topic_name,
+                queue_ids,
+                len(found),
+            )
+            if found:
+                yield spb.ReceiveMessageResponse(status=status(pb.Code.OK))
+                for message in found:
+                    yield spb.ReceiveMessageResponse(message=message)
+                return
+            if not await self._wait(group, config.topic_name, queue_ids, deadline):
+                yield spb.ReceiveMessageResponse(
+                    status=status(pb.Code.MESSAGE_NOT_FOUND, "no new message")
+                )
+                return
+
+    def _start_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """Where a group's POP starts in a queue: its committed offset, else the first
+        message while the queue still begins at 0 (the proxy's in-memory rule for a new
+        group), else the queue's end."""
+        committed = self.ctx.offsets.query(group, topic, queue_id)
+        if committed is not None and committed >= 0:
+            return committed
+        if self.ctx.store.min_offset(topic, queue_id) <= 0:
+            return 0
+        return self.ctx.store.max_offset(topic, queue_id)
+
+    async def _pop(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: list[int],
+        batch: int,
+        invisible_ms: int,
+        subscription: Subscription,
+    ) -> list[pb.Message]:
+        """Up to ``batch`` messages: overdue ones first (their attempt counted), then new
+        ones, each queue from where its cursor stands."""
+        out: list[pb.Message] = []
+        store = self.ctx.store
+        for queue_id in queue_ids:
+            if len(out) >= batch:
+                break
+            cursor = self.pop.cursor(
+                group,
+                topic,
+                queue_id,
+                functools.partial(self._start_offset, group, topic, queue_id),
+            )
+            now = now_ms()
+            for held in cursor.overdue(now):
+                if len(out) >= batch:
+                    break
+                ext = await self.ctx.run(store.look_message, held.commit_log_offset)
+                if ext is None:  # gone with its CommitLog file: nothing left to deliver
+                    del cursor.in_flight[held.offset]
+                    continue
+                attempt = held.attempt + 1
+                handle = self.pop.hand_out(
+                    cursor,
+                    queue_id,
+                    held.offset,
+                    held.commit_log_offset,
+                    attempt,
+                    now,
+                    invisible_ms,
+                )
+                out.append(self._answer(ext, handle, attempt, invisible_ms))
+            if len(out) >= batch:
+                break
+            result = await self.ctx.run(
+                store.get_matching_messages,
+                group,
+                topic,
+                queue_id,
+                cursor.next_offset,
+                batch - len(out),
+                subscription,
+            )
+            if result.status is GetStatus.FOUND:
+                now = now_ms()
+                for ext in result.messages:
+                    handle = self.pop.hand_out(
+                        cursor,
+                        queue_id,
+                        ext.queue_offset,
+                        ext.commit_log_offset,
+                        1,
+                        now,
+                        invisible_ms,
+                    )
+                    out.append(self._answer(ext, handle, 1, invisible_ms))
+            if result.status is not GetStatus.NO_MATCHED_LOGIC_QUEUE:
+                cursor.next_offset = max(cursor.next_offset, result.next_begin_offset)
+            self._commit(group, topic, queue_id)
+        return out
+
+    @staticmethod
+    def _answer(
+        ext: MessageExt, handle: ReceiptHandle, attempt: int, invisible_ms: int
+    ) -> pb.Message:
+        return convert.proto_message(
+            ext, receipt_handle=handle.encode(), delivery_attempt=attempt, invisible_ms=invisible_ms
+        )
+
+    def _commit(self, group: str, topic: str, queue_id: int) -> None:
+        """The group's consumer offset: its lowest message not acknowledged."""
+        cursor = self.pop.find(group, topic, queue_id)
+        if cursor is None:
+            return
+        offset = cursor.lowest_unacked
+        if self.ctx.offsets.query(group, topic, queue_id) != offset:
+            self.ctx.offsets.commit(group, topic, queue_id, offset)
+
+    async def _wait(self, group: str, topic: str, queue_ids: list[int], deadline: float) -> bool:
+        """Wait for a message to arrive or one in flight to come due; False once the
+        deadline passed."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        store = self.ctx.store
+        due: list[float] = []
+        checks: list[tuple[int, Callable[[], bool]]] = []
+        for queue_id in queue_ids:
+            cursor = self.pop.find(group, topic, queue_id)
+            if cursor is None:
+                continue
+            visible = cursor.next_visible_ms()
+            if visible is not None:
+                due.append((visible - now_ms()) / 1000)
+
+            def has_new(q: int = queue_id, at: int = cursor.next_offset) -> bool:
+                return store.max_offset(topic, q) > at
+
+            checks.append((queue_id, has_new))
+        timeout = min([remaining, *due]) if due else remaining
+        if timeout <= 0:
+            return True
+        if not checks:
+            await asyncio.sleep(min(timeout, 1.0))
+            return time.monotonic() < deadline
+        waits = [
+            asyncio.ensure_future(self.ctx.waiters.wait((topic, q), check, timeout))
+            for q, check in checks
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return time.monotonic() < deadline or any(check() for _q, check in checks)
+
+    def _handle(self, text: str) -> ReceiptHandle:
+        handle = ReceiptHandle.decode(text)
+        if handle is None:
+            raise RequestError(pb.Code.INVALID_RECEIPT_HANDLE, "receipt handle is not valid")
+        return handle
+
+    async def AckMessage(
+        self, request: spb.AckMessageRequest, context: Any
+    ) -> spb.AckMessageResponse:
+        try:
+            config = self._topic(request.topic)
+            group = self._group(request.group)
+            if not request.entries:
+                raise RequestError(pb.Code.BAD_REQUEST, "ack entries is empty")
+        except RequestError as e:
+            return spb.AckMessageResponse(status=status(e.code, e.message))
+        results = []
+        touched: set[int] = set()
+        for entry in request.entries:
+            handle = ReceiptHandle.decode(entry.receipt_handle)
+            if (
+                handle is not None
+                and self.pop.ack(group, config.topic_name, handle) is AckStatus.OK
+            ):
+                touched.add(handle.queue_id)
+                entry_status = status(pb.Code.OK)
+            else:
+                entry_status = status(
+                    pb.Code.INVALID_RECEIPT_HANDLE,
+                    "receipt handle is not valid, expired or already acknowledged",
+                )
+            results.append(
+                spb.AckMessageResultEntry(
+                    message_id=entry.message_id,
+                    receipt_handle=entry.receipt_handle,
+                    status=entry_status,
+                )
+            )
+        for queue_id in touched:
+            self._commit(group, config.topic_name, queue_id)
+        codes = {r.status.code for r in results}
+        overall = status(pb.Code.MULTIPLE_RESULTS) if len(codes) > 1 else results[0].status
+        return spb.AckMessageResponse(status=overall, entries=results)
+
+    async def ChangeInvisibleDuration(
+        self, request: spb.ChangeInvisibleDurationRequest, context: Any
+    ) -> spb.ChangeInvisibleDurationResponse:
+        try:
+            config = self._topic(request.topic)
+            group = self._group(request.group)
+            invisible_ms = _duration_ms(request.invisible_duration)
+            if invisible_ms < 0 or invisible_ms > MAX_INVISIBLE_MS:
+                raise RequestError(
+                    pb.Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisibleTime is out of range [0, {MAX_INVISIBLE_MS}]",
+                )
+            handle = self._handle(request.receipt_handle)
+            if handle.expires_ms < now_ms():
+                raise RequestError(pb.Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+            renewed = self.pop.change_invisible(
+                group, config.topic_name, handle, invisible_ms, now_ms()
+            )
+            if renewed is None:
+                raise RequestError(
+                    pb.Code.INVALID_RECEIPT_HANDLE,
+                    "receipt handle is not valid, expired or already acknowledged",
+                )
+        except RequestError as e:
+            return spb.ChangeInvisibleDurationResponse(status=status(e.code, e.message))
+        return spb.ChangeInvisibleDurationResponse(
+            status=status(pb.Code.OK), receipt_handle=renewed.encode()
+        )

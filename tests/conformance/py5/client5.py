@@ -1,0 +1,128 @@
+"""The official RocketMQ 5.x Python client (rocketmq-python-client) against a gRPC
+endpoint, one action per run, each result a JSON line on stdout.
+
+Runs in its own venv (the conformance conftest's ``py5_client``): its import name
+``rocketmq`` is also the 0.4.4 C++ client's, which the main venv has.
+
+    client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS]
+    client5.py receive ENDPOINT GROUP TOPIC COUNT INVISIBLE_S ack|noack|renew [--wait-s S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def emit(**fields: object) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def _config(endpoint: str) -> object:
+    from rocketmq import ClientConfiguration, Credentials
+
+    return ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+
+
+def send(args: argparse.Namespace) -> int:
+    from rocketmq import Message, Producer
+
+    producer = Producer(_config(args.endpoint), (args.topic,))
+    producer.startup()
+    try:
+        for i in range(args.count):
+            message = Message()
+            message.topic = args.topic
+            message.body = f"body-{i}".encode()
+            message.tag = "TagA"
+            message.keys = f"key-{i}"  # (a setter that adds one key a call)
+            message.keys = f"other-{i}"
+            message.add_property("color", "red")
+            message.add_property("index", str(i))
+            if args.group:
+                message.message_group = args.group
+            if args.delay_ms:
+                message.delivery_timestamp = int(time.time() * 1000) + args.delay_ms
+            try:
+                receipt = producer.send(message)
+            except Exception as e:  # the client's ClientException and its kin
+                emit(event="error", index=i, code=getattr(e, "code", None), text=str(e))
+                return 0
+            emit(
+                event="sent",
+                index=i,
+                id=receipt.message_id,
+                offset=getattr(receipt, "offset", None),
+            )
+    finally:
+        producer.shutdown()
+    return 0
+
+
+def receive(args: argparse.Namespace) -> int:
+    from rocketmq import FilterExpression, SimpleConsumer
+
+    consumer = SimpleConsumer(
+        _config(args.endpoint), args.group, {args.topic: FilterExpression("*")}, await_duration=5
+    )
+    consumer.startup()
+    got = 0
+    deadline = time.monotonic() + args.wait_s
+    try:
+        while got < args.count and time.monotonic() < deadline:
+            try:
+                messages = consumer.receive(32, args.invisible_s)
+            except Exception as e:
+                emit(event="error", code=getattr(e, "code", None), text=str(e))
+                return 0
+            for message in messages or []:
+                got += 1
+                emit(
+                    event="received",
+                    id=message.message_id,
+                    body=message.body.decode(),
+                    tag=message.tag,
+                    keys=sorted(message.keys),
+                    properties=dict(message.properties),
+                    attempt=message.delivery_attempt,
+                    group=message.message_group,
+                    corrupted=message.corrupted,
+                    received_ms=int(time.time() * 1000),
+                )
+                if args.mode == "ack":
+                    consumer.ack(message)
+                    emit(event="acked", id=message.message_id)
+                elif args.mode == "renew":
+                    consumer.change_invisible_duration(message, args.invisible_s)
+                    emit(event="renewed", id=message.message_id)
+    finally:
+        consumer.shutdown()
+    emit(event="done", received=got)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="action", required=True)
+    s = sub.add_parser("send")
+    s.add_argument("endpoint")
+    s.add_argument("topic")
+    s.add_argument("count", type=int)
+    s.add_argument("--group", default="")
+    s.add_argument("--delay-ms", type=int, default=0)
+    r = sub.add_parser("receive")
+    r.add_argument("endpoint")
+    r.add_argument("group")
+    r.add_argument("topic")
+    r.add_argument("count", type=int)
+    r.add_argument("invisible_s", type=int)
+    r.add_argument("mode", choices=("ack", "noack", "renew"))
+    r.add_argument("--wait-s", type=float, default=30.0)
+    args = parser.parse_args()
+    return send(args) if args.action == "send" else receive(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

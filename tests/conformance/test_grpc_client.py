@@ -1,0 +1,211 @@
+"""RocketMQ 5.x clients over gRPC: the official Python client (rocketmq-python-client 5.x)
+against ``serve --grpc-listen``.
+
+The client's import name ``rocketmq`` is also the 0.4.4 C++ client's (the conformance
+extra), so it runs from a venv of its own, made once (``.venv-rmq5`` in the checkout,
+under a lock for pytest-xdist's workers), in subprocesses (py5/client5.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("grpc", reason="the grpc extra is not installed (pip install -e '.[grpc]')")
+
+from rocketstore.broker.app import BackgroundServer
+from rocketstore.broker.topic_config import TopicConfig
+from rocketstore.format import properties as props
+from rocketstore.status import GetStatus
+from rocketstore.store import MessageStore
+from tests.conformance.conftest import ClientRun, broker_options
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv-rmq5"
+CLIENT = Path(__file__).parent / "py5" / "client5.py"
+CLIENT_PACKAGE = "rocketmq-python-client==5.1.2"
+TOPIC = "TopicGrpc"
+
+
+@pytest.fixture(scope="session")
+def py5_client(client_home: Path) -> Any:
+    python = VENV / "bin" / "python"
+    with open(ROOT / ".venv-rmq5.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (VENV / ".installed").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=300)
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", CLIENT_PACKAGE],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            if done.returncode != 0:
+                pytest.fail(f"installing {CLIENT_PACKAGE} failed: {done.stderr[-2000:]}")
+            (VENV / ".installed").write_text(CLIENT_PACKAGE + "\n")
+
+    def start(*args: object) -> ClientRun:
+        env = {**os.environ, "HOME": str(client_home)}
+        process = subprocess.Popen(
+            [str(python), str(CLIENT), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        return ClientRun(process).start_pumps()
+
+    return start
+
+
+@pytest.fixture
+def grpc_server(tmp_path: Path) -> Iterator[BackgroundServer]:
+    options = broker_options(tmp_path / "store")
+    options.grpc_listen = "127.0.0.1:0"
+    with BackgroundServer(options) as running:
+        assert running.broker.ctx is not None
+        running.broker.ctx.topics.update(TopicConfig(TOPIC))
+        yield running
+
+
+def _endpoint(server: BackgroundServer) -> str:
+    assert server.broker.grpc_server is not None
+    return server.broker.grpc_server.address
+
+
+def _finish(run: ClientRun, timeout_s: float = 90) -> list[dict[str, Any]]:
+    lines = run.finish(timeout_s)
+    assert run.process.returncode == 0, "\n".join(run.stderr[-40:])
+    return lines
+
+
+def test_send_is_the_record_remoting_writes(py5_client, grpc_server, tmp_path):
+    sent = [
+        line
+        for line in _finish(py5_client("send", _endpoint(grpc_server), TOPIC, 3))
+        if line["event"] == "sent"
+    ]
+    assert len(sent) == 3, sent
+    # Read offline (a read-only open takes no lock: safe beside the serving broker).
+    with MessageStore.open(str(tmp_path / "store"), read_only=True) as store:
+        found = []
+        for queue_id in range(4):
+            result = store.get_messages("check", TOPIC, queue_id, 0, 32)
+            if result.status is GetStatus.FOUND:
+                found.extend(result.messages)
+    by_id = {m.properties[props.UNIQ_KEY]: m for m in found}
+    assert set(by_id) == {line["id"] for line in sent}
+    for line in sent:
+        record = by_id[line["id"]]
+        i = line["index"]
+        assert record.body == f"body-{i}".encode()
+        assert record.tags == "TagA"
+        assert sorted(props.split_keys(record.keys)) == [f"key-{i}", f"other-{i}"]
+        assert props.user_properties(record.properties) == {"color": "red", "index": str(i)}
+        # What a RocketMQ 5 proxy adds: the producer group (the topic), the born time
+        # and host the client reported, reconsume times 0, the broker's cluster.
+        assert record.properties[props.PGROUP] == TOPIC
+        assert record.properties[props.CLUSTER] == "DefaultCluster"
+        assert record.properties[props.RECONSUME_TIME] == "0"
+        assert record.properties[props.BORN_TIMESTAMP] == str(record.born_timestamp)
+        assert record.born_host.startswith("127.0.0.1:")
+        assert line["offset"] == record.queue_offset
+
+
+def test_message_group_keeps_one_queue(py5_client, grpc_server):
+    _finish(py5_client("send", _endpoint(grpc_server), TOPIC, 4, "--group", "order-7"))
+    store = grpc_server.broker.store
+    assert store is not None
+    counts = [store.max_offset(TOPIC, q) for q in range(4)]
+    assert sorted(counts) == [0, 0, 0, 4], counts
+
+
+def test_simple_consumer_receives_and_acks(py5_client, grpc_server):
+    endpoint = _endpoint(grpc_server)
+    sent = _finish(py5_client("send", endpoint, TOPIC, 4))
+    ids = {line["id"] for line in sent if line["event"] == "sent"}
+    got = _finish(py5_client("receive", endpoint, "GroupA", TOPIC, 4, 10, "ack", "--wait-s", 40))
+    received = [line for line in got if line["event"] == "received"]
+    assert {line["id"] for line in received} == ids
+    for line in received:
+        assert line["tag"] == "TagA"
+        assert line["attempt"] == 1
+        assert not line["corrupted"]
+        assert line["properties"]["color"] == "red"
+    assert len([line for line in got if line["event"] == "acked"]) == 4
+    # Acknowledged: the group's offsets are past every message, and nothing comes again.
+    ctx = grpc_server.broker.ctx
+    assert ctx is not None
+    store = grpc_server.broker.store
+    assert store is not None
+    for queue_id in range(4):
+        assert ctx.offsets.query("GroupA", TOPIC, queue_id) == store.max_offset(TOPIC, queue_id)
+    again = _finish(py5_client("receive", endpoint, "GroupA", TOPIC, 1, 10, "ack", "--wait-s", 6))
+    assert [line for line in again if line["event"] == "received"] == []
+
+
+def test_unacknowledged_message_comes_back_after_invisible_time(py5_client, grpc_server):
+    endpoint = _endpoint(grpc_server)
+    sent = _finish(py5_client("send", endpoint, TOPIC, 1))
+    (message_id,) = [line["id"] for line in sent if line["event"] == "sent"]
+    first = _finish(py5_client("receive", endpoint, "GroupB", TOPIC, 1, 10, "noack"))
+    (taken,) = [line for line in first if line["event"] == "received"]
+    assert taken["id"] == message_id and taken["attempt"] == 1
+    # Invisible for 10 s (the proxy's least): then delivered again, its attempt counted.
+    second = _finish(py5_client("receive", endpoint, "GroupB", TOPIC, 1, 10, "ack", "--wait-s", 40))
+    received = [line for line in second if line["event"] == "received"]
+    assert len(received) == 1, second
+    (again,) = received
+    assert again["id"] == message_id
+    assert again["attempt"] == 2
+    assert again["received_ms"] - taken["received_ms"] >= 9_900
+
+
+def test_unknown_topic_is_refused_with_the_proxy_code(py5_client, grpc_server):
+    lines = _finish(py5_client("send", _endpoint(grpc_server), "NoSuchTopic", 1))
+    errors = [line for line in lines if line["event"] == "error"]
+    assert len(errors) == 1, lines
+    assert "NoSuchTopic" in errors[0]["text"]
+    assert not [line for line in lines if line["event"] == "sent"]
+    # The client reports a failed route fetch; the codes it was given, asked directly:
+    import grpc
+
+    from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
+    from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
+    from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
+
+    with grpc.insecure_channel(_endpoint(grpc_server)) as channel:
+        stub = spb_grpc.MessagingServiceStub(channel)
+        topic = pb.Resource(name="NoSuchTopic")
+        route = stub.QueryRoute(spb.QueryRouteRequest(topic=topic), timeout=10)
+        assert route.status.code == pb.Code.TOPIC_NOT_FOUND
+        assert route.status.message == "topic not found: NoSuchTopic"
+        message = pb.Message(
+            topic=topic,
+            body=b"x",
+            system_properties=pb.SystemProperties(message_id="01ABCDEF"),
+        )
+        sent = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=10)
+        assert sent.status.code == pb.Code.TOPIC_NOT_FOUND
+        bad = pb.Resource(name="bad topic!")
+        refused = stub.QueryRoute(spb.QueryRouteRequest(topic=bad), timeout=10)
+        assert refused.status.code == pb.Code.ILLEGAL_TOPIC
+        forged = stub.AckMessage(
+            spb.AckMessageRequest(
+                group=pb.Resource(name="GroupA"),
+                topic=pb.Resource(name=TOPIC),
+                entries=[
+                    spb.AckMessageEntry(message_id="01", receipt_handle="0 1 2 0 0 broker-a 0 5")
+                ],
+            ),
+            timeout=10,
+        )
+        assert forged.entries[0].status.code == pb.Code.INVALID_RECEIPT_HANDLE

@@ -1,0 +1,92 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("grpc")
+
+from rocketstore.broker.grpc.pop import AckStatus, PopState, ReceiptHandle
+
+
+def test_receipt_handle_has_rocketmq_layout():
+    handle = ReceiptHandle(5, 1000, 30000, 0, "0", "broker-a", 2, 5, 4096)
+    # ReceiptHandle.decode's order: startOffset retrieveTime invisibleTime reviveQueueId
+    # topicType brokerName queueId offset commitLogOffset
+    assert handle.encode() == "5 1000 30000 0 0 broker-a 2 5 4096"
+    assert ReceiptHandle.decode(handle.encode()) == handle
+    assert handle.expires_ms == 31000
+
+
+@given(
+    st.integers(0, 2**62),
+    st.integers(0, 2**62),
+    st.integers(0, 2**31),
+    st.integers(0, 64),
+    st.integers(0, 2**62),
+)
+def test_receipt_handle_round_trips(offset, pop_ms, invisible_ms, queue_id, commit_log_offset):
+    handle = ReceiptHandle(
+        offset, pop_ms, invisible_ms, 0, "0", "b", queue_id, offset, commit_log_offset
+    )
+    assert ReceiptHandle.decode(handle.encode()) == handle
+
+
+@given(st.text())
+def test_decoding_anything_gives_a_handle_or_none(text):
+    found = ReceiptHandle.decode(text)
+    assert found is None or isinstance(found, ReceiptHandle)
+
+
+def test_short_handles_are_not_handles():
+    assert ReceiptHandle.decode("1 2 3") is None
+    assert ReceiptHandle.decode("a b c d e f g h") is None
+    # The commit log offset is optional (RocketMQ's older handles).
+    old = ReceiptHandle.decode("1 2 3 0 0 b 1 1")
+    assert old is not None and old.commit_log_offset == -1
+
+
+def _state_with_one(now=1000, invisible=10_000):
+    state = PopState("broker-a")
+    cursor = state.cursor("g", "t", 1, lambda: 7)
+    assert cursor.next_offset == 7
+    handle = state.hand_out(cursor, 1, 7, 700, 1, now, invisible)
+    cursor.next_offset = 8
+    return state, cursor, handle
+
+
+def test_ack_removes_the_message_and_moves_the_lowest_unacked():
+    state, cursor, handle = _state_with_one()
+    assert cursor.lowest_unacked == 7
+    assert state.ack("g", "t", handle) is AckStatus.OK
+    assert cursor.lowest_unacked == 8
+    assert state.ack("g", "t", handle) is AckStatus.INVALID  # acknowledged already
+
+
+def test_handles_of_another_group_broker_or_delivery_are_invalid():
+    state, cursor, handle = _state_with_one()
+    assert state.ack("other", "t", handle) is AckStatus.INVALID
+    forged = ReceiptHandle(7, handle.pop_ms + 1, 10_000, 0, "0", "broker-a", 1, 7, 700)
+    assert state.ack("g", "t", forged) is AckStatus.INVALID
+    elsewhere = ReceiptHandle(7, handle.pop_ms, 10_000, 0, "0", "broker-b", 1, 7, 700)
+    assert state.ack("g", "t", elsewhere) is AckStatus.INVALID
+    assert cursor.in_flight  # still held
+
+
+def test_overdue_messages_come_back_and_old_handles_die():
+    state, cursor, handle = _state_with_one(now=1000, invisible=10_000)
+    assert cursor.overdue(10_999) == []
+    (due,) = cursor.overdue(11_000)
+    assert due.offset == 7 and due.attempt == 1
+    again = state.hand_out(cursor, 1, 7, 700, due.attempt + 1, 11_000, 10_000)
+    assert cursor.in_flight[7].attempt == 2
+    assert state.ack("g", "t", handle) is AckStatus.INVALID
+    assert state.ack("g", "t", again) is AckStatus.OK
+
+
+def test_change_invisible_gives_a_new_handle():
+    state, cursor, handle = _state_with_one(now=1000, invisible=10_000)
+    renewed = state.change_invisible("g", "t", handle, 30_000, 5000)
+    assert renewed is not None
+    assert renewed.pop_ms == 5000 and renewed.invisible_ms == 30_000
+    assert cursor.next_visible_ms() == 35_000
+    assert state.change_invisible("g", "t", handle, 30_000, 6000) is None  # the old one
+    assert state.ack("g", "t", renewed) is AckStatus.OK
