@@ -48,6 +48,7 @@ from rocketstore.broker.server import (
 from rocketstore.broker.stats import LatencyHistogram
 from rocketstore.broker.subscription_groups import SubscriptionGroupManager
 from rocketstore.broker.timeouts import within
+from rocketstore.broker.tls import ServerTls, TlsMode
 from rocketstore.broker.topic_config import topic_manager_for
 from rocketstore.broker.transaction_service import TransactionService
 from rocketstore.config import StoreConfig, parse_host
@@ -136,6 +137,7 @@ class NamesrvApp:
         broker_timeout_ms: int = 120_000,
         kv_config_path: str | None = None,
         acl_file: str | None = None,
+        tls: ServerTls | None = None,
     ):
         """``kv_config_path``: where the KV config table is kept (None: in memory);
         ``acl_file``: plain_acl.yml whose admin accounts (or white lists) alone may
@@ -151,6 +153,7 @@ class NamesrvApp:
         )
         self.address = ""
         self._housekeeping: asyncio.Task[None] | None = None
+        self.tls = tls
         self.acl_file = AclFile(acl_file) if acl_file else None
         self.acl_watch_interval_ms = WATCH_INTERVAL_MS
         self._acl_watch: asyncio.Task[None] | None = None
@@ -160,7 +163,7 @@ class NamesrvApp:
 
     async def start(self) -> None:
         sock, self.address = _bind(self.listen)
-        await self.server.start(sock)
+        await self.server.start(sock, self.tls)
         self._housekeeping = asyncio.create_task(self._expire_loop())
         if self.acl_file is not None:
             self._acl_watch = asyncio.create_task(self._acl_watch_loop(self.acl_file))
@@ -198,6 +201,8 @@ class BrokerOptions:
     # The address published to clients when listening on a wildcard address.
     advertise_host: str | None = None
     acl_file: str | None = None
+    # TLS on the listeners (tls.server.mode; None: plain remoting only).
+    tls: ServerTls | None = None
     # How often the ACL file is checked for changes (RocketMQ's AclFileWatchService: 5 s).
     acl_watch_interval_ms: int = WATCH_INTERVAL_MS
     register_interval_ms: int = REGISTER_INTERVAL_MS
@@ -332,12 +337,21 @@ class BrokerApp:
             bulky_codes=BULKY_CODES,
             eager_codes=EAGER_CODES,
         )
-        await self.server.start(sock)
+        await self.server.start(sock, opts.tls)
         await self._start_vip_channel(handle, bound)
         if opts.grpc_listen:
             await self._start_grpc(ctx, opts.grpc_listen)
         if opts.namesrv_addrs:
-            self.registrar = Registrar(ctx, opts.namesrv_addrs, opts.register_interval_ms)
+            # Beside an enforcing name server of the same serve, registration must speak
+            # TLS, trusting the certificate both listeners present.
+            own_tls = (
+                opts.tls.self_client_context()
+                if opts.tls and opts.tls.mode is TlsMode.ENFORCING
+                else None
+            )
+            self.registrar = Registrar(
+                ctx, opts.namesrv_addrs, opts.register_interval_ms, ssl_context=own_tls
+            )
             if acl is not None:
                 self.registrar.credentials = registration_credentials(acl)
             if self.replication_master is not None:
@@ -390,7 +404,7 @@ class BrokerApp:
             bulky_codes=BULKY_CODES,
             eager_codes=EAGER_CODES,
         )
-        await self.vip_server.start(sock)
+        await self.vip_server.start(sock, self.options.tls)
         log.info("VIP channel (fastListenPort) at %s", vip_bound)
 
     async def _start_grpc(self, ctx: BrokerContext, listen: str) -> None:
@@ -563,7 +577,9 @@ class ServeApp:
         # The embedded name server keeps its KV config (order topic configs...) with the
         # store's other config files.
         kv_path = os.path.join(options.store_dir, CONFIG_DIR, "kvConfig.json")
-        self.namesrv = NamesrvApp(namesrv_listen, kv_config_path=kv_path, acl_file=options.acl_file)
+        self.namesrv = NamesrvApp(
+            namesrv_listen, kv_config_path=kv_path, acl_file=options.acl_file, tls=options.tls
+        )
         self.broker: BrokerApp | None = None
 
     async def start(self) -> None:

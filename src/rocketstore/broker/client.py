@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 
 from rocketstore.broker.remoting import (
@@ -34,6 +35,7 @@ from rocketstore.remoting.connection import (
     RemotingConnection,
     RequestReceived,
 )
+from rocketstore.remoting.tls import client_context
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +55,12 @@ class RemotingClient:
         *,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         on_request: Callable[[RemotingCommand], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ):
+        """``ssl_context``: TLS with it; None: as the process's setting says
+        (:func:`rocketstore.remoting.tls.client_context`)."""
         self.address = address
+        self.ssl_context = ssl_context if ssl_context is not None else client_context()
         self.max_frame_bytes = max_frame_bytes
         # Requests the server sends on this connection (CHECK_TRANSACTION_STATE,
         # NOTIFY_CONSUMER_IDS_CHANGED ...); without a handler they are dropped.
@@ -75,7 +81,12 @@ class RemotingClient:
                 return self._writer
             host, port = parse_host(self.address)
             try:
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await asyncio.open_connection(
+                    host,
+                    port,
+                    ssl=self.ssl_context,
+                    server_hostname="" if self.ssl_context else None,
+                )
             except OSError as e:
                 raise RemotingClientError(f"cannot connect to {self.address}: {e}") from e
             self._writer = writer

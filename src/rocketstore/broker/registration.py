@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 from collections.abc import Callable
 
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
@@ -49,10 +50,15 @@ def register_request_body(ctx: BrokerContext) -> bytes:
 
 class Registrar(BackgroundLoop):
     def __init__(
-        self, ctx: BrokerContext, namesrv_addrs: list[str], interval_ms: int = REGISTER_INTERVAL_MS
+        self,
+        ctx: BrokerContext,
+        namesrv_addrs: list[str],
+        interval_ms: int = REGISTER_INTERVAL_MS,
+        ssl_context: ssl.SSLContext | None = None,
     ):
+        """``ssl_context``: TLS to the name servers (None: as the process's setting)."""
         self.ctx = ctx
-        self.clients = [RemotingClient(addr) for addr in namesrv_addrs]
+        self.clients = [RemotingClient(addr, ssl_context=ssl_context) for addr in namesrv_addrs]
         self.interval_ms = interval_ms
         self._wake = asyncio.Event()
         self.registered = asyncio.Event()

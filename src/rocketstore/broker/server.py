@@ -21,6 +21,7 @@ import contextvars
 import itertools
 import logging
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from rocketstore.broker.remoting import (
     RequestFieldError,
 )
 from rocketstore.broker.timeouts import within
+from rocketstore.broker.tls import TLS_HANDSHAKE, ServerTls, TlsMode
 from rocketstore.errors import StoreError
 from rocketstore.remoting.connection import (
     ProtocolViolation,
@@ -42,6 +44,10 @@ from rocketstore.remoting.connection import (
 )
 
 log = logging.getLogger(__name__)
+
+# How long a new connection on a permissive TLS port has to send its first byte (and,
+# with TLS, to finish the handshake).
+_SNIFF_TIMEOUT_S = 30.0
 
 # Requests a single connection may have in flight before the server stops reading from it
 # (back pressure instead of unbounded tasks).
@@ -356,13 +362,73 @@ class RemotingServer:
         self._idle_check: asyncio.Task[None] | None = None
         self.partial_frame_bytes = 0  # bytes of large frames still arriving, all connections
         self.address = ""
+        # TLS permissive mode: our own accept loop, which sniffs each connection's first byte
+        self._listening: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
 
-    async def start(self, sock: socket.socket) -> str:
-        self._server = await asyncio.start_server(self._serve, sock=sock)
+    async def start(self, sock: socket.socket, tls: ServerTls | None = None) -> str:
+        mode = tls.mode if tls is not None else TlsMode.DISABLED
+        if tls is None or mode is TlsMode.DISABLED:
+            self._server = await asyncio.start_server(self._serve, sock=sock)
+        elif mode is TlsMode.ENFORCING:
+            context = tls.server_context()
+            self._server = await asyncio.start_server(self._serve, sock=sock, ssl=context)
+        else:
+            self._listening = sock
+            self._accepting = asyncio.create_task(self._accept_sniffing(sock, tls.server_context()))
         self.address = format_address(sock.getsockname())
         self._idle_check = asyncio.create_task(self._close_idle_loop())
         log.info("%s listening on %s", self.name, self.address)
         return self.address
+
+    async def _accept_sniffing(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        """Permissive mode: plain remoting and TLS on one port (RocketMQ's TlsModeHandler)."""
+        loop = asyncio.get_running_loop()
+        sock.setblocking(False)
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as e:
+                log.warning("%s: accept failed: %s", self.name, e)
+                await asyncio.sleep(0.1)
+                continue
+            task = asyncio.create_task(self._sniff(conn, context))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _sniff(self, conn: socket.socket, context: ssl.SSLContext) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            readable: asyncio.Future[None] = loop.create_future()
+
+            def wake() -> None:
+                if not readable.done():
+                    readable.set_result(None)
+
+            loop.add_reader(conn.fileno(), wake)
+            try:
+                # A connection that says nothing is dropped as an idle one would be.
+                await asyncio.wait_for(readable, _SNIFF_TIMEOUT_S)
+            finally:
+                loop.remove_reader(conn.fileno())
+            first = conn.recv(1, socket.MSG_PEEK)
+            if not first:
+                conn.close()
+                return
+            use_tls = first[0] == TLS_HANDSHAKE
+            reader = asyncio.StreamReader(limit=2**16)
+            transport, protocol = await loop.connect_accepted_socket(
+                lambda: asyncio.StreamReaderProtocol(reader),
+                conn,
+                ssl=context if use_tls else None,
+                ssl_handshake_timeout=_SNIFF_TIMEOUT_S if use_tls else None,
+            )
+        except (OSError, TimeoutError, ssl.SSLError) as e:
+            log.warning("%s: connection dropped before its first request: %s", self.name, e)
+            conn.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        await self._serve(reader, writer)
 
     async def _close_idle_loop(self) -> None:
         while True:
@@ -398,6 +464,14 @@ class RemotingServer:
             self._idle_check = None
         if self._server is not None:
             self._server.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accepting
+            self._accepting = None
+        if self._listening is not None:
+            self._listening.close()
+            self._listening = None
         pending = list(self._requests)
         if pending:
             await asyncio.wait(pending, timeout=grace_s)

@@ -26,6 +26,7 @@ from rocketstore.broker.app import (
     run_until_signal,
 )
 from rocketstore.broker.children import ChildBroker, ChildBrokers, die_with_serve
+from rocketstore.broker.tls import ServerTls, TlsMode
 from rocketstore.cli.context import CliContext, CliError, context_from_settings
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
@@ -43,6 +44,41 @@ def _address(value: str, what: str) -> str:
     if port > 65535:
         raise CliError(f"{what}: port {port} is past 65535 (in {value!r})")
     return value
+
+
+_TLS_OPTIONS = [
+    click.option(
+        "--tls-cert",
+        "tls_cert",
+        default=None,
+        metavar="FILE",
+        help="PEM certificate for TLS on the listeners (with --tls-key). "
+        "Example: --tls-cert conf/server.pem",
+    ),
+    click.option(
+        "--tls-key",
+        "tls_key",
+        default=None,
+        metavar="FILE",
+        help="PEM private key of --tls-cert. Example: --tls-key conf/server.key",
+    ),
+    click.option(
+        "--tls-mode",
+        "tls_mode",
+        type=click.Choice([m.value for m in TlsMode]),
+        default=None,
+        help="RocketMQ's tls.server.mode: disabled, permissive (plain and TLS on one "
+        "port; the default with --tls-cert) or enforcing (TLS only). "
+        "Example: --tls-mode enforcing",
+    ),
+    click.option(
+        "--tls-client-ca",
+        "tls_client_ca",
+        default=None,
+        metavar="FILE",
+        help="Require client certificates signed by this CA. Example: --tls-client-ca ca.pem",
+    ),
+]
 
 
 def _broker_options(func: FuncT) -> FuncT:
@@ -135,8 +171,34 @@ def _broker_options(func: FuncT) -> FuncT:
             help="plain_acl.yml (RocketMQ 4.9's plain ACL): every request is authenticated "
             "and authorized by it; reloaded when it changes. Example: --acl conf/plain_acl.yml",
         ),
+        *_TLS_OPTIONS,
     ]
     for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def server_tls(kwargs: dict[str, Any]) -> ServerTls | None:
+    """--tls-cert / --tls-key / --tls-mode / --tls-client-ca as the listeners' TLS."""
+    cert, key, mode = kwargs.get("tls_cert"), kwargs.get("tls_key"), kwargs.get("tls_mode")
+    if cert is None and key is None:
+        if mode not in (None, TlsMode.DISABLED.value) or kwargs.get("tls_client_ca"):
+            raise CliError("--tls-mode and --tls-client-ca need --tls-cert and --tls-key")
+        return None
+    if cert is None or key is None:
+        raise CliError("--tls-cert and --tls-key go together")
+    tls = ServerTls(
+        cert, key, TlsMode(mode or TlsMode.PERMISSIVE.value), kwargs.get("tls_client_ca")
+    )
+    try:
+        tls.server_context()  # a bad certificate or key is named before anything listens
+    except ConfigError as e:
+        raise CliError(str(e)) from e
+    return tls
+
+
+def _tls_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_TLS_OPTIONS):
         func = option(func)
     return func
 
@@ -287,7 +349,8 @@ def _child_brokers(
     if ns_host in ("0.0.0.0", "::"):
         ns_host = "127.0.0.1"
     passed: list[str] = []
-    for name in ("advertise", "cluster", "flush", "offset_persist_ms", "acl_file"):
+    names = ("advertise", "cluster", "flush", "offset_persist_ms", "acl_file")
+    for name in (*names, "tls_cert", "tls_key", "tls_mode", "tls_client_ca"):
         if kwargs.get(name) is not None:
             flag = "--acl" if name == "acl_file" else "--" + name.replace("_", "-")
             passed += [flag, str(kwargs[name])]
@@ -343,7 +406,8 @@ def _child_brokers(
     "an admin account (a broker started with the same file signs with its first) or come "
     "from a white-listed address. Example: --acl conf/plain_acl.yml",
 )
-def namesrv(listen: str, kv_config: str, acl_file: str | None) -> None:
+@_tls_options
+def namesrv(listen: str, kv_config: str, acl_file: str | None, **tls: Any) -> None:
     """Run a name server alone; brokers register with it (rocketstore broker --namesrv).
 
     \b
@@ -355,6 +419,7 @@ def namesrv(listen: str, kv_config: str, acl_file: str | None) -> None:
             _address(listen, "--listen"),
             kv_config_path=os.path.expanduser(kv_config),
             acl_file=acl_file,
+            tls=server_tls(tls),
         )
     except ConfigError as e:
         raise CliError(str(e)) from e

@@ -21,6 +21,7 @@ from rocketstore.remoting.connection import (
     RemotingConnection,
     ResponseReceived,
 )
+from rocketstore.remoting.tls import client_context
 
 # The version our requests carry (MQVersion.Version.V4_9_8's ordinal in 4.9.8), so a Java
 # name server or broker applies its 4.9 rules to us.
@@ -47,11 +48,24 @@ def request(
     )
 
 
+def _connect(host: str, port: int, timeout_s: float) -> socket.socket:
+    """A connection, with TLS when the process has it on (:mod:`rocketstore.remoting.tls`)."""
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    context = client_context()
+    if context is None:
+        return sock
+    try:
+        return context.wrap_socket(sock)
+    except OSError:
+        sock.close()
+        raise
+
+
 def invoke_sync(address: str, cmd: RemotingCommand, timeout_s: float = 5.0) -> RemotingCommand:
     """Send one request on a fresh connection and wait for its answer (blocking)."""
     host, port = parse_host(address)
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        with _connect(host, port, timeout_s) as sock:
             protocol = RemotingConnection()
             sock.sendall(protocol.send_request(cmd))
             return _answer(sock, protocol, cmd)
@@ -91,7 +105,7 @@ class BlockingConnection:
         try:
             if self._sock is None:
                 host, port = parse_host(self.address)
-                self._sock = socket.create_connection((host, port), timeout=self.timeout_s)
+                self._sock = _connect(host, port, self.timeout_s)
                 self._protocol = RemotingConnection()
             self._sock.sendall(self._protocol.send_request(cmd))
             return _answer(self._sock, self._protocol, cmd)

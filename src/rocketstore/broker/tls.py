@@ -1,0 +1,59 @@
+"""TLS on the broker's and name server's listeners, with RocketMQ's ``tls.server.mode``.
+
+Layer: broker.
+
+- ``disabled``: plain remoting only (a TLS client's handshake is not understood);
+- ``permissive`` (RocketMQ's default once TLS is configured): plain and TLS on one port,
+  told apart by the connection's first byte, 0x16 opening a TLS handshake record (a
+  remoting frame starts with its length, whose first byte is 0 for any frame under
+  16 MiB), as RocketMQ's ``TlsModeHandler`` sniffs it;
+- ``enforcing``: TLS only.
+
+``client_ca_file``: client certificates are required and verified against it (RocketMQ's
+``tls.server.need.client.auth=require`` with ``tls.server.trustCertPath``).
+"""
+
+from __future__ import annotations
+
+import enum
+import ssl
+from dataclasses import dataclass
+
+from rocketstore.errors import ConfigError
+from rocketstore.remoting.tls import make_client_context
+
+__all__ = ["TLS_HANDSHAKE", "ServerTls", "TlsMode"]
+
+# The content type of a TLS handshake record: a ClientHello's first byte.
+TLS_HANDSHAKE = 0x16
+
+
+class TlsMode(enum.Enum):
+    DISABLED = "disabled"
+    PERMISSIVE = "permissive"
+    ENFORCING = "enforcing"
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    cert_file: str
+    key_file: str
+    mode: TlsMode = TlsMode.PERMISSIVE
+    client_ca_file: str | None = None
+
+    def server_context(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file)
+            if self.client_ca_file:
+                context.load_verify_locations(self.client_ca_file)
+                context.verify_mode = ssl.CERT_REQUIRED
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"TLS: cannot use {self.cert_file} / {self.key_file}: {e}") from e
+        return context
+
+    def self_client_context(self) -> ssl.SSLContext:
+        """A client context that trusts this certificate (a broker registering with the
+        name server it runs beside, which may be enforcing)."""
+        return make_client_context(self.cert_file)
