@@ -29,12 +29,13 @@ from rocketstore.spark.network_plan import (
 )
 from rocketstore.spark.network_scan import decode_body, read_network_partition
 from rocketstore.spark.options import parse_options
+from tests.spark.pull_helpers import PipelinedPulls
 from tests.spark.spark_helpers import BASE_MS, STEP_MS, read_all
 
 NAMESRV = "10.9.9.9:9876"
 
 
-class StoreCluster:
+class StoreCluster(PipelinedPulls):
     """Brokers over read-only stores: what a name server and brokers would answer."""
 
     def __init__(self, stores: dict[str, MessageStore], slaves: bool = False) -> None:

@@ -18,6 +18,7 @@ from rocketstore.spark.network_plan import NetworkPartition
 from rocketstore.spark.network_scan import read_network_partition
 from rocketstore.spark.network_stream import NetworkStreamReader, from_json, to_json
 from rocketstore.spark.options import parse_stream_options
+from tests.spark.pull_helpers import PipelinedPulls
 from tests.spark.spark_helpers import partitions_as
 
 NAMESRV = "10.9.9.9:9876"
@@ -203,7 +204,7 @@ def test_a_streams_partition_the_broker_cut_short_is_data_loss(
 ) -> None:
     """Its end is in the checkpoint: stepping over would lose the messages for good."""
 
-    class Cut:
+    class Cut(PipelinedPulls):
         def __enter__(self) -> Cut:
             return self
 

@@ -1,6 +1,7 @@
 """Blocking remoting requests: one-shot (:func:`invoke_sync`, for command-line tools) and
 over a kept connection (:class:`BlockingConnection`, for the Spark source's driver and
-executors, which pull many batches from one broker).
+executors, which pull many batches from one broker: one request at a time, or several in
+flight with :meth:`BlockingConnection.send` and :meth:`BlockingConnection.receive`).
 
 Layer: remoting. Plain sockets with timeouts, driving a sans-IO
 :class:`~.connection.RemotingConnection` (framing, the frame limit, answer matching); no
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+from collections import deque
 
 from rocketstore.config import parse_host
 from rocketstore.errors import StoreError
@@ -91,24 +93,25 @@ def _answer(
 
 
 class BlockingConnection:
-    """One kept connection to one server, one request at a time. A failed request closes
-    it (the next one reconnects): after a timeout the late answer must not be taken for
-    the next request's."""
+    """One kept connection to one server: one request at a time (:meth:`invoke`), or
+    several in flight (:meth:`send` each, then :meth:`receive` the answers in the order
+    the server sends them). A failed request closes it (the next one reconnects): after a
+    timeout the late answer must not be taken for the next request's, and the answers to
+    requests still in flight are lost with it."""
 
     def __init__(self, address: str, timeout_s: float = 10.0) -> None:
         self.address = address
         self.timeout_s = timeout_s
         self._sock: socket.socket | None = None
         self._protocol = RemotingConnection()
+        # Answers read from the socket and not yet taken by receive().
+        self._answers: deque[RemotingCommand] = deque()
 
     def invoke(self, cmd: RemotingCommand) -> RemotingCommand:
         try:
-            if self._sock is None:
-                host, port = parse_host(self.address)
-                self._sock = _connect(host, port, self.timeout_s)
-                self._protocol = RemotingConnection()
-            self._sock.sendall(self._protocol.send_request(cmd))
-            return _answer(self._sock, self._protocol, cmd)
+            sock = self._connected()
+            sock.sendall(self._protocol.send_request(cmd))
+            return _answer(sock, self._protocol, cmd)
         except (OSError, RemotingClientError) as e:
             self.close()
             raise RemotingClientError(
@@ -118,10 +121,57 @@ class BlockingConnection:
             self.close()  # the stream is broken: the next request reconnects
             raise
 
+    def send(self, *cmds: RemotingCommand) -> None:
+        """Send ``cmds`` (in one write) without waiting for their answers (:meth:`receive`
+        takes them)."""
+        try:
+            sock = self._connected()
+            sock.sendall(b"".join(self._protocol.send_request(cmd) for cmd in cmds))
+        except OSError as e:
+            self.close()
+            codes = ", ".join(sorted({str(cmd.code) for cmd in cmds}))
+            raise RemotingClientError(f"request code {codes} to {self.address} failed: {e}") from e
+
+    def receive(self) -> RemotingCommand:
+        """The next answer to a request :meth:`send` sent (requests the server sends are
+        dropped); RemotingClientError when none comes in ``timeout_s`` or the connection
+        ends, which also loses every answer still due."""
+        try:
+            while not self._answers:
+                if self._sock is None:
+                    raise RemotingClientError("no request is in flight (the connection closed)")
+                data = self._sock.recv(_READ_BYTES)
+                if not data:
+                    why = "".join(f": {e.reason}" for e in self._protocol.receive_eof())
+                    raise RemotingClientError(f"the server closed the connection{why}")
+                for event in self._protocol.receive_data(data):
+                    if isinstance(event, ProtocolViolation):
+                        raise event.error
+                    if isinstance(event, ResponseReceived):
+                        self._answers.append(event.command)
+            return self._answers.popleft()
+        except (OSError, RemotingClientError) as e:
+            self.close()
+            raise RemotingClientError(f"answer from {self.address} failed: {e}") from e
+        except ProtocolError:
+            self.close()
+            raise
+
+    def _connected(self) -> socket.socket:
+        if self._sock is None:
+            host, port = parse_host(self.address)
+            self._sock = _connect(host, port, self.timeout_s)
+            # Requests sent while others are in flight must not wait for an ACK (Nagle).
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._protocol = RemotingConnection()
+            self._answers.clear()
+        return self._sock
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        self._answers.clear()
 
     def __enter__(self) -> BlockingConnection:
         return self

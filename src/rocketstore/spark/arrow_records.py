@@ -129,6 +129,12 @@ def _gather(
     return array.cast(kind)
 
 
+def ints_at(region: Region, positions: Int64s, width: int) -> Int64s:
+    """Signed big-endian ints of ``width`` bytes at ``positions`` of ``region`` (each
+    inside it)."""
+    return _be(np.frombuffer(region, dtype=np.uint8), positions, width)
+
+
 def queue_offsets_at(region: Region, positions: Int64s) -> Int64s:
     """QUEUEOFFSET of the records at ``positions`` (each a whole record in ``region``)."""
     buf = np.frombuffer(region, dtype=np.uint8)

@@ -214,6 +214,9 @@ def parse_route(topic: str, route: Any) -> list[BrokerRoute]:
     return sorted(brokers, key=lambda b: b.name)
 
 
+PullRequest = tuple[str, int, int, int]  # topic, queue id, queue offset, max messages
+
+
 @dataclass(frozen=True)
 class PullResult:
     """A PULL_MESSAGE answer: the response code, where the next pull starts, the queue's
@@ -440,37 +443,32 @@ class Cluster:
     def pull(
         self, address: str, topic: str, queue_id: int, offset: int, max_nums: int
     ) -> PullResult:
-        ext = {
-            "consumerGroup": READER_GROUP,
-            "topic": topic,
-            "queueId": str(queue_id),
-            "queueOffset": str(offset),
-            "maxMsgNums": str(max(1, min(max_nums, PULL_BATCH))),
-            "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
-            "commitOffset": "0",
-            "suspendTimeoutMillis": "0",
-            "subscription": "*",
-            "subVersion": "0",
-            "expressionType": "TAG",
-        }
-        answer = self.invoke(address, request(RequestCode.PULL_MESSAGE, ext))
-        fields = answer.ext_fields
+        answer = self.invoke(address, _pull_request(topic, queue_id, offset, max_nums))
+        return _pull_result(answer, offset)
 
-        def number(name: str, default: int) -> int:
-            try:
-                return int(fields.get(name, default))
-            except ValueError:
-                return default
+    def send_pulls(self, address: str, pulls: Iterable[PullRequest]) -> list[int]:
+        """PULL_MESSAGE for each (topic, queue id, offset, max messages) of ``pulls``, sent
+        in one write without waiting (several in flight on the address's connection); the
+        tickets :meth:`receive_pull` gives back with each answer. Never waited for
+        (brokerDownWaitMs): a caller whose pulls fail asks again with :meth:`pull`."""
+        cmds = [_pull_request(*pull) for pull in pulls]
+        if self.credentials is not None:
+            cmds = [sign_request(cmd, self.credentials) for cmd in cmds]
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = self._connections[address] = BlockingConnection(address, self.timeout_s)
+        connection.send(*cmds)
+        return [cmd.opaque for cmd in cmds]
 
-        return PullResult(
-            code=answer.code,
-            next_begin_offset=number("nextBeginOffset", offset),
-            min_offset=number("minOffset", 0),
-            max_offset=number("maxOffset", 0),
-            suggest_broker_id=number("suggestWhichBrokerId", MASTER_ID),
-            body=answer.body,
-            remark=answer.remark,
-        )
+    def receive_pull(self, address: str) -> tuple[int, PullResult]:
+        """The next answer ``address`` gives to a pull :meth:`send_pulls` sent there: its
+        ticket and the result (brokers may answer out of order). RemotingClientError when
+        it does not come; every pull still in flight there is lost then."""
+        connection = self._connections.get(address)
+        if connection is None:
+            raise RemotingClientError(f"answer from {address} failed: no pull is in flight")
+        answer = connection.receive()
+        return answer.opaque, _pull_result(answer, None)
 
     def query(self, address: str, topic: str, key: str, unique: bool) -> bytes:
         """QUERY_MESSAGE: the records the broker's index has under ``key`` (a KEYS token,
@@ -491,6 +489,45 @@ class Cluster:
             what = f"query of key {key!r} in {topic}"
             raise refusal(what, self.describe(address), answer, self.signed)
         return answer.body
+
+
+def _pull_request(topic: str, queue_id: int, offset: int, max_nums: int) -> RemotingCommand:
+    ext = {
+        "consumerGroup": READER_GROUP,
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": str(max(1, min(max_nums, PULL_BATCH))),
+        "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subscription": "*",
+        "subVersion": "0",
+        "expressionType": "TAG",
+    }
+    return request(RequestCode.PULL_MESSAGE, ext)
+
+
+def _pull_result(answer: RemotingCommand, offset: int | None) -> PullResult:
+    """A PULL_MESSAGE answer's fields; ``offset`` (the pulled one, when known) stands for
+    a missing nextBeginOffset (-1 when not known)."""
+    fields = answer.ext_fields
+
+    def number(name: str, default: int) -> int:
+        try:
+            return int(fields.get(name, default))
+        except ValueError:
+            return default
+
+    return PullResult(
+        code=answer.code,
+        next_begin_offset=number("nextBeginOffset", -1 if offset is None else offset),
+        min_offset=number("minOffset", 0),
+        max_offset=number("maxOffset", 0),
+        suggest_broker_id=number("suggestWhichBrokerId", MASTER_ID),
+        body=answer.body,
+        remark=answer.remark,
+    )
 
 
 def readable_brokers(routes: Iterable[BrokerRoute]) -> list[BrokerRoute]:

@@ -7,9 +7,10 @@ by the file mode's column-wise decoder (:func:`.arrow_records.decode_records`), 
 columns are the same; a stretch it declines goes through the per-record decoder. Each row
 gets the ``broker`` column (the brokerName it was read from).
 
-Pulls go to the master; when a broker answers with ``suggestWhichBrokerId`` naming a
-slave it has registered (the master says so when the data has left its page cache), the
-next pulls go there, and back to the master if the slave fails.
+A queue's range is pulled with several pulls in flight (:mod:`.network_pull`: master
+first, the slave a broker suggests next); the records the answers bring are gathered and
+decoded together, up to :data:`DECODE_ROWS` at a time: the column-wise decoder's cost is
+mostly per call, and an answer holds at most 32 messages.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import numpy as np
 
 from rocketstore.errors import CorruptDataError, DataLossError, IncompleteDataError
 from rocketstore.format import record as rec
+from rocketstore.format.record_scan import Stop, walk_start_array
 from rocketstore.format.subscription import Subscription
 from rocketstore.remoting.blocking import RemotingClientError
 from rocketstore.remoting.codec import RemotingCommand
 from rocketstore.remoting.codes import ResponseCode
-from rocketstore.spark.arrow_records import decode_records, queue_offsets_at
+from rocketstore.spark import network_pull
+from rocketstore.spark.arrow_records import decode_records, ints_at, queue_offsets_at
 from rocketstore.spark.columns import BROKER_COLUMN, RowBuffer, project
 from rocketstore.spark.network_cluster import (
     MASTER_ID,
@@ -36,7 +39,8 @@ from rocketstore.spark.network_cluster import (
     ClusterError,
     refusal,
 )
-from rocketstore.spark.network_plan import Addresses, NetworkKeyPartition, NetworkPartition
+from rocketstore.spark.network_plan import NetworkKeyPartition, NetworkPartition
+from rocketstore.spark.network_pull import Puller, PullPipeline
 from rocketstore.spark.options import ReadOptions
 from rocketstore.spark.pushdown import Pushed
 from rocketstore.spark.scan import decoded_columns
@@ -45,14 +49,33 @@ log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _PHYSICAL = struct.Struct(">q")
+_QUEUE_OFFSET = struct.Struct(">q")
 # Pulls in a row that move no offset forward (RETRY_IMMEDIATELY at the same place) before
 # the partition fails naming the queue.
 MAX_STALLED_PULLS = 5
+# Pulled records decoded together: at most this many rows / bytes of records a batch (the
+# pulls in flight cover more, so the broker answers while a batch is decoded and sent).
+DECODE_ROWS = 2048
+DECODE_BYTES = 16 * 1024 * 1024
 
 
 def record_positions(body: bytes, where: str) -> tuple[Any, Any, Any]:
     """(positions, sizes, CommitLog offsets) of the records back to back in ``body``;
     CorruptDataError naming ``where`` for a body that is not whole records."""
+    starts = record_starts(body, where)
+    return starts, ints_at(body, starts, 4), ints_at(body, starts + rec.POS_PHYSICALOFFSET, 8)
+
+
+def record_starts(body: bytes, where: str) -> Any:
+    """Where the records back to back in ``body`` start (walked in C when the extension
+    is built); CorruptDataError naming ``where`` for a body that is not whole records."""
+    starts, stop_at, stop = walk_start_array(memoryview(body), 0, len(body), len(body))
+    if stop_at != len(body) or stop != Stop.BOUNDARY:
+        return _checked_positions(body, where)[0]  # names what is wrong
+    return starts
+
+
+def _checked_positions(body: bytes, where: str) -> tuple[Any, Any, Any]:
     positions, sizes, physical = [], [], []
     position = 0
     while position < len(body):
@@ -83,20 +106,81 @@ def decode_body(
     if not body:
         return []
     positions, sizes, physical = record_positions(body, where)
-    batch = decode_records(
-        body, positions, physical, sizes, queue_offsets_at(body, positions), include_body, needed
-    )
+    offsets = queue_offsets_at(body, positions)
+    return [decode_at(body, positions, sizes, physical, offsets, where, include_body, needed)]
+
+
+def decode_at(
+    region: bytes,
+    positions: Any,
+    sizes: Any,
+    physical: Any,
+    offsets: Any,
+    where: str,
+    include_body: bool,
+    needed: frozenset[str] | None,
+) -> Any:
+    """The whole records at ``positions`` of ``region`` as one record batch."""
+    batch = decode_records(region, positions, physical, sizes, offsets, include_body, needed)
     if batch is not None:
-        return [batch]
+        return batch
     buffer = RowBuffer(include_body)
     for position in positions.tolist():
         try:
-            view = rec.read_record(body, position, end=len(body))
+            view = rec.read_record(region, position, end=len(region))
         except (CorruptDataError, IncompleteDataError) as e:
             raise CorruptDataError(f"{where}: record at {position}: {e}") from e
         assert not isinstance(view, rec.Blank)
-        buffer.append(rec.to_message_ext(body, view, read_body=include_body), view.queue_offset)
-    return [buffer.take()]
+        buffer.append(rec.to_message_ext(region, view, read_body=include_body), view.queue_offset)
+    return buffer.take()
+
+
+class _Gathered:
+    """Records of pull answers, decoded together (:data:`DECODE_ROWS`): per answer only
+    its record starts are walked; the fields the reader checks are read for all at once."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end  # queue offsets from here on are past the partition
+        self._clear()
+
+    def _clear(self) -> None:
+        self.bodies: list[bytes] = []
+        self.starts: list[Any] = []
+        self.lows: list[int] = []  # per answer: queue offsets below were read already
+        self.rows = 0
+        self.bytes = 0
+
+    @property
+    def full(self) -> bool:
+        return self.rows >= DECODE_ROWS or self.bytes >= DECODE_BYTES
+
+    def add(self, body: bytes, starts: Any, low: int) -> None:
+        """An answer's records at ``starts`` of ``body``; those below queue offset ``low``
+        or at the partition's end and past are dropped."""
+        if len(starts):
+            self.starts.append(starts + self.bytes)
+            self.bodies.append(body)
+            self.lows.append(low)
+            self.rows += len(starts)
+            self.bytes += len(body)
+
+    def take(self, where: str, include_body: bool, needed: frozenset[str] | None) -> Any | None:
+        """The records gathered as one batch (None when none is kept); empties it."""
+        if not self.starts:
+            return None
+        region = self.bodies[0] if len(self.bodies) == 1 else b"".join(self.bodies)
+        positions = np.concatenate(self.starts)
+        lows = np.repeat(np.asarray(self.lows, np.int64), [len(s) for s in self.starts])
+        self._clear()
+        offsets = queue_offsets_at(region, positions)
+        keep = (offsets >= lows) & (offsets < self.end)
+        if not np.all(keep):
+            positions, offsets = positions[keep], offsets[keep]
+            if not len(positions):
+                return None
+        sizes = ints_at(region, positions, 4)
+        physical = ints_at(region, positions + rec.POS_PHYSICALOFFSET, 8)
+        return decode_at(region, positions, sizes, physical, offsets, where, include_body, needed)
 
 
 def _with_broker(batch: Any, broker: str) -> Any:
@@ -147,34 +231,6 @@ def _cluster(options: ReadOptions) -> Cluster:
     return Cluster(credentials=options.credentials, broker_down_wait_ms=options.broker_down_wait_ms)
 
 
-class _Puller:
-    """Pulls of one broker's queue: master first, the slave the broker suggests next."""
-
-    def __init__(self, cluster: Cluster, broker: str, addresses: Addresses) -> None:
-        self.cluster = cluster
-        self.broker = broker
-        self.addresses = dict(addresses)
-        self.broker_id = MASTER_ID if MASTER_ID in self.addresses else min(self.addresses)
-
-    def pull(self, topic: str, queue_id: int, offset: int, count: int) -> Any:
-        address = self.addresses[self.broker_id]
-        try:
-            result = self.cluster.pull(address, topic, queue_id, offset, count)
-        except RemotingClientError as e:
-            if self.broker_id == MASTER_ID or MASTER_ID not in self.addresses:
-                raise RemotingClientError(
-                    f"pull of {topic} queue {self.broker}:{queue_id} at {offset} from broker "
-                    f"{self.broker} ({address}): {e}"
-                ) from e
-            log.warning("slave %s of %s failed (%s): back to the master", address, self.broker, e)
-            self.broker_id = MASTER_ID
-            return self.pull(topic, queue_id, offset, count)
-        suggested = result.suggest_broker_id
-        if suggested != self.broker_id and suggested in self.addresses:
-            self.broker_id = suggested
-        return result
-
-
 def _pulled(
     part: NetworkPartition,
     options: ReadOptions,
@@ -182,54 +238,84 @@ def _pulled(
     needed: frozenset[str] | None,
 ) -> Iterator[Any]:
     where = f"{part.topic} queue {part.broker}:{part.queue_id}"
+    gathered = _Gathered(part.end)
     with _cluster(options) as cluster:
-        puller = _Puller(cluster, part.broker, part.addresses)
-        offset = part.start
-        stalled = 0
-        while offset < part.end:
-            result = puller.pull(part.topic, part.queue_id, offset, part.end - offset)
-            next_offset = result.next_begin_offset
-            if result.code == ResponseCode.SUCCESS:
-                for batch in decode_body(result.body, f"pull of {where}", options.include_body,
-                                         needed):  # fmt: skip
-                    offsets = batch.column("offset").to_numpy()
-                    mask = (offsets >= offset) & (offsets < part.end)
-                    kept = _keep(batch, mask & _subscription_mask(batch, subscription))
-                    if kept.num_rows:
-                        yield _with_broker(kept, part.broker)
-                    if len(offsets):
-                        next_offset = max(next_offset, int(offsets.max()) + 1)
-            elif result.code == ResponseCode.PULL_NOT_FOUND:
-                # No message at or past offset: the queue ends before planned.
-                _cut_short(part, where, offset, "the broker has no message there")
-                return
-            elif result.code == ResponseCode.PULL_OFFSET_MOVED:
-                if next_offset <= offset:
-                    _cut_short(part, where, offset, "the broker moved the offset back")
-                    return
-                _cut_short(part, where, offset, f"they are gone (retention) up to {next_offset}")
-                log.warning(
-                    "%s: offsets [%d, %d) are gone (retention); reading on from %d",
-                    where, offset, min(next_offset, part.end), next_offset,
-                )  # fmt: skip
-            elif result.code != ResponseCode.PULL_RETRY_IMMEDIATELY:
-                address = puller.addresses[puller.broker_id]
-                answer = RemotingCommand(code=result.code, remark=result.remark)
-                signed = options.credentials is not None
-                raise refusal(
-                    f"pull of {where} at offset {offset}", f"broker {part.broker} ({address})",
-                    answer, signed,
-                )  # fmt: skip
+        for body, starts, low in _pulled_records(part, options, cluster):
+            gathered.add(body, starts, low)
+            if gathered.full:
+                yield from _kept(gathered, where, part.broker, options, subscription, needed)
+    yield from _kept(gathered, where, part.broker, options, subscription, needed)
+
+
+def _kept(
+    gathered: _Gathered,
+    where: str,
+    broker: str,
+    options: ReadOptions,
+    subscription: Subscription,
+    needed: frozenset[str] | None,
+) -> Iterator[Any]:
+    batch = gathered.take(f"pull of {where}", options.include_body, needed)
+    if batch is not None:
+        kept = _keep(batch, _subscription_mask(batch, subscription))
+        if kept.num_rows:
+            yield _with_broker(kept, broker)
+
+
+def _pulled_records(
+    part: NetworkPartition, options: ReadOptions, cluster: Cluster
+) -> Iterator[tuple[bytes, Any, int]]:
+    """(answer body, its record starts, the queue offset it was pulled at) of the answers
+    that bring the partition's range, in queue order; records below that offset (already
+    read) or at the partition's end and past are the caller's to drop."""
+    where = f"{part.topic} queue {part.broker}:{part.queue_id}"
+    puller = Puller(cluster, part.broker, part.addresses)
+    pipeline = PullPipeline(
+        puller, part.topic, part.queue_id, part.start, part.end, network_pull.PULLS_IN_FLIGHT
+    )
+    offset = part.start
+    stalled = 0
+    while offset < part.end:
+        result = pipeline.pull(offset)
+        next_offset = result.next_begin_offset
+        if result.code == ResponseCode.SUCCESS:
+            body = result.body
+            starts = record_starts(body, f"pull of {where}")
+            if len(starts):
+                yield body, starts, offset
+                # An answer's records come in queue order: the last one's is the highest.
+                last = int(starts[-1]) + rec.POS_QUEUEOFFSET
+                next_offset = max(next_offset, _QUEUE_OFFSET.unpack_from(body, last)[0] + 1)
+        elif result.code == ResponseCode.PULL_NOT_FOUND:
+            # No message at or past offset: the queue ends before planned.
+            _cut_short(part, where, offset, "the broker has no message there")
+            return
+        elif result.code == ResponseCode.PULL_OFFSET_MOVED:
             if next_offset <= offset:
-                stalled += 1
-                if stalled >= MAX_STALLED_PULLS:
-                    raise ClusterError(
-                        f"pull of {where}: the broker keeps answering code {result.code} at "
-                        f"offset {offset} without moving on"
-                    )
-                continue
-            stalled = 0
-            offset = next_offset
+                _cut_short(part, where, offset, "the broker moved the offset back")
+                return
+            _cut_short(part, where, offset, f"they are gone (retention) up to {next_offset}")
+            log.warning(
+                "%s: offsets [%d, %d) are gone (retention); reading on from %d",
+                where, offset, min(next_offset, part.end), next_offset,
+            )  # fmt: skip
+        elif result.code != ResponseCode.PULL_RETRY_IMMEDIATELY:
+            answer = RemotingCommand(code=result.code, remark=result.remark)
+            signed = options.credentials is not None
+            raise refusal(
+                f"pull of {where} at offset {offset}", f"broker {part.broker} ({puller.address})",
+                answer, signed,
+            )  # fmt: skip
+        if next_offset <= offset:
+            stalled += 1
+            if stalled >= MAX_STALLED_PULLS:
+                raise ClusterError(
+                    f"pull of {where}: the broker keeps answering code {result.code} at "
+                    f"offset {offset} without moving on"
+                )
+            continue
+        stalled = 0
+        offset = next_offset
 
 
 def _cut_short(part: NetworkPartition, where: str, offset: int, why: str) -> None:
