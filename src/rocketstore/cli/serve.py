@@ -246,9 +246,10 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         advertise_host=kwargs["advertise"],
         acl_file=kwargs["acl_file"],
         settings_path=obj.settings_path or None,
+        # (.get: callers that build the options by hand may leave it out)
         metrics_listen=(
             _address(kwargs["metrics_listen"], "--metrics-listen")
-            if kwargs["metrics_listen"]
+            if kwargs.get("metrics_listen")
             else None
         ),
         grpc_listen=(
