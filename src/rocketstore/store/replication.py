@@ -1,0 +1,105 @@
+"""The MessageStore facade's replication calls: a slave appending what its master sent,
+cutting its CommitLog back, and the bytes a master sends.
+
+Layer: store (the facade's package; see base.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from rocketstore.errors import ConfigError
+from rocketstore.java_ints import int_argument
+from rocketstore.store.base import StoreBase
+from rocketstore.store.truncation import TruncateReport, TruncateStatus, cut_back, keep_cut_bytes
+
+log = logging.getLogger(__name__)
+
+
+class StoreReplication(StoreBase):
+    """MessageStore's calls for a master and a slave."""
+
+    def append_replicated(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Append CommitLog bytes a master sent, at exactly ``offset``, as they are
+        (RocketMQ's appendToCommitLog on a slave: its files stay byte-identical to the
+        master's); return the new max CommitLog offset. The dispatcher builds the queues
+        and the index from them as from any append.
+
+        ``offset`` must be the max offset, or a file boundary when the CommitLog is empty
+        (a new slave starts at one of the master's files): ConfigError otherwise. The
+        bytes may end inside a record (the master cuts its transfers anywhere); each
+        record is checked once it is whole, by recovery's rules
+        (:func:`~rocketstore.format.replicated.check_replicated`), before anything is
+        written: a CorruptDataError leaves the CommitLog as it was. With SYNC_FLUSH the
+        bytes are durable when this returns."""
+        offset = int_argument("offset", offset)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ConfigError(f"data must be bytes-like, got {type(data).__name__}")
+        self._check_writable()
+        return self._replica.append(offset, data)
+
+    def truncate_commitlog(
+        self, offset: int, *, allow_empty: bool = False, note: str = ""
+    ) -> TruncateReport:
+        """Cut the CommitLog back so that it ends at ``offset``, with every queue unit and
+        index entry past it (a slave whose disk has more than its master: RocketMQ 5's
+        ``truncateFiles``). The cut bytes are first copied into ``truncated-<UTC time>/``
+        under the store (one file per CommitLog file, named by CommitLog offset, and
+        truncation.json with ``note``), synced; then queues, index and CommitLog are cut
+        as recovery cuts them, and dispatch goes on from ``offset``.
+
+        Refused, nothing changed (the report's status): NOTHING_TO_CUT when the CommitLog
+        ends at or before ``offset``; BELOW_MIN_OFFSET when ``offset`` is at or below the
+        CommitLog's first offset (every file would go) unless ``allow_empty``; NOT_A_RECORD_BOUNDARY
+        when no whole valid record starts at ``offset`` (RocketMQ's isOffsetAligned).
+        An OSError while keeping the bytes also leaves the store as it was."""
+        offset = int_argument("offset", offset)
+        self._check_writable()
+        with self.commitlog.put_lock, self.dispatcher.caught_up():
+            low = max(self.commitlog.min_offset(), 0)
+            high = self.commitlog.max_offset()
+            report = TruncateReport(
+                TruncateStatus.NOTHING_TO_CUT, offset, old_min_offset=low, old_max_offset=high
+            )
+            if offset >= high:
+                return report
+            if offset <= low:
+                if not allow_empty:
+                    return dataclasses.replace(report, status=TruncateStatus.BELOW_MIN_OFFSET)
+                offset = report.offset = max(offset, 0)
+            elif not self._replica.is_record_start(offset):
+                return dataclasses.replace(report, status=TruncateStatus.NOT_A_RECORD_BOUNDARY)
+            report.kept_dir = keep_cut_bytes(self.root, self.commitlog, report, note)
+            report = cut_back(self.commitlog, self._queue_table, self.index, report)
+            self._replica.record_start = None
+            self.dispatcher.dispatched_offset = max(offset, self.commitlog.min_offset(), 0)
+            # The checkpoint's times vouch that data stored until then is on disk; bytes
+            # the master sends next may be older than the cut ones, so the times go back
+            # to the first record of the file now holding the last byte kept.
+            last = max(offset - 1, 0)
+            first = self.commitlog.store_time_at(last - last % self.commitlog.file_size, 0)
+            safe = max(0, first - 1)
+            current = self.checkpoint.value
+            self.checkpoint.update(
+                physic_msg_timestamp=min(current.physic_msg_timestamp, safe),
+                logics_msg_timestamp=min(current.logics_msg_timestamp, safe),
+                index_msg_timestamp=min(current.index_msg_timestamp, safe),
+            )
+            self.checkpoint.flush()
+            self.commitlog.files.flush_all()
+        log.warning("%s: %s", self.root, report.summary())
+        return report
+
+    def commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` CommitLog bytes from ``offset`` to the written end of its
+        file (RocketMQ's getCommitLogData, what a master sends its slaves): ``b""`` when
+        nothing is written there yet, None when ``offset`` is below the first file (retention
+        deleted it)."""
+        offset = int_argument("offset", offset)
+        max_bytes = int_argument("max_bytes", max_bytes)
+        self._check_open(queues=False)
+        if offset < max(self.commitlog.min_offset(), 0):
+            return None
+        with self.commitlog.view_to_file_end(offset, max_bytes) as view:
+            return b"" if view is None else bytes(view)
