@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 # A connection's writer waits at most this long for new CommitLog data before it looks
 # again (HAConnection's 100 ms; a put wakes it sooner).
 IDLE_POLL_S = 0.1
+WRITE_BUFFER_BYTES = 4 * 1024 * 1024
 
 
 class ReplicationMaster:
@@ -85,6 +86,9 @@ class ReplicationMaster:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Transfers queue up to this much before the writer waits for the slave (asyncio's
+        # 64 KiB would wake it for every other 32 KiB transfer).
+        writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
         connection = SlaveConnection(self, reader, writer)
         self.connections.add(connection)
         log.info("replication: slave %s connected", connection.peer)

@@ -237,7 +237,7 @@ class MappedFile:
         reserve_range(self.path, self.reserved_end, target)
         self.reserved_end = target
 
-    def write_at(self, position: int, data: bytes) -> None:
+    def write_at(self, position: int, data: bytes | bytearray | memoryview) -> None:
         """Overwrite bytes at ``position`` (index header and slots)."""
         self.mm[position : position + len(data)] = data
 

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format import record as rec
+from rocketstore.format.commitlog_walk import FileWalk
+from rocketstore.format.record_scan import Stop, TopicTable
 
 _HEAD8 = struct.Struct(">ii")
 _LONG = struct.Struct(">q")
@@ -50,6 +52,41 @@ def check_replicated(
             f"replicated bytes run {len(buf) - file_end} bytes past their CommitLog file",
             position=base + file_end,
         )
+    walked = _walked(buf, base, file_end)
+    if walked is not None:
+        return walked
+    return _check_one_by_one(buf, base, file_end)
+
+
+def _walked(
+    buf: bytes | bytearray | memoryview, base: int, file_end: int
+) -> ReplicatedCheck | None:
+    """The CommitLog walker's answer (recovery's rules, a run at a time, in C when the
+    extension is built): None when it stopped at something not valid, which the record
+    by record check then names."""
+    walk = FileWalk(
+        memoryview(buf).cast("B"),
+        base,
+        0,
+        file_end,
+        topics=TopicTable(),
+        readable=len(buf),
+        check_crc=True,
+    )
+    stamp = 0
+    for records in walk:
+        stamp = int(records.store_timestamp[-1])
+    verdict = walk.verdict
+    if verdict.stop in (Stop.BOUNDARY, Stop.INCOMPLETE):
+        return ReplicatedCheck(verdict.position, stamp)
+    if verdict.stop == Stop.BLANK:
+        return ReplicatedCheck(file_end, stamp)
+    return None
+
+
+def _check_one_by_one(
+    buf: bytes | bytearray | memoryview, base: int, file_end: int
+) -> ReplicatedCheck:
     position = 0
     stamp = 0
     while position < len(buf):

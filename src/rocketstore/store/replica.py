@@ -71,7 +71,7 @@ class ReplicaLog:
                         f"data ends at {mapped.wrote_position}",
                         path=mapped.path,
                     )
-                mapped.write_at(position, bytes(piece))
+                mapped.write_at(position, piece)
                 mapped.wrote_position = position + len(piece)
                 if stamp:
                     mapped.store_timestamp = stamp
@@ -100,19 +100,31 @@ class ReplicaLog:
         complete is not read again. Past a blank the rest of the file is filler."""
         if record_start >= file_end:
             return record_start, 0
+        need = 0  # bytes of ``piece`` that complete the record begun before it
         if at - record_start >= 8:
             head = self.commitlog.read(record_start, 8)
             if head is not None:
                 total = int.from_bytes(head[:4], "big", signed=True)
                 magic = int.from_bytes(head[4:], "big", signed=True)
                 whole = record_start + total <= at + len(piece)
-                if magic in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2) and not whole:
-                    return record_start, 0
+                if magic in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2):
+                    if not whole:
+                        return record_start, 0
+                    need = record_start + total - at
         before = self.commitlog.read(record_start, at - record_start) if at > record_start else b""
         if before is None:
             raise CorruptDataError(f"CommitLog bytes from {record_start} to {at} are not readable")
+        if before and 0 < need < len(piece):
+            # The begun record checked alone, then the rest of the piece in place: not a
+            # copy of the whole piece behind the record's first bytes.
+            first = check_replicated(
+                b"".join((before, piece[:need])), record_start, file_end - record_start
+            )
+            after = at + need
+            rest = check_replicated(piece[need:], after, file_end - after)
+            return after + rest.next_record, rest.store_timestamp or first.store_timestamp
         checked = check_replicated(
-            bytes(before) + bytes(piece), record_start, file_end - record_start
+            b"".join((before, piece)) if before else piece, record_start, file_end - record_start
         )
         next_record = record_start + checked.next_record
         return next_record, checked.store_timestamp

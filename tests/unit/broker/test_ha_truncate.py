@@ -143,6 +143,8 @@ def test_empty_master_is_refused_unless_allowed(
         try:
             await _send(old, range(150))
             await _caught_up(slave, old)
+            assert slave.ctx is not None
+            old_end = slave.ctx.store.max_commit_log_offset()
         finally:
             await slave.stop()
             await old.stop()
@@ -155,7 +157,8 @@ def test_empty_master_is_refused_unless_allowed(
             await until(lambda: bool(follower.refusal), "the refusal")
             assert "erase this slave's whole copy" in follower.runtime_info()["haRefusal"]
             await asyncio.sleep(0.3)  # several reconnect pauses: still refused, still whole
-            assert follower.truncations == 0 and not follower.connected.is_set()
+            assert follower.truncations == 0 and follower.refusal
+            assert slave.ctx.store.max_commit_log_offset() == old_end
             # It keeps serving reads.
             found = slave.ctx.store.get_messages("g", TOPIC, 1, 10, 1).messages
             assert [m.body for m in found] == [_message(21).body]
