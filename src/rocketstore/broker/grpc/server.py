@@ -34,6 +34,7 @@ class GrpcServer:
         self.listen = listen
         self.address = ""
         self._server: grpc.aio.Server | None = None
+        self.service: MessagingService | None = None
 
     async def start(self) -> None:
         host, port = parse_host(self.listen, what="--grpc-listen")
@@ -56,7 +57,8 @@ class GrpcServer:
         self.address = f"[{advertised}]:{bound}" if ":" in advertised else f"{advertised}:{bound}"
         # (the generated function has no annotations)
         register: Callable[[object, object], None] = spb_grpc.add_MessagingServiceServicer_to_server
-        register(MessagingService(self.ctx, self.address), server)
+        self.service = MessagingService(self.ctx, self.address)
+        register(self.service, server)
         await server.start()
         self._server = server
         log.info("gRPC endpoint (RocketMQ 5.x clients) at %s", self.address)

@@ -10,6 +10,7 @@ Refusals carry the proxy's status codes and words (GrpcValidator, the activities
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import random
@@ -27,9 +28,17 @@ from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 from rocketstore.broker.grpc.queue_choice import RoundRobin, group_queue
+from rocketstore.broker.perm_name import PERM_WRITE
 from rocketstore.broker.processors.send import asks_for_timer, stored_properties
-from rocketstore.broker.topic_config import MULTI_TAG, TopicConfig, topic_name_problem
+from rocketstore.broker.processors.send_back import retry_message
+from rocketstore.broker.topic_config import (
+    MULTI_TAG,
+    TopicConfig,
+    dlq_topic,
+    topic_name_problem,
+)
 from rocketstore.config import delay_levels_ms, parse_host
+from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.format.selector import SQL92, TAG
@@ -87,6 +96,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.ctx = ctx
         self.address = address  # the gRPC endpoint's ip:port, for routes
         self.pop = PopState(ctx.broker_name)
+        # The least invisible time a receive may ask (the proxy's
+        # minInvisibleTimeMillsForRecv); tests lower it.
+        self.min_invisible_ms = MIN_INVISIBLE_MS
         self._round_robin = RoundRobin()
         # One receive at a time per group and topic: two would read the same cursor.
         self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -395,10 +407,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             config = self._topic(request.message_queue.topic)
             group = self._group(request.group)
             invisible_ms = _duration_ms(request.invisible_duration)
-            if invisible_ms < MIN_INVISIBLE_MS:
+            if invisible_ms < self.min_invisible_ms:
                 raise RequestError(
                     pb.Code.ILLEGAL_INVISIBLE_TIME,
-                    f"the invisibleTime is too small. min is {MIN_INVISIBLE_MS}",
+                    f"the invisibleTime is too small. min is {self.min_invisible_ms}",
                 )
             if invisible_ms > MAX_INVISIBLE_MS:
                 raise RequestError(
@@ -488,6 +500,12 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 if ext is None:  # gone with its CommitLog file: nothing left to deliver
                     del cursor.in_flight[held.offset]
                     continue
+                if held.attempt >= self._max_attempts(group):
+                    # Delivered as often as the group allows: to %DLQ%<group>, as
+                    # RocketMQ 5's revive service moves it.
+                    if await self._to_dead_letter_queue(group, ext, held.attempt):
+                        del cursor.in_flight[held.offset]
+                    continue
                 attempt = held.attempt + 1
                 handle = self.pop.hand_out(
                     cursor,
@@ -527,6 +545,34 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 cursor.next_offset = max(cursor.next_offset, result.next_begin_offset)
             self._commit(group, topic, queue_id)
         return out
+
+    def _max_attempts(self, group: str) -> int:
+        """Deliveries a group's message gets: its retryMaxTimes + 1, as the settings the
+        client was given say."""
+        config = self.ctx.groups.get(group)
+        return (config.retry_max_times if config is not None else 16) + 1
+
+    async def _to_dead_letter_queue(self, group: str, ext: MessageExt, attempts: int) -> bool:
+        """Store ``ext`` in ``%DLQ%<group>`` (created write-only with one queue, as a
+        send-back creates it); whether it was stored."""
+        original = dataclasses.replace(ext, reconsume_times=max(attempts - 1, 0))
+        message, _to_dlq = retry_message(original, group, -1, 0, ext.properties.get(props.UNIQ_KEY))
+        topic = dlq_topic(group)
+        if topic not in self.ctx.topics:
+            self.ctx.topics.create_on_send_back(topic, 1, PERM_WRITE)
+            self.ctx.topics_changed()
+        result = await self.ctx.put(message, len(message.body))
+        if result.status is not PutStatus.PUT_OK:
+            log.warning(
+                "moving a message of %s/%s to %s failed (%s); it stays in flight",
+                group,
+                ext.topic,
+                topic,
+                result.reason or result.status.value,
+            )
+            return False
+        self.ctx.stats.sent_back(group, ext.topic, True)
+        return True
 
     @staticmethod
     def _answer(
@@ -655,3 +701,33 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         return spb.ChangeInvisibleDurationResponse(
             status=status(pb.Code.OK), receipt_handle=renewed.encode()
         )
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        """A push consumer gives a message up: it goes to ``%DLQ%<group>`` and leaves the
+        group's messages in flight (acknowledged)."""
+        try:
+            config = self._topic(request.topic)
+            group = self._group(request.group)
+            handle = self._handle(request.receipt_handle)
+            cursor = self.pop.find(group, config.topic_name, handle.queue_id)
+            held = cursor.in_flight.get(handle.offset) if cursor is not None else None
+            if cursor is None or held is None or held.pop_ms != handle.pop_ms:
+                raise RequestError(
+                    pb.Code.INVALID_RECEIPT_HANDLE,
+                    "receipt handle is not valid, expired or already acknowledged",
+                )
+            ext = await self.ctx.run(self.ctx.store.look_message, held.commit_log_offset)
+            if ext is None:
+                raise RequestError(pb.Code.MESSAGE_NOT_FOUND, "the message is no longer stored")
+            attempts = max(request.delivery_attempt, held.attempt)
+            if not await self._to_dead_letter_queue(group, ext, attempts):
+                raise RequestError(
+                    pb.Code.INTERNAL_SERVER_ERROR, "storing the message in the DLQ failed"
+                )
+            if self.pop.ack(group, config.topic_name, handle) is AckStatus.OK:
+                self._commit(group, config.topic_name, handle.queue_id)
+        except RequestError as e:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.Code.OK))

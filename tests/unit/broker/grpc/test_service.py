@@ -1,0 +1,160 @@
+"""MessagingService through grpcio on loopback (a background broker), with our own stubs:
+the paths the real-client conformance tests cannot reach quickly (invisible times under
+the proxy's 10 s, max delivery attempts, the DLQ, malformed input)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("grpc")
+
+import grpc
+
+from rocketstore.broker.app import BackgroundServer, BrokerOptions
+from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
+from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
+from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
+from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
+from rocketstore.broker.topic_config import TopicConfig
+from rocketstore.config import StoreConfig
+from rocketstore.format import properties as props
+from rocketstore.status import GetStatus
+
+TOPIC = pb.Resource(name="T")
+GROUP = pb.Resource(name="G")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[BackgroundServer, Any]]:
+    options = BrokerOptions(
+        str(tmp_path / "store"),
+        listen="127.0.0.1:0",
+        store_config=StoreConfig(mapped_file_size_commit_log=16 * 1024 * 1024),
+        grpc_listen="127.0.0.1:0",
+    )
+    with BackgroundServer(options) as server:
+        ctx = server.broker.ctx
+        grpc_server = server.broker.grpc_server
+        assert ctx is not None and grpc_server is not None and grpc_server.service is not None
+        ctx.topics.update(TopicConfig("T", read_queue_nums=1, write_queue_nums=1))
+        ctx.groups.update(SubscriptionGroupConfig("G", retry_max_times=1))
+        grpc_server.service.min_invisible_ms = 500
+        with grpc.insecure_channel(grpc_server.address) as channel:
+            yield server, spb_grpc.MessagingServiceStub(channel)
+
+
+def _send(stub: Any, body: bytes, message_id: str) -> spb.SendMessageResponse:
+    message = pb.Message(
+        topic=TOPIC,
+        body=body,
+        system_properties=pb.SystemProperties(message_id=message_id, tag="t"),
+    )
+    answer: spb.SendMessageResponse = stub.SendMessage(
+        spb.SendMessageRequest(messages=[message]), timeout=10
+    )
+    return answer
+
+
+def _receive(stub: Any, invisible_ms: int = 500, polling_s: int = 5) -> list[pb.Message]:
+    request = spb.ReceiveMessageRequest(
+        group=GROUP,
+        message_queue=pb.MessageQueue(topic=TOPIC, id=0),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        batch_size=16,
+    )
+    request.invisible_duration.FromMilliseconds(invisible_ms)
+    request.long_polling_timeout.FromSeconds(polling_s)
+    answers = list(stub.ReceiveMessage(request, timeout=polling_s + 5))
+    assert answers[0].WhichOneof("content") == "status"
+    return [a.message for a in answers if a.WhichOneof("content") == "message"]
+
+
+def _dlq(server: BackgroundServer, expect: int) -> list[str]:
+    """The UNIQ_KEYs in %DLQ%G once ``expect`` are there (the dispatch is asynchronous)."""
+    store = server.broker.store
+    assert store is not None
+    deadline = time.monotonic() + 10
+    while store.max_offset("%DLQ%G", 0) < expect and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if store.max_offset("%DLQ%G", 0) == 0:
+        return []
+    result = store.get_messages("check", "%DLQ%G", 0, 0, 32)
+    assert result.status is GetStatus.FOUND
+    return [m.properties[props.UNIQ_KEY] for m in result.messages]
+
+
+def test_past_max_attempts_a_message_moves_to_the_dlq(served):
+    server, stub = served
+    assert _send(stub, b"m", "01AA").status.code == pb.Code.OK
+    (first,) = _receive(stub)
+    assert first.system_properties.delivery_attempt == 1
+    started = time.monotonic()
+    (second,) = _receive(stub)  # held until the first delivery's invisible time ran out
+    assert time.monotonic() - started >= 0.3
+    assert second.system_properties.delivery_attempt == 2
+    assert second.system_properties.message_id == "01AA"
+    # retryMaxTimes 1: two deliveries, then the DLQ instead of a third.
+    assert _receive(stub, polling_s=2) == []
+    assert _dlq(server, 1) == ["01AA"]
+    ctx = server.broker.ctx
+    assert ctx is not None
+    assert ctx.offsets.query("G", "T", 0) == 1  # nothing of the group left in flight
+
+
+def test_forward_to_dlq_and_change_invisible_duration(served):
+    server, stub = served
+    _send(stub, b"a", "01AB")
+    (taken,) = _receive(stub, invisible_ms=5000)
+    handle = taken.system_properties.receipt_handle
+    change = spb.ChangeInvisibleDurationRequest(
+        group=GROUP, topic=TOPIC, receipt_handle=handle, message_id="01AB"
+    )
+    change.invisible_duration.FromSeconds(30)
+    renewed = stub.ChangeInvisibleDuration(change, timeout=10)
+    assert renewed.status.code == pb.Code.OK and renewed.receipt_handle != handle
+    again = stub.ChangeInvisibleDuration(change, timeout=10)  # the old handle
+    assert again.status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    forward = spb.ForwardMessageToDeadLetterQueueRequest(
+        group=GROUP,
+        topic=TOPIC,
+        receipt_handle=renewed.receipt_handle,
+        message_id="01AB",
+        delivery_attempt=1,
+        max_delivery_attempts=2,
+    )
+    assert stub.ForwardMessageToDeadLetterQueue(forward, timeout=10).status.code == pb.Code.OK
+    assert _dlq(server, 1) == ["01AB"]
+    ack = spb.AckMessageRequest(
+        group=GROUP,
+        topic=TOPIC,
+        entries=[spb.AckMessageEntry(message_id="01AB", receipt_handle=renewed.receipt_handle)],
+    )
+    assert stub.AckMessage(ack, timeout=10).status.code == pb.Code.INVALID_RECEIPT_HANDLE
+
+
+def test_bad_requests_get_the_proxy_codes_and_the_server_carries_on(served):
+    server, stub = served
+    request = spb.ReceiveMessageRequest(group=GROUP, message_queue=pb.MessageQueue(topic=TOPIC))
+    request.invisible_duration.FromMilliseconds(100)
+    request.long_polling_timeout.FromSeconds(5)
+    (answer,) = list(stub.ReceiveMessage(request, timeout=10))
+    assert answer.status.code == pb.Code.ILLEGAL_INVISIBLE_TIME
+    namespaced = pb.Resource(resource_namespace="ns", name="T")
+    route = stub.QueryRoute(spb.QueryRouteRequest(topic=namespaced), timeout=10)
+    assert route.status.code == pb.Code.ILLEGAL_ACCESS_POINT
+    empty = stub.SendMessage(spb.SendMessageRequest(), timeout=10)
+    assert empty.status.code == pb.Code.MESSAGE_CORRUPTED
+    # Bytes that are no protobuf message: grpcio refuses them, the server serves on.
+    grpc_server = server.broker.grpc_server
+    assert grpc_server is not None
+    with grpc.insecure_channel(grpc_server.address) as channel:
+        raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+        with pytest.raises(grpc.RpcError) as caught:
+            raw(b"\xff\xff\xff\xff garbage", timeout=10)
+        assert caught.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+    assert _send(stub, b"still here", "01AC").status.code == pb.Code.OK
