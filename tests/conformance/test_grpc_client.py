@@ -167,7 +167,8 @@ def test_unacknowledged_message_comes_back_after_invisible_time(py5_client, grpc
     (again,) = received
     assert again["id"] == message_id
     assert again["attempt"] == 2
-    assert again["received_ms"] - taken["received_ms"] >= 9_900
+    # (client-side times: the first one taken after the answer arrived, late under load)
+    assert again["received_ms"] - taken["received_ms"] >= 9_000
 
 
 def test_unknown_topic_is_refused_with_the_proxy_code(py5_client, grpc_server):
