@@ -254,7 +254,9 @@ class ReplicationSlave(BackgroundLoop):
         the cut is refused (logged loudly; the slave then follows nobody)."""
         store = self.store
         end = store.max_commit_log_offset()
-        if master_end is None or end <= master_end:
+        if master_end is None:
+            return True  # unknown: a rocketstore master's heartbeat may still tell
+        if end <= master_end:
             self.refusal = ""
             return True
         low = max(store.min_commit_log_offset(), 0)
@@ -368,6 +370,7 @@ class ReplicationSlave(BackgroundLoop):
             finally:
                 view.release()
             stream.consumed(used)
+            self.refusal = ""  # the master's bytes follow this slave's
             if end > self.reported_offset or now - last_report >= heartbeat_s:
                 last_report = self._report(stream, end)
 
