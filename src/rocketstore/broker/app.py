@@ -331,6 +331,7 @@ class BrokerApp:
         handle = router.handle
         if self.metrics is not None:
             ctx.stats.rpc_latency = LatencyHistogram()
+            ctx.stats.message_sizes = {}
             handle = router.timed_handle
         self.server = RemotingServer(
             handle,

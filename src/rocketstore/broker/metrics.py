@@ -34,6 +34,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.stats import MESSAGE_SIZE_BUCKETS
 from rocketstore.config import parse_host
 
 if TYPE_CHECKING:
@@ -161,6 +162,19 @@ class BrokerCollector(Collector):
             bytes_in.add_metric(values, traffic.bytes)
         yield messages_in
         yield bytes_in
+        sizes = HistogramMetricFamily(
+            "rocketmq_message_size",
+            "Incoming messages size (bytes as written, per message of each send)",
+            labels=labels,
+        )
+        bounds = [*(f"{b:g}" for b in MESSAGE_SIZE_BUCKETS), "+Inf"]
+        for topic, (counts, total) in sorted(stats.message_size_histograms().items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip(bounds, counts, strict=True):
+                cumulative += count
+                buckets.append((bound, float(cumulative)))
+            sizes.add_metric([*base, topic, _bool(self._is_system(topic))], buckets, total)
+        yield sizes
         labels = (*BASE_LABELS, "topic", "consumer_group", "is_retry", "is_system")
         messages_out = CounterMetricFamily(
             "rocketmq_messages_out", "Total number of outgoing messages", labels=labels

@@ -206,6 +206,8 @@ DAY_MINUTES = 24 * 60
 
 # RocketMQ 5's rpc latency buckets (RemotingMetricsManager), in milliseconds.
 RPC_LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
+# RocketMQ 5's message size buckets (BrokerMetricsManager): 1 KiB, 4 KiB, 512 KiB, 1-4 MiB.
+MESSAGE_SIZE_BUCKETS = (1024.0, 4096.0, 524288.0, 1048576.0, 2097152.0, 4194304.0)
 
 
 class LatencyHistogram:
@@ -256,6 +258,8 @@ class BrokerStats:
         self._send_backs: dict[tuple[str, str, bool], int] = {}  # (group, topic, to DLQ)
         # Set by the metrics endpoint: request latencies are timed only when scraped.
         self.rpc_latency: LatencyHistogram | None = None
+        # Set with it: per topic, each send's bytes per message (rocketmq_message_size).
+        self.message_sizes: dict[str, list[float]] | None = None
         self._lock = threading.Lock()
 
     def _item(self, name: str, key: str) -> StatsItem:
@@ -296,6 +300,15 @@ class BrokerStats:
         if put is None:
             put = self._topic_put.setdefault(topic, Traffic(self.clock))
         put.record(count, size)
+        sizes = self.message_sizes
+        if sizes is not None and count > 0:
+            # As BrokerMetricsManager records it: the send's bytes over its messages.
+            row = sizes.get(topic)
+            if row is None:
+                row = sizes.setdefault(topic, [0.0] * (len(MESSAGE_SIZE_BUCKETS) + 2))
+            average = size / count
+            row[bisect.bisect_left(MESSAGE_SIZE_BUCKETS, average)] += 1
+            row[-1] += average
 
     def pulled(
         self,
@@ -359,6 +372,12 @@ class BrokerStats:
     def group_traffic(self) -> dict[tuple[str, str], Traffic]:
         """Messages and bytes pulled per (group, topic) since start."""
         return dict(self._group_pulls)
+
+    def message_size_histograms(self) -> dict[str, tuple[list[int], float]]:
+        """Per topic: sends per message-size bucket (not cumulative; +Inf last) and the
+        sum of their bytes per message (empty unless the metrics endpoint is on)."""
+        sizes = self.message_sizes or {}
+        return {t: ([int(c) for c in row[:-1]], row[-1]) for t, row in list(sizes.items())}
 
     def pull_offsets(self) -> dict[tuple[str, str, int], int]:
         """(group, topic, queue id) -> the next offset its last pull answered."""

@@ -104,6 +104,9 @@ def test_metrics_move_with_sends_and_pulls(tmp_path: Path) -> None:
         assert value(after, "rocketmq_consumer_lag_messages", **out) == pulled[first] - 1
         assert value(after, "rocketmq_consumer_inflight_messages", **out) == pulled[first] - 1
         assert value(after, "rocketmq_consumer_ready_messages", **out) == 0
+        assert value(after, "rocketmq_message_size_count", **labels) == 5
+        assert value(after, "rocketmq_message_size_sum", **labels) == stored
+        assert value(after, "rocketmq_message_size_bucket", le="1024", **labels) == 5
         sends = {"request_code": "send_message_v2", "response_code": "success"}
         assert value(after, "rocketmq_rpc_latency_count", **sends) == 5
         assert value(after, "rocketmq_rpc_latency_bucket", le="+Inf", **sends) == 5
