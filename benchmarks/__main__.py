@@ -29,6 +29,7 @@ from benchmarks.workloads import (
     query,
     rebuild,
     recovery,
+    replication,
     scale,
     spark_network,
     spark_read,
@@ -53,6 +54,7 @@ WORKLOADS: dict[str, Workload] = {
     "rebuild": rebuild.run,
     "spark": spark_read.run,
     "spark_network": spark_network.run,
+    "replication": replication.run,
 }
 
 

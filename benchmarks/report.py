@@ -375,6 +375,26 @@ def targets(rows: list[Row]) -> list[Target]:
             False,
         )
     )
+    out.append(
+        _target(
+            "replication over loopback, default haTransferBatchSize",
+            "slave's copy rate / raw TCP copy of the same bytes (MiB/s)",
+            find.median(
+                "replication",
+                "CommitLog copy over loopback",
+                "replication, haTransferBatchSize 32 KiB",
+                "copy rate",
+            ),
+            find.median(
+                "replication",
+                "CommitLog copy over loopback",
+                "raw TCP copy (1 MiB sends, written to a file)",
+                "copy rate",
+            ),
+            0.5,
+            True,
+        )
+    )
     # The job on a running Spark, as a pipeline runs on a cluster that is up; the figure
     # with the session's start (about 6 s of JVM and workers) is in rebuild.md, recorded.
     engine = "spark local[2], job"
