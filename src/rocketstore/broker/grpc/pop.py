@@ -9,10 +9,10 @@ out but not acknowledged, each with its delivery attempt and the time it becomes
 again. A receive first takes the overdue ones (their attempt plus one), then new ones;
 an ack removes one; the group's consumer offset is the lowest offset not acknowledged,
 committed to the broker's consumer offsets. RocketMQ 5 keeps the same facts in its
-revive topic (checkpoints and acks, rmq_sys_REVIVE_LOG_*): here they are in memory only,
-so after a restart a group starts again at its committed offset, which re-delivers the
-unacknowledged messages (none is lost) and may re-deliver acknowledged ones above the
-lowest unacknowledged (docs/broker.md "5.x clients (gRPC)").
+revive topic (checkpoints and acks, rmq_sys_REVIVE_LOG_*); here the service writes them to
+a JSON file of its own (:func:`to_document`, config/grpcPopState.json) now and then and at
+shutdown, and reads them back at start (:func:`from_document`), so a restart keeps the
+messages in flight, their handles and invisible times (docs/format.md).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 # ExtraInfoUtil's topic types: a message of the topic itself (no retry topic here).
 TOPIC_TYPE_NORMAL = "0"
@@ -204,5 +205,60 @@ class PopState:
             commit_log_offset=held.commit_log_offset,
         )
 
-    def forget_client_group(self, group: str) -> None:
-        """Nothing to do yet: messages in flight stay so until their time runs out."""
+    def to_document(self) -> dict[str, Any]:
+        """The state as config/grpcPopState.json holds it."""
+        queues = []
+        for (group, topic, queue_id), cursor in sorted(self._queues.items()):
+            queues.append(
+                {
+                    "group": group,
+                    "topic": topic,
+                    "queueId": queue_id,
+                    "nextOffset": cursor.next_offset,
+                    "inFlight": [
+                        {
+                            "offset": m.offset,
+                            "commitLogOffset": m.commit_log_offset,
+                            "attempt": m.attempt,
+                            "popMs": m.pop_ms,
+                            "visibleAtMs": m.visible_at_ms,
+                        }
+                        for m in sorted(cursor.in_flight.values(), key=lambda m: m.offset)
+                    ],
+                }
+            )
+        return {"version": STATE_VERSION, "brokerName": self.broker_name, "queues": queues}
+
+    def load_document(self, document: Any, committed: Callable[[str, str, int], int | None]) -> int:
+        """Take the queues of a document ``to_document`` wrote (ValueError naming what is
+        wrong with it); how many messages in flight it held. The consumer offsets may be
+        newer than the file (a crash between two writes): what lies below a group's
+        committed offset was acknowledged since, and is dropped."""
+        if not isinstance(document, dict) or document.get("version") != STATE_VERSION:
+            raise ValueError(f"not a version {STATE_VERSION} POP state document")
+        loaded = 0
+        try:
+            for entry in document["queues"]:
+                group, topic = str(entry["group"]), str(entry["topic"])
+                queue_id = int(entry["queueId"])
+                floor = committed(group, topic, queue_id)
+                floor = 0 if floor is None or floor < 0 else floor
+                cursor = QueueCursor(max(int(entry["nextOffset"]), floor))
+                for m in entry["inFlight"]:
+                    held = InFlight(
+                        int(m["offset"]),
+                        int(m["commitLogOffset"]),
+                        int(m["attempt"]),
+                        int(m["popMs"]),
+                        int(m["visibleAtMs"]),
+                    )
+                    if floor <= held.offset < cursor.next_offset:
+                        cursor.in_flight[held.offset] = held
+                self._queues[(group, topic, queue_id)] = cursor
+                loaded += len(cursor.in_flight)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"bad POP state entry: {e!r}") from e
+        return loaded
+
+
+STATE_VERSION = 1

@@ -90,3 +90,33 @@ def test_change_invisible_gives_a_new_handle():
     assert cursor.next_visible_ms() == 35_000
     assert state.change_invisible("g", "t", handle, 30_000, 6000) is None  # the old one
     assert state.ack("g", "t", renewed) is AckStatus.OK
+
+
+def test_state_document_round_trips_and_drops_what_was_acknowledged_since():
+    state, _cursor, handle = _state_with_one(now=1000, invisible=10_000)
+    later = state.cursor("g", "t", 2, lambda: 0)
+    state.hand_out(later, 2, 0, 10, 1, 1000, 10_000)
+    state.hand_out(later, 2, 1, 20, 3, 1000, 10_000)
+    later.next_offset = 2
+    document = state.to_document()
+    assert document["version"] == 1 and len(document["queues"]) == 2
+
+    restored = PopState("broker-a")
+    # Queue 2's offset was committed at 1 after the file was written: offset 0 was
+    # acknowledged since.
+    committed = {("g", "t", 1): 7, ("g", "t", 2): 1}
+    held = restored.load_document(document, lambda g, t, q: committed.get((g, t, q)))
+    assert held == 2
+    assert restored.ack("g", "t", handle) is AckStatus.OK  # a handle from before
+    queue2 = restored.find("g", "t", 2)
+    assert queue2 is not None and list(queue2.in_flight) == [1]
+    assert queue2.in_flight[1].attempt == 3 and queue2.next_offset == 2
+
+
+@pytest.mark.parametrize(
+    "document",
+    [None, {}, {"version": 2, "queues": []}, {"version": 1, "queues": [{"group": "g"}]}],
+)
+def test_bad_state_documents_are_refused(document):
+    with pytest.raises(ValueError):
+        PopState("b").load_document(document, lambda g, t, q: None)

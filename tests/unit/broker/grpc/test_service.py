@@ -4,6 +4,7 @@ the proxy's 10 s, max delivery attempts, the DLQ, malformed input)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,15 +30,24 @@ TOPIC = pb.Resource(name="T")
 GROUP = pb.Resource(name="G")
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[BackgroundServer, Any]]:
-    options = BrokerOptions(
-        str(tmp_path / "store"),
+def _options(root: Path) -> BrokerOptions:
+    return BrokerOptions(
+        str(root),
         listen="127.0.0.1:0",
         store_config=StoreConfig(mapped_file_size_commit_log=16 * 1024 * 1024),
         grpc_listen="127.0.0.1:0",
     )
-    with BackgroundServer(options) as server:
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[BackgroundServer, Any]]:
+    with _serving(tmp_path / "store") as pair:
+        yield pair
+
+
+@contextlib.contextmanager
+def _serving(root: Path) -> Iterator[tuple[BackgroundServer, Any]]:
+    with BackgroundServer(_options(root)) as server:
         ctx = server.broker.ctx
         grpc_server = server.broker.grpc_server
         assert ctx is not None and grpc_server is not None and grpc_server.service is not None
@@ -158,3 +168,49 @@ def test_bad_requests_get_the_proxy_codes_and_the_server_carries_on(served):
             raw(b"\xff\xff\xff\xff garbage", timeout=10)
         assert caught.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
     assert _send(stub, b"still here", "01AC").status.code == pb.Code.OK
+
+
+def _ack(stub: Any, message: pb.Message) -> int:
+    request = spb.AckMessageRequest(
+        group=GROUP,
+        topic=TOPIC,
+        entries=[
+            spb.AckMessageEntry(
+                message_id=message.system_properties.message_id,
+                receipt_handle=message.system_properties.receipt_handle,
+            )
+        ],
+    )
+    code: int = stub.AckMessage(request, timeout=10).status.code
+    return code
+
+
+def test_pop_state_survives_a_restart(tmp_path):
+    root = tmp_path / "store"
+    with _serving(root) as (_server, stub):
+        for i in range(3):
+            _send(stub, f"m{i}".encode(), f"01B{i}")
+        taken: list[pb.Message] = []
+        while len(taken) < 3:  # (the dispatch may not have reached all three yet)
+            taken += _receive(stub, invisible_ms=60_000)
+        assert [m.system_properties.message_id for m in taken] == ["01B0", "01B1", "01B2"]
+        assert _ack(stub, taken[1]) == pb.Code.OK  # the middle one: the offset stays at 0
+    assert (root / "config" / "grpcPopState.json").exists()
+    with _serving(root) as (server, stub):
+        # Neither the acknowledged message nor those still invisible come (back) now.
+        assert _receive(stub, polling_s=2) == []
+        # Handles given before the restart still acknowledge.
+        assert _ack(stub, taken[0]) == pb.Code.OK
+        assert _ack(stub, taken[1]) == pb.Code.INVALID_RECEIPT_HANDLE  # acknowledged before
+        ctx = server.broker.ctx
+        assert ctx is not None
+        assert ctx.offsets.query("G", "T", 0) == 2  # 01B2 still in flight
+        service = server.broker.grpc_server.service  # type: ignore[union-attr]
+        assert service is not None
+        cursor = service.pop.find("G", "T", 0)
+        assert cursor is not None and list(cursor.in_flight) == [2]
+        assert (
+            cursor.in_flight[2].visible_at_ms
+            == taken[2].system_properties.invisible_duration.ToMilliseconds()
+            + cursor.in_flight[2].pop_ms
+        )
