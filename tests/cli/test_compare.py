@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from rocketstore import Message, MessageStore
-from tests.cli.cli_helpers import CONFIG, Run, build_store, commitlog_file, flip_byte
+from rocketstore.format.record import BLANK_MAGIC
+from tests.cli.cli_helpers import (
+    BASE_MS,
+    CONFIG,
+    Run,
+    build_store,
+    commitlog_file,
+    flip_byte,
+    message_of,
+)
 
 COUNT = 600
 # BORNTIMESTAMP's last byte in a record: no check of recovery's or a read's looks at it.
@@ -114,3 +123,33 @@ def test_not_a_store_is_a_usage_error_naming_the_path(
         run = cli("compare", a, bad)
         assert run.code == 2
         assert str(bad) in run.err
+
+
+def test_different_file_sizes_compare_up_to_the_smaller_files_end(
+    cli: Cli, pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, _b = pair
+    size = CONFIG.mapped_file_size_commit_log
+    wide = tmp_path / "wide"
+    with MessageStore.open(wide, CONFIG.replace(mapped_file_size_commit_log=2 * size)) as store:
+        for i in range(COUNT):
+            assert store.put(message_of(i), store_timestamp=BASE_MS + i * 1000).status.ok
+    run = cli("--json", "compare", a, wide)
+    assert run.code == 1, run.err
+    (answer,) = run.json_lines()
+    assert (answer["a"]["fileSize"], answer["b"]["fileSize"]) == (size, 2 * size)
+    assert answer["verdict"] == "file_sizes_differ"
+    assert answer["comparedTo"] == size
+    # The same records up to A's first blank, where its first file ends early.
+    blank = answer["sameUpTo"]
+    assert size - 1024 < blank < size
+    with MessageStore.open(a, CONFIG, read_only=True) as store:
+        head = store.read_commitlog(blank, 8)
+        assert head is not None and int.from_bytes(head[4:8], "big", signed=True) == BLANK_MAGIC
+    assert "different CommitLog file sizes" in cli("compare", a, wide).out
+    # A byte that differs before there is a difference, as with equal sizes.
+    flip_byte(commitlog_file(wide, 0), BORN_TIMESTAMP_LAST_BYTE)
+    run = cli("--json", "compare", a, wide)
+    assert run.code == 1
+    (answer,) = run.json_lines()
+    assert (answer["verdict"], answer["offset"]) == ("differ", BORN_TIMESTAMP_LAST_BYTE)

@@ -5,7 +5,9 @@ Layer: cli. Both stores are opened read-only: each one's data ends where recover
 ends (``max_commit_log_offset``), never in a preallocated file's zero tail. Files are
 matched by CommitLog offset; when retention left the two starting at different files,
 only the range both hold is compared, and the answer says so. Exit status: 0 identical
-or one a prefix of the other, 1 they differ, 2 a path that is not a store.
+or one a prefix of the other, 1 they differ, 2 a path that is not a store. Stores of
+different CommitLog file sizes are compared up to the end of the smaller size's first
+file compared: past the first blank their records lie at other offsets.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import click
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.errors import StoreError
 from rocketstore.files.store_dir import missing_commitlog
+from rocketstore.format import record as rec
 from rocketstore.format.commitlog_walk import FileWalk
 from rocketstore.format.record_scan import TopicTable
 from rocketstore.store import MessageStore
 
 # Bytes compared per read on each side.
 CHUNK_BYTES = 4 * 1024 * 1024
+BLANK_MAGIC_BYTES = rec.BLANK_MAGIC.to_bytes(4, "big", signed=True)
 
 
 class NotAStoreError(CliError):
@@ -45,6 +49,10 @@ class Side:
     @property
     def end(self) -> int:
         return self.store.max_commit_log_offset()
+
+    @property
+    def file_size(self) -> int:
+        return self.store.config.mapped_file_size_commit_log
 
 
 def _open(ctx: CliContext, path: str) -> Side:
@@ -143,8 +151,8 @@ def _describe(record: dict[str, Any] | None) -> str:
 def _compare(ctx: CliContext, a: Side, b: Side) -> int:
     start, end = max(a.begin, b.begin), min(a.end, b.end)
     answer: dict[str, Any] = {
-        "a": {"store": a.path, "minOffset": a.begin, "maxOffset": a.end},
-        "b": {"store": b.path, "minOffset": b.begin, "maxOffset": b.end},
+        "a": {"store": a.path, "minOffset": a.begin, "maxOffset": a.end, "fileSize": a.file_size},
+        "b": {"store": b.path, "minOffset": b.begin, "maxOffset": b.end, "fileSize": b.file_size},
         "comparedFrom": start,
         "comparedTo": max(start, end),
         "overlapOnly": a.begin != b.begin,
@@ -158,6 +166,27 @@ def _compare(ctx: CliContext, a: Side, b: Side) -> int:
             f"the two start at different files (retention): only [{start}, {max(start, end)})"
             ", which both hold, is compared"
         )
+    if a.file_size != b.file_size:
+        # Records never cross a file's end: the side with the smaller files closes its
+        # first file with a blank where the other goes on, and everything after lies at
+        # other offsets. Bytes are compared up to that file's end.
+        smaller = a if a.file_size < b.file_size else b
+        limit = start - start % smaller.file_size + smaller.file_size
+        lines.append(
+            f"the two have different CommitLog file sizes (A {a.file_size}, B {b.file_size} "
+            f"bytes): records lie at the same offsets only up to the end of "
+            f"{'A' if smaller is a else 'B'}'s file at {limit}, so only up to there is compared"
+        )
+        end = min(end, limit)
+        answer["comparedTo"] = max(start, end)
+        at = _differ_at(a, b, start, end) if start < end else None
+        blank = None if at is None else _blank_before(smaller, at)
+        if at is None or blank is not None:
+            same = end if blank is None else blank
+            answer |= {"verdict": "file_sizes_differ", "sameUpTo": same}
+            lines.append(f"the same bytes from {start} up to {same}; past it they cannot match")
+            status = 1
+            return _finish(ctx, answer, lines, status)
     if start >= end and a.end != b.end:
         answer |= {"verdict": "disjoint"}
         lines.append("they hold no CommitLog range in common: nothing to compare")
@@ -199,12 +228,26 @@ def _compare(ctx: CliContext, a: Side, b: Side) -> int:
                 where += ", outside A's records"
             lines.append(where)
             status = 1
+    return _finish(ctx, answer, lines, status)
+
+
+def _finish(ctx: CliContext, answer: dict[str, Any], lines: list[str], status: int) -> int:
     if ctx.as_json:
         ctx.emit(answer)
     else:
         for line in lines:
             click.echo(line)
     return status
+
+
+def _blank_before(side: Side, offset: int) -> int | None:
+    """Where the END_OF_FILE blank of ``side`` starts whose 8-byte header holds byte
+    ``offset`` (the first byte that differs may be any of its size or magic), or None."""
+    for start in range(offset, max(offset - 8, -1), -1):
+        head = side.store.read_commitlog(start, 8)
+        if head is not None and len(head) == 8 and bytes(head[4:8]) == BLANK_MAGIC_BYTES:
+            return start
+    return None
 
 
 def start_of(side: Side, offset: int) -> int:
