@@ -250,3 +250,15 @@ def test_4x_and_5x_clients_see_the_same_messages(py_client, py5_client, grpc_ser
         assert got["keys"] == sorted([f"key-{line['i']}", "shared-key"])
         assert got["properties"] == {"custom": f"v{line['i']}"}
         assert got["attempt"] == 1 and not got["corrupted"]
+
+
+def test_transactional_messages_commit_and_roll_back(py5_client, grpc_server):
+    endpoint = _endpoint(grpc_server)
+    committed = _finish(py5_client("transact", endpoint, TOPIC, "commit"))
+    rolled_back = _finish(py5_client("transact", endpoint, TOPIC, "rollback"))
+    assert [line["event"] for line in committed] == ["sent", "ended"], committed
+    assert [line["event"] for line in rolled_back] == ["sent", "ended"], rolled_back
+    got = _finish(py5_client("receive", endpoint, "GroupTx", TOPIC, 2, 10, "ack", "--wait-s", 25))
+    received = [line for line in got if line["event"] == "received"]
+    # The committed one only, under the id the producer was given.
+    assert [(line["id"], line["body"]) for line in received] == [(committed[0]["id"], "tx-commit")]

@@ -6,6 +6,7 @@ Runs in its own venv (the conformance conftest's ``py5_client``): its import nam
 
     client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS]
     client5.py receive ENDPOINT GROUP TOPIC COUNT INVISIBLE_S ack|noack|renew [--wait-s S]
+    client5.py transact ENDPOINT TOPIC commit|rollback
 """
 
 from __future__ import annotations
@@ -103,6 +104,35 @@ def receive(args: argparse.Namespace) -> int:
     return 0
 
 
+def transact(args: argparse.Namespace) -> int:
+    from rocketmq import Message, Producer, TransactionChecker, TransactionResolution
+
+    class Checker(TransactionChecker):  # type: ignore[misc]
+        def check(self, message: object) -> object:
+            return TransactionResolution.ROLLBACK
+
+    producer = Producer(_config(args.endpoint), (args.topic,), Checker())
+    producer.startup()
+    try:
+        transaction = producer.begin_transaction()
+        message = Message()
+        message.topic = args.topic
+        message.body = f"tx-{args.resolution}".encode()
+        message.tag = "Tx"
+        receipt = producer.send(message, transaction)
+        emit(event="sent", id=receipt.message_id)
+        if args.resolution == "commit":
+            transaction.commit()
+        else:
+            transaction.rollback()
+        emit(event="ended", id=receipt.message_id, resolution=args.resolution)
+    except Exception as e:
+        emit(event="error", code=getattr(e, "code", None), text=str(e))
+    finally:
+        producer.shutdown()
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="action", required=True)
@@ -120,8 +150,13 @@ def main() -> int:
     r.add_argument("invisible_s", type=int)
     r.add_argument("mode", choices=("ack", "noack", "renew"))
     r.add_argument("--wait-s", type=float, default=30.0)
+    t = sub.add_parser("transact")
+    t.add_argument("endpoint")
+    t.add_argument("topic")
+    t.add_argument("resolution", choices=("commit", "rollback"))
     args = parser.parse_args()
-    return send(args) if args.action == "send" else receive(args)
+    actions = {"send": send, "receive": receive, "transact": transact}
+    return actions[args.action](args)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,13 @@ from rocketstore.broker.topic_config import (
     dlq_topic,
     topic_name_problem,
 )
+from rocketstore.broker.transaction import (
+    COMMIT,
+    ROLLBACK,
+    half_message,
+    half_message_properties,
+)
+from rocketstore.broker.transaction_service import EndCode, EndRequest
 from rocketstore.config import delay_levels_ms, parse_host
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
@@ -100,6 +107,11 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         # minInvisibleTimeMillsForRecv); tests lower it.
         self.min_invisible_ms = MIN_INVISIBLE_MS
         self._round_robin = RoundRobin()
+        # Half messages sent and not yet ended, by (topic, transaction id): their CommitLog
+        # and half-queue offsets, which EndTransaction needs (the proxy's
+        # TransactionDataManager; in memory: one not ended before a restart is settled
+        # by the transaction check, as a 4.x producer's is).
+        self._transactions: dict[tuple[str, str], tuple[int, int]] = {}
         # One receive at a time per group and topic: two would read the same cursor.
         self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -161,7 +173,12 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         except RequestError as e:
             return spb.QueryRouteResponse(status=status(e.code, e.message))
         broker = self._broker(request.endpoints)
-        types = [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY]
+        types = [
+            pb.MessageType.NORMAL,
+            pb.MessageType.FIFO,
+            pb.MessageType.DELAY,
+            pb.MessageType.TRANSACTION,
+        ]
         queues = []
         # As the proxy lists a topic's queues (genMessageQueueFromQueueData): queues both
         # read and written, then the read-only and write-only rest.
@@ -277,18 +294,31 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             delay_levels_ms=delay_levels_ms(self.ctx.store.config.message_delay_level),
             now_ms=now,
         )
+        sys_flag = fields.sys_flag
+        if config.topic_filter_type == MULTI_TAG:
+            sys_flag |= sysflag.MULTI_TAGS_FLAG
         if fields.transactional:
-            raise RequestError(
-                pb.Code.NOT_IMPLEMENTED,
-                "transactional messages over gRPC are not served yet (rocketstore issue #38)",
+            if self.ctx.config.reject_transaction_message:
+                raise RequestError(
+                    pb.Code.FORBIDDEN,
+                    f"the broker[{self.ctx.broker_host}] sending transaction message is forbidden",
+                )
+            # Stored as a half message until EndTransaction, as a remoting send's.
+            return half_message(
+                body=message.body,
+                flag=0,
+                sys_flag=sys_flag,
+                properties=half_message_properties(
+                    fields.properties, self.ctx.cluster_name, config.topic_name, queue_id
+                ),
+                born_timestamp=fields.born_timestamp,
+                born_host=born_host,
+                reconsume_times=0,
             )
         if asks_for_timer(fields.properties, config.topic_name):
             raise RequestError(
                 pb.Code.ILLEGAL_DELIVERY_TIME, "accurate timer message is not enabled"
             )
-        sys_flag = fields.sys_flag
-        if config.topic_filter_type == MULTI_TAG:
-            sys_flag |= sysflag.MULTI_TAGS_FLAG
         return Message(
             topic=config.topic_name,
             body=message.body,
@@ -332,6 +362,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         for message, result in zip(request.messages, results, strict=False):
             message_id = message.system_properties.message_id
             if result.status is PutStatus.PUT_OK:
+                if message.system_properties.message_type == pb.MessageType.TRANSACTION:
+                    key = (config.topic_name, message_id)
+                    self._transactions[key] = (result.commit_log_offset, result.queue_offset)
                 entry = spb.SendResultEntry(
                     status=status(pb.Code.OK),
                     message_id=message_id,
@@ -731,3 +764,49 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         except RequestError as e:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.Code.OK))
+
+    async def EndTransaction(
+        self, request: spb.EndTransactionRequest, context: Any
+    ) -> spb.EndTransactionResponse:
+        """Commit or roll back a half message this endpoint stored (the transaction
+        service's end, as END_TRANSACTION does it)."""
+        try:
+            config = self._topic(request.topic)
+            key = (config.topic_name, request.transaction_id)
+            found = self._transactions.get(key)
+            if found is None:
+                raise RequestError(
+                    pb.Code.INVALID_TRANSACTION_ID,
+                    f"transaction id {request.transaction_id!r} names no open transaction "
+                    f"of topic {config.topic_name}",
+                )
+            if request.resolution == pb.TransactionResolution.COMMIT:
+                kind = COMMIT
+            elif request.resolution == pb.TransactionResolution.ROLLBACK:
+                kind = ROLLBACK
+            else:  # unknown: left for the transaction check, as RocketMQ does
+                return spb.EndTransactionResponse(status=status(pb.Code.OK))
+            service = self.ctx.transactions
+            if service is None:
+                raise RequestError(
+                    pb.Code.INTERNAL_SERVER_ERROR, "this broker has no transaction service running"
+                )
+            commit_log_offset, queue_offset = found
+            end = EndRequest(
+                producer_group=config.topic_name,  # the proxy's producer group
+                tran_state_table_offset=queue_offset,
+                commit_log_offset=commit_log_offset,
+                commit_or_rollback=kind,
+                from_transaction_check=request.source == pb.TransactionSource.SOURCE_SERVER_CHECK,
+                msg_id=request.message_id,
+                transaction_id=request.transaction_id,
+            )
+            outcome = await self.ctx.run(service.end, end)
+            if outcome is not None and outcome.code is not EndCode.SUCCESS:
+                raise RequestError(
+                    pb.Code.INTERNAL_SERVER_ERROR, outcome.remark or outcome.code.name
+                )
+            self._transactions.pop(key, None)
+        except RequestError as e:
+            return spb.EndTransactionResponse(status=status(e.code, e.message))
+        return spb.EndTransactionResponse(status=status(pb.Code.OK))
