@@ -262,3 +262,26 @@ def test_transactional_messages_commit_and_roll_back(py5_client, grpc_server):
     received = [line for line in got if line["event"] == "received"]
     # The committed one only, under the id the producer was given.
     assert [(line["id"], line["body"]) for line in received] == [(committed[0]["id"], "tx-commit")]
+
+
+def test_an_orphaned_transaction_is_checked_over_telemetry(py5_client, tmp_path):
+    """A half message its producer never ended: the broker's transaction check asks a
+    5.x producer of the topic (RecoverOrphanedTransactionCommand on its telemetry
+    stream); its checker's COMMIT ends it and the message is delivered."""
+    options = broker_options(
+        tmp_path / "store", transaction_timeout_ms=1000, transaction_check_interval_ms=1000
+    )
+    options.grpc_listen = "127.0.0.1:0"
+    with BackgroundServer(options) as server:
+        assert server.broker.ctx is not None
+        server.broker.ctx.topics.update(TopicConfig(TOPIC))
+        endpoint = _endpoint(server)
+        left = _finish(py5_client("transact", endpoint, TOPIC, "none"))
+        assert [line["event"] for line in left] == ["sent", "ended"], left
+        checker = py5_client("checker", endpoint, TOPIC, 25)
+        checked = checker.wait_for("checked", 1, 30)
+        assert [line["id"] for line in checked][:1] == [left[0]["id"]], checker.stderr[-20:]
+        got = _finish(py5_client("receive", endpoint, "GroupOrphan", TOPIC, 1, 10, "ack"))
+        received = [line for line in got if line["event"] == "received"]
+        assert [(line["id"], line["body"]) for line in received] == [(left[0]["id"], "tx-none")]
+        checker.finish(40)

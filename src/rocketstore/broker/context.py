@@ -93,6 +93,9 @@ class BrokerContext:
     # A slave's replication client (broker.ha_slave), for brokerStatus's figures.
     replication_slave: ReplicationSlave | None = None
     _producer_turn: itertools.count[int] = field(default_factory=itertools.count)
+    # Where a transaction check goes when no remoting producer of its group is connected:
+    # the gRPC endpoint's producers (broker.grpc); True when it was sent there.
+    transaction_check_fallback: Callable[[CheckRequest], bool] | None = None
 
     @property
     def broker_name(self) -> str:
@@ -233,6 +236,9 @@ class BrokerContext:
             if isinstance(channel.connection, CommandSink)
         ]
         if not connections:
+            fallback = self.transaction_check_fallback
+            if fallback is not None and fallback(request):
+                return True
             log.warning(
                 "transaction check for group %s not sent: no producer of it is connected",
                 request.producer_group,

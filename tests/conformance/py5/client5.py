@@ -6,7 +6,8 @@ Runs in its own venv (the conformance conftest's ``py5_client``): its import nam
 
     client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS]
     client5.py receive ENDPOINT GROUP TOPIC COUNT INVISIBLE_S ack|noack|renew [--wait-s S]
-    client5.py transact ENDPOINT TOPIC commit|rollback
+    client5.py transact ENDPOINT TOPIC commit|rollback|none
+    client5.py checker ENDPOINT TOPIC SECONDS   (a producer whose checker commits)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 
 def emit(**fields: object) -> None:
@@ -123,11 +125,30 @@ def transact(args: argparse.Namespace) -> int:
         emit(event="sent", id=receipt.message_id)
         if args.resolution == "commit":
             transaction.commit()
-        else:
+        elif args.resolution == "rollback":
             transaction.rollback()
+        # none: left open, for the broker's transaction check to settle
         emit(event="ended", id=receipt.message_id, resolution=args.resolution)
     except Exception as e:
         emit(event="error", code=getattr(e, "code", None), text=str(e))
+    finally:
+        producer.shutdown()
+    return 0
+
+
+def checker(args: argparse.Namespace) -> int:
+    from rocketmq import Producer, TransactionChecker, TransactionResolution
+
+    class Committer(TransactionChecker):  # type: ignore[misc]
+        def check(self, message: Any) -> object:
+            emit(event="checked", id=message.message_id)
+            return TransactionResolution.COMMIT
+
+    producer = Producer(_config(args.endpoint), (args.topic,), Committer())
+    producer.startup()
+    emit(event="started")
+    try:
+        time.sleep(args.seconds)
     finally:
         producer.shutdown()
     return 0
@@ -153,9 +174,13 @@ def main() -> int:
     t = sub.add_parser("transact")
     t.add_argument("endpoint")
     t.add_argument("topic")
-    t.add_argument("resolution", choices=("commit", "rollback"))
+    t.add_argument("resolution", choices=("commit", "rollback", "none"))
+    c = sub.add_parser("checker")
+    c.add_argument("endpoint")
+    c.add_argument("topic")
+    c.add_argument("seconds", type=float)
     args = parser.parse_args()
-    actions = {"send": send, "receive": receive, "transact": transact}
+    actions = {"send": send, "receive": receive, "transact": transact, "checker": checker}
     return actions[args.action](args)
 
 

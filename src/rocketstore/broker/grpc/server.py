@@ -73,6 +73,7 @@ class GrpcServer:
         register(self.service, server)
         await server.start()
         self._server = server
+        self.ctx.transaction_check_fallback = self.service.recover_orphaned
         self._persist_task = asyncio.create_task(self._persist_loop())
         log.info("gRPC endpoint (RocketMQ 5.x clients) at %s", self.address)
 
@@ -108,6 +109,7 @@ class GrpcServer:
                 log.error("persisting the POP state failed: %s", e)
 
     async def stop(self) -> None:
+        self.ctx.transaction_check_fallback = None
         if self._persist_task is not None:
             self._persist_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import itertools
 import logging
 import random
 import time
@@ -43,11 +44,13 @@ from rocketstore.broker.transaction import (
     half_message,
     half_message_properties,
 )
-from rocketstore.broker.transaction_service import EndCode, EndRequest
+from rocketstore.broker.transaction_service import CheckRequest, EndCode, EndRequest
 from rocketstore.config import delay_levels_ms, parse_host
+from rocketstore.errors import StoreError
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.message import Message, MessageExt
+from rocketstore.format.record import decode_message
 from rocketstore.format.selector import SQL92, TAG
 from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS
@@ -96,6 +99,17 @@ def _peer_address(peer: str) -> str:
     return "127.0.0.1:0"
 
 
+@dataclasses.dataclass(eq=False)
+class _TelemetryStream:
+    """One client's telemetry stream: what the server sends it, and the topics it
+    publishes (from its settings)."""
+
+    outbox: asyncio.Queue[spb.TelemetryCommand | None] = dataclasses.field(
+        default_factory=asyncio.Queue
+    )
+    topics: set[str] = dataclasses.field(default_factory=set)
+
+
 class MessagingService(spb_grpc.MessagingServiceServicer):
     """The RPCs served; the rest answer UNIMPLEMENTED (the generated base class)."""
 
@@ -112,6 +126,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         # TransactionDataManager; in memory: one not ended before a restart is settled
         # by the transaction check, as a 4.x producer's is).
         self._transactions: dict[tuple[str, str], tuple[int, int]] = {}
+        # The open telemetry streams, and which one a transaction check goes to next.
+        self._streams: list[_TelemetryStream] = []
+        self._stream_turn = itertools.count()
         # One receive at a time per group and topic: two would read the same cursor.
         self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -252,18 +269,68 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     async def Telemetry(
         self, request_iterator: AsyncIterator[spb.TelemetryCommand], context: Any
     ) -> AsyncIterator[spb.TelemetryCommand]:
-        """The settings exchange: each settings command is answered with the merged
-        settings. Answers to commands the server never sends are dropped."""
-        async for command in request_iterator:
-            kind = command.WhichOneof("command")
-            if kind == "settings":
-                yield spb.TelemetryCommand(
-                    status=status(pb.Code.OK), settings=self._settings_answer(command.settings)
-                )
-            elif kind is None:
-                yield spb.TelemetryCommand(
-                    status=status(pb.Code.BAD_REQUEST, "telemetry command without a command")
-                )
+        """The settings exchange (each settings command answered with the merged
+        settings) and the server's own commands to the client: orphaned-transaction
+        recovery for the topics a producer publishes. Answers to commands the server
+        never sends are dropped."""
+        stream = _TelemetryStream()
+        self._streams.append(stream)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    kind = command.WhichOneof("command")
+                    if kind == "settings":
+                        settings = command.settings
+                        if settings.WhichOneof("pub_sub") == "publishing":
+                            stream.topics = {t.name for t in settings.publishing.topics}
+                        answer = self._settings_answer(settings)
+                        stream.outbox.put_nowait(
+                            spb.TelemetryCommand(status=status(pb.Code.OK), settings=answer)
+                        )
+                    elif kind is None:
+                        stream.outbox.put_nowait(
+                            spb.TelemetryCommand(
+                                status=status(
+                                    pb.Code.BAD_REQUEST, "telemetry command without a command"
+                                )
+                            )
+                        )
+            finally:
+                stream.outbox.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (item := await stream.outbox.get()) is not None:
+                yield item
+        finally:
+            self._streams.remove(stream)
+            reader.cancel()
+
+    def recover_orphaned(self, request: CheckRequest) -> bool:
+        """A transaction check for a half message of a gRPC producer (its group is the
+        topic): RecoverOrphanedTransactionCommand over the telemetry stream of a producer
+        publishing that topic, taken in turn; False when none is connected."""
+        topic = request.producer_group
+        streams = [s for s in self._streams if topic in s.topics]
+        transaction_id = request.fields.get("transactionId")
+        if not streams or not transaction_id:
+            return False
+        try:
+            half = decode_message(request.body)
+        except StoreError as e:
+            log.error("transaction check of %s not sent over gRPC: %s", transaction_id, e)
+            return False
+        self._transactions[(topic, transaction_id)] = (
+            int(request.fields["commitLogOffset"]),
+            int(request.fields["tranStateTableOffset"]),
+        )
+        command = spb.RecoverOrphanedTransactionCommand(
+            message=convert.proto_message(half), transaction_id=transaction_id
+        )
+        stream = streams[next(self._stream_turn) % len(streams)]
+        stream.outbox.put_nowait(spb.TelemetryCommand(recover_orphaned_transaction_command=command))
+        return True
 
     # --- sending ------------------------------------------------------------------------
 
