@@ -117,6 +117,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.ctx = ctx
         self.address = address  # the gRPC endpoint's ip:port, for routes
         self.pop = PopState(ctx.broker_name)
+        # The store's delay levels (fixed while it is open), parsed once, not per send.
+        self._delay_levels_ms = delay_levels_ms(ctx.store.config.message_delay_level)
         # The least invisible time a receive may ask (the proxy's
         # minInvisibleTimeMillsForRecv); tests lower it.
         self.min_invisible_ms = MIN_INVISIBLE_MS
@@ -250,7 +252,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             answer.backoff_policy.Clear()
             answer.backoff_policy.max_attempts = retry_max + 1
             # A 4.x consumer's retry delays: delay levels 3 and up.
-            levels = delay_levels_ms(self.ctx.store.config.message_delay_level)[2:]
+            levels = self._delay_levels_ms[2:]
             answer.backoff_policy.customized_backoff.next.extend(_duration(ms) for ms in levels)
             if not answer.subscription.HasField("receive_batch_size"):
                 answer.subscription.receive_batch_size = MAX_RECEIVE_BATCH
@@ -358,7 +360,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             message,
             born_host.rsplit(":", 1)[0],
             max_body_bytes=self.ctx.store.config.max_message_size,
-            delay_levels_ms=delay_levels_ms(self.ctx.store.config.message_delay_level),
+            delay_levels_ms=self._delay_levels_ms,
             now_ms=now,
         )
         sys_flag = fields.sys_flag
