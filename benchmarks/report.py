@@ -365,6 +365,29 @@ def targets(rows: list[Row]) -> list[Target]:
                 True,
             )
         )
+    network = "network mode, 100 B"
+    net_read = "read rate (batch read, PULL_MESSAGE)"
+    net_lookup = "key lookup (option keys, QUERY_MESSAGE)"
+    out.append(
+        _target(
+            "Spark network mode (namesrv) batch read, 100 B",
+            "read through rocketstore serve / file-mode read of its store (rows/s)",
+            find.first("spark_network", network, "rocketstore serve", net_read),
+            find.first("spark_network", network, "file mode, the broker's store", net_read),
+            0.5,
+            True,
+        )
+    )
+    out.append(
+        _target(
+            "Spark network mode key lookup (option keys), 100 B",
+            "lookup seconds / 1 s",
+            find.first("spark_network", network, "rocketstore serve", net_lookup),
+            1.0,
+            1.0,
+            False,
+        )
+    )
     out.append(
         _target(
             "recovery after SIGKILL",
