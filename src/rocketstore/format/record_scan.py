@@ -350,7 +350,14 @@ def find_record_start(
     candidate found so far, so a range inside data costs about one record's bytes.
     """
     finder = cast(Any, buf.obj).find  # an mmap or bytes: a C-speed search
-    start = _skip_zeros(buf, start, end, next_data)
+    # A record's first non-zero byte is within its first 8 (TOTALSIZE's high bytes are
+    # zeros, its magic is not): zeros are skipped over [start, end + 7), and the search
+    # starts 7 bytes before the first non-zero step, or a record starting in the last
+    # bytes of a small window, after zeros, would be missed.
+    first_data = _skip_zeros(buf, start, min(end + 7, file_size, len(buf)), next_data)
+    start = max(start, first_data - 7)
+    if start >= end:
+        return None
     best = end
     for magic in (_V1, _V2, _BLANK):
         at = start

@@ -125,6 +125,22 @@ def test_range_scan_finds_the_records_starting_in_the_range(
         assert found.stop in (Stop.BOUNDARY, Stop.BLANK)
 
 
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 8])
+def test_a_range_of_a_few_bytes_finds_the_record_starting_in_it(width: int) -> None:
+    """A record's TOTALSIZE starts with zero bytes: a window that holds only those (a
+    range ending a byte or three after the record's start) still finds it (the zero skip
+    once returned the window's end, and the record was in no range)."""
+    data, starts = _file([(b"A", False), (b"Bb", True), (b"A", False)] * 3)
+    for position in starts[1:]:
+        for start in (position, position - 1):
+            found = scan_range(
+                memoryview(data), BASE, start, start + width, FILE,
+                skip_corrupt=False, topics=TopicTable(),
+            )  # fmt: skip
+            want = [position] if start + width > position else []
+            assert found.records.position.tolist() == want, (start, width)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(min_size=0, max_size=600), st.integers(0, 599))
 def test_range_scan_of_arbitrary_bytes(noise: bytes, at: int) -> None:
