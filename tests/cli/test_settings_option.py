@@ -275,3 +275,34 @@ def test_the_broker_name_printed_is_the_files(tmp_path: Path, cli: Cli) -> None:
         plain[0]
         == "minOffset=0, maxOffset=1, MessageQueue [topic=T, brokerName=localStore, queueId=0]"
     )
+
+
+def test_the_replication_roles_from_options_and_the_file(tmp_path: Path, cli: Cli) -> None:
+    """--role, --broker-id, --ha-port and --ha-master (issue #36): each given wins over
+    the file's brokerRole, brokerId, haListenPort and haMasterAddress; a slave without an
+    id gets 1; a bad address or a slave id of 0 is refused naming what was wrong."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerRole=SYNC_MASTER\nhaListenPort=10950\n")
+    ctx = context_from_settings(str(conf), "./store", False, as_json=False, debug=False)
+    from_file = _make_options(ctx, _serve_options(conf)).broker
+    assert (from_file.broker_role, from_file.broker_id, from_file.ha_listen_port) == (
+        "SYNC_MASTER",
+        0,
+        10950,
+    )
+    slave = _make_options(
+        ctx, _serve_options(conf, role="SLAVE", ha_port=10960, ha_master="10.0.0.5:10912")
+    ).broker
+    assert (slave.broker_role, slave.broker_id, slave.ha_listen_port) == ("SLAVE", 1, 10960)
+    assert slave.ha_master_address == "10.0.0.5:10912"
+    second = _make_options(ctx, _serve_options(conf, role="SLAVE", broker_id=2)).broker
+    assert second.broker_id == 2
+    with pytest.raises(CliError, match="must be > 0, got 0"):
+        _make_options(ctx, _serve_options(conf, role="SLAVE", broker_id=0))
+    with pytest.raises(CliError, match="--ha-master"):
+        _make_options(ctx, _serve_options(conf, role="SLAVE", ha_master="nowhere"))
+    refused = cli("--store", tmp_path / "s", "serve", "--brokers", "2", "--role", "SLAVE")
+    assert refused.code != 0
+    assert "--role, --broker-id and --ha-master are for one broker" in refused.err
+    bad = cli("--store", tmp_path / "s", "broker", "--namesrv", "127.0.0.1:1", "--role", "SLAVES")
+    assert bad.code == 2 and "--role" in bad.err

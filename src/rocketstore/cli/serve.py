@@ -127,6 +127,36 @@ def _broker_options(func: FuncT) -> FuncT:
             "[default: ASYNC_FLUSH, or flushDiskType of -c FILE]. Example: --flush SYNC_FLUSH",
         ),
         click.option(
+            "--role",
+            type=click.Choice(("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")),
+            default=None,
+            help="brokerRole: SYNC_MASTER answers a send once a slave has it, SLAVE follows "
+            "a master (docs/broker.md, Replication) [default: ASYNC_MASTER, or brokerRole "
+            "of -c FILE]. Example: --role SLAVE",
+        ),
+        click.option(
+            "--broker-id",
+            type=java_int(0),
+            default=None,
+            help="brokerId: 0 for a master, > 0 for a slave [default: 0; 1 with --role "
+            "SLAVE; or brokerId of -c FILE]. Example: --broker-id 2",
+        ),
+        click.option(
+            "--ha-port",
+            type=click.IntRange(0, 65535),
+            default=None,
+            help="haListenPort, where a master listens for its slaves [default: the "
+            "--listen port + 1, or haListenPort of -c FILE]. Example: --ha-port 10912",
+        ),
+        click.option(
+            "--ha-master",
+            default=None,
+            metavar="HOST:PORT",
+            help="haMasterAddress, a slave's master (its HA port) [default: learned from the "
+            "name server, or haMasterAddress of -c FILE]. Example: --ha-master "
+            "10.0.0.5:10912",
+        ),
+        click.option(
             "--no-auto-create",
             is_flag=True,
             help="Refuse sends to unknown topics (autoCreateTopicEnable=false). "
@@ -217,7 +247,21 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         given["auto_create_topic_enable"] = False
     if kwargs["enable_property_filter"]:
         given["enable_property_filter"] = True
-    broker = replace(broker, **{k: v for k, v in given.items() if v is not None})
+    # (.get: callers that build the options by hand may leave the role options out)
+    role, broker_id = kwargs.get("role"), kwargs.get("broker_id")
+    if role is not None:
+        given["broker_role"] = role
+        if role == "SLAVE" and broker_id is None and broker.broker_id <= 0:
+            broker_id = 1  # a slave needs an id > 0; the first slave's is 1
+    given["broker_id"] = broker_id
+    given["ha_listen_port"] = kwargs.get("ha_port")
+    if kwargs.get("ha_master"):
+        given["ha_master_address"] = _address(kwargs["ha_master"], "--ha-master")
+    try:
+        broker = replace(broker, **{k: v for k, v in given.items() if v is not None})
+        broker.validate()  # a bad role or id named before anything starts
+    except ConfigError as e:
+        raise CliError(str(e)) from e
     store_config = obj.writer_config
     if obj.settings_path and os.path.realpath(store_dir) != os.path.realpath(obj.store_dir):
         # Another store than the context's: the file's CommitLog paths as the global
@@ -307,6 +351,11 @@ def serve(obj: CliContext, /, namesrv_listen: str, brokers: int, **kwargs: Any) 
     app = ServeApp(options, _address(namesrv_listen, "--namesrv-listen"))
     services: list[Service] = [app]
     if brokers > 1:
+        if any(kwargs.get(name) is not None for name in ("role", "broker_id", "ha_master")):
+            raise CliError(
+                "--role, --broker-id and --ha-master are for one broker: run each master "
+                "and slave with its own `rocketstore broker` (docs/broker.md, Replication)"
+            )
         if parse_host(options.listen, what="--listen")[1] == 0:
             raise CliError("--brokers needs a fixed --listen port (its brokers listen 10 apart)")
 
