@@ -165,3 +165,32 @@ def test_a_read_of_one_queue_refreshes_that_queue_alone(
             assert sum(len(queues) for queues in topics.values()) == 301
         finally:
             reader.close()
+
+
+def test_a_queue_made_between_listings_is_read_and_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of one queue the reader's table lacks looks for it at once, not at the next
+    listing (a Spark task reading a queue the writer made just after the last listing
+    found no rows), and a call about every queue after a listing a one-queue read took
+    looks through every topic's directory (its queues were not all loaded then)."""
+    from rocketstore.store import follower
+
+    monkeypatch.setattr(follower, "LIST_INTERVAL_S", 3600.0)  # no listing by the clock
+    with MessageStore.open(tmp_path) as writer:
+        assert writer.put(Message(topic="A", body=b"1")).ok
+        writer.wait_dispatched()
+        reader = MessageStore.open(tmp_path, read_only=True)
+        try:
+            assert reader.topics() == {"A": [0]}
+            assert writer.put(Message(topic="B", body=b"2", queue_id=3)).ok
+            assert writer.put(Message(topic="C", body=b"3", queue_id=1)).ok
+            writer.wait_dispatched()
+            assert reader.max_offset("B", 3) == 1  # between listings
+            found = reader.get_messages("g", "B", 3, 0, 8)
+            assert [m.body for m in found.messages] == [b"2"]
+            reader._follower.list_now()  # the next call lists
+            assert reader.max_offset("A", 0) == 1  # the listing a one-queue read took
+            assert reader.topics() == {"A": [0], "B": [3], "C": [1]}
+        finally:
+            reader.close()

@@ -49,6 +49,10 @@ class ReadOnlyFollower:
         # it is read, not at every listing (issue #34: a store with thousands of queues
         # paid all of them every 50 ms, in its p99).
         self.listings = 0
+        # The listing at which every topic's directory was last looked through for new
+        # queues: a call about every queue after a listing a one-queue read took sees the
+        # queues created before that listing too.
+        self._all_listed = -1
         self._queue_seen: dict[QueueKey, tuple[int, int]] = {}
 
     def list_now(self) -> None:
@@ -94,10 +98,15 @@ class ReadOnlyFollower:
         if full or list_dirs or self._commitlog_moved():
             self._follow_commitlog(full, report)
         end = self.end
-        if list_dirs and (full or (queues and queue_key is None)):
+        every_queue = full or (queues and queue_key is None)
+        if every_queue and self._all_listed != self.listings:
             self.queues.load_all(writable=False)  # queues created since the last look
-        elif list_dirs and queue_key is not None:
-            self.queues.load_one(*queue_key)  # the one queue this call reads, if new
+            self._all_listed = self.listings
+        elif queue_key is not None:
+            # The one queue this call reads, if the table lacks it: looked for at every call
+            # (a directory lookup), not only at a listing, or a read within 50 ms of one
+            # found a queue the writer had just made empty (Spark read no rows of it).
+            self.queues.load_one(*queue_key)
         min_offset = self.commitlog.min_offset()
         # Retention moved the CommitLog's start: every queue's minimum moves, and the files
         # it deleted are dropped (unmapped) now, not when each queue is next read.
