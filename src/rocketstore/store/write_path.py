@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +32,8 @@ from rocketstore.format.multi_dispatch import (
 from rocketstore.java_ints import JAVA_LONG_MAX, int_argument
 from rocketstore.paths import is_queue_dir_name
 from rocketstore.put_columns import (
-    DEFAULT_BORN_HOST,
     Columns,
     ColumnsResult,
-    IntColumn,
-    TextColumn,
     put_rows,
 )
 from rocketstore.put_path import PutResult, Refusal, encoded_results
@@ -79,41 +76,10 @@ class WritePath:
         return self.acknowledged(results, end_offset)
 
     def put_columns(
-        self,
-        topic: str,
-        bodies: Sequence[bytes],
-        *,
-        queue_ids: IntColumn = 0,
-        keys: TextColumn = None,
-        tags: TextColumn = None,
-        properties: Sequence[Mapping[str, str] | None] | None = None,
-        property_columns: Mapping[str, TextColumn] | None = None,
-        born_timestamp: int | None = None,
-        born_host: str = DEFAULT_BORN_HOST,
-        store_timestamp: int | None = None,
-        store_host: str | None = None,
-        flags: IntColumn = 0,
-        sys_flag: int = 0,
-        reconsume_times: int = 0,
-        property_texts: Sequence[str] | None = None,
+        self, columns: Columns, store_timestamp: int | None, store_host: str | None
     ) -> ColumnsResult:
-        """``MessageStore.put_columns`` once the store takes writes."""
-        store_timestamp = self.checked_arguments(store_timestamp, store_host)
-        columns = Columns.of(
-            topic,
-            bodies,
-            queue_ids=queue_ids,
-            keys=keys,
-            tags=tags,
-            properties=properties,
-            property_columns=property_columns,
-            born_timestamp=born_timestamp,
-            born_host=born_host,
-            flags=flags,
-            sys_flag=sys_flag,
-            reconsume_times=reconsume_times,
-            property_texts=property_texts,
-        )
+        """``MessageStore.put_columns`` once the store takes writes and its arguments
+        passed their checks (``checked_arguments``, ``Columns.of``)."""
         if not self.store.running_flags.writeable:
             reason = self.store.running_flags.unwriteable_reason()
             return ColumnsResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=reason)

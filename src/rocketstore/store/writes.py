@@ -11,7 +11,13 @@ from concurrent.futures import Future
 
 from rocketstore.crashpoints import any_armed
 from rocketstore.format.message import Message
-from rocketstore.put_columns import DEFAULT_BORN_HOST, ColumnsResult, IntColumn, TextColumn
+from rocketstore.put_columns import (
+    DEFAULT_BORN_HOST,
+    Columns,
+    ColumnsResult,
+    IntColumn,
+    TextColumn,
+)
 from rocketstore.put_path import PutResult
 from rocketstore.store.base import StoreBase
 
@@ -99,7 +105,8 @@ class StoreWrites(StoreBase):
         the other property arguments, gives each row's properties string to store as it
         is (``VerbatimProperties``: how a broker stores the entries of a batch send)."""
         self._check_writable()
-        return self._writes.put_columns(
+        store_timestamp = self._writes.checked_arguments(store_timestamp, store_host)
+        columns = Columns.of(
             topic,
             bodies,
             queue_ids=queue_ids,
@@ -109,13 +116,12 @@ class StoreWrites(StoreBase):
             property_columns=property_columns,
             born_timestamp=born_timestamp,
             born_host=born_host,
-            store_timestamp=store_timestamp,
-            store_host=store_host,
             flags=flags,
             sys_flag=sys_flag,
             reconsume_times=reconsume_times,
             property_texts=property_texts,
         )
+        return self._writes.put_columns(columns, store_timestamp, store_host)
 
     def submit(
         self,
