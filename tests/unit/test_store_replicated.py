@@ -57,13 +57,15 @@ def _master_bytes(master: MessageStore, start: int = 0) -> list[tuple[int, bytes
 
 
 def _commitlog_files(store: MessageStore) -> dict[str, bytes]:
-    """The CommitLog files by name; a spare the prefaulter is still making ahead of the
-    writer (``*.creating``, renamed when a roll takes it) is not one yet."""
+    """The CommitLog files that hold data, by name. The spare the prefaulter makes ahead
+    of the writer (under its real name, or ``*.creating`` while being made) holds none,
+    and whether it exists yet is the background thread's timing, so it is left out."""
     directory = os.path.join(store.root, COMMITLOG_DIR)
+    end = store.max_commit_log_offset()
     return {
         name: open(os.path.join(directory, name), "rb").read()
         for name in os.listdir(directory)
-        if not name.endswith(".creating")
+        if not name.endswith(".creating") and int(name) < end
     }
 
 

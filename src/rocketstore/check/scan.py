@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.format import record as rec
-from rocketstore.format.commitlog_walk import FileWalk
+from rocketstore.format.commitlog_walk import FileWalk, Verdict
 from rocketstore.format.crc import (
     PROPERTY_CRC_LENGTH,
     masked_crc32,
@@ -235,6 +235,7 @@ class CommitLogScan:
         limit = size if self.end is None else max(0, min(size, self.end - f.start))
         position = reported = 0
         again = -1  # where the walk last stopped and was walked again
+        settled = -1  # ... and again after bytes past it were seen
         view = memoryview(cast(Any, buf))  # the mapping, for the walker's bulk decode
         try:
             while True:
@@ -250,18 +251,32 @@ class CommitLogScan:
                 finally:
                     runs.close()  # its arrays over the mapping go before the view does
                 verdict = walk.verdict
-                if verdict.stop in (Stop.END_OF_DATA, Stop.CORRUPT) and verdict.position != again:
+                if verdict.stop not in (Stop.END_OF_DATA, Stop.CORRUPT):
+                    break
+                if verdict.position != again:
                     # Walked once more from there before it is judged: a writer may have
                     # appended (or finished a record) while the records before were read.
                     position = again = verdict.position
                     continue
+                zeros_end = min(verdict.position + 8, size)
+                garbage = (
+                    first_nonzero(buf, zeros_end, size)
+                    if verdict.stop == Stop.END_OF_DATA
+                    else None
+                )
+                if verdict.position != settled and (
+                    garbage is not None or self._whole_record_after(f, buf, verdict)
+                ):
+                    # Bytes past the stop: a writer appends in order, so the bytes at the
+                    # stop were done before those, and one more walk reads them whole (a
+                    # record still being copied at both walks is no damage).
+                    position = again = settled = verdict.position
+                    continue
                 issues = len(self.issues)
                 if verdict.stop == Stop.END_OF_DATA:
-                    self._end_of_data(f, buf, verdict.position, min(verdict.position + 8, size))
-                elif verdict.stop == Stop.CORRUPT:
-                    self._issue(f, verdict.position, verdict.reason, "structure")
+                    self._end_of_data(f, verdict.position, garbage)
                 else:
-                    break
+                    self._issue(f, verdict.position, verdict.reason, "structure")
                 self._note_records_after(f, buf, verdict.position)
                 # Zeros end the data unless bytes follow them (then an issue, as damage).
                 resumed = (
@@ -350,7 +365,7 @@ class CommitLogScan:
             self._progress(f.size)
         verdict = walk.verdict
         if verdict.stop == Stop.END_OF_DATA:
-            self._end_of_data(f, buf, verdict.position, verdict.position)
+            self._end_of_data(f, verdict.position, first_nonzero(buf, verdict.position, f.size))
         elif verdict.stop == Stop.CORRUPT:
             self._issue(f, verdict.position, verdict.reason, "structure")
             # Later files are read on, as in a plain log: their entries follow what is lost.
@@ -398,11 +413,17 @@ class CommitLogScan:
         if readable_record_after(buf, position, f.size, f.start, self.newest_stamp) is not None:
             self.records_after_structure_issue = True
 
-    def _end_of_data(self, f: DataFile, buf: bytes, position: int, zeros_end: int) -> None:
-        """The data of ``f`` ends at ``position`` (zeros up to ``zeros_end``): fine if the
-        rest of the file is zeros and no later file holds records; bytes after it are a
-        structure issue, cut at ``position``."""
-        garbage = first_nonzero(buf, zeros_end, f.size)
+    def _whole_record_after(self, f: DataFile, buf: bytes, verdict: Verdict) -> bool:
+        """Whether a whole, valid record follows the damage the walk stopped at."""
+        if verdict.stop != Stop.CORRUPT:
+            return False
+        found = readable_record_after(buf, verdict.position, f.size, f.start, self.newest_stamp)
+        return found is not None
+
+    def _end_of_data(self, f: DataFile, position: int, garbage: int | None) -> None:
+        """The data of ``f`` ends at ``position``: fine if the rest of the file is zeros
+        (``garbage``, the first byte that is not, is None) and no later file holds records;
+        bytes after it are a structure issue, cut at ``position``."""
         if garbage is None:
             self._open_end = (f, position)  # fine if no later file holds records
             return
