@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,3 +164,79 @@ def test_a_submit_the_group_commit_refuses_is_synced_in_place(
         result = future.result()
         assert result.ok
         assert store.commitlog.files.flushed_where >= result.commit_log_offset + result.size
+
+
+class _HeldGate:
+    """A replication gate that answers when the test says (``release``)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, Callable[[PutStatus], None]]] = []
+
+    def request(self, end_offset: int, done: Callable[[PutStatus], None]) -> None:
+        self.requests.append((end_offset, done))
+
+    def release(self, status: PutStatus) -> None:
+        for _, done in self.requests:
+            done(status)
+        self.requests = []
+
+
+class _AnsweringGate:
+    """A replication gate that answers at once, on the submitting thread."""
+
+    def __init__(self, status: PutStatus) -> None:
+        self.status = status
+
+    def request(self, end_offset: int, done: Callable[[PutStatus], None]) -> None:
+        done(self.status)
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_a_gated_submit_answers_after_the_flush_and_the_gate(tmp_path: Path, flush: str) -> None:
+    with MessageStore.open(tmp_path, StoreConfig(flush_disk_type=flush)) as store:
+        gate = _HeldGate()
+        store.set_replication_gate(gate)
+        single = store.submit(Message("T", b"x"))
+        batch = store.submit_batch([Message("T", b"y"), Message("T", b"z")])
+        ends = [end for end, _ in gate.requests]
+        assert ends[1] == store.max_commit_log_offset()
+        both: list[Future[Any]] = [single, batch]
+        wait(both, timeout=0.5)  # the flush alone does not answer them
+        assert not single.done() and not batch.done()
+        # put is not gated (a broker's put on the gate's own thread could never finish).
+        assert store.put(Message("T", b"p")).ok
+        assert len(gate.requests) == 2
+        gate.release(PutStatus.PUT_OK)
+        result = single.result(10)
+        assert result.ok and ends[0] == result.commit_log_offset + result.size
+        assert all(r.ok for r in batch.result(10))
+        if flush == "SYNC_FLUSH":
+            assert store.commitlog.files.flushed_where >= ends[1]
+
+
+def test_a_gated_submit_takes_the_gates_failure_and_stays_stored(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, StoreConfig(flush_disk_type="SYNC_FLUSH")) as store:
+        gate = _HeldGate()
+        store.set_replication_gate(gate)
+        single = store.submit(Message("T", b"x"))
+        batch = store.submit_batch([Message("T", b"y"), Message("T", b"z")])
+        gate.release(PutStatus.FLUSH_SLAVE_TIMEOUT)
+        result = single.result(10)
+        assert result.status is PutStatus.FLUSH_SLAVE_TIMEOUT and result.msg_id
+        assert [r.status for r in batch.result(10)] == [PutStatus.FLUSH_SLAVE_TIMEOUT] * 2
+        store.wait_dispatched()
+        assert store.max_offset("T", 0) == 3  # stored all the same, as RocketMQ answers
+        # The gate's own answer may come first, on the submitting thread: one answer.
+        store.set_replication_gate(_AnsweringGate(PutStatus.SLAVE_NOT_AVAILABLE))
+        assert store.submit(Message("T", b"w")).result(10).status is PutStatus.SLAVE_NOT_AVAILABLE
+        store.set_replication_gate(None)
+        assert store.submit(Message("T", b"v")).result(10).ok
+
+
+def test_a_refused_submit_asks_the_gate_nothing(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path, StoreConfig()) as store:
+        gate = _HeldGate()
+        store.set_replication_gate(gate)
+        refused = store.submit(Message("T", b"x" * (store.config.max_message_size + 1)))
+        assert refused.done() and not refused.result().ok
+        assert not gate.requests

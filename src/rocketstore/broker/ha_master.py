@@ -11,11 +11,13 @@ heartbeats at this master's end, which a rocketstore slave takes as the point to
 to and a 4.9.8 Java slave refuses (it logs the offsets and connects again) instead of
 appending this master's later bytes after its own; logged once per connection.
 
-SYNC_MASTER sends wait in :meth:`ReplicationMaster.settle` until some slave has
-acknowledged their end offset (RocketMQ's GroupTransferService: every waiting send is
-answered by the same acknowledgement), FLUSH_SLAVE_TIMEOUT after slaveTimeout, and
-SLAVE_NOT_AVAILABLE at once when no slave is connected or the best one is
-haSlaveFallbehindMax or more behind (HAService.isSlaveOK).
+SYNC_MASTER puts wait until some slave has acknowledged their end offset (RocketMQ's
+GroupTransferService: every waiting put is answered by the same acknowledgement),
+FLUSH_SLAVE_TIMEOUT after slaveTimeout, and SLAVE_NOT_AVAILABLE at once when no slave is
+connected or the best one is haSlaveFallbehindMax or more behind (HAService.isSlaveOK).
+One verdict, :meth:`ReplicationMaster._judge`, for both ways a put waits: a send's
+:meth:`~ReplicationMaster.settle` on the loop, and a store submit's replication gate
+(:meth:`~ReplicationMaster.request`, from any thread).
 
 Runs in the broker's event loop; CommitLog reads are small copies out of the mapping.
 """
@@ -29,8 +31,9 @@ import heapq
 import itertools
 import logging
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rocketstore.broker.broker_config import BrokerConfig
 from rocketstore.errors import CorruptDataError, StoreError
@@ -47,6 +50,17 @@ IDLE_POLL_S = 0.1
 WRITE_BUFFER_BYTES = 4 * 1024 * 1024
 
 
+class _Wait:
+    """One put waiting for the verdict on its end offset."""
+
+    __slots__ = ("done", "end_offset", "timer")
+
+    def __init__(self, end_offset: int, done: Callable[[PutStatus], None]):
+        self.end_offset = end_offset
+        self.done = done
+        self.timer: asyncio.TimerHandle | None = None
+
+
 class ReplicationMaster:
     def __init__(self, store: MessageStore, config: BrokerConfig):
         self.store = store
@@ -56,16 +70,28 @@ class ReplicationMaster:
         self.connections: set[SlaveConnection] = set()
         # The highest offset any slave has acknowledged (push2SlaveMaxOffset).
         self.acked_offset = 0
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        # Puts waiting for an acknowledgement, by end offset; every put's wait is in
+        # _pending until answered (once: acknowledged, timed out or stopped).
+        self._waiters: list[tuple[int, int, _Wait]] = []
         self._order = itertools.count()
+        self._pending: set[_Wait] = set()
+        self._lock = threading.Lock()  # _pending and _stopped: requests come from any thread
+        self._stopped = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._data = asyncio.Event()
 
     async def start(self, sock: socket.socket, advertised_host: str) -> None:
+        self._loop = asyncio.get_running_loop()
         self.server = await asyncio.start_server(self._accept, sock=sock)
         self.address = f"{advertised_host}:{sock.getsockname()[1]}"
         log.info("replication: master listening for slaves at %s", self.address)
+        if self.config.broker_role == "SYNC_MASTER":
+            # The store's submits wait for a slave too (an ASYNC_MASTER's do not).
+            self.store.set_replication_gate(self)
 
     async def stop(self) -> None:
+        if self.config.broker_role == "SYNC_MASTER":
+            self.store.set_replication_gate(None)
         if self.server is not None:
             self.server.close()
         for connection in list(self.connections):
@@ -76,9 +102,13 @@ class ReplicationMaster:
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 5)
-        for _, _, future in self._waiters:
-            if not future.done():
-                future.cancel()
+        # Puts still waiting are answered (not acknowledged in time); later ones
+        # SLAVE_NOT_AVAILABLE at once.
+        with self._lock:
+            self._stopped = True
+            pending = list(self._pending)
+        for wait in pending:
+            self._answer(wait, PutStatus.FLUSH_SLAVE_TIMEOUT)
         self._waiters = []
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -115,9 +145,8 @@ class ReplicationMaster:
         self.acked_offset = offset
         waiters = self._waiters
         while waiters and waiters[0][0] <= offset:
-            _, _, future = heapq.heappop(waiters)
-            if not future.done():
-                future.set_result(None)
+            _, _, wait = heapq.heappop(waiters)
+            self._answer(wait, PutStatus.PUT_OK)
 
     def slave_ok(self, end_offset: int) -> bool:
         """HAService.isSlaveOK: a slave is connected and not too far behind."""
@@ -125,25 +154,86 @@ class ReplicationMaster:
             end_offset - self.acked_offset < self.config.ha_slave_fallbehind_max
         )
 
+    def request(self, end_offset: int, done: Callable[[PutStatus], None]) -> None:
+        """The store's replication gate (``MessageStore.set_replication_gate``, installed
+        for a SYNC_MASTER): ``done`` gets this master's verdict on ``end_offset`` (see
+        ``_judge``), called on the event loop; from any thread. Once stopped, or before
+        started, SLAVE_NOT_AVAILABLE at once."""
+        wait = self._new_wait(end_offset, done)
+        if wait is None:
+            done(PutStatus.SLAVE_NOT_AVAILABLE)
+            return
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._judge, wait)
+        except RuntimeError:  # the loop closed meanwhile
+            self._answer(wait, PutStatus.SLAVE_NOT_AVAILABLE)
+
     async def replicated(self, end_offset: int) -> PutStatus:
         """PUT_OK once a slave has acknowledged ``end_offset``; FLUSH_SLAVE_TIMEOUT after
-        slaveTimeout; SLAVE_NOT_AVAILABLE at once without a usable slave."""
+        slaveTimeout; SLAVE_NOT_AVAILABLE at once without a usable slave (``request``'s
+        verdict, awaited on the loop)."""
         if end_offset <= self.acked_offset:
             return PutStatus.PUT_OK
-        if not self.slave_ok(end_offset):
+        future: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
+
+        def done(status: PutStatus) -> None:
+            if not future.done():  # (the send's task may have been cancelled)
+                future.set_result(status)
+
+        wait = self._new_wait(end_offset, done)
+        if wait is None:
             return PutStatus.SLAVE_NOT_AVAILABLE
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end_offset, next(self._order), future))
+        self._judge(wait)
+        return await future
+
+    def _new_wait(self, end_offset: int, done: Callable[[PutStatus], None]) -> _Wait | None:
+        with self._lock:
+            if self._loop is None or self._stopped:
+                return None
+            wait = _Wait(end_offset, done)
+            self._pending.add(wait)
+        return wait
+
+    def _judge(self, wait: _Wait) -> None:
+        """On the loop: the one verdict every SYNC_MASTER put gets (a send's ``settle``,
+        a store submit's gate), as GroupTransferService and HAService.isSlaveOK give it:
+        PUT_OK once some slave has acknowledged the end offset (every waiting put is
+        answered by the same acknowledgement), SLAVE_NOT_AVAILABLE at once when no slave
+        is connected or the best one is haSlaveFallbehindMax or more behind, and
+        FLUSH_SLAVE_TIMEOUT after slaveTimeout."""
         self.notify_append()
+        if wait.end_offset <= self.acked_offset:
+            self._answer(wait, PutStatus.PUT_OK)
+        elif not self.slave_ok(wait.end_offset):
+            self._answer(wait, PutStatus.SLAVE_NOT_AVAILABLE)
+        elif wait in self._pending:
+            heapq.heappush(self._waiters, (wait.end_offset, next(self._order), wait))
+            assert self._loop is not None
+            wait.timer = self._loop.call_later(
+                self.config.slave_timeout_ms / 1000,
+                self._answer,
+                wait,
+                PutStatus.FLUSH_SLAVE_TIMEOUT,
+            )
+
+    def _answer(self, wait: _Wait, status: PutStatus) -> None:
+        with self._lock:
+            if wait not in self._pending:
+                return  # answered already (acknowledged, then its timer; or stopped)
+            self._pending.discard(wait)
+        if wait.timer is not None:
+            wait.timer.cancel()
         try:
-            await asyncio.wait_for(asyncio.shield(future), self.config.slave_timeout_ms / 1000)
-        except TimeoutError:
-            return PutStatus.FLUSH_SLAVE_TIMEOUT
-        return PutStatus.PUT_OK
+            wait.done(status)
+        except Exception:
+            log.exception("replication: a put's completion failed")
 
     async def settle(self, results: Sequence[PutResult]) -> list[PutResult]:
-        """The send's results as a SYNC_MASTER answers them: stored ones wait for a slave
-        (``replicated``) and take its status; an ASYNC_MASTER only wakes the writers."""
+        """The send's results as a SYNC_MASTER answers them: stored ones wait for the
+        verdict (``replicated``) and take its status; an ASYNC_MASTER only wakes the
+        writers. (Results a gated submit answered were judged already: acknowledged ones
+        pass at once, failed ones are not stored-ok.)"""
         self.notify_append()
         stored = [r for r in results if r.ok]
         if not stored or self.config.broker_role != "SYNC_MASTER":

@@ -11,12 +11,14 @@ from rocketstore.store.queue_table import UndispatchedRecord
 from rocketstore.store.sinks import DispatchListener
 from rocketstore.store.truncation import TruncateReport, TruncateStatus
 from rocketstore.store.views import QueueView
+from rocketstore.store.write_path import ReplicationGate
 
 __all__ = [
     "DispatchListener",
     "DispatchRun",
     "MessageStore",
     "QueueView",
+    "ReplicationGate",
     "TruncateReport",
     "TruncateStatus",
     "UndispatchedRecord",

@@ -5,17 +5,19 @@ Layer: store (the facade's package). Checks (put_path), encoding (the C extensio
 put_path) and the append (commitlog) live in the parts; this joins them: a put's arguments
 checked, the store's running flags honoured, the message encoded or prepared, appended,
 and answered once durable enough (SYNC_FLUSH: after the flusher's sync, or through the
-group commit for a put that must not block). The facade checks that the store is open and
-writable first.
+group commit for a put that must not block) and, for a submit on a store given a
+replication gate (a SYNC_MASTER broker's), once a slave has it. The facade checks that the
+store is open and writable first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore.commitlog import Appended, EncodedBatch, PreparedMessage
 from rocketstore.crashpoints import AFTER_APPEND_BEFORE_FLUSH, MID_BATCH_WRITE, armed, crash_point
@@ -44,6 +46,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Answer = Callable[[PutStatus], None]
+
+
+class ReplicationGate(Protocol):
+    """What a submit waits for besides the flush (``MessageStore.set_replication_gate``):
+    a SYNC_MASTER's slaves (broker.ha_master.ReplicationMaster)."""
+
+    def request(self, end_offset: int, done: Answer) -> None:
+        """Call ``done(status)`` exactly once, from any thread, once the CommitLog up to
+        ``end_offset`` is replicated (PUT_OK) or will not be in time (RocketMQ's
+        FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE). Called from any thread; must not
+        block."""
+        ...
+
 
 class WritePath:
     """The facade's puts, for one open writer (``store``: its settings and running flags,
@@ -56,6 +72,8 @@ class WritePath:
         self.flusher = store.flusher
         self.group_commit = store.group_commit
         self.delay_levels_ms = delay_levels_ms
+        # Submits wait for it besides the flush (MessageStore.set_replication_gate).
+        self.replication_gate: ReplicationGate | None = None
 
     def put(
         self, msg: Message, store_timestamp: int | None, store_host: str | None, delay: bool
@@ -350,11 +368,19 @@ class WritePath:
         answer: Callable[[list[PutResult]], None],
     ) -> None:
         """``acknowledged`` without blocking: ``answer(results)`` now, or from the group
-        commit thread once its sync covered ``end_offset``."""
+        commit thread once its sync covered ``end_offset``; with a replication gate, once
+        the gate has answered too (the flush and the replication run side by side, as
+        4.9.8's asyncPutMessage combines them; a failed flush keeps its status, else a
+        failed replication gives its own)."""
         if end_offset is None:
             answer(results)
             return
         crash_point(AFTER_APPEND_BEFORE_FLUSH)
+        gate = self.replication_gate
+        if gate is not None:
+            both = _BothAnswers(results, answer)
+            gate.request(end_offset, both.replicated)
+            answer = both.flushed
         if self.store.config.flush_disk_type != "SYNC_FLUSH":
             answer(results)
             return
@@ -363,6 +389,32 @@ class WritePath:
         ):
             # The store began closing after the append: sync here, as put does.
             answer(_with_status(results, self.flusher.flush_sync(end_offset)))
+
+
+class _BothAnswers:
+    """Joins a submit's two verdicts, the flush's (its results) and the replication's (a
+    status), which come from different threads, into one answer."""
+
+    def __init__(self, results: list[PutResult], answer: Callable[[list[PutResult]], None]):
+        self._results = results
+        self._answer = answer
+        self._lock = threading.Lock()
+        self._flushed: list[PutResult] | None = None
+        self._replicated: PutStatus | None = None
+
+    def flushed(self, results: list[PutResult]) -> None:
+        with self._lock:
+            self._flushed = results
+            status = self._replicated
+        if status is not None:
+            self._answer(_with_status(results, status))
+
+    def replicated(self, status: PutStatus) -> None:
+        with self._lock:
+            self._replicated = status
+            results = self._flushed
+        if results is not None:
+            self._answer(_with_status(results, status))
 
 
 def _batch_messages(msgs: object) -> Sequence[Message]:

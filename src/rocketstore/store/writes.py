@@ -20,6 +20,7 @@ from rocketstore.put_columns import (
 )
 from rocketstore.put_path import PutResult
 from rocketstore.store.base import StoreBase
+from rocketstore.store.write_path import ReplicationGate
 
 
 class StoreWrites(StoreBase):
@@ -135,7 +136,12 @@ class StoreWrites(StoreBase):
         not block (an event loop): with SYNC_FLUSH the group commit thread completes it
         once the message is durable (its status FLUSH_DISK_TIMEOUT when that failed);
         otherwise it is complete on return. Messages submitted while a sync runs share
-        the next one."""
+        the next one.
+
+        With a replication gate (``set_replication_gate``: a SYNC_MASTER broker's) it
+        also waits for the gate's verdict: PUT_OK once a slave has the message,
+        otherwise FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (the message stays stored,
+        as RocketMQ answers)."""
         self._check_submittable()
         return self._writes.submit(msg, store_timestamp, store_host, delay=delay)
 
@@ -148,3 +154,13 @@ class StoreWrites(StoreBase):
         """``put_batch`` answered through a future, as ``submit``."""
         self._check_submittable()
         return self._writes.submit_batch(msgs, store_timestamp, store_host)
+
+    def set_replication_gate(self, gate: ReplicationGate | None) -> None:
+        """Have ``submit`` and ``submit_batch`` answer only once ``gate`` has replicated
+        what they appended (None: flushed as configured is enough). ``put`` and the
+        other blocking puts do not wait for it: one made on the thread that serves the
+        gate (a broker's event loop) could never be answered; a broker waits for its
+        gate after such puts itself. Setting one on a closed or read-only store raises."""
+        if gate is not None:
+            self._check_writable()
+        self._writes.replication_gate = gate

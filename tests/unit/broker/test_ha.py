@@ -9,7 +9,9 @@ import asyncio
 import os
 import socket
 from collections.abc import Awaitable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -25,6 +27,7 @@ from rocketstore.status import PutStatus
 from tests.unit.broker.broker_helpers import until
 
 FILE_SIZE = 32 * 1024
+T = TypeVar("T")
 TOPIC = "HaTopic"
 
 
@@ -163,6 +166,93 @@ def test_sync_master_without_a_slave_or_an_answer(tmp_path: Path) -> None:
             await master.stop()
 
     asyncio.run(main())
+
+
+def test_store_submits_wait_for_the_slave_under_sync_master(tmp_path: Path) -> None:
+    """MessageStore.submit on a SYNC_MASTER broker's store completes once a slave has
+    acknowledged it (submitted on the loop or on another thread), by the verdict a send
+    gets: FLUSH_SLAVE_TIMEOUT while no slave acknowledges, SLAVE_NOT_AVAILABLE without
+    one; never a hang."""
+
+    async def main() -> None:
+        master = BrokerApp(
+            _options(tmp_path / "master", broker_role="SYNC_MASTER", slave_timeout_ms=300)
+        )
+        await master.start()
+        assert master.ctx is not None and master.replication_master is not None
+        store, replication = master.ctx.store, master.replication_master
+        try:
+            alone = await within_result(store.submit(_message(0)))
+            assert alone.status is PutStatus.SLAVE_NOT_AVAILABLE and alone.msg_id
+            # A "slave" that acknowledges when the test says.
+            host, port = replication.address.split(":")
+            _reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(ha.encode_report(store.max_commit_log_offset()))
+            await writer.drain()
+            await until(lambda: bool(replication.connections), "the connection")
+            late = await within_result(store.submit(_message(1)))
+            assert late.status is PutStatus.FLUSH_SLAVE_TIMEOUT  # after slaveTimeout
+            assert (await master.ctx.put(_message(2), 10)).status is PutStatus.FLUSH_SLAVE_TIMEOUT
+            master.options.broker.slave_timeout_ms = 10_000
+            waiting = store.submit_batch([_message(3), _message(4)])
+            batch_end = store.max_commit_log_offset()
+            from_thread = asyncio.ensure_future(
+                asyncio.to_thread(lambda: store.submit(_message(5)).result(10))
+            )
+            await until(lambda: store.max_commit_log_offset() > batch_end, "the thread's put")
+            await asyncio.sleep(0.2)
+            assert not waiting.done() and not from_thread.done()
+            writer.write(ha.encode_report(batch_end))  # acknowledges the batch only
+            await writer.drain()
+            batch = await within_result(waiting)
+            assert [r.status for r in batch] == [PutStatus.PUT_OK] * 2
+            await asyncio.sleep(0.1)
+            assert not from_thread.done()
+            writer.write(ha.encode_report(store.max_commit_log_offset()))
+            await writer.drain()
+            assert (await asyncio.wait_for(from_thread, 10)).ok
+            # The slave gone: no slave, no wait.
+            writer.close()
+            await until(lambda: not replication.connections, "the slave gone")
+            gone = await within_result(store.submit(_message(6)))
+            assert gone.status is PutStatus.SLAVE_NOT_AVAILABLE
+            # A stopped master answers what still waits and stops gating the store.
+            _reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(ha.encode_report(store.max_commit_log_offset()))
+            await writer.drain()
+            await until(lambda: bool(replication.connections), "the connection again")
+            stranded = store.submit(_message(7))
+            await asyncio.sleep(0.1)
+            assert not stranded.done()
+            await replication.stop()
+            assert (await within_result(stranded)).status is PutStatus.FLUSH_SLAVE_TIMEOUT
+            assert (await within_result(store.submit(_message(8)))).ok
+            writer.close()
+        finally:
+            await master.stop()
+
+    asyncio.run(main())
+
+
+def test_async_master_submits_do_not_wait(tmp_path: Path) -> None:
+    async def main() -> None:
+        master, slave = await _pair(tmp_path, role="ASYNC_MASTER")
+        assert master.ctx is not None and slave.ctx is not None
+        try:
+            assert slave.replication_slave is not None
+            await slave.replication_slave.stop()  # no slave acknowledges now
+            futures = [master.ctx.store.submit(_message(i)) for i in range(20)]
+            assert all(f.done() and f.result().ok for f in futures)
+            assert (await master.ctx.put(_message(20), 10)).ok
+        finally:
+            await _stop(slave, master)
+
+    asyncio.run(main())
+
+
+async def within_result(future: Future[T]) -> T:
+    """A store submit's result, awaited on the loop: failing after 10 s, not hanging."""
+    return await asyncio.wait_for(asyncio.wrap_future(future), 10)
 
 
 def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
