@@ -62,6 +62,13 @@ class RateCounter:
             count = sum(c for s, c in self._buckets if s > second - window_s)
         return count / window_s
 
+    def per_second(self) -> list[tuple[int, int]]:
+        """(second of ``clock``, count) of the last ten minutes' seconds that had events,
+        oldest first: the web console's rate charts."""
+        with self._lock:
+            self._trim(self.clock())
+            return [(second, count) for second, count in self._buckets]
+
     def tps_text(self) -> str:
         """RocketMQ's "<10 s> <1 min> <10 min>" form (two decimals)."""
         return " ".join(f"{self.tps(window):.2f}" for window in TPS_WINDOWS_S)

@@ -78,6 +78,7 @@ SECTIONS: dict[str, tuple[Entry, ...]] = {
         Entry("check", "tools", "Verify records, queues and index (--repair fixes)."),
         Entry("rebuild", "tools", "Rebuild consume queues and index from the CommitLog."),
         Entry("stats", "stats", "Files, sizes, message counts, time span, lag, disk."),
+        Entry("console", "console", "Web pages over the store (read-only): topics, lag, search."),
         Entry("compare", "compare", "Is one store's CommitLog a prefix of another's (a slave's)."),
         Entry("dump", "export", "CommitLog records as JSON lines (bodies base64)."),
         Entry("export", "export", "Write records to a jsonl or parquet file."),

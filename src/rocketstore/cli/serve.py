@@ -27,6 +27,7 @@ from rocketstore.broker.app import (
 )
 from rocketstore.broker.children import ChildBroker, ChildBrokers, die_with_serve
 from rocketstore.broker.tls import ServerTls, TlsMode
+from rocketstore.cli.console import require_console
 from rocketstore.cli.context import CliContext, CliError, context_from_settings
 from rocketstore.cli.params import java_int, non_empty_store
 from rocketstore.config import FLUSH_TYPES, parse_host
@@ -186,6 +187,21 @@ def _broker_options(func: FuncT) -> FuncT:
             "127.0.0.1:5557",
         ),
         click.option(
+            "--http-listen",
+            default=None,
+            metavar="HOST:PORT",
+            help="Serve the web console live at http://HOST:PORT/ (the pages of "
+            "`rocketstore console`, over this broker; needs the console extra; "
+            "docs/operations.md, Console). Off by default. Example: --http-listen "
+            "127.0.0.1:8080",
+        ),
+        click.option(
+            "--console-actions",
+            is_flag=True,
+            help="Let the --http-listen console resend DLQ messages, reset offsets and create "
+            "topics (as an ACL account allowed to, with --acl). Example: --console-actions",
+        ),
+        click.option(
             "--grpc-listen",
             default=None,
             metavar="HOST:PORT",
@@ -308,6 +324,32 @@ def _metrics_note(app: BrokerApp | None) -> str:
     return f", metrics at http://{app.metrics.address}/metrics"
 
 
+def _console_service(app: Callable[[], BrokerApp | None], kwargs: dict[str, Any]) -> Service | None:
+    """The --http-listen console over the broker ``app`` gives once started, or None."""
+    listen = kwargs.get("http_listen")
+    if not listen:
+        if kwargs.get("console_actions"):
+            raise CliError("--console-actions needs --http-listen")
+        return None
+    _address(listen, "--http-listen")
+    require_console()
+    from rocketstore.console import ConsoleServer, ConsoleService, LiveSource  # noqa: PLC0415
+
+    def make() -> ConsoleServer:
+        broker = app()
+        assert broker is not None and broker.ctx is not None
+        return ConsoleServer(
+            LiveSource(broker.ctx), listen, actions=bool(kwargs.get("console_actions"))
+        )
+
+    return ConsoleService(make)
+
+
+def _console_note(service: Service | None) -> str:
+    server = getattr(service, "server", None)
+    return "" if server is None else f", console at http://{server.address}/"
+
+
 def _run(services: list[Service], ready: Callable[[], None]) -> None:
     logging.getLogger("rocketstore").setLevel(logging.INFO)
     if not logging.getLogger().handlers:
@@ -350,6 +392,9 @@ def serve(obj: CliContext, /, namesrv_listen: str, brokers: int, **kwargs: Any) 
     options = _make_options(obj, kwargs)
     app = ServeApp(options, _address(namesrv_listen, "--namesrv-listen"))
     services: list[Service] = [app]
+    console = _console_service(lambda: app.broker, kwargs)
+    if console is not None:
+        services.append(console)
     if brokers > 1:
         if any(kwargs.get(name) is not None for name in ("role", "broker_id", "ha_master")):
             raise CliError(
@@ -372,7 +417,7 @@ def serve(obj: CliContext, /, namesrv_listen: str, brokers: int, **kwargs: Any) 
         click.echo(
             f"rocketstore: name server {app.namesrv.address}, broker "
             f"{app.broker.address if app.broker else '?'}{grpc} over {options.store_dir}{extra}"
-            f"{_metrics_note(app.broker)} (Ctrl-C stops)",
+            f"{_metrics_note(app.broker)}{_console_note(console)} (Ctrl-C stops)",
             err=True,
         )
 
@@ -507,16 +552,17 @@ def broker(obj: CliContext, /, namesrv_addrs: str, **kwargs: Any) -> None:
     addrs = [a.strip() for a in namesrv_addrs.split(";") if a.strip()]
     options.namesrv_addrs = [_address(a, "--namesrv") for a in addrs]
     app = BrokerApp(options)
+    console = _console_service(lambda: app, kwargs)
 
     def ready() -> None:
         click.echo(
             f"rocketstore: broker {options.broker.broker_name} at {app.address} over "
-            f"{options.store_dir}, registered with {', '.join(addrs)}{_metrics_note(app)} "
-            "(Ctrl-C stops)",
+            f"{options.store_dir}, registered with {', '.join(addrs)}{_metrics_note(app)}"
+            f"{_console_note(console)} (Ctrl-C stops)",
             err=True,
         )
 
-    _run([app], ready)
+    _run([app] if console is None else [app, console], ready)
 
 
 def register(cli: click.Group) -> None:
