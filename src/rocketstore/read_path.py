@@ -55,6 +55,25 @@ class GetResult:
         return self.status is GetStatus.FOUND
 
 
+@dataclass(slots=True)
+class PulledRecords:
+    """A pull's answer as a broker sends it: ``get_messages``' status and offsets, with the
+    found records' stored bytes back to back (RocketMQ's GetMessageResult buffers) instead
+    of messages."""
+
+    status: GetStatus
+    body: bytes = b""
+    count: int = 0  # records in ``body``
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def found(self) -> bool:
+        return self.status is GetStatus.FOUND
+
+
 def _unit_rows(units: Any, first: int) -> Iterator[tuple[int, int, int]]:
     """The units as plain (offset, size, tags code) tuples, converted in growing slices:
     a pull usually ends after ``max_count`` units of the thousands read for filtering,
@@ -198,6 +217,68 @@ class MessageReader:
             return None
         # (cast to a str: no alias built per pull)
         return cast("list[MessageExt]", messages), index, offsets[-1] if offsets else -1
+
+    def get_records(
+        self,
+        queue: ConsumeQueue | None,
+        queue_offset: int,
+        max_count: int,
+        subscription: Subscription,
+    ) -> PulledRecords:
+        """``get`` answered with the records' bytes, as a broker's pull answers: for every
+        tag, the batch rules over the units and each record checked and copied in one C
+        call (no message decoded); anything else, or what C declines, through ``get``."""
+        if queue is not None and subscription.matches_all and native.pull_records is not None:
+            min_offset, max_offset = queue.min_offset(), queue.max_offset()
+            if min_offset <= queue_offset < max_offset:
+                units_bytes = queue.units_from(queue_offset, max_count * CQ_UNIT_SIZE)
+                # (read after the units, so it is at or past every record they point to)
+                commit_max = self.commitlog.max_offset()
+                if units_bytes is not None:
+                    files = self.commitlog.files
+                    pulled = native.pull_records(
+                        units_bytes,
+                        *self._rules(max_count, commit_max),
+                        files.files,
+                        files.file_size,
+                    )
+                    if pulled is not None:
+                        body, count, taken, last_offset = pulled
+                        return PulledRecords(
+                            GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE,
+                            body,
+                            count,
+                            queue_offset + taken,
+                            min_offset,
+                            max_offset,
+                            count > 0 and self._in_disk(last_offset, commit_max),
+                        )
+        return self._records_python(queue, queue_offset, max_count, subscription)
+
+    def _records_python(
+        self,
+        queue: ConsumeQueue | None,
+        queue_offset: int,
+        max_count: int,
+        subscription: Subscription,
+    ) -> PulledRecords:
+        """``get_records`` by way of ``get``: the messages found, then each one's record
+        read again by its offset and size (the definition ``pull_records`` matches)."""
+        result = self.get(queue, queue_offset, max_count, subscription)
+        chunks = []
+        for message in result.messages:
+            raw = self.commitlog.read(message.commit_log_offset, message.size)
+            if raw is not None:
+                chunks.append(raw)
+        return PulledRecords(
+            result.status,
+            b"".join(chunks),
+            len(result.messages),
+            result.next_begin_offset,
+            result.min_offset,
+            result.max_offset,
+            result.suggest_pulling_from_slave,
+        )
 
     @staticmethod
     def _outside(queue_offset: int, min_offset: int, max_offset: int) -> GetResult:

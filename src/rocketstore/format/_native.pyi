@@ -290,6 +290,19 @@ def pull_messages(
     file_size: int,
     /,
 ) -> Any: ...
+def pull_records(
+    units: bytes,
+    max_count: int,
+    commit_max: int,
+    memory_bytes: float,
+    mem_bytes: int,
+    mem_count: int,
+    disk_bytes: int,
+    disk_count: int,
+    commitlog_files: list[Any],
+    file_size: int,
+    /,
+) -> tuple[bytes, int, int, int] | None: ...
 def batch_columns(
     data: ReadableBuffer, suffix: str, /
 ) -> tuple[list[bytes], list[int], list[str], int] | None: ...

@@ -137,6 +137,9 @@ select_units = bind(_c.select_units, "select_units", "rocketstore.read_path:Mess
 pull_messages = bind(
     _c.pull_messages, "pull_messages", "rocketstore.read_path:MessageReader._pull_all"
 )
+pull_records = bind(
+    _c.pull_records, "pull_records", "rocketstore.read_path:MessageReader._records_python"
+)
 key_lookup = bind(_c.key_lookup, "key_lookup", "rocketstore.queries:KeyQuery._python_matches")
 time_search = bind(
     _c.time_search, "time_search", "rocketstore.consume_queue:ConsumeQueue._first_past"

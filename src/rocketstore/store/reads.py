@@ -13,7 +13,7 @@ from rocketstore.format.message_id import decode_offset_msg_id
 from rocketstore.format.selector import TAG
 from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_LONG_MAX, int_argument
-from rocketstore.read_path import GetResult
+from rocketstore.read_path import GetResult, PulledRecords
 from rocketstore.recovery.recover import missing_files
 from rocketstore.status import Boundary
 from rocketstore.store.base import StoreBase, queue_arguments
@@ -69,6 +69,29 @@ class StoreReads(StoreBase):
         # (RocketMQ's maxMsgNums is a Java int; more cannot change the answer)
         max_count = min(max_count, JAVA_INT_MAX)
         return self.reader.get(self._queue(topic, queue_id), queue_offset, max_count, subscription)
+
+    def get_matching_records(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_count: int,
+        subscription: Subscription,
+    ) -> PulledRecords:
+        """``get_matching_messages`` answered as a broker answers a pull: the same status and
+        offsets, with the found records' stored bytes back to back instead of messages (a
+        pull for every tag decodes none)."""
+        queue_arguments(topic, queue_id)
+        queue_offset = int_argument("queue_offset", queue_offset)
+        max_count = int_argument("max_count", max_count)
+        self._check_open((topic, queue_id))
+        if max_count <= 0:
+            raise ConfigError(f"max_count must be positive, got {max_count}")
+        max_count = min(max_count, JAVA_INT_MAX)
+        return self.reader.get_records(
+            self._queue(topic, queue_id), queue_offset, max_count, subscription
+        )
 
     def look_message(self, commit_log_offset: int) -> MessageExt | None:
         commit_log_offset = int_argument("commit_log_offset", commit_log_offset)

@@ -25,7 +25,7 @@ from rocketstore.errors import ConfigError, SelectorError
 from rocketstore.format import properties as props
 from rocketstore.format.selector import SQL92, TAG, compile_selector
 from rocketstore.format.subscription import Subscription, build_subscription
-from rocketstore.read_path import TOTAL_PHYSICAL_MEMORY, GetResult
+from rocketstore.read_path import TOTAL_PHYSICAL_MEMORY, GetResult, PulledRecords
 from rocketstore.remoting.peer import Peer
 from rocketstore.status import GetStatus
 
@@ -83,21 +83,11 @@ class PullHeader:
         )
 
 
-def response_code(result: GetResult, queue_offset: int) -> int:
+def response_code(result: GetResult | PulledRecords, queue_offset: int) -> int:
     if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
         # An empty queue: "not found" at 0, otherwise the client's offset is wrong.
         return ResponseCode.PULL_NOT_FOUND if queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
     return STATUS_CODES[result.status]
-
-
-def pulled_records(ctx: BrokerContext, result: GetResult) -> bytes:
-    """The found messages' CommitLog records, back to back (the pull response body)."""
-    chunks = []
-    for message in result.messages:
-        raw = ctx.store.read_commitlog(message.commit_log_offset, message.size)
-        if raw is not None:
-            chunks.append(raw)
-    return b"".join(chunks)
 
 
 @dataclass(frozen=True)
@@ -213,15 +203,13 @@ def _build(ctx: BrokerContext, header: PullHeader, conn: Peer) -> Subscription |
     return subscription
 
 
-def _read(
-    ctx: BrokerContext, header: PullHeader, subscription: Subscription
-) -> tuple[GetResult, bytes]:
+def _read(ctx: BrokerContext, header: PullHeader, subscription: Subscription) -> PulledRecords:
+    """The answer's status, offsets and body: the found records' stored bytes back to back,
+    as RocketMQ's broker sends them (a pull for every tag decodes no message)."""
     max_count = max(1, header.max_msg_nums)
-    result = ctx.store.get_matching_messages(
+    return ctx.store.get_matching_records(
         header.group, header.topic, header.queue_id, header.queue_offset, max_count, subscription
     )
-    body = pulled_records(ctx, result) if result.found else b""
-    return result, body
 
 
 def _in_memory(ctx: BrokerContext) -> bool:
@@ -236,14 +224,14 @@ def _in_memory(ctx: BrokerContext) -> bool:
 
 async def _read_pulled(
     ctx: BrokerContext, header: PullHeader, subscription: Subscription
-) -> tuple[GetResult, bytes]:
+) -> PulledRecords:
     if _in_memory(ctx):
         return _read(ctx, header, subscription)
     return await ctx.run(_read, ctx, header, subscription)
 
 
 def suggested_broker_id(
-    ctx: BrokerContext, group_config: SubscriptionGroupConfig, result: GetResult
+    ctx: BrokerContext, group_config: SubscriptionGroupConfig, result: PulledRecords
 ) -> int:
     """Where the consumer should pull next, PullMessageProcessor's last word (4.9.8): with
     slaveReadEnable, the group's whichBrokerWhenConsumeSlowly when the store's verdict
@@ -297,7 +285,7 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
     subscription = _build(ctx, header, conn)
     if isinstance(subscription, Refusal):
         return cmd.response(subscription.code, subscription.remark)
-    result, body = await _read_pulled(ctx, header, subscription)
+    result = await _read_pulled(ctx, header, subscription)
     code = response_code(result, header.queue_offset)
     if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & FLAG_SUSPEND:
         # Hold the pull; answer as soon as the queue grows past the asked offset.
@@ -313,7 +301,7 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
             )
         if found_new:
             begin_ns = time.monotonic_ns()
-            result, body = await _read_pulled(ctx, header, subscription)
+            result = await _read_pulled(ctx, header, subscription)
             code = response_code(result, header.queue_offset)
     ext: dict[str, object] = {
         "nextBeginOffset": result.next_begin_offset,
@@ -328,10 +316,10 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
     ctx.stats.pulled(
         header.group,
         header.topic,
-        len(result.messages),
-        len(body),
+        result.count,
+        len(result.body),
         header.queue_id,
         result.next_begin_offset,
         took_ms,
     )
-    return cmd.response(code, "FOUND", ext, body)
+    return cmd.response(code, "FOUND", ext, result.body)

@@ -1154,3 +1154,102 @@ done:
     release_context(&ctx);
     return result;
 }
+
+/* Whether the ``expect_size`` bytes at ``position`` of ``data`` (readable up to ``limit``)
+ * are a record decode_one would decode (a v1 record of that size whose PHYSICALOFFSET is
+ * ``expect_offset`` and whose length fields add up), without making anything of it. */
+static int whole_record(const uint8_t *data, Py_ssize_t limit, Py_ssize_t position,
+                        int64_t expect_offset, Py_ssize_t expect_size) {
+    if (position < 0 || position > limit - HEADER_V4) return 0;
+    const uint8_t *r = data + position;
+    int32_t total = get_i32(r);
+    if (get_i32(r + 4) != MAGIC_V1 || total < FIXED_OVERHEAD_V4 || total > limit - position)
+        return 0;
+    if (total != expect_size || get_i64(r + 28) != expect_offset) return 0;
+    int32_t flag = get_i32(r + 36);
+    Py_ssize_t p = 48 + ((flag & BORN_V6) ? 20 : 8) + 8 + ((flag & STORE_V6) ? 20 : 8);
+    int32_t body_len = get_i32(r + p + 12);
+    p += 16;
+    if (body_len < 0 || p + body_len + 1 > total) return 0;
+    p += body_len;
+    int topic_len = (int8_t)r[p];
+    p += 1;
+    if (topic_len < 0 || p + topic_len + 2 > total) return 0;
+    p += topic_len;
+    int props_len = (int16_t)(((uint16_t)r[p] << 8) | r[p + 1]);
+    return props_len >= 0 && p + 2 + props_len == total;
+}
+
+/*
+ * pull_records(units, max_count, commit_max, memory_bytes, mem_bytes, mem_count,
+ *              disk_bytes, disk_count, commitlog_files, file_size)
+ *   -> (body, count, index, last_offset) or None
+ *
+ * A pull of every tag answered as RocketMQ's broker answers it, with the records' stored
+ * bytes back to back (GetMessageResult's buffers), not messages: select_units' rules over
+ * the raw units, each record taken checked as decode_one checks it and copied from the
+ * CommitLog file (of ``commitlog_files``) holding it. ``index`` is the first unit not
+ * taken, ``last_offset`` the last record's offset (-1 for none). None leaves the pull to
+ * Python (MessageReader._records_python): a unit of size <= 0, a file going away or a hole
+ * in the list, a record that is not whole or not of its unit's size.
+ */
+PyObject *py_pull_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "pull_records takes 10 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *files = args[8];
+    if (!PyList_Check(files)) {
+        PyErr_SetString(PyExc_TypeError, "pull_records(units, ..., list, int)");
+        return NULL;
+    }
+    BatchRules rules;
+    rules.max_count = PyLong_AsLongLong(args[1]);
+    rules.commit_max = PyLong_AsLongLong(args[2]);
+    rules.memory_bytes = PyFloat_AsDouble(args[3]);
+    rules.mem_bytes = PyLong_AsLongLong(args[4]);
+    rules.mem_count = PyLong_AsLongLong(args[5]);
+    rules.disk_bytes = PyLong_AsLongLong(args[6]);
+    rules.disk_count = PyLong_AsLongLong(args[7]);
+    long long file_size = PyLong_AsLongLong(args[9]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer units;
+    if (PyObject_GetBuffer(args[0], &units, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *body = NULL;
+    HeldFile held = {0};
+    Py_ssize_t taken = 0, index = 0;
+    int64_t *offs = NULL;
+    int32_t *lens = NULL;
+    int selected = select_units_of(&units, &rules, &offs, &lens, &taken, &index);
+    if (selected == -2) goto done;
+    if (selected == -1) goto decline;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < taken; k++) total += lens[k];
+    body = PyBytes_FromStringAndSize(NULL, total);
+    if (body == NULL) goto done;
+    char *out = PyBytes_AS_STRING(body);
+    for (Py_ssize_t k = 0; k < taken; k++) {
+        /* (a pull's records mostly lie in one file: held across them) */
+        int where = hold_file(files, file_size, offs[k], &held);
+        if (where < 0) goto done;
+        if (where != 1) goto decline;
+        const uint8_t *data = (const uint8_t *)held.view.buf;
+        Py_ssize_t position = (Py_ssize_t)(offs[k] - held.from);
+        if (!whole_record(data, (Py_ssize_t)held.readable, position, offs[k], lens[k]))
+            goto decline;
+        memcpy(out, data + position, (size_t)lens[k]);
+        out += lens[k];
+    }
+    result = Py_BuildValue("OnnL", body, taken, index,
+                           (long long)(taken > 0 ? offs[taken - 1] : -1));
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    release_held(&held);
+    Py_XDECREF(body);
+    PyMem_Free(offs);
+    PyMem_Free(lens);
+    PyBuffer_Release(&units);
+    return result;
+}

@@ -65,6 +65,8 @@ static PyMethodDef methods[] = {
     {"index_chain", py_index_chain, METH_VARARGS, "IndexFile.candidates: one slot's chain."},
     {"pull_messages", (PyCFunction)(void (*)(void))py_pull_messages, METH_FASTCALL,
      "A pull of every tag: batch rules and decodes."},
+    {"pull_records", (PyCFunction)(void (*)(void))py_pull_records, METH_FASTCALL,
+     "A pull of every tag: batch rules and the records' bytes."},
     {"key_lookup", (PyCFunction)(void (*)(void))py_key_lookup, METH_FASTCALL,
      "A key query: index chains, reads, checks."},
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},

@@ -198,6 +198,7 @@ extern PyObject *s_file_from_offset, *s_buffer_mapping, *s_wrote_position, *s_ma
 PyObject *py_time_search(PyObject *self, PyObject *args);
 PyObject *py_key_lookup(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *py_pull_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_chain_private(PyObject *self, PyObject *args);
 PyObject *py_populate_write(PyObject *self, PyObject *args);
 PyObject *py_msync_range(PyObject *self, PyObject *args);
