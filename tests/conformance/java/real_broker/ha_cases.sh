@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# ha_cases.sh truncate|acl — two replication cases (issue #36) of a rocketstore SLAVE behind a REAL
+# RocketMQ 4.9.8 master of brokerName broker-a, with the real name server (as ha_interop.sh):
+#   truncate  our slave follows the Java master (300 sends), the master's clean store is copied,
+#             900 more sends (1000 bytes: into a second file) reach the slave, both stop; the master comes
+#             back on the early copy, so our slave holds more than its master. Checks: the slave
+#             cuts back to the master's end (its WARNING line, truncated-*/ holding the cut bytes,
+#             as many as it held past that end), then 200 more sends, and every CommitLog file of
+#             the slave is the master's byte for byte (cmp), `rocketstore compare` exit 0.
+#   acl       the Java master made the topic and group and took 50 sends and a consumer's
+#             commits without ACL, then restarts with aclEnable=true and an account (no white
+#             list: our slave comes from 127.0.0.1 like every client here). A fresh slave without
+#             credentials copies the CommitLog (the HA port has no ACL) but none of the metadata
+#             (denied); a fresh slave with innerClientAuthenticationCredentials copies the topic,
+#             group and offsets too (it signs GET_ALL_*).
+# Prints `PASS`/`FAIL` lines and `N passed, N failed`. Stores and logs in $WORK_DIR/hac-*.
+# Writes $BUILD/home/conf/plain_acl.yml for `acl` and removes it after: use a BUILD of your own.
+# Needs build_broker.sh, ../build.sh and ../build_mqadmin.sh outputs. Settings: see common.sh.
+set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/common.sh"
+CASE=${1:?usage: ha_cases.sh truncate|acl}
+OUR_PORT=${OUR_PORT:-29931}
+PY=${PY:-$REPO_ROOT/.venv/bin/python}
+D=$RB/hac-$CASE
+rm -rf "$D"; mkdir -p "$D"
+MQA() { MQADMIN_LOG_DIR=$LOGDIR/mqadmin bash "$JAVA_DIR_HARNESS/mqadmin.sh" "$MQA_OUT" "$@"; }
+P() { PROBE_LOG_ROOT=$LOGDIR/probe PROBE_OFFSET_DIR=$D/probe-offsets "$JAVA_DIR_HARNESS/run.sh" "$JC_OUT" "$@"; }
+passed=0; failed=0
+result() {  # result NAME OK [DETAIL]
+    if [ "$2" = 0 ]; then passed=$((passed + 1)); echo "PASS $1 ${3:-}"; else failed=$((failed + 1)); echo "FAIL $1 ${3:-}"; fi
+}
+wait_for() {  # wait_for FILE TEXT COUNT
+    for _ in $(seq 1 300); do [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0; sleep 0.2; done
+    echo "timed out waiting for '$2' in $1" >&2; return 1
+}
+boots() { grep -c "boot success" "$LOGDIR/broker.out" 2>/dev/null || echo 0; }
+ours_conf() {  # ours_conf FILE [EXTRA LINE]
+    cat > "$1" <<EOF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerRole=SLAVE
+brokerId=1
+haSendHeartbeatInterval=1000
+mappedFileSizeCommitLog=1048576
+mappedFileSizeConsumeQueue=6000
+maxHashSlotNum=1000
+maxIndexNum=4000
+${2:-}
+EOF
+}
+start_ours() {  # start_ours CONF STORE LOG
+    "$PY" -m rocketstore.cli.main -c "$1" broker --namesrv "$NS" --store "$2" \
+        --listen "127.0.0.1:$OUR_PORT" --ha-port $((OUR_PORT + 1)) > "$3" 2>&1 &
+    echo $! > "$D/ours.pid"
+    wait_for "$3" "Ctrl-C stops" 1
+}
+stop_ours() { kill -TERM "$(cat "$D/ours.pid")" 2>/dev/null; wait "$(cat "$D/ours.pid")" 2>/dev/null; }
+start_java() {  # start_java CONF
+    local n; n=$(boots); "$HERE/run_broker.sh" "$1" > /dev/null
+    wait_for "$LOGDIR/broker.out" "boot success" $((n + 1))
+}
+stop_java() { "$HERE/stop.sh" broker > /dev/null; }
+same_files() {  # same_files MASTER SLAVE: every master file equal in the slave, waiting up to 60 s
+    local f
+    for _ in $(seq 1 60); do
+        local ok=0
+        for f in "$1"/commitlog/*; do cmp -s "$f" "$2/commitlog/${f##*/}" || { ok=1; break; }; done
+        [ $ok = 0 ] && return 0; sleep 1
+    done
+    return 1
+}
+max_offset() {  # max_offset STORE: the CommitLog end as our CLI reads it (a copy or a stopped broker)
+    "$PY" -c '
+import sys
+from rocketstore import MessageStore
+with MessageStore.open(sys.argv[1], read_only=True) as s:
+    print(s.max_commit_log_offset())' "$1"
+}
+
+"$HERE/run_namesrv.sh" > /dev/null; wait_for "$LOGDIR/namesrv.out" "boot success" 1 || exit 1
+JAVA=$D/java-store SLAVE=$D/ours-store
+broker_conf "$JAVA" "$D/java.conf"
+
+if [ "$CASE" = truncate ]; then
+    ours_conf "$D/ours.conf"
+    start_java "$D/java.conf" || exit 1
+    start_ours "$D/ours.conf" "$SLAVE" "$D/ours1.log" || exit 1
+    sleep 3
+    MQA updateTopic -n "$NS" -b "$BR" -t HaT -r 4 -w 4 > "$D/upd-HaT.txt" 2>&1
+    P produce "$NS" HaT 300 prodHa > "$D/p1.jsonl" 2> "$D/p1.err"
+    same_files "$JAVA" "$SLAVE"; result "slave = master after 300 sends" $?
+    stop_java; cp -a "$JAVA" "$D/java-early"
+    start_java "$D/java.conf" || exit 1
+    PROBE_BODY_BYTES=1000 P produce "$NS" HaT 900 prodHa > "$D/p2.jsonl" 2> "$D/p2.err"
+    same_files "$JAVA" "$SLAVE"; result "slave = master after 900 more" $?
+    stop_java; stop_ours
+    early=$(max_offset "$D/java-early"); late=$(max_offset "$SLAVE")
+    echo "   the early master ends at $early, the slave at $late ($((late - early)) bytes more)"
+    rm -rf "$JAVA"; cp -a "$D/java-early" "$JAVA"
+    start_java "$D/java.conf" || exit 1
+    start_ours "$D/ours.conf" "$SLAVE" "$D/ours2.log" || exit 1
+    for _ in $(seq 1 100); do [ -n "$(ls -d "$SLAVE"/truncated-* 2>/dev/null)" ] && break; sleep 0.3; done
+    sleep 2
+    grep -i "truncat\|cut\|REFUSED" "$D/ours2.log" | cut -c1-400 | sed 's/^/   /'
+    kept=$(ls -d "$SLAVE"/truncated-* 2>/dev/null | head -1)
+    kept_bytes=$( [ -n "$kept" ] && find "$kept" -type f ! -name truncation.json -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+    result "the slave kept the bytes it cut in truncated-*/" $([ -n "$kept" ] && [ "${kept_bytes:-0}" = $((late - early)) ]; echo $?) \
+        "(${kept:-none}: ${kept_bytes:-0} bytes; $((late - early)) expected)"
+    PROBE_BODY_BYTES=500 P produce "$NS" HaT 200 prodHa > "$D/p3.jsonl" 2> "$D/p3.err"
+    same_files "$JAVA" "$SLAVE"; result "after the cut and 200 more sends, slave CommitLog files = master's" $? \
+        "(master: $(ls "$JAVA/commitlog" | tr '\n' ' '); slave: $(ls "$SLAVE/commitlog" | tr '\n' ' '))"
+    stop_java; stop_ours
+    "$ROCKETSTORE" compare "$JAVA" "$SLAVE" > "$D/compare.txt" 2>&1; status=$?
+    sed 's/^/   /' "$D/compare.txt"
+    result "rocketstore compare MASTER SLAVE exits 0" $status
+    ok=$(cat "$D"/p[0-9].jsonl | grep -c '"status":"SEND_OK"')
+    echo "   $ok SEND_OK of 1400 sends"
+else
+    ours_conf "$D/ours.conf"
+    start_java "$D/java.conf" || exit 1
+    MQA updateTopic -n "$NS" -b "$BR" -t HaT -r 4 -w 4 > "$D/upd-HaT.txt" 2>&1
+    MQA updateSubGroup -n "$NS" -b "$BR" -g HaG > "$D/upd-HaG.txt" 2>&1
+    P produce "$NS" HaT 50 prodHa > "$D/p1.jsonl" 2> "$D/p1.err"
+    P consume "$NS" HaT HaG 50 60 > "$D/c1.jsonl" 2> "$D/c1.err"
+    stop_java
+    cat > "$BUILD/home/conf/plain_acl.yml" <<'YML'
+globalWhiteRemoteAddresses:
+accounts:
+- accessKey: haslave
+  secretKey: haslavesecret
+  whiteRemoteAddress:
+  admin: true
+YML
+    echo "aclEnable=true" >> "$D/java.conf"
+    start_java "$D/java.conf" || exit 1
+    check_meta() {  # check_meta STORE: "topic group offsets" present (1/0 each)
+        "$PY" - "$1/config" <<'EOF'
+import json, os, re, sys
+def load(name):
+    path = os.path.join(sys.argv[1], name)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.loads(re.sub(r'([{,]\s*)(-?\d+)(\s*:)', r'\1"\2"\3', f.read()))
+print(int("HaT" in load("topics.json").get("topicConfigTable", {})),
+      int("HaG" in load("subscriptionGroup.json").get("subscriptionGroupTable", {})),
+      int("HaT@HaG" in load("consumerOffset.json").get("offsetTable", {})))
+EOF
+    }
+    start_ours "$D/ours.conf" "$D/unsigned-store" "$D/unsigned.log" || exit 1
+    same_files "$JAVA" "$D/unsigned-store"; result "unsigned slave: CommitLog copied (the HA port has no ACL)" $?
+    sleep 13  # a metadata round after the registration's
+    stop_ours
+    got=$(check_meta "$D/unsigned-store")
+    result "unsigned slave: no topic, group or offsets copied (denied)" $([ "$got" = "0 0 0" ]; echo $?) "(topic group offsets: $got)"
+    grep -i "denied\|No accessKey\|failed" "$D/unsigned.log" | head -3 | cut -c1-220 | sed 's/^/   /'
+    ours_conf "$D/signed.conf" 'innerClientAuthenticationCredentials={"accessKey":"haslave","secretKey":"haslavesecret"}'
+    start_ours "$D/signed.conf" "$D/signed-store" "$D/signed.log" || exit 1
+    same_files "$JAVA" "$D/signed-store"; result "signed slave: CommitLog copied" $?
+    sleep 13
+    stop_ours
+    got=$(check_meta "$D/signed-store")
+    result "signed slave: topic, group and offsets copied" $([ "$got" = "1 1 1" ]; echo $?) "(topic group offsets: $got)"
+    grep -i "denied\|failed" "$D/signed.log" | head -3 | cut -c1-220 | sed 's/^/   /'
+    stop_java
+    rm -f "$BUILD/home/conf/plain_acl.yml"
+fi
+"$HERE/stop.sh" namesrv > /dev/null
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
