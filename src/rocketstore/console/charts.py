@@ -87,8 +87,9 @@ def line_chart(
             f"{_label(value)}</text>"
         )
         ms = x0 + span * i // 4
+        anchor = ("start", "middle", "middle", "middle", "end")[i]
         parts.append(
-            f'<text x="{x_of(ms):.1f}" y="{height - 8}" text-anchor="middle" class="axis">'
+            f'<text x="{x_of(ms):.1f}" y="{height - 8}" text-anchor="{anchor}" class="axis">'
             f"{_time_label(ms, span)}</text>"
         )
     legend_x = left + plot_w

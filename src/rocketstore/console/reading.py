@@ -144,7 +144,10 @@ def group_lag(snap: Snapshot, group: str) -> list[LagRow]:
         topics.add(RETRY_PREFIX + group)
     for topic in sorted(topics):
         committed = snap.offsets.query_queues(group, topic)
-        for queue_id in sorted(set(known.get(topic, [])) | set(committed)):
+        config = snap.topics.get(topic)
+        # As the broker's ConsumeStats: every read queue of the topic, and those on disk.
+        configured = range(config.read_queue_nums) if config is not None else range(0)
+        for queue_id in sorted(set(known.get(topic, [])) | set(committed) | set(configured)):
             broker_offset = max(store.max_offset(topic, queue_id), 0)
             consumer = committed.get(queue_id)
             last = 0

@@ -73,7 +73,7 @@ class OfflineSource(Source):
         config: StoreConfig | None = None,
         *,
         broker_name: str = "localStore",
-        cluster: str = "(offline)",
+        cluster: str = "DefaultCluster",
     ) -> None:
         super().__init__(os.path.abspath(root), broker_name, cluster, "")
         self.store = MessageStore.open(root, config or StoreConfig(), read_only=True)
