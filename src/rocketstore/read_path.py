@@ -225,35 +225,60 @@ class MessageReader:
         max_count: int,
         subscription: Subscription,
     ) -> PulledRecords:
-        """``get`` answered with the records' bytes, as a broker's pull answers: for every
-        tag, the batch rules over the units and each record checked and copied in one C
-        call (no message decoded); anything else, or what C declines, through ``get``."""
-        if queue is not None and subscription.matches_all and native.pull_records is not None:
+        """``get`` answered with the records' bytes, as a broker's pull answers: the batch
+        rules over the units (for a TAG subscription their tag filter too, and the
+        records' TAGS as ``get`` checks them) and each record checked and copied in one C
+        call, no message decoded; a SQL92 pull, or what C declines, through ``get``."""
+        pulled = None
+        if queue is not None and subscription.selector is None and not subscription.matches_none:
             min_offset, max_offset = queue.min_offset(), queue.max_offset()
             if min_offset <= queue_offset < max_offset:
-                units_bytes = queue.units_from(queue_offset, max_count * CQ_UNIT_SIZE)
-                # (read after the units, so it is at or past every record they point to)
-                commit_max = self.commitlog.max_offset()
-                if units_bytes is not None:
-                    files = self.commitlog.files
-                    pulled = native.pull_records(
-                        units_bytes,
-                        *self._rules(max_count, commit_max),
-                        files.files,
-                        files.file_size,
-                    )
-                    if pulled is not None:
-                        body, count, taken, last_offset = pulled
-                        return PulledRecords(
-                            GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE,
-                            body,
-                            count,
-                            queue_offset + taken,
-                            min_offset,
-                            max_offset,
-                            count > 0 and self._in_disk(last_offset, commit_max),
-                        )
-        return self._records_python(queue, queue_offset, max_count, subscription)
+                pulled = self._records_native(queue, queue_offset, max_count, subscription)
+        if pulled is None:
+            return self._records_python(queue, queue_offset, max_count, subscription)
+        body, count, taken, last_offset, commit_max = pulled
+        return PulledRecords(
+            GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE,
+            body,
+            count,
+            queue_offset + taken,
+            min_offset,
+            max_offset,
+            count > 0 and self._in_disk(last_offset, commit_max),
+        )
+
+    def _records_native(
+        self, queue: ConsumeQueue, queue_offset: int, max_count: int, subscription: Subscription
+    ) -> tuple[bytes, int, int, int, int] | None:
+        """The C pull of ``get_records`` (body, count, units taken, last offset, the
+        CommitLog end it judged by), or None to leave it to Python."""
+        every_tag = subscription.matches_all
+        # A pull for every tag reads just the units it may take; a filtered one as far as
+        # _get_filtered looks.
+        scan_bytes = max_count * CQ_UNIT_SIZE
+        if not every_tag:
+            scan_bytes = max(self.config.max_filter_message_count, scan_bytes)
+        units_bytes = queue.units_from(queue_offset, scan_bytes)
+        # (read after the units, so it is at or past every record they point to)
+        commit_max = self.commitlog.max_offset()
+        files = self.commitlog.files
+        if units_bytes is None:
+            return None
+        rules = self._rules(max_count, commit_max)
+        if every_tag and native.pull_records is not None:
+            pulled = native.pull_records(units_bytes, *rules, files.files, files.file_size)
+        elif native.pull_tagged_records is not None:
+            pulled = native.pull_tagged_records(
+                units_bytes,
+                *rules,
+                files.files,
+                files.file_size,
+                tuple(subscription.codes),
+                tuple(tag.encode("utf-8", "surrogatepass") for tag in subscription.tags),
+            )
+        else:
+            return None
+        return None if pulled is None else (*pulled, commit_max)
 
     def _records_python(
         self,

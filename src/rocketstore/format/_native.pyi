@@ -303,6 +303,21 @@ def pull_records(
     file_size: int,
     /,
 ) -> tuple[bytes, int, int, int] | None: ...
+def pull_tagged_records(
+    units: bytes,
+    max_count: int,
+    commit_max: int,
+    memory_bytes: float,
+    mem_bytes: int,
+    mem_count: int,
+    disk_bytes: int,
+    disk_count: int,
+    commitlog_files: list[Any],
+    file_size: int,
+    codes: tuple[int, ...],
+    tags: tuple[bytes, ...],
+    /,
+) -> tuple[bytes, int, int, int] | None: ...
 def batch_columns(
     data: ReadableBuffer, suffix: str, /
 ) -> tuple[list[bytes], list[int], list[str], int] | None: ...

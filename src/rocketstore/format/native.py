@@ -140,6 +140,11 @@ pull_messages = bind(
 pull_records = bind(
     _c.pull_records, "pull_records", "rocketstore.read_path:MessageReader._records_python"
 )
+pull_tagged_records = bind(
+    _c.pull_tagged_records,
+    "pull_tagged_records",
+    "rocketstore.read_path:MessageReader._records_python",
+)
 key_lookup = bind(_c.key_lookup, "key_lookup", "rocketstore.queries:KeyQuery._python_matches")
 time_search = bind(
     _c.time_search, "time_search", "rocketstore.consume_queue:ConsumeQueue._first_past"

@@ -1253,3 +1253,158 @@ done:
     PyBuffer_Release(&units);
     return result;
 }
+
+/* ExtUnit's MAX_ADDRESS (format.cq_ext): a tagsCode at or below it is a consume queue
+ * extension address, which says nothing of the tag. */
+#define CQ_EXT_MAX_ADDRESS (-2147483648LL - 1)
+
+/* Whether a record's properties (``n`` ASCII bytes at ``p``) hold a TAGS value equal to
+ * one of ``tags`` (a tuple of bytes): the value a dict of them would hold. */
+static int tags_match(const uint8_t *p, Py_ssize_t n, PyObject *tags) {
+    Span found[PROP_COUNT];
+    find_dispatch_properties(p, n, found);
+    Span value = found[PROP_TAGS];
+    if (value.length < 0) return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tags); k++) {
+        PyObject *tag = PyTuple_GET_ITEM(tags, k);
+        if (PyBytes_GET_SIZE(tag) == value.length &&
+            memcmp(PyBytes_AS_STRING(tag), p + value.start, (size_t)value.length) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Where a whole record's properties lie (whole_record has passed it): *at, *n. */
+static void record_properties(const uint8_t *r, Py_ssize_t *at, Py_ssize_t *n) {
+    int32_t flag = get_i32(r + 36);
+    Py_ssize_t p = 48 + ((flag & BORN_V6) ? 20 : 8) + 8 + ((flag & STORE_V6) ? 20 : 8);
+    p += 16 + get_i32(r + p + 12);
+    p += 1 + (int8_t)r[p];
+    *n = (int16_t)(((uint16_t)r[p] << 8) | r[p + 1]);
+    *at = p + 2;
+}
+
+/*
+ * pull_tagged_records(units, max_count, commit_max, memory_bytes, mem_bytes, mem_count,
+ *                     disk_bytes, disk_count, commitlog_files, file_size, codes, tags)
+ *   -> (body, count, index, last_offset) or None
+ *
+ * pull_records for a TAG subscription, MessageReader._get_filtered's loop: a unit whose
+ * tagsCode (as a Java int) is none of ``codes`` (a tuple of ints) is passed over, as
+ * RocketMQ's consume queue filter does (an extension address passes), and a record whose
+ * TAGS is none of ``tags`` (a tuple of UTF-8 bytes) too; the batch rules count the records
+ * taken. None leaves the pull to Python: a unit of size <= 0, a file going away, a record
+ * that is not whole or whose properties are not ASCII.
+ */
+PyObject *py_pull_tagged_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "pull_tagged_records takes 12 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *files = args[8], *codes = args[10], *tags = args[11];
+    if (!PyList_Check(files) || !PyTuple_Check(codes) || !PyTuple_Check(tags)) {
+        PyErr_SetString(PyExc_TypeError, "pull_tagged_records(units, ..., list, int, tuple, tuple)");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tags); k++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(tags, k))) {
+            PyErr_SetString(PyExc_TypeError, "pull_tagged_records: tags must be bytes");
+            return NULL;
+        }
+    }
+    Py_ssize_t code_count = PyTuple_GET_SIZE(codes);
+    BatchRules rules;
+    rules.max_count = PyLong_AsLongLong(args[1]);
+    rules.commit_max = PyLong_AsLongLong(args[2]);
+    rules.memory_bytes = PyFloat_AsDouble(args[3]);
+    rules.mem_bytes = PyLong_AsLongLong(args[4]);
+    rules.mem_count = PyLong_AsLongLong(args[5]);
+    rules.disk_bytes = PyLong_AsLongLong(args[6]);
+    rules.disk_count = PyLong_AsLongLong(args[7]);
+    long long file_size = PyLong_AsLongLong(args[9]);
+    if (PyErr_Occurred()) return NULL;
+    int32_t *wanted = PyMem_Malloc((size_t)(code_count > 0 ? code_count : 1) * sizeof(int32_t));
+    if (wanted == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < code_count; k++) {
+        wanted[k] = (int32_t)PyLong_AsLongLong(PyTuple_GET_ITEM(codes, k));
+        if (PyErr_Occurred()) {
+            PyMem_Free(wanted);
+            return NULL;
+        }
+    }
+    Py_buffer units;
+    if (PyObject_GetBuffer(args[0], &units, PyBUF_SIMPLE) < 0) {
+        PyMem_Free(wanted);
+        return NULL;
+    }
+    PyObject *result = NULL, *body = NULL;
+    HeldFile held = {0};
+    Py_ssize_t n = units.len / 20, taken = 0, at = 0;
+    int64_t *offs = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int32_t *lens = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (offs == NULL || lens == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *p = (const uint8_t *)units.buf;
+    long long total = 0;
+    for (; at < n; at++) {
+        const uint8_t *unit = p + at * 20;
+        int64_t offset = get_i64(unit);
+        int32_t size = get_i32(unit + 8);
+        int64_t code = get_i64(unit + 12);
+        if (total != 0 && taken != 0) {
+            if (rules.max_count <= taken) break;
+            int in_disk = (double)(rules.commit_max - offset) > rules.memory_bytes;
+            long long limit_bytes = in_disk ? rules.disk_bytes : rules.mem_bytes;
+            long long limit_count = in_disk ? rules.disk_count : rules.mem_count;
+            if (total + size > limit_bytes || taken > limit_count - 1) break;
+        }
+        int code_ok = code <= CQ_EXT_MAX_ADDRESS;
+        for (Py_ssize_t k = 0; !code_ok && k < code_count; k++)
+            code_ok = (int32_t)code == wanted[k];
+        if (!code_ok) continue;
+        if (size <= 0) goto decline;
+        int where = hold_file(files, file_size, offset, &held);
+        if (where < 0) goto done;
+        if (where != 1) goto decline;
+        const uint8_t *data = (const uint8_t *)held.view.buf;
+        Py_ssize_t position = (Py_ssize_t)(offset - held.from);
+        if (!whole_record(data, (Py_ssize_t)held.readable, position, offset, size))
+            goto decline;
+        Py_ssize_t props_at, props_len;
+        record_properties(data + position, &props_at, &props_len);
+        const uint8_t *props = data + position + props_at;
+        if (!all_ascii(props, props_len)) goto decline;
+        if (!tags_match(props, props_len, tags)) continue;
+        offs[taken] = offset;
+        lens[taken] = size;
+        total += size;
+        taken++;
+    }
+    body = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (body == NULL) goto done;
+    char *out = PyBytes_AS_STRING(body);
+    for (Py_ssize_t k = 0; k < taken; k++) {
+        int where = hold_file(files, file_size, offs[k], &held);
+        if (where < 0) goto done;
+        if (where != 1) goto decline;
+        Py_ssize_t position = (Py_ssize_t)(offs[k] - held.from);
+        if (position < 0 || position > (Py_ssize_t)held.readable - lens[k]) goto decline;
+        memcpy(out, (const uint8_t *)held.view.buf + position, (size_t)lens[k]);
+        out += lens[k];
+    }
+    result = Py_BuildValue("OnnL", body, taken, at, (long long)(taken > 0 ? offs[taken - 1] : -1));
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    release_held(&held);
+    Py_XDECREF(body);
+    PyMem_Free(offs);
+    PyMem_Free(lens);
+    PyMem_Free(wanted);
+    PyBuffer_Release(&units);
+    return result;
+}

@@ -67,6 +67,8 @@ static PyMethodDef methods[] = {
      "A pull of every tag: batch rules and decodes."},
     {"pull_records", (PyCFunction)(void (*)(void))py_pull_records, METH_FASTCALL,
      "A pull of every tag: batch rules and the records' bytes."},
+    {"pull_tagged_records", (PyCFunction)(void (*)(void))py_pull_tagged_records, METH_FASTCALL,
+     "A pull of some tags: unit and TAGS filters, batch rules, the records' bytes."},
     {"key_lookup", (PyCFunction)(void (*)(void))py_key_lookup, METH_FASTCALL,
      "A key query: index chains, reads, checks."},
     {"chain_private", py_chain_private, METH_VARARGS, "RunChainer's chaining of a chunk."},

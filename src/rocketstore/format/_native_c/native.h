@@ -199,6 +199,7 @@ PyObject *py_time_search(PyObject *self, PyObject *args);
 PyObject *py_key_lookup(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_pull_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *py_pull_tagged_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_chain_private(PyObject *self, PyObject *args);
 PyObject *py_populate_write(PyObject *self, PyObject *args);
 PyObject *py_msync_range(PyObject *self, PyObject *args);
