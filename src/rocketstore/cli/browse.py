@@ -216,7 +216,7 @@ def print_msg(
             for queue_id in queue_ids
         ]
         total = sum(max(high - low, 0) for _, low, high in ranges)
-        with progress(total, "printMsg", streams_stdout=True) as bar:
+        with progress(total, "printMsg", streams_stdout=True, unit="messages") as bar:
             for queue_id, low, high in ranges:
                 mq = message_queue(topic, queue_id, ctx.broker_name)
                 if not ctx.as_json:
@@ -308,7 +308,9 @@ def print_msg_by_queue(
     with ctx.open_read_only(broker_limits=True) as store:
         require_queue(store, topic, queue_id)
         low, high = searched_range(store, topic, queue_id, begin, end)
-        with progress(max(high - low, 0), "printMsgByQueue", streams_stdout=print_messages) as bar:
+        with progress(
+            max(high - low, 0), "printMsgByQueue", streams_stdout=print_messages, unit="messages"
+        ) as bar:
             for step in tools_pulls(
                 store, topic, queue_id, low, high, subscription, bar, exact=ctx.as_json
             ):

@@ -236,12 +236,13 @@ def cli(
     """
     # Imported here: ``--help`` never gets this far, and needs none of the store.
     from rocketstore.cli.context import context_from_settings  # noqa: PLC0415
-    from rocketstore.cli.progress import show_recovery_progress  # noqa: PLC0415
+    from rocketstore.cli.progress import set_quiet, show_recovery_progress  # noqa: PLC0415
 
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.ERROR,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    set_quiet(as_json)
     show_recovery_progress(as_json=as_json)
     store_given = ctx.get_parameter_source("store_dir") is not click.core.ParameterSource.DEFAULT
     ctx.obj = context_from_settings(

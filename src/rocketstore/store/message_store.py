@@ -173,6 +173,7 @@ class MessageStore(
             self.checkpoint,
             self.config,
             self._redispatch_from,
+            lambda: self.dispatcher.dispatched_offset,
         )
 
     def _redispatch_from(self, offset: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -33,6 +34,49 @@ log = logging.getLogger(__name__)
 progress_log = logging.getLogger(f"{__name__}.progress")
 SLOW_PHASE_S = 0.5
 MIB = 1024 * 1024
+
+
+# Within a long re-dispatch, a line this often with how far it is, its rate and time left.
+TICK_S = 2.0
+
+
+class _Ticker:
+    """While a re-dispatch from ``start`` to ``end`` runs, logs every TICK_S how far it is
+    (``position()``: the dispatcher's offset, read from another thread: an int attribute),
+    its rate and the time left. Does nothing unless the progress lines are shown."""
+
+    def __init__(self, start: int, end: int, position: Callable[[], int] | None) -> None:
+        self.start, self.end, self.position = start, end, position
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Ticker:
+        if self.position is not None and progress_log.isEnabledFor(logging.INFO):
+            self._thread = threading.Thread(target=self._run, name="redispatch-progress")
+            self._thread.daemon = True
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        assert self.position is not None
+        began = time.monotonic()
+        while not self._stop.wait(TICK_S):
+            progress_log.info("recovery: %s", self.line(self.position(), time.monotonic() - began))
+
+    def line(self, position: int, seconds: float) -> str:
+        total = max(self.end - self.start, 1)
+        done = min(max(position - self.start, 0), total)
+        rate = done / max(seconds, 1e-9)
+        left = f", {(total - done) / rate:,.0f} s left" if rate > 0 else ""
+        return (
+            f"re-dispatching: {done * 100 / total:.0f} % ({done / MIB:,.0f} of "
+            f"{total / MIB:,.0f} MiB), {rate / MIB:,.0f} MiB/s{left}"
+        )
 
 
 def _phase(started: float, what: str, size_bytes: int = 0) -> None:
@@ -96,9 +140,11 @@ def recover_writer(
     checkpoint: CheckpointFile,
     config: StoreConfig,
     redispatch: Callable[[int], int],
+    position: Callable[[], int] | None = None,
 ) -> RecoveryReport:
     """Load and recover a writer's store (normal or, with the abort marker there, abnormal
-    recovery) and create the marker for the session; the report."""
+    recovery) and create the marker for the session; the report. ``position``: how far a
+    re-dispatch is (the dispatcher's offset), for the progress lines within it."""
     root = queues.root
     marker = os.path.join(root, ABORT_FILE)
     abnormal = os.path.exists(marker)
@@ -108,7 +154,9 @@ def recover_writer(
     if not abnormal:
         create_marker(marker)
     try:
-        return _recover(commitlog, queues, index, checkpoint, config, redispatch, abnormal)
+        return _recover(
+            commitlog, queues, index, checkpoint, config, redispatch, abnormal, position
+        )
     except BaseException:
         if not abnormal:
             # A refused open leaves the store as it found it; what recovery wrote
@@ -126,6 +174,7 @@ def _recover(
     config: StoreConfig,
     redispatch: Callable[[int], int],
     abnormal: bool,
+    position: Callable[[], int] | None = None,
 ) -> RecoveryReport:
     root = queues.root
     started = time.monotonic()
@@ -142,7 +191,8 @@ def _recover(
     def timed_redispatch(offset: int) -> int:
         began, size = time.monotonic(), max(0, commitlog.max_offset() - offset)
         try:
-            return redispatch(offset)
+            with _Ticker(offset, commitlog.max_offset(), position):
+                return redispatch(offset)
         finally:
             redispatch_s[0] += time.monotonic() - began
             _phase(began, f"re-dispatched {size:,} bytes from offset {offset:,}", size)
