@@ -110,12 +110,14 @@ def test_the_redispatch_line():
 def test_a_long_redispatch_logs_lines_while_it_runs(monkeypatch, caplog):
     monkeypatch.setattr(opening, "TICK_S", 0.01)
     position = [0]
-    with caplog.at_level(logging.INFO, logger=opening.progress_log.name):
-        with opening._Ticker(0, 10 * MIB, lambda: position[0]):
-            position[0] = 5 * MIB
-            deadline = time.monotonic() + 30
-            while not caplog.records and time.monotonic() < deadline:
-                time.sleep(0.01)
+    with (
+        caplog.at_level(logging.INFO, logger=opening.progress_log.name),
+        opening._Ticker(0, 10 * MIB, lambda: position[0]),
+    ):
+        position[0] = 5 * MIB
+        deadline = time.monotonic() + 30
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert caplog.records
     assert caplog.records[-1].getMessage().startswith("recovery: re-dispatching: 50 % (5 of 10")
 
