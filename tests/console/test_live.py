@@ -218,3 +218,44 @@ def test_offline_source_has_no_acl_and_closes(tmp_path: Path, console_store):
         assert source.acl is None and not source.live
     finally:
         source.close()
+
+
+def test_child_endpoints_sit_beside_serve_s():
+    from rocketstore.cli.serve import _child_endpoints
+
+    kwargs = {"metrics_listen": "127.0.0.1:5557", "http_listen": "[::1]:8080"}
+    assert _child_endpoints(kwargs, 2) == ["--metrics-listen", "127.0.0.1:5558",
+                                           "--http-listen", "[::1]:8081"]  # fmt: skip
+    assert _child_endpoints({"http_listen": "127.0.0.1:0"}, 3) == ["--http-listen", "127.0.0.1:0"]
+    assert _child_endpoints({}, 2) == []
+
+
+def test_serve_brokers_2_gives_each_broker_its_console(tmp_path: Path) -> None:
+    from tests.unit.broker.test_app import _free_port_pair_10_apart
+
+    port = _free_port_pair_10_apart()
+    process = subprocess.Popen(
+        [*CLI, "--store", str(tmp_path / "store"), "serve", "--listen", f"127.0.0.1:{port}",
+         "--namesrv-listen", "127.0.0.1:0", "--brokers", "2", "--broker-name", "bk",
+         "--http-listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    consoles: dict[str, str] = {}
+    deadline = time.monotonic() + 120
+    try:
+        while len(consoles) < 2 and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            found = re.search(r"console at (http://127\.0\.0\.1:\d+)/", line)
+            if found:
+                consoles["bk-2" if "broker bk-2 " in line else "bk"] = found.group(1)
+        assert sorted(consoles) == ["bk", "bk-2"], consoles
+        for name, url in consoles.items():
+            page = get(url, "/")
+            assert page.status == 200 and f"<h1>DefaultCluster / {name}</h1>" in page.text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=90)
+    assert process.returncode == 0

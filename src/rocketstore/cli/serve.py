@@ -429,6 +429,23 @@ def serve(obj: CliContext, /, namesrv_listen: str, brokers: int, **kwargs: Any) 
 CHILD_PORT_STEP = 10
 
 
+def _child_endpoints(kwargs: dict[str, Any], k: int) -> list[str]:
+    """Broker ``k``'s --metrics-listen and --http-listen: serve's own port + k - 1 (each
+    broker its endpoint, side by side), or port 0 (any) when serve's is 0."""
+    passed: list[str] = []
+    for name in ("metrics_listen", "http_listen"):
+        address = kwargs.get(name)
+        if not address:
+            continue
+        host, port = parse_host(address, what="--" + name.replace("_", "-"))
+        port = port + k - 1 if port else 0
+        passed += [
+            "--" + name.replace("_", "-"),
+            f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        ]
+    return passed
+
+
 def _child_brokers(
     obj: CliContext,
     options: BrokerOptions,
@@ -449,7 +466,7 @@ def _child_brokers(
         if kwargs.get(name) is not None:
             flag = "--acl" if name == "acl_file" else "--" + name.replace("_", "-")
             passed += [flag, str(kwargs[name])]
-    for name in ("no_auto_create", "enable_property_filter"):
+    for name in ("no_auto_create", "enable_property_filter", "console_actions"):
         if kwargs.get(name):
             passed.append("--" + name.replace("_", "-"))
     prefix = [sys.executable, "-m", "rocketstore.cli.main"]
@@ -472,6 +489,7 @@ def _child_brokers(
             "--listen",
             listen,
             *passed,
+            *_child_endpoints(kwargs, k),
         ]
         children.append(ChildBroker(argv, listen))
     return children
