@@ -85,6 +85,7 @@ _BOOL_FIELDS = (
     "check_crc_on_recover",
     "cut_damaged_commitlog",
     "clean_file_forcibly_enable",
+    "timer_wheel_enable",
 )
 _JAVA_INT_FIELDS = tuple(
     sorted(
@@ -101,6 +102,11 @@ _JAVA_INT_FIELDS = tuple(
             "max_filter_message_count",
             "dispatch_interval_ms",
             "max_dispatch_lag_ms",
+            "timer_precision_ms",
+            "mapped_file_size_timer_log",
+            "timer_max_delay_sec",
+            "timer_roll_window_slot",
+            "timer_flush_interval_ms",
         }
         | set(NON_NEGATIVE_FIELDS)
     )
@@ -189,6 +195,15 @@ class StoreConfig:
     # never, the dispatcher thread does it all. Not a RocketMQ setting (RocketMQ's reput
     # runs beside the writer on its own core). See services.dispatcher.after_append.
     max_dispatch_lag_ms: int = 0
+    # RocketMQ 5's timer wheel (RIP-43; rocketstore.store.timer): on, a send with a
+    # delivery time waits in rmq_sys_wheel_timer; off, the broker refuses it as a 5.x
+    # broker does. Steps of timer_precision_ms (100, 200, 500 or 1000).
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_roll_window_slot: int = 2 * 24 * 3600
+    timer_flush_interval_ms: int = 1000
     extra: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> StoreConfig:
@@ -213,6 +228,11 @@ class StoreConfig:
             "max_topic_length",
             "max_msgs_num_batch",
             "default_query_max_num",
+            "timer_precision_ms",
+            "mapped_file_size_timer_log",
+            "timer_max_delay_sec",
+            "timer_roll_window_slot",
+            "timer_flush_interval_ms",
         )
         for name in positive:
             value = getattr(self, name)
@@ -267,6 +287,15 @@ class StoreConfig:
         parse_host(self.store_host, what="store_host")
         delay_levels_ms(self.message_delay_level)
         delete_hours(self.delete_when)
+        if self.timer_precision_ms not in (100, 200, 500, 1000):
+            raise ConfigError(
+                f"timer_precision_ms must be 100, 200, 500 or 1000, got {self.timer_precision_ms}"
+            )
+        if self.mapped_file_size_timer_log < 4096:
+            raise ConfigError(
+                "mapped_file_size_timer_log must be at least 4096 bytes, "
+                f"got {self.mapped_file_size_timer_log}"
+            )
         return self
 
     def commit_log_dirs(self, root: str) -> CommitLogDirs:

@@ -80,6 +80,13 @@ STORE_KEYS = COMMITLOG_PATH_KEYS | {
     # RocketMQ's own misspelling, kept in its setter.
     "destroyMapedFileIntervalForcibly": "destroy_mapped_file_interval_forcibly",
     "cleanFileForciblyEnable": "clean_file_forcibly_enable",
+    # RocketMQ 5's timer wheel.
+    "timerWheelEnable": "timer_wheel_enable",
+    "timerPrecisionMs": "timer_precision_ms",
+    "mappedFileSizeTimerLog": "mapped_file_size_timer_log",
+    "timerMaxDelaySec": "timer_max_delay_sec",
+    "timerRollWindowSlot": "timer_roll_window_slot",
+    "timerFlushIntervalMs": "timer_flush_interval_ms",
 }
 
 # Integer.parseInt's syntax (Python's int() would also take "1_000", " 5" and "٣").

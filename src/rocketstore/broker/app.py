@@ -56,6 +56,7 @@ from rocketstore.errors import ConfigError, StoreError
 from rocketstore.paths import CONFIG_DIR
 from rocketstore.remoting.acl_signing import SessionCredentials
 from rocketstore.store import MessageStore
+from rocketstore.store.timer import TimerMessageStore
 
 if TYPE_CHECKING:  # grpcio is an extra: imported at run time only when served
     from rocketstore.broker.grpc.server import GrpcServer
@@ -225,6 +226,7 @@ class BrokerApp:
         self.server: RemotingServer | None = None
         self.vip_server: RemotingServer | None = None  # the listen port - 2 (fastListenPort)
         self.schedule: ScheduleService | None = None
+        self.timer: TimerMessageStore | None = None
         self.registrar: Registrar | None = None
         self.replication_master: ReplicationMaster | None = None
         self.replication_slave: ReplicationSlave | None = None
@@ -327,6 +329,11 @@ class BrokerApp:
             self.schedule = ScheduleService(store, opts.store_dir)
             self.schedule.start()
             ctx.schedule = self.schedule
+            if store.config.timer_wheel_enable:
+                # Its files are read (recovery) before it starts: off the loop.
+                self.timer = await asyncio.to_thread(TimerMessageStore, store)
+                self.timer.start()
+                ctx.timer = self.timer
         router = BrokerRouter(ctx)
         handle = router.handle
         if self.metrics is not None:
@@ -536,6 +543,8 @@ class BrokerApp:
             await self.vip_server.stop()
         if self.schedule is not None:
             await asyncio.to_thread(self.schedule.shutdown)
+        if self.timer is not None:
+            await asyncio.to_thread(self.timer.shutdown)
         if self.ctx is not None:
             try:
                 await asyncio.to_thread(self.ctx.offsets.persist)

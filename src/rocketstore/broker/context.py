@@ -36,6 +36,7 @@ from rocketstore.put_columns import ColumnsResult
 from rocketstore.put_path import PutResult
 from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
+from rocketstore.store.timer import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,8 @@ class BrokerContext:
     transactions: TransactionService | None = None
     stats: BrokerStats = field(default_factory=BrokerStats)
     schedule: ScheduleService | None = None
+    # RocketMQ 5's timer wheel (rocketstore.store.timer), on a master with it enabled.
+    timer: TimerMessageStore | None = None
     long_polling_enable: bool = True
     short_polling_ms: int = 1000
     # The broker.conf it was started with (-c): updateBrokerConfig writes changes there.

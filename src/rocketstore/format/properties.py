@@ -38,6 +38,12 @@ TIMER_DELAY_MS = "TIMER_DELAY_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_OUT_MS = "TIMER_OUT_MS"
 TIMER_TOPIC = "rmq_sys_wheel_timer"
+# What the timer wheel adds when it delivers (enqueue and dequeue times, rolls), and the
+# key of a message a delete (recall) message drops.
+TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 # What a RocketMQ 5 proxy adds to a gRPC producer's message: its message group (FIFO), its
 # trace context, and the born host and time the client reported.
 SHARDING_KEY = "__SHARDINGKEY"

@@ -713,12 +713,13 @@ def test_a_dropped_wait_still_sized_the_map_the_properties_are_ordered_by(
     assert list(record.properties) == order
 
 
-def test_rocketmq5_client_requests(ctx: BrokerContext) -> None:
+def test_rocketmq5_client_requests(ctx: BrokerContext, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the real RocketMQ 5.3.3 client sends beyond 4.9's: a DefaultLitePullConsumer
     pulls with LITE_PULL_MESSAGE (361, served as PULL_MESSAGE); every send is answered
     with its transactionId (the UNIQ_KEY); a timer message (TIMER_DELIVER_MS, _DELAY_MS,
     _DELAY_SEC) is refused as by a 5.x broker with its timer wheel off, not delivered at
-    once, unless it carries a delay level too (the level wins)."""
+    once, unless it carries a delay level too (the level wins), and with the wheel on is
+    stored in rmq_sys_wheel_timer as HookUtils.transformTimerMessage does."""
     sent = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TopicA", queue_id=0, properties=PROPS))
     assert sent.code == ResponseCode.SUCCESS, sent.remark
     assert sent.ext_fields["transactionId"] == "AC11000100002A9F0000000000000001"
@@ -732,11 +733,9 @@ def test_rocketmq5_client_requests(ctx: BrokerContext) -> None:
     lite = call(ctx, RequestCode.LITE_PULL_MESSAGE, ext)
     assert lite.code == ResponseCode.SUCCESS, lite.remark
     assert [m.tags for m in decode_records(lite.body)] == ["tagA"]
-    for timer in (
-        "TIMER_DELIVER_MS\x011795770000000",
-        "TIMER_DELAY_SEC\x0120",
-        "TIMER_DELAY_MS\x015",
-    ):
+    timers = ("TIMER_DELIVER_MS\x014102444800000", "TIMER_DELAY_SEC\x0120", "TIMER_DELAY_MS\x015")
+    monkeypatch.setattr(ctx.store.config, "timer_wheel_enable", False)
+    for timer in timers:
         refused = call(
             ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TopicA", properties=f"{PROPS}\x02{timer}")
         )
@@ -752,6 +751,30 @@ def test_rocketmq5_client_requests(ctx: BrokerContext) -> None:
     assert leveled.code == ResponseCode.SUCCESS, leveled.remark
     ctx.store.wait_dispatched()
     assert ctx.store.max_offset("TopicA", 0) == 1  # nothing of the refused was stored
+    # With the wheel on (RocketMQ 5's default) they wait in the timer topic; a time past
+    # is stored as a plain message; one beyond timerMaxDelaySec is illegal.
+    monkeypatch.setattr(ctx.store.config, "timer_wheel_enable", True)
+    for timer in (*timers[1:], "TIMER_DELIVER_MS\x011"):
+        sent = call(
+            ctx,
+            RequestCode.SEND_MESSAGE_V2,
+            send_v2("TopicA", queue_id=0, properties=f"{PROPS}\x02{timer}"),
+        )
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        assert sent.ext_fields["queueId"] == "0"
+    far = call(
+        ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TopicA", properties=f"{PROPS}\x02{timers[0]}")
+    )
+    assert far.code == ResponseCode.MESSAGE_ILLEGAL
+    assert far.remark.startswith("timer message illegal, the delay time should not be bigger")
+    ctx.store.wait_dispatched()
+    assert ctx.store.max_offset("TopicA", 0) == 2
+    assert ctx.store.max_offset("rmq_sys_wheel_timer", 0) == 2
+    waiting, _ = ctx.store.get_messages("G", "rmq_sys_wheel_timer", 0, 0, 10).messages
+    assert waiting.properties["REAL_TOPIC"] == "TopicA"
+    assert waiting.properties["REAL_QID"] == "0"
+    assert waiting.properties["WAIT"] == "true"  # the hook writes the map, WAIT in it
+    assert int(waiting.properties["TIMER_OUT_MS"]) % 1000 == 0
 
 
 def test_send_of_a_delayed_message_writes_wait_re_put_last_as_sendmessageprocessor(

@@ -109,6 +109,7 @@ def send_fields(
     max_body_bytes: int,
     delay_levels_ms: list[int],
     now_ms: int | None = None,
+    timer_wheel: bool = False,
 ) -> SendFields:
     """The properties a RocketMQ 5 proxy builds for ``message`` (buildMessageProperty), in
     its order: user properties, TAGS, KEYS, UNIQ_KEY, the transaction and delivery-time
@@ -116,9 +117,9 @@ def send_fields(
     group), __SHARDINGKEY, TRACE_CONTEXT, __BORNHOST, BORN_TIMESTAMP. RequestError with
     the proxy's code for what it refuses.
 
-    A delivery time becomes the store's delay level that first reaches it, beside
-    TIMER_DELIVER_MS (the proxy's useDelayLevel mode): rocketstore has no timer wheel yet,
-    so the message is delivered at that level's time, not to the millisecond."""
+    A delivery time becomes TIMER_DELIVER_MS, for the timer wheel (``timer_wheel``); with
+    the wheel off, the store's delay level that first reaches it beside TIMER_DELIVER_MS
+    (the proxy's useDelayLevel mode): delivered at that level's time, not to the step."""
     body = message.body
     if not body:
         raise RequestError(pb.Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
@@ -185,7 +186,8 @@ def send_fields(
                 pb.Code.ILLEGAL_DELIVERY_TIME,
                 f"the max delay time of message is too large, max is {MAX_DELAY_MS}",
             )
-        properties[props.DELAY] = str(delay_level_for(delivery_ms, delay_levels_ms, now))
+        if not timer_wheel:
+            properties[props.DELAY] = str(delay_level_for(delivery_ms, delay_levels_ms, now))
         properties[props.TIMER_DELIVER_MS] = str(delivery_ms)
     properties[props.RECONSUME_TIME] = str(system.delivery_attempt)
     properties[props.PGROUP] = message.topic.name

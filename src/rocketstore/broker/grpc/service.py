@@ -30,7 +30,12 @@ from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 from rocketstore.broker.grpc.queue_choice import RoundRobin, group_queue
 from rocketstore.broker.perm_name import PERM_WRITE
-from rocketstore.broker.processors.send import asks_for_timer, stored_properties
+from rocketstore.broker.processors.send import (
+    TimerRefusal,
+    asks_for_timer,
+    stored_properties,
+    timer_stored,
+)
 from rocketstore.broker.processors.send_back import retry_message
 from rocketstore.broker.topic_config import (
     MULTI_TAG,
@@ -362,6 +367,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             max_body_bytes=self.ctx.store.config.max_message_size,
             delay_levels_ms=self._delay_levels_ms,
             now_ms=now,
+            timer_wheel=self.ctx.store.config.timer_wheel_enable,
         )
         sys_flag = fields.sys_flag
         if config.topic_filter_type == MULTI_TAG:
@@ -384,11 +390,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 born_host=born_host,
                 reconsume_times=0,
             )
-        if asks_for_timer(fields.properties, config.topic_name):
-            raise RequestError(
-                pb.Code.ILLEGAL_DELIVERY_TIME, "accurate timer message is not enabled"
-            )
-        return Message(
+        timer = asks_for_timer(fields.properties, config.topic_name)
+        record = Message(
             topic=config.topic_name,
             body=message.body,
             queue_id=queue_id,
@@ -397,12 +400,18 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             properties=stored_properties(
                 fields.properties,
                 self.ctx.cluster_name,
-                keep_wait=is_delayed(fields.properties, sys_flag),
+                keep_wait=timer or is_delayed(fields.properties, sys_flag),
             ),
             born_timestamp=fields.born_timestamp,
             born_host=born_host,
             reconsume_times=0,
         )
+        if not timer:
+            return record
+        stored = timer_stored(self.ctx, record)
+        if isinstance(stored, TimerRefusal):
+            raise RequestError(pb.Code.ILLEGAL_DELIVERY_TIME, stored.remark)
+        return stored
 
     async def _send(
         self, request: spb.SendMessageRequest, born_host: str

@@ -42,6 +42,8 @@ from rocketstore.put_columns import ColumnsResult
 from rocketstore.put_path import PutResult, delay_level, is_delayed
 from rocketstore.remoting.peer import Peer
 from rocketstore.status import PutStatus
+from rocketstore.store.timer import is_timer_message, timer_rewrite
+from rocketstore.store.timer import now_ms as timer_now_ms
 
 # SendMessageRequestHeaderV2's one-letter names (a compact header for every send).
 V2_NAMES = {
@@ -306,15 +308,43 @@ def asks_for_timer(properties: dict[str, str], topic: str) -> bool:
     delay without a delay level, not one the timer has rolled already."""
     if (delay_level(properties) or 0) > 0:
         return False  # the level wins (5.x drops the timer properties)
-    if topic == props.TIMER_TOPIC or props.TIMER_OUT_MS in properties:
-        return False
-    timer_keys = (props.TIMER_DELIVER_MS, props.TIMER_DELAY_MS, props.TIMER_DELAY_SEC)
-    return any(key in properties for key in timer_keys)
+    return is_timer_message(properties, topic)
 
 
-# The answer of a 5.x broker whose timer wheel is off; rocketstore has no timer wheel, and
-# storing such a message as a plain one would deliver it at once, against what was asked.
+# The answer of a 5.x broker whose timer wheel is off (timerWheelEnable=false): storing
+# such a message as a plain one would deliver it at once, against what was asked.
 TIMER_REFUSED = "accurate timer message is not enabled, timerWheelEnable is false"
+
+
+@dataclass(frozen=True)
+class TimerRefusal:
+    """Why a timer send is refused: the wheel is off (SYSTEM_ERROR), or the time is
+    illegal (MESSAGE_ILLEGAL), in SendMessageProcessor's words."""
+
+    wheel_off: bool
+    remark: str
+
+    def response(self, cmd: RemotingCommand) -> RemotingCommand:
+        code = ResponseCode.SYSTEM_ERROR if self.wheel_off else ResponseCode.MESSAGE_ILLEGAL
+        return cmd.response(code, self.remark)
+
+
+def timer_stored(ctx: BrokerContext, message: Message) -> Message | TimerRefusal:
+    """A timer send as the store keeps it (HookUtils.transformTimerMessage): into
+    rmq_sys_wheel_timer for the timer store (``rocketstore.store.timer``) to deliver when
+    due, as it is when its time has passed, or refused."""
+    config = ctx.store.config
+    if not config.timer_wheel_enable:
+        return TimerRefusal(True, TIMER_REFUSED)
+    stored = timer_rewrite(
+        message,
+        timer_now_ms(),
+        precision_ms=config.timer_precision_ms,
+        max_delay_sec=config.timer_max_delay_sec,
+    )
+    if isinstance(stored, str):
+        return TimerRefusal(False, stored)
+    return stored
 
 
 def stored_properties(
@@ -361,7 +391,8 @@ async def send_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
     if is_transactional(properties):
         # RocketMQ goes by the TRAN_MSG property, not by the sys flag.
         return await _send_half(ctx, cmd, conn, header, properties, sys_flag, topic, queue_id)
-    if asks_for_timer(properties, topic):
+    timer = asks_for_timer(properties, topic)
+    if timer and not ctx.store.config.timer_wheel_enable:
         return cmd.response(ResponseCode.SYSTEM_ERROR, TIMER_REFUSED)
     # A multi-dispatch message keeps WAIT in its map: the store's wrap adds the queue
     # offsets to that map (WAIT counts in its size) and leaves WAIT out. A delayed one
@@ -369,6 +400,8 @@ async def send_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
     keep_wait = (
         ctx.store.config.enable_multi_dispatch and is_multi_dispatch(properties)
     ) or is_delayed(properties, sys_flag)
+    # A timer message too: the broker's rewrite writes the map, WAIT included.
+    keep_wait = keep_wait or timer
     message = Message(
         topic=topic,
         body=cmd.body,
@@ -380,9 +413,14 @@ async def send_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
         born_host=conn.peer,
         reconsume_times=header.reconsume_times,
     )
+    if timer:
+        stored = timer_stored(ctx, message)
+        if isinstance(stored, TimerRefusal):
+            return stored.response(cmd)
+        message = stored
     result = await ctx.put(message, len(message.body))
     uniq_key = properties.get(props.UNIQ_KEY)
-    return put_response(cmd, [result], queue_id, ctx, message.topic, uniq_key)
+    return put_response(cmd, [result], queue_id, ctx, topic, uniq_key)
 
 
 async def _send_half(
