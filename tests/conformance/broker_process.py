@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -17,14 +18,19 @@ def free_port() -> int:
 
 
 def serve_process(
-    store: Path, broker: int, namesrv: int, settings: Path | None = None
+    store: Path,
+    broker: int,
+    namesrv: int,
+    settings: Path | None = None,
+    extra: Sequence[str] = (),
 ) -> subprocess.Popen[str]:
+    """``extra``: more serve options (``--grpc-listen``, ``--flush ASYNC_FLUSH`` ...)."""
     command = [sys.executable, "-m", "rocketstore.cli.main"]
     if settings is not None:
         command += ["-c", str(settings)]
     command += ["serve", "--store", str(store)]
     command += ["--listen", f"127.0.0.1:{broker}", "--namesrv-listen", f"127.0.0.1:{namesrv}"]
-    command += ["--flush", "SYNC_FLUSH", "--offset-persist-ms", "500"]
+    command += ["--flush", "SYNC_FLUSH", "--offset-persist-ms", "500", *extra]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     deadline = time.monotonic() + 30

@@ -153,6 +153,46 @@ def js_client(client_home: Path) -> Any:
     return start
 
 
+# The official 5.x Python client (gRPC): its import name ``rocketmq`` is also the 0.4.4
+# C++ client's, so it runs from a venv of its own (``.venv-rmq5`` in the checkout), made
+# once under a lock for pytest-xdist's workers, in subprocesses (py5/client5.py).
+PY5_VENV = Path(__file__).resolve().parents[2] / ".venv-rmq5"
+PY5_CLIENT = Path(__file__).parent / "py5" / "client5.py"
+PY5_PACKAGE = "rocketmq-python-client==5.1.2"
+
+
+@pytest.fixture(scope="session")
+def py5_client(client_home: Path) -> Any:
+    python = PY5_VENV / "bin" / "python"
+    with open(PY5_VENV.parent / ".venv-rmq5.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (PY5_VENV / ".installed").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(PY5_VENV)], check=True, timeout=300)
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", PY5_PACKAGE],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            if done.returncode != 0:
+                pytest.fail(f"installing {PY5_PACKAGE} failed: {done.stderr[-2000:]}")
+            (PY5_VENV / ".installed").write_text(PY5_PACKAGE + "\n")
+
+    def start(*args: object) -> ClientRun:
+        env = {**os.environ, "HOME": str(client_home)}
+        process = subprocess.Popen(
+            [str(python), str(PY5_CLIENT), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        return ClientRun(process).start_pumps()
+
+    return start
+
+
 def broker_options(store: Path, **broker: Any) -> BrokerOptions:
     return BrokerOptions(
         str(store),

@@ -9,10 +9,6 @@ under a lock for pytest-xdist's workers), in subprocesses (py5/client5.py).
 from __future__ import annotations
 
 import base64
-import fcntl
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,43 +24,7 @@ from rocketstore.status import GetStatus
 from rocketstore.store import MessageStore
 from tests.conformance.conftest import ClientRun, broker_options
 
-ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".venv-rmq5"
-CLIENT = Path(__file__).parent / "py5" / "client5.py"
-CLIENT_PACKAGE = "rocketmq-python-client==5.1.2"
 TOPIC = "TopicGrpc"
-
-
-@pytest.fixture(scope="session")
-def py5_client(client_home: Path) -> Any:
-    python = VENV / "bin" / "python"
-    with open(ROOT / ".venv-rmq5.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (VENV / ".installed").exists():
-            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=300)
-            done = subprocess.run(
-                [str(python), "-m", "pip", "install", "-q", CLIENT_PACKAGE],
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            if done.returncode != 0:
-                pytest.fail(f"installing {CLIENT_PACKAGE} failed: {done.stderr[-2000:]}")
-            (VENV / ".installed").write_text(CLIENT_PACKAGE + "\n")
-
-    def start(*args: object) -> ClientRun:
-        env = {**os.environ, "HOME": str(client_home)}
-        process = subprocess.Popen(
-            [str(python), str(CLIENT), *map(str, args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        return ClientRun(process).start_pumps()
-
-    return start
 
 
 @pytest.fixture

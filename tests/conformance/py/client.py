@@ -48,6 +48,9 @@ def produce(args: argparse.Namespace) -> None:
         if args.delay_level:
             msg.set_delay_time_level(args.delay_level)
         sent_at = int(time.time() * 1000)
+        deliver_ms = sent_at + args.timer_delay_ms if args.timer_delay_ms else args.timer_at_ms
+        if deliver_ms:  # a RocketMQ 5 timer message, as a 5.x Java producer sets it
+            msg.set_property("TIMER_DELIVER_MS", str(deliver_ms))
         for attempt in range(args.attempts):
             try:
                 if args.orderly:  # one sharding key: every message to the same queue
@@ -66,6 +69,7 @@ def produce(args: argparse.Namespace) -> None:
                 offset=result.offset,
                 body_b64=base64.b64encode(body).decode(),
                 sent_at=sent_at,
+                deliver_ms=deliver_ms,
             )
             break
         if args.pause_ms:
@@ -143,6 +147,8 @@ def main() -> None:
     p.add_argument("--group", default="conformance_producer")
     p.add_argument("--big", type=int, default=-1)
     p.add_argument("--delay-level", type=int, default=0)
+    p.add_argument("--timer-delay-ms", type=int, default=0)
+    p.add_argument("--timer-at-ms", type=int, default=0)
     p.add_argument("--keys", default="key-")
     p.add_argument("--attempts", type=int, default=1)
     p.add_argument("--pause-ms", type=int, default=0)

@@ -46,8 +46,13 @@ def send(args: argparse.Namespace) -> int:
             message.add_property("index", str(i))
             if args.group:
                 message.message_group = args.group
+            deliver_ms = 0
             if args.delay_ms:
-                message.delivery_timestamp = int(time.time() * 1000) + args.delay_ms
+                # 5.1.2 puts the value into the Timestamp's seconds field, whatever its
+                # docstring says (ms): seconds are what reaches the wire right.
+                deliver_s = -(-(int(time.time() * 1000) + args.delay_ms) // 1000)
+                message.delivery_timestamp = deliver_s
+                deliver_ms = deliver_s * 1000
             try:
                 receipt = producer.send(message)
             except Exception as e:  # the client's ClientException and its kin
@@ -58,6 +63,7 @@ def send(args: argparse.Namespace) -> int:
                 index=i,
                 id=receipt.message_id,
                 offset=getattr(receipt, "offset", None),
+                deliver_ms=deliver_ms,
             )
     finally:
         producer.shutdown()
