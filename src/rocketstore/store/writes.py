@@ -44,7 +44,8 @@ class StoreWrites(StoreBase):
         if store_timestamp is not None or store_host is not None:
             store_timestamp = self._writes.checked_arguments(store_timestamp, store_host)
         if (
-            store_host is None
+            # (a broker names its own address, the store's host: the same record)
+            (store_host is None or store_host == self.config.store_host)
             and self.config.flush_disk_type == "ASYNC_FLUSH"
             and not any_armed()
             and self.running_flags.writeable
