@@ -35,6 +35,7 @@ from rocketstore.broker.long_polling import HOLD_CHECK_INTERVAL_MS
 from rocketstore.broker.metrics import MetricsServer
 from rocketstore.broker.namesrv import NameServer, RouteTable
 from rocketstore.broker.namesrv_config import KvConfigTable, namesrv_config
+from rocketstore.broker.processors.send_fast import FastSend
 from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.schedule import ScheduleService
@@ -225,6 +226,8 @@ class BrokerApp:
         self.ctx: BrokerContext | None = None
         self.server: RemotingServer | None = None
         self.vip_server: RemotingServer | None = None  # the listen port - 2 (fastListenPort)
+        # Common single sends answered from their frames' bytes (processors.send_fast).
+        self.fast_send: FastSend | None = None
         self.schedule: ScheduleService | None = None
         self.timer: TimerMessageStore | None = None
         self.registrar: Registrar | None = None
@@ -335,6 +338,7 @@ class BrokerApp:
                 self.timer.start()
                 ctx.timer = self.timer
         router = BrokerRouter(ctx)
+        self.fast_send = FastSend(ctx)
         handle = router.handle
         if self.metrics is not None:
             ctx.stats.rpc_latency = LatencyHistogram()
@@ -347,6 +351,7 @@ class BrokerApp:
             limits=b,  # read at each use, so updateBrokerConfig changes them live
             bulky_codes=BULKY_CODES,
             eager_codes=EAGER_CODES,
+            fast_frames=self.fast_send,
         )
         await self.server.start(sock, opts.tls)
         await self._start_vip_channel(handle, bound)
@@ -414,6 +419,7 @@ class BrokerApp:
             limits=b,
             bulky_codes=BULKY_CODES,
             eager_codes=EAGER_CODES,
+            fast_frames=self.fast_send,
         )
         await self.vip_server.start(sock, self.options.tls)
         log.info("VIP channel (fastListenPort) at %s", vip_bound)

@@ -34,6 +34,7 @@ from rocketstore.remoting.connection import (
     ProtocolViolation,
     RemotingConnection,
     RequestReceived,
+    ResponseReceived,
 )
 from rocketstore.remoting.tls import client_context
 
@@ -106,6 +107,8 @@ class RemotingClient:
                         if self.on_request is not None:
                             self.on_request(event.command)
                         continue
+                    if not isinstance(event, ResponseReceived):
+                        continue  # (AnsweredInline: this side sets no fast hook)
                     future = self._pending.pop(event.command.opaque, None)
                     if future is not None and not future.done():
                         future.set_result(event.command)

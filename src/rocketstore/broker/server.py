@@ -38,6 +38,7 @@ from rocketstore.broker.timeouts import within
 from rocketstore.broker.tls import TLS_HANDSHAKE, ServerTls, TlsMode
 from rocketstore.errors import StoreError
 from rocketstore.remoting.connection import (
+    AnsweredInline,
     ProtocolViolation,
     RemotingConnection,
     ResponseReceived,
@@ -256,8 +257,24 @@ class Connection:
     def send(self, cmd: RemotingCommand) -> None:
         """Queue one frame (a single write, so frames of concurrent tasks never mix); a
         connection whose unsent bytes are past the bound is dropped instead."""
-        if self.closed or self._writer.is_closing():
+        if not self._has_room():
             return
+        if cmd.is_response:
+            frame = self.protocol.send_response(cmd)
+        else:
+            frame = self.protocol.send_request(cmd)
+        self._queue(frame)
+
+    def send_frame(self, frame: bytes) -> None:
+        """``send`` for an answer already encoded (a send answered inline)."""
+        if self._has_room():
+            self._queue(frame)
+
+    def _has_room(self) -> bool:
+        """Whether a frame may be queued: the connection is open and its unsent bytes are
+        within the bound (else it is dropped, with a log line)."""
+        if self.closed or self._writer.is_closing():
+            return False
         unsent = self.unsent_bytes
         if unsent == 0:
             self.last_active_s = time.monotonic()
@@ -271,11 +288,10 @@ class Connection:
                 self.limits.server_channel_max_unsent_bytes,
             )
             self.abort()
-            return
-        if cmd.is_response:
-            frame = self.protocol.send_response(cmd)
-        else:
-            frame = self.protocol.send_request(cmd)
+            return False
+        return True
+
+    def _queue(self, frame: bytes) -> None:
         if not self._out:
             asyncio.get_running_loop().call_soon(self.flush)
         self._out.append(frame)
@@ -343,14 +359,18 @@ class RemotingServer:
         limits: ConnectionLimits | None = None,
         bulky_codes: frozenset[int] = frozenset(),
         eager_codes: frozenset[int] = frozenset(),
+        fast_frames: Callable[[bytes, Connection], bytes | None] | None = None,
     ):
         """``bulky_codes``: the request codes whose answers carry stored messages;
         ``eager_codes``: the ones started at once in the read loop (:func:`start_eagerly`),
         which must not need a task of their own before their first wait (asyncio.timeout
-        and current_task would find the read loop's)."""
+        and current_task would find the read loop's); ``fast_frames``: the hook that
+        answers a request from its frame's bytes, or None to decode it (the broker's
+        common sends: no command, no task, no router)."""
         self.handler = handler
         self.bulky_codes = bulky_codes
         self.eager_codes = eager_codes
+        self.fast_frames = fast_frames
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.on_close = on_close
@@ -497,6 +517,9 @@ class RemotingServer:
         writer.transport.set_write_buffer_limits(
             self.limits.write_buffer_high_water_mark, self.limits.write_buffer_low_water_mark
         )
+        fast = self.fast_frames
+        if fast is not None:
+            conn.protocol.fast = lambda frame: fast(frame, conn)
         in_flight = asyncio.Semaphore(MAX_IN_FLIGHT_PER_CONNECTION)
         bulky = asyncio.Semaphore(MAX_BULKY_PER_CONNECTION)
         requests: set[asyncio.Task[None]] = set()
@@ -513,6 +536,9 @@ class RemotingServer:
                 for event in events:
                     if isinstance(event, ProtocolViolation):
                         raise event.error
+                    if isinstance(event, AnsweredInline):
+                        conn.send_frame(event.frame)
+                        continue
                     if isinstance(event, ResponseReceived):
                         conn.answered(event.command)
                         continue

@@ -322,3 +322,15 @@ def batch_columns(
     data: ReadableBuffer, suffix: str, /
 ) -> tuple[list[bytes], list[int], list[str], int] | None: ...
 def offset_msg_ids(store_host: ReadableBuffer, offsets: ReadableBuffer, /) -> str: ...
+def send_frame(
+    frame: ReadableBuffer, cluster: str, /
+) -> tuple[int, int, str, int, int, int, int, int, dict[str, str], str | None, bytes] | None: ...
+def send_answer(
+    opaque: int,
+    version: int,
+    msg_id: str,
+    queue_id: int,
+    queue_offset: int,
+    transaction_id: str | None,
+    /,
+) -> bytes | None: ...

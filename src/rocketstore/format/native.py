@@ -166,6 +166,14 @@ offset_msg_ids = bind(
     _c.offset_msg_ids, "offset_msg_ids", "rocketstore.format.message_id:joined_offset_msg_ids"
 )
 
+# ---- the broker's single sends ------------------------------------------------------------
+send_frame = bind(
+    _c.send_frame, "send_frame", "rocketstore.broker.processors.send_fast:send_frame_python"
+)
+send_answer = bind(
+    _c.send_answer, "send_answer", "rocketstore.broker.processors.send_fast:send_answer_python"
+)
+
 
 if set_verbatim_type is not None:
     # The put encoder writes these properties' text as it is, not their serialisation.

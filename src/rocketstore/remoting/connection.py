@@ -28,6 +28,7 @@ and :attr:`RemotingConnection.incoming_frame_bytes` tell it what an unfinished f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketstore.remoting.codec import (
@@ -69,7 +70,18 @@ class ProtocolViolation:
         return str(self.error)
 
 
-Event = RequestReceived | ResponseReceived | ProtocolViolation
+@dataclass(frozen=True)
+class AnsweredInline:
+    """A request the connection's ``fast`` hook took and answered from its bytes alone
+    (no command decoded): ``frame`` is the whole answer, to be written."""
+
+    frame: bytes
+
+
+Event = RequestReceived | ResponseReceived | ProtocolViolation | AnsweredInline
+
+# A frame (without its length prefix) -> the whole answer frame, or None to decode it.
+FastFrames = Callable[[bytes], bytes | None]
 
 
 class RemotingConnection:
@@ -82,6 +94,9 @@ class RemotingConnection:
         self._pending: dict[int, RemotingCommand] = {}  # our requests awaiting answers
         self._violation: ProtocolViolation | None = None
         self._eof = False
+        # The driver's hook for requests answered from their bytes (the broker's common
+        # sends): tried on each whole frame first; None means the frame is decoded.
+        self.fast: FastFrames | None = None
 
     # --- state ------------------------------------------------------------------------
 
@@ -130,6 +145,12 @@ class RemotingConnection:
                     break
                 with memoryview(buffer) as view:
                     frame = bytes(view[start : start + length])
+                if self.fast is not None:
+                    answer = self.fast(frame)
+                    if answer is not None:
+                        position = start + length
+                        events.append(AnsweredInline(answer))
+                        continue
                 command = decode_command(frame)
             except ProtocolError as e:
                 self._violation = ProtocolViolation(e)

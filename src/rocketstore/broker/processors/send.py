@@ -291,16 +291,27 @@ def put_response(
     ctx.stats.stored(
         topic, len(results), last.commit_log_offset + last.size - first.commit_log_offset
     )
+    ext = stored_answer_fields(
+        ",".join(r.msg_id for r in results), queue_id, first.queue_offset, transaction_id
+    )
+    return cmd.response(code, None, ext)
+
+
+def stored_answer_fields(
+    msg_id: str, queue_id: int, queue_offset: int, transaction_id: str | None
+) -> dict[str, str]:
+    """The extFields of a stored send's answer (SendMessageResponseHeader, in the order
+    RocketMQ's answers carry them)."""
     ext = {  # strings already: the answer takes them as they are
-        "msgId": ",".join(r.msg_id for r in results),
+        "msgId": msg_id,
         "queueId": str(queue_id),
-        "queueOffset": str(first.queue_offset),
+        "queueOffset": str(queue_offset),
         "MSG_REGION": "DefaultRegion",
         "TRACE_ON": "true",
     }
     if transaction_id:
         ext["transactionId"] = transaction_id
-    return cmd.response(code, None, ext)
+    return ext
 
 
 def asks_for_timer(properties: dict[str, str], topic: str) -> bool:

@@ -75,6 +75,8 @@ static PyMethodDef methods[] = {
     {"batch_columns", py_batch_columns, METH_VARARGS,
      "A SEND_BATCH_MESSAGE body as columns (bodies, flags, stored properties)."},
     {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "offsetMsgIds joined by ','."},
+    {"send_frame", py_send_frame, METH_VARARGS, "A common SEND_MESSAGE(_V2) frame's put."},
+    {"send_answer", py_send_answer, METH_VARARGS, "A stored send's answer frame."},
     {"set_verbatim_type", py_set_verbatim_type, METH_O,
      "The properties type whose text put encoding writes as it is."},
     {NULL, NULL, 0, NULL},

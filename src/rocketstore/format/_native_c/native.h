@@ -207,5 +207,7 @@ PyObject *py_write_batch(PyObject *self, PyObject *args);
 PyObject *py_queue_units(PyObject *self, PyObject *args);
 PyObject *py_batch_columns(PyObject *self, PyObject *args);
 PyObject *py_offset_msg_ids(PyObject *self, PyObject *args);
+PyObject *py_send_frame(PyObject *self, PyObject *args);
+PyObject *py_send_answer(PyObject *self, PyObject *args);
 
 #endif /* ROCKETSTORE_NATIVE_H */
