@@ -18,8 +18,9 @@ from tests.cli.cli_helpers import body_of, uniq_of
 from tests.console.console_helpers import DLQ, GROUP
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -39,6 +40,9 @@ def browser() -> Iterator[object]:
     # The system's driver: Selenium Manager would try to download one.
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
     driver.set_page_load_timeout(120)
+    # A click that navigates returns before the next page is there: finding its
+    # elements waits for them (a loaded machine takes seconds).
+    driver.implicitly_wait(60)
     try:
         yield driver
     finally:
@@ -71,7 +75,11 @@ def test_search_by_key_then_the_message_and_its_consume_track(browser, console_u
     assert cells[:2] == [GROUP, "CONSUMED"]
     _shot(driver, "message")
     driver.find_element(By.LINK_TEXT, "json").click()
-    assert driver.find_element(By.ID, "body").text == '{\n  "order": 5\n}'
+    # (the text view's #body is there until the JSON view replaces the page)
+    expected = '{\n  "order": 5\n}'
+    WebDriverWait(driver, 60, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda d: d.find_element(By.ID, "body").text == expected
+    )
 
 
 def test_the_lag_page_shows_the_groups_numbers(browser, console_url, console_store):

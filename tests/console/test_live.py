@@ -259,3 +259,39 @@ def test_serve_brokers_2_gives_each_broker_its_console(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=90)
     assert process.returncode == 0
+
+
+def test_an_action_posted_by_another_site_is_refused(live):
+    server, url = live
+    ctx = server.broker.ctx
+    assert ctx is not None
+    host = url.removeprefix("http://")
+    for headers in (
+        {"Origin": "http://evil.example"},
+        {"Referer": "http://evil.example/page"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        req = urllib.request.Request(url + "/action/create-topic", data=b"topic=Csrf")
+        for name, value in headers.items():
+            req.add_header(name, value)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=30)
+        assert refused.value.code == 403, headers
+    assert ctx.topics.get("Csrf") is None
+    req = urllib.request.Request(url + "/action/create-topic", data=b"topic=Csrf")
+    req.add_header("Origin", f"http://{host}")
+    req.add_header("Sec-Fetch-Site", "same-origin")
+    assert _status(req) == 303
+    assert ctx.topics.get("Csrf") is not None
+
+
+def _status(req: urllib.request.Request) -> int:
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    try:
+        with urllib.request.build_opener(NoRedirect).open(req, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as e:
+        return e.code

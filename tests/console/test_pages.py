@@ -221,3 +221,28 @@ def test_static_and_unknown_paths(console_url):
     css = get(console_url, "/static/console.css")
     assert css.status == 200 and css.headers["Content-Type"] == "text/css"
     assert get(console_url, "/nothing").status == 404
+
+
+def test_an_offline_console_sees_what_a_writer_appends(tmp_path):
+    from rocketstore import Message
+    from rocketstore.console import ConsoleServer, OfflineSource
+
+    root = tmp_path / "store"
+    with MessageStore.open(root, CONFIG) as writer:
+        assert writer.put(Message("Live", b"one")).status.ok
+        writer.wait_dispatched()
+        source = OfflineSource(str(root), CONFIG)
+        server = ConsoleServer(source, "127.0.0.1:0")
+        server.start()
+        try:
+            url = f"http://{server.address}"
+            assert rows(get(url, "/topic", name="Live").text, "queues")[0][2] == "1"
+            for _ in range(4):
+                assert writer.put(Message("Live", b"more")).status.ok
+            writer.wait_dispatched()
+            assert rows(get(url, "/topic", name="Live").text, "queues")[0][2] == "5"
+            page = get(url, "/search", by="offset", topic="Live", queue=0, offset=4)
+            assert "1 message(s)" in page.text
+        finally:
+            server.stop()
+            source.close()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
@@ -162,6 +162,7 @@ class Console:
         if path.startswith("/action/"):
             if method != "POST":
                 raise HttpError("405 Method Not Allowed", "actions are POST requests")
+            _same_origin(environ)
             return self.action(request)
         page = self.routes.get(path)
         if page is None:
@@ -429,6 +430,22 @@ class Console:
             raise HttpError(
                 "403 Forbidden", f"account {account.access_key} may not send to {topic}"
             )
+
+
+def _same_origin(environ: Environ) -> None:
+    """Refuses an action a page of another site posted (a form on any web page can post to
+    a console on loopback): the browser's Origin (or Referer) must name this console's
+    host, and Sec-Fetch-Site must not say cross-site. Clients that send none (curl, a
+    script) pass: they are not a browser carrying someone's credentials."""
+    host = environ.get("HTTP_HOST", "")
+    if environ.get("HTTP_SEC_FETCH_SITE", "") == "cross-site":
+        raise HttpError("403 Forbidden", "a cross-site request cannot act on this console")
+    for header in ("HTTP_ORIGIN", "HTTP_REFERER"):
+        value = environ.get(header)
+        if value:
+            if urlsplit(value).netloc != host:
+                raise HttpError("403 Forbidden", "a cross-site request cannot act on this console")
+            return
 
 
 def _first(values: dict[str, list[str]]) -> dict[str, str]:
