@@ -54,8 +54,9 @@ _QUEUE_OFFSET = struct.Struct(">q")
 # the partition fails naming the queue.
 MAX_STALLED_PULLS = 5
 # Pulled records decoded together: at most this many rows / bytes of records a batch (the
-# pulls in flight cover more, so the broker answers while a batch is decoded and sent).
-DECODE_ROWS = 2048
+# file mode's FAST_CHUNK_UNITS: the decoder's and Arrow's cost per batch, not per row, was
+# a fifth of the reader's CPU at 2,048; the pulls in flight keep the broker busy meanwhile).
+DECODE_ROWS = 8192
 DECODE_BYTES = 16 * 1024 * 1024
 
 
@@ -186,7 +187,9 @@ class _Gathered:
 def _with_broker(batch: Any, broker: str) -> Any:
     import pyarrow as pa  # noqa: PLC0415
 
-    return batch.append_column(BROKER_COLUMN, pa.array([broker] * batch.num_rows, pa.string()))
+    # (pa.repeat: a list of num_rows str to convert cost 0.4 us a row, a tenth of the read)
+    column = pa.repeat(pa.scalar(broker, pa.string()), batch.num_rows)
+    return batch.append_column(BROKER_COLUMN, column)
 
 
 def _keep(batch: Any, mask: Any) -> Any:
