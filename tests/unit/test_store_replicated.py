@@ -179,3 +179,27 @@ def test_restart_mid_record_recovers_to_the_last_whole_record(master, tmp_path):
         end = reopened.max_commit_log_offset()
         assert 0 < end < 1000
         assert reopened.append_replicated(end, data[end:]) == len(data)
+
+
+def test_commitlog_data_view_is_commitlog_data_without_the_copy(tmp_path: os.PathLike[str]) -> None:
+    with MessageStore.open(tmp_path, _config()) as master:
+        _fill(master, 60)
+        end = master.max_commit_log_offset()
+        assert end > FILE_SIZE  # a file end on the way
+        offset = 0
+        while offset < end:
+            data = master.commitlog_data(offset, 3000)
+            with master.commitlog_data_view(offset, 3000) as view:
+                assert view is not None and bytes(view) == data
+            assert data
+            offset += len(data)
+        with master.commitlog_data_view(end, 3000) as view:
+            assert view is not None and len(view) == 0  # nothing written there yet
+        assert master.commitlog_data(end, 3000) == b""
+        first = master.commitlog.files.first
+        assert first is not None
+        master.commitlog.files.files.remove(first)  # as if retention had deleted it
+        with master.commitlog_data_view(0, 3000) as view:
+            assert view is None
+        assert master.commitlog_data(0, 3000) is None
+        master.commitlog.files.files.insert(0, first)

@@ -6,8 +6,10 @@ Layer: store (the facade's package; see base.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+from collections.abc import Iterator
 
 from rocketstore.errors import ConfigError
 from rocketstore.java_ints import int_argument
@@ -90,6 +92,21 @@ class StoreReplication(StoreBase):
             self.commitlog.files.flush_all()
         log.warning("%s: %s", self.root, report.summary())
         return report
+
+    @contextlib.contextmanager
+    def commitlog_data_view(self, offset: int, max_bytes: int) -> Iterator[memoryview | None]:
+        """``commitlog_data`` without its copy: the bytes as a view of the mapping, valid
+        inside the block only (the file is held: retention cannot unmap it meanwhile); an
+        empty view when nothing is written there yet, None when ``offset`` is below the
+        first file. A master sends from it straight to its slaves' sockets."""
+        offset = int_argument("offset", offset)
+        max_bytes = int_argument("max_bytes", max_bytes)
+        self._check_open(queues=False)
+        if offset < max(self.commitlog.min_offset(), 0):
+            yield None
+            return
+        with self.commitlog.view_to_file_end(offset, max_bytes) as view:
+            yield memoryview(b"") if view is None else view
 
     def commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
         """Up to ``max_bytes`` CommitLog bytes from ``offset`` to the written end of its
