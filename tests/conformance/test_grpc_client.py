@@ -245,3 +245,36 @@ def test_an_orphaned_transaction_is_checked_over_telemetry(py5_client, tmp_path)
         received = [line for line in got if line["event"] == "received"]
         assert [(line["id"], line["body"]) for line in received] == [(left[0]["id"], "tx-none")]
         checker.finish(40)
+
+
+def test_fifo_group_delivers_a_message_group_in_order_one_at_a_time(py5_client, grpc_server):
+    """A FIFO consumer group (consumeMessageOrderly, as mqadmin updateSubGroup -o true
+    sets it): a message group's messages come in send order, the next only after the one
+    before is acknowledged; one left unacknowledged comes again first, its attempt
+    counted, and blocks what follows until then."""
+    from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
+
+    ctx = grpc_server.broker.ctx
+    assert ctx is not None
+    ctx.groups.update(SubscriptionGroupConfig("GroupFifo", consume_message_orderly=True))
+    endpoint = _endpoint(grpc_server)
+    sent = [
+        line["id"]
+        for line in _finish(py5_client("send", endpoint, TOPIC, 4, "--group", "order-1"))
+        if line["event"] == "sent"
+    ]
+    assert len(sent) == 4
+    first = _finish(
+        py5_client("receive", endpoint, "GroupFifo", TOPIC, 1, 10, "noack", "--batch", 1)
+    )
+    assert [line["id"] for line in first if line["event"] == "received"] == sent[:1]
+    rest = _finish(
+        py5_client(
+            "receive", endpoint, "GroupFifo", TOPIC, 4, 10, "ack", "--batch", 1, "--wait-s", 40
+        )
+    )
+    received = [line for line in rest if line["event"] == "received"]
+    # The first again (after its 10 s), then the others in order, each once.
+    assert [line["id"] for line in received] == sent, rest
+    assert [line["attempt"] for line in received] == [2, 1, 1, 1]
+    assert all(line["group"] == "order-1" for line in received)

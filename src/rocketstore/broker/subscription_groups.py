@@ -56,7 +56,11 @@ _FIELDS = {
     "brokerId": "broker_id",
     "whichBrokerWhenConsumeSlowly": "which_broker_when_consume_slowly",
     "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
+    # RocketMQ 5's: a FIFO group of 5.x (gRPC) consumers (mqadmin updateSubGroup -o true).
+    "consumeMessageOrderly": "consume_message_orderly",
 }
+# Written only when set, so that a 4.9.8 group's entry stays as 4.9.8 writes it.
+_ONLY_WHEN_SET = frozenset({"consumeMessageOrderly"})
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,15 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
 
     def to_json(self) -> dict[str, Any]:
         values = asdict(self)
-        return {json_name: values[name] for json_name, name in sorted(_FIELDS.items())}
+        return {
+            json_name: values[name]
+            for json_name, name in sorted(_FIELDS.items())
+            if json_name not in _ONLY_WHEN_SET or values[name]
+        }
 
     @classmethod
     def from_json(cls, obj: Any, name: str | None = None) -> SubscriptionGroupConfig:

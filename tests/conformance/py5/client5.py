@@ -6,6 +6,7 @@ Runs in its own venv (the conformance conftest's ``py5_client``): its import nam
 
     client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS]
     client5.py receive ENDPOINT GROUP TOPIC COUNT INVISIBLE_S ack|noack|renew [--wait-s S]
+        [--batch N]
     client5.py transact ENDPOINT TOPIC commit|rollback|none
     client5.py checker ENDPOINT TOPIC SECONDS   (a producer whose checker commits)
 """
@@ -82,7 +83,7 @@ def receive(args: argparse.Namespace) -> int:
     try:
         while got < args.count and time.monotonic() < deadline:
             try:
-                messages = consumer.receive(32, args.invisible_s)
+                messages = consumer.receive(args.batch, args.invisible_s)
             except Exception as e:
                 emit(event="error", code=getattr(e, "code", None), text=str(e))
                 return 0
@@ -177,6 +178,7 @@ def main() -> int:
     r.add_argument("invisible_s", type=int)
     r.add_argument("mode", choices=("ack", "noack", "renew"))
     r.add_argument("--wait-s", type=float, default=30.0)
+    r.add_argument("--batch", type=int, default=32)
     t = sub.add_parser("transact")
     t.add_argument("endpoint")
     t.add_argument("topic")

@@ -106,6 +106,10 @@ class QueueCursor:
             key=lambda m: m.offset,
         )
 
+    def blocked(self, now_ms: int) -> bool:
+        """A message in flight that is still invisible: a FIFO group's queue waits."""
+        return any(m.visible_at_ms > now_ms for m in self.in_flight.values())
+
     def next_visible_ms(self) -> int | None:
         return min((m.visible_at_ms for m in self.in_flight.values()), default=None)
 

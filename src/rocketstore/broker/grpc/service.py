@@ -24,7 +24,7 @@ from google.protobuf.duration_pb2 import Duration
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.grpc import convert
 from rocketstore.broker.grpc.convert import RequestError, status
-from rocketstore.broker.grpc.pop import AckStatus, PopState, ReceiptHandle
+from rocketstore.broker.grpc.pop import AckStatus, PopState, QueueCursor, ReceiptHandle
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
@@ -261,7 +261,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             answer.backoff_policy.customized_backoff.next.extend(_duration(ms) for ms in levels)
             if not answer.subscription.HasField("receive_batch_size"):
                 answer.subscription.receive_batch_size = MAX_RECEIVE_BATCH
-            answer.subscription.fifo = False
+            # A FIFO group (consumeMessageOrderly), as GrpcClientSettingsManager says.
+            answer.subscription.fifo = config is not None and config.consume_message_orderly
         else:
             answer.backoff_policy.Clear()
             answer.backoff_policy.max_attempts = PRODUCER_MAX_ATTEMPTS
@@ -594,6 +595,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         ones, each queue from where its cursor stands."""
         out: list[pb.Message] = []
         store = self.ctx.store
+        fifo = self._is_fifo(group)
         for queue_id in queue_ids:
             if len(out) >= batch:
                 break
@@ -604,6 +606,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 functools.partial(self._start_offset, group, topic, queue_id),
             )
             now = now_ms()
+            if fifo and cursor.blocked(now):
+                # A FIFO group's queue gives nothing while a message of it is in flight
+                # (RocketMQ 5's order pop, ConsumerOrderInfoManager.checkBlock).
+                continue
             for held in cursor.overdue(now):
                 if len(out) >= batch:
                     break
@@ -630,6 +636,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 out.append(self._answer(ext, handle, attempt, invisible_ms))
             if len(out) >= batch:
                 break
+            if fifo and cursor.in_flight:
+                # Those come again first; what follows them waits until they are done.
+                self._commit(group, topic, queue_id)
+                continue
             result = await self.ctx.run(
                 store.get_matching_messages,
                 group,
@@ -656,6 +666,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 cursor.next_offset = max(cursor.next_offset, result.next_begin_offset)
             self._commit(group, topic, queue_id)
         return out
+
+    def _is_fifo(self, group: str) -> bool:
+        config = self.ctx.groups.get(group)
+        return config is not None and config.consume_message_orderly
 
     def _max_attempts(self, group: str) -> int:
         """Deliveries a group's message gets: its retryMaxTimes + 1, as the settings the
@@ -709,6 +723,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         if remaining <= 0:
             return False
         store = self.ctx.store
+        fifo = self._is_fifo(group)
         due: list[float] = []
         checks: list[tuple[int, Callable[[], bool]]] = []
         for queue_id in queue_ids:
@@ -719,7 +734,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             if visible is not None:
                 due.append((visible - now_ms()) / 1000)
 
-            def has_new(q: int = queue_id, at: int = cursor.next_offset) -> bool:
+            def has_new(
+                q: int = queue_id, at: int = cursor.next_offset, held: QueueCursor = cursor
+            ) -> bool:
+                # A FIFO queue with a message in flight is blocked: new messages behind it
+                # wait (the ack wakes this wait, or the message's invisible time ends).
+                if fifo and held.in_flight:
+                    return False
                 return store.max_offset(topic, q) > at
 
             checks.append((queue_id, has_new))
@@ -780,6 +801,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             )
         for queue_id in touched:
             self._commit(group, config.topic_name, queue_id)
+        if touched and self._is_fifo(group):
+            # A FIFO queue may be free now: receives waiting on it look again.
+            self.ctx.waiters.arrived((config.topic_name, q) for q in touched)
         codes = {r.status.code for r in results}
         overall = status(pb.Code.MULTIPLE_RESULTS) if len(codes) > 1 else results[0].status
         return spb.AckMessageResponse(status=overall, entries=results)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,58 @@ def test_pop_state_survives_a_restart(tmp_path):
             == taken[2].system_properties.invisible_duration.ToMilliseconds()
             + cursor.in_flight[2].pop_ms
         )
+
+
+def test_fifo_group_one_message_at_a_time_in_order(served):
+    """A FIFO group (consumeMessageOrderly): its queue hands out the next message only
+    after the one in flight is acknowledged, gone to the DLQ, or (its invisible time over)
+    handed out again first; the settings tell the client fifo."""
+    server, stub = served
+    ctx = server.broker.ctx
+    assert ctx is not None
+    ctx.groups.update(SubscriptionGroupConfig("G", retry_max_times=1, consume_message_orderly=True))
+    for i in range(4):
+        assert _send(stub, f"m{i}".encode(), f"01F{i}").status.code == pb.Code.OK
+
+    def one(polling_s: int = 5) -> list[pb.Message]:
+        request = spb.ReceiveMessageRequest(
+            group=GROUP,
+            message_queue=pb.MessageQueue(topic=TOPIC, id=0),
+            filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+            batch_size=1,
+        )
+        request.invisible_duration.FromMilliseconds(800)
+        request.long_polling_timeout.FromSeconds(polling_s)
+        answers = list(stub.ReceiveMessage(request, timeout=polling_s + 5))
+        return [a.message for a in answers if a.WhichOneof("content") == "message"]
+
+    (m0,) = one()
+    assert m0.body == b"m0"
+    started = time.monotonic()
+    # m1 is there, but m0 is in flight: the receive gets m0 again once its time is over.
+    (again,) = one()
+    assert time.monotonic() - started >= 0.5
+    assert (again.body, again.system_properties.delivery_attempt) == (b"m0", 2)
+    assert _ack(stub, again) == pb.Code.OK
+    (m1,) = one()
+    assert (m1.body, m1.system_properties.delivery_attempt) == (b"m1", 1)
+    # Not acknowledged twice: to the DLQ (retryMaxTimes 1), then m2 comes.
+    (m1_again,) = one()
+    assert m1_again.body == b"m1"
+    (m2,) = one()
+    assert m2.body == b"m2"
+    assert _dlq(server, 1) == ["01F1"]
+    # An ack wakes a receive waiting on the blocked queue at once.
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(one, 8)
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert _ack(stub, m2) == pb.Code.OK
+        (m3,) = waiting.result(timeout=15)
+    assert m3.body == b"m3"
+    assert time.monotonic() - started < 0.6  # the ack, not m2's invisible time
+    # The client learns the group is FIFO from the settings answer.
+    grpc_server = server.broker.grpc_server
+    assert grpc_server is not None and grpc_server.service is not None
+    settings = pb.Settings(subscription=pb.Subscription(group=GROUP))
+    assert grpc_server.service._settings_answer(settings).subscription.fifo
