@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
-scripts/setup.sh dev,spark,bench,conformance,grpc,console
+scripts/setup.sh dev,spark,bench,conformance,grpc,console,uvloop
 export PATH="$PWD/.venv/bin:$PATH"
 # 20 kill rounds per random-moment crash test of the writer (the test's own default is 50)
 # and 2 SIGKILLs per broker crash test (default 3) keep the whole run under CI's 20 minutes

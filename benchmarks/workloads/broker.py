@@ -44,6 +44,7 @@ JAVA = "RocketMQ 4.9.8 (Java)"
 # More repetitions than the other workloads: the brokers share 2 cores with the client.
 REPEAT_ENV = "ROCKETSTORE_BENCH_BROKER_REPEAT"
 BROKERS_ENV = "ROCKETSTORE_BENCH_BROKERS"  # rocketstore serve --brokers N
+EVENT_LOOP_ENV = "ROCKETSTORE_BENCH_EVENT_LOOP"  # rocketstore serve --event-loop NAME
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
         java_build = None
     repeat = int(os.environ.get(REPEAT_ENV, "1" if sizes.quick else "3"))
     brokers = int(os.environ.get(BROKERS_ENV, "1"))
+    # "asyncio,uvloop": a rocketstore serve on each, measured side by side.
+    event_loops = [n.strip() for n in os.environ.get(EVENT_LOOP_ENV, "asyncio").split(",")]
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     loads: list[tuple[float, ...]] = [os.getloadavg()]
     with scratch.directory("broker") as work:
@@ -100,10 +103,12 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                     java_dir = os.path.join(work, f"java-{flush}")
                     os.makedirs(java_dir)
                     running.append(start_java(java_build, java_dir, flush, java_dir))
-                ours = os.path.join(work, f"rocketstore-{flush}")
-                running.append(
-                    start_rocketstore(ours, flush, os.path.join(work, f"{flush}.log"), brokers)
-                )
+                for loop in event_loops:
+                    ours = os.path.join(work, f"rocketstore-{flush}-{loop}")
+                    log_path = os.path.join(work, f"{flush}-{loop}.log")
+                    started = start_rocketstore(ours, flush, log_path, brokers, loop)
+                    started.system = _ours(brokers, loop)
+                    running.append(started)
                 _run_cases(load, running, flush_cases, repeat, results)
                 loads.append(os.getloadavg())
             finally:
@@ -112,7 +117,7 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
                 for name in os.listdir(work):
                     if name.startswith(("java-", "rocketstore-")):
                         shutil.rmtree(os.path.join(work, name), ignore_errors=True)
-    return _rows(cases(sizes.quick), results, loads, brokers)
+    return _rows(cases(sizes.quick), results, loads, [_ours(brokers, n) for n in event_loops])
 
 
 def _run_cases(
@@ -153,21 +158,25 @@ def _run_cases(
                 )
 
 
+def _ours(brokers: int, event_loop: str) -> str:
+    """A rocketstore serve's system name in the rows: its options past the defaults."""
+    name = ROCKETSTORE if brokers == 1 else f"{ROCKETSTORE} --brokers {brokers}"
+    return name if event_loop == "asyncio" else f"{name} --event-loop {event_loop}"
+
+
 def _rows(
     all_cases: list[Case],
     results: dict[tuple[str, str], list[dict[str, float]]],
     loads: list[tuple[float, ...]],
-    brokers: int,
+    ours: list[str],
 ) -> list[Row]:
     load_note = "load average (1 min) " + ", ".join(f"{one[0]:.2f}" for one in loads)
-    ours = ROCKETSTORE if brokers == 1 else f"{ROCKETSTORE} --brokers {brokers}"
     rows: list[Row] = []
     for case in all_cases:
-        for system in (JAVA, ROCKETSTORE):
-            runs = results.get((case.label, system))
+        for name in (JAVA, *ours):
+            runs = results.get((case.label, name))
             if not runs:
                 continue
-            name = ours if system == ROCKETSTORE else system
             rates = [r["messages"] / r["seconds"] for r in runs]
             cpu = [1e6 * r["cpu_s"] / max(1, r["messages"]) for r in runs]
             failures = sum(int(r["failures"]) for r in runs)

@@ -128,7 +128,9 @@ class Broker:
             _stop(proc)
 
 
-def start_rocketstore(store: str, flush: str, log_path: str, brokers: int = 1) -> Broker:
+def start_rocketstore(
+    store: str, flush: str, log_path: str, brokers: int = 1, event_loop: str = "asyncio"
+) -> Broker:
     exe = os.path.join(os.path.dirname(sys.executable), "rocketstore")
     ns_port, port = free_port(), free_port(10 * brokers + 1)
     args = [
@@ -145,6 +147,8 @@ def start_rocketstore(store: str, flush: str, log_path: str, brokers: int = 1) -
     ]
     if brokers > 1:
         args += ["--brokers", str(brokers)]
+    if event_loop != "asyncio":
+        args += ["--event-loop", event_loop]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     try:
