@@ -17,3 +17,12 @@ if [ -n "$extras" ]; then
 else
   .venv/bin/python -m pip install -q -e .
 fi
+# The official 5.x Python client for the gRPC tests: its import name clashes with the 4.x
+# C++-core client's, so it gets a venv of its own (tests/conformance/conftest.py uses it).
+requirements=tests/conformance/py5/requirements.txt
+if [[ ",$extras," == *",conformance,"* ]] \
+    && ! cmp -s "$requirements" .venv-rmq5/.installed 2>/dev/null; then
+  python3 -m venv .venv-rmq5
+  .venv-rmq5/bin/python -m pip install -q -r "$requirements"
+  cp "$requirements" .venv-rmq5/.installed
+fi

@@ -154,22 +154,25 @@ def js_client(client_home: Path) -> Any:
 
 
 # The official 5.x Python client (gRPC): its import name ``rocketmq`` is also the 0.4.4
-# C++ client's, so it runs from a venv of its own (``.venv-rmq5`` in the checkout), made
-# once under a lock for pytest-xdist's workers, in subprocesses (py5/client5.py).
+# C++ client's, so it runs from a venv of its own (``.venv-rmq5`` in the checkout), in
+# subprocesses (py5/client5.py). scripts/setup.sh makes it with the conformance extra (so
+# the suite's time goes to tests); else it is made here once, under a lock for xdist.
 PY5_VENV = Path(__file__).resolve().parents[2] / ".venv-rmq5"
 PY5_CLIENT = Path(__file__).parent / "py5" / "client5.py"
-PY5_PACKAGE = "rocketmq-python-client==5.1.2"
+PY5_REQUIREMENTS = Path(__file__).parent / "py5" / "requirements.txt"
+PY5_PACKAGE = PY5_REQUIREMENTS.read_text().strip()
 
 
 @pytest.fixture(scope="session")
 def py5_client(client_home: Path) -> Any:
     python = PY5_VENV / "bin" / "python"
+    installed = PY5_VENV / ".installed"
     with open(PY5_VENV.parent / ".venv-rmq5.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (PY5_VENV / ".installed").exists():
+        if not installed.exists() or installed.read_text().strip() != PY5_PACKAGE:
             subprocess.run([sys.executable, "-m", "venv", str(PY5_VENV)], check=True, timeout=300)
             done = subprocess.run(
-                [str(python), "-m", "pip", "install", "-q", PY5_PACKAGE],
+                [str(python), "-m", "pip", "install", "-q", "-r", str(PY5_REQUIREMENTS)],
                 check=False,
                 capture_output=True,
                 text=True,
@@ -177,7 +180,7 @@ def py5_client(client_home: Path) -> Any:
             )
             if done.returncode != 0:
                 pytest.fail(f"installing {PY5_PACKAGE} failed: {done.stderr[-2000:]}")
-            (PY5_VENV / ".installed").write_text(PY5_PACKAGE + "\n")
+            installed.write_text(PY5_PACKAGE + "\n")
 
     def start(*args: object) -> ClientRun:
         env = {**os.environ, "HOME": str(client_home)}
