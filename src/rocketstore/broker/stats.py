@@ -69,9 +69,13 @@ class RateCounter:
             self._trim(self.clock())
             return [(second, count) for second, count in self._buckets]
 
-    def tps_text(self) -> str:
-        """RocketMQ's "<10 s> <1 min> <10 min>" form (two decimals)."""
-        return " ".join(f"{self.tps(window):.2f}" for window in TPS_WINDOWS_S)
+    def tps_text(self, *others: RateCounter) -> str:
+        """RocketMQ's "<10 s> <1 min> <10 min>" form (two decimals); with ``others``, the
+        sum of the rates (getTotalTps = found + miss)."""
+        return " ".join(
+            f"{self.tps(window) + sum(o.tps(window) for o in others):.2f}"
+            for window in TPS_WINDOWS_S
+        )
 
 
 @dataclass(frozen=True)
@@ -251,6 +255,9 @@ class BrokerStats:
         self.put = RateCounter(clock)
         self.get = RateCounter(clock)
         self.found = RateCounter(clock)  # pulls that found messages (getFoundTps)
+        # store reads of pulls that found nothing (getMissTps): a held pull counts its
+        # first read and the one after its wakeup or timeout, as RocketMQ's getMessage does
+        self.missed = RateCounter(clock)
         # BrokerStats' totals at the last two midnights (roll_day moves them).
         self.put_today_morning = self.get_today_morning = 0
         self.put_yesterday_morning = self.get_yesterday_morning = 0

@@ -452,3 +452,27 @@ def test_day_totals_roll_at_midnight() -> None:
     stats.roll_day(400)  # the same day: nothing moves
     stats.roll_day(401)
     assert (stats.put_today_morning, stats.put_yesterday_morning) == (7, 5)
+
+
+def test_pulls_that_find_nothing_count_as_misses(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 0, 2)
+    assert pull(ctx, "T", 0, 0).code == ResponseCode.SUCCESS
+    for _ in range(3):  # past the end: nothing found, no hold (sysFlag without SUSPEND)
+        assert pull(ctx, "T", 0, 2).code == ResponseCode.PULL_NOT_FOUND
+    assert ctx.stats.missed.total == 3 and ctx.stats.found.total == 1
+    table = json.loads(call(ctx, RequestCode.GET_BROKER_RUNTIME_INFO).body)["table"]
+    found, missed, total = (
+        [float(x) for x in table[key].split(" ")]
+        for key in ("getFoundTps", "getMissTps", "getTotalTps")
+    )
+    # (two decimals, as RocketMQ prints them)
+    assert missed[1] == pytest.approx(3 / 60, abs=0.005)
+    assert found[1] == pytest.approx(1 / 60, abs=0.005)
+    assert total == pytest.approx([f + m for f, m in zip(found, missed, strict=True)], abs=0.011)
+
+
+def test_a_held_pull_that_times_out_misses_twice(ctx: BrokerContext) -> None:
+    _send(ctx, "T", 0, 1)
+    answer = pull(ctx, "T", 0, 1, sysFlag=4 | 2, suspendTimeoutMillis=10)  # FLAG_SUSPEND
+    assert answer.code == ResponseCode.PULL_NOT_FOUND
+    assert ctx.stats.missed.total == 2  # the read before the hold and the one after

@@ -283,9 +283,8 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
         "getMessageEntireTimeMax": "0",
         "dispatchMaxBuffer": "0",
         "getFoundTps": stats.found.tps_text(),
-        # Pulls that found nothing are not counted (the pull path counts what it sends).
-        "getMissTps": "0.00 0.00 0.00",
-        "getTotalTps": stats.found.tps_text(),
+        "getMissTps": stats.missed.tps_text(),
+        "getTotalTps": stats.found.tps_text(stats.missed),
         "remainHowManyDataToFlush": human_bytes(
             max(0, store_stats.commit_log_max_offset - store_stats.commit_log_flushed_offset)
         ),

@@ -287,6 +287,8 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
         return cmd.response(subscription.code, subscription.remark)
     result = await _read_pulled(ctx, header, subscription)
     code = response_code(result, header.queue_offset)
+    if code != ResponseCode.SUCCESS:
+        ctx.stats.missed.add(1)
     if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & FLAG_SUSPEND:
         # Hold the pull; answer as soon as the queue grows past the asked offset.
         timeout_ms = header.suspend_timeout_ms if ctx.long_polling_enable else ctx.short_polling_ms
@@ -303,6 +305,9 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
             begin_ns = time.monotonic_ns()
             result = await _read_pulled(ctx, header, subscription)
             code = response_code(result, header.queue_offset)
+        # RocketMQ reads again after a hold, woken or timed out: a second miss if empty.
+        if code != ResponseCode.SUCCESS:
+            ctx.stats.missed.add(1)
     ext: dict[str, object] = {
         "nextBeginOffset": result.next_begin_offset,
         "minOffset": result.min_offset,
