@@ -32,6 +32,7 @@ from rocketstore.config import StoreConfig
 HERE = Path(__file__).parent
 PY_CLIENT = HERE / "py" / "client.py"
 JS_DIR = HERE / "js"
+JS5_DIR = HERE / "js5"
 # Level 1 = 1 s as RocketMQ; the retry levels (3 + reconsumeTimes) shortened to 1-2 s so a
 # retried message comes back within the test's time.
 DELAY_LEVELS = "1s 1s 1s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s 2s"
@@ -147,6 +148,42 @@ def js_client(client_home: Path) -> Any:
             text=True,
             env=env,
             cwd=JS_DIR,
+        )
+        return ClientRun(process).start_pumps()
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def js5_client(client_home: Path) -> Any:
+    """The official 5.x Node.js client (rocketmq-client-nodejs, gRPC): js5/client5.js,
+    its packages installed once by ``npm ci`` from js5/package-lock.json."""
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        pytest.skip("npm/node are not installed: the 5.x Node.js client cannot run")
+    with open(JS5_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (JS5_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir():
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                check=False,
+                cwd=JS5_DIR,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if done.returncode != 0:
+                pytest.fail(f"npm ci failed in {JS5_DIR}: {done.stderr[-2000:]}")
+
+    def start(*args: object) -> ClientRun:
+        env = {**os.environ, "HOME": str(client_home)}
+        process = subprocess.Popen(
+            [node, str(JS5_DIR / "client5.js"), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=JS5_DIR,
         )
         return ClientRun(process).start_pumps()
 

@@ -70,6 +70,8 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MIN_POLLING_MS = 5_000
 MAX_POLLING_MS = 20_000
 MAX_RECEIVE_BATCH = 32
+# ProxyConfig.defaultInvisibleTimeMills: a receive asking auto_renew (PushConsumer) gets it.
+AUTO_RENEW_INVISIBLE_MS = 60_000
 # What the answer keeps back of the client's deadline (longPollingReserveTimeInMillis).
 POLLING_RESERVE_MS = 100
 # A producer's retries (the proxy's producer backoff policy).
@@ -519,7 +521,12 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             config = self._topic(request.message_queue.topic)
             group = self._group(request.group)
             invisible_ms = _duration_ms(request.invisible_duration)
-            if invisible_ms < self.min_invisible_ms:
+            if request.auto_renew:
+                # A PushConsumer's receive: the proxy's default invisible time
+                # (enableProxyAutoRenew). rocketstore does not renew it: a message
+                # still being consumed after it comes again (docs/broker.md).
+                invisible_ms = AUTO_RENEW_INVISIBLE_MS
+            elif invisible_ms < self.min_invisible_ms:
                 raise RequestError(
                     pb.Code.ILLEGAL_INVISIBLE_TIME,
                     f"the invisibleTime is too small. min is {self.min_invisible_ms}",

@@ -270,3 +270,22 @@ def test_fifo_group_one_message_at_a_time_in_order(served):
     assert grpc_server is not None and grpc_server.service is not None
     settings = pb.Settings(subscription=pb.Subscription(group=GROUP))
     assert grpc_server.service._settings_answer(settings).subscription.fifo
+
+
+def test_auto_renew_receive_gets_the_proxy_default_invisible_time(served):
+    """A PushConsumer's receive (auto_renew, no invisible duration): not refused as too
+    short; its message stays invisible for the proxy's 60 s default."""
+    _server, stub = served
+    assert _send(stub, b"p", "01AR").status.code == pb.Code.OK
+    request = spb.ReceiveMessageRequest(
+        group=GROUP,
+        message_queue=pb.MessageQueue(topic=TOPIC, id=-1),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        batch_size=4,
+        auto_renew=True,
+    )
+    request.long_polling_timeout.FromSeconds(5)
+    answers = list(stub.ReceiveMessage(request, timeout=10))
+    assert answers[0].status.code == pb.Code.OK
+    (message,) = [a.message for a in answers if a.WhichOneof("content") == "message"]
+    assert message.system_properties.invisible_duration.seconds == 60
