@@ -6,7 +6,7 @@ Runs in its own venv (the conformance conftest's ``py5_client``): its import nam
 
     client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS]
     client5.py receive ENDPOINT GROUP TOPIC COUNT INVISIBLE_S ack|noack|renew [--wait-s S]
-        [--batch N]
+        [--batch N] [--pause-ms MS]
     client5.py transact ENDPOINT TOPIC commit|rollback|none
     client5.py checker ENDPOINT TOPIC SECONDS   (a producer whose checker commits)
 """
@@ -101,6 +101,8 @@ def receive(args: argparse.Namespace) -> int:
                     corrupted=message.corrupted,
                     received_ms=int(time.time() * 1000),
                 )
+                if args.pause_ms:
+                    time.sleep(args.pause_ms / 1000)
                 if args.mode == "ack":
                     consumer.ack(message)
                     emit(event="acked", id=message.message_id)
@@ -179,6 +181,7 @@ def main() -> int:
     r.add_argument("mode", choices=("ack", "noack", "renew"))
     r.add_argument("--wait-s", type=float, default=30.0)
     r.add_argument("--batch", type=int, default=32)
+    r.add_argument("--pause-ms", type=int, default=0)
     t = sub.add_parser("transact")
     t.add_argument("endpoint")
     t.add_argument("topic")
