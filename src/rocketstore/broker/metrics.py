@@ -212,6 +212,23 @@ class BrokerCollector(Collector):
             back.add_metric([*base, topic, group], count)
         yield dlq
         yield back
+        yield from self._transactions()
+
+    def _transactions(self) -> Iterator[Metric]:
+        """RocketMQ 5's EndTransactionProcessor counts, by the messages' real topic."""
+        base, labels = self._base(), (*BASE_LABELS, "topic")
+        commits = CounterMetricFamily(
+            "rocketmq_commit_messages", "Total number of commit messages", labels=labels
+        )
+        rollbacks = CounterMetricFamily(
+            "rocketmq_rollback_messages", "Total number of rollback messages", labels=labels
+        )
+        service = self.ctx.transactions
+        ended = service.ended_counts() if service is not None else {}
+        for (topic, committed), count in sorted(ended.items()):
+            (commits if committed else rollbacks).add_metric([*base, topic], count)
+        yield commits
+        yield rollbacks
 
     # --- consumers' progress --------------------------------------------------------------
 

@@ -195,6 +195,10 @@ class TransactionService:
         self.clock = clock
         self.on_topics_changed = on_topics_changed
         self._check_lock = threading.Lock()  # one check pass at a time
+        # (real topic, committed) -> transactions ended so, for the metrics endpoint
+        # (RocketMQ 5's rocketmq_commit_messages_total / rocketmq_rollback_messages_total)
+        self._ended: dict[tuple[str, bool], int] = {}
+        self._ended_lock = threading.Lock()
 
     # --- ending -------------------------------------------------------------------------
 
@@ -218,13 +222,27 @@ class TransactionService:
         assert half is not None
         if kind == ROLLBACK:
             self._mark_done(half)
+            self._count_ended(half, committed=False)
             return EndOutcome(EndCode.SUCCESS)
         message = committed_message(half, request.commit_log_offset)
         result = self._put(message, half.store_host)
         outcome = _put_outcome(result.status, self.store.config.max_message_size)
         if outcome.code is EndCode.SUCCESS:
             self._mark_done(half)
+            self._count_ended(half, committed=True)
         return outcome
+
+    def _count_ended(self, half: MessageExt, *, committed: bool) -> None:
+        destination = real_destination(half)
+        key = (destination[0] if destination else half.topic, committed)
+        with self._ended_lock:
+            self._ended[key] = self._ended.get(key, 0) + 1
+
+    def ended_counts(self) -> dict[tuple[str, bool], int]:
+        """(topic, committed) -> transactions committed (True) or rolled back (False) by
+        END_TRANSACTION (a producer's, or its checker's), since start."""
+        with self._ended_lock:
+            return dict(self._ended)
 
     @staticmethod
     def _check_half(half: MessageExt | None, request: EndRequest) -> EndOutcome | None:

@@ -435,3 +435,29 @@ def test_every_transaction_ends_exactly_once(outcomes: list[str], answers: list[
             assert progress(context) == (len(outcomes) + len(open_keys), len(outcomes))
         finally:
             context.store.close()
+
+
+def test_ended_transactions_are_counted_by_their_topic(ctx: BrokerContext, clock: Clock) -> None:
+    from rocketstore.broker.metrics import BrokerCollector
+
+    committed = half_offsets(send_tx(ctx, clock, uniq="AC11000100002A9F0000000000000011"))
+    rolled_back = half_offsets(send_tx(ctx, clock, uniq="AC11000100002A9F0000000000000012"))
+    answer = end_tx(ctx, sysflag.TRANSACTION_COMMIT_TYPE, *committed)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    answer = end_tx(ctx, sysflag.TRANSACTION_ROLLBACK_TYPE, *rolled_back)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    # a refused end counts nothing
+    answer = end_tx(ctx, sysflag.TRANSACTION_COMMIT_TYPE, committed[0] + 7, committed[1])
+    assert answer is not None and answer.code != ResponseCode.SUCCESS
+    assert ctx.transactions is not None
+    assert ctx.transactions.ended_counts() == {("TopicA", True): 1, ("TopicA", False): 1}
+    samples = {
+        (sample.name, sample.labels.get("topic")): sample.value
+        for family in BrokerCollector(ctx).collect()
+        for sample in family.samples
+        if family.name in ("rocketmq_commit_messages", "rocketmq_rollback_messages")
+    }
+    assert samples == {
+        ("rocketmq_commit_messages_total", "TopicA"): 1,
+        ("rocketmq_rollback_messages_total", "TopicA"): 1,
+    }
