@@ -54,6 +54,11 @@ CONNECT_TIMEOUT_S = 3.0
 # the appending thread moves all that arrived meanwhile.
 RECEIVE_BYTES = 8 * 1024 * 1024
 MIN_FREE_BYTES = 64 * 1024
+# What arrived is appended on the event loop up to this size (a few milliseconds of
+# checking and copying at most), and on a worker thread past it or with SYNC_FLUSH (a
+# sync would hold the loop): each hop to a thread and back waits for the scheduler, on a
+# loaded machine longer than the append itself, while the master's bytes pile up.
+INLINE_APPEND_BYTES = 1024 * 1024
 # How long the master's GET_BROKER_RUNTIME_INFO answer is waited for.
 RUNTIME_INFO_TIMEOUT_S = 3.0
 
@@ -366,7 +371,11 @@ class ReplicationSlave(BackgroundLoop):
                 continue
             last_read = now
             try:
-                used, end = await asyncio.to_thread(self._append_transfers, view)
+                syncs = self.store.config.flush_disk_type == "SYNC_FLUSH"
+                if len(view) <= INLINE_APPEND_BYTES and not syncs:
+                    used, end = self._append_transfers(view)
+                else:
+                    used, end = await asyncio.to_thread(self._append_transfers, view)
             finally:
                 view.release()
             stream.consumed(used)
@@ -375,7 +384,8 @@ class ReplicationSlave(BackgroundLoop):
                 last_report = self._report(stream, end)
 
     def _append_transfers(self, buf: memoryview) -> tuple[int, int]:
-        """Append every whole transfer in ``buf`` (a worker thread's call); how many bytes
+        """Append every whole transfer in ``buf`` (on the loop, or a worker thread's
+        call: ``_exchange``); how many bytes
         of ``buf`` they took and the store's end after them. Transfers that follow one
         another are appended as one (a slave's per-call cost is paid per read, not per
         haTransferBatchSize)."""

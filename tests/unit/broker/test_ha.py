@@ -101,7 +101,13 @@ def _quick_reconnect(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ha_slave, "RECONNECT_PAUSE_S", 0.05)
 
 
-def test_sync_master_answers_after_the_slave_has_the_bytes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inline_bytes", [ha_slave.INLINE_APPEND_BYTES, 0])
+def test_sync_master_answers_after_the_slave_has_the_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inline_bytes: int
+) -> None:
+    """(Appended on the slave's loop, and, with 0, every read on a worker thread.)"""
+    monkeypatch.setattr(ha_slave, "INLINE_APPEND_BYTES", inline_bytes)
+
     async def main() -> None:
         master, slave = await _pair(tmp_path)
         assert master.ctx is not None and slave.ctx is not None
