@@ -283,3 +283,51 @@ def test_many_in_one_slot_in_order(tmp_path: Path) -> None:
     finally:
         timer.shutdown()
         store.close()
+
+
+def test_timer_log_files_go_with_their_messages(tmp_path: Path) -> None:
+    """A timer log file whose last unit names a message below the CommitLog's first
+    offset is deleted (never the last file); one whose messages are there stays."""
+    config = CONFIG.replace(mapped_file_size_timer_log=4096)  # 78 units a file
+    store = MessageStore.open(tmp_path / "s", config)
+    clock = Clock()
+    timer = TimerMessageStore(store, clock=clock)
+    try:
+        for i in range(200):
+            timer_send(store, clock.now, BASE_MS + 60_500, i.to_bytes(2, "big"))
+        timer.run_once()
+        files = timer.timer_log.files
+        assert len(files.files) == 3
+        assert timer.timer_log.last_unit_position() == 77 * fmt.UNIT_SIZE
+        assert timer.delete_expired_files() == 0  # the CommitLog still has them all
+        last_of_first = timer.timer_log.read(77 * fmt.UNIT_SIZE)
+        assert last_of_first is not None
+        assert timer.timer_log.delete_expired(last_of_first.commit_log_offset) == 0
+        assert timer.timer_log.delete_expired(last_of_first.commit_log_offset + 1) == 1
+        assert timer.timer_log.delete_expired(2**62) == 1  # the last file stays
+        assert [m.file_from_offset for m in files.files] == [8192]
+    finally:
+        timer.shutdown()
+        store.close()
+
+
+def test_runtime_info_as_rocketmq_5(store: MessageStore) -> None:
+    clock = Clock()
+    timer = TimerMessageStore(store, clock=clock)
+    try:
+        for i in range(3):
+            timer_send(store, clock.now, BASE_MS + 5500 + i * 1000, bytes([i]))
+        info = timer.runtime_info()
+        assert info["timerOffsetBehind"] == "3" and info["timerCongestNum"] == "0"
+        timer.run_once()
+        info = timer.runtime_info()
+        assert info["timerOffsetBehind"] == "0"
+        assert info["timerCongestNum"] == "3"  # in the wheel, not yet due
+        assert float(info["timerEnqueueTps"]) > 0
+        clock.now = BASE_MS + 7000
+        timer.run_once()  # two slots over
+        assert timer.runtime_info()["timerCongestNum"] == "1"
+        clock.now = BASE_MS + 20_000
+        assert timer.runtime_info()["timerReadBehind"] == "13"
+    finally:
+        timer.shutdown()

@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 TIMER_TOPIC = props.TIMER_TOPIC
 # A pass's pause when nothing is due (the dequeue thread's poll).
 TICK_MS = 100
+# How often timer log files whose messages retention removed are deleted (30 s in 5.3.3).
+CLEAN_INTERVAL_S = 30
 # Units of the timer queue one pass enqueues at most (the rest the next pass).
 ENQUEUE_BATCH = 65_536
 # The put outcomes after which the message is in the CommitLog, and those no retry changes.
@@ -196,6 +198,7 @@ class TimerMessageStore:
         self.write_time_ms = self._floor(self.clock())
         self.enqueued = 0
         self.delivered = 0
+        self._rates_mark = (time.monotonic(), 0, 0)
         self._recover()
 
     def _floor(self, ms: int) -> int:
@@ -469,17 +472,26 @@ class TimerMessageStore:
             )
             return True
 
-    def stats(self) -> dict[str, int]:
-        """Progress for monitoring: what the timer queue holds ahead of the wheel, the read
-        and write times, messages in the wheel (its slots' counts from the read time on)."""
+    def runtime_info(self) -> dict[str, str]:
+        """RocketMQ 5's GET_BROKER_RUNTIME_INFO timer entries: seconds the wheel's read
+        time is behind now, units of the timer queue not yet enqueued, messages in the
+        wheel, and the enqueue and dequeue rates since the previous call."""
         queue = self.store.queue_view(TIMER_TOPIC, 0)
         high = queue.max_offset() if queue is not None else 0
+        now = time.monotonic()
+        with self._lock:
+            read, offset = self.read_time_ms, self.queue_offset
+            congested = self.wheel.messages_from(read)
+            enqueued, delivered = self.enqueued, self.delivered
+        then, enqueued_then, delivered_then = self._rates_mark
+        self._rates_mark = (now, enqueued, delivered)
+        seconds = max(now - then, 1e-3)
         return {
-            "timerOffsetBehind": max(high - self.queue_offset, 0),
-            "timerReadTimeMs": self.read_time_ms,
-            "timerWriteTimeMs": self.write_time_ms,
-            "timerEnqueued": self.enqueued,
-            "timerDelivered": self.delivered,
+            "timerReadBehind": str(max(self.clock() - read, 0) // 1000),
+            "timerOffsetBehind": str(max(high - offset, 0)),
+            "timerCongestNum": str(congested),
+            "timerEnqueueTps": str(round((enqueued - enqueued_then) / seconds, 2)),
+            "timerDequeueTps": str(round((delivered - delivered_then) / seconds, 2)),
         }
 
     # --- lifetime -----------------------------------------------------------------------
@@ -491,14 +503,22 @@ class TimerMessageStore:
         self._thread = threading.Thread(target=self._run, name="TimerMessageStore", daemon=True)
         self._thread.start()
 
+    def delete_expired_files(self) -> int:
+        """Delete timer log files whose messages are all below the CommitLog's first offset."""
+        with self._lock:
+            return self.timer_log.delete_expired(self.store.min_commit_log_offset())
+
     def _run(self) -> None:
-        last_persist = time.monotonic()
+        last_persist = last_clean = time.monotonic()
         while not self._stop.wait(self.tick_ms / 1000):
             try:
                 self.run_once()
                 if time.monotonic() - last_persist >= self.flush_interval_ms / 1000:
                     last_persist = time.monotonic()
                     self.persist()
+                if time.monotonic() - last_clean >= CLEAN_INTERVAL_S:
+                    last_clean = time.monotonic()
+                    self.delete_expired_files()
             except (StoreError, OSError) as e:
                 log.error("timer pass failed: %s", e)
 

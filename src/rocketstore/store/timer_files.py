@@ -16,6 +16,8 @@ import logging
 import mmap
 import os
 
+import numpy as np
+
 from rocketstore.errors import CorruptDataError, IncompleteDataError, StoreError
 from rocketstore.files.mapped_file_queue import MappedFileQueue
 from rocketstore.files.mapping import map_file
@@ -27,6 +29,10 @@ log = logging.getLogger(__name__)
 TIMER_LOG_DIR = "timerlog"
 TIMER_WHEEL_FILE = "timerwheel"
 TIMER_CHECK_FILE = os.path.join("config", "timercheck")
+# A wheel slot as numpy reads it (big-endian, as format.timer's layout).
+_SLOT_DTYPE = np.dtype(
+    [("time", ">i8"), ("first", ">i8"), ("last", ">i8"), ("num", ">i4"), ("magic", ">i4")]
+)
 # Units read at a time by recovery's walk.
 _WALK_UNITS = 16_384
 
@@ -102,6 +108,31 @@ class TimerLog:
             last = begin - begin % self.file_size if self.files.files else 0
         return last
 
+    def last_unit_position(self) -> int:
+        """Where a full file's last unit is (TimerLog.getOffsetForLastUnit)."""
+        size = self.file_size
+        return size - (size - fmt.MIN_BLANK_LEN) % fmt.UNIT_SIZE - fmt.MIN_BLANK_LEN - fmt.UNIT_SIZE
+
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        """Delete the oldest files (never the last) whose last unit names a message below
+        the CommitLog's first offset (deleteExpiredFileByOffsetForTimerLog): their messages
+        are gone with the CommitLog files retention removed. How many were deleted."""
+        position = self.last_unit_position()
+        count = 0
+        for mapped in self.files.files[:-1]:
+            data = mapped.read_held(position, fmt.UNIT_SIZE)
+            try:
+                unit = fmt.decode_unit(data) if data is not None else None
+            except (CorruptDataError, IncompleteDataError):
+                unit = None
+            if unit is None or unit.commit_log_offset >= min_commit_log_offset:
+                break
+            count += 1
+        if count:
+            for mapped in self.files.delete_first(count):
+                log.info("timer log file %s deleted: its messages are gone", mapped.path)
+        return count
+
     def truncate(self, offset: int) -> None:
         self.files.truncate_dirty_files(offset)
 
@@ -160,6 +191,17 @@ class TimerWheel:
             self.put(fmt.Slot(step, last_pos, last_pos))
         else:
             self.put(slot._replace(last_pos=last_pos))
+
+    def messages_from(self, time_ms: int) -> int:
+        """Units in the slots of the coming turn from ``time_ms`` (getAllNum): every slot
+        that holds the time its place stands for from there on. Reads the whole wheel."""
+        slots = np.frombuffer(self._mm, dtype=_SLOT_DTYPE)
+        first = fmt.slot_index(time_ms, self.precision_ms)
+        expected = time_ms // self.precision_ms + (
+            (np.arange(fmt.WHEEL_SLOTS, dtype=np.int64) - first) % fmt.WHEEL_SLOTS
+        )
+        held = slots["time"].astype(np.int64) == expected
+        return int(slots["num"][held].astype(np.int64).sum())
 
     def flush(self) -> None:
         self._mm.flush()

@@ -312,6 +312,8 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
     }
     if ctx.schedule is not None:
         table.update(ctx.schedule.running_stats())
+    if ctx.timer is not None:  # RocketMQ 5's timer wheel entries
+        table.update(ctx.timer.runtime_info())
     # Replication figures (rocketstore's names; 4.9.8's brokerStatus has none).
     if ctx.replication is not None:
         table.update(ctx.replication.runtime_info())
