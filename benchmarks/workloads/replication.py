@@ -13,7 +13,8 @@ master with its name server, ``rocketstore broker`` for a slave), settings by ``
   processes on the same loopback: one reads the same CommitLog bytes from the page cache
   and sends them in 1 MiB ``sendall`` calls, the other receives them and writes them to a
   file (the slave writes its CommitLog, unsynced, as ASYNC_FLUSH), timed from the connect
-  to the receiver's acknowledgement of the last byte. Repetitions alternate.
+  to the receiver's acknowledgement of the last byte. Repetitions alternate. CPU seconds
+  per GiB of the slave and the master, and of the raw copy's receiver and sender.
 - **send latency**: one client (rocketstore's blocking remoting client, SEND_MESSAGE_V2,
   one 100 B message at a time, the answer awaited) against three setups running at once:
   an ASYNC_MASTER with its slave, a SYNC_MASTER with its slave (a send is answered once the
@@ -59,7 +60,8 @@ LATENCY_CASE = "sync send, 1 producer, 100 B"
 SETUPS = ("ASYNC_MASTER + slave", "SYNC_MASTER + slave", "SYNC_FLUSH, one broker")
 
 # The receiving end of the raw copy: listens, prints its port, takes ``total`` bytes into
-# a file with os.write, answers one byte.
+# a file with os.write, answers one byte, then prints the CPU seconds it spent from the
+# connect on.
 _RECEIVER = r"""
 import os, socket, sys
 path, total = sys.argv[1], int(sys.argv[2])
@@ -68,6 +70,7 @@ server.bind(("127.0.0.1", 0))
 server.listen(1)
 print(server.getsockname()[1], flush=True)
 conn, _ = server.accept()
+before = os.times()
 buf = bytearray(1024 * 1024)
 view = memoryview(buf)
 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -81,6 +84,8 @@ while got < total:
 os.close(fd)
 conn.sendall(b"k")
 conn.close()
+after = os.times()
+print(after.user + after.system - before.user - before.system, flush=True)
 """
 
 
@@ -228,7 +233,17 @@ def _replicate_once(work: str, master: Node, end: int, label: str) -> Copy:
     return Copy(seconds * scale, slave_cpu * scale, master_cpu * scale)
 
 
-def _raw_copy_once(work: str, store_dir: str, end: int) -> float:
+@dataclass
+class RawCopy:
+    """One raw copy: seconds from the connect to the receiver's answer, and the CPU
+    seconds of the receiving and the sending process meanwhile."""
+
+    seconds: float
+    receiver_cpu_s: float
+    sender_cpu_s: float
+
+
+def _raw_copy_once(work: str, store_dir: str, end: int) -> RawCopy:
     target = os.path.join(work, "raw-copy.bin")
     receiver = subprocess.Popen(
         [sys.executable, "-c", _RECEIVER, target, str(end)],
@@ -240,6 +255,7 @@ def _raw_copy_once(work: str, store_dir: str, end: int) -> float:
         port = int(receiver.stdout.readline())
         directory = os.path.join(store_dir, "commitlog")
         started = time.perf_counter()
+        cpu_before = time.process_time()  # (the benchmark's process: only this runs now)
         with socket.create_connection(("127.0.0.1", port)) as sock:
             for name in sorted(os.listdir(directory)):
                 left = min(FILE_SIZE, end - int(name))
@@ -250,6 +266,8 @@ def _raw_copy_once(work: str, store_dir: str, end: int) -> float:
                         left -= len(chunk)
             sock.recv(1)
         seconds = time.perf_counter() - started
+        sender_cpu = time.process_time() - cpu_before
+        receiver_cpu = float(receiver.stdout.readline())
         receiver.wait(60)
     finally:
         if receiver.poll() is None:
@@ -257,14 +275,14 @@ def _raw_copy_once(work: str, store_dir: str, end: int) -> float:
             receiver.wait()
         if os.path.exists(target):
             os.remove(target)
-    return seconds
+    return RawCopy(seconds, receiver_cpu, sender_cpu)
 
 
 def _throughput(sizes: Sizes, work: str) -> list[Row]:
     master_store = os.path.join(work, "master")
     end = _fill(master_store, sizes.raw_bytes)
     mib = end / MIB
-    raw: list[float] = []
+    raw: list[RawCopy] = []
     copies: dict[str, list[Copy]] = {}
     for batch in (32 * 1024, 1024 * 1024):
         system = REPLICATION.format(f"{batch // 1024} KiB")
@@ -280,10 +298,21 @@ def _throughput(sizes: Sizes, work: str) -> list[Row]:
                 if rep % 2 == 1:
                     raw.append(_raw_copy_once(work, master_store, end))
                 log.info("%s: %.2f s for %.0f MiB", system, copies[system][-1].seconds, mib)
-    rows = [
-        row(NAME, THROUGHPUT_CASE, RAW, "copy rate", "MiB/s", [mib / s for s in raw], bytes=end)
-    ]
     gib = end / (1024 * MIB)
+    rows = [
+        row(NAME, THROUGHPUT_CASE, RAW, "copy rate", "MiB/s", [mib / c.seconds for c in raw],
+            bytes=end)
+    ]  # fmt: skip
+    # The raw copy's receiver in the slave's table, its sender in the master's: what a
+    # copy of these bytes costs without replication.
+    for side, values in (
+        ("slave", [c.receiver_cpu_s / gib for c in raw]),
+        ("master", [c.sender_cpu_s / gib for c in raw]),
+    ):
+        rows.append(
+            row(NAME, THROUGHPUT_CASE, RAW, f"{side} CPU per GiB", "s", values,
+                higher_is_better=False)
+        )  # fmt: skip
     for system, done in copies.items():
         rows.append(
             row(NAME, THROUGHPUT_CASE, system, "copy rate", "MiB/s",
