@@ -331,3 +331,39 @@ def test_runtime_info_as_rocketmq_5(store: MessageStore) -> None:
         assert timer.runtime_info()["timerReadBehind"] == "13"
     finally:
         timer.shutdown()
+
+
+def test_the_metrics_endpoint_shows_the_timer(tmp_path: Path) -> None:
+    from rocketstore.broker.metrics import BrokerCollector
+    from tests.unit.broker.broker_helpers import make_context
+
+    ctx = make_context(tmp_path / "broker", mapped_file_size_timer_log=64 * 1024)
+    clock = Clock()
+    try:
+        ctx.timer = TimerMessageStore(ctx.store, clock=clock)
+
+        def samples() -> dict[str, float]:
+            return {
+                sample.name: sample.value
+                for family in BrokerCollector(ctx).collect()
+                if "timer" in family.name
+                for sample in family.samples
+            }
+
+        timer_send(ctx.store, clock.now, BASE_MS + 10_000)
+        timer_send(ctx.store, clock.now, BASE_MS + 10_000, body=b"y")
+        before = samples()
+        assert before["rocketmq_timer_enqueue_lag"] == 2
+        assert before["rocketstore_timer_enqueued_total"] == 0
+        ctx.timer.run_once()
+        assert samples()["rocketmq_timer_enqueue_lag"] == 0
+        assert samples()["rocketstore_timer_enqueued_total"] == 2
+        clock.now += 11_000
+        ctx.timer.run_once()
+        after = samples()
+        assert after["rocketstore_timer_delivered_total"] == 2
+        assert 0 <= after["rocketmq_timer_dequeue_latency"] <= 11_000
+    finally:
+        if ctx.timer is not None:
+            ctx.timer.shutdown()
+        ctx.store.close()
