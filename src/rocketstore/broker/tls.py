@@ -55,5 +55,8 @@ class ServerTls:
 
     def self_client_context(self) -> ssl.SSLContext:
         """A client context that trusts this certificate (a broker registering with the
-        name server it runs beside, which may be enforcing)."""
+        name server it runs beside, which may be enforcing), and presents it when client
+        certificates are required (so ``client_ca_file`` must have signed or list it)."""
+        if self.client_ca_file:
+            return make_client_context(self.cert_file, self.cert_file, self.key_file)
         return make_client_context(self.cert_file)

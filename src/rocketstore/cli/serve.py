@@ -318,6 +318,8 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         store_config=store_config,
         advertise_host=kwargs["advertise"],
         acl_file=kwargs["acl_file"],
+        # (.get: callers that build the options by hand may leave the TLS options out)
+        tls=server_tls(kwargs),
         settings_path=obj.settings_path or None,
         # (.get: callers that build the options by hand may leave it out)
         metrics_listen=(

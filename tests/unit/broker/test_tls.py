@@ -130,3 +130,17 @@ def test_client_certificates_when_required(
         assert _over_tls(address, good) == ResponseCode.SUCCESS
         with pytest.raises((ssl.SSLError, OSError, AssertionError)):
             _over_tls(address, _client_context(cert=certs["stranger"]))
+
+
+def test_a_broker_registers_beside_a_name_server_that_requires_client_certificates(
+    tmp_path: Path, certs: dict[str, tuple[str, str]]
+) -> None:
+    # serve --tls-mode enforcing --tls-client-ca: the broker's registration presents the
+    # listeners' own certificate (here self-signed, so the CA file is that certificate);
+    # before, start timed out waiting for a registration the name server refused.
+    tls = ServerTls(*certs["server"], TlsMode.ENFORCING, client_ca_file=certs["server"][0])
+    with _server(tmp_path, tls) as server:
+        with pytest.raises((ssl.SSLError, OSError, AssertionError)):
+            _over_tls(server.broker_address, _client_context())
+        good = _client_context(cert=certs["server"])
+        assert _over_tls(server.broker_address, good) == ResponseCode.SUCCESS
