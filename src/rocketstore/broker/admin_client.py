@@ -3,7 +3,9 @@
 
 Layer: broker. Blocking calls for command-line tools: each is a few one-shot requests
 (:func:`~rocketstore.broker.client.invoke_sync`). Failures raise :class:`AdminError`
-naming the server and its remark.
+naming the server and its remark. With ``credentials`` every request is signed as a Java
+tool with an ``AclClientRPCHook`` signs it (name server requests too): a broker with ACL on
+checks the signature and the account's rights.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.remoting import RemotingCommand
 from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.errors import StoreError
+from rocketstore.remoting.acl_signing import SessionCredentials, sign_request
 
 MASTER_ID = "0"
 
@@ -24,8 +27,21 @@ class AdminError(StoreError):
     """A broker or name server refused an admin request, or answered nonsense."""
 
 
-def _call(address: str, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
-    answer = invoke_sync(address, cmd, timeout_s)
+def _invoke(
+    address: str, cmd: RemotingCommand, timeout_s: float, credentials: SessionCredentials | None
+) -> RemotingCommand:
+    if credentials is not None:
+        cmd = sign_request(cmd, credentials)
+    return invoke_sync(address, cmd, timeout_s)
+
+
+def _call(
+    address: str,
+    cmd: RemotingCommand,
+    timeout_s: float,
+    credentials: SessionCredentials | None = None,
+) -> RemotingCommand:
+    answer = _invoke(address, cmd, timeout_s, credentials)
     if answer.code != ResponseCode.SUCCESS:
         raise AdminError(
             f"{address} refused request {cmd.code}: code {answer.code}, {answer.remark or ''}"
@@ -40,10 +56,16 @@ def _json(answer: RemotingCommand, what: str) -> Any:
         raise AdminError(f"{what}: the answer is not JSON: {e}") from e
 
 
-def topic_route(namesrv: str, topic: str, timeout_s: float = 5.0) -> dict[str, Any] | None:
+def topic_route(
+    namesrv: str,
+    topic: str,
+    timeout_s: float = 5.0,
+    *,
+    credentials: SessionCredentials | None = None,
+) -> dict[str, Any] | None:
     """The topic's route (TopicRouteData), None when no broker serves it."""
     cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-    answer = invoke_sync(namesrv, cmd, timeout_s)
+    answer = _invoke(namesrv, cmd, timeout_s, credentials)
     if answer.code == ResponseCode.TOPIC_NOT_EXIST:
         return None
     if answer.code != ResponseCode.SUCCESS:
@@ -52,17 +74,24 @@ def topic_route(namesrv: str, topic: str, timeout_s: float = 5.0) -> dict[str, A
     return route
 
 
-def topic_list(namesrv: str, timeout_s: float = 5.0) -> list[str]:
-    answer = _call(namesrv, request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), timeout_s)
+def topic_list(
+    namesrv: str, timeout_s: float = 5.0, *, credentials: SessionCredentials | None = None
+) -> list[str]:
+    cmd = request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    answer = _call(namesrv, cmd, timeout_s, credentials)
     topics = _json(answer, "topic list").get("topicList", [])
     return sorted(str(t) for t in topics)
 
 
 def master_addresses(
-    namesrv: str, cluster: str | None = None, timeout_s: float = 5.0
+    namesrv: str,
+    cluster: str | None = None,
+    timeout_s: float = 5.0,
+    *,
+    credentials: SessionCredentials | None = None,
 ) -> dict[str, str]:
     """Broker name -> master address, of one cluster or of all."""
-    answer = _call(namesrv, request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout_s)
+    answer = _call(namesrv, request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout_s, credentials)
     info = _json(answer, "cluster info")
     names: set[str] | None = None
     if cluster is not None:
@@ -85,11 +114,16 @@ def update_topic(
     cluster: str | None = None,
     broker_addr: str | None = None,
     timeout_s: float = 5.0,
+    credentials: SessionCredentials | None = None,
 ) -> list[str]:
     """Create or change ``config`` on one broker (``broker_addr``) or on every master (of
     ``cluster``); the addresses changed."""
     config.validate()
-    targets = [broker_addr] if broker_addr else sorted(master_addresses(namesrv, cluster).values())
+    targets = (
+        [broker_addr]
+        if broker_addr
+        else sorted(master_addresses(namesrv, cluster, credentials=credentials).values())
+    )
     if not targets:
         raise AdminError(f"{namesrv}: no broker is registered")
     ext = {
@@ -103,22 +137,33 @@ def update_topic(
         "order": "true" if config.order else "false",
     }
     for address in targets:
-        _call(address, request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext), timeout_s)
+        _call(address, request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext), timeout_s, credentials)
     return targets
 
 
-def clean_expired_consume_queue(broker: str, timeout_s: float = 30.0) -> None:
+def clean_expired_consume_queue(
+    broker: str, timeout_s: float = 30.0, *, credentials: SessionCredentials | None = None
+) -> None:
     """CLEAN_EXPIRED_CONSUMEQUEUE (306) on the broker at ``broker`` (mqadmin cleanExpiredCQ
     -b)."""
-    _call(broker, request(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, {}), timeout_s)
+    _call(broker, request(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, {}), timeout_s, credentials)
 
 
 def delete_topic(
-    namesrv: str, topic: str, *, cluster: str | None = None, timeout_s: float = 5.0
+    namesrv: str,
+    topic: str,
+    *,
+    cluster: str | None = None,
+    timeout_s: float = 5.0,
+    credentials: SessionCredentials | None = None,
 ) -> list[str]:
     """Delete ``topic`` from every master (of ``cluster``) and from the name server."""
-    targets = sorted(master_addresses(namesrv, cluster).values())
+    targets = sorted(master_addresses(namesrv, cluster, credentials=credentials).values())
+    topic_field = {"topic": topic}
     for address in targets:
-        _call(address, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}), timeout_s)
-    _call(namesrv, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}), timeout_s)
+        cmd = request(RequestCode.DELETE_TOPIC_IN_BROKER, topic_field)
+        _call(address, cmd, timeout_s, credentials)
+    _call(
+        namesrv, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, topic_field), timeout_s, credentials
+    )
     return targets

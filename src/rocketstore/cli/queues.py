@@ -24,6 +24,7 @@ from rocketstore.cli.context import (
     through_namesrv,
     unit_store_time,
 )
+from rocketstore.cli.credentials import credential_options
 from rocketstore.cli.messages import consuming_groups
 from rocketstore.cli.params import java_int, java_long
 from rocketstore.cli.timeparse import format_time
@@ -31,6 +32,7 @@ from rocketstore.format import record as rec
 from rocketstore.format.cq_ext import bitmap_text, ext_unit_json, is_ext_address
 from rocketstore.format.javahash import java_hashmap_order
 from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX
+from rocketstore.remoting.acl_signing import SessionCredentials
 
 
 @click.command("topicList", short_help="The topics in the store.")
@@ -48,8 +50,14 @@ from rocketstore.paths import DLQ_PREFIX, RETRY_PREFIX
     help="mqadmin's cluster table: each topic (not retry or DLQ) with its cluster and the "
     "groups with offsets on it. Example: -c",
 )
+@credential_options
 @click.pass_obj
-def topic_list(ctx: CliContext, namesrv: str | None, cluster_model: bool) -> None:
+def topic_list(
+    ctx: CliContext,
+    namesrv: str | None,
+    cluster_model: bool,
+    credentials: SessionCredentials | None,
+) -> None:
     """Every topic that has a consume queue or an entry in config/topics.json, one per
     line (--json adds the queue ids, and the queue counts and perm when configured).
     With -n, the topics of a running name server.
@@ -61,7 +69,7 @@ def topic_list(ctx: CliContext, namesrv: str | None, cluster_model: bool) -> Non
     """
     if namesrv:
         with through_namesrv("topicList", namesrv):
-            names = admin_client.topic_list(namesrv)
+            names = admin_client.topic_list(namesrv, credentials=credentials)
         for name in names:
             if ctx.as_json:
                 ctx.emit({"topic": name})

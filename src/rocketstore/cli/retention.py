@@ -18,6 +18,8 @@ import click
 
 from rocketstore.broker import admin_client
 from rocketstore.cli.context import CliContext, through_namesrv
+from rocketstore.cli.credentials import credential_options
+from rocketstore.remoting.acl_signing import SessionCredentials
 
 
 @click.command("deleteExpiredCommitLog", short_help="Delete expired CommitLog files now.")
@@ -82,8 +84,14 @@ def delete_expired_commit_log(ctx: CliContext, dry_run: bool, force: bool) -> No
     help="Accepted for mqadmin compatibility, ignored (offline there is one store). "
     "Example: -c DefaultCluster",
 )
+@credential_options
 @click.pass_obj
-def clean_expired_cq(ctx: CliContext, broker: str | None, cluster: str | None) -> None:
+def clean_expired_cq(
+    ctx: CliContext,
+    broker: str | None,
+    cluster: str | None,
+    credentials: SessionCredentials | None,
+) -> None:
     """Delete the consume queues whose every message is gone from the CommitLog (the end of
     their last unit below its min offset), as RocketMQ's cleanExpiredConsumerQueue does;
     the schedule topic's queues stay. A deleted queue starts again at offset 0 with its
@@ -97,7 +105,7 @@ def clean_expired_cq(ctx: CliContext, broker: str | None, cluster: str | None) -
     """
     if broker:
         with through_namesrv("cleanExpiredCQ", broker):
-            admin_client.clean_expired_consume_queue(broker)
+            admin_client.clean_expired_consume_queue(broker, credentials=credentials)
         removed: list[tuple[str, int]] = []  # (the broker logs them)
     else:
         with ctx.open_writer() as store:

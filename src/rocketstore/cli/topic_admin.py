@@ -30,11 +30,13 @@ from rocketstore.broker.topic_config import (
     topic_name_problem,
 )
 from rocketstore.cli.context import CliContext, CliError, through_namesrv
+from rocketstore.cli.credentials import credential_options
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, StoreLockedError
 from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.store_dir import missing_commitlog
 from rocketstore.paths import COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.remoting.acl_signing import SessionCredentials
 
 T = TypeVar("T")
 
@@ -190,7 +192,12 @@ def topic_route_offline(root: str, options: RouteOptions) -> dict[str, Any]:
 
 
 def update_topic_online(
-    namesrv: str, options: UpdateTopicOptions, *, cluster: str | None, broker_addr: str | None
+    namesrv: str,
+    options: UpdateTopicOptions,
+    *,
+    cluster: str | None,
+    broker_addr: str | None,
+    credentials: SessionCredentials | None = None,
 ) -> tuple[TopicConfig, list[str]]:
     """Create or change the topic on running brokers. As with mqadmin, values not given
     take its defaults (8 read and 8 write queues, perm 6), whatever the broker had."""
@@ -208,7 +215,7 @@ def update_topic_online(
     )
     with through_namesrv("updateTopic", namesrv):
         changed = admin_client.update_topic(
-            namesrv, config, cluster=cluster, broker_addr=broker_addr
+            namesrv, config, cluster=cluster, broker_addr=broker_addr, credentials=credentials
         )
     return config, changed
 
@@ -279,6 +286,7 @@ _PERM_HELP = "Permission: 2 (write), 4 (read), 6 (read and write); +1 lets topic
     "cluster",
     help="With -n: the masters of this cluster only. Example: -c DefaultCluster",
 )
+@credential_options
 @click.pass_obj
 def update_topic(
     ctx: CliContext,
@@ -292,6 +300,7 @@ def update_topic(
     namesrv: str | None,
     broker_addr: str | None,
     cluster: str | None,
+    credentials: SessionCredentials | None,
 ) -> None:
     """Create TOPIC in the store's config/topics.json, or change it. The store must not
     be running (the command takes its writer lock). A new topic gets mqadmin's defaults
@@ -316,7 +325,7 @@ def update_topic(
     )
     if namesrv:
         config, changed = update_topic_online(
-            namesrv, options, cluster=cluster, broker_addr=broker_addr
+            namesrv, options, cluster=cluster, broker_addr=broker_addr, credentials=credentials
         )
         if ctx.as_json:
             ctx.emit({"namesrv": namesrv, "brokers": changed, **config.to_json()})
@@ -344,8 +353,15 @@ def update_topic(
     "cluster",
     help="With -n: the masters of this cluster only. Example: -c DefaultCluster",
 )
+@credential_options
 @click.pass_obj
-def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str | None) -> None:
+def delete_topic(
+    ctx: CliContext,
+    topic: str,
+    namesrv: str | None,
+    cluster: str | None,
+    credentials: SessionCredentials | None,
+) -> None:
     """Remove TOPIC from the store's config/topics.json and delete its consume queues (the
     store must not be running). Its messages stay in the CommitLog until retention.
 
@@ -358,7 +374,9 @@ def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str 
     """
     if namesrv:
         with through_namesrv("deleteTopic", namesrv):
-            changed = admin_client.delete_topic(namesrv, topic.strip(), cluster=cluster)
+            changed = admin_client.delete_topic(
+                namesrv, topic.strip(), cluster=cluster, credentials=credentials
+            )
         if ctx.as_json:
             ctx.emit({"namesrv": namesrv, "topic": topic.strip(), "brokers": changed})
             return
@@ -411,6 +429,7 @@ def delete_topic(ctx: CliContext, topic: str, namesrv: str | None, cluster: str 
     help=f"Cluster name to show [default: brokerClusterName of -c, else {DEFAULT_CLUSTER}]. "
     "Example: --cluster ProdCluster",
 )
+@credential_options
 @click.pass_obj
 def topic_route(
     ctx: CliContext,
@@ -420,6 +439,7 @@ def topic_route(
     broker_addr: str | None,
     broker_name: str | None,
     cluster: str | None,
+    credentials: SessionCredentials | None,
 ) -> None:
     """The TopicRouteData a name server would return for TOPIC, from the store's
     config/topics.json (read only; works beside a running broker).
@@ -433,7 +453,7 @@ def topic_route(
     """
     if namesrv:
         with through_namesrv("topicRoute", namesrv):
-            found = admin_client.topic_route(namesrv, topic.strip())
+            found = admin_client.topic_route(namesrv, topic.strip(), credentials=credentials)
         if found is None:
             raise CliError(f"No topic route info in name server for the topic: {topic.strip()}")
         route = found
