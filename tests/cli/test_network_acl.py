@@ -1,7 +1,7 @@
 """The CLI's network commands against a real ``rocketstore serve --acl --tls-mode enforcing``
 (issue #40): they speak TLS with ROCKETSTORE_TLS_ENABLE, sign with --access-key/--secret-key
-(or ROCKETSTORE_ACCESS_KEY/ROCKETSTORE_SECRET_KEY) as mqadmin's AclClientRPCHook signs, and never
-print a secret."""
+(or ROCKETSTORE_ACCESS_KEY/ROCKETSTORE_SECRET_KEY) as mqadmin's AclClientRPCHook signs, never
+print a secret, and manage the broker's plain_acl.yml with mqadmin's ACL commands."""
 
 from __future__ import annotations
 
@@ -132,3 +132,58 @@ def test_keys_come_from_the_environment_and_go_together(served: Served) -> None:
     assert other.code == 1 and "--secret-key needs --access-key" in other.err
     helped = served.cli("updateTopic", "--help")
     assert "--access-key KEY" in helped.out and "--secret-key SECRET" in helped.out
+
+
+def _acl_text(served: Served) -> str:
+    return served.acl.read_text()
+
+
+def test_acl_commands_manage_the_brokers_acl_file(served: Served) -> None:
+    before = served.cli("--json", "clusterAclConfigVersion", "-b", served.broker, *ADMIN)
+    assert before.code == 0, before.err
+    (version,) = before.json_lines()
+    assert version["aclFilePath"] == str(served.acl) and version["brokerAddr"] == served.broker
+
+    update = ("updateAclConfig", "-b", served.broker, "-a", "appkey1", "-s", "app-secret-9999")
+    update += ("-i", "DENY", "-t", "Orders=PUB,Audit=SUB", "-w", "10.0.0.*")
+    refused = served.cli(*update, *USER)
+    assert refused.code == 1 and "refused request 50" in refused.err
+    assert "appkey1" not in _acl_text(served)
+    done = served.cli(*update, *ADMIN)
+    assert done.code == 0, done.err
+    assert done.out == f"create or update plain access config to {served.broker} success.\n"
+    text = _acl_text(served)
+    assert "appkey1" in text and "Orders=PUB" in text and "10.0.0.*" in text
+
+    table = served.cli(
+        "clusterAclConfigVersion", "-n", served.namesrv, "-c", "DefaultCluster", *ADMIN
+    )
+    assert table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert lines[0].startswith("#Cluster Name") and "#AclConfigVersionNum" in lines[0]
+    assert lines[-1] == "get cluster's plain access config version success."
+    row = lines[1].split()
+    assert row[:4] == ["DefaultCluster", "broker-a", served.broker, str(served.acl)]
+    assert int(row[4]) > version["version"]
+    alias = served.cli("getAclConfig", "-b", served.broker, *ADMIN)
+    assert alias.out.endswith("get broker's plain access config version success.\n")
+
+    white = served.cli(
+        "updateGlobalWhiteAddr", "-b", served.broker, "-g", "10.10.103.*,192.168.0.*", *ADMIN
+    )
+    assert white.code == 0, white.err
+    assert "10.10.103.*" in _acl_text(served)
+
+    deleted = served.cli("deleteAclConfig", "-b", served.broker, "-a", "appkey1", *ADMIN)
+    assert deleted.code == 0, deleted.err
+    assert deleted.out.endswith("account's accesskey is:appkey1\n")
+    assert "appkey1" not in _acl_text(served)
+    again = served.cli("deleteAclConfig", "-b", served.broker, "-a", "appkey1", *ADMIN)
+    assert again.code == 1 and "has been deleted failed" in again.err
+
+
+def test_acl_commands_need_one_target(served: Served) -> None:
+    neither = served.cli("deleteAclConfig", "-a", "x", *ADMIN)
+    assert neither.code == 1 and "give one of -b BROKER_ADDR or -c CLUSTER_NAME" in neither.err
+    no_namesrv = served.cli("deleteAclConfig", "-c", "DefaultCluster", "-a", "x", *ADMIN)
+    assert no_namesrv.code == 1 and "-c needs -n NAMESRV" in no_namesrv.err

@@ -11,6 +11,7 @@ checks the signature and the account's rights.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.broker.client import invoke_sync, request
@@ -167,3 +168,134 @@ def delete_topic(
         namesrv, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, topic_field), timeout_s, credentials
     )
     return targets
+
+
+def cluster_addresses(
+    namesrv: str,
+    cluster: str,
+    *,
+    slaves: bool,
+    timeout_s: float = 5.0,
+    credentials: SessionCredentials | None = None,
+) -> list[str]:
+    """The addresses of a cluster's brokers: masters, and with ``slaves`` their slaves too
+    (mqadmin's CommandUtil.fetchMasterAddrByClusterName / fetchMasterAndSlaveAddrByClusterName)."""
+    cmd = request(RequestCode.GET_BROKER_CLUSTER_INFO)
+    info = _json(_call(namesrv, cmd, timeout_s, credentials), "cluster info")
+    clusters = info.get("clusterAddrTable", {})
+    if cluster not in clusters:
+        raise AdminError(f"{namesrv}: no cluster {cluster!r} (known: {sorted(clusters)})")
+    addresses: set[str] = set()
+    for name in clusters[cluster]:
+        for broker_id, address in (
+            info.get("brokerAddrTable", {}).get(name, {}).get("brokerAddrs", {}).items()
+        ):
+            if str(broker_id) == MASTER_ID or slaves:
+                addresses.add(str(address))
+    return sorted(addresses)
+
+
+@dataclass(frozen=True)
+class AclAccount:
+    """An account for UPDATE_AND_CREATE_ACL_CONFIG (mqadmin updateAclConfig's
+    PlainAccessConfig); None: not given (the broker keeps what the account had). The
+    secret never appears in a repr."""
+
+    access_key: str
+    secret_key: str = field(repr=False)
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: tuple[str, ...] | None = None
+    group_perms: tuple[str, ...] | None = None
+
+    def header(self) -> dict[str, str]:
+        """CreateAccessConfigRequestHeader as MQClientAPIImpl fills it (perm lists joined
+        with commas; admin always sent, a Java boolean)."""
+        fields = {
+            "accessKey": self.access_key,
+            "secretKey": self.secret_key,
+            "admin": "true" if self.admin else "false",
+            "whiteRemoteAddress": self.white_remote_address,
+            "defaultTopicPerm": self.default_topic_perm,
+            "defaultGroupPerm": self.default_group_perm,
+            "topicPerms": None if self.topic_perms is None else ",".join(self.topic_perms),
+            "groupPerms": None if self.group_perms is None else ",".join(self.group_perms),
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+def update_acl_config(
+    broker: str,
+    account: AclAccount,
+    *,
+    timeout_s: float = 5.0,
+    credentials: SessionCredentials | None = None,
+) -> None:
+    """UPDATE_AND_CREATE_ACL_CONFIG (50) to the broker at ``broker``."""
+    cmd = request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, account.header())
+    _call(broker, cmd, timeout_s, credentials)
+
+
+def delete_acl_config(
+    broker: str,
+    access_key: str,
+    *,
+    timeout_s: float = 5.0,
+    credentials: SessionCredentials | None = None,
+) -> None:
+    """DELETE_ACL_CONFIG (51): remove the account ``access_key`` from the broker's file."""
+    cmd = request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key})
+    _call(broker, cmd, timeout_s, credentials)
+
+
+def update_global_white_addrs(
+    broker: str,
+    addresses: str,
+    *,
+    acl_file_path: str | None = None,
+    timeout_s: float = 5.0,
+    credentials: SessionCredentials | None = None,
+) -> None:
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): the file's globalWhiteRemoteAddresses become
+    ``addresses`` (comma-separated patterns)."""
+    ext = {"globalWhiteAddrs": addresses}
+    if acl_file_path:
+        ext["aclFileFullPath"] = acl_file_path
+    _call(
+        broker, request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, ext), timeout_s, credentials
+    )
+
+
+@dataclass(frozen=True)
+class AclVersion:
+    """GET_BROKER_CLUSTER_ACL_INFO's answer (ClusterAclVersionInfo)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_addr: str
+    # ACL file path -> DataVersion ({"counter": ..., "timestamp": ...})
+    file_versions: dict[str, dict[str, int]]
+
+
+def acl_version(
+    broker: str, *, timeout_s: float = 5.0, credentials: SessionCredentials | None = None
+) -> AclVersion:
+    """GET_BROKER_CLUSTER_ACL_INFO (52): the broker's ACL file versions."""
+    answer = _call(broker, request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO), timeout_s, credentials)
+    ext = answer.ext_fields
+    try:
+        versions = json.loads(ext.get("allAclFileVersion") or "{}")
+        files = {
+            str(path): {
+                "counter": int(v.get("counter", 0)),
+                "timestamp": int(v.get("timestamp", 0)),
+            }
+            for path, v in versions.items()
+        }
+    except (ValueError, AttributeError, TypeError) as e:
+        raise AdminError(f"{broker}: ACL versions: allAclFileVersion is not read: {e}") from e
+    return AclVersion(
+        ext.get("clusterName", ""), ext.get("brokerName", ""), ext.get("brokerAddr", ""), files
+    )

@@ -86,6 +86,12 @@ SECTIONS: dict[str, tuple[Entry, ...]] = {
         Entry("deleteExpiredCommitLog", "retention", "Delete expired CommitLog files now."),
         Entry("cleanExpiredCQ", "retention", "Delete consume queues whose messages are all gone."),
     ),
+    "ACL of running brokers (mqadmin's names)": (
+        Entry("updateAclConfig", "acl_admin", "Create or change an ACL account on brokers."),
+        Entry("deleteAclConfig", "acl_admin", "Delete an ACL account from brokers."),
+        Entry("updateGlobalWhiteAddr", "acl_admin", "Set the ACL file's global IP white list."),
+        Entry("clusterAclConfigVersion", "acl_admin", "The version of the brokers' ACL files."),
+    ),
     "Broker (RocketMQ's remoting protocol)": (
         Entry("serve", "serve", "Run a name server and a broker over the store, in one process."),
         Entry(
@@ -110,6 +116,7 @@ UNLISTED = (
     # mqadmin's own spellings.
     Entry("DecodeMessageId", "messages", None),
     Entry("QueryMsgTraceById", "trace", None),
+    Entry("getAclConfig", "acl_admin", None),
 )
 ENTRIES = {entry.name: entry for entries in SECTIONS.values() for entry in entries} | {
     entry.name: entry for entry in UNLISTED
