@@ -188,6 +188,8 @@ public final class JavaClientProbe {
         DefaultMQProducer producer = new DefaultMQProducer(group);
         producer.setNamesrvAddr(namesrv);
         producer.setRetryTimesWhenSendFailed(0);
+        // a first send over TLS pays two handshakes out of the client's 3 s on a loaded machine
+        producer.setSendMsgTimeout(intEnv("PROBE_SEND_TIMEOUT_MS", 3000));
         producer.start();
         new Line("started").put("role", "producer").put("group", group)
             .put("clientId", producer.buildMQClientId()).print();
