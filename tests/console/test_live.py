@@ -295,3 +295,8 @@ def _status(req: urllib.request.Request) -> int:
             return int(answer.status)
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def test_the_live_charts_page_refreshes_itself(live):
+    _server, url = live
+    assert '<meta http-equiv="refresh" content="10">' in get(url, "/charts").text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import urllib.request
 from pathlib import Path
 
 from rocketstore import MessageStore
@@ -246,3 +247,10 @@ def test_an_offline_console_sees_what_a_writer_appends(tmp_path):
         finally:
             server.stop()
             source.close()
+
+
+def test_head_gives_the_headers_without_the_body(console_url):
+    request = urllib.request.Request(console_url + "/topics", method="HEAD")
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        assert answer.status == 200 and int(answer.headers["Content-Length"]) > 1000
+        assert answer.read() == b""

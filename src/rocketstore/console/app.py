@@ -140,7 +140,8 @@ class Console:
             status, headers = e.status, [("Content-Type", "text/plain; charset=utf-8"), *e.headers]
             body = (str(e) + "\n").encode()
         start_response(status, [*headers, ("Content-Length", str(len(body)))])
-        return [body]
+        # HEAD: the headers a GET would have, no body.
+        return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
 
     def respond(self, environ: Environ) -> tuple[str, list[tuple[str, str]], bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
