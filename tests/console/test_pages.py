@@ -254,3 +254,37 @@ def test_head_gives_the_headers_without_the_body(console_url):
     with urllib.request.urlopen(request, timeout=60) as answer:
         assert answer.status == 200 and int(answer.headers["Content-Length"]) > 1000
         assert answer.read() == b""
+
+
+def test_the_console_command_serves_until_interrupted(console_store):
+    import signal
+    import subprocess
+    import time
+
+    from tests.cli.cli_helpers import CLI
+
+    process = subprocess.Popen(
+        [*CLI, "--store", str(console_store[0]), "console", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        line = process.stderr.readline()
+        found = re.search(r"console at (http://127\.0\.0\.1:\d+)/ over .* \(read-only", line)
+        assert found, line
+        page = get(found.group(1), "/topics")
+        assert page.status == 200 and "OrderEvents" in page.text
+    finally:
+        process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+
+
+def test_the_console_command_needs_a_store(tmp_path):
+    from tests.cli.cli_helpers import run_cli
+
+    run = run_cli("--store", tmp_path / "nothing", "console")
+    assert run.code == 1 and "does not exist" in run.err
