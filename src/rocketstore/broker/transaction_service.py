@@ -73,6 +73,8 @@ from rocketstore.paths import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRAN
 from rocketstore.put_path import PutResult
 from rocketstore.status import GetStatus, PutStatus
 from rocketstore.store import MessageStore
+from rocketstore.store.timer import is_timer_message, timer_rewrite
+from rocketstore.store.timer import now_ms as timer_now_ms
 
 log = logging.getLogger(__name__)
 
@@ -225,12 +227,37 @@ class TransactionService:
             self._count_ended(half, committed=False)
             return EndOutcome(EndCode.SUCCESS)
         message = committed_message(half, request.commit_log_offset)
-        result = self._put(message, half.store_host)
+        timed = self._timer_rewrite(message)
+        if isinstance(timed, EndOutcome):
+            return timed
+        result = self._put(timed, half.store_host)
         outcome = _put_outcome(result.status, self.store.config.max_message_size)
         if outcome.code is EndCode.SUCCESS:
             self._mark_done(half)
             self._count_ended(half, committed=True)
         return outcome
+
+    def _timer_rewrite(self, message: Message) -> Message | EndOutcome:
+        """A committed timer message waits in the timer wheel, as RocketMQ 5's put hook
+        (HookUtils) sends it there; refused as sendFinalMessage answers when the wheel is
+        off or its time is illegal."""
+        if not is_timer_message(message.properties, message.topic):
+            return message
+        config = self.store.config
+        if not config.timer_wheel_enable:
+            return EndOutcome(
+                EndCode.SYSTEM_ERROR,
+                "accurate timer message is not enabled, timerWheelEnable is false",
+            )
+        timed = timer_rewrite(
+            message,
+            timer_now_ms(),
+            precision_ms=config.timer_precision_ms,
+            max_delay_sec=config.timer_max_delay_sec,
+        )
+        if isinstance(timed, str):
+            return EndOutcome(EndCode.MESSAGE_ILLEGAL, timed)
+        return timed
 
     def _count_ended(self, half: MessageExt, *, committed: bool) -> None:
         destination = real_destination(half)

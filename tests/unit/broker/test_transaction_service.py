@@ -197,6 +197,24 @@ def test_commit_stores_the_message_for_its_topic(ctx: BrokerContext, clock: Cloc
     assert [m.body for m in decode_records(pulled.body)] == [b"payload"]
 
 
+def test_a_committed_timer_message_waits_in_the_timer_topic(
+    ctx: BrokerContext, clock: Clock
+) -> None:
+    """RocketMQ 5's put hook sends a committed message with a delivery time to the timer
+    wheel, as any timer send: rmq_sys_wheel_timer, its real topic and queue in REAL_*."""
+    queue_offset, commit_log_offset = half_offsets(
+        send_tx(ctx, clock, b"later", TIMER_DELAY_SEC="30")
+    )
+    answer = end_tx(ctx, COMMIT, queue_offset, commit_log_offset)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS, answer
+    assert queue(ctx, "TopicA", 2) == []
+    [waiting] = queue(ctx, "rmq_sys_wheel_timer")
+    assert (waiting.body, waiting.properties["REAL_TOPIC"]) == (b"later", "TopicA")
+    assert waiting.properties["REAL_QID"] == "2" and "TIMER_OUT_MS" in waiting.properties
+    assert sysflag.transaction_type(waiting.sys_flag) == sysflag.TRANSACTION_COMMIT_TYPE
+    [_op] = queue(ctx, TRANS_OP_HALF_TOPIC)  # the transaction is done
+
+
 def test_rollback_stores_only_the_op_message(ctx: BrokerContext, clock: Clock) -> None:
     queue_offset, commit_log_offset = half_offsets(send_tx(ctx, clock))
     answer = end_tx(ctx, ROLLBACK, queue_offset, commit_log_offset)
