@@ -79,10 +79,12 @@ class TopicRow:
         return max((q.last_update_ms for q in self.queues), default=0)
 
 
-def queue_rows(snap: Snapshot, topic: str) -> list[QueueRow]:
+def queue_rows(snap: Snapshot, topic: str, queue_ids: list[int] | None = None) -> list[QueueRow]:
+    """``queue_ids``: the topic's queues when the caller has listed them (a listing reads
+    every queue's state: once per page, not once per topic)."""
     store = snap.store
     rows = []
-    for queue_id in store.topics().get(topic, []):
+    for queue_id in store.topics().get(topic, []) if queue_ids is None else queue_ids:
         low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
         last = store.message_store_time(topic, queue_id, high - 1) if high > low else 0
         rows.append(QueueRow(topic, queue_id, low, high, max(last, 0)))
@@ -101,7 +103,7 @@ def topic_rows(snap: Snapshot, *, with_system: bool = True) -> list[TopicRow]:
             TopicRow(
                 topic,
                 topic_kind(topic),
-                queue_rows(snap, topic),
+                queue_rows(snap, topic, in_store.get(topic, [])),
                 config is not None,
                 config.read_queue_nums if config else None,
                 config.write_queue_nums if config else None,
@@ -133,11 +135,14 @@ class GroupRow:
     configured: bool
 
 
-def group_lag(snap: Snapshot, group: str) -> list[LagRow]:
+def group_lag(
+    snap: Snapshot, group: str, known: dict[str, list[int]] | None = None
+) -> list[LagRow]:
     """Per queue of each topic the group has offsets for (and its retry topic): the
-    queue's max offset, the group's committed offset, the difference."""
+    queue's max offset, the group's committed offset, the difference. ``known``: the
+    store's topics and queues when the caller has listed them."""
     store = snap.store
-    known = store.topics()
+    known = store.topics() if known is None else known
     rows = []
     topics = set(snap.offsets.topics_of_group(group))
     if RETRY_PREFIX + group in known:
@@ -157,22 +162,24 @@ def group_lag(snap: Snapshot, group: str) -> list[LagRow]:
     return rows
 
 
-def group_names(snap: Snapshot) -> list[str]:
+def group_names(snap: Snapshot, known: dict[str, list[int]] | None = None) -> list[str]:
+    known = snap.store.topics() if known is None else known
     names = set(snap.offsets.groups())
     names.update(
         c.group_name
         for c in snap.groups.all()
         if not is_system_group(c.group_name) and c.group_name not in BUILTIN_GROUPS
     )
-    names.update(t[len(RETRY_PREFIX) :] for t in snap.store.topics() if t.startswith(RETRY_PREFIX))
+    names.update(t[len(RETRY_PREFIX) :] for t in known if t.startswith(RETRY_PREFIX))
     return sorted(names)
 
 
 def group_rows(snap: Snapshot, online: set[str]) -> list[GroupRow]:
     configured = {c.group_name for c in snap.groups.all()}
+    known = snap.store.topics()
     rows = []
-    for group in group_names(snap):
-        lag = group_lag(snap, group)
+    for group in group_names(snap, known):
+        lag = group_lag(snap, group, known)
         rows.append(
             GroupRow(
                 group,
