@@ -300,3 +300,45 @@ def _status(req: urllib.request.Request) -> int:
 def test_the_live_charts_page_refreshes_itself(live):
     _server, url = live
     assert '<meta http-equiv="refresh" content="10">' in get(url, "/charts").text
+
+
+def test_a_message_s_track_names_online_subscribers_too(tmp_path: Path) -> None:
+    import json
+
+    from tests.unit.broker.broker_helpers import FakeConnection, call, make_context, send_v2
+
+    ctx = make_context(tmp_path / "store")
+    console = ConsoleServer(LiveSource(ctx), "127.0.0.1:0")
+    console.start()
+    try:
+        answer = call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("T", queue_id=0), b"hello")
+        assert answer.code == ResponseCode.SUCCESS
+        ctx.store.wait_dispatched()
+        ctx.offsets.commit("Committed", "T", 0, 1)
+        heartbeat = {
+            "clientID": "client-1",
+            "producerDataSet": [],
+            "consumerDataSet": [
+                {
+                    "groupName": "Watching",
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": 4,
+                    "subscriptionDataSet": [{"topic": "T", "subString": "*", "subVersion": 1}],
+                }
+            ],
+        }
+        conn = FakeConnection()
+        answer = call(ctx, RequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode(), conn=conn)
+        assert answer.code == ResponseCode.SUCCESS
+        offset = ctx.store.get_messages("x", "T", 0, 0).messages[0].commit_log_offset
+        page = get(f"http://{console.address}", "/message", offset=offset)
+        assert rows(page.text, "tracks") == [
+            ["Committed", "CONSUMED", "1", "no"],
+            ["Watching", "NOT_CONSUME_YET", "-", "yes"],
+        ]
+        groups = {r[0]: r for r in rows(get(f"http://{console.address}", "/groups").text, "groups")}
+        assert groups["Watching"][3] == "yes" and groups["Committed"][3] == "no"
+    finally:
+        console.stop()
+        ctx.store.close()

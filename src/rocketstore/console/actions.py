@@ -65,6 +65,12 @@ class Actions:
             return set(self.source.context.clients.consumer_groups())
         return set()
 
+    def subscribed_groups(self, topic: str) -> frozenset[str]:
+        """Live: the groups with a client subscribed to ``topic``."""
+        if isinstance(self.source, LiveSource):
+            return frozenset(self.source.context.clients.groups_subscribed_to(topic))
+        return frozenset()
+
     def create_topic(self, topic: str, read_queues: int, write_queues: int) -> None:
         ctx = self._context()
         try:

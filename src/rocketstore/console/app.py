@@ -312,7 +312,9 @@ class Console:
             body=reading.body_of(message),
             properties=properties,
             system_names=props.SYSTEM_PROPERTY_NAMES,
-            tracks=reading.consume_tracks(snap, message, self.online()),
+            tracks=reading.consume_tracks(
+                snap, message, self.online(), self.actions.subscribed_groups(message.topic)
+            ),
             view=request.text("view", "text"),
             dlq=message.topic.startswith(DLQ_PREFIX),
         )

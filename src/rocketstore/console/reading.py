@@ -207,9 +207,13 @@ class Track:
     online: bool
 
 
-def consume_tracks(snap: Snapshot, message: MessageExt, online: set[str]) -> list[Track]:
+def consume_tracks(
+    snap: Snapshot, message: MessageExt, online: set[str], subscribed: frozenset[str] = frozenset()
+) -> list[Track]:
+    """Per group that consumes the message's topic (QUERY_TOPIC_CONSUME_BY_WHO: those with
+    offsets on it, and, live, those with a client subscribed to it)."""
     tracks = []
-    for group in sorted(snap.offsets.groups_of_topic(message.topic)):
+    for group in sorted(snap.offsets.groups_of_topic(message.topic) | subscribed):
         committed = snap.offsets.query(group, message.topic, message.queue_id)
         consumed = committed is not None and committed > message.queue_offset
         kind = "CONSUMED" if consumed else "NOT_CONSUME_YET"
