@@ -50,7 +50,8 @@ def credential_options(func: Callable[..., Any]) -> Callable[..., Any]:
         show_envvar=False,
         metavar="SECRET",
         help=f"Its secret key; prefer ${SECRET_KEY_ENV} (a command line is visible to "
-        "other users in ps).",
+        f"other users in ps). Example: {SECRET_KEY_ENV}=... rocketstore ... (or "
+        "--secret-key 1234567)",
     )(wrapper)
     wrapper = click.option(
         "--access-key",
