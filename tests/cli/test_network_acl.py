@@ -144,8 +144,8 @@ def test_acl_commands_manage_the_brokers_acl_file(served: Served) -> None:
     (version,) = before.json_lines()
     assert version["aclFilePath"] == str(served.acl) and version["brokerAddr"] == served.broker
 
-    update = ("updateAclConfig", "-b", served.broker, "-a", "appkey1", "-s", "app-secret-9999")
-    update += ("-i", "DENY", "-t", "Orders=PUB,Audit=SUB", "-w", "10.0.0.*")
+    update = ("updateAclConfig", "-b", served.broker, "-a", "appkey1", "-s", "app-secret-9999",
+              "-i", "DENY", "-t", "Orders=PUB,Audit=SUB", "-w", "10.0.0.*")  # fmt: skip
     refused = served.cli(*update, *USER)
     assert refused.code == 1 and "refused request 50" in refused.err
     assert "appkey1" not in _acl_text(served)
