@@ -235,6 +235,7 @@ static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject
         Py_XDECREF(key);
         Py_XDECREF(value);
         if (failed) {
+            Py_CLEAR(*uniq_key);
             Py_DECREF(dict);
             return NULL;
         }
