@@ -43,6 +43,9 @@ JOPTS=(-server -Xms256m -Xmx512m -Xmn128m -XX:MaxDirectMemorySize=256m
        -Drocketmq.broker.diskSpaceWarningLevelRatio=0.99
        -Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98
        -Drocketmq.client.logUseSlf4j=false -Drocketmq.client.logRoot="$LOGDIR")
+# EXTRA_JAVA_OPTS: more JVM options for the broker and name server (tls_namesrv.sh: -Dtls.enable=true)
+read -r -a EXTRA_JOPTS <<< "${EXTRA_JAVA_OPTS:-}"
+JOPTS+=("${EXTRA_JOPTS[@]}")
 
 # broker_conf STORE_DIR OUT_FILE: broker.conf.in with the store directory and ports filled in
 broker_conf() {
