@@ -93,6 +93,9 @@ class InFlight:
     attempt: int  # 1 for the first delivery
     pop_ms: int
     visible_at_ms: int
+    # The client whose auto-renewing receive (a PushConsumer's) took it: its invisible
+    # time is extended while that client's telemetry stream is open ("" none; in memory).
+    renew_client: str = ""
 
 
 @dataclass
@@ -155,9 +158,10 @@ class PopState:
         attempt: int,
         now_ms: int,
         invisible_ms: int,
+        renew_client: str = "",
     ) -> ReceiptHandle:
         cursor.in_flight[offset] = InFlight(
-            offset, commit_log_offset, attempt, now_ms, now_ms + invisible_ms
+            offset, commit_log_offset, attempt, now_ms, now_ms + invisible_ms, renew_client
         )
         return ReceiptHandle(
             start_offset=offset,
@@ -208,6 +212,26 @@ class PopState:
             offset=handle.offset,
             commit_log_offset=held.commit_log_offset,
         )
+
+    def renew(
+        self, now_ms: int, live: Callable[[str], bool], ahead_ms: int, extend_ms: int, max_ms: int
+    ) -> int:
+        """The proxy's receipt handle renewal (DefaultReceiptHandleManager): a message an
+        auto-renewing receive took, visible again within ``ahead_ms``, held by a client
+        still connected (``live``), taken less than ``max_ms`` ago, stays invisible
+        ``extend_ms`` from now; its receipt handle stays valid. How many were renewed."""
+        renewed = 0
+        for cursor in self._queues.values():
+            for held in cursor.in_flight.values():
+                if (
+                    held.renew_client
+                    and held.visible_at_ms - now_ms <= ahead_ms
+                    and now_ms - held.pop_ms < max_ms
+                    and live(held.renew_client)
+                ):
+                    held.visible_at_ms = now_ms + extend_ms
+                    renewed += 1
+        return renewed
 
     def to_document(self) -> dict[str, Any]:
         """The state as config/grpcPopState.json holds it."""

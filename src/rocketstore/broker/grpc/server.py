@@ -19,7 +19,7 @@ import grpc
 from rocketstore.broker.broker_config import persist_config_file
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
-from rocketstore.broker.grpc.service import MessagingService
+from rocketstore.broker.grpc.service import RENEW_PERIOD_MS, MessagingService
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
 from rocketstore.files.atomic import read_json_with_backup
@@ -45,6 +45,7 @@ class GrpcServer:
         self._server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
         self._persist_task: asyncio.Task[None] | None = None
+        self._renew_task: asyncio.Task[None] | None = None
         self.pop_state_path = os.path.join(ctx.store.root, CONFIG_DIR, POP_STATE_FILE)
 
     async def start(self) -> None:
@@ -75,6 +76,7 @@ class GrpcServer:
         self._server = server
         self.ctx.transaction_check_fallback = self.service.recover_orphaned
         self._persist_task = asyncio.create_task(self._persist_loop())
+        self._renew_task = asyncio.create_task(self._renew_loop())
         log.info("gRPC endpoint (RocketMQ 5.x clients) at %s", self.address)
 
     def _load_pop_state(self, service: MessagingService) -> None:
@@ -108,8 +110,19 @@ class GrpcServer:
             except OSError as e:
                 log.error("persisting the POP state failed: %s", e)
 
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_PERIOD_MS / 1000)
+            if self.service is not None:
+                self.service.renew()
+
     async def stop(self) -> None:
         self.ctx.transaction_check_fallback = None
+        if self._renew_task is not None:
+            self._renew_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renew_task
+            self._renew_task = None
         if self._persist_task is not None:
             self._persist_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

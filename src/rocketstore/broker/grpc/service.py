@@ -70,8 +70,14 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MIN_POLLING_MS = 5_000
 MAX_POLLING_MS = 20_000
 MAX_RECEIVE_BATCH = 32
-# ProxyConfig.defaultInvisibleTimeMills: a receive asking auto_renew (PushConsumer) gets it.
+# ProxyConfig.defaultInvisibleTimeMills: a receive asking auto_renew (PushConsumer) gets it,
+# and the renewal extends it by as much: renewAheadTimeMillis before it runs out, every
+# renewSchedulePeriodMillis, for at most renewMaxTimeMillis.
 AUTO_RENEW_INVISIBLE_MS = 60_000
+RENEW_AHEAD_MS = 10_000
+RENEW_PERIOD_MS = 5_000
+RENEW_MAX_MS = 3 * 3600 * 1000
+CLIENT_ID_HEADER = "x-mq-client-id"
 # What the answer keeps back of the client's deadline (longPollingReserveTimeInMillis).
 POLLING_RESERVE_MS = 100
 # A producer's retries (the proxy's producer backoff policy).
@@ -96,6 +102,14 @@ def _duration_ms(value: Duration) -> int:
 
 def _duration(ms: int) -> Duration:
     return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _client_id(context: Any) -> str:
+    """The x-mq-client-id header of a call ("" without one)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_HEADER:
+            return str(value)
+    return ""
 
 
 def _peer_address(peer: str) -> str:
@@ -138,6 +152,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         # The open telemetry streams, and which one a transaction check goes to next.
         self._streams: list[_TelemetryStream] = []
         self._stream_turn = itertools.count()
+        # Clients with a telemetry stream open, by client id (how many streams).
+        self.live_clients: dict[str, int] = {}
         # One receive at a time per group and topic: two would read the same cursor.
         self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -285,6 +301,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         never sends are dropped."""
         stream = _TelemetryStream()
         self._streams.append(stream)
+        client = _client_id(context)
+        if client:
+            self.live_clients[client] = self.live_clients.get(client, 0) + 1
 
         async def read() -> None:
             try:
@@ -316,6 +335,21 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         finally:
             self._streams.remove(stream)
             reader.cancel()
+            if client:
+                left = self.live_clients.pop(client, 1) - 1
+                if left > 0:
+                    self.live_clients[client] = left
+
+    def renew(self) -> int:
+        """Extend the invisible time of what connected clients' auto-renewing receives
+        hold (called every RENEW_PERIOD_MS)."""
+        return self.pop.renew(
+            now_ms(),
+            lambda client: self.live_clients.get(client, 0) > 0,
+            RENEW_AHEAD_MS,
+            AUTO_RENEW_INVISIBLE_MS,
+            RENEW_MAX_MS,
+        )
 
     def recover_orphaned(self, request: CheckRequest) -> bool:
         """A transaction check for a half message of a gRPC producer (its group is the
@@ -521,11 +555,12 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             config = self._topic(request.message_queue.topic)
             group = self._group(request.group)
             invisible_ms = _duration_ms(request.invisible_duration)
+            renew_client = ""
             if request.auto_renew:
                 # A PushConsumer's receive: the proxy's default invisible time
-                # (enableProxyAutoRenew). rocketstore does not renew it: a message
-                # still being consumed after it comes again (docs/broker.md).
+                # (enableProxyAutoRenew), renewed while the client is connected.
                 invisible_ms = AUTO_RENEW_INVISIBLE_MS
+                renew_client = _client_id(context)
             elif invisible_ms < self.min_invisible_ms:
                 raise RequestError(
                     pb.Code.ILLEGAL_INVISIBLE_TIME,
@@ -558,7 +593,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         while True:
             async with lock:
                 found = await self._pop(
-                    group, config.topic_name, queue_ids, batch, invisible_ms, subscription
+                    group,
+                    config.topic_name,
+                    queue_ids,
+                    batch,
+                    invisible_ms,
+                    subscription,
+                    renew_client,
                 )
             log.debug(
                 "receive %s/%s queues %s: %d message(s)",
@@ -597,6 +638,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         batch: int,
         invisible_ms: int,
         subscription: Subscription,
+        renew_client: str = "",
     ) -> list[pb.Message]:
         """Up to ``batch`` messages: overdue ones first (their attempt counted), then new
         ones, each queue from where its cursor stands."""
@@ -639,6 +681,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                     attempt,
                     now,
                     invisible_ms,
+                    renew_client,
                 )
                 out.append(self._answer(ext, handle, attempt, invisible_ms))
             if len(out) >= batch:
@@ -667,6 +710,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                         1,
                         now,
                         invisible_ms,
+                        renew_client,
                     )
                     out.append(self._answer(ext, handle, 1, invisible_ms))
             if result.status is not GetStatus.NO_MATCHED_LOGIC_QUEUE:

@@ -120,3 +120,21 @@ def test_state_document_round_trips_and_drops_what_was_acknowledged_since():
 def test_bad_state_documents_are_refused(document):
     with pytest.raises(ValueError):
         PopState("b").load_document(document, lambda g, t, q: None)
+
+
+def test_renewal_extends_only_a_live_clients_auto_renewed_messages():
+    state = PopState("broker-a")
+    cursor = state.cursor("G", "T", 0, lambda: 0)
+    kept = state.hand_out(cursor, 0, 0, 100, 1, 1_000, 60_000, "client-1")
+    state.hand_out(cursor, 0, 1, 200, 1, 1_000, 60_000)  # a SimpleConsumer's: never renewed
+    state.hand_out(cursor, 0, 2, 300, 1, 1_000, 60_000, "gone")
+    live = {"client-1"}.__contains__
+    # Not yet within 10 s of its end: nothing to do.
+    assert state.renew(40_000, live, 10_000, 60_000, 3 * 3600_000) == 0
+    assert state.renew(55_000, live, 10_000, 60_000, 3 * 3600_000) == 1
+    assert cursor.in_flight[0].visible_at_ms == 115_000
+    assert cursor.in_flight[1].visible_at_ms == cursor.in_flight[2].visible_at_ms == 61_000
+    assert state.ack("G", "T", kept) is AckStatus.OK  # the handle still acknowledges
+    # Past renewMaxTimeMillis since it was taken: no more.
+    state.hand_out(cursor, 0, 3, 400, 1, 1_000, 60_000, "client-1")
+    assert state.renew(3 * 3600_000 + 2_000, live, 10**12, 60_000, 3 * 3600_000) == 0

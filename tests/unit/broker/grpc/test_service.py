@@ -5,6 +5,7 @@ the proxy's 10 s, max delivery attempts, the DLQ, malformed input)."""
 from __future__ import annotations
 
 import contextlib
+import queue
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -289,3 +290,48 @@ def test_auto_renew_receive_gets_the_proxy_default_invisible_time(served):
     assert answers[0].status.code == pb.Code.OK
     (message,) = [a.message for a in answers if a.WhichOneof("content") == "message"]
     assert message.system_properties.invisible_duration.seconds == 60
+
+
+def test_auto_renewed_messages_stay_invisible_while_the_client_is_connected(served):
+    """The proxy's renewal: what a PushConsumer's receive took is extended while the
+    client's telemetry stream is open (x-mq-client-id), and no longer once it closed."""
+    server, stub = served
+    grpc_server = server.broker.grpc_server
+    assert grpc_server is not None and grpc_server.service is not None
+    service = grpc_server.service
+    metadata = (("x-mq-client-id", "push-1"),)
+    commands: queue.Queue[spb.TelemetryCommand | None] = queue.Queue()
+    telemetry = stub.Telemetry(iter(commands.get, None), metadata=metadata)
+    deadline = time.monotonic() + 10
+    while service.live_clients.get("push-1", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert service.live_clients == {"push-1": 1}
+    assert _send(stub, b"r", "01RN").status.code == pb.Code.OK
+    request = spb.ReceiveMessageRequest(
+        group=GROUP,
+        message_queue=pb.MessageQueue(topic=TOPIC, id=-1),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        batch_size=4,
+        auto_renew=True,
+    )
+    request.long_polling_timeout.FromSeconds(5)
+    answers = list(stub.ReceiveMessage(request, metadata=metadata, timeout=10))
+    (message,) = [a.message for a in answers if a.WhichOneof("content") == "message"]
+    cursor = service.pop.find("G", "T", 0)
+    assert cursor is not None
+    held = cursor.in_flight[0]
+    assert held.renew_client == "push-1"
+    held.visible_at_ms = int(time.time() * 1000) + 5_000  # as if 55 s had passed
+    assert service.renew() == 1
+    assert held.visible_at_ms > int(time.time() * 1000) + 50_000
+    commands.put(None)  # the client goes away
+    with contextlib.suppress(grpc.RpcError):
+        for _answer in telemetry:
+            pass
+    deadline = time.monotonic() + 10
+    while service.live_clients and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert service.live_clients == {}
+    held.visible_at_ms = int(time.time() * 1000) + 5_000
+    assert service.renew() == 0
+    assert _ack(stub, message) == pb.Code.OK
