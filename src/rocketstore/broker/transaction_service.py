@@ -73,8 +73,7 @@ from rocketstore.paths import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRAN
 from rocketstore.put_path import PutResult
 from rocketstore.status import GetStatus, PutStatus
 from rocketstore.store import MessageStore
-from rocketstore.store.timer import is_timer_message, timer_rewrite
-from rocketstore.store.timer import now_ms as timer_now_ms
+from rocketstore.store.timer import TimerRefusal, is_timer_message, timer_message_to_store
 
 log = logging.getLogger(__name__)
 
@@ -243,20 +242,10 @@ class TransactionService:
         off or its time is illegal."""
         if not is_timer_message(message.properties, message.topic):
             return message
-        config = self.store.config
-        if not config.timer_wheel_enable:
-            return EndOutcome(
-                EndCode.SYSTEM_ERROR,
-                "accurate timer message is not enabled, timerWheelEnable is false",
-            )
-        timed = timer_rewrite(
-            message,
-            timer_now_ms(),
-            precision_ms=config.timer_precision_ms,
-            max_delay_sec=config.timer_max_delay_sec,
-        )
-        if isinstance(timed, str):
-            return EndOutcome(EndCode.MESSAGE_ILLEGAL, timed)
+        timed = timer_message_to_store(self.store.config, message)
+        if isinstance(timed, TimerRefusal):
+            code = EndCode.SYSTEM_ERROR if timed.wheel_off else EndCode.MESSAGE_ILLEGAL
+            return EndOutcome(code, timed.remark)
         return timed
 
     def _count_ended(self, half: MessageExt, *, committed: bool) -> None:

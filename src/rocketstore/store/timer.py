@@ -40,7 +40,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import properties as props
 from rocketstore.format import timer as fmt
@@ -143,6 +145,34 @@ def timer_rewrite(
         reconsume_times=message.reconsume_times,
         prepared_transaction_offset=message.prepared_transaction_offset,
     )
+
+
+# SendMessageProcessor's words when the wheel is off (answered as SYSTEM_ERROR).
+WHEEL_OFF_REMARK = "accurate timer message is not enabled, timerWheelEnable is false"
+
+
+@dataclass(frozen=True)
+class TimerRefusal:
+    """Why a timer message is refused: the wheel is off (SYSTEM_ERROR), or the time is
+    illegal (MESSAGE_ILLEGAL), in SendMessageProcessor's words."""
+
+    wheel_off: bool
+    remark: str
+
+
+def timer_message_to_store(config: StoreConfig, message: Message) -> Message | TimerRefusal:
+    """The one verdict on a timer message (``is_timer_message``) about to be stored, for
+    every path that stores one (remoting and gRPC sends, a committed transaction): as
+    ``timer_rewrite`` makes it under ``config``, or refused."""
+    if not config.timer_wheel_enable:
+        return TimerRefusal(True, WHEEL_OFF_REMARK)
+    stored = timer_rewrite(
+        message,
+        now_ms(),
+        precision_ms=config.timer_precision_ms,
+        max_delay_sec=config.timer_max_delay_sec,
+    )
+    return TimerRefusal(False, stored) if isinstance(stored, str) else stored
 
 
 def _deliver_key(message: MessageExt) -> str | None:

@@ -30,12 +30,7 @@ from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 from rocketstore.broker.grpc.queue_choice import RoundRobin, group_queue
 from rocketstore.broker.perm_name import PERM_WRITE
-from rocketstore.broker.processors.send import (
-    TimerRefusal,
-    asks_for_timer,
-    stored_properties,
-    timer_stored,
-)
+from rocketstore.broker.processors.send import asks_for_timer, stored_properties, timer_stored
 from rocketstore.broker.processors.send_back import retry_message
 from rocketstore.broker.topic_config import (
     MULTI_TAG,
@@ -61,6 +56,7 @@ from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS
 from rocketstore.put_path import PutResult, is_delayed
 from rocketstore.status import GetStatus, PutStatus
+from rocketstore.store.timer import TimerRefusal
 
 log = logging.getLogger(__name__)
 

@@ -42,8 +42,12 @@ from rocketstore.put_columns import ColumnsResult
 from rocketstore.put_path import PutResult, delay_level, is_delayed
 from rocketstore.remoting.peer import Peer
 from rocketstore.status import PutStatus
-from rocketstore.store.timer import is_timer_message, timer_rewrite
-from rocketstore.store.timer import now_ms as timer_now_ms
+from rocketstore.store.timer import (
+    WHEEL_OFF_REMARK,
+    TimerRefusal,
+    is_timer_message,
+    timer_message_to_store,
+)
 
 # SendMessageRequestHeaderV2's one-letter names (a compact header for every send).
 V2_NAMES = {
@@ -324,38 +328,14 @@ def asks_for_timer(properties: dict[str, str], topic: str) -> bool:
 
 # The answer of a 5.x broker whose timer wheel is off (timerWheelEnable=false): storing
 # such a message as a plain one would deliver it at once, against what was asked.
-TIMER_REFUSED = "accurate timer message is not enabled, timerWheelEnable is false"
-
-
-@dataclass(frozen=True)
-class TimerRefusal:
-    """Why a timer send is refused: the wheel is off (SYSTEM_ERROR), or the time is
-    illegal (MESSAGE_ILLEGAL), in SendMessageProcessor's words."""
-
-    wheel_off: bool
-    remark: str
-
-    def response(self, cmd: RemotingCommand) -> RemotingCommand:
-        code = ResponseCode.SYSTEM_ERROR if self.wheel_off else ResponseCode.MESSAGE_ILLEGAL
-        return cmd.response(code, self.remark)
+TIMER_REFUSED = WHEEL_OFF_REMARK
 
 
 def timer_stored(ctx: BrokerContext, message: Message) -> Message | TimerRefusal:
     """A timer send as the store keeps it (HookUtils.transformTimerMessage): into
     rmq_sys_wheel_timer for the timer store (``rocketstore.store.timer``) to deliver when
     due, as it is when its time has passed, or refused."""
-    config = ctx.store.config
-    if not config.timer_wheel_enable:
-        return TimerRefusal(True, TIMER_REFUSED)
-    stored = timer_rewrite(
-        message,
-        timer_now_ms(),
-        precision_ms=config.timer_precision_ms,
-        max_delay_sec=config.timer_max_delay_sec,
-    )
-    if isinstance(stored, str):
-        return TimerRefusal(False, stored)
-    return stored
+    return timer_message_to_store(ctx.store.config, message)
 
 
 def stored_properties(
@@ -427,7 +407,8 @@ async def send_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
     if timer:
         stored = timer_stored(ctx, message)
         if isinstance(stored, TimerRefusal):
-            return stored.response(cmd)
+            code = ResponseCode.SYSTEM_ERROR if stored.wheel_off else ResponseCode.MESSAGE_ILLEGAL
+            return cmd.response(code, stored.remark)
         message = stored
     result = await ctx.put(message, len(message.body))
     uniq_key = properties.get(props.UNIQ_KEY)
