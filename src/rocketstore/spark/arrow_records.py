@@ -213,9 +213,11 @@ def _timestamps(millis: Int64s) -> Any:
 
 def _properties(text: Any, rows: int, headers: bool) -> dict[str, Any] | None:
     """The ``properties`` column as map<string,string> (and ``headers``, the user
-    properties, when asked), and the KEYS, TAGS and UNIQ_KEY columns under those names;
-    None when a record repeats a name (the reference decoder then keeps the last value at
-    the first position, which a map array cannot say)."""
+    properties, when asked), and the KEYS, TAGS and UNIQ_KEY columns under those names.
+    A name a record repeats keeps its first position with its last value, as the
+    reference decoder's dict does: every record of a Java batch send repeats one
+    (CommitLog.MessageExtBatchEncoder appends the batch's properties, WAIT among them, to
+    each entry's own), and declining those sent whole stores down the per-record path."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -240,8 +242,19 @@ def _properties(text: Any, rows: int, headers: bool) -> dict[str, Any] | None:
     codes = np.asarray(encoded.indices).astype(np.int64)
     distinct = encoded.dictionary.to_pylist()
     pair = parent.astype(np.int64) * max(len(distinct), 1) + codes
-    if len(pair) > 1 and np.any(np.diff(np.sort(pair)) == 0):
-        return None
+    if len(pair) > 1:
+        order = np.argsort(pair, kind="stable")  # a repeated pair's entries in text order
+        ordered = pair[order]
+        repeated = ordered[1:] == ordered[:-1]
+        if repeated.any():
+            firsts = np.flatnonzero(np.concatenate(([True], ~repeated)))
+            lasts = np.concatenate((firsts[1:], [len(pair)])) - 1
+            source = np.arange(len(pair))
+            source[order[firsts]] = order[lasts]  # the first entry takes the last value
+            kept = np.zeros(len(pair), dtype=bool)
+            kept[order[firsts]] = True
+            values = values.take(pa.array(source[kept]))
+            names, parent, codes = names.filter(pa.array(kept)), parent[kept], codes[kept]
     offsets = np.zeros(rows + 1, dtype=np.int32)
     np.cumsum(np.bincount(parent, minlength=rows), out=offsets[1:])
     kind = pa.map_(pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string()))
