@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rocketstore.broker.acl_file import dump_acl_document, parse_acl_document
@@ -69,6 +69,7 @@ def test_what_pyyaml_writes_is_read_as_pyyaml_reads_it_or_refused(document: Any)
 
 @settings(max_examples=500)
 @given(DOCUMENTS)
+@example({"globalWhiteRemoteAddresses": ["\u2028"]})  # a line break to YAML: escaped
 def test_what_the_writer_writes_reads_back_the_same_in_pyyaml_and_here(document: Any) -> None:
     text = dump_acl_document(document)
     assert yaml.safe_load(text) == document
@@ -77,6 +78,8 @@ def test_what_the_writer_writes_reads_back_the_same_in_pyyaml_and_here(document:
 
 @settings(max_examples=1000)
 @given(st.lists(_TOKENS, max_size=25).map("".join))
+@example("&aaccounts:accounts:")  # an anchor before a key: once read as part of the name
+@example("!!str 1: x\n*a: y")  # a tag, an alias
 def test_any_text_is_read_as_pyyaml_reads_it_or_refused(text: str) -> None:
     try:
         theirs = yaml.safe_load(text)

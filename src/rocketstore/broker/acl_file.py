@@ -131,6 +131,10 @@ def _quoted_end(text: str) -> int:
     return -1
 
 
+# What cannot start a plain key: an anchor, tag or alias, or a reserved indicator.
+_KEY_INDICATORS = frozenset("&*!|>%@`?,]}")
+
+
 def _key_split(text: str) -> tuple[str, str] | None:
     """``key: value`` -> (key, value text); None when the text is not a mapping entry."""
     if text[:1] in ("'", '"'):
@@ -141,6 +145,8 @@ def _key_split(text: str) -> tuple[str, str] | None:
             return None
         return str(_scalar(text[:end], 0)), text[end + 1 :].strip(_BLANK)
     if text[:1] in ("[", "{", "#"):
+        return None
+    if text[:1] in _KEY_INDICATORS:  # YAML reads an anchor, tag or alias there, not a name
         return None
     at = text.find(": ")
     if at < 0:
@@ -348,8 +354,11 @@ def _dump_scalar(value: Any) -> str:
 
 def _printable(char: str) -> bool:
     point = ord(char)
+    # U+2028 / U+2029 are line breaks to YAML (and to the reader): escaped, not written raw.
     return 0x20 <= point <= 0x7E or (
-        point >= 0xA0 and not 0xD800 <= point <= 0xDFFF and point not in (0xFEFF, 0xFFFE, 0xFFFF)
+        point >= 0xA0
+        and not 0xD800 <= point <= 0xDFFF
+        and point not in (0x2028, 0x2029, 0xFEFF, 0xFFFE, 0xFFFF)
     )
 
 
