@@ -71,6 +71,19 @@ static int select_rows(const uint8_t *p, Py_ssize_t n, const BatchRules *rules,
     return 0;
 }
 
+/* The batch rules from seven arguments in select_units' order (max_count, commit_max,
+ * memory_bytes, mem_bytes, mem_count, disk_bytes, disk_count); the caller checks
+ * PyErr_Occurred. */
+static void rules_from_args(BatchRules *rules, PyObject *const *args) {
+    rules->max_count = PyLong_AsLongLong(args[0]);
+    rules->commit_max = PyLong_AsLongLong(args[1]);
+    rules->memory_bytes = PyFloat_AsDouble(args[2]);
+    rules->mem_bytes = PyLong_AsLongLong(args[3]);
+    rules->mem_count = PyLong_AsLongLong(args[4]);
+    rules->disk_bytes = PyLong_AsLongLong(args[5]);
+    rules->disk_count = PyLong_AsLongLong(args[6]);
+}
+
 PyObject *py_select_units(PyObject *self, PyObject *args) {
     Py_buffer units;
     BatchRules rules;
@@ -1101,13 +1114,7 @@ PyObject *py_pull_messages(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     BatchRules rules;
-    rules.max_count = PyLong_AsLongLong(args[5]);
-    rules.commit_max = PyLong_AsLongLong(args[6]);
-    rules.memory_bytes = PyFloat_AsDouble(args[7]);
-    rules.mem_bytes = PyLong_AsLongLong(args[8]);
-    rules.mem_count = PyLong_AsLongLong(args[9]);
-    rules.disk_bytes = PyLong_AsLongLong(args[10]);
-    rules.disk_count = PyLong_AsLongLong(args[11]);
+    rules_from_args(&rules, args + 5);
     long long file_size = PyLong_AsLongLong(args[13]);
     if (PyErr_Occurred()) return NULL;
     Py_buffer units;
@@ -1204,13 +1211,7 @@ PyObject *py_pull_records(PyObject *self, PyObject *const *args, Py_ssize_t narg
         return NULL;
     }
     BatchRules rules;
-    rules.max_count = PyLong_AsLongLong(args[1]);
-    rules.commit_max = PyLong_AsLongLong(args[2]);
-    rules.memory_bytes = PyFloat_AsDouble(args[3]);
-    rules.mem_bytes = PyLong_AsLongLong(args[4]);
-    rules.mem_count = PyLong_AsLongLong(args[5]);
-    rules.disk_bytes = PyLong_AsLongLong(args[6]);
-    rules.disk_count = PyLong_AsLongLong(args[7]);
+    rules_from_args(&rules, args + 1);
     long long file_size = PyLong_AsLongLong(args[9]);
     if (PyErr_Occurred()) return NULL;
     Py_buffer units;
@@ -1315,13 +1316,7 @@ PyObject *py_pull_tagged_records(PyObject *self, PyObject *const *args, Py_ssize
     }
     Py_ssize_t code_count = PyTuple_GET_SIZE(codes);
     BatchRules rules;
-    rules.max_count = PyLong_AsLongLong(args[1]);
-    rules.commit_max = PyLong_AsLongLong(args[2]);
-    rules.memory_bytes = PyFloat_AsDouble(args[3]);
-    rules.mem_bytes = PyLong_AsLongLong(args[4]);
-    rules.mem_count = PyLong_AsLongLong(args[5]);
-    rules.disk_bytes = PyLong_AsLongLong(args[6]);
-    rules.disk_count = PyLong_AsLongLong(args[7]);
+    rules_from_args(&rules, args + 1);
     long long file_size = PyLong_AsLongLong(args[9]);
     if (PyErr_Occurred()) return NULL;
     int32_t *wanted = PyMem_Malloc((size_t)(code_count > 0 ? code_count : 1) * sizeof(int32_t));
