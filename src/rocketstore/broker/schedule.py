@@ -54,6 +54,7 @@ from rocketstore.format.cq_ext import is_ext_address
 from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.paths import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rocketstore.services.periodic import Every, PeriodicThread
 from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
 
@@ -194,8 +195,7 @@ class ScheduleService:
         self._delivered_end = 0
         self._version = 0
         self._persisted_version = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: PeriodicThread | None = None
         self._correct_offsets()
 
     # --- levels -------------------------------------------------------------------------
@@ -261,7 +261,7 @@ class ScheduleService:
         with self._lock:
             delivered = 0
             for level in range(1, self.max_level + 1):
-                if self._stop.is_set() and self._thread is not None:
+                if self._thread is not None and self._thread.stopping:
                     break
                 delivered += self._deliver_level(level)
         if delivered and self.on_delivered is not None:
@@ -389,28 +389,19 @@ class ScheduleService:
         ``persist_interval_ms``."""
         if self._thread is not None:
             return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="ScheduleService", daemon=True)
-        self._thread.start()
+        persist_due = Every(lambda: self.persist_interval_ms / 1000)
 
-    def _run(self) -> None:
-        last_persist = time.monotonic()
-        while not self._stop.wait(self.tick_ms / 1000):
-            try:
-                self.run_once()
-                if time.monotonic() - last_persist >= self.persist_interval_ms / 1000:
-                    last_persist = time.monotonic()
-                    self.persist()
-            except (StoreError, OSError) as e:
-                # A closed store or a full disk: keep the thread alive, log once per tick;
-                # the offsets did not move past anything undelivered.
-                log.error("schedule service pass failed: %s", e)
+        def step() -> None:
+            self.run_once()
+            if persist_due.due():
+                self.persist()
+
+        self._thread = PeriodicThread("ScheduleService", lambda: self.tick_ms / 1000, step)
+        self._thread.start()
 
     def shutdown(self) -> None:
         """Stop the thread (finishing the current pass) and persist the offsets."""
-        thread = self._thread
-        self._stop.set()
-        if thread is not None:
-            thread.join()
+        if self._thread is not None:
+            self._thread.stop()
             self._thread = None
         self.persist()

@@ -49,6 +49,7 @@ from rocketstore.format import timer as fmt
 from rocketstore.format.javahash import java_hashmap_ordered, java_string_hash
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.java_ints import JAVA_LONG_MAX
+from rocketstore.services.periodic import Every, PeriodicThread
 from rocketstore.status import PutStatus
 from rocketstore.store.message_store import MessageStore
 from rocketstore.store.timer_files import TimerCheckpointFile, TimerLog, TimerWheel
@@ -218,8 +219,7 @@ class TimerMessageStore:
         self.wheel = TimerWheel(store.root, self.precision_ms)
         self.checkpoint = TimerCheckpointFile(store.root)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: PeriodicThread | None = None
         self._delivered_end = 0
         # A slot half delivered when a put failed: (its time, units done).
         self._slot_progress: tuple[int, int] = (-1, 0)
@@ -527,10 +527,21 @@ class TimerMessageStore:
     # --- lifetime -----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Enqueue and deliver every ``tick_ms`` on a thread, writing the checkpoint every
+        ``flush_interval_ms`` and deleting expired timer log files every CLEAN_INTERVAL_S."""
         if self._thread is not None:
             return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="TimerMessageStore", daemon=True)
+        persist_due = Every(lambda: self.flush_interval_ms / 1000)
+        clean_due = Every(lambda: CLEAN_INTERVAL_S)
+
+        def step() -> None:
+            self.run_once()
+            if persist_due.due():
+                self.persist()
+            if clean_due.due():
+                self.delete_expired_files()
+
+        self._thread = PeriodicThread("TimerMessageStore", lambda: self.tick_ms / 1000, step)
         self._thread.start()
 
     def delete_expired_files(self) -> int:
@@ -538,26 +549,10 @@ class TimerMessageStore:
         with self._lock:
             return self.timer_log.delete_expired(self.store.min_commit_log_offset())
 
-    def _run(self) -> None:
-        last_persist = last_clean = time.monotonic()
-        while not self._stop.wait(self.tick_ms / 1000):
-            try:
-                self.run_once()
-                if time.monotonic() - last_persist >= self.flush_interval_ms / 1000:
-                    last_persist = time.monotonic()
-                    self.persist()
-                if time.monotonic() - last_clean >= CLEAN_INTERVAL_S:
-                    last_clean = time.monotonic()
-                    self.delete_expired_files()
-            except (StoreError, OSError) as e:
-                log.error("timer pass failed: %s", e)
-
     def shutdown(self) -> None:
         """Stop the thread, write the checkpoint, close the files."""
-        thread = self._thread
-        self._stop.set()
-        if thread is not None:
-            thread.join()
+        if self._thread is not None:
+            self._thread.stop()
             self._thread = None
         try:
             self.persist()
