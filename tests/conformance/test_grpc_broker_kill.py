@@ -1,13 +1,16 @@
 """kill -9 of ``rocketstore serve --grpc-listen`` while the official 5.x Python client's
 SimpleConsumer is acknowledging a stream of messages: after a restart every message
 whose send was acknowledged is delivered (the ones in flight at the kill after their
-invisible time), and what was acknowledged before the last POP
-state write is not delivered again (config/grpcPopState.json and the consumer offsets)."""
+invisible time, as second deliveries), and nothing acknowledged is delivered again
+(config/grpcPopState.json and its journal).
+And through grpcio's own stub, with no snapshot between the receive and the kill: the
+delivery attempts handed out and the acks answered survive it (the POP journal)."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,12 @@ from tests.cli.cli_helpers import CLI
 from tests.conformance.broker_process import free_port, serve_process
 
 pytest.importorskip("grpc", reason="the grpc extra is not installed")
+
+import grpc as grpcio
+
+from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
+from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
+from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 
 TOPIC = "TopicKill5"
 GROUP = "GroupKill5"
@@ -64,15 +73,95 @@ def test_kill_9_mid_stream_loses_nothing_acknowledged(py5_client: Any, tmp_path:
     again = {e["id"] for e in received_after} & acked
     # Nothing lost: every message whose send was acknowledged came, before or after.
     assert acked | {e["id"] for e in received_after} == sent
-    # In flight at the kill: delivered again (with its attempt counted when the POP
-    # state written before the kill had it in flight).
+    # In flight at the kill: delivered again.
     assert held <= {e["id"] for e in received_after} | acked
     redelivered = [e["attempt"] for e in received_after if e["id"] in held]
-    # Acknowledged ones come again only if acknowledged after the last state write
-    # (every 500 ms here, offsets and POP state alike): a handful at most.
-    assert len(again) <= 40, (len(again), len(acked))
+    # An ack answered is in the POP journal, a receive answered too: nothing acknowledged
+    # comes again, and what was in flight comes as a second delivery at least.
+    assert not again, (len(again), len(acked))
+    assert all(attempt >= 2 for attempt in redelivered), redelivered
     print(
         f"kill -9 mid-stream: {len(acked)} acknowledged before, {len(held)} in flight, "
         f"{len(received_after)} received after the restart, {len(again)} of them again; "
         f"attempts of those in flight: {sorted(redelivered)}"
     )
+
+
+def _receive(stub: Any, topic: str, group: str, invisible_ms: int, polling_s: int) -> list[Any]:
+    request = spb.ReceiveMessageRequest(
+        group=pb.Resource(name=group),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=0),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        batch_size=16,
+    )
+    request.invisible_duration.FromMilliseconds(invisible_ms)
+    request.long_polling_timeout.FromSeconds(polling_s)
+    answers = list(stub.ReceiveMessage(request, timeout=polling_s + 10))
+    return [a.message for a in answers if a.WhichOneof("content") == "message"]
+
+
+def test_kill_9_keeps_delivery_attempts_and_acks_answered_since_the_last_snapshot(
+    tmp_path: Path,
+) -> None:
+    topic, group = "TopicKillAttempt", "GroupKillAttempt"
+    store = tmp_path / "store"
+    subprocess.run(
+        [*CLI, "--store", str(store), "updateTopic", "-t", topic, "-r", "1", "-w", "1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    ports = (free_port(), free_port(), free_port())
+    endpoint = f"127.0.0.1:{ports[2]}"
+    # No POP snapshot nor consumer offsets written between the receive and the kill: only
+    # the journal can tell the restarted broker what happened.
+    extra = ["--grpc-listen", endpoint, "--offset-persist-ms", "600000"]
+    server = serve_process(store, ports[0], ports[1], extra=extra)
+    try:
+        with grpcio.insecure_channel(endpoint) as channel:
+            stub = spb_grpc.MessagingServiceStub(channel)
+            for i in range(4):
+                message = pb.Message(
+                    topic=pb.Resource(name=topic),
+                    body=f"m{i}".encode(),
+                    system_properties=pb.SystemProperties(message_id=f"01KILL{i}", tag="t"),
+                )
+                sent = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=10)
+                assert sent.status.code == pb.Code.OK, sent.status
+            taken: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(taken) < 4 and time.monotonic() < deadline:
+                taken += _receive(stub, topic, group, 10_000, 5)
+            assert [m.system_properties.message_id for m in taken] == [
+                f"01KILL{i}" for i in range(4)
+            ]
+            acks = spb.AckMessageRequest(
+                group=pb.Resource(name=group),
+                topic=pb.Resource(name=topic),
+                entries=[
+                    spb.AckMessageEntry(
+                        message_id=m.system_properties.message_id,
+                        receipt_handle=m.system_properties.receipt_handle,
+                    )
+                    for m in (taken[0], taken[2])
+                ],
+            )
+            assert stub.AckMessage(acks, timeout=10).status.code == pb.Code.OK
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+        server = serve_process(store, ports[0], ports[1], extra=extra)
+        with grpcio.insecure_channel(endpoint) as channel:
+            stub = spb_grpc.MessagingServiceStub(channel)
+            again: list[Any] = []
+            deadline = time.monotonic() + 40
+            while len(again) < 2 and time.monotonic() < deadline:
+                again += _receive(stub, topic, group, 10_000, 20)
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            server.communicate(timeout=60)
+    # The two not acknowledged come once their invisible time is over, as second
+    # deliveries; the two acknowledged never (before the journal: all four, attempt 1).
+    assert sorted(
+        (m.system_properties.message_id, m.system_properties.delivery_attempt) for m in again
+    ) == [("01KILL1", 2), ("01KILL3", 2)]

@@ -102,6 +102,8 @@ class InFlight:
 class QueueCursor:
     next_offset: int
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    # (group, topic, queue id): what the journal records name.
+    key: tuple[str, str, int] = ("", "", 0)
 
     def overdue(self, now_ms: int) -> list[InFlight]:
         return sorted(
@@ -130,11 +132,41 @@ class AckStatus(enum.Enum):
 
 QueueKey = tuple[str, str, int]  # (group, topic, queue id)
 
+# The journal's records (lists, JSON as they are): what changed, keyed by the queue.
+# ["n", group, topic, queue id, next offset]      the cursor moved (or was made)
+# ["h", group, topic, queue id, offset, commit log offset, attempt, pop ms, visible at ms]
+#                                                   handed out (again)
+# ["v", group, topic, queue id, offset, pop ms, visible at ms]   invisible time changed
+# ["a", group, topic, queue id, offset]             acknowledged, or dropped (DLQ, gone)
+JournalRecord = list[Any]
+RECORD_NEXT = "n"
+RECORD_HAND_OUT = "h"
+RECORD_VISIBLE = "v"
+RECORD_ACK = "a"
+
 
 class PopState:
     def __init__(self, broker_name: str) -> None:
         self.broker_name = broker_name
         self._queues: dict[QueueKey, QueueCursor] = {}
+        self._changes: list[JournalRecord] = []
+
+    def take_changes(self) -> list[JournalRecord]:
+        """The journal records of the changes since the last call (and forgets them)."""
+        changes, self._changes = self._changes, []
+        return changes
+
+    def advance(self, cursor: QueueCursor, next_offset: int) -> None:
+        """Move the cursor to ``next_offset`` (never back)."""
+        if next_offset > cursor.next_offset:
+            cursor.next_offset = next_offset
+            self._changes.append([RECORD_NEXT, *cursor.key, next_offset])
+
+    def drop(self, cursor: QueueCursor, offset: int) -> None:
+        """Forget a message in flight that is done without an ack (moved to the DLQ,
+        or gone with its CommitLog file)."""
+        if cursor.in_flight.pop(offset, None) is not None:
+            self._changes.append([RECORD_ACK, *cursor.key, offset])
 
     def cursor(
         self, group: str, topic: str, queue_id: int, start: Callable[[], int]
@@ -143,7 +175,8 @@ class PopState:
         key = (group, topic, queue_id)
         found = self._queues.get(key)
         if found is None:
-            found = self._queues[key] = QueueCursor(start())
+            found = self._queues[key] = QueueCursor(start(), key=key)
+            self._changes.append([RECORD_NEXT, *key, found.next_offset])
         return found
 
     def find(self, group: str, topic: str, queue_id: int) -> QueueCursor | None:
@@ -162,6 +195,17 @@ class PopState:
     ) -> ReceiptHandle:
         cursor.in_flight[offset] = InFlight(
             offset, commit_log_offset, attempt, now_ms, now_ms + invisible_ms, renew_client
+        )
+        self._changes.append(
+            [
+                RECORD_HAND_OUT,
+                *cursor.key,
+                offset,
+                commit_log_offset,
+                attempt,
+                now_ms,
+                now_ms + invisible_ms,
+            ]
         )
         return ReceiptHandle(
             start_offset=offset,
@@ -189,6 +233,7 @@ class PopState:
         if held is None:
             return AckStatus.INVALID
         del self._queues[(group, topic, handle.queue_id)].in_flight[handle.offset]
+        self._changes.append([RECORD_ACK, group, topic, handle.queue_id, handle.offset])
         return AckStatus.OK
 
     def change_invisible(
@@ -201,6 +246,17 @@ class PopState:
             return None
         held.pop_ms = now_ms
         held.visible_at_ms = now_ms + invisible_ms
+        self._changes.append(
+            [
+                RECORD_VISIBLE,
+                group,
+                topic,
+                handle.queue_id,
+                handle.offset,
+                now_ms,
+                held.visible_at_ms,
+            ]
+        )
         return ReceiptHandle(
             start_offset=handle.offset,
             pop_ms=now_ms,
@@ -230,11 +286,21 @@ class PopState:
                     and live(held.renew_client)
                 ):
                     held.visible_at_ms = now_ms + extend_ms
+                    self._changes.append(
+                        [
+                            RECORD_VISIBLE,
+                            *cursor.key,
+                            held.offset,
+                            held.pop_ms,
+                            held.visible_at_ms,
+                        ]
+                    )
                     renewed += 1
         return renewed
 
-    def to_document(self) -> dict[str, Any]:
-        """The state as config/grpcPopState.json holds it."""
+    def to_document(self, journal: int = 0) -> dict[str, Any]:
+        """The state as config/grpcPopState.json holds it; ``journal``: the generation of
+        the journal file whose records come after it."""
         queues = []
         for (group, topic, queue_id), cursor in sorted(self._queues.items()):
             queues.append(
@@ -255,7 +321,12 @@ class PopState:
                     ],
                 }
             )
-        return {"version": STATE_VERSION, "brokerName": self.broker_name, "queues": queues}
+        return {
+            "version": STATE_VERSION,
+            "brokerName": self.broker_name,
+            "journal": journal,
+            "queues": queues,
+        }
 
     def load_document(self, document: Any, committed: Callable[[str, str, int], int | None]) -> int:
         """Take the queues of a document ``to_document`` wrote (ValueError naming what is
@@ -264,14 +335,12 @@ class PopState:
         committed offset was acknowledged since, and is dropped."""
         if not isinstance(document, dict) or document.get("version") != STATE_VERSION:
             raise ValueError(f"not a version {STATE_VERSION} POP state document")
-        loaded = 0
         try:
             for entry in document["queues"]:
                 group, topic = str(entry["group"]), str(entry["topic"])
                 queue_id = int(entry["queueId"])
-                floor = committed(group, topic, queue_id)
-                floor = 0 if floor is None or floor < 0 else floor
-                cursor = QueueCursor(max(int(entry["nextOffset"]), floor))
+                key = (group, topic, queue_id)
+                cursor = QueueCursor(int(entry["nextOffset"]), key=key)
                 for m in entry["inFlight"]:
                     held = InFlight(
                         int(m["offset"]),
@@ -280,13 +349,70 @@ class PopState:
                         int(m["popMs"]),
                         int(m["visibleAtMs"]),
                     )
-                    if floor <= held.offset < cursor.next_offset:
-                        cursor.in_flight[held.offset] = held
-                self._queues[(group, topic, queue_id)] = cursor
-                loaded += len(cursor.in_flight)
+                    cursor.in_flight[held.offset] = held
+                self._queues[key] = cursor
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"bad POP state entry: {e!r}") from e
+        loaded = self._settle(committed)
+        self._changes.clear()
         return loaded
+
+    def replay(
+        self, records: list[JournalRecord], committed: Callable[[str, str, int], int | None]
+    ) -> int:
+        """Apply journal records written after the snapshot loaded, in their order (one
+        that is not a record is skipped), then drop what the consumer offsets say was
+        acknowledged since; how many messages are in flight after."""
+        for record in records:
+            try:
+                self._apply(record)
+            except (IndexError, TypeError, ValueError):
+                continue
+        loaded = self._settle(committed)
+        self._changes.clear()
+        return loaded
+
+    def _apply(self, record: JournalRecord) -> None:
+        kind = record[0]
+        key = (str(record[1]), str(record[2]), int(record[3]))
+        cursor = self._queues.get(key)
+        if kind == RECORD_NEXT:
+            if cursor is None:
+                self._queues[key] = QueueCursor(int(record[4]), key=key)
+            else:
+                cursor.next_offset = max(cursor.next_offset, int(record[4]))
+            return
+        if cursor is None:  # (records of a cursor always follow its "n")
+            cursor = self._queues[key] = QueueCursor(0, key=key)
+        offset = int(record[4])
+        if kind == RECORD_HAND_OUT:
+            cursor.in_flight[offset] = InFlight(
+                offset, int(record[5]), int(record[6]), int(record[7]), int(record[8])
+            )
+            cursor.next_offset = max(cursor.next_offset, offset + 1)
+        elif kind == RECORD_VISIBLE:
+            held = cursor.in_flight.get(offset)
+            if held is not None:
+                held.pop_ms, held.visible_at_ms = int(record[5]), int(record[6])
+        elif kind == RECORD_ACK:
+            cursor.in_flight.pop(offset, None)
+
+    def _settle(self, committed: Callable[[str, str, int], int | None]) -> int:
+        """The consumer offsets may be newer than the state (a remoting consumer of the
+        group, an offset reset): what lies below a group's committed offset was
+        acknowledged since, and is dropped. How many messages are in flight."""
+        loaded = 0
+        for (group, topic, queue_id), cursor in self._queues.items():
+            floor = committed(group, topic, queue_id)
+            floor = 0 if floor is None or floor < 0 else floor
+            cursor.next_offset = max(cursor.next_offset, floor)
+            for offset in [o for o in cursor.in_flight if not floor <= o < cursor.next_offset]:
+                del cursor.in_flight[offset]
+            loaded += len(cursor.in_flight)
+        return loaded
+
+    def cursors(self) -> list[QueueCursor]:
+        return list(self._queues.values())
 
 
 STATE_VERSION = 1

@@ -18,6 +18,7 @@ import grpc
 
 from rocketstore.broker.broker_config import persist_config_file
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.grpc.pop_journal import PopJournal
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
 from rocketstore.broker.grpc.service import RENEW_PERIOD_MS, MessagingService
 from rocketstore.config import parse_host
@@ -46,7 +47,9 @@ class GrpcServer:
         self.service: MessagingService | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._renew_task: asyncio.Task[None] | None = None
-        self.pop_state_path = os.path.join(ctx.store.root, CONFIG_DIR, POP_STATE_FILE)
+        config_dir = os.path.join(ctx.store.root, CONFIG_DIR)
+        self.pop_state_path = os.path.join(config_dir, POP_STATE_FILE)
+        self.journal = PopJournal(config_dir, sync=ctx.store.config.flush_disk_type == "SYNC_FLUSH")
 
     async def start(self) -> None:
         host, port = parse_host(self.listen, what="--grpc-listen")
@@ -70,7 +73,13 @@ class GrpcServer:
         # (the generated function has no annotations)
         register: Callable[[object, object], None] = spb_grpc.add_MessagingServiceServicer_to_server
         self.service = MessagingService(self.ctx, self.address)
-        await asyncio.to_thread(self._load_pop_state, self.service)
+        generation = await asyncio.to_thread(self._load_pop_state, self.service)
+        # A fresh snapshot and journal generation before the first call: the journal
+        # replayed is then in the snapshot, and the offsets follow the state read.
+        self.journal.generation = generation - 1
+        await self._snapshot()
+        self.service.journal = self.journal
+        self.service.commit_all()
         register(self.service, server)
         await server.start()
         self._server = server
@@ -79,34 +88,58 @@ class GrpcServer:
         self._renew_task = asyncio.create_task(self._renew_loop())
         log.info("gRPC endpoint (RocketMQ 5.x clients) at %s", self.address)
 
-    def _load_pop_state(self, service: MessagingService) -> None:
+    def _load_pop_state(self, service: MessagingService) -> int:
+        """Read the snapshot and replay the journal after it; the journal generation to
+        write next (past every one on disk)."""
+        on_disk = self.journal.generations()
+        after = max(on_disk, default=0) + 1
+        since = 0
         try:
             document = read_json_with_backup(self.pop_state_path, self.pop_state_path)
         except ConfigError as e:
-            log.error("%s; POP consumers start again at their committed offsets", e)
-            return
-        if document is None:
-            return
-        try:
-            held = service.pop.load_document(document, self.ctx.offsets.query)
-        except ValueError as e:
-            log.error(
-                "%s: %s; POP consumers start again at their committed offsets",
+            log.error("%s; POP consumers start from their journal and committed offsets", e)
+            document = None
+        if document is not None:
+            try:
+                service.pop.load_document(document, self.ctx.offsets.query)
+                since = int(document.get("journal", 0))
+            except (ValueError, TypeError) as e:
+                log.error(
+                    "%s: %s; POP consumers start from their journal and committed offsets",
+                    self.pop_state_path,
+                    e,
+                )
+        records = self.journal.read(since)
+        held = service.pop.replay(records, self.ctx.offsets.query)
+        if document is not None or records:
+            log.info(
+                "POP state read from %s and %d journal record(s): %d message(s) in flight",
                 self.pop_state_path,
-                e,
+                len(records),
+                held,
             )
+        return max(after, since + 1)
+
+    async def _snapshot(self) -> None:
+        """Write the POP state whole, starting the next journal generation first (the
+        snapshot is taken with no await in between, so it holds every record before that
+        generation); the generations before the previous one are deleted after."""
+        if self.service is None:
             return
-        log.info("POP state read from %s: %d message(s) in flight", self.pop_state_path, held)
+        generation = self.journal.generation + 1
+        self.journal.start(generation)
+        document = self.service.pop.to_document(generation)
+        await asyncio.to_thread(persist_config_file, self.pop_state_path, document)
+        await asyncio.to_thread(self.journal.remove_before, generation - 1)
 
     async def _persist_loop(self) -> None:
         while True:
             # The consumer offsets' interval: the two files move together.
             await asyncio.sleep(self.ctx.config.flush_consumer_offset_interval_ms / 1000)
-            if self.service is None:
-                continue
-            document = self.service.pop.to_document()
+            if self.journal.written_bytes == 0:
+                continue  # nothing changed since the last snapshot
             try:
-                await asyncio.to_thread(persist_config_file, self.pop_state_path, document)
+                await self._snapshot()
             except OSError as e:
                 log.error("persisting the POP state failed: %s", e)
 
@@ -133,8 +166,8 @@ class GrpcServer:
             self._server = None
         if self.service is not None:
             try:
-                await asyncio.to_thread(
-                    persist_config_file, self.pop_state_path, self.service.pop.to_document()
-                )
+                await self._snapshot()
             except OSError as e:
                 log.error("persisting the POP state at shutdown failed: %s", e)
+            self.service.journal = None
+        self.journal.close()

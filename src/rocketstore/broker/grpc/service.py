@@ -25,6 +25,7 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.grpc import convert
 from rocketstore.broker.grpc.convert import RequestError, status
 from rocketstore.broker.grpc.pop import AckStatus, PopState, QueueCursor, ReceiptHandle
+from rocketstore.broker.grpc.pop_journal import PopJournal
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
@@ -134,6 +135,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.ctx = ctx
         self.address = address  # the gRPC endpoint's ip:port, for routes
         self.pop = PopState(ctx.broker_name)
+        # Where the POP state's changes go before an answer (the server sets it once the
+        # state is loaded; None: kept in memory only).
+        self.journal: PopJournal | None = None
         # The store's delay levels (fixed while it is open), parsed once, not per send.
         self._delay_levels_ms = delay_levels_ms(ctx.store.config.message_delay_level)
         # The least invisible time a receive may ask (the proxy's
@@ -152,6 +156,39 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.live_clients: dict[str, int] = {}
         # One receive at a time per group and topic: two would read the same cursor.
         self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    # --- the POP state's journal ---------------------------------------------------------
+
+    def _journal_write(self) -> PopJournal | None:
+        """Write the POP state's changes to the journal; the journal when they need an
+        fsync too (SYNC_FLUSH)."""
+        records = self.pop.take_changes()
+        journal = self.journal
+        if not records or journal is None:
+            return None
+        try:
+            journal.append(records)
+        except OSError as e:
+            # The next snapshot still holds them; only a crash before it loses them.
+            log.error("writing the POP journal failed: %s", e)
+            return None
+        return journal if journal.sync else None
+
+    async def _journal(self) -> None:
+        """Write the POP state's changes ahead of the answer about them: what a receive
+        handed out (its delivery attempts) and what an ack removed survive a kill -9 once
+        answered, as RocketMQ 5 puts its checkpoint and ack records before answering."""
+        journal = self._journal_write()
+        if journal is not None:
+            try:
+                await self.ctx.run(journal.fsync)
+            except OSError as e:
+                log.error("syncing the POP journal failed: %s", e)
+
+    def commit_all(self) -> None:
+        """Every POP cursor's consumer offset (after the state was read back)."""
+        for cursor in self.pop.cursors():
+            self._commit(*cursor.key)
 
     # --- checks shared by the RPCs ------------------------------------------------------
 
@@ -339,13 +376,16 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     def renew(self) -> int:
         """Extend the invisible time of what connected clients' auto-renewing receives
         hold (called every RENEW_PERIOD_MS)."""
-        return self.pop.renew(
+        renewed = self.pop.renew(
             now_ms(),
             lambda client: self.live_clients.get(client, 0) > 0,
             RENEW_AHEAD_MS,
             AUTO_RENEW_INVISIBLE_MS,
             RENEW_MAX_MS,
         )
+        # (not synced: a renewal lost makes a message visible early, never lost)
+        self._journal_write()
+        return renewed
 
     def recover_orphaned(self, request: CheckRequest) -> bool:
         """A transaction check for a half message of a gRPC producer (its group is the
@@ -597,6 +637,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                     subscription,
                     renew_client,
                 )
+                await self._journal()  # before the answer goes out
             log.debug(
                 "receive %s/%s queues %s: %d message(s)",
                 group,
@@ -660,13 +701,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                     break
                 ext = await self.ctx.run(store.look_message, held.commit_log_offset)
                 if ext is None:  # gone with its CommitLog file: nothing left to deliver
-                    del cursor.in_flight[held.offset]
+                    self.pop.drop(cursor, held.offset)
                     continue
                 if held.attempt >= self._max_attempts(group):
                     # Delivered as often as the group allows: to %DLQ%<group>, as
                     # RocketMQ 5's revive service moves it.
                     if await self._to_dead_letter_queue(group, ext, held.attempt):
-                        del cursor.in_flight[held.offset]
+                        self.pop.drop(cursor, held.offset)
                     continue
                 attempt = held.attempt + 1
                 handle = self.pop.hand_out(
@@ -710,7 +751,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                     )
                     out.append(self._answer(ext, handle, 1, invisible_ms))
             if result.status is not GetStatus.NO_MATCHED_LOGIC_QUEUE:
-                cursor.next_offset = max(cursor.next_offset, result.next_begin_offset)
+                self.pop.advance(cursor, result.next_begin_offset)
             self._commit(group, topic, queue_id)
         return out
 
@@ -848,6 +889,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             )
         for queue_id in touched:
             self._commit(group, config.topic_name, queue_id)
+        await self._journal()  # an ack answered is an ack kept
         if touched and self._is_fifo(group):
             # A FIFO queue may be free now: receives waiting on it look again.
             self.ctx.waiters.arrived((config.topic_name, q) for q in touched)
@@ -880,6 +922,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 )
         except RequestError as e:
             return spb.ChangeInvisibleDurationResponse(status=status(e.code, e.message))
+        await self._journal()
         return spb.ChangeInvisibleDurationResponse(
             status=status(pb.Code.OK), receipt_handle=renewed.encode()
         )
@@ -910,6 +953,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 )
             if self.pop.ack(group, config.topic_name, handle) is AckStatus.OK:
                 self._commit(group, config.topic_name, handle.queue_id)
+                await self._journal()
         except RequestError as e:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.Code.OK))

@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -138,3 +140,82 @@ def test_renewal_extends_only_a_live_clients_auto_renewed_messages():
     # Past renewMaxTimeMillis since it was taken: no more.
     state.hand_out(cursor, 0, 3, 400, 1, 1_000, 60_000, "client-1")
     assert state.renew(3 * 3600_000 + 2_000, live, 10**12, 60_000, 3 * 3600_000) == 0
+
+
+def _replayed(state: PopState, committed=lambda g, t, q: None) -> PopState:
+    """A new state from ``state``'s journal records alone."""
+    again = PopState("broker-a")
+    again.replay(state.take_changes(), committed)
+    return again
+
+
+def test_every_change_is_a_journal_record_and_replays_to_the_same_state():
+    state = PopState("broker-a")
+    cursor = state.cursor("g", "t", 1, lambda: 7)
+    first = state.hand_out(cursor, 1, 7, 700, 1, 1000, 10_000)
+    state.hand_out(cursor, 1, 8, 800, 1, 1000, 10_000)
+    state.hand_out(cursor, 1, 9, 900, 1, 1000, 10_000)
+    state.advance(cursor, 12)  # (10 and 11 filtered out)
+    assert state.ack("g", "t", first) is AckStatus.OK
+    second = ReceiptHandle(8, 1000, 10_000, 0, "0", "broker-a", 1, 8, 800)
+    state.change_invisible("g", "t", second, 5_000, 2_000)
+    state.hand_out(cursor, 1, 9, 900, 2, 11_000, 10_000)  # came again: attempt 2
+    state.drop(cursor, 8)  # to the DLQ
+    expected = state.to_document()
+    assert _replayed(state).to_document() == expected
+    assert state.take_changes() == []  # taken once
+
+
+def test_replay_over_a_snapshot_and_the_committed_offset_floor():
+    state = PopState("broker-a")
+    cursor = state.cursor("g", "t", 0, lambda: 0)
+    for offset in range(3):
+        state.hand_out(cursor, 0, offset, offset * 100, 1, 1000, 10_000)
+    state.advance(cursor, 3)
+    snapshot = state.to_document(journal=4)
+    state.take_changes()
+    handle = ReceiptHandle(1, 1000, 10_000, 0, "0", "broker-a", 0, 1, 100)
+    assert state.ack("g", "t", handle) is AckStatus.OK
+    state.hand_out(cursor, 0, 2, 200, 2, 11_000, 10_000)
+    records = state.take_changes()
+    again = PopState("broker-a")
+    again.load_document(snapshot, lambda g, t, q: None)
+    assert again.replay(records, lambda g, t, q: None) == 2
+    assert again.to_document(journal=4) == state.to_document(journal=4)
+    # Records that are not records are skipped; the committed offset drops what is below.
+    floored = PopState("broker-a")
+    floored.load_document(snapshot, lambda g, t, q: None)
+    junk: list[Any] = [["x"], 5, ["h", "g"]]
+    assert floored.replay(junk + records, lambda g, t, q: 1) == 1
+    only = floored.find("g", "t", 0)
+    assert only is not None and list(only.in_flight) == [2]
+    assert only.in_flight[2].attempt == 2
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["hand", "ack", "change", "advance", "drop"]), st.integers(0, 5)),
+        max_size=40,
+    )
+)
+def test_any_sequence_of_changes_replays_to_the_same_state(steps):
+    state = PopState("broker-a")
+    cursor = state.cursor("g", "t", 0, lambda: 0)
+    now = 1000
+    for kind, offset in steps:
+        now += 10
+        held = cursor.in_flight.get(offset)
+        if kind == "hand":
+            state.hand_out(cursor, 0, offset, offset * 10, held.attempt + 1 if held else 1, now, 50)
+            state.advance(cursor, offset + 1)
+        elif kind == "advance":
+            state.advance(cursor, offset)
+        elif kind == "drop":
+            state.drop(cursor, offset)
+        elif held is not None:
+            handle = ReceiptHandle(offset, held.pop_ms, 50, 0, "0", "broker-a", 0, offset, 0)
+            if kind == "ack":
+                state.ack("g", "t", handle)
+            else:
+                state.change_invisible("g", "t", handle, 70, now)
+    assert _replayed(state).to_document() == state.to_document()
