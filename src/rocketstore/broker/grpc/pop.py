@@ -257,6 +257,9 @@ class PopState:
                 held.visible_at_ms,
             ]
         )
+        # No longer renewed, as the proxy removes the handle from its renewal: a
+        # PushConsumer's failed message (changed to its retry backoff) must come again.
+        held.renew_client = ""
         return ReceiptHandle(
             start_offset=handle.offset,
             pop_ms=now_ms,

@@ -219,3 +219,19 @@ def test_any_sequence_of_changes_replays_to_the_same_state(steps):
             else:
                 state.change_invisible("g", "t", handle, 70, now)
     assert _replayed(state).to_document() == state.to_document()
+
+
+def test_a_changed_invisible_time_is_no_longer_renewed():
+    """A PushConsumer answers a failed message with ChangeInvisibleDuration (its retry
+    backoff, 10 s at first); the proxy then stops renewing it (ChangeInvisibleDuration-
+    Activity removes the receipt handle), so it comes again. Renewed, it never came back
+    while the client lived (found with the Java 5.x client)."""
+    state = PopState("broker-a")
+    cursor = state.cursor("G", "T", 0, lambda: 0)
+    handle = state.hand_out(cursor, 0, 0, 100, 1, 1_000, 60_000, "client-1")
+    changed = state.change_invisible("G", "T", handle, 10_000, 2_000)
+    assert changed is not None
+    live = {"client-1"}.__contains__
+    assert state.renew(3_000, live, 10_000, 60_000, 3 * 3600_000) == 0
+    assert cursor.in_flight[0].visible_at_ms == 12_000
+    assert [m.offset for m in cursor.overdue(12_000)] == [0]
