@@ -35,6 +35,7 @@ from rocketstore.broker.long_polling import HOLD_CHECK_INTERVAL_MS
 from rocketstore.broker.metrics import MetricsServer
 from rocketstore.broker.namesrv import NameServer, RouteTable
 from rocketstore.broker.namesrv_config import KvConfigTable, namesrv_config
+from rocketstore.broker.processors.pull_fast import FastFrames, FastPull
 from rocketstore.broker.processors.send_fast import FastSend
 from rocketstore.broker.registration import REGISTER_INTERVAL_MS, Registrar
 from rocketstore.broker.router import BrokerRouter
@@ -228,6 +229,9 @@ class BrokerApp:
         self.vip_server: RemotingServer | None = None  # the listen port - 2 (fastListenPort)
         # Common single sends answered from their frames' bytes (processors.send_fast).
         self.fast_send: FastSend | None = None
+        # ... and common pulls (processors.pull_fast); both behind one hook.
+        self.fast_pull: FastPull | None = None
+        self.fast_frames: FastFrames | None = None
         self.schedule: ScheduleService | None = None
         self.timer: TimerMessageStore | None = None
         self.registrar: Registrar | None = None
@@ -339,6 +343,8 @@ class BrokerApp:
                 ctx.timer = self.timer
         router = BrokerRouter(ctx)
         self.fast_send = FastSend(ctx)
+        self.fast_pull = FastPull(ctx)
+        self.fast_frames = FastFrames(self.fast_send, self.fast_pull)
         handle = router.handle
         if self.metrics is not None:
             ctx.stats.rpc_latency = LatencyHistogram()
@@ -351,7 +357,7 @@ class BrokerApp:
             limits=b,  # read at each use, so updateBrokerConfig changes them live
             bulky_codes=BULKY_CODES,
             eager_codes=EAGER_CODES,
-            fast_frames=self.fast_send,
+            fast_frames=self.fast_frames,
         )
         await self.server.start(sock, opts.tls)
         await self._start_vip_channel(handle, bound)
@@ -419,7 +425,7 @@ class BrokerApp:
             limits=b,
             bulky_codes=BULKY_CODES,
             eager_codes=EAGER_CODES,
-            fast_frames=self.fast_send,
+            fast_frames=self.fast_frames,
         )
         await self.vip_server.start(sock, self.options.tls)
         log.info("VIP channel (fastListenPort) at %s", vip_bound)

@@ -334,3 +334,18 @@ def send_answer(
     transaction_id: str | None,
     /,
 ) -> bytes | None: ...
+def pull_frame(
+    frame: ReadableBuffer, /
+) -> tuple[int, int, str, str, int, int, int, int, int, int, str | None, str, int] | None: ...
+def pull_answer(
+    opaque: int,
+    version: int,
+    code: int,
+    remark: str | None,
+    next_begin_offset: int,
+    min_offset: int,
+    max_offset: int,
+    suggest_broker_id: int,
+    body: ReadableBuffer,
+    /,
+) -> bytes | None: ...

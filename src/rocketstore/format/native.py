@@ -174,6 +174,14 @@ send_answer = bind(
     _c.send_answer, "send_answer", "rocketstore.broker.processors.send_fast:send_answer_python"
 )
 
+# ---- the broker's pulls -------------------------------------------------------------------
+pull_frame = bind(
+    _c.pull_frame, "pull_frame", "rocketstore.broker.processors.pull_fast:pull_frame_python"
+)
+pull_answer = bind(
+    _c.pull_answer, "pull_answer", "rocketstore.broker.processors.pull_fast:pull_answer_python"
+)
+
 
 if set_verbatim_type is not None:
     # The put encoder writes these properties' text as it is, not their serialisation.

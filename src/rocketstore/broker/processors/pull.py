@@ -162,9 +162,11 @@ class RetrySelector:
         return selector.matches(properties)
 
 
-def _build(ctx: BrokerContext, header: PullHeader, conn: Peer) -> Subscription | Refusal:
+def _build(ctx: BrokerContext, header: PullHeader, conn: Peer | None) -> Subscription | Refusal:
     """The subscription this pull reads with, or the error reply (RocketMQ's order: a
-    non-TAG type on a broker without enablePropertyFilter is refused before parsing)."""
+    non-TAG type on a broker without enablePropertyFilter is refused before parsing).
+    ``conn`` None: a refused expression is not logged (pull_fast's try, which leaves the
+    frame to this path, which logs it)."""
     chosen = _subscription_of(ctx, header)
     if isinstance(chosen, Refusal):
         return chosen
@@ -177,6 +179,8 @@ def _build(ctx: BrokerContext, header: PullHeader, conn: Peer) -> Subscription |
     try:
         subscription = build_subscription(expression, kind)
     except ConfigError as e:
+        if conn is None:
+            return Refusal(ResponseCode.SYSTEM_ERROR, str(e))
         log.warning(
             "consumer %s of group %s: subscription %r (%s) of topic %s refused: %s",
             conn.peer,
@@ -245,43 +249,88 @@ def suggested_broker_id(
     return group_config.broker_id
 
 
-async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
-    begin_ns = time.monotonic_ns()  # GROUP_GET_LATENCY's start (a woken pull's: its wakeup)
-    header = PullHeader.parse(cmd.ext_fields)
+def check_pull(
+    ctx: BrokerContext, header: PullHeader, peer: str
+) -> SubscriptionGroupConfig | Refusal:
+    """The pull's group config, or RocketMQ's refusal of it (in PullMessageProcessor's
+    order): a broker not readable, an unknown or disabled group, an unknown or unreadable
+    topic, a queue id out of range."""
     if not is_readable(ctx.config.broker_permission):
-        return cmd.response(
+        return Refusal(
             ResponseCode.NO_PERMISSION,
             f"the broker[{ctx.broker_host}] pulling message is forbidden",
         )
     group_config = ctx.groups.find(header.group)
     if group_config is None:
-        return cmd.response(
+        return Refusal(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
             f"subscription group [{header.group}] does not exist",
         )
     if not group_config.consume_enable:
-        return cmd.response(
+        return Refusal(
             ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.group}"
         )
     config = ctx.topics.peek(header.topic)
     if config is None:
-        return cmd.response(
+        return Refusal(
             ResponseCode.TOPIC_NOT_EXIST,
             f"topic[{header.topic}] not exist, apply first please!",
         )
     if not config.readable:
-        return cmd.response(
+        return Refusal(
             ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
         )
     if not 0 <= header.queue_id < config.read_queue_nums:
-        return cmd.response(
+        return Refusal(
             ResponseCode.SYSTEM_ERROR,
             f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-            f"topicConfig.readQueueNums:[{config.read_queue_nums}] consumer:[{conn.peer}]",
+            f"topicConfig.readQueueNums:[{config.read_queue_nums}] consumer:[{peer}]",
         )
-    # The consumer's progress rides on the pull; stored before any hold, as RocketMQ does.
+    return group_config
+
+
+def commit_carried_offset(ctx: BrokerContext, header: PullHeader) -> None:
+    """The consumer's progress that rides on the pull (sysFlag bit 1), stored."""
     if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
         ctx.offsets.commit(header.group, header.topic, header.queue_id, header.commit_offset)
+
+
+def answer_fields(
+    ctx: BrokerContext, group_config: SubscriptionGroupConfig, result: PulledRecords
+) -> dict[str, object]:
+    """The answer's extFields, in RocketMQ's order."""
+    return {
+        "nextBeginOffset": result.next_begin_offset,
+        "minOffset": result.min_offset,
+        "maxOffset": result.max_offset,
+        "suggestWhichBrokerId": suggested_broker_id(ctx, group_config, result),
+    }
+
+
+def record_found(
+    ctx: BrokerContext, header: PullHeader, result: PulledRecords, begin_ns: int
+) -> None:
+    """A found pull counted in the stats (GROUP_GET_NUMS, _SIZE, _LATENCY...)."""
+    took_ms = (time.monotonic_ns() - begin_ns) // 1_000_000
+    ctx.stats.pulled(
+        header.group,
+        header.topic,
+        result.count,
+        len(result.body),
+        header.queue_id,
+        result.next_begin_offset,
+        took_ms,
+    )
+
+
+async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> RemotingCommand:
+    begin_ns = time.monotonic_ns()  # GROUP_GET_LATENCY's start (a woken pull's: its wakeup)
+    header = PullHeader.parse(cmd.ext_fields)
+    group_config = check_pull(ctx, header, conn.peer)
+    if isinstance(group_config, Refusal):
+        return cmd.response(group_config.code, group_config.remark)
+    # The consumer's progress rides on the pull; stored before any hold, as RocketMQ does.
+    commit_carried_offset(ctx, header)
     subscription = _build(ctx, header, conn)
     if isinstance(subscription, Refusal):
         return cmd.response(subscription.code, subscription.remark)
@@ -308,23 +357,9 @@ async def pull_message(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> 
         # RocketMQ reads again after a hold, woken or timed out: a second miss if empty.
         if code != ResponseCode.SUCCESS:
             ctx.stats.missed.add(1)
-    ext: dict[str, object] = {
-        "nextBeginOffset": result.next_begin_offset,
-        "minOffset": result.min_offset,
-        "maxOffset": result.max_offset,
-        "suggestWhichBrokerId": suggested_broker_id(ctx, group_config, result),
-    }
+    ext = answer_fields(ctx, group_config, result)
     if code != ResponseCode.SUCCESS:
         remark = result.status.value
         return cmd.response(code, remark, ext)
-    took_ms = (time.monotonic_ns() - begin_ns) // 1_000_000
-    ctx.stats.pulled(
-        header.group,
-        header.topic,
-        result.count,
-        len(result.body),
-        header.queue_id,
-        result.next_begin_offset,
-        took_ms,
-    )
+    record_found(ctx, header, result, begin_ns)
     return cmd.response(code, "FOUND", ext, result.body)

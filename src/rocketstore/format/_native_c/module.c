@@ -77,6 +77,8 @@ static PyMethodDef methods[] = {
     {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "offsetMsgIds joined by ','."},
     {"send_frame", py_send_frame, METH_VARARGS, "A common SEND_MESSAGE(_V2) frame's put."},
     {"send_answer", py_send_answer, METH_VARARGS, "A stored send's answer frame."},
+    {"pull_frame", py_pull_frame, METH_VARARGS, "A PULL_MESSAGE frame's header fields."},
+    {"pull_answer", py_pull_answer, METH_VARARGS, "A pull's answer frame."},
     {"set_verbatim_type", py_set_verbatim_type, METH_O,
      "The properties type whose text put encoding writes as it is."},
     {NULL, NULL, 0, NULL},

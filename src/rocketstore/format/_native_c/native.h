@@ -207,7 +207,21 @@ PyObject *py_write_batch(PyObject *self, PyObject *args);
 PyObject *py_queue_units(PyObject *self, PyObject *args);
 PyObject *py_batch_columns(PyObject *self, PyObject *args);
 PyObject *py_offset_msg_ids(PyObject *self, PyObject *args);
+/* send.c's reader of a request's ASCII JSON header (pull.c's too) */
+typedef struct {
+    const char *p, *end;
+    char *text; /* a decoded string's characters (ASCII: one byte each) */
+    Py_ssize_t text_len;
+} Json;
+void skip_ws(Json *j);
+int read_string(Json *j);
+int read_int(Json *j, int64_t *out);
+int skip_scalar(Json *j);
+int text_int(const char *s, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out);
+Py_ssize_t quote_ascii(PyObject *text, char *out, Py_ssize_t room);
 PyObject *py_send_frame(PyObject *self, PyObject *args);
 PyObject *py_send_answer(PyObject *self, PyObject *args);
+PyObject *py_pull_frame(PyObject *self, PyObject *args);
+PyObject *py_pull_answer(PyObject *self, PyObject *args);
 
 #endif /* ROCKETSTORE_NATIVE_H */

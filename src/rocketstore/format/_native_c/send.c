@@ -13,13 +13,8 @@
 
 enum { MAX_PROPS = 32, MAX_TEXT = 65536 };
 
-typedef struct {
-    const char *p, *end;
-    char *text; /* a decoded string's characters (ASCII: one byte each) */
-    Py_ssize_t text_len;
-} Json;
-
-static void skip_ws(Json *j) {
+/* (The JSON reader below, Json in native.h, is pull.c's too.) */
+void skip_ws(Json *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
         j->p++;
 }
@@ -34,7 +29,7 @@ static int hex_digit(char c) {
 /* A JSON string at p (its opening quote) into j->text; 0 on success, -1 for anything this
  * reader leaves to Python (a non-ASCII character, an escape past U+007F, a raw control
  * character, which json.loads refuses too). */
-static int read_string(Json *j) {
+int read_string(Json *j) {
     if (j->p >= j->end || *j->p != '"') return -1;
     j->p++;
     Py_ssize_t n = 0;
@@ -80,7 +75,7 @@ static int read_string(Json *j) {
 }
 
 /* A JSON integer (no fraction, no exponent) within a Java long; 0 on success. */
-static int read_int(Json *j, int64_t *out) {
+int read_int(Json *j, int64_t *out) {
     const char *p = j->p;
     int negative = p < j->end && *p == '-';
     if (negative) p++;
@@ -100,7 +95,7 @@ static int read_int(Json *j, int64_t *out) {
 }
 
 /* A scalar value skipped (a string, an integer, true, false, null); 0 on success. */
-static int skip_scalar(Json *j) {
+int skip_scalar(Json *j) {
     if (j->p >= j->end) return -1;
     char c = *j->p;
     if (c == '"') return read_string(j); /* (into the buffer's free end, kept nowhere) */
@@ -121,7 +116,7 @@ static int skip_scalar(Json *j) {
 
 /* An extFields value as a plain integer: what int() reads of "-?[0-9]+" (anything else is
  * the Python path's to read or refuse). */
-static int text_int(const char *s, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out) {
+int text_int(const char *s, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out) {
     Json j = {s, s + n, NULL, 0};
     if (n == 0 || read_int(&j, out) < 0 || j.p != j.end) return -1;
     return *out < lo || *out > hi ? -1 : 0;
@@ -410,7 +405,7 @@ done:
 
 /* JSON text of an ASCII str as encode_basestring writes it (quotes included) appended at
  * out; -1 when it is not ASCII (the twin then words it). */
-static Py_ssize_t quote_ascii(PyObject *text, char *out, Py_ssize_t room) {
+Py_ssize_t quote_ascii(PyObject *text, char *out, Py_ssize_t room) {
     Py_ssize_t len;
     const char *s = PyUnicode_AsUTF8AndSize(text, &len);
     if (s == NULL) {
