@@ -335,3 +335,62 @@ def test_auto_renewed_messages_stay_invisible_while_the_client_is_connected(serv
     held.visible_at_ms = int(time.time() * 1000) + 5_000
     assert service.renew() == 0
     assert _ack(stub, message) == pb.Code.OK
+
+
+def test_a_batch_mixing_timer_and_plain_messages_stores_each_as_its_kind(served):
+    """The plain entries in the topic at once (one batch), the timer entry in
+    rmq_sys_wheel_timer until its delivery time, not delivered early."""
+    server, stub = served
+    due_ms = int(time.time() * 1000) + 2500
+    messages = []
+    for i, timer in enumerate((False, True, False)):
+        message = pb.Message(
+            topic=TOPIC,
+            body=f"b{i}".encode(),
+            system_properties=pb.SystemProperties(
+                message_id=f"01MIX{i}",
+                tag="t",
+                message_type=pb.MessageType.DELAY if timer else pb.MessageType.NORMAL,
+            ),
+        )
+        if timer:
+            message.system_properties.delivery_timestamp.FromMilliseconds(due_ms)
+        messages.append(message)
+    answer = stub.SendMessage(spb.SendMessageRequest(messages=messages), timeout=10)
+    assert answer.status.code == pb.Code.OK, answer.status
+    assert [e.status.code for e in answer.entries] == [pb.Code.OK] * 3
+    assert [e.message_id for e in answer.entries] == ["01MIX0", "01MIX1", "01MIX2"]
+    store = server.broker.store
+    assert store is not None
+    deadline = time.monotonic() + 10  # (the dispatch is asynchronous)
+    while store.max_offset("rmq_sys_wheel_timer", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert store.max_offset("rmq_sys_wheel_timer", 0) == 1
+    first: list[pb.Message] = []
+    deadline = time.monotonic() + 10
+    while len(first) < 2 and time.monotonic() < deadline:
+        first += _receive(stub, invisible_ms=60_000, polling_s=1)
+    assert sorted(m.system_properties.message_id for m in first) == ["01MIX0", "01MIX2"]
+    late = _receive(stub, invisible_ms=60_000, polling_s=10)
+    assert [m.system_properties.message_id for m in late] == ["01MIX1"]
+    assert time.time() * 1000 >= due_ms  # not early
+    assert late[0].system_properties.delivery_timestamp.ToMilliseconds() == due_ms
+
+
+def test_a_batch_refused_whole_has_an_entry_per_message(served):
+    server, stub = served
+    ctx = server.broker.ctx
+    assert ctx is not None
+    ctx.config.broker_role = "SLAVE"  # a slave refuses every put
+    messages = [
+        pb.Message(
+            topic=TOPIC,
+            body=b"x",
+            system_properties=pb.SystemProperties(message_id=f"01SLAVE{i}", tag="t"),
+        )
+        for i in range(3)
+    ]
+    answer = stub.SendMessage(spb.SendMessageRequest(messages=messages), timeout=10)
+    ctx.config.broker_role = "ASYNC_MASTER"
+    assert answer.status.code == pb.Code.INTERNAL_SERVER_ERROR
+    assert [e.status.code for e in answer.entries] == [pb.Code.INTERNAL_SERVER_ERROR] * 3
