@@ -203,3 +203,16 @@ def test_commitlog_data_view_is_commitlog_data_without_the_copy(tmp_path: os.Pat
             assert view is None
         assert master.commitlog_data(0, 3000) is None
         master.commitlog.files.files.insert(0, first)
+
+
+def test_a_replica_is_not_prefaulted_once_it_takes_replicated_bytes(master, tmp_path):
+    # Its bytes go in with pwrite: faulting the pages in first would only zero them.
+    (_, data), *_ = _master_bytes(master)
+    with MessageStore.open(tmp_path / "slave", _config()) as slave:
+        assert slave.prefaulter.faults_enabled == slave.prefaulter.enabled
+        slave.append_replicated(0, data[:1000])
+        assert not slave.prefaulter.faults_enabled
+        assert slave.append_replicated(1000, data[1000:]) == len(data)
+        slave.flush()
+        first = slave.commitlog.files.first
+        assert first is not None and first.read(0, len(data)) == data

@@ -22,6 +22,10 @@ its pages are never faulted; instead, while the syncs are small
 (``CommitLog.zero_ahead``), so that a sync writes data only, without converting
 preallocated blocks in a journal commit.
 
+A slave's CommitLog (``MessageStore.append_replicated``) is written with pwrite too; from
+its first replicated append on, its pages are not faulted in either
+(``skip_commitlog_faults``): the next file is still made ahead.
+
 The same for the index, whose writer is the dispatcher: the next index file is made ahead
 of need and the last one's entries are faulted in ahead of it
 (``IndexService.prefault_ahead``).
@@ -86,6 +90,13 @@ class Prefaulter:
         """After a dispatch: wake the thread once the index needs it."""
         if self.enabled and self.index is not None and self.index.wants_prefault():
             self._wake.set()
+
+    def skip_commitlog_faults(self) -> None:
+        """The CommitLog is written with pwrite from now on (a slave's replicated bytes):
+        faulting its pages in would only zero them before the write copies over them.
+        The next file is still made ahead; a SYNC_FLUSH store's zeroing goes on."""
+        if self.zero_fill is None:
+            self.faults_enabled = False
 
     def run_once(self) -> bool:
         """One step for the CommitLog or, once its margin is ready, one for the index;

@@ -129,7 +129,12 @@ class MessageStore(
         )
         self.index.on_full_file_flushed = self._on_index_file_full
         self._writes = WritePath(self, self._delay_levels_ms)
-        self._replica = ReplicaLog(self.commitlog, self.flusher, lambda: self.config)
+        self._replica = ReplicaLog(
+            self.commitlog,
+            self.flusher,
+            lambda: self.config,
+            on_first_append=self.prefaulter.skip_commitlog_faults,
+        )
         self._follower = ReadOnlyFollower(
             self.commitlog, self._queue_table, self.index, lambda: self.config
         )
