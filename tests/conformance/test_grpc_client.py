@@ -9,6 +9,7 @@ under a lock for pytest-xdist's workers), in subprocesses (py5/client5.py).
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,27 @@ def test_simple_consumer_receives_and_acks(py5_client, grpc_server):
         assert ctx.offsets.query("GroupA", TOPIC, queue_id) == store.max_offset(TOPIC, queue_id)
     again = _finish(py5_client("receive", endpoint, "GroupA", TOPIC, 1, 10, "ack", "--wait-s", 6))
     assert [line for line in again if line["event"] == "received"] == []
+
+
+def test_push_consumer_receives_and_acks(py5_client, grpc_server):
+    """The 5.x PushConsumer (auto-renewed receives, acks after its listener returns). It
+    failed every receive until the stream ended with the proxy's delivery timestamp."""
+    endpoint = _endpoint(grpc_server)
+    sent = _finish(py5_client("send", endpoint, TOPIC, 4))
+    ids = {line["id"] for line in sent if line["event"] == "sent"}
+    got = _finish(py5_client("push", endpoint, "GroupPush", TOPIC, 4, "--wait-s", 40))
+    assert {line["id"] for line in got if line["event"] == "received"} == ids, got
+    ctx = grpc_server.broker.ctx
+    assert ctx is not None
+    store = grpc_server.broker.store
+    assert store is not None
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # the acks are asynchronous to the listener
+        committed = [ctx.offsets.query("GroupPush", TOPIC, q) for q in range(4)]
+        if committed == [store.max_offset(TOPIC, q) for q in range(4)]:
+            break
+        time.sleep(0.2)
+    assert committed == [store.max_offset(TOPIC, q) for q in range(4)]
 
 
 def test_unacknowledged_message_comes_back_after_invisible_time(py5_client, grpc_server):

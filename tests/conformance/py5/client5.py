@@ -7,6 +7,7 @@ Runs in its own venv (the conformance conftest's ``py5_client``): its import nam
     client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS]
     client5.py receive ENDPOINT GROUP TOPIC COUNT INVISIBLE_S ack|noack|renew [--wait-s S]
         [--batch N] [--pause-ms MS]
+    client5.py push ENDPOINT GROUP TOPIC COUNT [--wait-s S]   (a PushConsumer)
     client5.py transact ENDPOINT TOPIC commit|rollback|none
     client5.py checker ENDPOINT TOPIC SECONDS   (a producer whose checker commits)
 """
@@ -115,6 +116,35 @@ def receive(args: argparse.Namespace) -> int:
     return 0
 
 
+def push(args: argparse.Namespace) -> int:
+    import threading
+
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    got: list[str] = []
+    enough = threading.Event()
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, message: Any) -> object:
+            emit(event="received", id=message.message_id, body=message.body.decode())
+            got.append(message.message_id)
+            if len(got) >= args.count:
+                enough.set()
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(
+        _config(args.endpoint), args.group, Listener(), {args.topic: FilterExpression("*")}
+    )
+    consumer.startup()
+    try:
+        enough.wait(args.wait_s)
+        time.sleep(1.0)  # the last acks (sent after consume returns)
+    finally:
+        consumer.shutdown()
+    emit(event="done", received=len(got))
+    return 0
+
+
 def transact(args: argparse.Namespace) -> int:
     from rocketmq import Message, Producer, TransactionChecker, TransactionResolution
 
@@ -182,6 +212,12 @@ def main() -> int:
     r.add_argument("--wait-s", type=float, default=30.0)
     r.add_argument("--batch", type=int, default=32)
     r.add_argument("--pause-ms", type=int, default=0)
+    p = sub.add_parser("push")
+    p.add_argument("endpoint")
+    p.add_argument("group")
+    p.add_argument("topic")
+    p.add_argument("count", type=int)
+    p.add_argument("--wait-s", type=float, default=30.0)
     t = sub.add_parser("transact")
     t.add_argument("endpoint")
     t.add_argument("topic")
@@ -191,7 +227,13 @@ def main() -> int:
     c.add_argument("topic")
     c.add_argument("seconds", type=float)
     args = parser.parse_args()
-    actions = {"send": send, "receive": receive, "transact": transact, "checker": checker}
+    actions = {
+        "send": send,
+        "receive": receive,
+        "push": push,
+        "transact": transact,
+        "checker": checker,
+    }
     return actions[args.action](args)
 
 

@@ -592,6 +592,18 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     async def ReceiveMessage(
         self, request: spb.ReceiveMessageRequest, context: Any
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        async for answer in self._receive_answers(request, context):
+            yield answer
+        # The proxy ends every receive with the time it answered (ReceiveMessageResponse-
+        # StreamWriter.onComplete): the Python 5.x client's PushConsumer takes its delivery
+        # latency from it, and without it fails every receive that brought messages.
+        stamp = spb.ReceiveMessageResponse()
+        stamp.delivery_timestamp.FromMilliseconds(now_ms())
+        yield stamp
+
+    async def _receive_answers(
+        self, request: spb.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
         try:
             polling_ms = self._polling_ms(request, context)
             config = self._topic(request.message_queue.topic)

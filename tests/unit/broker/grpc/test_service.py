@@ -83,6 +83,9 @@ def _receive(stub: Any, invisible_ms: int = 500, polling_s: int = 5) -> list[pb.
     request.long_polling_timeout.FromSeconds(polling_s)
     answers = list(stub.ReceiveMessage(request, timeout=polling_s + 5))
     assert answers[0].WhichOneof("content") == "status"
+    # Last, as the proxy ends every receive: the time it answered (5.x clients' metrics).
+    assert answers[-1].WhichOneof("content") == "delivery_timestamp"
+    assert abs(answers[-1].delivery_timestamp.ToMilliseconds() - time.time() * 1000) < 60_000
     return [a.message for a in answers if a.WhichOneof("content") == "message"]
 
 
@@ -154,8 +157,9 @@ def test_bad_requests_get_the_proxy_codes_and_the_server_carries_on(served):
     request = spb.ReceiveMessageRequest(group=GROUP, message_queue=pb.MessageQueue(topic=TOPIC))
     request.invisible_duration.FromMilliseconds(100)
     request.long_polling_timeout.FromSeconds(5)
-    (answer,) = list(stub.ReceiveMessage(request, timeout=10))
+    answer, stamp = list(stub.ReceiveMessage(request, timeout=10))
     assert answer.status.code == pb.Code.ILLEGAL_INVISIBLE_TIME
+    assert stamp.WhichOneof("content") == "delivery_timestamp"
     namespaced = pb.Resource(resource_namespace="ns", name="T")
     route = stub.QueryRoute(spb.QueryRouteRequest(topic=namespaced), timeout=10)
     assert route.status.code == pb.Code.ILLEGAL_ACCESS_POINT
