@@ -165,9 +165,54 @@ def test_bytes_that_do_not_follow_or_are_corrupt_append_nothing(master, tmp_path
             at += _record_size(data, at)
         bad[_body_position(data, at) - 500] ^= 0xFF  # the body CRC no longer matches
         with pytest.raises(CorruptDataError):
-            slave.append_replicated(500, bytes(bad))
+            slave.append_replicated(500, bytes(bad), check_crc=True)
         assert slave.max_commit_log_offset() == 500
+        broken = bytearray(data[500:])
+        broken[at - 500 + 4] ^= 0xFF  # its magic code
+        with pytest.raises(CorruptDataError):
+            slave.append_replicated(500, bytes(broken))  # (without check_crc too)
+        assert slave.max_commit_log_offset() == 500
+        first = slave.commitlog.files.first
+        assert first is not None and not any(first.read(500, len(data) - 500))  # zeroed again
         assert slave.append_replicated(500, data[500:]) == len(data)
+
+
+def test_the_body_crc_is_checked_only_when_asked_as_a_java_slave_does(master, tmp_path):
+    (_, data), *_ = _master_bytes(master)
+    at = 0
+    while not _body_length(data, at):
+        at += _record_size(data, at)
+    bad = bytearray(data)
+    bad[_body_position(data, at)] ^= 0xFF
+    with MessageStore.open(tmp_path / "slave", _config()) as slave:
+        with pytest.raises(CorruptDataError, match="CRC"):
+            slave.append_replicated(0, bytes(bad), check_crc=True)
+        assert slave.max_commit_log_offset() == 0
+        assert slave.append_replicated(0, bytes(bad)) == len(data)  # appended as it is
+
+
+def test_parts_are_appended_as_their_join_is(master, tmp_path):
+    pieces = _master_bytes(master)
+    joined = b"".join(data for _, data in pieces)
+    cuts = [0, 7, 100, 4000, 4001, len(joined) // 2, len(joined) - 3, len(joined)]
+    parts = [joined[a:b] for a, b in itertools.pairwise(cuts)]
+    with MessageStore.open(tmp_path / "slave", _config()) as slave:
+        assert slave.append_replicated_parts(0, [*parts[:3], b""]) == 4000
+        assert slave.append_replicated_parts(4000, parts[3:]) == len(joined)
+        slave.flush()
+        master.flush()
+        assert _commitlog_files(slave) == _commitlog_files(master)
+
+
+def test_bad_bytes_past_a_file_end_leave_the_files_before_them_appended(master, tmp_path):
+    (_, first), (second_offset, second), *_ = _master_bytes(master)
+    broken = bytearray(second)
+    broken[4] ^= 0xFF  # the second file's first magic code
+    with MessageStore.open(tmp_path / "slave", _config()) as slave:
+        with pytest.raises(CorruptDataError):
+            slave.append_replicated_parts(0, [first[:100], first[100:] + bytes(broken)])
+        assert slave.max_commit_log_offset() == second_offset == len(first)
+        assert slave.append_replicated(second_offset, second) == second_offset + len(second)
 
 
 def test_restart_mid_record_recovers_to_the_last_whole_record(master, tmp_path):

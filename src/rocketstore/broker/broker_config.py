@@ -135,6 +135,11 @@ class BrokerConfig:
     # master disk) may cut its whole CommitLog to follow it (rocketstore's; the cut bytes
     # are kept under the store). Off: it refuses, logs, and keeps serving reads.
     ha_allow_full_truncate: bool = False
+    # A slave also checks each replicated record's body CRC before appending it
+    # (rocketstore's; off as a Java 4.9.8 slave, which appends the bytes unchecked and
+    # dispatches them with checkCRC=false). Sizes, magic codes, fields and physical
+    # offsets are always checked.
+    ha_check_body_crc: bool = False
     # The account a slave signs its requests to its master with (the metadata sync, the
     # master's CommitLog end), for a master with ACL on: RocketMQ 5's
     # innerClientAuthenticationCredentials, JSON {"accessKey": .., "secretKey": ..}. ""

@@ -170,7 +170,6 @@ class ReplicationSlave(BackgroundLoop):
         self.refusal = ""
         self._logged: set[tuple[str, ...]] = set()
         self._writer: MasterStream | None = None
-        self._scratch = bytearray(RECEIVE_BYTES)  # transfers joined for one append
 
     def update_master_address(self, address: str, remoting_address: str = "") -> None:
         """A new master (from the name servers' registration answer): the connection to
@@ -424,16 +423,12 @@ class ReplicationSlave(BackgroundLoop):
             view.release()
 
     def _append_run(self, offset: int, bodies: list[memoryview]) -> None:
-        if len(bodies) == 1:
-            self.store.append_replicated(offset, bodies.pop())
-        elif bodies:
-            # Copied behind one another into a buffer kept for it (its pages faulted in
-            # once), then appended as one.
-            scratch = self._scratch
-            size = 0
-            for body in bodies:
-                scratch[size : size + len(body)] = body
-                size += len(body)
-            bodies.clear()
-            with memoryview(scratch) as whole, whole[:size] as data:
-                self.store.append_replicated(offset, data)
+        """Append transfers that follow one another as one, straight from the receive
+        buffer (one pwritev: no join)."""
+        if bodies:
+            try:
+                self.store.append_replicated_parts(
+                    offset, bodies, check_crc=self.config.ha_check_body_crc
+                )
+            finally:
+                bodies.clear()

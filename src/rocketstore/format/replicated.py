@@ -7,7 +7,8 @@ transfer cut) through the end of the new ones, within one CommitLog file.
 The master cuts its transfers anywhere (haTransferBatchSize), so the bytes end in the
 middle of a record as often as not: that record is *incomplete*, looked at again once the
 rest of it has arrived. Every whole record must pass recovery's rules (a valid header and
-fields, the body CRC, PHYSICALOFFSET equal to where it lies, the 8-byte file tail rule);
+fields, PHYSICALOFFSET equal to where it lies, the 8-byte file tail rule; the body CRC with
+``check_crc``, which a Java 4.9.8 slave never checks: a pass over every byte);
 an END_OF_FILE blank must say how much of the file is left, and what follows it up to the
 file's end is filler, copied as it is. Anything else is *corrupt*: the slave refuses the
 whole transfer and appends none of it (a Java slave appends whatever it gets; its
@@ -40,7 +41,7 @@ class ReplicatedCheck(NamedTuple):
 
 
 def check_replicated(
-    buf: bytes | bytearray | memoryview, base: int, file_end: int
+    buf: bytes | bytearray | memoryview, base: int, file_end: int, *, check_crc: bool = True
 ) -> ReplicatedCheck:
     """Check the records of ``buf``, which starts at a record boundary at CommitLog offset
     ``base``; its file ends at position ``file_end`` of ``buf`` (``len(buf) <= file_end``).
@@ -52,14 +53,14 @@ def check_replicated(
             f"replicated bytes run {len(buf) - file_end} bytes past their CommitLog file",
             position=base + file_end,
         )
-    walked = _walked(buf, base, file_end)
+    walked = _walked(buf, base, file_end, check_crc)
     if walked is not None:
         return walked
-    return _check_one_by_one(buf, base, file_end)
+    return _check_one_by_one(buf, base, file_end, check_crc)
 
 
 def _walked(
-    buf: bytes | bytearray | memoryview, base: int, file_end: int
+    buf: bytes | bytearray | memoryview, base: int, file_end: int, check_crc: bool
 ) -> ReplicatedCheck | None:
     """The CommitLog walker's answer (recovery's rules, a run at a time, in C when the
     extension is built): None when it stopped at something not valid, which the record
@@ -71,7 +72,7 @@ def _walked(
         file_end,
         topics=TopicTable(),
         readable=len(buf),
-        check_crc=True,
+        check_crc=check_crc,
     )
     stamp = 0
     for records in walk:
@@ -85,7 +86,7 @@ def _walked(
 
 
 def _check_one_by_one(
-    buf: bytes | bytearray | memoryview, base: int, file_end: int
+    buf: bytes | bytearray | memoryview, base: int, file_end: int, check_crc: bool
 ) -> ReplicatedCheck:
     position = 0
     stamp = 0
@@ -112,7 +113,7 @@ def _check_one_by_one(
         if position + total > len(buf):
             break  # the rest of the record is still arriving
         try:
-            view = rec.read_record(buf, position, check_crc=True, end=position + total)
+            view = rec.read_record(buf, position, check_crc=check_crc, end=position + total)
         except IncompleteDataError as e:  # fields that claim more than TOTALSIZE
             raise CorruptDataError(f"record fields overrun: {e}", position=base + position) from e
         except CorruptDataError as e:

@@ -8,12 +8,12 @@ the store takes writes first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError, CorruptDataError
-from rocketstore.format import record as rec
+from rocketstore.files.mapped_file import MappedFile
 from rocketstore.format.replicated import check_replicated
 from rocketstore.services.flusher import Flusher
 
@@ -21,11 +21,16 @@ from rocketstore.services.flusher import Flusher
 class ReplicaLog:
     """``MessageStore.append_replicated``'s work, with what it remembers between calls.
 
-    The bytes go in with pwrite (``MappedFile.write_through``), not through the mapping: a
-    copy into the page cache, where the mapping's first touch of each page zeroes it
-    (faulted by the writer or ahead of it by the prefaulter) and then copies: twice the
-    CPU per byte (0.22-0.29 against 0.50-0.57 s a GiB, measured). ``on_first_append``
-    (once) tells the prefaulter to stop faulting the CommitLog's pages in."""
+    The bytes go in with pwrite (``MappedFile.write_through_parts``: the master's
+    transfers as they lie in the slave's receive buffer, one copy into the page cache),
+    past the file's write position, and are checked there (``check_replicated`` over the
+    mapping, from the first record not yet wholly checked): only then does the write
+    position move. Bytes that fail are zeroed again before the error is raised, so no
+    reader in this process ever sees them and recovery after a crash in between meets
+    the same damage. Through the mapping, the first touch of a page zeroes it (faulted
+    by the writer or ahead of it by the prefaulter) before the copy: twice the CPU per
+    byte (0.22-0.29 against 0.50-0.57 s a GiB, measured). ``on_first_append`` (once)
+    tells the prefaulter to stop faulting the CommitLog's pages in."""
 
     def __init__(
         self,
@@ -42,12 +47,12 @@ class ReplicaLog:
         # master ended inside it (None: the CommitLog ends at a record boundary).
         self.record_start: int | None = None
 
-    def append(self, offset: int, data: bytes | bytearray | memoryview) -> int:
-        """Append ``data`` at ``offset`` (``MessageStore.append_replicated``); the new
-        max CommitLog offset."""
-        view = memoryview(data).cast("B")
+    def append(self, offset: int, parts: Sequence[memoryview], *, check_crc: bool) -> int:
+        """Append ``parts``, one after another, at ``offset``
+        (``MessageStore.append_replicated_parts``); the new max CommitLog offset."""
         commitlog = self.commitlog
         file_size = commitlog.file_size
+        size = sum(len(part) for part in parts)
         with commitlog.put_lock:
             empty = commitlog.files.last is None
             end = commitlog.max_offset()
@@ -58,45 +63,63 @@ class ReplicaLog:
                 )
             if not empty and offset != end:
                 raise ConfigError(f"replicated bytes at {offset} do not follow the end {end}")
-            if not view:
+            if not size:
                 return end
             if self._on_first_append is not None:
                 self._on_first_append()
                 self._on_first_append = None
             pending = self.record_start
             record_start = offset if empty or pending is None else pending
-            pieces: list[tuple[int, memoryview]] = []
-            stamp = 0
+            left = list(parts)
             at = offset
-            while at < offset + len(view):
-                file_start = at - at % file_size
-                piece = view[at - offset : min(len(view), file_start + file_size - offset)]
-                record_start = max(record_start, file_start)
-                checked = self._check(record_start, at, piece, file_start + file_size)
-                record_start, stamp = checked[0], checked[1] or stamp
-                pieces.append((at, piece))
-                at += len(piece)
-            for start, piece in pieces:
-                mapped = commitlog.files.last_file_for_write(start)
-                position = start - mapped.file_from_offset
-                if position != mapped.wrote_position:
-                    raise CorruptDataError(
-                        f"replicated bytes at {start} land at position {position}, the file's "
-                        f"data ends at {mapped.wrote_position}",
-                        path=mapped.path,
+            refused: CorruptDataError | None = None
+            try:
+                while left:
+                    file_start = at - at % file_size
+                    piece, left = _cut(left, file_start + file_size - at)
+                    record_start = self._append_piece(
+                        at, piece, max(record_start, file_start), check_crc
                     )
-                mapped.write_through(position, piece)
-                mapped.wrote_position = position + len(piece)
-                if stamp:
-                    mapped.store_timestamp = stamp
-            new_end = offset + len(view)
-            # (past new_end after a blank: the rest of its file is filler)
-            self.record_start = None if record_start == new_end else record_start
-        if self.config().flush_disk_type == "SYNC_FLUSH":
-            self.flusher.flush_sync(new_end)
-        if commitlog.on_append is not None:
-            commitlog.on_append(new_end)
-        return new_end
+                    at += sum(len(p) for p in piece)
+                    # (past ``at`` after a blank: the rest of its file is filler)
+                    self.record_start = None if record_start == at else record_start
+            except CorruptDataError as e:
+                refused = e  # the whole files before the bad one stay appended
+        if at > offset:
+            if self.config().flush_disk_type == "SYNC_FLUSH":
+                self.flusher.flush_sync(at)
+            if commitlog.on_append is not None:
+                commitlog.on_append(at)
+        if refused is not None:
+            raise refused
+        return at
+
+    def _append_piece(
+        self, at: int, piece: list[memoryview], record_start: int, check_crc: bool
+    ) -> int:
+        """Write ``piece`` (all within one file) at CommitLog offset ``at``, check the
+        records from ``record_start`` through it and move the write position; where the
+        first record not wholly there starts (the file's end after a blank)."""
+        mapped = self.commitlog.files.last_file_for_write(at)
+        base = mapped.file_from_offset
+        position = at - base
+        if position != mapped.wrote_position:
+            raise CorruptDataError(
+                f"replicated bytes at {at} land at position {position}, the file's data "
+                f"ends at {mapped.wrote_position}",
+                path=mapped.path,
+            )
+        end = position + sum(len(p) for p in piece)
+        mapped.write_through_parts(position, piece)
+        try:
+            next_record, stamp = _check(mapped, record_start - base, end, check_crc)
+        except BaseException:
+            mapped.write_through(position, bytes(end - position))
+            raise
+        mapped.wrote_position = end
+        if stamp:
+            mapped.store_timestamp = stamp
+        return base + next_record
 
     def is_record_start(self, offset: int) -> bool:
         """A whole valid record starts at ``offset``, or the record a transfer left
@@ -105,40 +128,29 @@ class ReplicaLog:
             return True
         return self.commitlog.read_record(offset, check_crc=True) is not None
 
-    def _check(
-        self, record_start: int, at: int, piece: memoryview, file_end: int
-    ) -> tuple[int, int]:
-        """``check_replicated`` of the bytes from ``record_start`` (in the CommitLog up to
-        ``at``) and ``piece`` after them: where the first record not wholly there starts,
-        and the last whole record's store time. A record that the piece still does not
-        complete is not read again. Past a blank the rest of the file is filler."""
-        if record_start >= file_end:
-            return record_start, 0
-        need = 0  # bytes of ``piece`` that complete the record begun before it
-        if at - record_start >= 8:
-            head = self.commitlog.read(record_start, 8)
-            if head is not None:
-                total = int.from_bytes(head[:4], "big", signed=True)
-                magic = int.from_bytes(head[4:], "big", signed=True)
-                whole = record_start + total <= at + len(piece)
-                if magic in (rec.MESSAGE_MAGIC_V1, rec.MESSAGE_MAGIC_V2):
-                    if not whole:
-                        return record_start, 0
-                    need = record_start + total - at
-        before = self.commitlog.read(record_start, at - record_start) if at > record_start else b""
-        if before is None:
-            raise CorruptDataError(f"CommitLog bytes from {record_start} to {at} are not readable")
-        if before and 0 < need < len(piece):
-            # The begun record checked alone, then the rest of the piece in place: not a
-            # copy of the whole piece behind the record's first bytes.
-            first = check_replicated(
-                b"".join((before, piece[:need])), record_start, file_end - record_start
-            )
-            after = at + need
-            rest = check_replicated(piece[need:], after, file_end - after)
-            return after + rest.next_record, rest.store_timestamp or first.store_timestamp
+
+def _cut(parts: list[memoryview], size: int) -> tuple[list[memoryview], list[memoryview]]:
+    """The first ``size`` bytes of ``parts`` and the rest, as views."""
+    taken = 0
+    for i, part in enumerate(parts):
+        if taken + len(part) > size:
+            head = part[: size - taken]
+            return [*parts[:i], head] if head else parts[:i], [
+                part[size - taken :],
+                *parts[i + 1 :],
+            ]
+        taken += len(part)
+    return parts, []
+
+
+def _check(mapped: MappedFile, start: int, end: int, check_crc: bool) -> tuple[int, int]:
+    """``check_replicated`` of [start, end) of ``mapped`` (file positions; ``start`` a
+    record start): where the first record not wholly there starts and the last whole
+    record's store time. Past a blank the rest of the file is filler."""
+    if start >= mapped.file_size:
+        return start, 0
+    with memoryview(mapped.mm) as whole, whole[start:end] as view:
         checked = check_replicated(
-            b"".join((before, piece)) if before else piece, record_start, file_end - record_start
+            view, mapped.file_from_offset + start, mapped.file_size - start, check_crc=check_crc
         )
-        next_record = record_start + checked.next_record
-        return next_record, checked.store_timestamp
+    return start + checked.next_record, checked.store_timestamp

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from rocketstore.errors import ConfigError
 from rocketstore.java_ints import int_argument
@@ -22,7 +22,9 @@ log = logging.getLogger(__name__)
 class StoreReplication(StoreBase):
     """MessageStore's calls for a master and a slave."""
 
-    def append_replicated(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+    def append_replicated(
+        self, offset: int, data: bytes | bytearray | memoryview, *, check_crc: bool = False
+    ) -> int:
         """Append CommitLog bytes a master sent, at exactly ``offset``, as they are
         (RocketMQ's appendToCommitLog on a slave: its files stay byte-identical to the
         master's); return the new max CommitLog offset. The dispatcher builds the queues
@@ -32,14 +34,31 @@ class StoreReplication(StoreBase):
         (a new slave starts at one of the master's files): ConfigError otherwise. The
         bytes may end inside a record (the master cuts its transfers anywhere); each
         record is checked once it is whole, by recovery's rules
-        (:func:`~rocketstore.format.replicated.check_replicated`), before anything is
-        written: a CorruptDataError leaves the CommitLog as it was. With SYNC_FLUSH the
-        bytes are durable when this returns."""
+        (:func:`~rocketstore.format.replicated.check_replicated`: sizes, magic, fields,
+        PHYSICALOFFSET, the file's end), and its body CRC too with ``check_crc`` (off by
+        default, as a Java 4.9.8 slave, which appends without looking and dispatches with
+        checkCRC=false; recovery still checks it with check_crc_on_recover). A
+        CorruptDataError leaves the CommitLog as it was, but for the whole files before
+        the bad bytes' when they cross a file's end (valid, and appended). With SYNC_FLUSH
+        the bytes are durable when this returns."""
+        return self.append_replicated_parts(offset, [data], check_crc=check_crc)
+
+    def append_replicated_parts(
+        self,
+        offset: int,
+        parts: Sequence[bytes | bytearray | memoryview],
+        *,
+        check_crc: bool = False,
+    ) -> int:
+        """``append_replicated`` of ``parts`` one after another (a slave's transfers, as
+        its receive buffer holds them): written with one pwritev, never joined first."""
         offset = int_argument("offset", offset)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise ConfigError(f"data must be bytes-like, got {type(data).__name__}")
+        for part in parts:
+            if not isinstance(part, (bytes, bytearray, memoryview)):
+                raise ConfigError(f"data must be bytes-like, got {type(part).__name__}")
         self._check_writable()
-        return self._replica.append(offset, data)
+        views = [memoryview(part).cast("B") for part in parts]
+        return self._replica.append(offset, views, check_crc=check_crc)
 
     def truncate_commitlog(
         self, offset: int, *, allow_empty: bool = False, note: str = ""

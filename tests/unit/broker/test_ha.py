@@ -364,8 +364,10 @@ def test_role_settings_from_broker_conf() -> None:
             "haSendHeartbeatInterval": "1000",
             "haTransferBatchSize": "65536",
             "slaveTimeout": "500",
+            "haCheckBodyCrc": "true",
         }
     )
+    assert config.ha_check_body_crc and not broker_config_from_settings({}).ha_check_body_crc
     assert (config.broker_role, config.broker_id, config.ha_master_address) == (
         "SLAVE",
         1,
