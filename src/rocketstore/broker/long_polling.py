@@ -130,6 +130,10 @@ class PullWaiters:
 
         def report(run: DispatchRun) -> None:
             # (Called once the units are written, so a woken pull finds its message.)
+            if not self._held:
+                # No pull held (a slave being filled, a producer-only broker): nothing to
+                # wake, and a pull held from now on checks after these units are there.
+                return
             self.arrived(
                 arrived_queues(
                     run, multi_dispatch=config.enable_multi_dispatch, enable_lmq=config.enable_lmq

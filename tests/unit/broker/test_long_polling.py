@@ -114,12 +114,26 @@ def test_idle_long_polls_are_woken_only_by_their_own_queue(tmp_path: Path) -> No
 
 
 class _Recorder(PullWaiters):
-    def __init__(self) -> None:
+    def __init__(self, *, holding: bool = True) -> None:
         super().__init__()
         self.reported: set[QueueKey] = set()
+        self.calls = 0
+        if holding:  # a pull held on some other queue: runs are reported
+            self._held[("Elsewhere", 0)] = set()
 
     def arrived(self, keys: Iterable[QueueKey]) -> None:
+        self.calls += 1
         self.reported.update(keys)
+
+
+def test_runs_are_not_reported_while_no_pull_is_held(tmp_path: Path) -> None:
+    # (A slave taking its master's bytes dispatched them all for nobody.)
+    with MessageStore.open(tmp_path, StoreConfig(mapped_file_size_commit_log=64 * 1024)) as store:
+        waiters = _Recorder(holding=False)
+        waiters.watch(store)
+        assert store.put(Message("T", b"m", 3)).ok
+        store.wait_dispatched()
+    assert waiters.calls == 0
 
 
 def test_a_multi_dispatched_message_reports_the_queues_it_names(tmp_path: Path) -> None:
