@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# scenarios.sh — starts a fresh rocketstore broker with the gRPC port (broker.sh: gRPC
+# 127.0.0.1:$GRPC_PORT, default 48081; a broker.conf with 2 s transaction checks; FIFO group
+# g_fifo and g_fifo_s) and runs every scenario with the RocketMQ 5.x gRPC Java client
+# (Grpc5Probe). Outputs in $WORK_DIR/out/<name>.jsonl/.err, broker log in $WORK_DIR/broker.log.
+# One PASS/FAIL line per scenario (~3.5 min). Needs build.sh first (same WORK_DIR). PROBE_SSL=1
+# runs every client with TLS (the broker then needs a certificate: pass its serve options as
+# arguments, e.g. scenarios.sh --grpc-tls-... ). Settings: see env.sh.
+source "$(cd "$(dirname "$0")" && pwd)/env.sh"
+cd "$WORK_DIR"
+EP=127.0.0.1:$GRPC_PORT
+R=$HERE/run.sh
+mkdir -p out; rm -rf out/*
+printf 'transactionTimeOut=2000\ntransactionCheckInterval=2000\n' > broker.conf
+export BROKER_GLOBAL_OPTS="-c $WORK_DIR/broker.conf"
+FIFO_GROUPS="g_fifo g_fifo_s" "$HERE/broker.sh" start "$@"
+trap '"$HERE/broker.sh" stop' EXIT
+"$HERE/broker.sh" topic OrderEvents TA T_ci T_push T_fifo T_timer T_timer2 T_tx T_async
+res() { printf '%-58s %s\n' "$1" "$2"; }
+j() { python3 -c "import json,collections
+def lines(name, event=None):
+    out = [json.loads(l) for l in open('out/%s.jsonl' % name) if l.startswith('{')]
+    return [d for d in out if event is None or d['event'] == event]
+$1"; }
+run() { local name=$1 t=$2; shift 2; timeout "$t" "$@" > out/$name.jsonl 2> out/$name.err; echo $?; }
+
+rc=$(PROBE_MAIN=DocsExample run s0_docs 60 $R $EP)
+res "0 docs/broker.md's Java snippet (DocsExample)" "$(python3 - "$HERE/probe/DocsExample.java" "$REPO_ROOT/docs/broker.md" <<'PY'
+import re, sys
+java = open(sys.argv[1]).read()
+body = java.split("// docs:begin\n")[1].split("        // docs:end")[0]
+ran = "\n".join(l[8:] for l in body.splitlines()).replace("setEndpoints(endpoints)", 'setEndpoints("127.0.0.1:8081")')
+docs = open(sys.argv[2]).read()
+out = open("out/s0_docs.jsonl").read().split()
+sent = out[1] if out[:1] == ["sent"] else None
+ok = ran.strip() in docs and sent is not None and ["received", sent, "attempt", "1"] == out[2:6]
+print("PASS" if ok else "FAIL", "(the snippet is %s in docs/broker.md)" % ("word for word" if ran.strip() in docs else "NOT"))
+PY
+)"
+rc=$(run s1_produce 60 $R produce $EP TA 20)
+res "1 Producer.send 20 (tags, keys, property)" "$([ $rc = 0 ] && [ $(grep -c '"sent"' out/s1_produce.jsonl) = 20 ] && echo PASS || echo FAIL rc=$rc)"
+rc=$(run s2_simple 60 $R simple $EP TA g_simple 20 40)
+res "2a SimpleConsumer receive+ack 20, as sent" "$(j "
+sent = {d['messageId']: d for d in lines('s1_produce', 'sent')}
+got = lines('s2_simple', 'recv'); bad = 0
+for d in got:
+    i = sent[d['messageId']]['i']
+    bad += not (d['body'] == 'body-%d' % i and d['tag'] == ['tagA', 'tagB', 'tagC'][i % 3]
+                and sorted(d['keys']) == ['k%d' % i, 'kk%d' % i] and d['props'].get('custom') == 'v%d' % i
+                and d['deliveryAttempt'] == 1 and d['topic'] == 'TA')
+n = len({d['messageId'] for d in got})
+print(('PASS' if $rc == 0 and n == 20 and len(got) == 20 and bad == 0 else 'FAIL rc=$rc'), n, 'distinct,', bad, 'not as sent')")"
+rc=$(run s2_simple_again 30 $R simple $EP TA g_simple 0 8)
+res "2b same group again: nothing redelivered (8 s)" "$([ $rc = 0 ] && [ $(grep -c '"recv"' out/s2_simple_again.jsonl) = 0 ] && echo PASS || echo FAIL)"
+rc=$(run s2_simple_tags 60 $R simple $EP TA g_tags 14 30 'tagA||tagB')
+res "2c SimpleConsumer tag filter tagA||tagB: 14 of 20" "$(j "
+got = lines('s2_simple_tags', 'recv')
+print('PASS' if $rc == 0 and len(got) == 14 and {d['tag'] for d in got} == {'tagA', 'tagB'} else 'FAIL rc=$rc %d' % len(got))")"
+run s3_ci_produce 30 $R produce $EP T_ci 1 > /dev/null
+rc=$(PROBE_CHANGE_INVISIBLE_S=10 run s3_change_invisible 60 $R simple $EP T_ci g_ci 1 50)
+res "3 changeInvisibleDuration(10 s): back after 10 s, attempt 2" "$(j "
+got = lines('s3_change_invisible', 'recv'); ch = lines('s3_change_invisible', 'changed')
+ok = $rc == 0 and len(got) == 2 and got[0]['messageId'] == got[1]['messageId'] and [d['deliveryAttempt'] for d in got] == [1, 2]
+gap = (got[1]['recvAt'] - ch[0]['at']) / 1000 if ok else 0
+print('PASS' if ok and 9.9 <= gap < 20 else 'FAIL rc=$rc', 'again after %.2f s' % gap, 'attempts', [d['deliveryAttempt'] for d in got])")"
+run s4_push_produce 30 $R produce $EP T_push 10 > /dev/null
+rc=$(PROBE_FAIL_FIRST=1 run s4_push 90 $R push $EP T_push g_push 10 70)
+res "4 PushConsumer 10; FAILURE once -> redelivered, attempt 2" "$(j "
+got = lines('s4_push', 'recv'); ids = collections.Counter(d['messageId'] for d in got)
+again = [d for d in got if ids[d['messageId']] > 1]
+ok = $rc == 0 and len(ids) == 10 and len(got) == 11 and [d['deliveryAttempt'] for d in again] == [1, 2]
+print('PASS' if ok else 'FAIL rc=$rc', len(ids), 'distinct,', len(got), 'deliveries')")"
+rc=$(PROBE_ASYNC=1 run s4_async 60 $R produce $EP T_async 10); rc2=$(run s4_async_consume 60 $R push $EP T_async g_async 10 50)
+res "4b Producer.sendAsync 10 + PushConsumer" "$([ $rc = 0 ] && [ $rc2 = 0 ] && echo PASS || echo FAIL rc=$rc/$rc2)"
+rc=$(PROBE_GROUPS=3 run s5_fifo_produce 60 $R produce $EP T_fifo 30)
+rc2=$(run s5_fifo_push 90 $R push $EP T_fifo g_fifo 30 70)
+rc3=$(PROBE_BATCH=1 run s5_fifo_simple 90 $R simple $EP T_fifo g_fifo_s 30 70)
+for f in push simple; do
+res "5 FIFO groups (3 message groups x 10), $f consumer" "$(j "
+sent = {d['messageId']: d for d in lines('s5_fifo_produce', 'sent')}
+got = [d for d in lines('s5_fifo_$f', 'recv')]
+order = collections.defaultdict(list)
+for d in got: order[d['group']].append(sent[d['messageId']]['i'])
+ok = len(sent) == 30 and len(got) == 30 and all(v == sorted(v) and len(v) == 10 for v in order.values()) and len(order) == 3
+ok = ok and all(d['group'] == sent[d['messageId']]['group'] for d in got)
+print('PASS' if ok else 'FAIL', {g: v[:4] + ['...'] for g, v in sorted(order.items())})")"
+done
+( timeout 60 $R simple $EP T_timer g_timer 2 45 > out/s6_timer_consume.jsonl 2> out/s6_timer_consume.err & )
+sleep 5
+rc=$(PROBE_DELIVER_IN_MS=10000 run s6_timer 30 $R produce $EP T_timer 2)
+sleep 16
+res "6 delivery timestamp +10 s: not before it" "$(j "
+sent = {d['messageId']: d for d in lines('s6_timer', 'sent')}
+got = lines('s6_timer_consume', 'recv')
+early = [(d['recvAt'] - sent[d['messageId']]['deliveryTimestamp']) / 1000 for d in got]
+ok = $rc == 0 and len(got) == 2 and min(early) >= 0 and all(d['deliveryTimestamp'] == sent[d['messageId']]['deliveryTimestamp'] for d in got)
+print('PASS' if ok else 'FAIL', 'received', ['%+.2f s' % x for x in early], 'from the delivery time')")"
+rc=$(run s7_tx 60 $R tx $EP T_tx 40); rc2=$(run s7_tx_consume 40 $R simple $EP T_tx g_tx 2 25)
+res "7 transactions: commit, rollback, open -> checker COMMIT" "$(j "
+chk = [d['body'] for d in lines('s7_tx', 'check')]
+got = sorted(d['body'] for d in lines('s7_tx_consume', 'recv'))
+print('PASS' if $rc == 0 and chk == ['unknown'] and got == ['commit', 'unknown'] else 'FAIL', 'checked', chk, 'consumed', got)")"
+# A delivery time that falls while the broker is down: delivered after the restart, not before it.
+rc=$(PROBE_DELIVER_IN_MS=15000 run s8_timer_restart 30 $R produce $EP T_timer2 1)
+"$HERE/broker.sh" restart "$@" > /dev/null
+rc2=$(run s8_timer_restart_consume 60 $R simple $EP T_timer2 g_timer2 1 40)
+res "8 delivery timestamp +15 s across a broker restart" "$(j "
+sent = {d['messageId']: d for d in lines('s8_timer_restart', 'sent')}
+got = lines('s8_timer_restart_consume', 'recv')
+early = [(d['recvAt'] - sent[d['messageId']]['deliveryTimestamp']) / 1000 for d in got]
+print('PASS' if $rc == 0 and $rc2 == 0 and len(got) == 1 and min(early) >= 0 else 'FAIL rc=$rc/$rc2', 'received', ['%+.2f s' % x for x in early], 'from the delivery time')")"
+grep -h -i -E 'error|traceback|not supported' broker.log | sort | uniq -c | head -20
