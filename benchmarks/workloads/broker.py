@@ -35,6 +35,7 @@ from benchmarks.workloads.broker_procs import (
     start_java,
     start_rocketstore,
 )
+from rocketstore.cli.serve import DEFAULT_EVENT_LOOP
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,8 @@ JAVA = "RocketMQ 4.9.8 (Java)"
 # More repetitions than the other workloads: the brokers share 2 cores with the client.
 REPEAT_ENV = "ROCKETSTORE_BENCH_BROKER_REPEAT"
 BROKERS_ENV = "ROCKETSTORE_BENCH_BROKERS"  # rocketstore serve --brokers N
-EVENT_LOOP_ENV = "ROCKETSTORE_BENCH_EVENT_LOOP"  # rocketstore serve --event-loop NAME
+# rocketstore serve --event-loop NAME[,NAME] (default: serve's default, uvloop if installed)
+EVENT_LOOP_ENV = "ROCKETSTORE_BENCH_EVENT_LOOP"
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ def run(sizes: Sizes, scratch: Scratch) -> list[Row]:
     repeat = int(os.environ.get(REPEAT_ENV, "1" if sizes.quick else "3"))
     brokers = int(os.environ.get(BROKERS_ENV, "1"))
     # "asyncio,uvloop": a rocketstore serve on each, measured side by side.
-    event_loops = [n.strip() for n in os.environ.get(EVENT_LOOP_ENV, "asyncio").split(",")]
+    chosen = os.environ.get(EVENT_LOOP_ENV, DEFAULT_EVENT_LOOP)
+    event_loops = [n.strip() for n in chosen.split(",")]
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     loads: list[tuple[float, ...]] = [os.getloadavg()]
     with scratch.directory("broker") as work:
@@ -159,9 +162,10 @@ def _run_cases(
 
 
 def _ours(brokers: int, event_loop: str) -> str:
-    """A rocketstore serve's system name in the rows: its options past the defaults."""
+    """A rocketstore serve's system name in the rows: its options past the defaults, and
+    its event loop always (the default one depends on whether uvloop is installed)."""
     name = ROCKETSTORE if brokers == 1 else f"{ROCKETSTORE} --brokers {brokers}"
-    return name if event_loop == "asyncio" else f"{name} --event-loop {event_loop}"
+    return f"{name} --event-loop {event_loop}"
 
 
 def _rows(

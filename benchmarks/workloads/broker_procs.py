@@ -147,8 +147,7 @@ def start_rocketstore(
     ]
     if brokers > 1:
         args += ["--brokers", str(brokers)]
-    if event_loop != "asyncio":
-        args += ["--event-loop", event_loop]
+    args += ["--event-loop", event_loop]  # (named always: serve's default is uvloop's)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -48,8 +49,11 @@ def _address(value: str, what: str) -> str:
     return value
 
 
-# --event-loop: asyncio's own loop, or uvloop's (the uvloop extra).
+# --event-loop: asyncio's own loop, or uvloop's (a dependency where it has wheels: less
+# broker CPU per request on every row of the broker benchmark, docs/broker.md).
 EVENT_LOOPS = ("asyncio", "uvloop")
+# The default: uvloop when it is installed, else asyncio's own.
+DEFAULT_EVENT_LOOP = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
 _TLS_OPTIONS = [
     click.option(
@@ -127,11 +131,12 @@ def _broker_options(func: FuncT) -> FuncT:
         click.option(
             "--event-loop",
             type=click.Choice(EVENT_LOOPS),
-            default="asyncio",
+            default=DEFAULT_EVENT_LOOP,
             show_default=True,
-            help="The event loop the broker runs on: uvloop (pip install "
-            "'rocketstore[uvloop]') spends less CPU per request (docs/broker.md, More "
-            "cores). Example: --event-loop uvloop",
+            help="The event loop the broker runs on: uvloop (installed with rocketstore "
+            "where it has wheels) spends less CPU per request and is the default when "
+            "installed; asyncio is the standard library's own (docs/broker.md, More "
+            "cores). Example: --event-loop asyncio",
         ),
         click.option(
             "--flush",
@@ -373,7 +378,7 @@ def _loop_factory(event_loop: str) -> Callable[[], asyncio.AbstractEventLoop] | 
     try:  # (an optional extra: imported by name, so type checks need not have it)
         uvloop = importlib.import_module("uvloop")
     except ImportError as e:
-        raise CliError("--event-loop uvloop needs uvloop: pip install 'rocketstore[uvloop]'") from e
+        raise CliError("--event-loop uvloop needs uvloop: pip install uvloop") from e
     factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
     return factory
 
@@ -499,8 +504,8 @@ def _child_brokers(
     for name in ("no_auto_create", "enable_property_filter", "console_actions"):
         if kwargs.get(name):
             passed.append("--" + name.replace("_", "-"))
-    if kwargs.get("event_loop", "asyncio") != "asyncio":
-        passed += ["--event-loop", kwargs["event_loop"]]
+    # (always named: a child's default could differ from what this serve runs on)
+    passed += ["--event-loop", kwargs.get("event_loop", DEFAULT_EVENT_LOOP)]
     prefix = [sys.executable, "-m", "rocketstore.cli.main"]
     if obj.settings_path:
         prefix += ["-c", obj.settings_path]
