@@ -323,7 +323,20 @@ def test_held_pulls_and_acl_keep_the_general_path(tmp_path: Path) -> None:
         ctx.acl = AclConfig()
         assert hook(found, FakeConnection()) is None  # type: ignore[arg-type]
         ctx.acl = None
-        both = FastFrames(lambda frame, conn: None, hook)
+        offered: list[bytes] = []
+
+        def send_half(frame: bytes, conn: object) -> None:
+            offered.append(frame)
+
+        both = FastFrames(send_half, hook)
         assert both(found, FakeConnection()) is not None  # type: ignore[arg-type]
+        assert offered == []  # a Java pull goes to the pull half alone
+        other_shape = found.replace(b'{"code":11,', b'{ "code":11,', 1)
+        other_shape = struct.pack(">i", len(other_shape) - 4) + other_shape[4:]  # (no body)
+        assert both(other_shape, FakeConnection()) is not None  # type: ignore[arg-type]
+        assert offered == [other_shape]  # (tried as a send first)
+        send = frame_of(RequestCode.SEND_MESSAGE_V2, {"a": "x"})
+        assert both(send, FakeConnection()) is None  # type: ignore[arg-type]
+        assert offered[-1] == send
     finally:
         ctx.store.close()

@@ -183,8 +183,9 @@ class FastPull:
         return out
 
 
-# How a Java client's pull header begins (RemotingSerializable writes its keys sorted):
-# such a frame is offered to FastPull alone.
+# How a Java client's header begins (RemotingSerializable writes its keys sorted), and
+# a pull's: a pull is offered to FastPull alone, another code of that shape never.
+_JAVA_PREFIX = b'{"code":'
 _JAVA_PULL_PREFIXES = (b'{"code":11,', b'{"code":361,')
 
 
@@ -200,4 +201,6 @@ class FastFrames:
         if frame.startswith(_JAVA_PULL_PREFIXES, 4):
             return self.pull(frame, conn)
         answer = self.send(frame, conn)
-        return answer if answer is not None else self.pull(frame, conn)
+        if answer is not None or frame.startswith(_JAVA_PREFIX, 4):
+            return answer
+        return self.pull(frame, conn)  # (a header of another shape: C reads it or not)
