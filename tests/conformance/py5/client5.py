@@ -121,15 +121,17 @@ def push(args: argparse.Namespace) -> int:
 
     from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
 
-    got: list[str] = []
+    got: list[tuple[str, str]] = []
+    lock = threading.Lock()
     enough = threading.Event()
 
     class Listener(MessageListener):  # type: ignore[misc]
+        # Called on the consumer's pool threads: lines printed from there could interleave.
         def consume(self, message: Any) -> object:
-            emit(event="received", id=message.message_id, body=message.body.decode())
-            got.append(message.message_id)
-            if len(got) >= args.count:
-                enough.set()
+            with lock:
+                got.append((message.message_id, message.body.decode()))
+                if len(got) >= args.count:
+                    enough.set()
             return ConsumeResult.SUCCESS
 
     consumer = PushConsumer(
@@ -141,7 +143,10 @@ def push(args: argparse.Namespace) -> int:
         time.sleep(1.0)  # the last acks (sent after consume returns)
     finally:
         consumer.shutdown()
-    emit(event="done", received=len(got))
+    with lock:
+        for message_id, body in got:
+            emit(event="received", id=message_id, body=body)
+        emit(event="done", received=len(got))
     return 0
 
 
