@@ -292,7 +292,7 @@ class BrokerApp:
             raise
         store = self.store
         b = opts.broker
-        topics = topic_manager_for(opts.store_dir, b)
+        topics = topic_manager_for(opts.store_dir, b, timer_wheel=store.config.timer_wheel_enable)
         ctx = BrokerContext(
             store=store,
             topics=topics,

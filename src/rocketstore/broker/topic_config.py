@@ -40,6 +40,7 @@ from rocketstore.broker.perm_name import (
     is_writeable,
 )
 from rocketstore.errors import ConfigError
+from rocketstore.format.properties import TIMER_TOPIC
 from rocketstore.paths import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     BENCHMARK_TOPIC,
@@ -92,9 +93,10 @@ def topic_name_problem(topic: str) -> str | None:
 
 
 def topic_manager_for(
-    store_root: str | os.PathLike[str], broker: BrokerConfig
+    store_root: str | os.PathLike[str], broker: BrokerConfig, *, timer_wheel: bool = False
 ) -> TopicConfigManager:
-    """The topic table of a broker with these settings serving the store."""
+    """The topic table of a broker with these settings serving the store (``timer_wheel``:
+    the store's timer wheel is on, its topic is in the table)."""
     return TopicConfigManager(
         store_root,
         auto_create_topic_enable=broker.auto_create_topic_enable,
@@ -105,6 +107,7 @@ def topic_manager_for(
         broker_topic_enable=broker.broker_topic_enable,
         trace_topic_enable=broker.trace_topic_enable,
         trace_topic_name=broker.msg_trace_topic_name,
+        timer_topic_enable=timer_wheel,
     )
 
 
@@ -332,6 +335,7 @@ class TopicConfigManager:
         broker_topic_enable: bool = True,
         trace_topic_enable: bool = False,
         trace_topic_name: str = TRACE_TOPIC,
+        timer_topic_enable: bool = False,
     ) -> None:
         self.path = topics_file_path(store_root)
         self.auto_create_topic_enable = auto_create_topic_enable
@@ -345,6 +349,11 @@ class TopicConfigManager:
         self._add_builtin_topics(
             cluster_topic_enable, broker_topic_enable, trace_topic_enable, trace_topic_name
         )
+        if timer_topic_enable:
+            # RocketMQ 5's constructor adds TimerMessageStore.TIMER_TOPIC (one queue,
+            # a system topic) when timerWheelEnable: the queue the timer store reads.
+            self._system_topics.add(TIMER_TOPIC)
+            self._table[TIMER_TOPIC] = TopicConfig(TIMER_TOPIC, 1, 1, PERM_READ | PERM_WRITE)
         loaded = read_topics_file(store_root)
         if loaded is not None:
             self._table.update(loaded.topics)

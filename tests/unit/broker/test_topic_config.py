@@ -138,6 +138,14 @@ def test_builtin_topics_as_rocketmq_creates_them(tmp_path: Path) -> None:
     assert not (tmp_path / "config").exists()
 
 
+def test_the_timer_topic_with_the_timer_wheel(tmp_path: Path) -> None:
+    # RocketMQ 5's TopicConfigManager with timerWheelEnable: TIMER_TOPIC, 1 queue, RW.
+    manager = TopicConfigManager(tmp_path, timer_topic_enable=True)
+    assert manager.get("rmq_sys_wheel_timer") == TopicConfig("rmq_sys_wheel_timer", 1, 1, 6)
+    assert "rmq_sys_wheel_timer" in manager.system_topics()
+    assert TopicConfigManager(tmp_path).get("rmq_sys_wheel_timer") is None
+
+
 def test_no_tbw102_without_auto_create(tmp_path: Path) -> None:
     manager = TopicConfigManager(tmp_path, auto_create_topic_enable=False)
     assert manager.get("TBW102") is None

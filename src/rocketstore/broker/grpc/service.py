@@ -199,6 +199,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         problem = topic_name_problem(name)
         if problem is not None:
             raise RequestError(pb.Code.ILLEGAL_TOPIC, f"topic name {name!r} is illegal: {problem}")
+        if self.ctx.topics.is_system_topic(name):
+            # GrpcValidator.validateTopic: no RPC of a 5.x client names one (their routes
+            # are not given out, nothing is sent to or received from them here).
+            raise RequestError(pb.Code.ILLEGAL_TOPIC, "cannot access system topic")
         if resource.resource_namespace:
             raise RequestError(
                 pb.Code.ILLEGAL_ACCESS_POINT,

@@ -398,3 +398,31 @@ def test_a_batch_refused_whole_has_an_entry_per_message(served):
     ctx.config.broker_role = "ASYNC_MASTER"
     assert answer.status.code == pb.Code.INTERNAL_SERVER_ERROR
     assert [e.status.code for e in answer.entries] == [pb.Code.INTERNAL_SERVER_ERROR] * 3
+
+
+def test_system_topics_are_refused_as_the_proxy_refuses_them(served):
+    """GrpcValidator.validateTopic: ILLEGAL_TOPIC for a system topic, rmq_sys_wheel_timer
+    (in the topic table with the timer wheel on, as RocketMQ 5 registers it) included."""
+    server, stub = served
+    ctx = server.broker.ctx
+    assert ctx is not None
+    assert ctx.topics.get("rmq_sys_wheel_timer") is not None
+    for name in ("rmq_sys_wheel_timer", "SCHEDULE_TOPIC_XXXX", ctx.broker_name):
+        topic = pb.Resource(name=name)
+        route = stub.QueryRoute(spb.QueryRouteRequest(topic=topic), timeout=10)
+        assert route.status.code == pb.Code.ILLEGAL_TOPIC
+        assert route.status.message == "cannot access system topic"
+        message = pb.Message(
+            topic=topic,
+            body=b"x",
+            system_properties=pb.SystemProperties(message_id="01SYS", tag="t"),
+        )
+        sent = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=10)
+        assert sent.status.code == pb.Code.ILLEGAL_TOPIC
+        request = spb.ReceiveMessageRequest(
+            group=GROUP, message_queue=pb.MessageQueue(topic=topic, id=0), batch_size=1
+        )
+        request.invisible_duration.FromSeconds(30)
+        request.long_polling_timeout.FromSeconds(5)
+        answers = list(stub.ReceiveMessage(request, timeout=15))
+        assert answers[0].status.code == pb.Code.ILLEGAL_TOPIC
