@@ -25,6 +25,7 @@ from benchmarks.workloads import (
     bulk_put,
     consume,
     dispatch,
+    grpc_clients,
     put,
     query,
     rebuild,
@@ -55,6 +56,7 @@ WORKLOADS: dict[str, Workload] = {
     "spark": spark_read.run,
     "spark_network": spark_network.run,
     "replication": replication.run,
+    "grpc": grpc_clients.run,
 }
 
 

@@ -1,5 +1,6 @@
 """Produce or consume through the Python ``rocketmq`` 0.4.4 client (C++ client inside),
-timing only the messaging (not process or client start-up). Prints one JSON line.
+timing only the messaging (not process or client start-up). Prints JSON lines:
+``{"event": "start"}`` where the measured region begins, then the result (the last line).
 
     python rocketmq_py.py produce NAMESRV TOPIC COUNT BODY_BYTES [START_AT]
     python rocketmq_py.py consume NAMESRV TOPIC GROUP COUNT TIMEOUT_S
@@ -30,16 +31,27 @@ def produce(
     producer.send_sync(warm)  # route lookup and connection, outside the timing
     if start_at is not None:
         time.sleep(max(0.0, start_at - time.time()))
+    _start_line()
+    latencies = []
     started = time.perf_counter()
     for i in range(count):
         msg = Message(topic)
         msg.set_keys(f"k{i}")
         msg.set_tags("bench")
         msg.set_body(body)
+        began = time.perf_counter()
         producer.send_sync(msg)
+        latencies.append((time.perf_counter() - began) * 1e6)
     seconds = time.perf_counter() - started
     producer.shutdown()
-    return {"messages": count, "seconds": seconds}
+    latencies.sort()
+    p50, p99 = (latencies[min(count - 1, int(q * count))] for q in (0.50, 0.99))
+    return {"messages": count, "seconds": seconds, "p50_us": p50, "p99_us": p99}
+
+
+def _start_line() -> None:
+    sys.stdout.write(json.dumps({"event": "start"}) + "\n")
+    sys.stdout.flush()
 
 
 def consume(namesrv: str, topic: str, group: str, count: int, timeout_s: float) -> dict[str, float]:
@@ -61,6 +73,7 @@ def consume(namesrv: str, topic: str, group: str, count: int, timeout_s: float) 
     consumer.set_namesrv_addr(namesrv)
     consumer.set_thread_count(2)
     consumer.subscribe(topic, on_message)
+    _start_line()  # the consumer's start-up is in the broker's CPU
     consumer.start()
     done.wait(timeout_s)
     ended = time.perf_counter()

@@ -129,7 +129,12 @@ class Broker:
 
 
 def start_rocketstore(
-    store: str, flush: str, log_path: str, brokers: int = 1, event_loop: str = "asyncio"
+    store: str,
+    flush: str,
+    log_path: str,
+    brokers: int = 1,
+    event_loop: str = "asyncio",
+    extra_args: tuple[str, ...] = (),
 ) -> Broker:
     exe = os.path.join(os.path.dirname(sys.executable), "rocketstore")
     ns_port, port = free_port(), free_port(10 * brokers + 1)
@@ -148,6 +153,7 @@ def start_rocketstore(
     if brokers > 1:
         args += ["--brokers", str(brokers)]
     args += ["--event-loop", event_loop]  # (named always: serve's default is uvloop's)
+    args += extra_args
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     try:
