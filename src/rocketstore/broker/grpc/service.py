@@ -21,6 +21,7 @@ from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 
+from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.grpc import convert
 from rocketstore.broker.grpc.convert import RequestError, status
@@ -31,6 +32,8 @@ from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 from rocketstore.broker.grpc.queue_choice import RoundRobin, group_queue
 from rocketstore.broker.perm_name import PERM_WRITE
+from rocketstore.broker.processors.offsets import query_offset_sync
+from rocketstore.broker.processors.pull import response_code
 from rocketstore.broker.processors.send import asks_for_timer, stored_properties, timer_stored
 from rocketstore.broker.processors.send_back import retry_message
 from rocketstore.broker.topic_config import (
@@ -56,7 +59,7 @@ from rocketstore.format.selector import SQL92, TAG
 from rocketstore.format.subscription import Subscription, build_subscription
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS
 from rocketstore.put_path import PutResult, is_delayed
-from rocketstore.status import GetStatus, PutStatus
+from rocketstore.status import Boundary, GetStatus, PutStatus
 from rocketstore.store.timer import TimerRefusal
 
 log = logging.getLogger(__name__)
@@ -574,7 +577,17 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             status=status(pb.Code.OK), assignments=[pb.Assignment(message_queue=queue)]
         )
 
-    def _polling_ms(self, request: spb.ReceiveMessageRequest, context: Any) -> int:
+    @staticmethod
+    def _subscription(expression: pb.FilterExpression) -> Subscription:
+        kind = SQL92 if expression.type == pb.FilterType.SQL else TAG
+        try:
+            return build_subscription(expression.expression or "*", kind)
+        except Exception as e:  # the selector's parse errors, whatever their class
+            raise RequestError(pb.Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from e
+
+    def _polling_ms(
+        self, request: spb.ReceiveMessageRequest | spb.PullMessageRequest, context: Any
+    ) -> int:
         remaining = context.time_remaining()
         remaining_ms = int(remaining * 1000) if remaining is not None else MAX_POLLING_MS
         polling = (
@@ -629,12 +642,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                     pb.Code.ILLEGAL_INVISIBLE_TIME,
                     f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}",
                 )
-            expression = request.filter_expression
-            kind = SQL92 if expression.type == pb.FilterType.SQL else TAG
-            try:
-                subscription = build_subscription(expression.expression or "*", kind)
-            except Exception as e:  # the selector's parse errors, whatever their class
-                raise RequestError(pb.Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from e
+            subscription = self._subscription(request.filter_expression)
             batch = request.batch_size if request.batch_size > 0 else MAX_RECEIVE_BATCH
             batch = min(batch, MAX_RECEIVE_BATCH)
         except RequestError as e:
@@ -979,6 +987,146 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         except RequestError as e:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.Code.OK))
+
+    # --- pull consumption: PullMessage and the offsets -----------------------------------
+    # Not in RocketMQ 5.3.3's proxy (its MessagingService answers them UNIMPLEMENTED);
+    # served as the proxy's pull activity of apache/rocketmq#6756 serves them: a pull of
+    # one queue from an offset the client keeps, and the group's consumer offsets, on the
+    # consume queues and the consumer offsets a remoting consumer uses.
+
+    def _queue_id(self, queue: pb.MessageQueue, config: TopicConfig) -> int:
+        queue_id = int(queue.id)
+        count = max(config.read_queue_nums, config.write_queue_nums)
+        if queue_id < 0 or queue_id >= count:
+            raise RequestError(
+                pb.Code.BAD_REQUEST,
+                f"queueId[{queue_id}] is illegal, topic:[{config.topic_name}] "
+                f"topicConfig.readQueueNums:[{config.read_queue_nums}]",
+            )
+        return queue_id
+
+    async def PullMessage(
+        self, request: spb.PullMessageRequest, context: Any
+    ) -> AsyncIterator[spb.PullMessageResponse]:
+        """Messages of one queue from ``offset`` (a long poll while there is none), then
+        the offset to pull next; nothing is committed (the pull's sysflag has no commit)."""
+        try:
+            polling_ms = self._polling_ms(request, context)
+            config = self._topic(request.message_queue.topic)
+            group = self._group(request.group)
+            if not config.readable:
+                raise RequestError(
+                    pb.Code.FORBIDDEN,
+                    f"the topic[{config.topic_name}] pulling message is forbidden",
+                )
+            queue_id = self._queue_id(request.message_queue, config)
+            subscription = self._subscription(request.filter_expression)
+            offset = int(request.offset)
+            if offset < 0:
+                raise RequestError(pb.Code.ILLEGAL_OFFSET, f"offset {offset} is negative")
+            batch = request.batch_size if request.batch_size > 0 else MAX_RECEIVE_BATCH
+            batch = min(batch, MAX_RECEIVE_BATCH)
+        except RequestError as e:
+            yield spb.PullMessageResponse(status=status(e.code, e.message))
+            return
+        store, topic = self.ctx.store, config.topic_name
+        deadline = time.monotonic() + polling_ms / 1000
+        while True:
+            result = await self.ctx.run(
+                store.get_matching_messages, group, topic, queue_id, offset, batch, subscription
+            )
+            code = response_code(result, offset)
+            remaining = deadline - time.monotonic()
+            if code != ResponseCode.PULL_NOT_FOUND or remaining <= 0:
+                break
+
+            def has_new() -> bool:
+                return store.max_offset(topic, queue_id) > offset
+
+            # Held as a remoting pull with the suspend flag is: until a message comes.
+            await self.ctx.waiters.wait((topic, queue_id), has_new, remaining)
+        if result.status is GetStatus.FOUND and result.messages:
+            yield spb.PullMessageResponse(status=status(pb.Code.OK))
+            for ext in result.messages:
+                yield spb.PullMessageResponse(message=convert.proto_message(ext))
+        elif result.status is GetStatus.FOUND:
+            yield spb.PullMessageResponse(
+                status=status(pb.Code.MESSAGE_NOT_FOUND, "no match message")
+            )
+        elif code == ResponseCode.PULL_OFFSET_MOVED:
+            yield spb.PullMessageResponse(status=status(pb.Code.ILLEGAL_OFFSET, "ILLEGAL_OFFSET"))
+        else:
+            yield spb.PullMessageResponse(
+                status=status(pb.Code.MESSAGE_NOT_FOUND, "no new message")
+            )
+        yield spb.PullMessageResponse(next_offset=result.next_begin_offset)
+
+    async def UpdateOffset(
+        self, request: spb.UpdateOffsetRequest, context: Any
+    ) -> spb.UpdateOffsetResponse:
+        """Commit the group's consumer offset of one queue (UPDATE_CONSUMER_OFFSET)."""
+        try:
+            config = self._topic(request.message_queue.topic)
+            group = self._group(request.group)
+            queue_id = self._queue_id(request.message_queue, config)
+            if request.offset < 0:
+                raise RequestError(pb.Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
+        except RequestError as e:
+            return spb.UpdateOffsetResponse(status=status(e.code, e.message))
+        self.ctx.offsets.commit(group, config.topic_name, queue_id, int(request.offset))
+        return spb.UpdateOffsetResponse(status=status(pb.Code.OK, "OK"))
+
+    async def GetOffset(self, request: spb.GetOffsetRequest, context: Any) -> spb.GetOffsetResponse:
+        """The group's consumer offset of one queue as QUERY_CONSUMER_OFFSET answers it
+        (0 for a new group while the queue starts at 0); OFFSET_NOT_FOUND for none."""
+        try:
+            config = self._topic(request.message_queue.topic)
+            group = self._group(request.group)
+            queue_id = self._queue_id(request.message_queue, config)
+        except RequestError as e:
+            return spb.GetOffsetResponse(status=status(e.code, e.message))
+        offset = await self.ctx.run(query_offset_sync, self.ctx, group, config.topic_name, queue_id)
+        if offset is None:
+            return spb.GetOffsetResponse(
+                status=status(
+                    pb.Code.OFFSET_NOT_FOUND,
+                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+                )
+            )
+        return spb.GetOffsetResponse(status=status(pb.Code.OK, "OK"), offset=offset)
+
+    async def QueryOffset(
+        self, request: spb.QueryOffsetRequest, context: Any
+    ) -> spb.QueryOffsetResponse:
+        """A queue's first or next offset, or the first stored at or after a time (the
+        remoting GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP)."""
+        try:
+            config = self._topic(request.message_queue.topic)
+            queue_id = self._queue_id(request.message_queue, config)
+            policy = request.query_offset_policy
+            topic, store = config.topic_name, self.ctx.store
+            if policy == pb.QueryOffsetPolicy.BEGINNING:
+                offset = store.min_offset(topic, queue_id)
+            elif policy == pb.QueryOffsetPolicy.END:
+                offset = store.max_offset(topic, queue_id)
+            elif policy == pb.QueryOffsetPolicy.TIMESTAMP:
+                if not request.HasField("timestamp"):
+                    raise RequestError(
+                        pb.Code.BAD_REQUEST,
+                        "timestamp is required when queryOffsetPolicy is TIMESTAMP",
+                    )
+                offset = await self.ctx.run(
+                    store.offset_by_time,
+                    topic,
+                    queue_id,
+                    request.timestamp.ToMilliseconds(),
+                    Boundary.LOWER,
+                )
+            else:
+                raise RequestError(pb.Code.BAD_REQUEST, "unrecognized queryOffsetPolicy")
+        except RequestError as e:
+            return spb.QueryOffsetResponse(status=status(e.code, e.message))
+        return spb.QueryOffsetResponse(status=status(pb.Code.OK, "OK"), offset=offset)
 
     async def EndTransaction(
         self, request: spb.EndTransactionRequest, context: Any

@@ -426,3 +426,111 @@ def test_system_topics_are_refused_as_the_proxy_refuses_them(served):
         request.long_polling_timeout.FromSeconds(5)
         answers = list(stub.ReceiveMessage(request, timeout=15))
         assert answers[0].status.code == pb.Code.ILLEGAL_TOPIC
+
+
+def _mq(queue_id: int = 0) -> pb.MessageQueue:
+    return pb.MessageQueue(topic=TOPIC, id=queue_id)
+
+
+def _pull(
+    stub: Any, offset: int, batch: int = 16, polling_s: int = 5
+) -> tuple[int, list[pb.Message], int]:
+    """(status code, messages, next offset) of a PullMessage."""
+    request = spb.PullMessageRequest(
+        group=GROUP,
+        message_queue=_mq(),
+        offset=offset,
+        batch_size=batch,
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+    )
+    request.long_polling_timeout.FromSeconds(polling_s)
+    answers = list(stub.PullMessage(request, timeout=polling_s + 5))
+    assert answers[0].WhichOneof("content") == "status"
+    assert answers[-1].WhichOneof("content") == "next_offset"
+    messages = [a.message for a in answers if a.WhichOneof("content") == "message"]
+    return answers[0].status.code, messages, answers[-1].next_offset
+
+
+def _remoting_offset(server: BackgroundServer, group: str) -> str | None:
+    from rocketstore.broker.codes import RequestCode
+    from rocketstore.remoting.blocking import invoke_sync, request
+
+    fields = {"consumerGroup": group, "topic": "T", "queueId": "0"}
+    answer = invoke_sync(server.broker_address, request(RequestCode.QUERY_CONSUMER_OFFSET, fields))
+    return answer.ext_fields.get("offset")
+
+
+def test_pull_message_and_the_offsets_on_the_remoting_paths_queues_and_offsets(served):
+    server, stub = served
+    for i in range(3):
+        _send(stub, f"p{i}".encode(), f"01PULL{i}")
+
+    def query(policy: Any, at_ms: int | None = None) -> int:
+        request = spb.QueryOffsetRequest(message_queue=_mq(), query_offset_policy=policy)
+        if at_ms is not None:
+            request.timestamp.FromMilliseconds(at_ms)
+        answer = stub.QueryOffset(request, timeout=10)
+        assert answer.status.code == pb.Code.OK, answer.status
+        return int(answer.offset)
+
+    deadline = time.monotonic() + 10  # (the dispatch is asynchronous)
+    while query(pb.QueryOffsetPolicy.END) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert query(pb.QueryOffsetPolicy.END) == 3
+    assert query(pb.QueryOffsetPolicy.BEGINNING) == 0
+    assert query(pb.QueryOffsetPolicy.TIMESTAMP, 0) == 0
+    assert query(pb.QueryOffsetPolicy.TIMESTAMP, int(time.time() * 1000) + 60_000) == 3
+    no_time = stub.QueryOffset(
+        spb.QueryOffsetRequest(
+            message_queue=_mq(), query_offset_policy=pb.QueryOffsetPolicy.TIMESTAMP
+        ),
+        timeout=10,
+    )
+    assert no_time.status.code == pb.Code.BAD_REQUEST
+
+    code, messages, next_offset = _pull(stub, 0, batch=2)
+    assert code == pb.Code.OK and next_offset == 2
+    assert [m.system_properties.message_id for m in messages] == ["01PULL0", "01PULL1"]
+    assert [m.system_properties.queue_offset for m in messages] == [0, 1]
+    assert messages[0].system_properties.delivery_attempt == 1
+    assert not messages[0].system_properties.HasField("receipt_handle")
+    code, messages, next_offset = _pull(stub, 2)
+    assert (code, len(messages), next_offset) == (pb.Code.OK, 1, 3)
+    # Past the end: a long poll, woken by a send.
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(_pull, stub, 3, 16, 10)
+        time.sleep(0.5)
+        started = time.monotonic()
+        _send(stub, b"p3", "01PULL3")
+        code, messages, next_offset = waiting.result(timeout=20)
+    assert time.monotonic() - started < 5
+    assert (code, [m.body for m in messages], next_offset) == (pb.Code.OK, [b"p3"], 4)
+    code, messages, next_offset = _pull(stub, 100)
+    assert (code, messages) == (pb.Code.ILLEGAL_OFFSET, [])
+
+    # The consumer offsets are the remoting path's: a new group starts at 0 here.
+    got = stub.GetOffset(spb.GetOffsetRequest(group=GROUP, message_queue=_mq()), timeout=10)
+    assert (got.status.code, got.offset) == (pb.Code.OK, 0)
+    update = spb.UpdateOffsetRequest(group=GROUP, message_queue=_mq(), offset=2)
+    assert stub.UpdateOffset(update, timeout=10).status.code == pb.Code.OK
+    assert _remoting_offset(server, "G") == "2"
+    got = stub.GetOffset(spb.GetOffsetRequest(group=GROUP, message_queue=_mq()), timeout=10)
+    assert (got.status.code, got.offset) == (pb.Code.OK, 2)
+    ctx = server.broker.ctx
+    assert ctx is not None
+    ctx.offsets.commit("G", "T", 0, 3)  # as a remoting consumer's commit lands
+    got = stub.GetOffset(spb.GetOffsetRequest(group=GROUP, message_queue=_mq()), timeout=10)
+    assert got.offset == 3
+
+    bad_queue = spb.UpdateOffsetRequest(group=GROUP, message_queue=_mq(7), offset=1)
+    assert stub.UpdateOffset(bad_queue, timeout=10).status.code == pb.Code.BAD_REQUEST
+
+
+def test_rpcs_not_served_answer_unimplemented(served):
+    _server, stub = served
+    request = spb.SyncLiteSubscriptionRequest(topic=TOPIC, group=GROUP)
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.SyncLiteSubscription(request, timeout=10)
+    assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    # The server carries on.
+    assert stub.QueryRoute(spb.QueryRouteRequest(topic=TOPIC), timeout=10).status.code == 20000
