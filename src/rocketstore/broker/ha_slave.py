@@ -50,15 +50,17 @@ log = logging.getLogger(__name__)
 RECONNECT_PAUSE_S = 1.0
 CONNECT_TIMEOUT_S = 3.0
 # The receive buffer (HAClient reads into 4 MiB): twice the largest transfer, so a
-# transfer cut by the end of one read always fits behind what arrived before; one hop to
-# the appending thread moves all that arrived meanwhile.
+# transfer cut by the end of one read always fits behind what arrived before.
 RECEIVE_BYTES = 8 * 1024 * 1024
-MIN_FREE_BYTES = 64 * 1024
+# The most one receive takes: what arrived is appended while its bytes are still in the
+# CPU's cache (copied into the page cache from an 8 MiB backlog, they came from memory:
+# 1.2-1.4x the slave's CPU per byte and half its rate, measured side by side on 256 MiB).
+READ_BYTES = 1024 * 1024
 # What arrived is appended on the event loop up to this size (a few milliseconds of
 # checking and copying at most), and on a worker thread past it or with SYNC_FLUSH (a
 # sync would hold the loop): each hop to a thread and back waits for the scheduler, on a
 # loaded machine longer than the append itself, while the master's bytes pile up.
-INLINE_APPEND_BYTES = 1024 * 1024
+INLINE_APPEND_BYTES = 4 * 1024 * 1024
 # How long the master's GET_BROKER_RUNTIME_INFO answer is waited for.
 RUNTIME_INFO_TIMEOUT_S = 3.0
 
@@ -73,17 +75,20 @@ class MasterBehindError(Exception):
 
 class MasterStream(asyncio.BufferedProtocol):
     """The connection to the master, received straight into one buffer of
-    RECEIVE_BYTES (asyncio's StreamReader copies every chunk into a growing buffer and
-    out again: a third of a slave's CPU at 100+ MiB/s, and large fresh allocations
-    fault their pages in each time). Reading pauses while the appending thread reads the
-    buffer, and when it is nearly full; the kernel's socket buffer holds what comes
-    meanwhile."""
+    RECEIVE_BYTES, at most READ_BYTES at a time (asyncio's StreamReader copies every
+    chunk into a growing buffer and out again: a third of a slave's CPU at 100+ MiB/s,
+    and large fresh allocations fault their pages in each time). What is not taken yet
+    (a transfer still arriving) stays where it is until the buffer's tail has no room
+    for a whole read; then it moves to the front. Reading pauses while a worker thread
+    reads the buffer (``pause``), and when it is full; the kernel's socket buffer holds
+    what comes meanwhile."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._buf = bytearray(RECEIVE_BYTES)
-        self._filled = 0
+        self._start = 0  # the first byte not taken yet
+        self._filled = 0  # the end of what arrived
         self._paused = False
         self._arrived = asyncio.Event()
 
@@ -92,13 +97,15 @@ class MasterStream(asyncio.BufferedProtocol):
         self.transport = transport
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return memoryview(self._buf)[self._filled :]
+        return memoryview(self._buf)[self._filled : self._filled + READ_BYTES]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._filled += nbytes
         self._arrived.set()
-        if len(self._buf) - self._filled < MIN_FREE_BYTES:
-            self._pause()
+        if len(self._buf) - self._filled < READ_BYTES and not self._paused:
+            self._compact()  # (not while paused: a worker thread may be reading)
+            if len(self._buf) - self._filled < READ_BYTES:
+                self.pause()  # full: until some of it is taken
 
     def eof_received(self) -> bool:
         self.closed = True
@@ -109,31 +116,39 @@ class MasterStream(asyncio.BufferedProtocol):
         self.closed = True
         self._arrived.set()
 
-    def _pause(self) -> None:
+    def pause(self) -> None:
+        """Stop reading until ``consumed`` (a worker thread is about to read the buffer,
+        which a receive meanwhile could move)."""
         if not self._paused and self.transport is not None:
             self.transport.pause_reading()
             self._paused = True
 
+    def _compact(self) -> None:
+        left = self._filled - self._start
+        if self._start and left:
+            self._buf[:left] = self._buf[self._start : self._filled]
+        self._start, self._filled = 0, left
+
     async def read(self, timeout_s: float) -> memoryview | None:
-        """What arrived (with what the last read left), waiting up to ``timeout_s`` for
-        new bytes; None when none came (``closed`` says whether the master closed the
-        connection). Reading stays paused until ``consumed``."""
+        """What arrived and is not taken yet, waiting up to ``timeout_s`` for new bytes;
+        None when none came (``closed`` says whether the master closed the connection).
+        The view is valid until ``consumed``, on the loop (or with ``pause``)."""
         if not self._arrived.is_set() and not self.closed:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), timeout_s)
-        if not self._arrived.is_set() or not self._filled:
+        if not self._arrived.is_set() or self._filled == self._start:
             return None
         self._arrived.clear()
-        self._pause()
-        return memoryview(self._buf)[: self._filled]
+        return memoryview(self._buf)[self._start : self._filled]
 
     def consumed(self, used: int) -> None:
-        """The first ``used`` bytes of the last ``read`` were taken (its view released):
-        the rest moves to the front and reading goes on."""
-        left = self._filled - used
-        if used and left:
-            self._buf[:left] = self._buf[used : self._filled]
-        self._filled = left
+        """The first ``used`` bytes of the last ``read`` were taken (its view released);
+        reading goes on."""
+        self._start += used
+        if self._start == self._filled:
+            self._start = self._filled = 0
+        elif len(self._buf) - self._filled < READ_BYTES:
+            self._compact()
         if self._paused and self.transport is not None and not self.closed:
             self._paused = False
             self.transport.resume_reading()
@@ -374,6 +389,7 @@ class ReplicationSlave(BackgroundLoop):
                 if len(view) <= INLINE_APPEND_BYTES and not syncs:
                     used, end = self._append_transfers(view)
                 else:
+                    stream.pause()
                     used, end = await asyncio.to_thread(self._append_transfers, view)
             finally:
                 view.release()
