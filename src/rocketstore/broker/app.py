@@ -218,6 +218,9 @@ class BrokerOptions:
     metrics_listen: str | None = None
     # Where RocketMQ 5.x clients are served over gRPC (broker.grpc); None: not served.
     grpc_listen: str | None = None
+    # TLS on the gRPC port (the proxy's tls.server.mode); None: as ``tls`` says, or
+    # permissive with a self-signed certificate without one (the proxy's tlsTestModeEnable).
+    grpc_tls_mode: TlsMode | None = None
 
 
 class BrokerApp:
@@ -439,7 +442,12 @@ class BrokerApp:
             raise ConfigError(
                 f"--grpc-listen needs the grpc extra (pip install 'rocketstore[grpc]'): {e}"
             ) from e
-        server = GrpcServer(ctx, listen)
+        from rocketstore.broker.grpc.server import GrpcTls  # noqa: PLC0415
+
+        tls = await asyncio.to_thread(
+            GrpcTls.configure, self.options.tls, self.options.grpc_tls_mode
+        )
+        server = GrpcServer(ctx, listen, tls)
         await server.start()
         self.grpc_server = server
 

@@ -16,13 +16,17 @@ Layer: broker.
 from __future__ import annotations
 
 import enum
+import os
+import shutil
 import ssl
+import subprocess
+import tempfile
 from dataclasses import dataclass
 
 from rocketstore.errors import ConfigError
 from rocketstore.remoting.tls import make_client_context
 
-__all__ = ["TLS_HANDSHAKE", "ServerTls", "TlsMode"]
+__all__ = ["TLS_HANDSHAKE", "ServerTls", "TlsMode", "self_signed_certificate"]
 
 # The content type of a TLS handshake record: a ClientHello's first byte.
 TLS_HANDSHAKE = 0x16
@@ -60,3 +64,33 @@ class ServerTls:
         if self.client_ca_file:
             return make_client_context(self.cert_file, self.cert_file, self.key_file)
         return make_client_context(self.cert_file)
+
+
+def self_signed_certificate(days: int = 3650) -> tuple[bytes, bytes]:
+    """A fresh self-signed certificate and its key (PEM), for TLS without a configured
+    certificate: the 5.x proxy's ``tlsTestModeEnable`` (Netty's SelfSignedCertificate).
+    Made by the ``openssl`` command (the standard library cannot make one); it names
+    ``localhost`` and 127.0.0.1 / ::1, so a client that verifies the server against it
+    (a CA file of this certificate) can connect over loopback."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ConfigError("TLS test mode: the openssl command is not installed")
+    with tempfile.TemporaryDirectory(prefix="rocketstore-tls-") as where:
+        cert, key = os.path.join(where, "cert.pem"), os.path.join(where, "key.pem")
+        try:
+            subprocess.run(
+                [
+                    *(openssl, "req", "-x509", "-newkey", "ec"),
+                    *("-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"),
+                    *("-days", str(days), "-subj", "/CN=localhost"),
+                    *("-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"),
+                    *("-keyout", key, "-out", cert),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            with open(cert, "rb") as c, open(key, "rb") as k:
+                return c.read(), k.read()
+        except (OSError, subprocess.SubprocessError) as e:
+            raise ConfigError(f"TLS test mode: openssl could not make a certificate: {e}") from e

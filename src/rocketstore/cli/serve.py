@@ -228,6 +228,16 @@ def _broker_options(func: FuncT) -> FuncT:
             "Example: --grpc-listen 127.0.0.1:8081",
         ),
         click.option(
+            "--grpc-tls-mode",
+            type=click.Choice([m.value for m in TlsMode]),
+            default=None,
+            help="TLS on the --grpc-listen port, as the 5.x proxy's tls.server.mode: "
+            "permissive (plain and TLS on one port, through a relay), enforcing (TLS only) "
+            "or disabled (plain only). Default: --tls-mode with the --tls-cert certificate; "
+            "without --tls-cert permissive with a self-signed certificate (the proxy's "
+            "tlsTestModeEnable). Example: --grpc-tls-mode disabled",
+        ),
+        click.option(
             "--acl",
             "acl_file",
             default=None,
@@ -335,6 +345,7 @@ def _make_options(obj: CliContext, kwargs: dict[str, Any]) -> BrokerOptions:
         grpc_listen=(
             _address(kwargs["grpc_listen"], "--grpc-listen") if kwargs.get("grpc_listen") else None
         ),
+        grpc_tls_mode=TlsMode(kwargs["grpc_tls_mode"]) if kwargs.get("grpc_tls_mode") else None,
     )
 
 

@@ -4,6 +4,11 @@ Layer: broker.grpc. grpc.aio runs its calls as coroutines on the loop it was sta
 from, so the service shares the broker's state without locks or thread hops, as the
 remoting server's processors do; blocking store reads go to worker threads the same way
 (``BrokerContext.run``).
+
+TLS as the 5.x proxy serves it (:class:`GrpcTls`): ``enforcing`` is grpcio's own TLS port;
+``permissive`` (the proxy's default) puts :class:`~rocketstore.broker.grpc.tls_front.TlsFront`
+on the public port, in front of a plain and a TLS loopback port of the same server;
+``disabled`` is a plain port.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import grpc
 
@@ -21,6 +28,8 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.grpc.pop_journal import PopJournal
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
 from rocketstore.broker.grpc.service import RENEW_PERIOD_MS, MessagingService
+from rocketstore.broker.grpc.tls_front import TlsFront
+from rocketstore.broker.tls import ServerTls, TlsMode, self_signed_certificate
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
 from rocketstore.files.atomic import read_json_with_backup
@@ -38,10 +47,55 @@ STOP_GRACE_S = 1.0
 POP_STATE_FILE = "grpcPopState.json"
 
 
+@dataclass(frozen=True)
+class GrpcTls:
+    """TLS on the gRPC port: RocketMQ's ``tls.server.mode`` and the certificate (PEM)."""
+
+    mode: TlsMode
+    cert_chain: bytes = b""
+    private_key: bytes = b""
+    # Client certificates are required and verified against it (--tls-client-ca).
+    client_ca: bytes | None = None
+
+    @classmethod
+    def configure(cls, tls: ServerTls | None, mode: TlsMode | None) -> GrpcTls:
+        """The listeners' TLS (``--tls-*``) on the gRPC port, in ``mode`` (None: the
+        listeners' mode). Without a certificate the proxy's ``tlsTestModeEnable``: a
+        self-signed certificate made at start, in permissive mode unless told."""
+        if tls is None:
+            mode = TlsMode.PERMISSIVE if mode is None else mode
+            if mode is TlsMode.DISABLED:
+                return cls(mode)
+            cert, key = self_signed_certificate()
+            return cls(mode, cert, key)
+        mode = tls.mode if mode is None else mode
+        if mode is TlsMode.DISABLED:
+            return cls(mode)
+        try:
+            with open(tls.cert_file, "rb") as c, open(tls.key_file, "rb") as k:
+                cert, key = c.read(), k.read()
+            ca = None
+            if tls.client_ca_file:
+                with open(tls.client_ca_file, "rb") as f:
+                    ca = f.read()
+        except OSError as e:
+            raise ConfigError(f"TLS on the gRPC port: {e}") from e
+        return cls(mode, cert, key, ca)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials(
+            [(self.private_key, self.cert_chain)],
+            root_certificates=self.client_ca,
+            require_client_auth=self.client_ca is not None,
+        )
+
+
 class GrpcServer:
-    def __init__(self, ctx: BrokerContext, listen: str) -> None:
+    def __init__(self, ctx: BrokerContext, listen: str, tls: GrpcTls | None = None) -> None:
         self.ctx = ctx
         self.listen = listen
+        self.tls = tls if tls is not None else GrpcTls(TlsMode.DISABLED)
+        self.front: TlsFront | None = None
         self.address = ""
         self._server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
@@ -59,13 +113,23 @@ class GrpcServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        try:
-            bound = server.add_insecure_port(target)
-        except RuntimeError as e:  # grpcio's "Failed to bind"
-            raise OSError(f"cannot listen on {self.listen} (gRPC): {e}") from e
-        if bound == 0:
-            raise OSError(f"cannot listen on {self.listen} (gRPC)")
+        front_sock: socket.socket | None = None
+        if self.tls.mode is TlsMode.PERMISSIVE:
+            front_sock, bound = _bind(host, port)
+            try:
+                plain = _add_port(server, "127.0.0.1:0", None)
+                secure = _add_port(server, "127.0.0.1:0", self.tls.credentials())
+            except OSError:
+                front_sock.close()
+                raise
+            self.front = TlsFront(("127.0.0.1", plain), ("127.0.0.1", secure))
+        else:
+            target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            credentials = self.tls.credentials() if self.tls.mode is TlsMode.ENFORCING else None
+            try:
+                bound = _add_port(server, target, credentials)
+            except OSError as e:
+                raise OSError(f"cannot listen on {self.listen} (gRPC): {e}") from e
         advertised = self.ctx.broker_host
         if host not in ("0.0.0.0", "::"):
             advertised = host
@@ -73,6 +137,8 @@ class GrpcServer:
         # (the generated function has no annotations)
         register: Callable[[object, object], None] = spb_grpc.add_MessagingServiceServicer_to_server
         self.service = MessagingService(self.ctx, self.address)
+        if self.front is not None:
+            self.service.peer_of = self.front.peer
         generation = await asyncio.to_thread(self._load_pop_state, self.service)
         # A fresh snapshot and journal generation before the first call: the journal
         # replayed is then in the snapshot, and the offsets follow the state read.
@@ -83,10 +149,16 @@ class GrpcServer:
         register(self.service, server)
         await server.start()
         self._server = server
+        if self.front is not None and front_sock is not None:
+            await self.front.start(front_sock)
         self.ctx.transaction_check_fallback = self.service.recover_orphaned
         self._persist_task = asyncio.create_task(self._persist_loop())
         self._renew_task = asyncio.create_task(self._renew_loop())
-        log.info("gRPC endpoint (RocketMQ 5.x clients) at %s", self.address)
+        log.info(
+            "gRPC endpoint (RocketMQ 5.x clients) at %s, TLS %s",
+            self.address,
+            self.tls.mode.value,
+        )
 
     def _load_pop_state(self, service: MessagingService) -> int:
         """Read the snapshot and replay the journal after it; the journal generation to
@@ -161,6 +233,8 @@ class GrpcServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._persist_task
             self._persist_task = None
+        if self.front is not None:
+            await self.front.stop()
         if self._server is not None:
             await self._server.stop(STOP_GRACE_S)
             self._server = None
@@ -171,3 +245,34 @@ class GrpcServer:
                 log.error("persisting the POP state at shutdown failed: %s", e)
             self.service.journal = None
         self.journal.close()
+
+
+def _add_port(
+    server: grpc.aio.Server, target: str, credentials: grpc.ServerCredentials | None
+) -> int:
+    """Bind ``target`` plain (``credentials`` None) or with TLS; the port bound."""
+    try:
+        if credentials is None:
+            bound = server.add_insecure_port(target)
+        else:
+            bound = server.add_secure_port(target, credentials)
+    except RuntimeError as e:  # grpcio's "Failed to bind"
+        raise OSError(f"cannot listen on {target} (gRPC): {e}") from e
+    if bound == 0:
+        raise OSError(f"cannot listen on {target} (gRPC)")
+    return int(bound)
+
+
+def _bind(host: str, port: int) -> tuple[socket.socket, int]:
+    """The permissive front's listening socket (grpcio's ports set SO_REUSEADDR too)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError as e:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port} (gRPC): {e}") from e
+    return sock, int(sock.getsockname()[1])

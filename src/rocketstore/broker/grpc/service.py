@@ -159,6 +159,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.live_clients: dict[str, int] = {}
         # One receive at a time per group and topic: two would read the same cursor.
         self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # A call's ip:port -> the client's (the permissive TLS front relays connections).
+        self.peer_of: Callable[[str], str] = str
 
     # --- the POP state's journal ---------------------------------------------------------
 
@@ -425,7 +427,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self, request: spb.SendMessageRequest, context: Any
     ) -> spb.SendMessageResponse:
         try:
-            return await self._send(request, _peer_address(context.peer()))
+            return await self._send(request, self.peer_of(_peer_address(context.peer())))
         except RequestError as e:
             return spb.SendMessageResponse(status=status(e.code, e.message))
 
