@@ -29,7 +29,7 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,7 @@ __all__ = [
     "AclConfig",
     "AclVerdict",
     "authorize",
+    "decide",
     "parse_plain_acl_accounts",
     "sign",
     "sign_content",
@@ -305,9 +306,35 @@ def authorize(
         needed = request_resources(code, ext_fields, body)
     except ProtocolError as e:
         return AclVerdict(AclCheck.BAD_REQUEST, str(e))
+    return decide(
+        needed,
+        client_ip,
+        acl,
+        ext_fields.get(ACCESS_KEY),
+        lambda secret: _check_signature(ext_fields, body, secret),
+        code=code,
+        shape=lambda: shifted_shape(code, ext_fields),
+    )
+
+
+def decide(
+    needed: Mapping[str, int],
+    client_ip: str,
+    acl: AclConfig,
+    access_key: str | None,
+    signed: Callable[[str], AclCheck],
+    *,
+    code: int | None = None,
+    shape: Callable[[], str | None] | None = None,
+) -> AclVerdict:
+    """The verdict on a request that needs ``needed`` (resource -> permission), once its
+    resources are read: steps 2-6 of the module's docstring, for every protocol.
+    ``signed(secret)`` checks the request's signature with the account's secret (each
+    protocol signs its own content); ``code``: a remoting request code (admin-only
+    codes), None for a gRPC call; ``shape``: what a shifted signature would have made
+    of the request (remoting only)."""
     if any(pattern.matches(client_ip) for pattern in acl.global_white):
         return AclVerdict(AclCheck.OK)
-    access_key = ext_fields.get(ACCESS_KEY)
     # (RocketMQ reads an empty AccessKey, which the C++ client sends when it has no
     # account, as an unknown one: the same refusal, in plainer words here.)
     if not access_key:
@@ -319,23 +346,23 @@ def authorize(
         )
     if account.white.matches(client_ip):
         return AclVerdict(AclCheck.OK, access_key=access_key)
-    signed = _check_signature(ext_fields, body, account.secret_key)
-    if not signed.ok:
-        return AclVerdict(signed, f"Check signature failed for accessKey={access_key}", access_key)
-    shape = shifted_shape(code, ext_fields)
-    if shape is not None:
+    checked = signed(account.secret_key)
+    if not checked.ok:
+        return AclVerdict(checked, f"Check signature failed for accessKey={access_key}", access_key)
+    shifted = shape() if shape is not None else None
+    if shifted is not None:
         return AclVerdict(
-            AclCheck.BAD_REQUEST, f"refused as a shifted signature: {shape}", access_key
+            AclCheck.BAD_REQUEST, f"refused as a shifted signature: {shifted}", access_key
         )
     if needed.get(TRACE_TOPIC) == PUB:
         return AclVerdict(AclCheck.OK, access_key=access_key)
     return _check_perms(code, needed, account)
 
 
-def _check_perms(code: int, needed: Mapping[str, int], account: AclAccount) -> AclVerdict:
+def _check_perms(code: int | None, needed: Mapping[str, int], account: AclAccount) -> AclVerdict:
     """``PlainPermissionManager.checkPerm``."""
     key = account.access_key
-    if needs_admin(code) and not account.admin:
+    if code is not None and needs_admin(code) and not account.admin:
         return AclVerdict(
             AclCheck.NOT_ADMIN,
             f"Need admin permission for request code={code}, but accessKey={key} is not",

@@ -260,9 +260,6 @@ class BrokerApp:
     async def start(self) -> None:
         opts = self.options
         opts.broker.validate()
-        if opts.acl_file and opts.grpc_listen:
-            # The gRPC endpoint checks no ACL: beside --acl it would serve every client.
-            raise ConfigError("--grpc-listen does not check the ACL yet: not with --acl")
         # Before the store is opened: a bad ACL file must not leave an opened store behind.
         acl_file = AclFile(opts.acl_file) if opts.acl_file else None
         acl = acl_file.config if acl_file is not None else None

@@ -14,6 +14,15 @@ setTimeout(() => process.exit(3), HARD_LIMIT_MS).unref();
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {}, close() {} };
 
+// TLS and an ACL account from the environment: RMQ5_TLS=1 (grpc-js verifies the server
+// against GRPC_DEFAULT_SSL_ROOTS_FILE_PATH's CA), RMQ5_ACCESS_KEY / RMQ5_SECRET_KEY.
+const security = {
+  sslEnabled: process.env.RMQ5_TLS === '1',
+  ...(process.env.RMQ5_ACCESS_KEY
+    ? { sessionCredentials: { accessKey: process.env.RMQ5_ACCESS_KEY, accessSecret: process.env.RMQ5_SECRET_KEY } }
+    : {}),
+};
+
 function emit(fields) {
   process.stdout.write(JSON.stringify(fields) + '\n');
 }
@@ -34,7 +43,7 @@ function view(message) {
 }
 
 async function send(endpoint, topic, count, delayMs, group) {
-  const producer = new Producer({ endpoints: endpoint, namespace: '', logger: quiet, topic });
+  const producer = new Producer({ ...security, endpoints: endpoint, namespace: '', logger: quiet, topic });
   await producer.startup();
   try {
     for (let i = 0; i < count; i++) {
@@ -66,6 +75,7 @@ async function send(endpoint, topic, count, delayMs, group) {
 
 async function receive(endpoint, group, topic, count, seconds) {
   const consumer = new SimpleConsumer({
+    ...security,
     endpoints: endpoint, namespace: '', logger: quiet, consumerGroup: group,
     subscriptions: new Map([[topic, '*']]), awaitDuration: 5000,
   });
@@ -99,6 +109,7 @@ async function push(endpoint, group, topic, count, seconds) {
   let finish;
   const finished = new Promise(resolve => { finish = resolve; });
   const consumer = new PushConsumer({
+    ...security,
     endpoints: endpoint, namespace: '', logger: quiet, consumerGroup: group,
     subscriptions: new Map([[topic, '*']]),
     messageListener: {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -28,13 +29,23 @@ def emit(**fields: object) -> None:
 def _config(endpoint: str) -> object:
     from rocketmq import ClientConfiguration, Credentials
 
-    return ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    # An ACL account (the broker's plain_acl.yml), from the environment.
+    credentials = Credentials(
+        os.environ.get("RMQ5_ACCESS_KEY", ""), os.environ.get("RMQ5_SECRET_KEY", "")
+    )
+    return ClientConfiguration(endpoint, credentials, request_timeout=5)
+
+
+def _tls() -> bool:
+    """RMQ5_TLS=1: the client's tls_enable (it verifies the server's certificate against
+    grpc's roots: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names the test's CA)."""
+    return os.environ.get("RMQ5_TLS") == "1"
 
 
 def send(args: argparse.Namespace) -> int:
     from rocketmq import Message, Producer
 
-    producer = Producer(_config(args.endpoint), (args.topic,))
+    producer = Producer(_config(args.endpoint), (args.topic,), tls_enable=_tls())
     producer.startup()
     try:
         for i in range(args.count):
@@ -76,7 +87,11 @@ def receive(args: argparse.Namespace) -> int:
     from rocketmq import FilterExpression, SimpleConsumer
 
     consumer = SimpleConsumer(
-        _config(args.endpoint), args.group, {args.topic: FilterExpression("*")}, await_duration=5
+        _config(args.endpoint),
+        args.group,
+        {args.topic: FilterExpression("*")},
+        await_duration=5,
+        tls_enable=_tls(),
     )
     consumer.startup()
     got = 0
@@ -157,7 +172,7 @@ def transact(args: argparse.Namespace) -> int:
         def check(self, message: object) -> object:
             return TransactionResolution.ROLLBACK
 
-    producer = Producer(_config(args.endpoint), (args.topic,), Checker())
+    producer = Producer(_config(args.endpoint), (args.topic,), Checker(), tls_enable=_tls())
     producer.startup()
     try:
         transaction = producer.begin_transaction()
@@ -188,7 +203,7 @@ def checker(args: argparse.Namespace) -> int:
             emit(event="checked", id=message.message_id)
             return TransactionResolution.COMMIT
 
-    producer = Producer(_config(args.endpoint), (args.topic,), Committer())
+    producer = Producer(_config(args.endpoint), (args.topic,), Committer(), tls_enable=_tls())
     producer.startup()
     emit(event="started")
     try:

@@ -4,7 +4,6 @@ a broker's route; a broker with the same ACL file signs its registrations."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import stat
 from pathlib import Path
@@ -14,12 +13,11 @@ import pytest
 from rocketstore.broker.acl import AclConfig, sign
 from rocketstore.broker.acl_file import parse_acl_document
 from rocketstore.broker.admin_client import topic_route
-from rocketstore.broker.app import BackgroundServer, BrokerApp, BrokerOptions
+from rocketstore.broker.app import BackgroundServer, BrokerOptions
 from rocketstore.broker.client import invoke_sync, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.namesrv import NameServer
 from rocketstore.broker.remoting import RemotingCommand
-from rocketstore.errors import ConfigError
 from tests.unit.broker.broker_helpers import FakeConnection, small_store
 
 ACL = """globalWhiteRemoteAddresses:
@@ -106,15 +104,3 @@ def test_a_rogue_registration_does_not_take_the_route(
     assert "readable by other users" in caplog.text
     assert "was open to other users (mode 755)" in caplog.text
     assert "12345678" not in caplog.text  # no secret in any log line
-
-
-def test_grpc_is_not_served_beside_an_acl(tmp_path: Path) -> None:
-    acl = tmp_path / "plain_acl.yml"
-    acl.write_text(ACL)
-    options = BrokerOptions(
-        str(tmp_path / "store"), listen="127.0.0.1:0", store_config=small_store()
-    )
-    options.acl_file = str(acl)
-    options.grpc_listen = "127.0.0.1:0"
-    with pytest.raises(ConfigError, match="does not check the ACL"):
-        asyncio.run(BrokerApp(options).start())

@@ -25,6 +25,7 @@ import grpc
 
 from rocketstore.broker.broker_config import persist_config_file
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.grpc.acl import AclInterceptor
 from rocketstore.broker.grpc.pop_journal import PopJournal
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
 from rocketstore.broker.grpc.service import RENEW_PERIOD_MS, MessagingService
@@ -107,11 +108,14 @@ class GrpcServer:
 
     async def start(self) -> None:
         host, port = parse_host(self.listen, what="--grpc-listen")
+        # The ACL (plain_acl.yml, reloaded into ctx.acl) on every call, when the broker has one.
+        acl = AclInterceptor(lambda: self.ctx.acl) if self.ctx.acl is not None else None
         server = grpc.aio.server(
+            interceptors=[acl] if acl is not None else None,
             options=[
                 ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
                 ("grpc.so_reuseport", 0),
-            ]
+            ],
         )
         front_sock: socket.socket | None = None
         if self.tls.mode is TlsMode.PERMISSIVE:
@@ -139,6 +143,8 @@ class GrpcServer:
         self.service = MessagingService(self.ctx, self.address)
         if self.front is not None:
             self.service.peer_of = self.front.peer
+            if acl is not None:
+                acl.peer_of = self.front.peer
         generation = await asyncio.to_thread(self._load_pop_state, self.service)
         # A fresh snapshot and journal generation before the first call: the journal
         # replayed is then in the snapshot, and the offsets follow the state read.
