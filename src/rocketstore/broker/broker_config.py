@@ -85,6 +85,9 @@ class BrokerConfig:
     auto_create_subscription_group: bool = True
     # Transactional messages (TRAN_MSG=true) are refused with NO_PERMISSION.
     reject_transaction_message: bool = False
+    # A 5.x client's RecallMessage of a timer message is served (recallMessageEnable; off
+    # in RocketMQ 5.3.3, which answers "recall failed, operation is forbidden").
+    recall_message_enable: bool = False
     # A half message younger than this is not checked (transactionTimeOut).
     transaction_timeout_ms: int = 6_000
     # Checks of one half message before it moves to TRANS_CHECK_MAX_TIME_TOPIC.

@@ -4,6 +4,7 @@ the proxy's 10 s, max delivery attempts, the DLQ, malformed input)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import queue
 import time
@@ -534,3 +535,53 @@ def test_rpcs_not_served_answer_unimplemented(served):
     assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
     # The server carries on.
     assert stub.QueryRoute(spb.QueryRouteRequest(topic=TOPIC), timeout=10).status.code == 20000
+
+
+def test_recall_message_cancels_a_timer_message_before_its_time(served):
+    """A timer message sent alone gets RocketMQ 5.3.3's recall handle; RecallMessage (on
+    with recallMessageEnable, off by default as in 5.3.3) stores a delete unit: the
+    message never comes, its twin due at the same time does."""
+    server, stub = served
+    ctx = server.broker.ctx
+    assert ctx is not None
+    due_ms = (int(time.time()) + 4) * 1000 + 300
+    handles = []
+    for message_id in ("01RECALLED", "01KEPT"):
+        message = pb.Message(
+            topic=TOPIC,
+            body=message_id.encode(),
+            system_properties=pb.SystemProperties(
+                message_id=message_id, tag="t", message_type=pb.MessageType.DELAY
+            ),
+        )
+        message.system_properties.delivery_timestamp.FromMilliseconds(due_ms)
+        answer = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=10)
+        assert answer.status.code == pb.Code.OK
+        handles.append(answer.entries[0].recall_handle)
+    out_ms = due_ms // 1000 * 1000
+    raw = base64.urlsafe_b64decode(handles[0]).decode()
+    assert raw == f"v1 T {ctx.broker_name} {out_ms + 1} 01RECALLED"
+    assert _send(stub, b"plain", "01PLAIN").entries[0].recall_handle == ""
+
+    def recall(handle: str) -> spb.RecallMessageResponse:
+        request = spb.RecallMessageRequest(topic=TOPIC, recall_handle=handle)
+        answer: spb.RecallMessageResponse = stub.RecallMessage(request, timeout=10)
+        return answer
+
+    forbidden = recall(handles[0])
+    assert forbidden.status.code == pb.Code.INTERNAL_SERVER_ERROR
+    assert forbidden.status.message == "recall failed, operation is forbidden"
+    ctx.config.recall_message_enable = True
+    assert recall("not a handle").status.message == "recall handle is invalid"
+    done = recall(handles[0])
+    assert (done.status.code, done.message_id) == (pb.Code.OK, "01RECALLED"), done.status
+
+    got: list[str] = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and "01KEPT" not in got:
+        got += [m.system_properties.message_id for m in _receive(stub, 60_000, 5)]
+    assert "01PLAIN" in got and "01KEPT" in got
+    got += [m.system_properties.message_id for m in _receive(stub, 60_000, 5)]
+    assert "01RECALLED" not in got
+    late = recall(handles[1])
+    assert late.status.message == "recall failed, timestamp invalid"
