@@ -568,6 +568,11 @@ class RemotingServer:
                     # Flow control: read no more requests while this connection's answers
                     # are above the high water mark (until they drain below the low one).
                     await self._drain(conn, writer)
+                if events:
+                    # The answers this read completed (inline ones, eager ones that did
+                    # not wait) go out now in one write, not a loop turn later: a
+                    # consumer's next pull waits for this one's answer.
+                    conn.flush()
                 await self._drain(conn, writer)
         except ProtocolError as e:
             log.warning("%s: closing connection from %s: %s", self.name, peer, e)
