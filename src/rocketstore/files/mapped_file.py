@@ -265,9 +265,13 @@ class MappedFile:
         self, position: int, parts: Sequence[bytes | bytearray | memoryview]
     ) -> None:
         """``write_through`` of ``parts`` one after another from ``position``, with
-        pwritev (a slave's transfers as its receive buffer holds them: no join first)."""
+        pwritev (a slave's transfers as its receive buffer holds them: no join first).
+        With the C extension the GIL is kept (see ``_native.write_parts``)."""
         views = [memoryview(part).cast("B") for part in parts]
         fd = self._write_fd(position, sum(len(view) for view in views))
+        if native_io.write_parts is not None:
+            native_io.write_parts(fd, position, views)
+            return
         views = [view for view in views if view]
         while views:
             written = os.pwritev(fd, views[:_IOV_MAX], position)

@@ -24,6 +24,12 @@ write_batch = bind(
     "rocketstore.files.mapped_file:MappedFile.write_batch",
     module=__name__,
 )
+write_parts = bind(
+    _c.write_parts,
+    "write_parts",
+    "rocketstore.files.mapped_file:MappedFile.write_through_parts",
+    module=__name__,
+)
 msync_range = bind(
     _c.msync_range, "msync_range", "rocketstore.files.mapped_file:MappedFile.flush", module=__name__
 )

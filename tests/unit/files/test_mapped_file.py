@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 from pathlib import Path
 
@@ -42,6 +43,38 @@ def test_write_through_is_seen_through_the_mapping(tmp_path: Path) -> None:
     with open(tmp_path / "00000000000000000000", "rb") as f:
         data = f.read()
     assert data[100:105] == b"hello" and data[-3:] == b"end"
+
+
+@pytest.mark.parametrize("path", ["python", "native"])
+def test_write_through_parts_writes_them_one_after_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    from rocketstore.files import mapped_file, native_io
+
+    if path == "native" and native is None:
+        pytest.skip("the C extension is not built")
+    if path == "python":
+        monkeypatch.setattr(native_io, "write_parts", None)
+        monkeypatch.setattr(mapped_file, "_IOV_MAX", 3)  # several pwritev calls
+    data = os.urandom(20_000)
+    backing = bytearray(data)
+    cuts = [0, 1, 1, 4096, 9000, 9001, 15_000, 20_000]
+    parts: list[bytes | bytearray | memoryview] = [
+        memoryview(backing)[a:b] for a, b in itertools.pairwise(cuts)
+    ]
+    parts[2] = bytes(parts[2])
+    mapped = _file(tmp_path)
+    try:
+        mapped.write_through_parts(500, parts)
+        mapped.write_through_parts(SIZE - 3, [b"e", bytearray(b"nd")])
+        mapped.write_through_parts(0, [])
+        assert mapped.read(500, 20_000) == data
+        assert mapped.read(SIZE - 3, 3) == b"end"
+        assert mapped.read(0, 500) == bytes(500)
+        with pytest.raises(StoreError, match="past the end"):
+            mapped.write_through_parts(SIZE - 3, [b"ab", b"cd"])
+    finally:
+        mapped.close()
 
 
 @pytest.mark.parametrize("write", ["write_through", "write_batch"])

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -204,6 +205,7 @@ PyObject *py_chain_private(PyObject *self, PyObject *args);
 PyObject *py_populate_write(PyObject *self, PyObject *args);
 PyObject *py_msync_range(PyObject *self, PyObject *args);
 PyObject *py_write_batch(PyObject *self, PyObject *args);
+PyObject *py_write_parts(PyObject *self, PyObject *args);
 PyObject *py_queue_units(PyObject *self, PyObject *args);
 PyObject *py_batch_columns(PyObject *self, PyObject *args);
 PyObject *py_offset_msg_ids(PyObject *self, PyObject *args);
