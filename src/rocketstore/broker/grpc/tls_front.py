@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from typing import cast
 
 from rocketstore.broker.tls import TLS_HANDSHAKE
 
@@ -44,9 +45,9 @@ class _Relay(asyncio.Protocol):
         self.port = 0  # an upstream side's local port (the key of TlsFront.peers)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(HIGH_WATER_BYTES, LOW_WATER_BYTES)
+        # (cast: uvloop's TCPTransport is no subclass of asyncio.Transport)
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(HIGH_WATER_BYTES, LOW_WATER_BYTES)
 
     def data_received(self, data: bytes) -> None:
         peer = self.peer
@@ -122,6 +123,13 @@ class _Client(_Relay):
         for chunk in self.pending:
             upstream.transport.write(chunk)
         self.pending.clear()
+        # (the server may have spoken first, before the two were linked: its preface)
+        for chunk in upstream.pending:
+            client.write(chunk)
+        upstream.pending.clear()
+        if upstream.closed:  # (gone before the two were linked)
+            client.close()
+            return
         client.resume_reading()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

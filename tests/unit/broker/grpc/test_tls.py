@@ -5,9 +5,11 @@ certificate (--tls-cert) and client certificates (--tls-client-ca) are used."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,9 @@ def test_permissive_records_the_clients_address_not_the_relays(serve, tmp_path):
         answer = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=5)
         assert answer.status.code == pb.Code.OK
         clients = set(server.front.peers.values())
+        deadline = time.monotonic() + 10  # (the dispatch to the queue is asynchronous)
+        while server.ctx.store.max_offset("T", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         result = server.ctx.store.get_messages("check", "T", 0, 0, 1)
     assert result.status is GetStatus.FOUND
     (record,) = result.messages
@@ -161,3 +166,23 @@ def test_a_client_gone_mid_handshake_leaves_the_front_serving(serve):
             sock.sendall(first)
     with grpc.insecure_channel(server.address) as channel:
         assert _route(channel) == pb.Code.OK
+
+
+def test_permissive_on_uvloop(tmp_path, monkeypatch):
+    """serve's default loop: its transports are no asyncio.Transport subclasses."""
+    uvloop = pytest.importorskip("uvloop")
+    monkeypatch.setattr(asyncio, "new_event_loop", uvloop.new_event_loop)
+    options = BrokerOptions(
+        str(tmp_path / "store"),
+        listen="127.0.0.1:0",
+        store_config=StoreConfig(mapped_file_size_commit_log=16 * 1024 * 1024),
+        grpc_listen="127.0.0.1:0",
+    )
+    with BackgroundServer(options) as server:
+        grpc_server = server.broker.grpc_server
+        assert grpc_server is not None and grpc_server.front is not None
+        assert type(server.loop).__module__.startswith("uvloop")
+        with grpc.insecure_channel(grpc_server.address) as channel:
+            assert _route(channel) == pb.Code.TOPIC_NOT_FOUND
+        with _tls(grpc_server.address, grpc_server.tls.cert_chain) as channel:
+            assert _route(channel) == pb.Code.TOPIC_NOT_FOUND
