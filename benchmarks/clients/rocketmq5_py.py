@@ -8,7 +8,7 @@ client's, which the main venv has (rocketmq_py.py drives that one).
     python rocketmq5_py.py send ENDPOINT TOPIC COUNT BODY_BYTES IN_FLIGHT
         (IN_FLIGHT 1: send() one at a time; more: send_async() with that many in flight)
     python rocketmq5_py.py simple ENDPOINT GROUP TOPIC COUNT BATCH
-        (SimpleConsumer: receive(BATCH), ack_async each message, wait for the batch's acks)
+        (SimpleConsumer: receive(BATCH), then ack() each message)
     python rocketmq5_py.py push ENDPOINT GROUP TOPIC COUNT
         (PushConsumer, a listener that returns SUCCESS)
 """
@@ -133,10 +133,10 @@ def simple(endpoint: str, group: str, topic: str, count: int, batch: int) -> Non
         began = time.perf_counter()
         messages = consumer.receive(batch, INVISIBLE_S) or []
         latencies.append((time.perf_counter() - began) * 1e6)
-        acks = [consumer.ack_async(message) for message in messages]
-        for ack in acks:
+        # One ack() at a time: 5.1.2's ack_async returns None (its return is missing).
+        for message in messages:
             try:
-                ack.result(timeout=30)
+                consumer.ack(message)
             except Exception:
                 failures += 1
         got += len(messages)
