@@ -10,7 +10,9 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
@@ -46,7 +48,9 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *                                      consumed (PROBE_FAIL_FIRST=1: the first one is answered
  *                                      FAILURE once)
  *
- * PROBE_SSL=1 enables TLS (the client's default; off here unless asked); PROBE_NAMESPACE.
+ * PROBE_SSL=1 enables TLS (the client's default; off here unless asked; the client trusts any
+ * server certificate); PROBE_NAMESPACE; PROBE_ACCESS_KEY/PROBE_SECRET_KEY sign every request
+ * (the client's MQv2-HMAC-SHA1 authorization header).
  */
 public class Grpc5Probe {
     static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
@@ -73,10 +77,15 @@ public class Grpc5Probe {
     }
 
     static ClientConfiguration config(String endpoint) {
-        return ClientConfiguration.newBuilder().setEndpoints(endpoint)
+        ClientConfigurationBuilder b = ClientConfiguration.newBuilder().setEndpoints(endpoint)
             .enableSsl("1".equals(env("PROBE_SSL", "0")))
             .setNamespace(env("PROBE_NAMESPACE", ""))
-            .setRequestTimeout(Duration.ofSeconds(10)).build();
+            .setRequestTimeout(Duration.ofSeconds(10));
+        String accessKey = env("PROBE_ACCESS_KEY", "");
+        if (!accessKey.isEmpty()) {
+            b.setCredentialProvider(new StaticSessionCredentialsProvider(accessKey, env("PROBE_SECRET_KEY", "")));
+        }
+        return b.build();
     }
 
     static Message message(String topic, int i, String body) {
