@@ -3,7 +3,8 @@
 # only the classes the probe reaches: javac -sourcepath) + its protocol classes (protoc and the
 # grpc-java plugin over rocketmq-apis' .proto files, at the commit rocketmq-clients pins as its
 # `protos` submodule) + our stand-ins + the probe, against Debian's jars (grpc-java 1.41,
-# protobuf 3.21, netty 4.1, guava, slf4j) and the OpenTelemetry 1.62.0 jars in ~/.m2.
+# protobuf 3.21, netty 4.1 with netty-tcnative for TLS, guava, slf4j) and the OpenTelemetry
+# 1.62.0 jars in ~/.m2.
 # The client imports grpc-netty-shaded (io.grpc.netty.shaded.io.grpc.netty / .io.netty), which
 # Debian does not ship: the extracted copy is rewritten to the unshaded packages (the shaded jar
 # is that code relocated).
@@ -26,7 +27,7 @@ for jar in grpc-api grpc-context grpc-core grpc-netty grpc-protobuf grpc-protobu
     protobuf protobuf-util perfmark-api gson guava error_prone_annotations jsr305 \
     geronimo-annotation-1.3-spec netty-buffer netty-common netty-transport netty-handler \
     netty-handler-proxy netty-codec netty-codec-http netty-codec-http2 netty-codec-socks \
-    netty-resolver netty-transport-native-unix-common commons-lang3 lz4-java zstd-jni \
+    netty-resolver netty-transport-native-unix-common netty-tcnative commons-lang3 lz4-java zstd-jni \
     slf4j-api slf4j-simple; do
     [ -f "$J/$jar.jar" ] || { echo "missing $J/$jar.jar (apt-get install the Debian package)" >&2; exit 1; }
     CP="$CP:$J/$jar.jar"
@@ -60,5 +61,10 @@ cp -r "$S/client/src/main/resources/META-INF" "$W/classes/"
 VERSION=$(sed -n '/<artifactId>rocketmq-client-java-parent/,/<\/version>/s/.*<version>\(.*\)<\/version>.*/\1/p' "$S/pom.xml")
 sed "s/\${project.version}/$VERSION/" "$S/client/src/main/resources-filtered/rocketmq.metadata.properties" \
     > "$W/classes/rocketmq.metadata.properties"
+# TLS: Debian's netty 4.1.48 has no ALPN in its JDK provider ("JDK provider does not support
+# ALPN protocol"), so grpc-netty needs the OpenSSL one: libnetty-tcnative-jni's library,
+# copied under the name netty looks for (a symlink is refused: the library checks its own path).
+mkdir -p "$W/jni"
+cp /usr/lib/x86_64-linux-gnu/jni/libnetty-tcnative.so "$W/jni/libnetty_tcnative.so"
 echo "$W/classes:$CP" > "$W/classpath.txt"
 echo "built $(find "$W/classes" -name '*.class' | wc -l) classes in $W ($(tr '\n' ' ' < "$W/versions.txt"))" >&2

@@ -7,5 +7,5 @@ source "$(cd "$(dirname "$0")" && pwd)/env.sh"
 mkdir -p "$WORK_DIR/tmp" "$WORK_DIR/home"
 exec java -Xmx256m -XX:TieredStopAtLevel=1 ${PROBE_JAVA_OPTS:-} \
     -Dorg.slf4j.simpleLogger.defaultLogLevel=${PROBE_LOG_LEVEL:-warn} -Dorg.slf4j.simpleLogger.showDateTime=true \
-    -Djava.io.tmpdir="$WORK_DIR/tmp" -Duser.home="$WORK_DIR/home" \
+    -Djava.library.path="$WORK_DIR/jni" -Djava.io.tmpdir="$WORK_DIR/tmp" -Duser.home="$WORK_DIR/home" \
     -cp "$(cat "$WORK_DIR/classpath.txt")" ${PROBE_MAIN:-Grpc5Probe} "$@"

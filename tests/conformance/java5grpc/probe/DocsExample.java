@@ -19,7 +19,7 @@ public class DocsExample {
         // docs:begin
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(endpoints)
-            .enableSsl(false).build();                    // the client's default is TLS
+            .build();                                     // TLS, the client's default
         Producer producer = provider.newProducerBuilder().setClientConfiguration(config)
             .setTopics("OrderEvents").build();
         SendReceipt receipt = producer.send(provider.newMessageBuilder().setTopic("OrderEvents")
