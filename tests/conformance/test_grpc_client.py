@@ -300,3 +300,19 @@ def test_fifo_group_delivers_a_message_group_in_order_one_at_a_time(py5_client, 
     assert [line["id"] for line in received] == sent, rest
     assert [line["attempt"] for line in received] == [2, 1, 1, 1]
     assert all(line["group"] == "order-1" for line in received)
+
+
+def test_the_producer_recalls_a_timer_message(py5_client, grpc_server):
+    """Producer.recall_message with the handle its send got (recallMessageEnable on): the
+    recalled message never comes, the other one due at the same time does."""
+    assert grpc_server.broker.ctx is not None
+    grpc_server.broker.ctx.config.recall_message_enable = True
+    endpoint = _endpoint(grpc_server)
+    lines = _finish(py5_client("send", endpoint, TOPIC, 2, "--delay-ms", 3000, "--recall", 1))
+    sent = [line["id"] for line in lines if line["event"] == "sent"]
+    recalled = [line for line in lines if line["event"].startswith("recall")]
+    assert len(sent) == 2, lines
+    assert recalled == [{"event": "recalled", "index": 0, "id": sent[0]}], recalled
+    run = py5_client("receive", endpoint, "GroupRecall", TOPIC, 2, 30, "ack", "--wait-s", 15)
+    received = [line["id"] for line in _finish(run) if line["event"] == "received"]
+    assert received == [sent[1]]

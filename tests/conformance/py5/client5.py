@@ -4,7 +4,8 @@ endpoint, one action per run, each result a JSON line on stdout.
 Runs in its own venv (the conformance conftest's ``py5_client``): its import name
 ``rocketmq`` is also the 0.4.4 C++ client's, which the main venv has.
 
-    client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS]
+    client5.py send ENDPOINT TOPIC COUNT [--group G] [--delay-ms MS] [--recall N]
+        (--recall N: the producer recalls its first N sends, each right after it)
     client5.py receive ENDPOINT GROUP TOPIC COUNT INVISIBLE_S ack|noack|renew [--wait-s S]
         [--batch N] [--pause-ms MS]
     client5.py push ENDPOINT GROUP TOPIC COUNT [--wait-s S]   (a PushConsumer)
@@ -78,6 +79,13 @@ def send(args: argparse.Namespace) -> int:
                 offset=getattr(receipt, "offset", None),
                 deliver_ms=deliver_ms,
             )
+            if i < args.recall:
+                try:
+                    recalled = producer.recall_message(args.topic, receipt.recall_handle)
+                except Exception as e:  # the client's ClientException and its kin
+                    emit(event="recall_error", index=i, code=getattr(e, "code", None), text=str(e))
+                else:
+                    emit(event="recalled", index=i, id=recalled)
     finally:
         producer.shutdown()
     return 0
@@ -222,6 +230,7 @@ def main() -> int:
     s.add_argument("count", type=int)
     s.add_argument("--group", default="")
     s.add_argument("--delay-ms", type=int, default=0)
+    s.add_argument("--recall", type=int, default=0)
     r = sub.add_parser("receive")
     r.add_argument("endpoint")
     r.add_argument("group")
