@@ -64,11 +64,17 @@ class GrpcTls:
         listeners' mode). Without a certificate the proxy's ``tlsTestModeEnable``: a
         self-signed certificate made at start, in permissive mode unless told."""
         if tls is None:
-            mode = TlsMode.PERMISSIVE if mode is None else mode
             if mode is TlsMode.DISABLED:
                 return cls(mode)
-            cert, key = self_signed_certificate()
-            return cls(mode, cert, key)
+            try:
+                cert, key = self_signed_certificate()
+            except ConfigError as e:
+                if mode is not None:  # asked for: a start without it would mislead
+                    raise
+                # (the default: plain clients still served, TLS ones told why not)
+                log.warning("%s: the gRPC port serves plain connections only", e)
+                return cls(TlsMode.DISABLED)
+            return cls(TlsMode.PERMISSIVE if mode is None else mode, cert, key)
         mode = tls.mode if mode is None else mode
         if mode is TlsMode.DISABLED:
             return cls(mode)

@@ -24,10 +24,11 @@ from rocketstore.broker.app import BackgroundServer, BrokerOptions
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
-from rocketstore.broker.grpc.server import GrpcServer
+from rocketstore.broker.grpc.server import GrpcServer, GrpcTls
 from rocketstore.broker.tls import ServerTls, TlsMode
 from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.config import StoreConfig
+from rocketstore.errors import ConfigError
 from rocketstore.status import GetStatus
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command")
@@ -186,3 +187,10 @@ def test_permissive_on_uvloop(tmp_path, monkeypatch):
             assert _route(channel) == pb.Code.TOPIC_NOT_FOUND
         with _tls(grpc_server.address, grpc_server.tls.cert_chain) as channel:
             assert _route(channel) == pb.Code.TOPIC_NOT_FOUND
+
+
+def test_without_openssl_the_default_is_plain(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert GrpcTls.configure(None, None).mode is TlsMode.DISABLED
+    with pytest.raises(ConfigError, match="openssl"):
+        GrpcTls.configure(None, TlsMode.ENFORCING)
