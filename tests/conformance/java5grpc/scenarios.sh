@@ -111,4 +111,23 @@ sent = {d['messageId']: d for d in lines('s8_timer_restart', 'sent')}
 got = lines('s8_timer_restart_consume', 'recv')
 early = [(d['recvAt'] - sent[d['messageId']]['deliveryTimestamp']) / 1000 for d in got]
 print('PASS' if $rc == 0 and $rc2 == 0 and len(got) == 1 and min(early) >= 0 else 'FAIL rc=$rc/$rc2', 'received', ['%+.2f s' % x for x in early], 'from the delivery time')")"
+# The ACL: the broker restarted with --acl, one account that may publish and subscribe TA
+# only, and consume as g_acl only (and an admin account, with which serve's broker signs its
+# registration at its own name server: without one, serve stops).
+printf '%s\n' 'accounts:' '- accessKey: rocketstoreAdmin' '  secretKey: adminSecret1' '  admin: true' \
+    '- accessKey: javaProbe' '  secretKey: javaSecret1' \
+    '  defaultTopicPerm: DENY' '  defaultGroupPerm: DENY' '  topicPerms:' '  - TA=PUB|SUB' \
+    '  groupPerms:' '  - g_acl=SUB' > plain_acl.yml; chmod 600 plain_acl.yml
+"$HERE/broker.sh" restart --acl "$WORK_DIR/plain_acl.yml" "$@" > /dev/null
+export PROBE_ACCESS_KEY=javaProbe PROBE_SECRET_KEY=javaSecret1
+rc=$(run s9_acl_produce 60 $R produce $EP TA 3)
+rc2=$(run s9_acl_simple 60 $R simple $EP TA g_acl 3 30)
+rc3=$(PROBE_SECRET_KEY=wrong run s9_acl_wrong_secret 60 $R produce $EP TA 1)
+rc4=$(PROBE_ACCESS_KEY= run s9_acl_unsigned 60 $R produce $EP TA 1)
+rc5=$(run s9_acl_other_topic 60 $R produce $EP T_ci 1)
+rc6=$(run s9_acl_other_group 60 $R simple $EP TA g_other 1 10)
+unset PROBE_ACCESS_KEY PROBE_SECRET_KEY
+why() { grep -o -m1 -E 'response-code=[0-9]+\] [^,]{0,60}|UNAUTHORIZED[^,]{0,80}' out/$1.err | head -1; }
+res "9 ACL: signed send 3 + receive (account's topic, group)" "$([ $rc = 0 ] && [ $rc2 = 0 ] && echo PASS || echo FAIL rc=$rc/$rc2)"
+res "9 ACL: wrong secret, unsigned, other topic, other group" "$([ $rc3 != 0 ] && [ $rc4 != 0 ] && [ $rc5 != 0 ] && [ $rc6 != 0 ] && [ $(grep -c '"recv"' out/s9_acl_other_group.jsonl) = 0 ] && echo PASS refused || echo FAIL rc=$rc3/$rc4/$rc5/$rc6) ($(why s9_acl_wrong_secret); $(why s9_acl_unsigned); $(why s9_acl_other_topic); $(why s9_acl_other_group))"
 grep -h -i -E 'error|traceback|not supported' broker.log | sort | uniq -c | head -20
