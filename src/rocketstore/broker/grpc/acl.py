@@ -226,35 +226,43 @@ class AclInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # (grpc
             return handler
         method = str(handler_call_details.method).rpartition("/")[2]
         answer = getattr(spb, f"{method}Response", None)
-        if handler.unary_unary is not None and answer is not None:
+        if answer is not None and "status" not in answer.DESCRIPTOR.fields_by_name:
+            answer = None  # (no status to answer with: the call is aborted instead)
+        if handler.unary_unary is not None:
             return self._unary(handler, answer)
-        if handler.unary_stream is not None and answer is not None:
+        if handler.unary_stream is not None:
             return self._server_stream(handler, answer)
         if handler.stream_stream is not None and method == "Telemetry":
             return self._telemetry(handler)
-        return handler
+        return handler  # (MessagingService has no other kind of call)
 
-    def _unary(self, handler: grpc.RpcMethodHandler, answer: Any) -> grpc.RpcMethodHandler:
+    def _unary(self, handler: grpc.RpcMethodHandler, answer: Any | None) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
 
         async def call(request: Message, context: Any) -> Any:
             refused = self._verdict(request, context)
             if refused is not None:
-                return answer(status=_refusal(refused))
+                if answer is not None:
+                    return answer(status=_refusal(refused))
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused.message)
             return await inner(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
             call, handler.request_deserializer, handler.response_serializer
         )
 
-    def _server_stream(self, handler: grpc.RpcMethodHandler, answer: Any) -> grpc.RpcMethodHandler:
+    def _server_stream(
+        self, handler: grpc.RpcMethodHandler, answer: Any | None
+    ) -> grpc.RpcMethodHandler:
         inner = handler.unary_stream
 
         async def call(request: Message, context: Any) -> AsyncIterator[Any]:
             refused = self._verdict(request, context)
             if refused is not None:
-                yield answer(status=_refusal(refused))
-                return
+                if answer is not None:
+                    yield answer(status=_refusal(refused))
+                    return
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused.message)
             async for item in inner(request, context):
                 yield item
 
