@@ -108,6 +108,13 @@ def test_python_client_with_credentials(py5_client, acl_grpc_server, monkeypatch
     assert len(sent) == 2
     lines = _finish(py5_client("receive", endpoint, "GroupOpen", "AclOpen", 2, 20, "ack"))
     assert {e["id"] for e in _events(lines, "received")} == {e["id"] for e in sent}
+    # a group it has no permission for: the proxy's code and the ACL's words
+    lines = _finish(
+        py5_client("receive", endpoint, "GroupOther", "AclOpen", 1, 20, "ack", "--wait-s", 8)
+    )
+    (error,) = _events(lines, "error")
+    assert error["code"] == 40100
+    assert "No default permission for group:GroupOther" in error["text"]
     # a topic it may only subscribe to: the route is given (ANY), the send refused
     refused = _finish(py5_client("send", endpoint, "AclReadOnly", 1))
     assert _events(refused, "error") and not _events(refused, "sent")
@@ -123,6 +130,9 @@ def test_nodejs_client_with_credentials(js5_client, acl_grpc_server, monkeypatch
     endpoint = _endpoint(acl_grpc_server)
     _account(monkeypatch, "limited1", "limited-secret")
     assert len(_events(_finish(js5_client("send", endpoint, "AclOpen", 1)), "sent")) == 1
+    # a PushConsumer: its telemetry settings (SUB on the group and topic), auto-renewed receives
+    lines = _finish(js5_client("push", endpoint, "GroupOpen", "AclOpen", 1, 40))
+    assert len(_events(lines, "consumed")) == 1
     _account(monkeypatch, "limited1", "not-the-secret")
     # (refused at the producer's startup: the client exits with a 'fatal' line)
     refused = js5_client("send", endpoint, "AclOpen", 1).finish(110)
