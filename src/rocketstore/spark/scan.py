@@ -10,41 +10,33 @@ costly to repeat: they validate the CommitLog's tail).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import logging
-import mmap
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from rocketstore.config import StoreConfig
 from rocketstore.errors import (
-    CorruptDataError,
     DataLossError,
-    IncompleteDataError,
     NotAStoreError,
 )
-from rocketstore.files.holes import next_data_finder
-from rocketstore.files.mapped_file_queue import offset_file_path
-from rocketstore.files.store_dir import missing_commitlog, with_dledger
+from rocketstore.files.store_dir import missing_commitlog
 from rocketstore.format import record as rec
 from rocketstore.format import sysflag
 from rocketstore.format.message import MessageExt
 from rocketstore.format.queue_unit import decode_units
-from rocketstore.format.record_scan import NextData, Records
 from rocketstore.format.subscription import Subscription, parse_subscription
 from rocketstore.java_ints import JAVA_INT_MAX
 from rocketstore.paths import CommitLogDirs
 from rocketstore.spark import light_rows
 from rocketstore.spark.arrow_records import decode_records
-from rocketstore.spark.columns import ALWAYS_DECODED, RowBuffer, project
-from rocketstore.spark.commitlog_runs import partition_runs
-from rocketstore.spark.options import EARLIEST, LATEST, MODE_COMMITLOG, ReadOptions
+from rocketstore.spark.columns import ALWAYS_DECODED, project
+from rocketstore.spark.commitlog_scan import commitlog_batches, commitlog_rows, store_config
+from rocketstore.spark.options import MODE_COMMITLOG, ReadOptions
 from rocketstore.spark.plan import (
     CommitLogPartition,
     DispatchedLookup,
@@ -53,6 +45,7 @@ from rocketstore.spark.plan import (
     QueuePartition,
 )
 from rocketstore.spark.pushdown import Pushed
+from rocketstore.spark.scan_filters import NOTHING_PUSHED, accepts, apply_pushed, row_batches
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -60,7 +53,6 @@ log = logging.getLogger(__name__)
 FAST_CHUNK_UNITS = 8192  # consume-queue units decoded column-wise at a time
 MAX_REGION_BYTES = 16 * 1024 * 1024  # CommitLog bytes copied out per record batch
 MATCH_ALL = parse_subscription(None)
-NOTHING_PUSHED = Pushed()
 
 _STORES: dict[tuple[str, CommitLogDirs], MessageStore] = {}
 _STORES_LOCK = threading.Lock()
@@ -88,39 +80,12 @@ def open_store(options: ReadOptions) -> MessageStore:
         return store
 
 
-def store_config(options: ReadOptions) -> StoreConfig:
-    """The settings the store of ``options`` is read with: its CommitLog directories, and
-    the DLedger log its directory holds, if any (files.store_dir.with_dledger)."""
-    config = StoreConfig(
-        store_path_commit_log=options.store_path_commit_log,
-        read_only_commit_log_store_paths=options.read_only_commit_log_store_paths,
-        enable_dledger_commit_log=bool(options.store_path_dledger_commit_log.strip()),
-        store_path_dledger_commit_log=options.store_path_dledger_commit_log,
-    )
-    return with_dledger(os.path.abspath(options.path), config)
-
-
 def close_stores() -> None:
     """Close every store this process opened (tests; workers simply exit)."""
     with _STORES_LOCK:
         for store in _STORES.values():
             store.close()
         _STORES.clear()
-
-
-def _batches(
-    rows: Iterator[tuple[MessageExt, int]],
-    include_body: bool,
-    queue: tuple[str, int] | None = None,
-) -> Iterator[Any]:
-    """Rows in Arrow batches; ``queue``: the (topic, queue id) they were read through."""
-    buffer = RowBuffer(include_body)
-    for message, queue_offset in rows:
-        buffer.append(message, queue_offset, queue)
-        if buffer.full:
-            yield buffer.take()
-    if len(buffer):
-        yield buffer.take()
 
 
 def read_partition(
@@ -173,32 +138,18 @@ def _read(
     if isinstance(partition, QueuePartition):
         store = open_store(options)
         rows = _queue_rows(store, partition, subscription, pushed, options.include_body)
-        return _batches(rows, options.include_body, (partition.topic, partition.queue_id))
+        return row_batches(rows, options.include_body, (partition.topic, partition.queue_id))
     if isinstance(partition, KeyPartition):
         store = open_store(options)
         rows = _key_rows(store, partition, subscription, pushed)
     elif isinstance(partition, CommitLogPartition):
         # Key filters and SQL92 selectors are checked per record.
         if not pushed.by_index and subscription.selector is None:
-            return _commitlog_batches(partition, options, subscription, pushed, needed)
-        rows = _commitlog_rows(partition, options, subscription, pushed)
+            return commitlog_batches(partition, options, subscription, pushed, needed)
+        rows = commitlog_rows(partition, options, subscription, pushed)
     else:  # Spark's placeholder when a plan has no partitions
         return iter(())
-    return _batches(rows, options.include_body)
-
-
-def _accepts(
-    pushed: Pushed, message: MessageExt, queue_offset: int, queue: tuple[str, int] | None = None
-) -> bool:
-    topic, queue_id = queue if queue is not None else (message.topic, message.queue_id)
-    return pushed.accepts_row(
-        topic,
-        queue_id,
-        queue_offset,
-        message.store_timestamp,
-        message.keys,
-        message.uniq_key,
-    )
+    return row_batches(rows, options.include_body)
 
 
 def _queue_rows(
@@ -225,7 +176,7 @@ def _queue_rows(
                 continue  # the record went with retention
             data, view = found
             message = rec.to_message_ext(data, view, read_body=include_body)
-            if subscription.match_properties(message.properties) and _accepts(
+            if subscription.match_properties(message.properties) and accepts(
                 pushed, message, offset + i, (part.topic, part.queue_id)
             ):
                 yield message, offset + i
@@ -273,10 +224,10 @@ def _queue_batches(
         if batches is None:
             stretch = dataclasses.replace(part, start=offset, end=offset + count)
             rows = _queue_rows(store, stretch, MATCH_ALL, pushed, include_body)
-            yield from _batches(rows, include_body, (part.topic, part.queue_id))
+            yield from row_batches(rows, include_body, (part.topic, part.queue_id))
         else:
             for batch in batches:
-                kept = _apply_pushed(batch, pushed)
+                kept = apply_pushed(batch, pushed)
                 if kept.num_rows:
                     yield kept
 
@@ -351,42 +302,6 @@ def _decode_in_place(
         )
 
 
-def _apply_pushed(batch: Any, pushed: Pushed) -> Any:
-    """The rows of ``batch`` that every pushed filter accepts (as ``Pushed.accepts_row``):
-    offset and time bounds, topics and queues, and the ``key`` / ``uniqKey`` values (a
-    light queue read with pushed key filters is scanned, not looked up in the index)."""
-    if pushed == NOTHING_PUSHED:
-        return batch
-    import pyarrow as pa  # noqa: PLC0415
-
-    offsets = batch.column("offset").to_numpy()
-    times_ms = batch.column("timestamp").cast(pa.int64()).to_numpy() // 1000
-    keep = np.ones(batch.num_rows, dtype=bool)
-    if pushed.offset_min is not None:
-        keep &= offsets >= pushed.offset_min
-    if pushed.offset_max is not None:
-        keep &= offsets < pushed.offset_max
-    if pushed.time_min_ms is not None:
-        keep &= times_ms >= pushed.time_min_ms
-    if pushed.time_max_ms is not None:
-        keep &= times_ms < pushed.time_max_ms
-    if pushed.topics is not None or pushed.queue_ids is not None:
-        topics = batch.column("topic").to_pylist()
-        queue_ids = batch.column("partition").to_numpy()
-        keep &= np.array(
-            [
-                (pushed.topics is None or t in pushed.topics)
-                and (pushed.queue_ids is None or int(q) in pushed.queue_ids)
-                for t, q in zip(topics, queue_ids, strict=True)
-            ],
-            dtype=bool,
-        )
-    for values, column in ((pushed.keys, "key"), (pushed.uniq_keys, "uniqKey")):
-        if values is not None:
-            keep &= np.asarray(_is_in(batch.column(column), sorted(values)), dtype=bool)
-    return batch if keep.all() else batch.filter(pa.array(keep))
-
-
 def _lost(part: QueuePartition, first: int, end: int, why: str) -> None:
     raise DataLossError(
         f"the streaming query lost messages: topic {part.topic!r} queue {part.queue_id}: "
@@ -409,7 +324,7 @@ def _key_rows(
         span = wanted.get(message.queue_id)
         if span is None or not span[0] <= message.queue_offset < span[1]:
             continue
-        if subscription.match_properties(message.properties) and _accepts(
+        if subscription.match_properties(message.properties) and accepts(
             pushed, message, message.queue_offset
         ):
             yield message, message.queue_offset
@@ -453,265 +368,5 @@ def _dispatched_key_rows(
                 if span is None or not span[0] <= offset < span[1] or (*where, offset) in seen:
                     continue
                 seen.add((*where, offset))
-                if subscription.match_properties(copy.properties) and _accepts(
-                    pushed, copy, offset
-                ):
+                if subscription.match_properties(copy.properties) and accepts(pushed, copy, offset):
                     yield copy, offset
-
-
-class _Bounds(NamedTuple):
-    """A queue's read bounds from the options: queue offsets and store times (ms), each
-    inclusive at the start and exclusive at the end, None where unbounded."""
-
-    offset_min: int | None
-    offset_max: int | None
-    time_min: int | None
-    time_max: int | None
-
-    def accepts(self, queue_offset: int, store_ms: int) -> bool:
-        return (
-            (self.offset_min is None or queue_offset >= self.offset_min)
-            and (self.offset_max is None or queue_offset < self.offset_max)
-            and (self.time_min is None or store_ms >= self.time_min)
-            and (self.time_max is None or store_ms < self.time_max)
-        )
-
-
-def _bounds(options: ReadOptions, topic: str, qid: int) -> _Bounds:
-    """The options' numeric offsets and timestamps for one queue (there is no queue to
-    resolve -2/-1 against in ``mode=commitlog``: those bound nothing here)."""
-    found: list[int | None] = []
-    for bound in (options.start, options.end):
-        offset = bound.offsets.get((topic, qid))
-        found.append(None if offset in (None, EARLIEST, LATEST) else offset)
-    stamps = [b.timestamp_ms if b.timestamp_ms is not None else b.timestamps.get((topic, qid))
-              for b in (options.start, options.end)]  # fmt: skip
-    return _Bounds(found[0], found[1], stamps[0], stamps[1])
-
-
-def _within_options(
-    options: ReadOptions, topic: str, qid: int, queue_offset: int, store_ms: int
-) -> bool:
-    """The options' selection and bounds, checked per row (no queue to resolve them)."""
-    if not options.selection.accepts(topic, qid):
-        return False
-    return _bounds(options, topic, qid).accepts(queue_offset, store_ms)
-
-
-def _commitlog_rows(
-    part: CommitLogPartition, options: ReadOptions, subscription: Subscription, pushed: Pushed
-) -> Iterator[tuple[MessageExt, int]]:
-    """A CommitLog partition record by record (the reference path; reads with pushed key
-    filters take it): the walker's records (:func:`.commitlog_runs.partition_runs`)."""
-    with _mapped_commitlog_file(options, part) as mapped:
-        if mapped is None:
-            return
-        view, path, next_data = mapped
-        for records in _partition_runs(view, path, part, next_data):
-            for position in records.position.tolist():
-                yield from _record_row(view, path, position, options, subscription, pushed)
-
-
-def _partition_runs(
-    buf: memoryview, path: str, part: CommitLogPartition, next_data: NextData
-) -> Iterator[Records]:
-    return partition_runs(buf, path, part.file_offset, part.start, part.end,
-                          framed=part.framed, next_data=next_data)  # fmt: skip
-
-
-@contextlib.contextmanager
-def _mapped_commitlog_file(
-    options: ReadOptions, part: CommitLogPartition
-) -> Iterator[tuple[memoryview, str, NextData] | None]:
-    """The partition's CommitLog file mapped read-only (view, path, and where data may
-    start from a position on: holes are skipped unread); None when it is empty or went
-    with retention before it was read."""
-    path = offset_file_path(
-        store_config(options).commit_log_dirs(os.path.abspath(options.path)).all,
-        part.file_offset,
-    )
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed in the finally below
-    except FileNotFoundError:
-        log.warning("%s went with retention before it was read", path)
-        yield None
-        return
-    try:
-        length = os.fstat(handle.fileno()).st_size
-        if length == 0:
-            yield None
-            return
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        view = memoryview(mapped)
-        try:
-            yield view, path, next_data_finder(handle.fileno(), length)
-        finally:
-            view.release()
-            mapped.close()
-    finally:
-        handle.close()
-
-
-def _record_row(
-    buf: memoryview,
-    path: str,
-    position: int,
-    options: ReadOptions,
-    subscription: Subscription,
-    pushed: Pushed,
-) -> Iterator[tuple[MessageExt, int]]:
-    """The record at ``position`` as a row, when the options, tags and pushed filters take
-    it (nothing otherwise)."""
-    try:
-        view = rec.read_record(buf, position)
-    except (CorruptDataError, IncompleteDataError) as e:
-        raise CorruptDataError(str(e), path=path, position=position) from e
-    assert not isinstance(view, rec.Blank)
-    if not sysflag.gets_queue_entry(view.sys_flag):
-        return
-    message: MessageExt | None = None
-    if _within_options(options, view.topic, view.queue_id, view.queue_offset, view.store_timestamp):
-        message = rec.to_message_ext(buf, view, read_body=options.include_body)
-        if subscription.match_properties(message.properties) and _accepts(
-            pushed, message, view.queue_offset
-        ):
-            yield message, view.queue_offset
-    if not light_rows.may_have_copies(buf, view):
-        return
-    if message is None:
-        message = rec.to_message_ext(buf, view, read_body=options.include_body)
-    for copy, queue_offset in light_rows.message_copies(message):
-        if (
-            _within_options(options, copy.topic, copy.queue_id, queue_offset, view.store_timestamp)
-            and subscription.match_properties(copy.properties)
-            and _accepts(pushed, copy, queue_offset)
-        ):
-            yield copy, queue_offset
-
-
-def _commitlog_batches(
-    part: CommitLogPartition,
-    options: ReadOptions,
-    subscription: Subscription,
-    pushed: Pushed,
-    needed: frozenset[str] | None,
-) -> Iterator[Any]:
-    """A CommitLog partition decoded column-wise (:mod:`.arrow_records`), one walker run
-    (at most 4 MiB of records) at a time, the options applied to each batch. A run that
-    decoder declines goes through the per-record path; damage fails the read, naming the
-    file, the position and the walker's reason."""
-    with _mapped_commitlog_file(options, part) as mapped:
-        if mapped is None:
-            return
-        view, path, next_data = mapped
-        for records in _partition_runs(view, path, part, next_data):
-            yield from _run_batches(view, path, part.file_offset, records, options,
-                                    subscription, pushed, needed)  # fmt: skip
-
-
-def _run_batches(
-    buf: memoryview,
-    path: str,
-    file_offset: int,
-    records: Records,
-    options: ReadOptions,
-    subscription: Subscription,
-    pushed: Pushed,
-    needed: frozenset[str] | None,
-) -> Iterator[Any]:
-    """The walker's ``records`` column-wise with the options applied, or record by record
-    when the decoder declines them."""
-    batch = _decode_run(buf, file_offset, records, options, needed)
-    if batch is None:
-        rows = (
-            row
-            for position in records.position.tolist()
-            for row in _record_row(buf, path, position, options, subscription, pushed)
-        )
-        yield from _batches(rows, options.include_body)
-        return
-    for decoded in (batch, light_rows.batch_copies(batch)):
-        if decoded is not None:
-            kept = _filter_chunk(decoded, options, subscription, pushed)
-            if kept.num_rows:
-                yield kept
-
-
-def _decode_run(
-    buf: memoryview,
-    file_offset: int,
-    records: Records,
-    options: ReadOptions,
-    needed: frozenset[str] | None,
-) -> Any | None:
-    """The walker's ``records`` (one run: ascending positions in one file) as a
-    column-wise batch, decoded where they lie in the mapping (every column the decoder
-    returns is a copy of its own, so the view can be released afterwards)."""
-    positions = records.position
-    low = int(positions[0])
-    high = int(positions[-1] + records.size[-1])
-    with buf[low:high] as region:
-        return decode_records(
-            region,
-            positions - low,
-            file_offset + positions,
-            records.size,
-            records.queue_offset,
-            options.include_body,
-            needed,
-        )
-
-
-def _filter_chunk(
-    batch: Any, options: ReadOptions, subscription: Subscription, pushed: Pushed
-) -> Any:
-    """The rows the per-record path keeps: records with a queue entry, in the selected
-    queues, within the options' offset and time bounds, with a matching tag, accepted by
-    the pushed filters."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    flags = batch.column("sysFlag").to_numpy().astype(np.int64)
-    transaction = flags & sysflag.TRANSACTION_MASK
-    keep = (transaction == sysflag.TRANSACTION_NOT_TYPE) | (
-        transaction == sysflag.TRANSACTION_COMMIT_TYPE
-    )
-    offsets = batch.column("offset").to_numpy()
-    store_ms = batch.column("timestamp").cast(pa.int64()).to_numpy() // 1000
-    encoded = batch.column("topic").dictionary_encode()
-    topic_codes = np.asarray(encoded.indices).astype(np.int64)
-    topics = encoded.dictionary.to_pylist()
-    queue_ids = batch.column("partition").to_numpy().astype(np.int64)
-    pairs = topic_codes * (1 << 32) + queue_ids
-    distinct, inverse = np.unique(pairs, return_inverse=True)
-    for k, pair in enumerate(distinct.tolist()):
-        topic, qid = topics[pair >> 32], pair & 0xFFFFFFFF
-        mine = inverse == k
-        if not options.selection.accepts(topic, qid):
-            keep &= ~mine
-            continue
-        low, high, early, late = _bounds(options, topic, qid)
-        outside = np.zeros(len(offsets), dtype=bool)
-        if low is not None:
-            outside |= offsets < low
-        if high is not None:
-            outside |= offsets >= high
-        if early is not None:
-            outside |= store_ms < early
-        if late is not None:
-            outside |= store_ms >= late
-        keep &= ~(mine & outside)
-    if not subscription.matches_all:
-        tags = batch.column("tags")
-        wanted = [t for t in tags.unique().to_pylist() if subscription.match_tags(t)]
-        keep &= np.asarray(_is_in(tags, wanted), dtype=bool)
-    kept = batch if keep.all() else batch.filter(pa.array(keep))
-    return _apply_pushed(kept, pushed)
-
-
-def _is_in(values: Any, wanted: list[Any]) -> Any:
-    """Whether each value is one of ``wanted`` (a null is never)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    found = pc.is_in(values, value_set=pa.array(wanted, values.type))
-    return pc.fill_null(found, False).to_numpy(zero_copy_only=False)
