@@ -34,6 +34,7 @@ import json
 import logging
 import socket
 import time
+from typing import cast
 
 from rocketstore.broker.broker_config import BrokerConfig, signed
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
@@ -93,8 +94,9 @@ class MasterStream(asyncio.BufferedProtocol):
         self._arrived = asyncio.Event()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # (uvloop's transports have a Transport's methods but are not its subclasses: an
+        # isinstance check here stopped every slave on the broker's default loop.)
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return memoryview(self._buf)[self._filled : self._filled + READ_BYTES]

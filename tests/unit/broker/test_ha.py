@@ -261,6 +261,28 @@ async def within_result(future: Future[T]) -> T:
     return await asyncio.wait_for(asyncio.wrap_future(future), 10)
 
 
+def test_a_slave_follows_on_uvloop(tmp_path: Path) -> None:
+    # uvloop is serve's default loop where it is installed, and its transports are not
+    # asyncio.Transport subclasses.
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed")
+
+    async def main() -> None:
+        master, slave = await _pair(tmp_path, role="ASYNC_MASTER")
+        try:
+            assert master.ctx is not None and slave.ctx is not None
+            for i in range(50):
+                assert (await master.ctx.put(_message(i), 10)).ok
+            end = master.ctx.store.max_commit_log_offset()
+            slave_store = slave.ctx.store
+            await until(lambda: slave_store.max_commit_log_offset() == end, "the slave's end")
+        finally:
+            await _stop(slave, master)
+        assert _files(tmp_path / "slave") == _files(tmp_path / "master")
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
+
+
 def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
     async def main() -> None:
         master, slave = await _pair(tmp_path, role="ASYNC_MASTER")
