@@ -296,6 +296,28 @@ def test_send_batch_stores_each_messages_property_bytes_then_the_batchs(
     assert [m.body for m in ctx.store.query_messages("TB", "k1")] == [b"m1"]
 
 
+def test_a_batchs_own_uniq_key_is_not_appended_to_its_entries(ctx: BrokerContext) -> None:
+    """A 5.x client's batch has a UNIQ_KEY of its own (DefaultMQProducer.batch:
+    MessageClientIDSetter.setUniqID(msgBatch)). Appended after each entry's, every entry
+    would decode with the batch's id (RocketMQ issue #9416): an idempotent consumer would
+    drop all but one. The batch's other properties are still appended, as 4.9.8 does."""
+    entries = [BatchEntry(0, f"m{i}".encode(), {"UNIQ_KEY": f"U{i}"}) for i in range(3)]
+    answer = call(
+        ctx,
+        RequestCode.SEND_BATCH_MESSAGE,
+        send_v2("TU", queue_id=0, properties="WAIT\x01true\x02UNIQ_KEY\x01BATCH"),
+        encode_batch(entries),
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    ctx.store.wait_dispatched()
+    records = decode_records(pull(ctx, "TU", 0, 0).body)
+    assert [m.properties["UNIQ_KEY"] for m in records] == ["U0", "U1", "U2"]
+    assert all(m.properties["WAIT"] == "true" for m in records)
+    for record in records:
+        raw = ctx.store.commitlog.read(record.commit_log_offset, record.size)
+        assert raw is not None and b"BATCH" not in raw
+
+
 def test_pull_statuses(ctx: BrokerContext) -> None:
     assert pull(ctx, "Nope", 0, 0).code == ResponseCode.TOPIC_NOT_EXIST
     call(ctx, RequestCode.SEND_MESSAGE_V2, send_v2("TP"), b"x")

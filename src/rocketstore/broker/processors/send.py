@@ -465,6 +465,10 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> Re
     # the batch's own properties (the header's and CLUSTER, WAIT kept, in HashMap order).
     shared = props.decode_properties_str(header.properties)
     shared[props.CLUSTER] = ctx.cluster_name
+    # Except the batch's own UNIQ_KEY (a 5.x client gives the batch one): after each
+    # entry's, it would be every entry's message id once decoded, the last value winning
+    # (RocketMQ issue #9416; docs/format.md section 13).
+    shared.pop(props.UNIQ_KEY, None)
     batch_text = props.encode_properties_str(java_hashmap_ordered(shared))
     sys_flag = header.sys_flag
     if checked.topic_filter_type == MULTI_TAG:
