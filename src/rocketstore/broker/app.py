@@ -66,6 +66,8 @@ if TYPE_CHECKING:  # grpcio is an extra: imported at run time only when served
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_MS = 10_000
+# How long `serve` waits for its broker to register with its own name server.
+REGISTER_WAIT_S = 10
 # Requests whose answers carry stored messages (server.MAX_BULKY_PER_CONNECTION).
 # The hot requests a connection's read loop runs at once up to their first wait
 # (server.start_eagerly); their paths were checked not to need a task of their own before
@@ -618,11 +620,28 @@ class ServeApp:
         self.broker = BrokerApp(self.options)
         try:
             await self.broker.start()
-            assert self.broker.registrar is not None
-            await within(self.broker.registrar.registered.wait(), 10)
+            registrar = self.broker.registrar
+            assert registrar is not None
+            try:
+                await within(registrar.registered.wait(), REGISTER_WAIT_S)
+            except TimeoutError:
+                raise ConfigError(self._unregistered(registrar.last_failure)) from None
         except BaseException:
             await self.stop()
             raise
+
+    def _unregistered(self, why: str) -> str:
+        text = (
+            f"the broker did not register with its name server within {REGISTER_WAIT_S} s"
+            f" ({why or 'no answer'})"
+        )
+        acl = self.namesrv.acl_file
+        if acl is not None and registration_credentials(acl.config) is None:
+            text += (
+                f"; {acl.path} has no admin account to sign the registration with: add one "
+                "(admin: true) or white-list the broker's address (globalWhiteRemoteAddresses)"
+            )
+        return text
 
     async def stop(self) -> None:
         if self.broker is not None:

@@ -68,6 +68,8 @@ class Registrar(BackgroundLoop):
         self.on_master: Callable[[str, str], None] | None = None
         # Signs (un)registrations for name servers with an ACL (None: unsigned).
         self.credentials: SessionCredentials | None = None
+        # Why the last registration failed ("" once one succeeded): for a start that waits.
+        self.last_failure = ""
 
     def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
         return cmd if self.credentials is None else sign_request(cmd, self.credentials)
@@ -95,12 +97,15 @@ class Registrar(BackgroundLoop):
                 )
             except RemotingClientError as e:
                 log.warning("register with name server %s failed: %s", client.address, e)
+                self.last_failure = f"name server {client.address}: {e}"
                 continue
             if answer.code != ResponseCode.SUCCESS:
                 log.warning(
                     "name server %s refused registration: %s", client.address, answer.remark
                 )
+                self.last_failure = f"name server {client.address} refused it: {answer.remark}"
                 continue
+            self.last_failure = ""
             self.registered.set()
             if self.on_master is not None:
                 ext = answer.ext_fields

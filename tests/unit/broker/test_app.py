@@ -468,3 +468,27 @@ def test_cli_serve_brokers_children_stop_when_serve_is_sigkilled(tmp_path: Path)
             process.wait()
         for pid in _pids_running(str(second_store)):  # (only if the test failed)
             os.kill(pid, signal.SIGKILL)
+
+
+def test_serve_names_why_its_broker_could_not_register(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ACL file with no admin account: the embedded name server refuses the broker's
+    unsigned registration. The start fails naming the refusal and the fix, not with a
+    bare TimeoutError."""
+    import rocketstore.broker.app as app_module
+
+    monkeypatch.setattr(app_module, "REGISTER_WAIT_S", 1)
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(
+        "accounts:\n  - accessKey: user1234\n    secretKey: secret12345\n    admin: false\n"
+    )
+    options = BrokerOptions(
+        str(tmp_path / "s"), listen="127.0.0.1:0", store_config=small_store(), acl_file=str(acl)
+    )
+    with pytest.raises(ConfigError) as caught:
+        BackgroundServer(options).start()
+    text = str(caught.value)
+    assert "did not register with its name server within 1 s" in text
+    assert "NO_ACCESS_KEY" in text
+    assert f"{acl} has no admin account" in text
