@@ -104,6 +104,10 @@ def run_cli(
         click.formatting.FORCED_WIDTH = None  # the isolation's 80 columns; COLUMNS decides
         time.tzset()
         root.handlers = []  # so that basicConfig logs to this run's stderr, as it would
+        # A new process's levels: an earlier in-process serve (tests/unit/broker) leaves
+        # the rocketstore logger at INFO, and its lines would reach this run's stderr.
+        root.setLevel(logging.WARNING)
+        ours.setLevel(logging.NOTSET)
         try:
             code = main([str(arg) for arg in args])
         except SystemExit as e:  # as the interpreter ends on it

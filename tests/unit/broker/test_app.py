@@ -30,6 +30,7 @@ from rocketstore.errors import ConfigError
 from rocketstore.paths import ABORT_FILE
 from rocketstore.remoting.blocking import RemotingClientError
 from rocketstore.store import MessageStore
+from tests.cli.cli_helpers import run_cli
 from tests.unit.broker.broker_helpers import small_store
 
 
@@ -258,13 +259,15 @@ def test_registration_body_carries_the_topic_table(tmp_path: Path) -> None:
         assert body["filterServerList"] == []
 
 
-def test_a_busy_port_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_busy_port_is_named(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         address = f"127.0.0.1:{busy.getsockname()[1]}"
-        assert main(["--store", str(tmp_path / "s"), "namesrv", "--listen", address]) == 1
-    assert f"cannot listen on {address}" in capsys.readouterr().err
+        # run_cli: serve's logging levels are put back (they leaked into later CLI tests).
+        run = run_cli("--store", tmp_path / "s", "namesrv", "--listen", address)
+    assert run.code == 1
+    assert f"cannot listen on {address}" in run.err
 
 
 def test_a_delayed_message_survives_a_restart(tmp_path: Path) -> None:
