@@ -18,7 +18,7 @@ import dataclasses
 import os
 import sys
 
-from rocketstore import MessageStore, index
+from rocketstore import MessageStore, index_file
 from rocketstore.errors import StoreError
 from tests.crash.crash_writer import config, message
 
@@ -60,7 +60,7 @@ def main() -> None:
         # entries, about 1,100 messages) ahead of the writer: within a file the next
         # reservation meets the full disk before a CommitLog file (1 MiB, about 4,000
         # messages) or a queue file (1,200 units) rolls.
-        index.ENTRIES_RESERVE_BYTES = 64 * 1024
+        index_file.ENTRIES_RESERVE_BYTES = 64 * 1024
         settings = settings.replace(
             mapped_file_size_consume_queue=1200 * 20,
             mapped_file_size_commit_log=1024 * 1024,

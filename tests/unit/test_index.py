@@ -14,18 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketstore import index as index_module
+from rocketstore import index_chain
+from rocketstore import index_file as index_file_module
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import index_layout as layout
 from rocketstore.format import native as native_registry
 from rocketstore.format import sysflag
-from rocketstore.index import (
-    DispatchedKeys,
-    EntryPoint,
-    IndexFile,
-    IndexService,
-    RunChainer,
-    write_blocks,
-)
+from rocketstore.index import DispatchedKeys, IndexFile, IndexService
+from rocketstore.index_chain import EntryPoint, RunChainer, write_blocks
 
 BASE_MS = 1_700_000_000_000
 LONG_MAX = 2**63 - 1
@@ -553,7 +549,7 @@ def test_parts_chained_apart_then_linked_equal_one_bulk_put(
     bounds = sorted({0, count, *(c for c in cuts if c < count)})
     runs = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(index_module, "CHAIN_CHUNK", chunk)
+        patch.setattr(index_chain, "CHAIN_CHUNK", chunk)
         for low, high in itertools.pairwise(bounds):
             # Each part in up to three segments, as a part made of several ranges' spills.
             middle = (low + high) // 2
@@ -748,7 +744,7 @@ def test_entries_are_faulted_in_ahead_of_the_writer(tmp_path: Path) -> None:
     while service.prefault_ahead():
         pass
     assert not service.wants_prefault()
-    ahead = index_module.ENTRIES_AHEAD_BYTES // layout.ENTRY_SIZE
+    ahead = index_file_module.ENTRIES_AHEAD_BYTES // layout.ENTRY_SIZE
     keys = np.arange(ahead // 2 + 1, dtype=np.int64)
     service.build_index_hashed(keys, keys + 100, np.full(len(keys), BASE_MS), last_offset=1 << 40)
     assert service.wants_prefault()  # half of them used: time for the next step
@@ -789,7 +785,7 @@ def test_a_spare_that_cannot_be_made_turns_prefaulting_off_quietly(
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(index_module, "_IndexMapping", no_space)
+    monkeypatch.setattr(index_module, "IndexMapping", no_space)
     service = IndexService(str(tmp_path), 7, 40, writable=True)
     assert not service.prefault_ahead()  # no exception reaches the prefaulter thread
     assert not service.wants_prefault()  # and it is not woken for it again

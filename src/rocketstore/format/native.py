@@ -125,9 +125,9 @@ dispatch_facts = bind(
 java_hash = bind(_c.java_hash, "java_hash", "rocketstore.format.javahash:java_string_hash")
 
 # ---- index -------------------------------------------------------------------------
-index_put = bind(_c.index_put, "index_put", "rocketstore.index:IndexFile.put_keys_bulk")
-index_chain = bind(_c.index_chain, "index_chain", "rocketstore.index:IndexFile.candidates")
-chain_private = bind(_c.chain_private, "chain_private", "rocketstore.index:chain_block")
+index_put = bind(_c.index_put, "index_put", "rocketstore.index_file:IndexFile.put_keys_bulk")
+index_chain = bind(_c.index_chain, "index_chain", "rocketstore.index_file:IndexFile.candidates")
+chain_private = bind(_c.chain_private, "chain_private", "rocketstore.index_chain:chain_block")
 
 # ---- reads -------------------------------------------------------------------------
 decode_messages = bind(

@@ -51,14 +51,8 @@ from rocketstore.format.record_scan import (
     TopicTable,
     queue_groups,
 )
-from rocketstore.index import (
-    ChainedBlock,
-    EntryPoint,
-    IndexFile,
-    RunChainer,
-    SlotRuns,
-    write_blocks,
-)
+from rocketstore.index_chain import ChainedBlock, EntryPoint, RunChainer, SlotRuns, write_blocks
+from rocketstore.index_file import IndexFile
 from rocketstore.paths import CommitLogDirs, offset_to_file_name
 from rocketstore.rebuild.plan import CommitLogRange, RebuildSettings
 
