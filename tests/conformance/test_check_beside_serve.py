@@ -34,8 +34,11 @@ def test_check_beside_serve_and_a_real_producer(py_client: Any, tmp_path: Path) 
     server = serve_process(store, broker_port, namesrv_port)
     producer = None
     try:
+        # 25 ms between sends: the producer runs 10 s or more, long enough for two checks
+        # (a check's process takes 1-3 s); at 5 ms a fast broker (uvloop) finished it in
+        # about 2 s, before the second check began.
         producer = py_client(
-            "produce", f"127.0.0.1:{namesrv_port}", TOPIC, TOTAL, "--pause-ms", 5, "--attempts", 30
+            "produce", f"127.0.0.1:{namesrv_port}", TOPIC, TOTAL, "--pause-ms", 25, "--attempts", 30
         )
         producer.wait_for("sent", 20, 30)
         checks = 0
