@@ -71,10 +71,16 @@ def test_kill_9_mid_stream_loses_nothing_acknowledged(py5_client: Any, tmp_path:
             server.communicate(timeout=60)
     received_after = [e for e in after if e["event"] == "received"]
     again = {e["id"] for e in received_after} & acked
+    # The client acks one message at a time right after printing it: the last one it
+    # received may have been acknowledged by the broker (journaled before the answer)
+    # without the client living to print "acked". Only that one may not come again.
+    last = [e["id"] for e in before if e["event"] == "received"][-1:]
+    in_ack = set(last) - acked
     # Nothing lost: every message whose send was acknowledged came, before or after.
-    assert acked | {e["id"] for e in received_after} == sent
+    missing = sent - acked - {e["id"] for e in received_after}
+    assert missing <= in_ack, (missing, in_ack)
     # In flight at the kill: delivered again.
-    assert held <= {e["id"] for e in received_after} | acked
+    assert held - in_ack <= {e["id"] for e in received_after} | acked
     redelivered = [e["attempt"] for e in received_after if e["id"] in held]
     # An ack answered is in the POP journal, a receive answered too: nothing acknowledged
     # comes again, and what was in flight comes as a second delivery at least.
