@@ -157,29 +157,11 @@ class FastPull:
         else:
             record_found(ctx, header, result, begin_ns)
             remark, body = "FOUND", result.body
-        out = answer(
-            opaque,
-            version,
-            code,
-            remark,
-            result.next_begin_offset,
-            result.min_offset,
-            result.max_offset,
-            suggest,
-            body,
-        )
+        answer_args = (opaque, version, code, remark, result.next_begin_offset, result.min_offset,
+                  result.max_offset, suggest, body)  # fmt: skip
+        out = answer(*answer_args)
         if out is None:  # (a remark C does not write: never for these)
-            out = pull_answer_python(
-                opaque,
-                version,
-                code,
-                remark,
-                result.next_begin_offset,
-                result.min_offset,
-                result.max_offset,
-                suggest,
-                body,
-            )
+            out = pull_answer_python(*answer_args)
         return out
 
 
