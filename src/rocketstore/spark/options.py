@@ -9,18 +9,25 @@ Option names follow Spark's Kafka connector (case-insensitive, as Spark passes t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import overload
 
 from rocketstore.errors import ConfigError
 from rocketstore.format.selector import SQL92
 from rocketstore.format.subscription import Subscription, build_subscription, parse_subscription
 from rocketstore.paths import TOPIC_PATTERN, is_system_topic
 from rocketstore.remoting.acl_signing import SessionCredentials
-from rocketstore.spark.columns import check_columns
+from rocketstore.spark.option_values import (
+    bool_option,
+    column_list,
+    credentials_option,
+    duration_ms_option,
+    int_option,
+    json_option,
+    key_list,
+    namesrv_option,
+)
 
 MODE_QUEUE = "queue"
 MODE_COMMITLOG = "commitlog"
@@ -77,10 +84,6 @@ DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Kafka's default
 # openCostInBytes defaults (plan.group_partitions).
 MAX_PARTITION_BYTES = 128 * 1024 * 1024
 OPEN_COST_BYTES = 4 * 1024 * 1024
-# Spark's time strings (JavaUtils.timeStringAsMs): a number and an optional unit, ms if none.
-_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
-                  "h": 3_600_000, "d": 86_400_000}  # fmt: skip
-_TIME_STRING = re.compile(r"(\d+)\s*([a-z]+)?")
 # Options Spark itself adds to a streaming query's source and sink option maps.
 SPARK_ADDED_OPTIONS = frozenset(("checkpointlocation",))
 
@@ -199,46 +202,6 @@ class ReadOptions:
         return parse_subscription(self.tags.strip() if self.tags else None)
 
 
-@overload
-def _int_option(options: Mapping[str, str], name: str, minimum: int) -> int | None: ...
-@overload
-def _int_option(options: Mapping[str, str], name: str, minimum: int, default: int) -> int: ...
-def _int_option(
-    options: Mapping[str, str], name: str, minimum: int, default: int | None = None
-) -> int | None:
-    raw = options.get(name.lower())
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as e:
-        raise ConfigError(f"option {name}={raw!r} must be an integer") from e
-    if value < minimum:
-        raise ConfigError(f"option {name}={raw!r} must be >= {minimum}")
-    return value
-
-
-def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name.lower())
-    if raw is None:
-        return default
-    text = raw.strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ConfigError(f"option {name}={raw!r} must be true or false")
-
-
-def _json_option(name: str, raw: str) -> object:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"option {name}={raw!r} is not valid JSON: {e.msg}") from e
-    except RecursionError as e:
-        raise ConfigError(f"option {name} is JSON nested too deeply") from e
-
-
 PerQueue = tuple[dict[tuple[str, int], int], dict[BrokerQueue, int]]
 
 
@@ -250,7 +213,7 @@ def _per_queue_ints(name: str, raw: str, network: bool = False) -> PerQueue:
     keyed (topic, broker, queue id). A store directory is one broker's: there the broker
     name is not checked (any name; the store does not know its own) and the first dict is
     keyed (topic, queue id), a queue named twice under two brokers being refused."""
-    parsed = _json_option(name, raw)
+    parsed = json_option(name, raw)
     if not isinstance(parsed, dict):
         raise ConfigError(f'option {name}={raw!r} must be a JSON object like {{"A":{{"0":12}}}}')
     result: dict[tuple[str, int], int] = {}
@@ -303,7 +266,7 @@ def _parse_selection(options: Mapping[str, str]) -> TopicSelection:
         return TopicSelection(pattern=raw)
     if "assign" in options:
         raw = options["assign"]
-        parsed = _json_option("assign", raw)
+        parsed = json_option("assign", raw)
         if not isinstance(parsed, dict) or not parsed:
             raise ConfigError(f'option assign={raw!r} must be a JSON object like {{"A":[0,1]}}')
         assign: dict[str, frozenset[int]] = {}
@@ -340,7 +303,7 @@ def _parse_bound(
                 )
         return Bound(default, offsets=offsets, broker_offsets=by_broker)
     if timestamp_name.lower() in options:
-        timestamp = _int_option(options, timestamp_name, 0)
+        timestamp = int_option(options, timestamp_name, 0)
         return Bound(default, timestamp_ms=timestamp)
     if by_timestamp_name.lower() in options:
         raw = options[by_timestamp_name.lower()]
@@ -412,15 +375,15 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
         end=end,
         tags=tags,
         sql92=sql92,
-        max_records_per_partition=_int_option(options, "maxRecordsPerPartition", 1),
-        min_partitions=_int_option(options, "minPartitions", 1),
-        max_partition_bytes=_int_option(options, "maxPartitionBytes", 1, MAX_PARTITION_BYTES),
-        open_cost_bytes=_int_option(options, "openCostInBytes", 0, OPEN_COST_BYTES),
-        include_body=_bool_option(options, "includeBody", True),
-        pushdown=_bool_option(options, "pushdown", True),
-        keys=_key_list(options, "keys"),
-        uniq_keys=_key_list(options, "uniqKeys"),
-        columns=_column_list(options, network),
+        max_records_per_partition=int_option(options, "maxRecordsPerPartition", 1),
+        min_partitions=int_option(options, "minPartitions", 1),
+        max_partition_bytes=int_option(options, "maxPartitionBytes", 1, MAX_PARTITION_BYTES),
+        open_cost_bytes=int_option(options, "openCostInBytes", 0, OPEN_COST_BYTES),
+        include_body=bool_option(options, "includeBody", True),
+        pushdown=bool_option(options, "pushdown", True),
+        keys=key_list(options, "keys"),
+        uniq_keys=key_list(options, "uniqKeys"),
+        columns=column_list(options, network),
         store_path_commit_log=options.get("storepathcommitlog", ""),
         read_only_commit_log_store_paths=options.get("readonlycommitlogstorepaths", ""),
         store_path_dledger_commit_log=options.get("storepathdledgercommitlog", ""),
@@ -430,46 +393,8 @@ def parse_options(raw_options: Mapping[str, str], default_start: int = EARLIEST)
     )
 
 
-def namesrv_option(options: Mapping[str, str]) -> str:
-    """The namesrv option as ``host:port;host:port`` (blanks dropped), "" when not given."""
-    raw = options.get("namesrv")
-    if raw is None:
-        return ""
-    addresses = [a.strip() for a in raw.split(";") if a.strip()]
-    if not addresses:
-        raise ConfigError(f"option namesrv={raw!r} names no name server (give 'host:9876')")
-    for address in addresses:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) <= 65535:
-            raise ConfigError(f"option namesrv={raw!r}: {address!r} is not host:port")
-    return ";".join(addresses)
-
-
-def credentials_option(options: Mapping[str, str], network: bool) -> SessionCredentials | None:
-    """Options accessKey and secretKey (lower-cased keys): both or neither, and only
-    through name servers (a store directory has no ACL)."""
-    access_key, secret_key = options.get("accesskey"), options.get("secretkey")
-    if access_key is None and secret_key is None:
-        return None
-    if access_key is None or secret_key is None:
-        given, missing = (
-            ("accessKey", "secretKey") if secret_key is None else ("secretKey", "accessKey")
-        )
-        raise ConfigError(f"option {given} is given without option {missing}: give both")
-    if not network:
-        raise ConfigError(
-            "options accessKey and secretKey sign the requests sent to a running cluster's "
-            "brokers (their ACL): they need option namesrv"
-        )
-    if not access_key.strip() or not secret_key:
-        raise ConfigError(
-            f"option {'accessKey' if not access_key.strip() else 'secretKey'} is empty"
-        )
-    return SessionCredentials(access_key, secret_key)
-
-
 def _broker_down_wait_ms(options: Mapping[str, str], network: bool) -> int:
-    wait_ms = _int_option(options, "brokerDownWaitMs", 0)
+    wait_ms = int_option(options, "brokerDownWaitMs", 0)
     if wait_ms is None:
         return 0
     if not network:
@@ -478,30 +403,6 @@ def _broker_down_wait_ms(options: Mapping[str, str], network: bool) -> int:
             "running cluster: it needs option namesrv"
         )
     return wait_ms
-
-
-def _column_list(options: Mapping[str, str], network: bool = False) -> tuple[str, ...] | None:
-    raw = options.get("columns")
-    if raw is None:
-        return None
-    names = [name.strip() for name in raw.split(",")]
-    return check_columns([n for n in names if n], f"option columns={raw!r}", network)
-
-
-def _key_list(options: Mapping[str, str], name: str) -> frozenset[str] | None:
-    """A keys/uniqKeys option: one key, or a JSON array of them (for several, or for a
-    key that starts with '[')."""
-    raw = options.get(name.lower())
-    if raw is None:
-        return None
-    values = _json_option(name, raw) if raw.lstrip().startswith("[") else [raw]
-    if not isinstance(values, list) or not values:
-        raise ConfigError(f"option {name}={raw!r} must be a key or a non-empty JSON array of keys")
-    for value in values:
-        # A blank KEYS token is never indexed; a blank unique key is never written.
-        if not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"option {name}={raw!r}: {value!r} is not a key")
-    return frozenset(values)
 
 
 def _names_no_tag(tags: str) -> bool:
@@ -566,16 +467,6 @@ def _check_commitlog_bounds(start: Bound, end: Bound) -> None:
         raise ConfigError("endingOffsets=earliest (-2) is not supported with mode=commitlog")
 
 
-def _duration_ms_option(options: Mapping[str, str], name: str, default: str) -> int:
-    """A time string as Spark reads one (``500ms``, ``30s``, ``15m``, ``1h``; a bare number
-    is milliseconds), in milliseconds."""
-    raw = options.get(name.lower(), default)
-    found = _TIME_STRING.fullmatch(raw.strip().lower())
-    if found is None or (found.group(2) or "ms") not in _TIME_UNITS_MS:
-        raise ConfigError(f"option {name}={raw!r} must be a duration such as 500ms, 30s, 15m or 1h")
-    return int(int(found.group(1)) * _TIME_UNITS_MS[found.group(2) or "ms"])
-
-
 def _check_stream_only_options(options: Mapping[str, str], mode: str) -> None:
     """Check the streaming options' values, and refuse them beside a batch-only option.
 
@@ -586,10 +477,10 @@ def _check_stream_only_options(options: Mapping[str, str], mode: str) -> None:
     option given with ``endingOffsets`` or ``mode=commitlog``: one of the two is wrong
     whichever kind of query this is. ``endingOffsets`` alone on a stream can only be
     refused when the query starts (:func:`parse_stream_options`)."""
-    max_rows = _int_option(options, "maxOffsetsPerTrigger", 1)
-    min_rows = _int_option(options, "minOffsetsPerTrigger", 1)
-    _duration_ms_option(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY)
-    _bool_option(options, "failOnDataLoss", True)
+    max_rows = int_option(options, "maxOffsetsPerTrigger", 1)
+    min_rows = int_option(options, "minOffsetsPerTrigger", 1)
+    duration_ms_option(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY)
+    bool_option(options, "failOnDataLoss", True)
     if max_rows is not None and min_rows is not None and min_rows > max_rows:
         raise ConfigError(
             f"option minOffsetsPerTrigger={options['minoffsetspertrigger']!r} is higher than "
@@ -659,11 +550,11 @@ def parse_stream_options(raw_options: Mapping[str, str]) -> StreamOptions:
     read = parse_options(raw_options, default_start=LATEST)
     return StreamOptions(
         read=read,
-        max_offsets_per_trigger=_int_option(options, "maxOffsetsPerTrigger", 1),
-        min_offsets_per_trigger=_int_option(options, "minOffsetsPerTrigger", 1),
-        max_trigger_delay_ms=_duration_ms_option(
+        max_offsets_per_trigger=int_option(options, "maxOffsetsPerTrigger", 1),
+        min_offsets_per_trigger=int_option(options, "minOffsetsPerTrigger", 1),
+        max_trigger_delay_ms=duration_ms_option(
             options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY
         ),
-        fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
+        fail_on_data_loss=bool_option(options, "failOnDataLoss", True),
         group=_group_option(options, read.network),
     )

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from rocketstore.errors import ConfigError
 from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, TOPIC_PATTERN
 from rocketstore.remoting.acl_signing import SessionCredentials
-from rocketstore.spark.options import credentials_option, namesrv_option
+from rocketstore.spark.option_values import credentials_option, namesrv_option
 
 DEFAULT_QUEUE_NUMS = 4
 MAX_QUEUE_NUMS = 1024
