@@ -11,7 +11,7 @@ import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.cli.context import CliError, context_from_settings
-from rocketstore.cli.serve import _make_options
+from rocketstore.cli.serve_options import make_options as _make_options
 from rocketstore.format import index_layout as layout
 from rocketstore.paths import index_dir
 from tests.cli.cli_helpers import Run
