@@ -28,6 +28,18 @@ class PutStatus(enum.Enum):
     def ok(self) -> bool:
         return self is PutStatus.PUT_OK
 
+    @property
+    def stored(self) -> bool:
+        """Whether the message is in the CommitLog: stored, only the flush or the
+        replication wait fell short. A send is answered with its ids then (SendStatus
+        tells the client the rest), and retrying the put would store it twice."""
+        return self in _STORED
+
+    @property
+    def never_storable(self) -> bool:
+        """Whether the message itself was refused: no retry of the same put can store it."""
+        return self in _NEVER_STORABLE
+
 
 class AppendStatus(enum.Enum):
     PUT_OK = "PUT_OK"
@@ -103,3 +115,14 @@ _BLOCKS_WRITES = int(
     | RunningFlags.WRITE_INDEX_FILE_ERROR
     | RunningFlags.DISK_FULL
 )
+
+
+_STORED = frozenset(
+    {
+        PutStatus.PUT_OK,
+        PutStatus.FLUSH_DISK_TIMEOUT,
+        PutStatus.FLUSH_SLAVE_TIMEOUT,
+        PutStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
+_NEVER_STORABLE = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})

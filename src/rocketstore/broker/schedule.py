@@ -55,7 +55,6 @@ from rocketstore.format.javahash import java_hashmap_ordered
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.paths import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rocketstore.services.periodic import Every, PeriodicThread
-from rocketstore.status import PutStatus
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -67,19 +66,6 @@ TICK_MS = 100
 PERSIST_INTERVAL_MS = 10_000
 # computeDeliverTimestamp's delay for a level it does not know.
 UNKNOWN_LEVEL_DELAY_MS = 1000
-# Put outcomes after which the message is in the CommitLog (only the flush or the
-# replication wait timed out): retrying would store it twice.
-APPENDED = frozenset(
-    {
-        PutStatus.PUT_OK,
-        PutStatus.FLUSH_DISK_TIMEOUT,
-        PutStatus.FLUSH_SLAVE_TIMEOUT,
-        PutStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
-# Outcomes no retry can change: the message is skipped (RocketMQ would retry it forever
-# and hold back every later message of the level).
-NEVER_DELIVERABLE = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 
 
 def now_ms() -> int:
@@ -326,7 +312,9 @@ class ScheduleService:
                 except StoreError as e:
                     log.error("delay level %d offset %d: delivery failed: %s", level, offset, e)
                     break
-                if result.status in NEVER_DELIVERABLE:
+                if result.status.never_storable:
+                    # Skipped: RocketMQ would retry it forever and hold back every later
+                    # message of the level.
                     log.error(
                         "delay level %d offset %d: %s refuses the message for %s; skipped "
                         "(it stays in %s)",
@@ -336,7 +324,7 @@ class ScheduleService:
                         outgoing.topic,
                         SCHEDULE_TOPIC,
                     )
-                elif result.status not in APPENDED:
+                elif not result.status.stored:
                     # Not written (disk full, store stopping ...): retry this offset later,
                     # as RocketMQ does.
                     log.warning(

@@ -84,15 +84,6 @@ OP_BATCH = 32
 # MAX_RETRY_COUNT_WHEN_HALF_NULL: half offsets with no message a pass steps over.
 MAX_HALF_MISSES = 1
 
-STORED = frozenset(
-    {
-        PutStatus.PUT_OK,
-        PutStatus.FLUSH_DISK_TIMEOUT,
-        PutStatus.FLUSH_SLAVE_TIMEOUT,
-        PutStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
-
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -159,7 +150,7 @@ _PULL_STATUS = {
 
 def _put_outcome(status: PutStatus, max_message_size: int) -> EndOutcome:
     """sendFinalMessage's answer for a commit's put."""
-    if status in STORED:
+    if status.stored:
         return EndOutcome(EndCode.SUCCESS)
     if status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
         return EndOutcome(
@@ -285,7 +276,7 @@ class TransactionService:
         the half message is then checked again later, as in RocketMQ)."""
         op = op_message(half.queue_offset, half.queue_id, self.broker_addr, self.clock())
         result = self._put(op, self.broker_addr)
-        if result.status not in STORED:
+        if not result.status.stored:
             log.error(
                 "op message for half offset %d not stored (%s); it will be checked again",
                 half.queue_offset,

@@ -50,7 +50,6 @@ from rocketstore.format.javahash import java_hashmap_ordered, java_string_hash
 from rocketstore.format.message import Message, MessageExt
 from rocketstore.java_ints import JAVA_LONG_MAX
 from rocketstore.services.periodic import Every, PeriodicThread
-from rocketstore.status import PutStatus
 from rocketstore.store.message_store import MessageStore
 from rocketstore.store.timer_files import TimerCheckpointFile, TimerLog, TimerWheel
 
@@ -63,16 +62,6 @@ TICK_MS = 100
 CLEAN_INTERVAL_S = 30
 # Units of the timer queue one pass enqueues at most (the rest the next pass).
 ENQUEUE_BATCH = 65_536
-# The put outcomes after which the message is in the CommitLog, and those no retry changes.
-APPENDED = frozenset(
-    {
-        PutStatus.PUT_OK,
-        PutStatus.FLUSH_DISK_TIMEOUT,
-        PutStatus.FLUSH_SLAVE_TIMEOUT,
-        PutStatus.SLAVE_NOT_AVAILABLE,
-    }
-)
-NEVER_DELIVERABLE = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 TIMER_KEYS = (props.TIMER_DELIVER_MS, props.TIMER_DELAY_MS, props.TIMER_DELAY_SEC)
 # SendMessageProcessor's words for WHEEL_TIMER_MSG_ILLEGAL ({} is the max delay in ms).
 ILLEGAL_REMARK = (
@@ -461,14 +450,14 @@ class TimerMessageStore:
         except StoreError as e:
             log.error("timer delivery to %s failed: %s; retrying", topic, e)
             raise _RetryError from e
-        if result.status in NEVER_DELIVERABLE:
+        if result.status.never_storable:
             log.error(
                 "timer message at CommitLog offset %d: %s refuses it for %s; skipped",
                 message.commit_log_offset,
                 result.status.name,
                 topic,
             )
-        elif result.status not in APPENDED:
+        elif not result.status.stored:
             log.warning("timer delivery to %s refused (%s); retrying", topic, result.status.name)
             raise _RetryError
         else:

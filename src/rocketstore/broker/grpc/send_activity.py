@@ -264,12 +264,7 @@ class SendActivity(ServiceCore):
             if isinstance(stored, TimerRefusal):
                 raise RequestError(failed, "recall failed, execute error")
             result = await self.ctx.put(stored, len(stored.body))
-            if result.status not in (
-                PutStatus.PUT_OK,
-                PutStatus.FLUSH_DISK_TIMEOUT,
-                PutStatus.FLUSH_SLAVE_TIMEOUT,
-                PutStatus.SLAVE_NOT_AVAILABLE,
-            ):
+            if not result.status.stored:
                 why = result.reason or result.status.value
                 log.warning("recall of %s: its delete unit was not stored: %s", message_id, why)
                 raise RequestError(failed, "recall failed, execute error")

@@ -78,13 +78,6 @@ PUT_STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
-# Stored, but not as durable as asked: the client still gets the ids (SendStatus tells it).
-_STORED = (
-    PutStatus.PUT_OK,
-    PutStatus.FLUSH_DISK_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE,
-)
 
 
 @dataclass
@@ -288,7 +281,7 @@ def put_response(
     (``SendResult.getTransactionId``; 4.9 clients read the same header field)."""
     first = results[0]
     code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
-    if first.status not in _STORED:
+    if not first.status.stored:
         remark = _put_failure_remark(first, ctx)
         return cmd.response(code, remark)
     last = results[-1]  # a batch is written in one piece: its bytes end at its last's end
@@ -539,7 +532,7 @@ def _columns_response(
 ) -> RemotingCommand:
     """``put_response`` of a batch put as columns: the same answer as for its PutResults."""
     code = PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
-    if status not in _STORED:  # (a refusal is put_batch's to word: only a broken batch)
+    if not status.stored:  # (a refusal is put_batch's to word: only a broken batch)
         return cmd.response(code, result.reason or f"put message failed: {status.value}")
     last = result.stored - 1  # (the batch's records are contiguous: their bytes end here)
     ctx.stats.stored(
