@@ -40,7 +40,7 @@ from rocketstore.broker.topic_config import (
 from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 from rocketstore.format.subscription import Subscription
-from rocketstore.status import GetStatus, PutStatus
+from rocketstore.status import GetStatus
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +269,9 @@ class ReceiveActivity(ServiceCore):
             self.ctx.topics.create_on_send_back(topic, 1, PERM_WRITE)
             self.ctx.topics_changed()
         result = await self.ctx.put(message, len(message.body))
-        if result.status is not PutStatus.PUT_OK:
+        # Stored with a flush or replication wait that fell short is stored: keeping the
+        # message in flight would forward it again and store it twice in the DLQ.
+        if not result.status.stored:
             log.warning(
                 "moving a message of %s/%s to %s failed (%s); it stays in flight",
                 group,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import queue
 import time
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.config import StoreConfig
 from rocketstore.format import properties as props
-from rocketstore.status import GetStatus
+from rocketstore.status import GetStatus, PutStatus
 
 TOPIC = pb.Resource(name="T")
 GROUP = pb.Resource(name="G")
@@ -151,6 +152,37 @@ def test_forward_to_dlq_and_change_invisible_duration(served):
         entries=[spb.AckMessageEntry(message_id="01AB", receipt_handle=renewed.receipt_handle)],
     )
     assert stub.AckMessage(ack, timeout=10).status.code == pb.Code.INVALID_RECEIPT_HANDLE
+
+
+def test_a_dlq_copy_stored_past_its_flush_wait_is_not_forwarded_again(served, monkeypatch):
+    """A DLQ put answered FLUSH_DISK_TIMEOUT is in the CommitLog: the message leaves the
+    group's flight then, or a later forward would store it in the DLQ twice."""
+    server, stub = served
+    ctx = server.broker.ctx
+    assert ctx is not None
+    put = ctx.put
+
+    async def put_past_its_wait(message, body_bytes):
+        result = await put(message, body_bytes)
+        return dataclasses.replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
+
+    _send(stub, b"a", "01AC")
+    (taken,) = _receive(stub, invisible_ms=5000)
+    monkeypatch.setattr(ctx, "put", put_past_its_wait)
+    forward = spb.ForwardMessageToDeadLetterQueueRequest(
+        group=GROUP,
+        topic=TOPIC,
+        receipt_handle=taken.system_properties.receipt_handle,
+        message_id="01AC",
+        delivery_attempt=1,
+        max_delivery_attempts=2,
+    )
+    assert stub.ForwardMessageToDeadLetterQueue(forward, timeout=10).status.code == pb.Code.OK
+    assert _dlq(server, 1) == ["01AC"]
+    assert ctx.offsets.query("G", "T", 0) == 1  # acknowledged: nothing left in flight
+    again = stub.ForwardMessageToDeadLetterQueue(forward, timeout=10)
+    assert again.status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    assert _dlq(server, 1) == ["01AC"]
 
 
 def test_bad_requests_get_the_proxy_codes_and_the_server_carries_on(served):
