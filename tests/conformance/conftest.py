@@ -247,6 +247,26 @@ def broker_options(store: Path, **broker: Any) -> BrokerOptions:
     )
 
 
+def ask_about_grpc_consumer(
+    server: BackgroundServer, code: int, group: str, client_id: str, **fields: str
+) -> Any:
+    """What mqadmin's consumerStatus -s (GET_CONSUMER_RUNNING_INFO) or queryMsgById -d
+    (CONSUME_MESSAGE_DIRECTLY) gets from the broker about a 5.x client, asked once its
+    telemetry stream has told the broker its group."""
+    from rocketstore.remoting.blocking import invoke_sync, request
+
+    grpc_server = server.broker.grpc_server
+    assert grpc_server is not None and grpc_server.service is not None
+    streams = grpc_server.service._streams
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if any(s.client == client_id and s.group == group for s in streams):
+            break
+        time.sleep(0.05)
+    asked = {"consumerGroup": group, "clientId": client_id, **fields}
+    return invoke_sync(server.broker_address, request(code, asked), 20)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[BackgroundServer]:
     with BackgroundServer(broker_options(tmp_path / "store")) as running:

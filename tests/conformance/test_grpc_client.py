@@ -19,11 +19,12 @@ import pytest
 pytest.importorskip("grpc", reason="the grpc extra is not installed (pip install -e '.[grpc]')")
 
 from rocketstore.broker.app import BackgroundServer
+from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.format import properties as props
 from rocketstore.status import GetStatus
 from rocketstore.store import MessageStore
-from tests.conformance.conftest import ClientRun, broker_options
+from tests.conformance.conftest import ClientRun, ask_about_grpc_consumer, broker_options
 
 TOPIC = "TopicGrpc"
 
@@ -316,3 +317,36 @@ def test_the_producer_recalls_a_timer_message(py5_client, grpc_server):
     run = py5_client("receive", endpoint, "GroupRecall", TOPIC, 2, 30, "ack", "--wait-s", 15)
     received = [line["id"] for line in _finish(run) if line["event"] == "received"]
     assert received == [sent[1]]
+
+
+def test_thread_stack_and_verify_requests_to_the_python_client_time_out(py5_client, grpc_server):
+    """The official Python client handles neither the thread stack nor the verify
+    command: mqadmin gets the proxy's answer once the relay timeout has run out
+    (SYSTEM_BUSY "call remote timeout"), not a hang."""
+    endpoint = _endpoint(grpc_server)
+    service = grpc_server.broker.grpc_server.service
+    service.relays.timeout_s = 2.0
+    sent = [e for e in _finish(py5_client("send", endpoint, TOPIC, 1)) if e["event"] == "sent"]
+    store = grpc_server.broker.store
+    store.wait_dispatched()
+    stored = [
+        m
+        for queue_id in range(8)
+        for m in store.get_messages("check", TOPIC, queue_id, 0, 4).messages
+        if m.properties[props.UNIQ_KEY] == sent[0]["id"]
+    ]
+    run = py5_client("idle", endpoint, "GroupPyAdmin", TOPIC, 60)
+    try:
+        (started,) = run.wait_for("started", 1, 60)
+        client = started["client_id"]
+        for code, fields in (
+            (RequestCode.GET_CONSUMER_RUNNING_INFO, {"jstackEnable": "true"}),
+            (RequestCode.CONSUME_MESSAGE_DIRECTLY, {"msgId": stored[0].msg_id}),
+        ):
+            began = time.monotonic()
+            answer = ask_about_grpc_consumer(grpc_server, code, "GroupPyAdmin", client, **fields)
+            assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_BUSY, "call remote timeout")
+            assert 1.9 <= time.monotonic() - began < 9
+    finally:
+        run.process.kill()
+        run.finish(10)

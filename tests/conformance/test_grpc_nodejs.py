@@ -5,6 +5,9 @@ view of the store as the same records, and a delivery timestamp honoured."""
 
 from __future__ import annotations
 
+import functools
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +17,11 @@ import pytest
 pytest.importorskip("grpc", reason="the grpc extra is not installed (pip install -e '.[grpc]')")
 
 from rocketstore.broker.app import BackgroundServer
+from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.format import properties as props
 from rocketstore.status import GetStatus
-from tests.conformance.conftest import ClientRun, broker_options
+from tests.conformance.conftest import ClientRun, ask_about_grpc_consumer, broker_options
 
 TOPIC = "TopicNode"
 
@@ -88,3 +92,46 @@ def test_push_consumer_and_a_delivery_timestamp(js5_client: Any, grpc_server: An
     (late,) = timed
     assert consumed[late["id"]]["received_ms"] >= late["deliver_ms"]
     assert consumed[late["id"]]["delivery_ms"] == late["deliver_ms"]  # to the millisecond
+
+
+def test_thread_stack_and_verify_requests_reach_the_nodejs_client(js5_client, grpc_server):
+    """mqadmin's consumerStatus -s and queryMsgById -d about a Node.js consumer, relayed
+    over its telemetry stream as the proxy relays them. The client answers the thread
+    stack request with its 'mock stack'; a verify request it answers with a
+    VerifyMessageCommand (status NOT_IMPLEMENTED), not the VerifyMessageResult the proxy
+    waits for, so the proxy's relay timeout answers that one: SYSTEM_BUSY."""
+    endpoint = _endpoint(grpc_server)
+    service = grpc_server.broker.grpc_server.service
+    service.relays.timeout_s = 2.0
+    sent = [e for e in _finish(js5_client("send", endpoint, TOPIC, 1)) if e["event"] == "sent"]
+    store = grpc_server.broker.store
+    store.wait_dispatched()
+    stored = [
+        m
+        for queue_id in range(4)
+        for m in store.get_messages("check", TOPIC, queue_id, 0, 4).messages
+        if m.properties[props.UNIQ_KEY] == sent[0]["id"]
+    ]
+    run = js5_client("idle", endpoint, "GroupNodeAdmin", TOPIC, 60)
+    try:
+        (started,) = run.wait_for("started", 1, 60)
+        client = started["client_id"]
+        ask = functools.partial(ask_about_grpc_consumer, grpc_server)
+        running = ask(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, "GroupNodeAdmin", client, jstackEnable="true"
+        )
+        assert (running.code, running.remark) == (ResponseCode.SUCCESS, "")
+        assert json.loads(running.body)["jstack"] == "mock stack"
+        began = time.monotonic()
+        direct = ask(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, "GroupNodeAdmin", client, msgId=stored[0].msg_id
+        )
+        assert (direct.code, direct.remark) == (ResponseCode.SYSTEM_BUSY, "call remote timeout")
+        assert time.monotonic() - began >= 1.9
+        other = ask(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, "GroupOther", client, jstackEnable="true"
+        )
+        assert other.code == ResponseCode.SYSTEM_ERROR and "not online" in other.remark
+    finally:
+        run.process.kill()
+        run.finish(10)

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -65,6 +65,23 @@ class CommandSink(Protocol):
     def send(self, cmd: RemotingCommand) -> None: ...
 
 
+@dataclass(frozen=True)
+class ClientAnswer:
+    """A client's answer to a request the broker passed on to it (code, remark, body)."""
+
+    code: int
+    remark: str
+    body: bytes = b""
+
+
+# What relays an admin's request to a client the remoting side does not know: (request
+# code, consumer group, client id, the request's fields, its body) -> the answer to await,
+# or None when that client is not online there either.
+ClientCallFallback = Callable[
+    [int, str, str, dict[str, str], bytes], Awaitable[ClientAnswer] | None
+]
+
+
 @dataclass
 class BrokerContext:
     store: MessageStore
@@ -99,6 +116,9 @@ class BrokerContext:
     # Where a transaction check goes when no remoting producer of its group is connected:
     # the gRPC endpoint's producers (broker.grpc); True when it was sent there.
     transaction_check_fallback: Callable[[CheckRequest], bool] | None = None
+    # Where GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY go for a client id no
+    # remoting consumer has: the gRPC endpoint's consumers (broker.grpc).
+    client_call_fallback: ClientCallFallback | None = None
 
     @property
     def broker_name(self) -> str:

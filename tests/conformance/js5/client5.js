@@ -6,6 +6,7 @@
 //   node client5.js send ENDPOINT TOPIC COUNT [DELAY_MS] [MESSAGE_GROUP]
 //   node client5.js receive ENDPOINT GROUP TOPIC COUNT SECONDS     (SimpleConsumer, acks)
 //   node client5.js push ENDPOINT GROUP TOPIC COUNT SECONDS        (PushConsumer)
+//   node client5.js idle ENDPOINT GROUP TOPIC SECONDS              (a connected PushConsumer)
 
 const { Producer, SimpleConsumer, PushConsumer, ConsumeResult } = require('rocketmq-client-nodejs');
 
@@ -129,6 +130,22 @@ async function push(endpoint, group, topic, count, seconds) {
   emit({ event: 'done', received: got });
 }
 
+// A PushConsumer that stays connected, its client id printed: the test asks the broker
+// about it as mqadmin would (the client answers a thread stack request with 'mock stack').
+async function idle(endpoint, group, topic, seconds) {
+  const consumer = new PushConsumer({
+    ...security,
+    endpoints: endpoint, namespace: '', logger: quiet, consumerGroup: group,
+    subscriptions: new Map([[topic, '*']]),
+    messageListener: { async consume() { return ConsumeResult.SUCCESS; } },
+  });
+  await consumer.startup();
+  emit({ event: 'started', client_id: consumer.clientId });
+  await new Promise(resolve => setTimeout(resolve, seconds * 1000));
+  await consumer.shutdown();
+  emit({ event: 'done' });
+}
+
 async function main() {
   const [action, ...args] = process.argv.slice(2);
   if (action === 'send') {
@@ -137,6 +154,8 @@ async function main() {
     await receive(args[0], args[1], args[2], Number(args[3]), Number(args[4]));
   } else if (action === 'push') {
     await push(args[0], args[1], args[2], Number(args[3]), Number(args[4]));
+  } else if (action === 'idle') {
+    await idle(args[0], args[1], args[2], Number(args[3]));
   } else {
     throw new Error(`unknown action ${action}`);
   }

@@ -221,6 +221,28 @@ def checker(args: argparse.Namespace) -> int:
     return 0
 
 
+def idle(args: argparse.Namespace) -> int:
+    """A PushConsumer that stays connected for a while, its client id printed: the test
+    asks the broker about it as mqadmin would."""
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, message: Any) -> object:
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(
+        _config(args.endpoint), args.group, Listener(), {args.topic: FilterExpression("*")}
+    )
+    consumer.startup()
+    try:
+        emit(event="started", client_id=consumer.client_id)
+        time.sleep(args.seconds)
+    finally:
+        consumer.shutdown()
+    emit(event="done")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="action", required=True)
@@ -255,8 +277,14 @@ def main() -> int:
     c.add_argument("endpoint")
     c.add_argument("topic")
     c.add_argument("seconds", type=float)
+    i = sub.add_parser("idle")
+    i.add_argument("endpoint")
+    i.add_argument("group")
+    i.add_argument("topic")
+    i.add_argument("seconds", type=float)
     args = parser.parse_args()
     actions = {
+        "idle": idle,
         "send": send,
         "receive": receive,
         "push": push,

@@ -164,6 +164,7 @@ class GrpcServer:
         if self.front is not None and front_sock is not None:
             await self.front.start(front_sock)
         self.ctx.transaction_check_fallback = self.service.recover_orphaned
+        self.ctx.client_call_fallback = self.service.ask_client
         self._persist_task = asyncio.create_task(self._persist_loop())
         self._renew_task = asyncio.create_task(self._renew_loop())
         log.info(
@@ -235,6 +236,7 @@ class GrpcServer:
 
     async def stop(self) -> None:
         self.ctx.transaction_check_fallback = None
+        self.ctx.client_call_fallback = None
         if self._renew_task is not None:
             self._renew_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -17,7 +17,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from rocketstore.broker.grpc import convert
+from rocketstore.broker.codes import RequestCode
+from rocketstore.broker.context import ClientAnswer
+from rocketstore.broker.grpc import convert, relay
 from rocketstore.broker.grpc.convert import RequestError, status
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2_grpc as spb_grpc
@@ -146,11 +148,12 @@ class MessagingService(
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """The settings exchange (each settings command answered with the merged
         settings) and the server's own commands to the client: orphaned-transaction
-        recovery for the topics a producer publishes. Answers to commands the server
-        never sends are dropped."""
-        stream = TelemetryStream()
-        self._streams.append(stream)
+        recovery for the topics a producer publishes, and the admin's thread-stack and
+        verify requests (:meth:`ask_client`), whose answers come back here. Anything
+        else a client sends is dropped, as the proxy drops it."""
         client = client_id(context)
+        stream = TelemetryStream(client=client)
+        self._streams.append(stream)
         if client:
             self.live_clients[client] = self.live_clients.get(client, 0) + 1
 
@@ -162,10 +165,22 @@ class MessagingService(
                         settings = command.settings
                         if settings.WhichOneof("pub_sub") == "publishing":
                             stream.topics = {t.name for t in settings.publishing.topics}
+                        elif settings.WhichOneof("pub_sub") == "subscription":
+                            stream.group = settings.subscription.group.name
                         answer = self._settings_answer(settings)
                         stream.outbox.put_nowait(
                             spb.TelemetryCommand(status=status(pb.Code.OK), settings=answer)
                         )
+                    elif kind == "thread_stack_trace":
+                        trace = command.thread_stack_trace
+                        stack = relay.thread_stack_answer(
+                            command.status.code, trace.thread_stack_trace
+                        )
+                        self.relays.resolve(trace.nonce, stack)
+                    elif kind == "verify_message_result":
+                        result = command.verify_message_result
+                        result_code = command.status.code
+                        self.relays.resolve(result.nonce, relay.verify_answer(result_code))
                     elif kind is None:
                         stream.outbox.put_nowait(
                             spb.TelemetryCommand(
@@ -188,6 +203,46 @@ class MessagingService(
                 left = self.live_clients.pop(client, 1) - 1
                 if left > 0:
                     self.live_clients[client] = left
+
+    def ask_client(
+        self, code: int, group: str, client: str, fields: dict[str, str], body: bytes
+    ) -> asyncio.Future[ClientAnswer] | None:
+        """An admin's GET_CONSUMER_RUNNING_INFO or CONSUME_MESSAGE_DIRECTLY for consumer
+        ``client`` of ``group``, sent over its telemetry stream as the proxy sends it
+        (GrpcClientChannel): the future of its answer, None when no such consumer has a
+        stream open. Without jstackEnable the proxy sends nothing, and the broker's own
+        wait runs out; an unanswered command is answered SYSTEM_BUSY after the relay
+        timeout."""
+        found = [s for s in self._streams if s.client == client and s.group == group]
+        if not found or code not in (
+            RequestCode.GET_CONSUMER_RUNNING_INFO,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        ):
+            return None
+        stream = found[-1]
+        loop = asyncio.get_running_loop()
+        if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            if fields.get("jstackEnable") != "true":
+                return loop.create_future()
+            nonce, answer = self.relays.add()
+            command = spb.TelemetryCommand(
+                print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce=nonce)
+            )
+        else:
+            try:
+                message = decode_message(body)
+            except StoreError as e:  # the proxy's decode fails the write: an exception
+                failed: asyncio.Future[ClientAnswer] = loop.create_future()
+                failed.set_exception(e)
+                return failed
+            nonce, answer = self.relays.add()
+            command = spb.TelemetryCommand(
+                verify_message_command=spb.VerifyMessageCommand(
+                    nonce=nonce, message=convert.proto_message(message)
+                )
+            )
+        stream.outbox.put_nowait(command)
+        return answer
 
     def renew(self) -> int:
         """Extend the invisible time of what connected clients' auto-renewing receives

@@ -26,6 +26,7 @@ from rocketstore.broker.grpc.pop_journal import PopJournal
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 from rocketstore.broker.grpc.queue_choice import RoundRobin
+from rocketstore.broker.grpc.relay import Relays
 from rocketstore.broker.topic_config import (
     TopicConfig,
     topic_name_problem,
@@ -88,12 +89,14 @@ def peer_address(peer: str) -> str:
 @dataclasses.dataclass(eq=False)
 class TelemetryStream:
     """One client's telemetry stream: what the server sends it, and the topics it
-    publishes (from its settings)."""
+    publishes or the group it consumes in (from its settings)."""
 
     outbox: asyncio.Queue[spb.TelemetryCommand | None] = dataclasses.field(
         default_factory=asyncio.Queue
     )
     topics: set[str] = dataclasses.field(default_factory=set)
+    client: str = ""  # its x-mq-client-id
+    group: str = ""  # a consumer's group ("" for a producer)
 
 
 class ServiceCore:
@@ -122,6 +125,8 @@ class ServiceCore:
         self._stream_turn = itertools.count()
         # Clients with a telemetry stream open, by client id (how many streams).
         self.live_clients: dict[str, int] = {}
+        # Admin requests relayed to clients over their streams, waiting for answers.
+        self.relays = Relays()
         # One receive at a time per group and topic: two would read the same cursor.
         self._receive_locks: dict[tuple[str, str], asyncio.Lock] = {}
         # A call's ip:port -> the client's (the permissive TLS front relays connections).
