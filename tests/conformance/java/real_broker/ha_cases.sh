@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ha_cases.sh truncate|acl — two replication cases (issue #36) of a rocketstore SLAVE behind a REAL
+# ha_cases.sh truncate|acl|crc|restart — replication cases (issue #36) of a rocketstore SLAVE behind a REAL
 # RocketMQ 4.9.8 master of brokerName broker-a, with the real name server (as ha_interop.sh):
 #   truncate  our slave follows the Java master (300 sends), the master's clean store is copied,
 #             900 more sends (1000 bytes: into a second file) reach the slave, both stop; the master comes
@@ -13,15 +13,23 @@
 #             credentials copies the CommitLog (the HA port has no ACL) but none of the metadata
 #             (denied); a fresh slave with innerClientAuthenticationCredentials copies the topic,
 #             group and offsets too (it signs GET_ALL_*).
+#   crc       our slave with haCheckBodyCrc=true (every body's CRC checked before it is
+#             appended) follows the Java master through 1,505 sends (compressed ones, 1 MiB
+#             files rolling): files cmp equal, no complaint in its log, `compare` exit 0.
+#   restart   our slave follows while a producer sends 1,500; the master is stopped cleanly
+#             and started again after 400, killed -9 and started again after 900, then 100
+#             more: files cmp equal, the slave connected again after each, `compare` exit 0.
 # Prints `PASS`/`FAIL` lines and `N passed, N failed`. Stores and logs in $WORK_DIR/hac-*.
 # Writes $BUILD/home/conf/plain_acl.yml for `acl` and removes it after: use a BUILD of your own.
 # Needs build_broker.sh, ../build.sh and ../build_mqadmin.sh outputs. Settings: see common.sh.
 set -uo pipefail
 source "$(cd "$(dirname "$0")" && pwd)/common.sh"
-CASE=${1:?usage: ha_cases.sh truncate|acl}
+CASE=${1:?usage: ha_cases.sh truncate|acl|crc|restart}
 OUR_PORT=${OUR_PORT:-29931}
 PY=${PY:-$REPO_ROOT/.venv/bin/python}
-D=$RB/hac-$CASE
+# OUR_EVENT_LOOP=asyncio|uvloop: our broker's --event-loop (unset: its default, uvloop)
+LOOP_ARGS=(); [ -n "${OUR_EVENT_LOOP:-}" ] && LOOP_ARGS=(--event-loop "$OUR_EVENT_LOOP")
+D=$RB/hac-$CASE${OUR_EVENT_LOOP:+-$OUR_EVENT_LOOP}
 rm -rf "$D"; mkdir -p "$D"
 MQA() { MQADMIN_LOG_DIR=$LOGDIR/mqadmin bash "$JAVA_DIR_HARNESS/mqadmin.sh" "$MQA_OUT" "$@"; }
 P() { PROBE_LOG_ROOT=$LOGDIR/probe PROBE_OFFSET_DIR=$D/probe-offsets "$JAVA_DIR_HARNESS/run.sh" "$JC_OUT" "$@"; }
@@ -50,7 +58,7 @@ EOF
 }
 start_ours() {  # start_ours CONF STORE LOG
     "$PY" -m rocketstore.cli.main -c "$1" broker --namesrv "$NS" --store "$2" \
-        --listen "127.0.0.1:$OUR_PORT" --ha-port $((OUR_PORT + 1)) > "$3" 2>&1 &
+        --listen "127.0.0.1:$OUR_PORT" --ha-port $((OUR_PORT + 1)) "${LOOP_ARGS[@]}" > "$3" 2>&1 &
     echo $! > "$D/ours.pid"
     wait_for "$3" "Ctrl-C stops" 1
 }
@@ -115,7 +123,7 @@ if [ "$CASE" = truncate ]; then
     result "rocketstore compare MASTER SLAVE exits 0" $status
     ok=$(cat "$D"/p[0-9].jsonl | grep -c '"status":"SEND_OK"')
     echo "   $ok SEND_OK of 1400 sends"
-else
+elif [ "$CASE" = acl ]; then
     ours_conf "$D/ours.conf"
     start_java "$D/java.conf" || exit 1
     MQA updateTopic -n "$NS" -b "$BR" -t HaT -r 4 -w 4 > "$D/upd-HaT.txt" 2>&1
@@ -164,6 +172,71 @@ EOF
     grep -i "denied\|failed" "$D/signed.log" | head -3 | cut -c1-220 | sed 's/^/   /'
     stop_java
     rm -f "$BUILD/home/conf/plain_acl.yml"
+elif [ "$CASE" = crc ]; then
+    ours_conf "$D/ours.conf" "haCheckBodyCrc=true"
+    start_java "$D/java.conf" || exit 1
+    start_ours "$D/ours.conf" "$SLAVE" "$D/ours1.log" || exit 1
+    sleep 3
+    MQA getBrokerConfig -b "127.0.0.1:$OUR_PORT" > "$D/config.txt" 2>&1
+    grep -q "haCheckBodyCrc *= *true" "$D/config.txt"
+    result "our slave runs with haCheckBodyCrc=true (its getBrokerConfig)" $?
+    MQA updateTopic -n "$NS" -b "$BR" -t HaT -r 4 -w 4 > "$D/upd-HaT.txt" 2>&1
+    P produce "$NS" HaT 300 prodHa > "$D/p1.jsonl" 2> "$D/p1.err"
+    PROBE_BODY_BYTES=6000 P produce "$NS" HaT 5 prodHa > "$D/p2.jsonl" 2> "$D/p2.err"
+    PROBE_BODY_BYTES=1000 P produce "$NS" HaT 1200 prodHa > "$D/p3.jsonl" 2> "$D/p3.err"
+    same_files "$JAVA" "$SLAVE"; result "slave checking every body's CRC: CommitLog files = master's" $? \
+        "(master: $(ls "$JAVA/commitlog" | tr '\n' ' '); slave: $(ls "$SLAVE/commitlog" | tr '\n' ' '))"
+    # (a refused body is logged at ERROR, "...; connecting again"; the path holds "crc")
+    complaints=$(grep -cE "^(ERROR|CRITICAL) |Traceback" "$D/ours1.log")
+    result "no ERROR line in the slave's log (a bad CRC is one)" $([ "$complaints" = 0 ]; echo $?) "($complaints lines)"
+    stop_java; stop_ours
+    "$ROCKETSTORE" compare "$JAVA" "$SLAVE" > "$D/compare.txt" 2>&1; status=$?
+    sed 's/^/   /' "$D/compare.txt"
+    result "rocketstore compare MASTER SLAVE exits 0" $status
+    ok=$(cat "$D"/p[0-9].jsonl | grep -c '"status":"SEND_OK"')
+    echo "   $ok SEND_OK of 1505 sends"
+elif [ "$CASE" = restart ]; then
+    # The master restarted twice while our slave follows and a producer sends: a clean
+    # stop (SIGTERM) and a kill -9, each started again on its store.
+    ours_conf "$D/ours.conf"
+    start_java "$D/java.conf" || exit 1
+    start_ours "$D/ours.conf" "$SLAVE" "$D/ours1.log" || exit 1
+    sleep 3
+    MQA updateTopic -n "$NS" -b "$BR" -t HaT -r 4 -w 4 > "$D/upd-HaT.txt" 2>&1
+    # 15 producers of 100 in turn: one that meets the master down fails fast (a send
+    # refused in ms), the next one sends to the restarted master.
+    for k in $(seq 1 15); do
+        PROBE_BODY_BYTES=1000 P produce "$NS" HaT 100 prodHa$k >> "$D/p1.jsonl" 2>> "$D/p1.err"
+    done &
+    producer=$!
+    sent() { cat "$D/p1.jsonl" 2>/dev/null | grep -c '"status":"SEND_OK"'; }
+    for _ in $(seq 1 600); do [ "$(sent)" -ge 400 ] && break; sleep 0.2; done
+    echo "   clean stop of the master after $(sent) sends"
+    stop_java; start_java "$D/java.conf" || exit 1
+    for _ in $(seq 1 600); do [ "$(sent)" -ge 900 ] && break; sleep 0.2; done
+    echo "   kill -9 of the master after $(sent) sends"
+    pid=$(cat "$RB/broker.pid"); kill -9 "$pid"
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    start_java "$D/java.conf" || exit 1
+    wait "$producer"
+    PROBE_BODY_BYTES=500 P produce "$NS" HaT 100 prodHa > "$D/p2.jsonl" 2> "$D/p2.err"
+    same_files "$JAVA" "$SLAVE"; result "after both restarts, slave CommitLog files = master's" $? \
+        "(master: $(ls "$JAVA/commitlog" | tr '\n' ' '); slave: $(ls "$SLAVE/commitlog" | tr '\n' ' '))"
+    follows=$(grep -c "following master" "$D/ours1.log")
+    result "the slave followed the master again after each restart" $([ "$follows" -ge 3 ]; echo $?) \
+        "($follows connections)"
+    # (the metadata sync logs ERROR while the master is down: only replication's count)
+    complaints=$(grep -cE "^(ERROR|CRITICAL) rocketstore.broker.ha_slave|Traceback|REFUSED" "$D/ours1.log")
+    result "no replication ERROR line (corruption, refused cut) in the slave's log" $([ "$complaints" = 0 ]; echo $?) "($complaints lines)"
+    grep -i "replication:" "$D/ours1.log" | cut -c1-200 | sed 's/^/   /' | head -12
+    stop_java; stop_ours
+    "$ROCKETSTORE" compare "$JAVA" "$SLAVE" > "$D/compare.txt" 2>&1; status=$?
+    sed 's/^/   /' "$D/compare.txt"
+    result "rocketstore compare MASTER SLAVE exits 0" $status
+    ok=$(cat "$D"/p[0-9].jsonl | grep -c '"status":"SEND_OK"')
+    echo "   $ok SEND_OK of 1600 sends (the others met the master down)"
+else
+    echo "usage: ha_cases.sh truncate|acl|crc|restart" >&2; exit 2
 fi
 "$HERE/stop.sh" namesrv > /dev/null
 echo "$passed passed, $failed failed"

@@ -23,7 +23,9 @@ PY=${PY:-$REPO_ROOT/.venv/bin/python}
 # master has three CommitLog files; a 4.9.8 master starts a slave that reports offset 0 at
 # its newest file, so the slave holds that file and what follows (100 more sends).
 LATE=${LATE_SLAVE:-0}
-D=$RB/ha-$DIRECTION-$ROLE$([ "$LATE" = 1 ] && echo -late)
+# OUR_EVENT_LOOP=asyncio|uvloop: our broker's --event-loop (unset: its default, uvloop)
+LOOP_ARGS=(); [ -n "${OUR_EVENT_LOOP:-}" ] && LOOP_ARGS=(--event-loop "$OUR_EVENT_LOOP")
+D=$RB/ha-$DIRECTION-$ROLE$([ "$LATE" = 1 ] && echo -late)${OUR_EVENT_LOOP:+-$OUR_EVENT_LOOP}
 rm -rf "$D"; mkdir -p "$D"
 MQA() { MQADMIN_LOG_DIR=$LOGDIR/mqadmin bash "$JAVA_DIR_HARNESS/mqadmin.sh" "$MQA_OUT" "$@"; }
 P() { PROBE_LOG_ROOT=$LOGDIR/probe PROBE_OFFSET_DIR=$D/probe-offsets "$JAVA_DIR_HARNESS/run.sh" "$JC_OUT" "$@"; }
@@ -54,7 +56,7 @@ EOF
 }
 start_ours() {  # start_ours CONF STORE
     "$PY" -m rocketstore.cli.main -c "$1" broker --namesrv "$NS" --store "$2" \
-        --listen "127.0.0.1:$OUR_PORT" > "$D/ours.log" 2>&1 &
+        --listen "127.0.0.1:$OUR_PORT" "${LOOP_ARGS[@]}" > "$D/ours.log" 2>&1 &
     echo $! > "$D/ours.pid"
     wait_for "$D/ours.log" "Ctrl-C stops" 1
 }
