@@ -18,8 +18,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCE = os.path.join(os.path.dirname(HERE), "clients", "java", "BrokerBench.java")
@@ -272,29 +273,58 @@ class JavaLoad:
             broker.namesrv,
             *map(str, args),
         ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        cpu_start = broker.cpu_seconds()
-        result: dict[str, float] | None = None
-        for line in proc.stdout:
-            if not line.startswith("{"):
-                continue
-            event = json.loads(line)
-            if event.get("event") == "start":
-                cpu_start = broker.cpu_seconds()
-                if on_start is not None:
-                    on_start()
-            elif event.get("event") == "done":
-                event["cpu_s"] = broker.cpu_seconds() - cpu_start
-                result = event
-        try:
-            _, stderr = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
-        if result is None:
-            raise RuntimeError(
-                f"BrokerBench {mode} against {broker.system} failed ({proc.returncode}): "
-                f"{result} {stderr[-1500:]}"
-            )
-        return result
+        return run_client(
+            cmd,
+            broker,
+            self.work_dir,
+            is_result=lambda event: event.get("event") == "done",
+            what=f"BrokerBench {mode} against {broker.system}",
+            on_start=on_start,
+        )
+
+
+def run_client(
+    args: Sequence[str],
+    broker: Broker,
+    work: str,
+    *,
+    is_result: Callable[[dict[str, Any]], bool],
+    what: str,
+    on_start: Callable[[], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, float]:
+    """Run one load client process (in ``work``) that prints JSON lines; its result line
+    (the last one ``is_result`` takes), with ``cpu_s``: the broker's CPU seconds from the
+    client's ``{"event": "start"}`` line (``on_start`` is called there) to its result
+    line. RuntimeError, with the end of its stderr, when no result line came."""
+    # stderr to a file: the 5.x client logs to stderr from its I/O thread, which a full
+    # pipe nobody reads until the end stopped (a SimpleConsumer hung for minutes).
+    err_path = os.path.join(work, "client.err")
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(
+            list(args), stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=work
+        )
+    assert proc.stdout is not None
+    cpu_start = broker.cpu_seconds()
+    result: dict[str, float] | None = None
+    for line in proc.stdout:
+        if not line.startswith("{"):
+            continue
+        event = json.loads(line)
+        if event.get("event") == "start":
+            cpu_start = broker.cpu_seconds()
+            if on_start is not None:
+                on_start()
+        elif is_result(event):
+            event["cpu_s"] = broker.cpu_seconds() - cpu_start
+            result = event
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if result is None:
+        with open(err_path) as err:
+            stderr = err.read()
+        raise RuntimeError(f"{what} failed ({proc.returncode}): {stderr[-1500:]}")
+    return result

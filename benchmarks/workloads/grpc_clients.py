@@ -27,15 +27,19 @@ extra is missing; the remoting rows alone are skipped without the 4.x client.
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 
 from benchmarks.common import DataSet, Row, Scratch, Sizes, row, skipped
-from benchmarks.workloads.broker_procs import Broker, free_port, start_rocketstore, wait_port
+from benchmarks.workloads.broker_procs import (
+    Broker,
+    free_port,
+    run_client,
+    start_rocketstore,
+    wait_port,
+)
 
 log = logging.getLogger(__name__)
 
@@ -197,44 +201,18 @@ def _command(case: Case, path: str, endpoint: str, namesrv: str, rep: int) -> li
 
 
 def _run_client(args: list[str], broker: Broker, work: str) -> dict[str, float]:
-    """One client run; its result line with ``cpu_s``, the broker's CPU seconds from the
-    client's start line to its result line."""
+    """One client run; its result line (one with messages) and the broker's CPU seconds
+    (``cpu_s``) from the client's start line to it."""
     home = os.path.join(work, "home")  # the clients' logs
     os.makedirs(home, exist_ok=True)
-    # To a file: the 5.x client logs to stderr from its I/O thread, which a full pipe
-    # nobody reads until the end stopped (a SimpleConsumer hung for minutes).
-    err_path = os.path.join(work, "client.err")
-    with open(err_path, "w") as err:
-        proc = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            env={**os.environ, "HOME": home},
-            cwd=work,
-        )
-    assert proc.stdout is not None
-    cpu_start = broker.cpu_seconds()
-    result: dict[str, float] | None = None
-    for line in proc.stdout:
-        if not line.startswith("{"):
-            continue
-        event = json.loads(line)
-        if event.get("event") == "start":
-            cpu_start = broker.cpu_seconds()
-        elif "messages" in event:
-            event["cpu_s"] = broker.cpu_seconds() - cpu_start
-            result = event
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    with open(err_path) as err:
-        stderr = err.read()
-    if result is None or not result["messages"]:
-        raise RuntimeError(f"{args[1:3]} failed ({proc.returncode}): {result} {stderr[-1500:]}")
-    return result
+    return run_client(
+        args,
+        broker,
+        work,
+        is_result=lambda event: bool(event.get("messages")),
+        what=f"{args[1:3]}",
+        env={**os.environ, "HOME": home},
+    )
 
 
 def _log(case: Case, path: str, rep: int, result: dict[str, float]) -> None:
