@@ -8,13 +8,25 @@ master with its name server, ``rocketstore broker`` for a slave), settings by ``
 - **throughput**: a master store holding ``raw_bytes`` of 1 KiB messages (written before
   the master starts, untimed); a slave with an empty store follows it from the first file.
   Timed from the first byte the slave holds to the master's end, polling the slave's
-  GET_BROKER_RUNTIME_INFO (commitLogMaxOffset) every 10 ms; with the default
+  GET_BROKER_RUNTIME_INFO (commitLogMaxOffset) every 25 ms (each poll costs the slave
+  about 0.9 ms of CPU: at 10 ms that was 0.15 s a GiB, a tenth of what it measured; the
+  first and the last poll are each late by half an interval on average, so the two
+  delays cancel, and the spread they add is about 10 ms a copy); with the default
   haTransferBatchSize (32 KiB, RocketMQ's) and with 1 MiB transfers. The baseline is two
   processes on the same loopback: one reads the same CommitLog bytes from the page cache
   and sends them in 1 MiB ``sendall`` calls, the other receives them and writes them to a
   file (the slave writes its CommitLog, unsynced, as ASYNC_FLUSH), timed from the connect
   to the receiver's acknowledgement of the last byte. Repetitions alternate. CPU seconds
   per GiB of the slave and the master, and of the raw copy's receiver and sender.
+  Before each copy, raw or replicated, the benchmark writes and deletes a scratch file of
+  twice the copy's size (``_warm_page_cache``): on a VM that gives freed memory back to
+  its host (virtio-balloon free page reporting, as on this project's Firecracker VMs) the
+  first touch of such memory costs a host fault, and a copy into the page cache of memory
+  the host took back cost 1.6-2.2 s of CPU a GiB against 0.2 for memory a file just freed
+  (measured side by side). Without it, which copy got freshly freed memory depended on
+  the order of the steps (the raw copy ran right after the last slave's store was
+  deleted; a slave started a second or more after the raw copy's file was): the slave
+  paid about 0.8 s a GiB more for the VM, not for its work.
 - **send latency**: one client (rocketstore's blocking remoting client, SEND_MESSAGE_V2,
   one 100 B message at a time, the answer awaited) against three setups running at once:
   an ASYNC_MASTER with its slave, a SYNC_MASTER with its slave (a send is answered once the
@@ -51,7 +63,7 @@ FILE_SIZE = 64 * MIB  # the master's CommitLog files (several of them for a full
 BODY_BYTES = 1024  # throughput messages
 SEND_BODY_BYTES = 100
 RAW_CHUNK = 1024 * 1024
-POLL_S = 0.01
+POLL_S = 0.025
 TOPIC = "BenchReplication"
 THROUGHPUT_CASE = "CommitLog copy over loopback"
 RAW = "raw TCP copy (1 MiB sends, written to a file)"
@@ -209,6 +221,7 @@ class Copy:
 def _replicate_once(work: str, master: Node, end: int, label: str) -> Copy:
     """A fresh slave following ``master`` from its first byte to ``end``."""
     store = os.path.join(work, f"slave-{label}")
+    _warm_page_cache(work, end)
     with _running(_start_slave(work, f"tput-{label}", store, master)) as slave:
         deadline = time.monotonic() + 600
         first: tuple[float, int, float, float] | None = None
@@ -233,6 +246,22 @@ def _replicate_once(work: str, master: Node, end: int, label: str) -> Copy:
     return Copy(seconds * scale, slave_cpu * scale, master_cpu * scale)
 
 
+def _warm_page_cache(work: str, nbytes: int) -> None:
+    """Write a scratch file of twice ``nbytes`` and delete it (untimed), so that the next
+    copy's page cache comes from memory just freed, not from memory the VM's host took
+    back (see the module's docstring; freed page-cache memory stayed as cheap for at least
+    2.5 s, measured, and a slave connects 0.6-2.2 s after it is started)."""
+    path = os.path.join(work, "warm-up.bin")
+    chunk = bytes(RAW_CHUNK)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(2 * nbytes // RAW_CHUNK + 1):
+            os.write(fd, chunk)
+    finally:
+        os.close(fd)
+        os.remove(path)
+
+
 @dataclass
 class RawCopy:
     """One raw copy: seconds from the connect to the receiver's answer, and the CPU
@@ -254,6 +283,7 @@ def _raw_copy_once(work: str, store_dir: str, end: int) -> RawCopy:
         assert receiver.stdout is not None
         port = int(receiver.stdout.readline())
         directory = os.path.join(store_dir, "commitlog")
+        _warm_page_cache(work, end)
         started = time.perf_counter()
         cpu_before = time.process_time()  # (the benchmark's process: only this runs now)
         with socket.create_connection(("127.0.0.1", port)) as sock:
