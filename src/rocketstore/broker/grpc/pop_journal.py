@@ -5,7 +5,8 @@ Layer: broker.grpc. Files config/grpcPopState.journal.<N>, one JSON array of rec
 (:data:`rocketstore.broker.grpc.pop.JournalRecord`) a line, one line per receive, ack or
 renewal pass: a single ``write`` each, so a kill -9 leaves whole lines (the page cache
 keeps them); under SYNC_FLUSH the line is also fsync'ed (in a worker thread) before the
-answer, as the store's own writes are. A snapshot (config/grpcPopState.json) names the
+answer, as the store's own writes are, one fsync covering every line written before it
+(the service's group commit). A snapshot (config/grpcPopState.json) names the
 generation that follows it: taking one starts generation N+1, and once the snapshot is
 written the files before N are deleted (N stays for the snapshot's ``.bak``). Reading
 replays every file from the snapshot's generation on. docs/format.md, "POP state".

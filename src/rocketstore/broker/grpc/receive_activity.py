@@ -135,7 +135,10 @@ class ReceiveActivity(ServiceCore):
                     subscription,
                     renew_client,
                 )
-                await self._journal()  # before the answer goes out
+                line = self._journal_write()
+            # Before the answer goes out, but outside the lock: the next receive of the
+            # group pops meanwhile, and its line shares this fsync or the next.
+            await self._journal_synced(line)
             log.debug(
                 "receive %s/%s queues %s: %d message(s)",
                 group,

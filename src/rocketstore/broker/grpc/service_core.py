@@ -109,6 +109,11 @@ class ServiceCore:
         # Where the POP state's changes go before an answer (the server sets it once the
         # state is loaded; None: kept in memory only).
         self.journal: PopJournal | None = None
+        # Journal lines written that need an fsync (SYNC_FLUSH), how many of them an fsync
+        # has covered, and the fsync under way (at most one; later lines wait for the next).
+        self._journal_written = 0
+        self._journal_synced_to = 0
+        self._journal_syncing: asyncio.Future[None] | None = None
         # The store's delay levels (fixed while it is open), parsed once, not per send.
         self._delay_levels_ms = delay_levels_ms(ctx.store.config.message_delay_level)
         # The least invisible time a receive may ask (the proxy's
@@ -134,31 +139,50 @@ class ServiceCore:
 
     # --- the POP state's journal ---------------------------------------------------------
 
-    def _journal_write(self) -> PopJournal | None:
-        """Write the POP state's changes to the journal; the journal when they need an
-        fsync too (SYNC_FLUSH)."""
+    def _journal_write(self) -> int:
+        """Write the POP state's changes to the journal: the line's number when it needs
+        an fsync too (SYNC_FLUSH), else 0."""
         records = self.pop.take_changes()
         journal = self.journal
         if not records or journal is None:
-            return None
+            return 0
         try:
             journal.append(records)
         except OSError as e:
             # The next snapshot still holds them; only a crash before it loses them.
             log.error("writing the POP journal failed: %s", e)
-            return None
-        return journal if journal.sync else None
+            return 0
+        if not journal.sync:
+            return 0
+        self._journal_written += 1
+        return self._journal_written
 
     async def _journal(self) -> None:
         """Write the POP state's changes ahead of the answer about them: what a receive
         handed out (its delivery attempts) and what an ack removed survive a kill -9 once
         answered, as RocketMQ 5 puts its checkpoint and ack records before answering."""
-        journal = self._journal_write()
-        if journal is not None:
-            try:
+        await self._journal_synced(self._journal_write())
+
+    async def _journal_synced(self, line: int) -> None:
+        """Wait until journal line ``line`` (0: none) is on disk. One fsync answers every
+        line written before it began: concurrent receives and acks share it (group
+        commit), instead of one fsync each, one after another."""
+        while self._journal_synced_to < line:
+            if self._journal_syncing is None:
+                self._journal_syncing = asyncio.ensure_future(self._journal_fsync())
+            await asyncio.shield(self._journal_syncing)
+
+    async def _journal_fsync(self) -> None:
+        covered = self._journal_written  # every line up to here was written before the fsync
+        journal = self.journal
+        try:
+            if journal is not None:
                 await self.ctx.run(journal.fsync)
-            except OSError as e:
-                log.error("syncing the POP journal failed: %s", e)
+        except OSError as e:
+            log.error("syncing the POP journal failed: %s", e)
+        finally:
+            self._journal_synced_to = max(self._journal_synced_to, covered)
+            self._journal_syncing = None
 
     def commit_all(self) -> None:
         """Every POP cursor's consumer offset (after the state was read back)."""
