@@ -17,7 +17,7 @@ printf 'transactionTimeOut=2000\ntransactionCheckInterval=2000\n' > broker.conf
 export BROKER_GLOBAL_OPTS="-c $WORK_DIR/broker.conf"
 FIFO_GROUPS="g_fifo g_fifo_s" "$HERE/broker.sh" start "$@"
 trap '"$HERE/broker.sh" stop' EXIT
-"$HERE/broker.sh" topic OrderEvents TA T_ci T_push T_fifo T_timer T_timer2 T_tx T_async
+"$HERE/broker.sh" topic OrderEvents TA T_ci T_push T_fifo T_timer T_timer2 T_tx T_async T_admin
 res() { printf '%-58s %s\n' "$1" "$2"; }
 j() { python3 -c "import json,collections
 def lines(name, event=None):
@@ -102,6 +102,37 @@ res "7 transactions: commit, rollback, open -> checker COMMIT" "$(j "
 chk = [d['body'] for d in lines('s7_tx', 'check')]
 got = sorted(d['body'] for d in lines('s7_tx_consume', 'recv'))
 print('PASS' if $rc == 0 and chk == ['unknown'] and got == ['commit', 'unknown'] else 'FAIL', 'checked', chk, 'consumed', got)")"
+# mqadmin's consumerStatus -s (GET_CONSUMER_RUNNING_INFO with jstack) and queryMsgById -d
+# (CONSUME_MESSAGE_DIRECTLY) about a running PushConsumer, sent to the broker's remoting port:
+# relayed over the client's telemetry stream, answered with its thread stack and with its
+# listener's verdict on the message (CR_SUCCESS).
+rc=$(run s10_admin_produce 60 $R produce $EP T_admin 1)
+PROBE_LINGER_MS=0 timeout 120 $R push $EP T_admin g_admin 1000 60 > out/s10_admin_push.jsonl 2> out/s10_admin_push.err &
+push_pid=$!
+for _ in $(seq 120); do grep -q '"started"' out/s10_admin_push.jsonl 2>/dev/null && break; sleep 0.5; done
+sleep 2  # its settings (with the group) reach the broker after start
+client=$(j "print(lines('s10_admin_push', 'started')[0]['clientId'])" 2>/dev/null)
+msg=$(j "print(lines('s10_admin_produce', 'sent')[0]['messageId'])")
+offset_id=$("$ROCKETSTORE" --store "$WORK_DIR/store" --json queryMsgByUniqueKey -t T_admin -i "$msg" \
+    | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['msgId'])")
+"$REPO_ROOT/.venv/bin/python" - "127.0.0.1:$BROKER_PORT" "$client" "$offset_id" > out/s10_admin_ask.jsonl <<'PY'
+import json, sys, time
+from rocketstore.remoting.blocking import invoke_sync, request
+address, client, offset_id = sys.argv[1:]
+for code, fields in ((307, {"jstackEnable": "true"}), (309, {"msgId": offset_id}), (307, {"jstackEnable": "true", "consumerGroup": "g_other"})):
+    began = time.monotonic()
+    asked = {"consumerGroup": "g_admin", "clientId": client, **fields}
+    answer = invoke_sync(address, request(code, asked), 20)
+    print(json.dumps({"event": "answer", "code": code, "response": answer.code, "remark": answer.remark,
+                      "body": answer.body.decode(errors="replace"), "seconds": round(time.monotonic() - began, 2)}))
+PY
+kill $push_pid 2>/dev/null; wait $push_pid 2>/dev/null
+res "10 mqadmin thread stack + verify through telemetry" "$(j "
+stack, verify, other = lines('s10_admin_ask', 'answer')
+info = json.loads(stack['body']) if stack['response'] == 0 else {}
+result = json.loads(verify['body']) if verify['response'] == 0 else {}
+ok = 'Thread' in info.get('jstack', '') and result.get('consumeResult') == 'CR_SUCCESS' and other['response'] == 1
+print('PASS' if ok else 'FAIL', 'jstack of %d lines in %.2f s,' % (info.get('jstack', '').count(chr(10)), stack['seconds']), 'verify', result.get('consumeResult'), result.get('remark'), 'in %.2f s,' % verify['seconds'], 'other group:', other['remark'])")"
 # A delivery time that falls while the broker is down: delivered after the restart, not before it.
 rc=$(PROBE_DELIVER_IN_MS=15000 run s8_timer_restart 30 $R produce $EP T_timer2 1)
 "$HERE/broker.sh" restart "$@" > /dev/null

@@ -46,7 +46,7 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *                                      changeInvisibleDuration, and acked when it comes again
  *   push ENDPOINT TOPIC GROUP N SECS [TAGEXPR]     PushConsumer until N distinct messages are
  *                                      consumed (PROBE_FAIL_FIRST=1: the first one is answered
- *                                      FAILURE once)
+ *                                      FAILURE once); prints its client id first ("started")
  *
  * PROBE_SSL=1 enables TLS (the client's default; off here unless asked; the client trusts any
  * server certificate); PROBE_NAMESPACE; PROBE_ACCESS_KEY/PROBE_SECRET_KEY sign every request
@@ -204,6 +204,9 @@ public class Grpc5Probe {
                 }
                 return ConsumeResult.SUCCESS;
             }).build()) {
+            // The client id the broker knows it by (x-mq-client-id): mqadmin asks about it.
+            out("started", "clientId",
+                ((org.apache.rocketmq.client.java.impl.ClientImpl) consumer).getClientId().toString());
             enough.await(secs, TimeUnit.SECONDS);
             // Linger a little: the acks of the last messages go out, and a redelivery would show.
             Thread.sleep(Long.parseLong(env("PROBE_LINGER_MS", "2000")));
