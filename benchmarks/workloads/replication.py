@@ -19,7 +19,8 @@ master with its name server, ``rocketstore broker`` for a slave), settings by ``
   to the receiver's acknowledgement of the last byte. Repetitions alternate. CPU seconds
   per GiB of the slave and the master, and of the raw copy's receiver and sender.
   Before each copy, raw or replicated, the benchmark writes and deletes a scratch file of
-  twice the copy's size (``_warm_page_cache``): on a VM that gives freed memory back to
+  twice the copy's size (``_warm_page_cache``; for a slave, again and again from its
+  start to its first byte): on a VM that gives freed memory back to
   its host (virtio-balloon free page reporting, as on this project's Firecracker VMs) the
   first touch of such memory costs a host fault, and a copy into the page cache of memory
   the host took back cost 1.6-2.2 s of CPU a GiB against 0.2 for memory a file just freed
@@ -43,6 +44,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -221,8 +223,10 @@ class Copy:
 def _replicate_once(work: str, master: Node, end: int, label: str) -> Copy:
     """A fresh slave following ``master`` from its first byte to ``end``."""
     store = os.path.join(work, f"slave-{label}")
-    _warm_page_cache(work, end)
-    with _running(_start_slave(work, f"tput-{label}", store, master)) as slave:
+    with (
+        _kept_warm(work, end) as warmed,
+        _running(_start_slave(work, f"tput-{label}", store, master)) as slave,
+    ):
         deadline = time.monotonic() + 600
         first: tuple[float, int, float, float] | None = None
         with BlockingConnection(slave.address) as conn:
@@ -230,6 +234,7 @@ def _replicate_once(work: str, master: Node, end: int, label: str) -> Copy:
                 now = time.perf_counter()
                 held = int(_runtime(conn).get("commitLogMaxOffset", "0"))
                 if first is None and held > 0:
+                    warmed.set()  # (the thread stops within one 1 MiB write)
                     first = (now, held, cpu_seconds(slave.proc.pid), cpu_seconds(master.proc.pid))
                 if held >= end:
                     break
@@ -246,20 +251,40 @@ def _replicate_once(work: str, master: Node, end: int, label: str) -> Copy:
     return Copy(seconds * scale, slave_cpu * scale, master_cpu * scale)
 
 
-def _warm_page_cache(work: str, nbytes: int) -> None:
+def _warm_page_cache(work: str, nbytes: int, stop: threading.Event | None = None) -> None:
     """Write a scratch file of twice ``nbytes`` and delete it (untimed), so that the next
     copy's page cache comes from memory just freed, not from memory the VM's host took
-    back (see the module's docstring; freed page-cache memory stayed as cheap for at least
-    2.5 s, measured, and a slave connects 0.6-2.2 s after it is started)."""
+    back (see the module's docstring). With ``stop``, again and again until it is set:
+    memory freed 1.5-4 s before a copy was already dearer (0.25-0.54 s a GiB, measured),
+    and a slave takes 0.6-3 s to start on a loaded machine."""
     path = os.path.join(work, "warm-up.bin")
     chunk = bytes(RAW_CHUNK)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for _ in range(2 * nbytes // RAW_CHUNK + 1):
+                if stop is not None and stop.is_set():
+                    return
+                os.write(fd, chunk)
+        finally:
+            os.close(fd)
+            os.remove(path)
+        if stop is None:
+            return
+
+
+@contextmanager
+def _kept_warm(work: str, nbytes: int) -> Iterator[threading.Event]:
+    """``_warm_page_cache`` on a thread until the event it yields is set (or the block
+    ends)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=_warm_page_cache, args=(work, nbytes, stop), daemon=True)
+    thread.start()
     try:
-        for _ in range(2 * nbytes // RAW_CHUNK + 1):
-            os.write(fd, chunk)
+        yield stop
     finally:
-        os.close(fd)
-        os.remove(path)
+        stop.set()
+        thread.join()
 
 
 @dataclass
