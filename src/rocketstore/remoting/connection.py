@@ -41,6 +41,8 @@ from rocketstore.remoting.codec import (
 )
 
 _PREFIX_BYTES = 4
+# How many bytes of a frame whose length is refused its error shows.
+_SHOWN_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,13 @@ class RemotingConnection:
         while len(buffer) - position >= _PREFIX_BYTES:
             start = position + _PREFIX_BYTES
             try:
-                length = frame_length(buffer[position:start], self.max_frame_bytes)
+                try:
+                    length = frame_length(buffer[position:start], self.max_frame_bytes)
+                except ProtocolError as e:
+                    # The bytes themselves say who sent them (4 zero bytes then an offset:
+                    # an HA stream, not a remoting peer).
+                    seen = bytes(buffer[position : position + _SHOWN_BYTES]).hex(" ")
+                    raise ProtocolError(f"{e} (the frame starts {seen})") from e
                 assert length is not None
                 if len(buffer) < start + length:
                     break

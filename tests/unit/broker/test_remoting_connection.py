@@ -161,7 +161,9 @@ def test_an_oversized_frame_is_refused_from_its_prefix() -> None:
     assert conn.partial_frame_bytes == 3 and conn.incoming_frame_bytes is None
     (event,) = conn.receive_data(struct.pack(">i", 1025)[3:])
     assert isinstance(event, ProtocolViolation)
-    assert event.reason == "frame length 1025 exceeds the limit of 1024"
+    assert event.reason == (
+        "frame length 1025 exceeds the limit of 1024 (the frame starts 00 00 04 01)"
+    )
     assert conn.partial_frame_bytes == 0
     assert conn.receive_data(b"x" * 2000) == []
 
@@ -185,6 +187,19 @@ def test_protocol_errors_name_the_reason_and_end_the_stream(frame: bytes, reason
     assert isinstance(events[1], ProtocolViolation) and reason in events[1].reason
     assert len(events) == 2 and conn.broken
     assert conn.receive_data(good) == [] and conn.receive_eof() == []
+
+
+def test_a_refused_length_shows_the_bytes_that_came() -> None:
+    """A replication stream read as remoting frames (an HA heartbeat: 8-byte offset,
+    4-byte size 0) is refused with its first 16 bytes in the reason, so the sender can
+    be told from them."""
+    heartbeat = struct.pack(">qi", 0x12345678, 0)
+    (event,) = RemotingConnection().receive_data(heartbeat + b"\xff" * 20)
+    assert isinstance(event, ProtocolViolation)
+    assert event.reason == (
+        "frame length 0 is below the minimum of 4 (the frame starts "
+        "00 00 00 00 12 34 56 78 00 00 00 00 ff ff ff ff)"
+    )
 
 
 def test_an_unfinished_frame_tells_what_it_holds() -> None:
