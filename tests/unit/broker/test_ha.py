@@ -1,7 +1,8 @@
 """Replication between a master and a slave broker in one event loop, over loopback: the
 slave's CommitLog ends byte-identical, SYNC_MASTER answers after the slave has the bytes
 (FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE otherwise), a slave refuses sends, learns its
-master from the name server, and catches up from its own end after a restart."""
+master from the name server, catches up from its own end after a restart, and follows
+its master again after the master's restart."""
 
 from __future__ import annotations
 
@@ -311,6 +312,79 @@ def test_slave_restarted_catches_up_from_its_own_end(tmp_path: Path) -> None:
         assert _files(tmp_path / "slave") == _files(tmp_path / "master")
 
     asyncio.run(main())
+
+
+def _free_port_pair() -> int:
+    """A loopback port p with p + 1 free too (a master's listen and HA ports, kept across
+    its restart)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free ports in a row")
+
+
+@pytest.mark.parametrize(("event_loop", "check_crc"), [("asyncio", False), ("uvloop", True)])
+def test_master_restarted_mid_stream_the_slave_follows_again(
+    tmp_path: Path, event_loop: str, check_crc: bool
+) -> None:
+    """The master stopped while its slave is behind and started again on its store and
+    ports (the Java interop harness's ``ha_cases.sh restart``, in one process): the slave
+    connects again, reports its own end and ends byte-identical, with haCheckBodyCrc on
+    or off, on either loop."""
+    loop_factory = None
+    if event_loop == "uvloop":
+        loop_factory = pytest.importorskip(
+            "uvloop", reason="uvloop is not installed"
+        ).new_event_loop
+
+    async def main() -> None:
+        port = _free_port_pair()
+        options = _options(tmp_path / "master", broker_role="ASYNC_MASTER")
+        options.listen = f"127.0.0.1:{port}"
+        master = BrokerApp(options)
+        await master.start()
+        slave = BrokerApp(
+            _options(
+                tmp_path / "slave",
+                broker_role="SLAVE",
+                broker_id=1,
+                ha_master_address=f"127.0.0.1:{port + 1}",
+                ha_check_body_crc=check_crc,
+            )
+        )
+        await slave.start()
+        running: BrokerApp | None = master
+        try:
+            assert master.ctx is not None and slave.ctx is not None
+            assert slave.replication_slave is not None
+            await within(slave.replication_slave.connected.wait())
+            for i in range(300):  # several 32 KiB files; the slave may still be behind
+                assert (await master.ctx.put(_message(i), 10)).ok
+            running = None
+            await master.stop()
+            held = slave.ctx.store.max_commit_log_offset()
+            running = BrokerApp(options)
+            await running.start()
+            assert running.ctx is not None
+            for i in range(300, 400):
+                assert (await running.ctx.put(_message(i), 10)).ok
+            end = running.ctx.store.max_commit_log_offset()
+            slave_store = slave.ctx.store
+            await until(lambda: slave_store.max_commit_log_offset() == end, "the slave's end")
+            assert slave.replication_slave.reported_offset >= held
+        finally:
+            await _stop(slave, *([running] if running is not None else []))
+        assert _files(tmp_path / "slave") == _files(tmp_path / "master")
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
 
 
 def test_slave_learns_its_master_from_the_name_server(tmp_path: Path) -> None:
