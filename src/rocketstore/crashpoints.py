@@ -21,6 +21,9 @@ AFTER_DISPATCH_QUEUE_BEFORE_INDEX = "after_dispatch_queue_before_index"
 # Reached after each run that recovery's re-dispatch hands over (queues and index written
 # for it): the window where a rebuild from the CommitLog start is half done.
 MID_REDISPATCH = "mid_redispatch"
+# Reached when a POP message's move to %DLQ% is stored and not yet journaled as done (a
+# gRPC broker's point: tests/conformance/test_grpc_broker_kill.py arms it).
+AFTER_DLQ_PUT_BEFORE_JOURNAL = "after_dlq_put_before_journal"
 
 ALL_POINTS = (
     AFTER_APPEND_BEFORE_FLUSH,

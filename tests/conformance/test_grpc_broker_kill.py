@@ -171,3 +171,80 @@ def test_kill_9_keeps_delivery_attempts_and_acks_answered_since_the_last_snapsho
     assert sorted(
         (m.system_properties.message_id, m.system_properties.delivery_attempt) for m in again
     ) == [("01KILL1", 2), ("01KILL3", 2)]
+
+
+def _forward_to_dlq(stub: Any, topic: str, group: str, message: Any) -> Any:
+    request = spb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name=group),
+        topic=pb.Resource(name=topic),
+        receipt_handle=message.system_properties.receipt_handle,
+        message_id=message.system_properties.message_id,
+        delivery_attempt=message.system_properties.delivery_attempt,
+        max_delivery_attempts=16,
+    )
+    return stub.ForwardMessageToDeadLetterQueue(request, timeout=10)
+
+
+def test_a_crash_between_a_dlq_put_and_its_journal_line_stores_it_in_the_dlq_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker dies (crash point: os._exit, as a kill -9) after a message forwarded
+    to %DLQ% is stored there and before its drop is journaled. After the restart the
+    move journaled as begun is found done: the message is not delivered again, so
+    nothing forwards it a second time (without the check it came back with attempt 2,
+    and a second forward stored a second copy)."""
+    from rocketstore import crashpoints
+
+    topic, group = "TopicKillDlq", "GroupKillDlq"
+    store = tmp_path / "store"
+    subprocess.run(
+        [*CLI, "--store", str(store), "updateTopic", "-t", topic, "-r", "1", "-w", "1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    ports = (free_port(), free_port(), free_port())
+    endpoint = f"127.0.0.1:{ports[2]}"
+    extra = ["--grpc-listen", endpoint, "--offset-persist-ms", "600000"]
+    monkeypatch.setenv(crashpoints.ENV_VAR, crashpoints.AFTER_DLQ_PUT_BEFORE_JOURNAL)
+    server = serve_process(store, ports[0], ports[1], extra=extra)
+    monkeypatch.delenv(crashpoints.ENV_VAR)
+    try:
+        with grpcio.insecure_channel(endpoint) as channel:
+            stub = spb_grpc.MessagingServiceStub(channel)
+            message = pb.Message(
+                topic=pb.Resource(name=topic),
+                body=b"to the dlq once",
+                system_properties=pb.SystemProperties(message_id="01KILLDLQ", tag="t"),
+            )
+            sent = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=10)
+            assert sent.status.code == pb.Code.OK, sent.status
+            (taken,) = _receive(stub, topic, group, 10_000, 5)
+            with pytest.raises(grpcio.RpcError):
+                _forward_to_dlq(stub, topic, group, taken)
+        assert server.wait(timeout=30) == 137  # the crash point, not an answer
+        server = serve_process(store, ports[0], ports[1], extra=extra)
+        with grpcio.insecure_channel(endpoint) as channel:
+            stub = spb_grpc.MessagingServiceStub(channel)
+            # Past the 10 s invisible time: anything still in flight would come again.
+            again: list[Any] = []
+            deadline = time.monotonic() + 16
+            while time.monotonic() < deadline:
+                for m in _receive(stub, topic, group, 10_000, 5):
+                    again.append(m)
+                    assert _forward_to_dlq(stub, topic, group, m).status.code == pb.Code.OK
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            server.communicate(timeout=60)
+    query = ["queryMsgByUniqueKey", "-t", f"%DLQ%{group}", "-i", "01KILLDLQ", "-a"]
+    printed = subprocess.run(
+        [*CLI, "--store", str(store), "--json", *query],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    copies = [line for line in printed.stdout.splitlines() if line.startswith("{")]
+    assert len(copies) == 1, copies
+    assert again == []

@@ -96,6 +96,9 @@ class InFlight:
     # The client whose auto-renewing receive (a PushConsumer's) took it: its invisible
     # time is extended while that client's telemetry stream is open ("" none; in memory).
     renew_client: str = ""
+    # The %DLQ% queue's max offset when a move there began and is not journaled as done
+    # (-1: none): a copy stored from there on is this message (see PopState.dlq_moves).
+    dlq_from: int = -1
 
 
 @dataclass
@@ -138,11 +141,14 @@ QueueKey = tuple[str, str, int]  # (group, topic, queue id)
 #                                                   handed out (again)
 # ["v", group, topic, queue id, offset, pop ms, visible at ms]   invisible time changed
 # ["a", group, topic, queue id, offset]             acknowledged, or dropped (DLQ, gone)
+# ["d", group, topic, queue id, offset, DLQ offset]   a move to %DLQ% begins (its copy, if
+#                                                   stored, is at or past the DLQ offset)
 JournalRecord = list[Any]
 RECORD_NEXT = "n"
 RECORD_HAND_OUT = "h"
 RECORD_VISIBLE = "v"
 RECORD_ACK = "a"
+RECORD_DLQ_MOVE = "d"
 
 
 class PopState:
@@ -167,6 +173,25 @@ class PopState:
         or gone with its CommitLog file)."""
         if cursor.in_flight.pop(offset, None) is not None:
             self._changes.append([RECORD_ACK, *cursor.key, offset])
+
+    def begin_dlq_move(self, cursor: QueueCursor, offset: int, dlq_from: int) -> None:
+        """A message in flight is about to be stored in %DLQ%, whose queue ends at
+        ``dlq_from``: journaled first, so that a restart after the put and before its
+        drop can tell whether the copy is there (:meth:`dlq_moves`)."""
+        held = cursor.in_flight.get(offset)
+        if held is not None:
+            held.dlq_from = dlq_from
+            self._changes.append([RECORD_DLQ_MOVE, *cursor.key, offset, dlq_from])
+
+    def dlq_moves(self) -> list[tuple[QueueCursor, InFlight]]:
+        """Messages whose move to %DLQ% began and was never journaled as done (read back
+        after a crash): the service looks for each copy and drops the ones it finds."""
+        return [
+            (cursor, held)
+            for cursor in self._queues.values()
+            for held in cursor.in_flight.values()
+            if held.dlq_from >= 0
+        ]
 
     def cursor(
         self, group: str, topic: str, queue_id: int, start: Callable[[], int]
@@ -319,6 +344,7 @@ class PopState:
                             "attempt": m.attempt,
                             "popMs": m.pop_ms,
                             "visibleAtMs": m.visible_at_ms,
+                            **({"dlqFrom": m.dlq_from} if m.dlq_from >= 0 else {}),
                         }
                         for m in sorted(cursor.in_flight.values(), key=lambda m: m.offset)
                     ],
@@ -351,6 +377,7 @@ class PopState:
                         int(m["attempt"]),
                         int(m["popMs"]),
                         int(m["visibleAtMs"]),
+                        dlq_from=int(m.get("dlqFrom", -1)),
                     )
                     cursor.in_flight[held.offset] = held
                 self._queues[key] = cursor
@@ -399,6 +426,10 @@ class PopState:
                 held.pop_ms, held.visible_at_ms = int(record[5]), int(record[6])
         elif kind == RECORD_ACK:
             cursor.in_flight.pop(offset, None)
+        elif kind == RECORD_DLQ_MOVE:
+            held = cursor.in_flight.get(offset)
+            if held is not None:
+                held.dlq_from = int(record[5])
 
     def _settle(self, committed: Callable[[str, str, int], int | None]) -> int:
         """The consumer offsets may be newer than the state (a remoting consumer of the

@@ -20,7 +20,7 @@ from typing import Any
 
 from rocketstore.broker.grpc import convert
 from rocketstore.broker.grpc.convert import RequestError, status
-from rocketstore.broker.grpc.pop import AckStatus, QueueCursor, ReceiptHandle
+from rocketstore.broker.grpc.pop import AckStatus, InFlight, QueueCursor, ReceiptHandle
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
 from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 from rocketstore.broker.grpc.service_core import (
@@ -37,6 +37,7 @@ from rocketstore.broker.processors.send_back import retry_message
 from rocketstore.broker.topic_config import (
     dlq_topic,
 )
+from rocketstore.crashpoints import AFTER_DLQ_PUT_BEFORE_JOURNAL, crash_point
 from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 from rocketstore.format.subscription import Subscription
@@ -207,7 +208,7 @@ class ReceiveActivity(ServiceCore):
                 if held.attempt >= self._max_attempts(group):
                     # Delivered as often as the group allows: to %DLQ%<group>, as
                     # RocketMQ 5's revive service moves it.
-                    if await self._to_dead_letter_queue(group, ext, held.attempt):
+                    if await self._to_dead_letter_queue(group, ext, held.attempt, cursor, held):
                         self.pop.drop(cursor, held.offset)
                     continue
                 attempt = held.attempt + 1
@@ -262,16 +263,25 @@ class ReceiveActivity(ServiceCore):
         config = self.ctx.groups.get(group)
         return (config.retry_max_times if config is not None else 16) + 1
 
-    async def _to_dead_letter_queue(self, group: str, ext: MessageExt, attempts: int) -> bool:
+    async def _to_dead_letter_queue(
+        self, group: str, ext: MessageExt, attempts: int, cursor: QueueCursor, held: InFlight
+    ) -> bool:
         """Store ``ext`` in ``%DLQ%<group>`` (created write-only with one queue, as a
-        send-back creates it); whether it was stored."""
+        send-back creates it); whether it was stored. The move is journaled (and synced)
+        before the put: a crash after the put and before the caller's drop is journaled
+        leaves the restart a place to look for the copy instead of storing it again
+        (:meth:`settle_dlq_moves`)."""
         original = dataclasses.replace(ext, reconsume_times=max(attempts - 1, 0))
         message, _to_dlq = retry_message(original, group, -1, 0, ext.properties.get(props.UNIQ_KEY))
         topic = dlq_topic(group)
         if topic not in self.ctx.topics:
             self.ctx.topics.create_on_send_back(topic, 1, PERM_WRITE)
             self.ctx.topics_changed()
+        dlq_from = await self.ctx.run(self.ctx.store.max_offset, topic, 0)
+        self.pop.begin_dlq_move(cursor, held.offset, dlq_from)
+        await self._journal()
         result = await self.ctx.put(message, len(message.body))
+        crash_point(AFTER_DLQ_PUT_BEFORE_JOURNAL)
         # Stored with a flush or replication wait that fell short is stored: keeping the
         # message in flight would forward it again and store it twice in the DLQ.
         if not result.status.stored:
@@ -293,6 +303,48 @@ class ReceiveActivity(ServiceCore):
         return convert.proto_message(
             ext, receipt_handle=handle.encode(), delivery_attempt=attempt, invisible_ms=invisible_ms
         )
+
+    async def settle_dlq_moves(self) -> int:
+        """After a restart: each move to %DLQ% journaled as begun and never as done is
+        looked for in the DLQ from where the queue ended when it began (a copy with the
+        message's ORIGIN_MESSAGE_ID, body and born time). Found: the message leaves the
+        group's flight, as the move would have ended; not found: it stays, and moves
+        again when it comes due. So a crash between the put and its drop stores it in
+        the DLQ once, not twice. How many were found."""
+        found = 0
+        store = self.ctx.store
+        for cursor, held in self.pop.dlq_moves():
+            group = cursor.key[0]
+            ext = await self.ctx.run(store.look_message, held.commit_log_offset)
+            origin = None
+            if ext is not None:
+                origin = (
+                    ext.properties.get(props.ORIGIN_MESSAGE_ID)
+                    or ext.properties.get(props.UNIQ_KEY)
+                    or ext.msg_id
+                )
+            offset, end = held.dlq_from, await self.ctx.run(store.max_offset, dlq_topic(group), 0)
+            stored = False
+            while ext is not None and not stored and offset < end:
+                result = await self.ctx.run(
+                    store.get_messages, group, dlq_topic(group), 0, offset, 32
+                )
+                if result.status is not GetStatus.FOUND:
+                    break
+                stored = any(
+                    m.properties.get(props.ORIGIN_MESSAGE_ID) == origin
+                    and m.born_timestamp == ext.born_timestamp
+                    and m.body == ext.body
+                    for m in result.messages
+                )
+                offset = result.next_begin_offset
+            held.dlq_from = -1
+            if stored:
+                self.pop.drop(cursor, held.offset)
+                self._commit(*cursor.key)
+                found += 1
+        await self._journal()
+        return found
 
     async def _wait(self, group: str, topic: str, queue_ids: list[int], deadline: float) -> bool:
         """Wait for a message to arrive or one in flight to come due; False once the
@@ -431,7 +483,7 @@ class ReceiveActivity(ServiceCore):
             if ext is None:
                 raise RequestError(pb.Code.MESSAGE_NOT_FOUND, "the message is no longer stored")
             attempts = max(request.delivery_attempt, held.attempt)
-            if not await self._to_dead_letter_queue(group, ext, attempts):
+            if not await self._to_dead_letter_queue(group, ext, attempts, cursor, held):
                 raise RequestError(
                     pb.Code.INTERNAL_SERVER_ERROR, "storing the message in the DLQ failed"
                 )

@@ -158,6 +158,9 @@ class GrpcServer:
         await self._snapshot()
         self.service.journal = self.journal
         self.service.commit_all()
+        settled = await self.service.settle_dlq_moves()
+        if settled:
+            log.info("%d move(s) to %%DLQ%% found stored after a crash; not stored again", settled)
         register(self.service, server)
         await server.start()
         self._server = server

@@ -235,3 +235,23 @@ def test_a_changed_invisible_time_is_no_longer_renewed():
     assert state.renew(3_000, live, 10_000, 60_000, 3 * 3600_000) == 0
     assert cursor.in_flight[0].visible_at_ms == 12_000
     assert [m.offset for m in cursor.overdue(12_000)] == [0]
+
+
+def test_a_dlq_move_begun_survives_the_journal_and_the_snapshot_until_it_is_done():
+    state, cursor, _handle = _state_with_one()
+    state.begin_dlq_move(cursor, 7, 42)
+    state.begin_dlq_move(cursor, 99, 43)  # not in flight: nothing to record
+    assert [(c.key, h.offset, h.dlq_from) for c, h in state.dlq_moves()] == [(("g", "t", 1), 7, 42)]
+    records = state.take_changes()
+    assert records[-1] == ["d", "g", "t", 1, 7, 42]
+    again = PopState("broker-a")
+    again.replay(records, lambda g, t, q: None)
+    assert [h.dlq_from for _c, h in again.dlq_moves()] == [42]
+    document = state.to_document()
+    assert document["queues"][0]["inFlight"][0]["dlqFrom"] == 42
+    loaded = PopState("broker-a")
+    loaded.load_document(document, lambda g, t, q: None)
+    assert [h.dlq_from for _c, h in loaded.dlq_moves()] == [42]
+    state.drop(cursor, 7)  # the move done
+    assert state.dlq_moves() == []
+    assert "dlqFrom" not in str(PopState("broker-a").to_document())
