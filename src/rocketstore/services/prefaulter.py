@@ -139,7 +139,12 @@ class Prefaulter:
         """Fault in (or zero) one step of [start, target) (CommitLog offsets) of
         ``mapped``; True if there is more to do."""
         target = min(target, mapped.file_from_offset + mapped.file_size)
-        if not self.faults_enabled or start >= target:
+        if not self.faults_enabled:
+            # Nothing to fault: no wake-up per append for it (a slave's pwrite appends
+            # woke this thread every time, a futex wake and two context switches each).
+            self.ready_offset = max(self.ready_offset, target)
+            return False
+        if start >= target:
             return False
         end = min(target, start + self.step)
         base = mapped.file_from_offset

@@ -222,3 +222,24 @@ def test_with_zero_fill_it_zeroes_ahead_instead_of_faulting(
         assert prefaulter.ready_offset >= rolled.file_from_offset + FILE_SIZE
     finally:
         commitlog.close()
+
+
+def test_with_faults_off_an_append_within_the_margin_wakes_nothing(tmp_path: Path) -> None:
+    # A slave's pwrite appends turn the faults off; each append woke the thread before,
+    # for a run that had nothing to do.
+    commitlog = _commitlog(tmp_path)
+    try:
+        mapped = commitlog.files.last_file_for_write(0)
+        prefaulter = Prefaulter(commitlog, 256 * 1024)
+        prefaulter.skip_commitlog_faults()
+        mapped.wrote_position = 4096
+        prefaulter.run_once()
+        assert not any(mapped.read(0, 8192))  # nothing faulted or written
+        prefaulter._wake.clear()
+        prefaulter.wakeup(4096 + 64 * 1024)
+        assert not prefaulter._wake.is_set()
+        # Half the margin on, it runs again (the next file must still be made ahead).
+        prefaulter.wakeup(4096 + 256 * 1024)
+        assert prefaulter._wake.is_set()
+    finally:
+        commitlog.close()
