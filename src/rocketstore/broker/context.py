@@ -74,6 +74,19 @@ class ClientAnswer:
     body: bytes = b""
 
 
+@dataclass(frozen=True)
+class OtherConsumer:
+    """A consumer connected over another protocol (a 5.x client over gRPC), as the
+    admin's consumer connection list shows it."""
+
+    client_id: str
+    address: str
+    language: str
+    version: int
+    consume_type: str  # CONSUME_ACTIVELY (SimpleConsumer) or CONSUME_PASSIVELY
+    subscriptions: dict[str, dict[str, Any]]  # SubscriptionData beans by topic
+
+
 # What relays an admin's request to a client the remoting side does not know: (request
 # code, consumer group, client id, the request's fields, its body) -> the answer to await,
 # or None when that client is not online there either.
@@ -119,6 +132,9 @@ class BrokerContext:
     # Where GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY go for a client id no
     # remoting consumer has: the gRPC endpoint's consumers (broker.grpc).
     client_call_fallback: ClientCallFallback | None = None
+    # The consumers of a group connected over gRPC (broker.grpc), which mqadmin's
+    # consumerConnection and consumerStatus list beside the remoting ones.
+    other_consumers: Callable[[str], list[OtherConsumer]] | None = None
 
     @property
     def broker_name(self) -> str:

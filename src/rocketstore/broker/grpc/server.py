@@ -168,6 +168,7 @@ class GrpcServer:
             await self.front.start(front_sock)
         self.ctx.transaction_check_fallback = self.service.recover_orphaned
         self.ctx.client_call_fallback = self.service.ask_client
+        self.ctx.other_consumers = self.service.consumers
         self._persist_task = asyncio.create_task(self._persist_loop())
         self._renew_task = asyncio.create_task(self._renew_loop())
         log.info(
@@ -240,6 +241,7 @@ class GrpcServer:
     async def stop(self) -> None:
         self.ctx.transaction_check_fallback = None
         self.ctx.client_call_fallback = None
+        self.ctx.other_consumers = None
         if self._renew_task is not None:
             self._renew_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rocketstore.broker.codes import RequestCode
-from rocketstore.broker.context import ClientAnswer
+from rocketstore.broker.context import ClientAnswer, OtherConsumer
 from rocketstore.broker.grpc import convert, relay
 from rocketstore.broker.grpc.convert import RequestError, status
 from rocketstore.broker.grpc.protocol import rocketmq_v2_service_pb2 as spb
@@ -29,19 +29,25 @@ from rocketstore.broker.grpc.receive_activity import ReceiveActivity
 from rocketstore.broker.grpc.send_activity import SendActivity
 from rocketstore.broker.grpc.service_core import (
     AUTO_RENEW_INVISIBLE_MS,
+    LANGUAGE_HEADER,
     MAX_RECEIVE_BATCH,
     PRODUCER_MAX_ATTEMPTS,
+    PROXY_CLIENT_VERSION,
     RENEW_AHEAD_MS,
     RENEW_MAX_MS,
     RENEW_PERIOD_MS,
     TelemetryStream,
     client_id,
+    header,
     now_ms,
+    peer_address,
     proto_duration,
 )
 from rocketstore.broker.transaction_service import CheckRequest
 from rocketstore.errors import StoreError
 from rocketstore.format.record import decode_message
+from rocketstore.format.selector import SQL92, TAG
+from rocketstore.format.subscription import build_subscription
 
 __all__ = ["RENEW_PERIOD_MS", "MessagingService"]
 
@@ -152,7 +158,11 @@ class MessagingService(
         verify requests (:meth:`ask_client`), whose answers come back here. Anything
         else a client sends is dropped, as the proxy drops it."""
         client = client_id(context)
-        stream = TelemetryStream(client=client)
+        stream = TelemetryStream(
+            client=client,
+            address=self.peer_of(peer_address(context.peer())),
+            language=header(context, LANGUAGE_HEADER) or "OTHER",
+        )
         self._streams.append(stream)
         if client:
             self.live_clients[client] = self.live_clients.get(client, 0) + 1
@@ -167,6 +177,12 @@ class MessagingService(
                             stream.topics = {t.name for t in settings.publishing.topics}
                         elif settings.WhichOneof("pub_sub") == "subscription":
                             stream.group = settings.subscription.group.name
+                            stream.consume_type = (
+                                "CONSUME_ACTIVELY"
+                                if settings.client_type == pb.ClientType.SIMPLE_CONSUMER
+                                else "CONSUME_PASSIVELY"
+                            )
+                            stream.subscriptions = _subscription_beans(settings.subscription)
                         answer = self._settings_answer(settings)
                         stream.outbox.put_nowait(
                             spb.TelemetryCommand(status=status(pb.Code.OK), settings=answer)
@@ -203,6 +219,22 @@ class MessagingService(
                 left = self.live_clients.pop(client, 1) - 1
                 if left > 0:
                     self.live_clients[client] = left
+
+    def consumers(self, group: str) -> list[OtherConsumer]:
+        """The group's consumers with a telemetry stream open, as the proxy registers
+        them in the broker's consumer table (what mqadmin's consumerConnection lists)."""
+        found: dict[str, OtherConsumer] = {}
+        for stream in self._streams:
+            if stream.group == group and stream.client:
+                found[stream.client] = OtherConsumer(
+                    stream.client,
+                    stream.address,
+                    stream.language,
+                    PROXY_CLIENT_VERSION,
+                    stream.consume_type,
+                    stream.subscriptions,
+                )
+        return list(found.values())
 
     def ask_client(
         self, code: int, group: str, client: str, fields: dict[str, str], body: bytes
@@ -282,3 +314,27 @@ class MessagingService(
         stream = streams[next(self._stream_turn) % len(streams)]
         stream.outbox.put_nowait(spb.TelemetryCommand(recover_orphaned_transaction_command=command))
         return True
+
+
+def _subscription_beans(subscription: pb.Subscription) -> dict[str, dict[str, Any]]:
+    """A consumer's subscriptions as the SubscriptionData beans the proxy builds
+    (FilterAPI.build), by topic; an expression the filter refuses is left out."""
+    beans: dict[str, dict[str, Any]] = {}
+    now = now_ms()
+    for entry in subscription.subscriptions:
+        sql = entry.expression.type == pb.FilterType.SQL
+        expression = entry.expression.expression.strip() or "*"
+        try:
+            parsed = build_subscription(expression, SQL92 if sql else TAG)
+        except Exception:  # the selector's parse errors, whatever their class
+            continue
+        beans[entry.topic.name] = {
+            "classFilterMode": False,
+            "codeSet": set(parsed.codes),
+            "expressionType": parsed.expression_type,
+            "subString": expression,
+            "subVersion": now,
+            "tagsSet": set(parsed.tags),
+            "topic": entry.topic.name,
+        }
+    return beans

@@ -52,6 +52,10 @@ RENEW_AHEAD_MS = 10_000
 RENEW_PERIOD_MS = 5_000
 RENEW_MAX_MS = 3 * 3600 * 1000
 CLIENT_ID_HEADER = "x-mq-client-id"
+LANGUAGE_HEADER = "x-mq-language"
+# The version the proxy registers every 5.x client with: ClientActivity.parseClientVersion
+# fails on "5.0.7" (not an MQVersion name) and falls back to its own, V5_3_3's ordinal.
+PROXY_CLIENT_VERSION = 479
 # What the answer keeps back of the client's deadline (longPollingReserveTimeInMillis).
 POLLING_RESERVE_MS = 100
 # A producer's retries (the proxy's producer backoff policy).
@@ -72,8 +76,13 @@ def proto_duration(ms: int) -> Duration:
 
 def client_id(context: Any) -> str:
     """The x-mq-client-id header of a call ("" without one)."""
+    return header(context, CLIENT_ID_HEADER)
+
+
+def header(context: Any, name: str) -> str:
+    """A call's metadata value ("" without one)."""
     for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_HEADER:
+        if key == name:
             return str(value)
     return ""
 
@@ -97,6 +106,11 @@ class TelemetryStream:
     topics: set[str] = dataclasses.field(default_factory=set)
     client: str = ""  # its x-mq-client-id
     group: str = ""  # a consumer's group ("" for a producer)
+    # What the admin's consumer connection list shows of a consumer (its settings).
+    address: str = ""
+    language: str = ""
+    consume_type: str = ""
+    subscriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 class ServiceCore:

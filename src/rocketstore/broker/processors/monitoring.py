@@ -203,16 +203,35 @@ async def get_consumer_connection_list(
 ) -> RemotingCommand:
     group = ext_str(cmd.ext_fields, "consumerGroup")
     info = ctx.clients.consumer_group(group)
-    if info is None:
+    # 5.x consumers over gRPC, registered as RocketMQ 5's proxy registers them
+    # (ClientActivity.registerConsumer: CLUSTERING, CONSUME_FROM_LAST_OFFSET).
+    others = ctx.other_consumers(group) if ctx.other_consumers is not None else []
+    if info is None and not others:
         return cmd.response(
             ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
         )
+    connections = [_connection(c) for c in info.clients.values()] if info is not None else []
+    subscriptions: dict[str, Any] = {}
+    for other in others:
+        connections.append(
+            {
+                "clientAddr": other.address,
+                "clientId": other.client_id,
+                "language": other.language,
+                "version": other.version,
+            }
+        )
+        subscriptions.update(other.subscriptions)
+    if info is not None:
+        subscriptions.update(info.subscriptions)
     body = {
-        "connectionSet": [_connection(c) for c in info.clients.values()],
-        "consumeFromWhere": info.consume_from_where,
-        "consumeType": info.consume_type,
-        "messageModel": info.message_model,
-        "subscriptionTable": dict(info.subscriptions),
+        "connectionSet": connections,
+        "consumeFromWhere": (
+            info.consume_from_where if info is not None else "CONSUME_FROM_LAST_OFFSET"
+        ),
+        "consumeType": info.consume_type if info is not None else others[-1].consume_type,
+        "messageModel": info.message_model if info is not None else "CLUSTERING",
+        "subscriptionTable": subscriptions,
     }
     return cmd.response(ResponseCode.SUCCESS, body=_body(body))
 

@@ -113,14 +113,17 @@ class _Client:
     def __init__(self, stub: Any, client: str, group: str) -> None:
         self.outgoing: queue.Queue[spb.TelemetryCommand | None] = queue.Queue()
         self.incoming: queue.Queue[spb.TelemetryCommand] = queue.Queue()
+        entry = pb.SubscriptionEntry(
+            topic=pb.Resource(name="T"),
+            expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="a || b"),
+        )
         settings = pb.Settings(
             client_type=pb.ClientType.PUSH_CONSUMER,
-            subscription=pb.Subscription(group=pb.Resource(name=group)),
+            subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=[entry]),
         )
         self.outgoing.put(spb.TelemetryCommand(settings=settings))
-        self.stream = stub.Telemetry(
-            iter(self.outgoing.get, None), metadata=(("x-mq-client-id", client),)
-        )
+        metadata = (("x-mq-client-id", client), ("x-mq-language", "PYTHON"))
+        self.stream = stub.Telemetry(iter(self.outgoing.get, None), metadata=metadata)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         assert self.next().WhichOneof("command") == "settings"
@@ -227,6 +230,43 @@ def test_thread_stack_and_verify_through_the_telemetry_stream(served):
         "The Consumer <G> <c-1> not online",
     )
     assert len(service.relays) == 0
+
+
+def test_a_grpc_consumer_is_in_the_groups_connection_list(served):
+    """mqadmin's consumerConnection (and consumerStatus, which starts from it) lists a
+    5.x consumer as the proxy registers it: its client id, address and language, the
+    proxy's own version, CLUSTERING, CONSUME_FROM_LAST_OFFSET, its subscriptions."""
+    server, stub = served
+    assert _ask(server, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "G"}).code == (
+        ResponseCode.CONSUMER_NOT_ONLINE
+    )
+    client = _Client(stub, "c-4", "G")
+    try:
+        answer = _ask(server, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "G"})
+        assert answer.code == ResponseCode.SUCCESS
+        body = json.loads(answer.body)
+        (connection,) = body["connectionSet"]
+        assert connection["clientId"] == "c-4" and connection["language"] == "PYTHON"
+        assert connection["clientAddr"].startswith("127.0.0.1:") and connection["version"] == 479
+        assert body["consumeType"] == "CONSUME_PASSIVELY"
+        assert body["messageModel"] == "CLUSTERING"
+        assert body["consumeFromWhere"] == "CONSUME_FROM_LAST_OFFSET"
+        sub = body["subscriptionTable"]["T"]
+        assert (sub["subString"], sub["expressionType"], sorted(sub["tagsSet"])) == (
+            "a || b",
+            "TAG",
+            ["a", "b"],
+        )
+        assert sorted(sub["codeSet"]) == sorted([97, 98])  # String.hashCode of "a", "b"
+    finally:
+        client.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        gone = _ask(server, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "G"})
+        if gone.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            break
+        time.sleep(0.05)
+    assert gone.code == ResponseCode.CONSUMER_NOT_ONLINE
 
 
 def test_running_info_without_jstack_waits_out_the_brokers_call(served, monkeypatch):
