@@ -21,6 +21,7 @@
  * put.c (encode and append), scan.c (walk, decode, CRC check, dispatch facts, queue
  * units), decode.c (reads into MessageExt, pulls, key and time look-ups), index.c (index
  * files, key hashes), io.c (pwrite, msync, madvise), batch.c (the broker's batch bodies),
+ * header.c (request headers' JSON), send.c and pull.c (the broker's fast frames),
  * module.c (method table, init). What one unit uses of another is declared at the end of
  * this header.
  */
@@ -209,7 +210,7 @@ PyObject *py_write_parts(PyObject *self, PyObject *args);
 PyObject *py_queue_units(PyObject *self, PyObject *args);
 PyObject *py_batch_columns(PyObject *self, PyObject *args);
 PyObject *py_offset_msg_ids(PyObject *self, PyObject *args);
-/* send.c's reader of a request's ASCII JSON header (pull.c's too) */
+/* header.c's reader of a request's ASCII JSON header (send.c's and pull.c's) */
 typedef struct {
     const char *p, *end;
     char *text; /* a decoded string's characters (ASCII: one byte each) */
@@ -221,6 +222,16 @@ int read_int(Json *j, int64_t *out);
 int skip_scalar(Json *j);
 int text_int(const char *s, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out);
 Py_ssize_t quote_ascii(PyObject *text, char *out, Py_ssize_t room);
+typedef struct {
+    int64_t code, opaque, flag, version;
+    Py_ssize_t header_len; /* the body starts at 4 + header_len */
+    char *strings;         /* the decoded texts (PyMem_Free them) */
+} RequestHeader;
+/* One extFields entry (name, value); < 0 declines the frame. */
+typedef int (*HeaderField)(void *arg, const char *name, Py_ssize_t name_len, const char *value,
+                           Py_ssize_t value_len);
+int read_request_header(const char *data, Py_ssize_t len, RequestHeader *h, HeaderField field,
+                        void *arg);
 PyObject *py_send_frame(PyObject *self, PyObject *args);
 PyObject *py_send_answer(PyObject *self, PyObject *args);
 PyObject *py_pull_frame(PyObject *self, PyObject *args);

@@ -6,7 +6,7 @@
  * A PULL_MESSAGE (or LITE_PULL_MESSAGE) frame's header fields from its bytes, and the
  * answer's whole frame from the pull's result; anything else is None and the broker's
  * Python path (the definition) takes the frame. Only an ASCII header of the shape
- * RocketMQ's RemotingSerializable writes is read (send.c's reader): integers for the
+ * RocketMQ's RemotingSerializable writes is read (header.c's reader): integers for the
  * numbers, strings for the extFields.
  */
 #include "native.h"
@@ -51,110 +51,35 @@ static int field_int(const char *text, Py_ssize_t len, int has_default, int64_t 
  * repeated, as processors.pull.PullHeader reads them (``subscription`` None when absent,
  * ``expression_type`` "TAG" when absent). Everything else: None, for the Python path.
  */
+typedef struct {
+    const char *ext[F_COUNT];
+    Py_ssize_t ext_len[F_COUNT];
+} PullFieldValues;
+
+/* An extFields entry: a header's name once at most; another name (a newer client's) is
+ * unread. */
+static int pull_field(void *arg, const char *name, Py_ssize_t name_len, const char *value,
+                      Py_ssize_t value_len) {
+    PullFieldValues *f = arg;
+    int field = field_of(name, name_len);
+    if (field < 0) return 0;
+    if (f->ext[field] != NULL) return -1;
+    f->ext[field] = value;
+    f->ext_len[field] = value_len;
+    return 0;
+}
+
 PyObject *py_pull_frame(PyObject *self, PyObject *args) {
     Py_buffer frame = {0};
     if (!PyArg_ParseTuple(args, "y*", &frame)) return NULL;
     PyObject *result = NULL;
-    char *strings = NULL;
-    const char *data = (const char *)frame.buf;
-    if (frame.len < 4) goto decline;
-    uint32_t word = (uint32_t)get_i32((const uint8_t *)data);
-    Py_ssize_t header_len = (Py_ssize_t)(word & 0xFFFFFF);
-    if ((word >> 24) != 0 || 4 + header_len > frame.len) goto decline;
-    strings = PyMem_Malloc((size_t)header_len + 1);
-    if (strings == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Json j = {data + 4, data + 4 + header_len, strings, 0};
-    char *next_text = strings;
-    int64_t code = -1, opaque = 0, flag = 0, version = 0;
-    const char *ext[F_COUNT] = {0};
-    Py_ssize_t ext_len[F_COUNT] = {0};
-    int seen = 0; /* top-level keys seen: code 1, extFields 2, flag 4, opaque 8, version 16 */
-    skip_ws(&j);
-    if (j.p >= j.end || *j.p++ != '{') goto decline;
-    skip_ws(&j);
-    if (j.p < j.end && *j.p == '}') goto decline; /* (no code) */
-    for (;;) {
-        skip_ws(&j);
-        j.text = next_text;
-        if (read_string(&j) < 0) goto decline;
-        const char *key = j.text;
-        Py_ssize_t key_len = j.text_len;
-        next_text = j.text + j.text_len;
-        skip_ws(&j);
-        if (j.p >= j.end || *j.p++ != ':') goto decline;
-        skip_ws(&j);
-        int64_t *number = NULL;
-        int bit = 0;
-        j.text = next_text;
-#define KEY_IS(name) (key_len == (Py_ssize_t)strlen(name) && memcmp(key, name, key_len) == 0)
-        if (KEY_IS("code")) number = &code, bit = 1;
-        else if (KEY_IS("flag")) number = &flag, bit = 4;
-        else if (KEY_IS("opaque")) number = &opaque, bit = 8;
-        else if (KEY_IS("version")) number = &version, bit = 16;
-        else if (KEY_IS("extFields")) bit = 2;
-        else if (skip_scalar(&j) < 0) goto decline; /* language, remark...: unused */
-#undef KEY_IS
-        if (bit & seen) goto decline; /* a repeated key: json.loads keeps the last */
-        seen |= bit;
-        if (number != NULL) {
-            if (read_int(&j, number) < 0) goto decline;
-        } else if (bit == 2) {
-            if (j.p >= j.end || *j.p++ != '{') goto decline;
-            skip_ws(&j);
-            if (j.p < j.end && *j.p == '}') {
-                j.p++;
-            } else {
-                for (;;) {
-                    skip_ws(&j);
-                    j.text = next_text;
-                    if (read_string(&j) < 0) goto decline;
-                    int field = field_of(j.text, j.text_len);
-                    next_text = j.text + j.text_len;
-                    skip_ws(&j);
-                    if (j.p >= j.end || *j.p++ != ':') goto decline;
-                    skip_ws(&j);
-                    j.text = next_text;
-                    if (field < 0) {
-                        /* Another name (a newer client's): unread, but only a string. */
-                        if (read_string(&j) < 0) goto decline;
-                    } else {
-                        if (ext[field] != NULL || read_string(&j) < 0) goto decline;
-                        ext[field] = j.text;
-                        ext_len[field] = j.text_len;
-                        next_text = j.text + j.text_len;
-                    }
-                    skip_ws(&j);
-                    if (j.p < j.end && *j.p == ',') {
-                        j.p++;
-                        continue;
-                    }
-                    if (j.p < j.end && *j.p == '}') {
-                        j.p++;
-                        break;
-                    }
-                    goto decline;
-                }
-            }
-        }
-        skip_ws(&j);
-        if (j.p < j.end && *j.p == ',') {
-            j.p++;
-            continue;
-        }
-        if (j.p < j.end && *j.p == '}') {
-            j.p++;
-            break;
-        }
-        goto decline;
-    }
-    skip_ws(&j);
-    if (j.p != j.end) goto decline;
-    if (!(seen & 2) || (code != 11 && code != 361) || flag != 0) goto decline;
-    if (opaque < INT32_MIN || opaque > INT32_MAX || version < INT32_MIN || version > INT32_MAX)
-        goto decline;
+    RequestHeader h;
+    PullFieldValues f = {{0}, {0}};
+    const char *const *ext = f.ext;
+    const Py_ssize_t *ext_len = f.ext_len;
+    int read = read_request_header((const char *)frame.buf, frame.len, &h, pull_field, &f);
+    if (read < 0) goto done;
+    if (read == 0 || (h.code != 11 && h.code != 361)) goto decline;
     if (ext[F_GROUP] == NULL || ext[F_TOPIC] == NULL) goto decline;
     int64_t queue_id, queue_offset, max_nums, sys_flag, commit_offset, suspend, sub_version;
     if (field_int(ext[F_QUEUE_ID], ext_len[F_QUEUE_ID], 0, 0, &queue_id) < 0 ||
@@ -177,7 +102,7 @@ PyObject *py_pull_frame(PyObject *self, PyObject *args) {
         goto done;
     }
     result = Py_BuildValue(
-        "(LLs#s#LLLLLLNNL)", (long long)opaque, (long long)version, ext[F_GROUP],
+        "(LLs#s#LLLLLLNNL)", (long long)h.opaque, (long long)h.version, ext[F_GROUP],
         ext_len[F_GROUP], ext[F_TOPIC], ext_len[F_TOPIC], (long long)queue_id,
         (long long)queue_offset, (long long)max_nums, (long long)sys_flag,
         (long long)commit_offset, (long long)suspend, subscription, expression_type,
@@ -186,7 +111,7 @@ PyObject *py_pull_frame(PyObject *self, PyObject *args) {
 decline:
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(strings);
+    PyMem_Free(h.strings);
     PyBuffer_Release(&frame);
     return result;
 }

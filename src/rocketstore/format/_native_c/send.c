@@ -3,124 +3,14 @@
  * (native.h describes the module; the Python twins are
  * rocketstore.broker.processors.send_fast.send_frame_python and send_answer_python.)
  *
- * The common SEND_MESSAGE(_V2) frame of a Java producer, from its bytes to what the store
- * puts, and the answer's frame from the put's result; anything else is None, and the
- * broker's Python path (the definition) takes the frame. Only an ASCII header of the
- * shape RocketMQ's RemotingSerializable writes is read here: integers for the numbers,
- * strings for the rest, V2's one-letter extFields.
+ * The common send frame of a Java producer, from its bytes to what the store puts, and
+ * the answer's frame from the put's result; anything else is None, and the broker's
+ * Python path (the definition) takes the frame. The header is read by header.c (ASCII
+ * JSON of integers and strings) with V2's one-letter extFields.
  */
 #include "native.h"
 
-enum { MAX_PROPS = 32, MAX_TEXT = 65536 };
-
-/* (The JSON reader below, Json in native.h, is pull.c's too.) */
-void skip_ws(Json *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-static int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* A JSON string at p (its opening quote) into j->text; 0 on success, -1 for anything this
- * reader leaves to Python (a non-ASCII character, an escape past U+007F, a raw control
- * character, which json.loads refuses too). */
-int read_string(Json *j) {
-    if (j->p >= j->end || *j->p != '"') return -1;
-    j->p++;
-    Py_ssize_t n = 0;
-    while (j->p < j->end) {
-        unsigned char c = (unsigned char)*j->p++;
-        if (c == '"') {
-            j->text_len = n;
-            return 0;
-        }
-        if (c < 0x20 || c >= 0x80) return -1;
-        if (c == '\\') {
-            if (j->p >= j->end) return -1;
-            char e = *j->p++;
-            switch (e) {
-                case '"': c = '"'; break;
-                case '\\': c = '\\'; break;
-                case '/': c = '/'; break;
-                case 'b': c = '\b'; break;
-                case 'f': c = '\f'; break;
-                case 'n': c = '\n'; break;
-                case 'r': c = '\r'; break;
-                case 't': c = '\t'; break;
-                case 'u': {
-                    if (j->end - j->p < 4) return -1;
-                    int v = 0;
-                    for (int k = 0; k < 4; k++) {
-                        int d = hex_digit(j->p[k]);
-                        if (d < 0) return -1;
-                        v = v * 16 + d;
-                    }
-                    if (v >= 0x80) return -1;
-                    c = (unsigned char)v;
-                    j->p += 4;
-                    break;
-                }
-                default: return -1;
-            }
-        }
-        if (n >= MAX_TEXT) return -1;
-        j->text[n++] = (char)c;
-    }
-    return -1;
-}
-
-/* A JSON integer (no fraction, no exponent) within a Java long; 0 on success. */
-int read_int(Json *j, int64_t *out) {
-    const char *p = j->p;
-    int negative = p < j->end && *p == '-';
-    if (negative) p++;
-    const char *digits = p;
-    uint64_t v = 0;
-    while (p < j->end && *p >= '0' && *p <= '9') {
-        if (p - digits >= 19) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-        p++;
-    }
-    if (p == digits || (*digits == '0' && p - digits > 1)) return -1;
-    if (p < j->end && (*p == '.' || *p == 'e' || *p == 'E')) return -1;
-    if (v > (uint64_t)INT64_MAX + (uint64_t)negative) return -1;
-    *out = negative ? (int64_t)(0 - v) : (int64_t)v;
-    j->p = p;
-    return 0;
-}
-
-/* A scalar value skipped (a string, an integer, true, false, null); 0 on success. */
-int skip_scalar(Json *j) {
-    if (j->p >= j->end) return -1;
-    char c = *j->p;
-    if (c == '"') return read_string(j); /* (into the buffer's free end, kept nowhere) */
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        int64_t ignored;
-        return read_int(j, &ignored);
-    }
-    static const char *const words[] = {"true", "false", "null"};
-    for (int k = 0; k < 3; k++) {
-        size_t len = strlen(words[k]);
-        if ((size_t)(j->end - j->p) >= len && memcmp(j->p, words[k], len) == 0) {
-            j->p += len;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* An extFields value as a plain integer: what int() reads of "-?[0-9]+" (anything else is
- * the Python path's to read or refuse). */
-int text_int(const char *s, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out) {
-    Json j = {s, s + n, NULL, 0};
-    if (n == 0 || read_int(&j, out) < 0 || j.p != j.end) return -1;
-    return *out < lo || *out > hi ? -1 : 0;
-}
+enum { MAX_PROPS = 32 };
 
 typedef struct {
     const char *key, *value;
@@ -146,15 +36,10 @@ static const char *const SPECIAL[] = {
     "TIMER_DELAY_SEC", "TIMER_OUT_MS", "INNER_MULTI_DISPATCH",
 };
 
-/*
- * The stored properties of a plain send (send.stored_properties): the request's
- * (decode_properties_str's rules: a later repeated name wins in the first one's place),
- * CLUSTER put last, WAIT removed, in the iteration order of a HashMap sized by the peak.
- * A new dict, or NULL with no error set when the send is not the common case.
- */
-static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject *cluster,
-                                   PyObject **uniq_key) {
-    Prop props[MAX_PROPS + 1];
+/* A properties string's names and values by decode_properties_str's rules (a later
+ * repeated name wins in the first one's place) into props; their count, or -1 past
+ * MAX_PROPS (the Python path's then) or when a name sends the message elsewhere. */
+static int parse_props(const char *text, Py_ssize_t length, Prop *props) {
     int n = 0;
     Py_ssize_t index = 0;
     while (index < length) {
@@ -166,7 +51,7 @@ static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject
             if (index < sep && sep < end - 1) {
                 int at = prop_find(props, n, text + index, sep - index);
                 if (at < 0) {
-                    if (n >= MAX_PROPS) return NULL;
+                    if (n >= MAX_PROPS) return -1;
                     at = n++;
                     props[at].key = text + index;
                     props[at].key_len = sep - index;
@@ -179,11 +64,17 @@ static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject
     }
     for (int k = 0; k < n; k++)
         for (size_t s = 0; s < sizeof SPECIAL / sizeof SPECIAL[0]; s++)
-            if (is_key(&props[k], SPECIAL[s])) return NULL;
+            if (is_key(&props[k], SPECIAL[s])) return -1;
+    return n;
+}
+
+/* CLUSTER put into props (in its place when there, else last): the count, or -1 with an
+ * error set or not (a name not ASCII: the Python path's). */
+static int put_cluster(Prop *props, int n, PyObject *cluster) {
     Py_ssize_t cluster_len;
     const char *cluster_text = PyUnicode_AsUTF8AndSize(cluster, &cluster_len);
-    if (cluster_text == NULL) return NULL; /* (an error set: the caller returns it) */
-    if (!all_ascii((const uint8_t *)cluster_text, cluster_len)) return NULL;
+    if (cluster_text == NULL) return -1; /* (an error set: the caller returns it) */
+    if (!all_ascii((const uint8_t *)cluster_text, cluster_len)) return -1;
     int at = prop_find(props, n, "CLUSTER", 7);
     if (at < 0) {
         at = n++;
@@ -192,12 +83,20 @@ static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject
     }
     props[at].value = cluster_text;
     props[at].value_len = cluster_len;
-    int peak = n;
-    int wait = prop_find(props, n, "WAIT", 4);
-    if (wait >= 0) {
-        memmove(props + wait, props + wait + 1, sizeof(Prop) * (size_t)(n - wait - 1));
-        n--;
-    }
+    return n;
+}
+
+/* The name ``name`` taken out of props (the others keep their order): the new count. */
+static int drop_prop(Prop *props, int n, const char *name) {
+    int at = prop_find(props, n, name, (Py_ssize_t)strlen(name));
+    if (at < 0) return n;
+    memmove(props + at, props + at + 1, sizeof(Prop) * (size_t)(n - at - 1));
+    return n - 1;
+}
+
+/* props in the iteration order of a java.util.HashMap that held ``peak`` names at most
+ * (javahash.java_hashmap_ordered). */
+static void hashmap_order(Prop *props, int n, int peak) {
     uint32_t capacity = 16; /* javahash.hashmap_capacity(peak) */
     while ((uint32_t)peak > capacity * 3 / 4) capacity <<= 1;
     for (int k = 0; k < n; k++) {
@@ -216,6 +115,23 @@ static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject
         }
         props[m + 1] = moving;
     }
+}
+
+/*
+ * The stored properties of a plain send (send.stored_properties): the request's,
+ * CLUSTER put last, WAIT removed, in the iteration order of a HashMap sized by the peak.
+ * A new dict, or NULL with no error set when the send is not the common case.
+ */
+static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject *cluster,
+                                   PyObject **uniq_key) {
+    Prop props[MAX_PROPS + 1];
+    int n = parse_props(text, length, props);
+    if (n < 0) return NULL;
+    n = put_cluster(props, n, cluster);
+    if (n < 0) return NULL;
+    int peak = n;
+    n = drop_prop(props, n, "WAIT");
+    hashmap_order(props, n, peak);
     PyObject *dict = PyDict_New();
     if (dict == NULL) return NULL;
     for (int k = 0; k < n; k++) {
@@ -238,6 +154,63 @@ static PyObject *stored_properties(const char *text, Py_ssize_t length, PyObject
     return dict;
 }
 
+/* SendMessageRequestHeaderV2's extFields, by letter (a..n; NULL: absent). */
+typedef struct {
+    const char *ext[14];
+    Py_ssize_t ext_len[14];
+} V2Fields;
+
+static int v2_field(void *arg, const char *name, Py_ssize_t name_len, const char *value,
+                    Py_ssize_t value_len) {
+    V2Fields *f = arg;
+    int letter = name_len == 1 ? name[0] - 'a' : -1;
+    if (letter < 0 || letter >= 14 || f->ext[letter] != NULL) return -1;
+    f->ext[letter] = value;
+    f->ext_len[letter] = value_len;
+    return 0;
+}
+
+/* A send request's header (single or batch) as SendHeader.parse reads the V2 letters. */
+typedef struct {
+    RequestHeader h;
+    V2Fields f;
+    int64_t queue_id, sys_flag, born, flag, reconsume;
+} SendRequest;
+
+/* 1 when ``data`` is a send request of ``code_a`` or ``code_b`` with all of a..h there and
+ * plain numbers in range, k blank, true or false; 0 to decline; -1 with an error set. The
+ * caller frees r->h.strings in every case. */
+static int read_send_request(const char *data, Py_ssize_t len, int64_t code_a, int64_t code_b,
+                             SendRequest *r) {
+    memset(&r->f, 0, sizeof r->f);
+    int read = read_request_header(data, len, &r->h, v2_field, &r->f);
+    if (read <= 0) return read;
+    if (r->h.code != code_a && r->h.code != code_b) return 0;
+    const char *const *ext = r->f.ext;
+    const Py_ssize_t *ext_len = r->f.ext_len;
+    for (int k = 0; k < 8; k++)
+        if (ext[k] == NULL) return 0;
+    int64_t queue_nums, max_times;
+    r->reconsume = 0;
+    if (text_int(ext[3], ext_len[3], INT32_MIN, INT32_MAX, &queue_nums) < 0 ||
+        text_int(ext[4], ext_len[4], INT32_MIN, INT32_MAX, &r->queue_id) < 0 ||
+        text_int(ext[5], ext_len[5], INT32_MIN, INT32_MAX, &r->sys_flag) < 0 ||
+        text_int(ext[6], ext_len[6], INT64_MIN, INT64_MAX, &r->born) < 0 ||
+        text_int(ext[7], ext_len[7], INT32_MIN, INT32_MAX, &r->flag) < 0)
+        return 0;
+    if (ext[9] != NULL && ext_len[9] > 0 &&
+        text_int(ext[9], ext_len[9], INT32_MIN, INT32_MAX, &r->reconsume) < 0)
+        return 0;
+    if (ext[11] != NULL && ext_len[11] > 0 &&
+        text_int(ext[11], ext_len[11], INT32_MIN, INT32_MAX, &max_times) < 0)
+        return 0;
+    if (ext[10] != NULL && ext_len[10] > 0 &&
+        !(ext_len[10] == 4 && memcmp(ext[10], "true", 4) == 0) &&
+        !(ext_len[10] == 5 && memcmp(ext[10], "false", 5) == 0))
+        return 0;
+    return 1;
+}
+
 /*
  * send_frame(frame, cluster) -> (opaque, version, topic, queue_id, sys_flag,
  *     born_timestamp, flag, reconsume_times, properties, uniq_key, body) or None
@@ -255,139 +228,30 @@ PyObject *py_send_frame(PyObject *self, PyObject *args) {
     PyObject *cluster;
     if (!PyArg_ParseTuple(args, "y*U", &frame, &cluster)) return NULL;
     PyObject *result = NULL;
-    char *strings = NULL;
     const char *data = (const char *)frame.buf;
-    if (frame.len < 4) goto decline;
-    uint32_t word = (uint32_t)get_i32((const uint8_t *)data);
-    Py_ssize_t header_len = (Py_ssize_t)(word & 0xFFFFFF);
-    if ((word >> 24) != 0 || 4 + header_len > frame.len) goto decline;
-    /* Decoded strings are never longer than their JSON: one buffer holds them all. */
-    strings = PyMem_Malloc((size_t)header_len + 1);
-    if (strings == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Json j = {data + 4, data + 4 + header_len, strings, 0};
-    char *next_text = strings;
-    int64_t code = -1, opaque = 0, flag = 0, version = 0;
-    const char *ext[14] = {0};
-    Py_ssize_t ext_len[14] = {0};
-    int seen = 0; /* top-level keys seen: code 1, extFields 2, flag 4, opaque 8, version 16 */
-    skip_ws(&j);
-    if (j.p >= j.end || *j.p++ != '{') goto decline;
-    skip_ws(&j);
-    if (j.p < j.end && *j.p == '}') goto decline; /* (no code) */
-    for (;;) {
-        skip_ws(&j);
-        j.text = next_text;
-        if (read_string(&j) < 0) goto decline;
-        const char *key = j.text;
-        Py_ssize_t key_len = j.text_len;
-        next_text = j.text + j.text_len;
-        skip_ws(&j);
-        if (j.p >= j.end || *j.p++ != ':') goto decline;
-        skip_ws(&j);
-        int64_t *number = NULL;
-        int bit = 0;
-        j.text = next_text;
-#define KEY_IS(name) (key_len == (Py_ssize_t)strlen(name) && memcmp(key, name, key_len) == 0)
-        if (KEY_IS("code")) number = &code, bit = 1;
-        else if (KEY_IS("flag")) number = &flag, bit = 4;
-        else if (KEY_IS("opaque")) number = &opaque, bit = 8;
-        else if (KEY_IS("version")) number = &version, bit = 16;
-        else if (KEY_IS("extFields")) bit = 2;
-        else if (skip_scalar(&j) < 0) goto decline; /* language, remark...: unused */
-#undef KEY_IS
-        if (bit & seen) goto decline; /* a repeated key: json.loads keeps the last */
-        seen |= bit;
-        if (number != NULL) {
-            if (read_int(&j, number) < 0) goto decline;
-        } else if (bit == 2) {
-            if (j.p >= j.end || *j.p++ != '{') goto decline;
-            skip_ws(&j);
-            if (j.p < j.end && *j.p == '}') {
-                j.p++;
-            } else {
-                for (;;) {
-                    skip_ws(&j);
-                    j.text = next_text;
-                    if (read_string(&j) < 0 || j.text_len != 1) goto decline;
-                    int letter = j.text[0] - 'a';
-                    next_text = j.text + 1;
-                    if (letter < 0 || letter >= 14 || ext[letter] != NULL) goto decline;
-                    skip_ws(&j);
-                    if (j.p >= j.end || *j.p++ != ':') goto decline;
-                    skip_ws(&j);
-                    j.text = next_text;
-                    if (read_string(&j) < 0) goto decline;
-                    ext[letter] = j.text;
-                    ext_len[letter] = j.text_len;
-                    next_text = j.text + j.text_len;
-                    skip_ws(&j);
-                    if (j.p < j.end && *j.p == ',') {
-                        j.p++;
-                        continue;
-                    }
-                    if (j.p < j.end && *j.p == '}') {
-                        j.p++;
-                        break;
-                    }
-                    goto decline;
-                }
-            }
-        }
-        skip_ws(&j);
-        if (j.p < j.end && *j.p == ',') {
-            j.p++;
-            continue;
-        }
-        if (j.p < j.end && *j.p == '}') {
-            j.p++;
-            break;
-        }
-        goto decline;
-    }
-    skip_ws(&j);
-    if (j.p != j.end) goto decline;
-    if (!(seen & 2) || (code != 10 && code != 310) || flag != 0) goto decline;
-    if (opaque < INT32_MIN || opaque > INT32_MAX || version < INT32_MIN || version > INT32_MAX)
-        goto decline;
-    for (int k = 0; k < 8; k++)
-        if (ext[k] == NULL) goto decline;
-    int64_t queue_nums, queue_id, sys_flag, born, msg_flag, reconsume = 0, max_times;
-    if (text_int(ext[3], ext_len[3], INT32_MIN, INT32_MAX, &queue_nums) < 0 ||
-        text_int(ext[4], ext_len[4], INT32_MIN, INT32_MAX, &queue_id) < 0 ||
-        text_int(ext[5], ext_len[5], INT32_MIN, INT32_MAX, &sys_flag) < 0 ||
-        text_int(ext[6], ext_len[6], INT64_MIN, INT64_MAX, &born) < 0 ||
-        text_int(ext[7], ext_len[7], INT32_MIN, INT32_MAX, &msg_flag) < 0)
-        goto decline;
-    if (ext[9] != NULL && ext_len[9] > 0 &&
-        text_int(ext[9], ext_len[9], INT32_MIN, INT32_MAX, &reconsume) < 0)
-        goto decline;
-    if (ext[11] != NULL && ext_len[11] > 0 &&
-        text_int(ext[11], ext_len[11], INT32_MIN, INT32_MAX, &max_times) < 0)
-        goto decline;
-    if (ext[10] != NULL && ext_len[10] > 0 &&
-        !(ext_len[10] == 4 && memcmp(ext[10], "true", 4) == 0) &&
-        !(ext_len[10] == 5 && memcmp(ext[10], "false", 5) == 0))
-        goto decline;
+    SendRequest r;
+    int read = read_send_request(data, frame.len, 10, 310, &r);
+    if (read < 0) goto done;
+    if (read == 0) goto decline;
+    const char *const *ext = r.f.ext;
+    Py_ssize_t header_len = r.h.header_len;
     PyObject *uniq_key = NULL;
     const char *props_text = ext[8] != NULL ? ext[8] : "";
-    PyObject *properties = stored_properties(props_text, ext[8] != NULL ? ext_len[8] : 0,
+    PyObject *properties = stored_properties(props_text, ext[8] != NULL ? r.f.ext_len[8] : 0,
                                              cluster, &uniq_key);
     if (properties == NULL) {
         if (PyErr_Occurred()) goto done;
         goto decline;
     }
-    PyObject *topic = PyUnicode_DecodeASCII(ext[1], ext_len[1], NULL);
+    PyObject *topic = PyUnicode_DecodeASCII(ext[1], r.f.ext_len[1], NULL);
     PyObject *body = topic ? PyBytes_FromStringAndSize(data + 4 + header_len,
                                                        frame.len - 4 - header_len)
                            : NULL;
     if (body != NULL) {
-        result = Py_BuildValue("(LLNLLLLLOOO)", (long long)opaque, (long long)version, topic,
-                               (long long)queue_id, (long long)sys_flag, (long long)born,
-                               (long long)msg_flag, (long long)reconsume, properties,
-                               uniq_key ? uniq_key : Py_None, body);
+        result = Py_BuildValue("(LLNLLLLLOOO)", (long long)r.h.opaque, (long long)r.h.version,
+                               topic, (long long)r.queue_id, (long long)r.sys_flag,
+                               (long long)r.born, (long long)r.flag, (long long)r.reconsume,
+                               properties, uniq_key ? uniq_key : Py_None, body);
         topic = NULL; /* (stolen by N) */
     }
     Py_XDECREF(topic);
@@ -398,48 +262,43 @@ PyObject *py_send_frame(PyObject *self, PyObject *args) {
 decline:
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(strings);
+    PyMem_Free(r.h.strings);
     PyBuffer_Release(&frame);
     return result;
 }
 
-/* JSON text of an ASCII str as encode_basestring writes it (quotes included) appended at
- * out; -1 when it is not ASCII (the twin then words it). */
-Py_ssize_t quote_ascii(PyObject *text, char *out, Py_ssize_t room) {
-    Py_ssize_t len;
-    const char *s = PyUnicode_AsUTF8AndSize(text, &len);
-    if (s == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t n = 0;
-    if (n >= room) return -1;
-    out[n++] = '"';
-    for (Py_ssize_t k = 0; k < len; k++) {
-        unsigned char c = (unsigned char)s[k];
-        if (c >= 0x80 || room - n < 8) return -1;
-        const char *escape = NULL;
-        switch (c) {
-            case '"': escape = "\\\""; break;
-            case '\\': escape = "\\\\"; break;
-            case '\n': escape = "\\n"; break;
-            case '\r': escape = "\\r"; break;
-            case '\t': escape = "\\t"; break;
-            case '\b': escape = "\\b"; break;
-            case '\f': escape = "\\f"; break;
-        }
-        if (escape != NULL) {
-            out[n++] = escape[0];
-            out[n++] = escape[1];
-        } else if (c < 0x20) {
-            n += sprintf(out + n, "\\u%04x", c);
-        } else {
-            out[n++] = (char)c;
-        }
-    }
-    if (n >= room) return -1;
-    out[n++] = '"';
-    return n;
+/* A stored send's SUCCESS answer frame (length prefix included), as encode_command writes
+ * put_response's command: ``msg_id`` and ``transaction`` are JSON text already (quotes
+ * included; transaction NULL: none). */
+static PyObject *answer_frame(long long opaque, long long version, const char *msg_id,
+                              Py_ssize_t msg_id_len, long long queue_id, long long queue_offset,
+                              const char *transaction, Py_ssize_t transaction_len) {
+    char head[64], tail[512];
+    int head_len = snprintf(head, sizeof head, "{\"code\":0,\"extFields\":{\"msgId\":");
+    int tail_len = snprintf(tail, sizeof tail,
+                            ",\"queueId\":\"%lld\",\"queueOffset\":\"%lld\",\"MSG_REGION\":"
+                            "\"DefaultRegion\",\"TRACE_ON\":\"true\"%s",
+                            queue_id, queue_offset, transaction ? ",\"transactionId\":" : "");
+    char end[256];
+    int end_len = snprintf(end, sizeof end,
+                           "},\"flag\":1,\"language\":\"JAVA\",\"opaque\":%lld,"
+                           "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld}",
+                           opaque, version);
+    Py_ssize_t n = head_len + msg_id_len + tail_len + (transaction ? transaction_len : 0) +
+                   end_len;
+    if (n > INT32_MAX - 8) Py_RETURN_NONE;
+    PyObject *frame = PyBytes_FromStringAndSize(NULL, 8 + n);
+    if (frame == NULL) return NULL;
+    char *out = PyBytes_AS_STRING(frame);
+    put_i32((uint8_t *)out, (int32_t)(4 + n));
+    put_i32((uint8_t *)out + 4, (int32_t)n);
+    out += 8;
+    memcpy(out, head, (size_t)head_len), out += head_len;
+    memcpy(out, msg_id, (size_t)msg_id_len), out += msg_id_len;
+    memcpy(out, tail, (size_t)tail_len), out += tail_len;
+    if (transaction) memcpy(out, transaction, (size_t)transaction_len), out += transaction_len;
+    memcpy(out, end, (size_t)end_len);
+    return frame;
 }
 
 /*
@@ -465,31 +324,14 @@ PyObject *py_send_answer(PyObject *self, PyObject *args) {
         }
         with_transaction = PyUnicode_GET_LENGTH(transaction_id) > 0;
     }
-    char buffer[2048];
-    char *out = buffer + 8;
-    Py_ssize_t room = (Py_ssize_t)sizeof buffer - 8, n = 0;
-    n += snprintf(out + n, (size_t)(room - n), "{\"code\":0,\"extFields\":{\"msgId\":");
-    Py_ssize_t quoted = quote_ascii(msg_id, out + n, room - n);
-    if (quoted < 0) Py_RETURN_NONE;
-    n += quoted;
-    n += snprintf(out + n, (size_t)(room - n),
-                  ",\"queueId\":\"%lld\",\"queueOffset\":\"%lld\",\"MSG_REGION\":"
-                  "\"DefaultRegion\",\"TRACE_ON\":\"true\"",
-                  queue_id, queue_offset);
-    if (n >= room) Py_RETURN_NONE;
+    char quoted_id[1024], quoted_transaction[1024];
+    Py_ssize_t id_len = quote_ascii(msg_id, quoted_id, sizeof quoted_id), transaction_len = 0;
+    if (id_len < 0) Py_RETURN_NONE;
     if (with_transaction) {
-        n += snprintf(out + n, (size_t)(room - n), ",\"transactionId\":");
-        if (n >= room) Py_RETURN_NONE;
-        quoted = quote_ascii(transaction_id, out + n, room - n);
-        if (quoted < 0) Py_RETURN_NONE;
-        n += quoted;
+        transaction_len = quote_ascii(transaction_id, quoted_transaction,
+                                      sizeof quoted_transaction);
+        if (transaction_len < 0) Py_RETURN_NONE;
     }
-    n += snprintf(out + n, (size_t)(room - n),
-                  "},\"flag\":1,\"language\":\"JAVA\",\"opaque\":%lld,"
-                  "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld}",
-                  opaque, version);
-    if (n >= room) Py_RETURN_NONE;
-    put_i32((uint8_t *)buffer, (int32_t)(4 + n));
-    put_i32((uint8_t *)buffer + 4, (int32_t)n);
-    return PyBytes_FromStringAndSize(buffer, 8 + n);
+    return answer_frame(opaque, version, quoted_id, id_len, queue_id, queue_offset,
+                        with_transaction ? quoted_transaction : NULL, transaction_len);
 }
