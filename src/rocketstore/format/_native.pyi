@@ -335,6 +335,32 @@ def send_answer(
     transaction_id: str | None,
     /,
 ) -> bytes | None: ...
+def batch_frame(
+    frame: ReadableBuffer, cluster: str, /
+) -> (
+    tuple[
+        int,
+        int,
+        str,
+        int,
+        int,
+        int,
+        int,
+        str,
+        int,
+        tuple[list[bytes], list[int], list[str], int],
+    ]
+    | None
+): ...
+def batch_answer(
+    opaque: int,
+    version: int,
+    store_host: ReadableBuffer,
+    offsets: ReadableBuffer,
+    queue_id: int,
+    queue_offset: int,
+    /,
+) -> bytes: ...
 def pull_frame(
     frame: ReadableBuffer, /
 ) -> tuple[int, int, str, str, int, int, int, int, int, int, str | None, str, int] | None: ...

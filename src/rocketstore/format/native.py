@@ -166,12 +166,20 @@ offset_msg_ids = bind(
     _c.offset_msg_ids, "offset_msg_ids", "rocketstore.format.message_id:joined_offset_msg_ids"
 )
 
-# ---- the broker's single sends ------------------------------------------------------------
+# ---- the broker's sends ------------------------------------------------------------------
 send_frame = bind(
     _c.send_frame, "send_frame", "rocketstore.broker.processors.send_fast:send_frame_python"
 )
 send_answer = bind(
     _c.send_answer, "send_answer", "rocketstore.broker.processors.send_fast:send_answer_python"
+)
+batch_frame = bind(
+    _c.batch_frame, "batch_frame", "rocketstore.broker.processors.send_fast:batch_frame_python"
+)
+batch_answer = bind(
+    _c.batch_answer,
+    "batch_answer",
+    "rocketstore.broker.processors.send_fast:batch_answer_python",
 )
 
 # ---- the broker's pulls -------------------------------------------------------------------

@@ -454,22 +454,14 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> Re
     queue_id = _queue_for(checked, header.queue_id)
     if queue_id is None:
         return _no_write_queue(cmd, checked)
-    # RocketMQ 4.9.8 stores each message's property bytes as the client encoded them, then
-    # the batch's own properties (the header's and CLUSTER, WAIT kept, in HashMap order).
-    shared = props.decode_properties_str(header.properties)
-    shared[props.CLUSTER] = ctx.cluster_name
-    # Except the batch's own UNIQ_KEY (a 5.x client gives the batch one): after each
-    # entry's, it would be every entry's message id once decoded, the last value winning
-    # (RocketMQ issue #9416; docs/format.md section 13).
-    shared.pop(props.UNIQ_KEY, None)
-    batch_text = props.encode_properties_str(java_hashmap_ordered(shared))
+    batch_text = batch_properties_text(header.properties, ctx.cluster_name)
     sys_flag = header.sys_flag
     if checked.topic_filter_type == MULTI_TAG:
         sys_flag |= sysflag.MULTI_TAGS_FLAG
     columns = decode_batch_columns(cmd.body, batch_text)
     if not columns:
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-    if _one_columns_batch(ctx, cmd.body, columns, header.topic, batch_text):
+    if _one_columns_batch(ctx, len(cmd.body), columns, header.topic, batch_text):
         put = await ctx.put_batch_columns(
             header.topic,
             columns.bodies,
@@ -503,12 +495,25 @@ async def send_batch(ctx: BrokerContext, cmd: RemotingCommand, conn: Peer) -> Re
     return put_response(cmd, results, queue_id, ctx, header.topic)
 
 
+def batch_properties_text(header_properties: str, cluster_name: str) -> str:
+    """What a batch record stores after each entry's own properties: RocketMQ 4.9.8 stores
+    each message's property bytes as the client encoded them, then the batch's own
+    properties (the header's and CLUSTER, WAIT kept, in HashMap order)."""
+    shared = props.decode_properties_str(header_properties)
+    shared[props.CLUSTER] = cluster_name
+    # Except the batch's own UNIQ_KEY (a 5.x client gives the batch one): after each
+    # entry's, it would be every entry's message id once decoded, the last value winning
+    # (RocketMQ issue #9416; docs/format.md section 13).
+    shared.pop(props.UNIQ_KEY, None)
+    return props.encode_properties_str(java_hashmap_ordered(shared))
+
+
 # A record's bytes besides its body, topic and properties, with IPv6 hosts (the most).
 _RECORD_OVERHEAD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 20 + 8 + 20 + 4 + 8 + 4 + 1 + 2
 
 
 def _one_columns_batch(
-    ctx: BrokerContext, body: bytes, columns: BatchColumns, topic: str, batch_text: str
+    ctx: BrokerContext, body_length: int, columns: BatchColumns, topic: str, batch_text: str
 ) -> bool:
     """Whether put_columns takes the batch as one batch, which is what put_batch stores
     whole: its bodies within max_message_size and its records (bounded from above by the
@@ -518,7 +523,7 @@ def _one_columns_batch(
     if columns.body_bytes > config.max_message_size:
         return False
     per_record = _RECORD_OVERHEAD + len(topic.encode()) + 1 + len(batch_text.encode())
-    records = len(body) + len(columns) * per_record
+    records = body_length + len(columns) * per_record
     return records + END_FILE_MIN_BLANK_LENGTH <= config.mapped_file_size_commit_log // 2
 
 

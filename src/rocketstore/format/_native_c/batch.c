@@ -23,12 +23,15 @@ PyObject *py_batch_columns(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*U", &data, &suffix)) return NULL;
     Py_ssize_t suffix_len;
     const char *suffix_utf8 = PyUnicode_AsUTF8AndSize(suffix, &suffix_len);
-    if (suffix_utf8 == NULL) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    const uint8_t *p = (const uint8_t *)data.buf;
-    Py_ssize_t n = data.len;
+    PyObject *result = suffix_utf8 == NULL ? NULL
+        : batch_columns_of((const uint8_t *)data.buf, data.len, suffix_utf8, suffix_len);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+/* batch_columns of the ``n`` bytes at ``p`` and the UTF-8 suffix (batch_frame's too). */
+PyObject *batch_columns_of(const uint8_t *p, Py_ssize_t n, const char *suffix_utf8,
+                           Py_ssize_t suffix_len) {
     PyObject *bodies = PyList_New(0), *flags = PyList_New(0), *texts = PyList_New(0);
     PyObject *result = NULL;
     char *joined = NULL;
@@ -100,8 +103,36 @@ done:
     Py_XDECREF(bodies);
     Py_XDECREF(flags);
     Py_XDECREF(texts);
-    PyBuffer_Release(&data);
     return result;
+}
+
+/* The length of ``count`` offsetMsgIds of a ``host_len``-byte host joined by ",". */
+Py_ssize_t offset_msg_ids_len(Py_ssize_t host_len, Py_ssize_t count) {
+    return count > 0 ? count * (2 * (host_len + 8) + 1) - 1 : 0;
+}
+
+/* Those ids at ``out`` (offset_msg_ids_len bytes): ``offsets`` are ``count`` native int64. */
+void write_offset_msg_ids(char *out, const void *host, Py_ssize_t host_len, const void *offsets,
+                          Py_ssize_t count) {
+    static const char digits[] = "0123456789ABCDEF";
+    char prefix[40];
+    for (Py_ssize_t i = 0; i < host_len; i++) {
+        uint8_t b = ((const uint8_t *)host)[i];
+        prefix[2 * i] = digits[b >> 4];
+        prefix[2 * i + 1] = digits[b & 0xF];
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (k > 0) *out++ = ',';
+        memcpy(out, prefix, (size_t)(2 * host_len));
+        out += 2 * host_len;
+        int64_t offset;
+        memcpy(&offset, (const char *)offsets + 8 * k, 8);
+        for (int shift = 56; shift >= 0; shift -= 8) {
+            uint8_t b = (uint8_t)((uint64_t)offset >> shift);
+            *out++ = digits[b >> 4];
+            *out++ = digits[b & 0xF];
+        }
+    }
 }
 
 /*
@@ -112,7 +143,6 @@ done:
  * 64 of them a batch (Python's join took 0.8 us a message, a third of a batch send).
  */
 PyObject *py_offset_msg_ids(PyObject *self, PyObject *args) {
-    static const char digits[] = "0123456789ABCDEF";
     Py_buffer host = {0}, offsets = {0};
     PyObject *host_obj, *offsets_obj;
     if (!PyArg_ParseTuple(args, "OO", &host_obj, &offsets_obj)) return NULL;
@@ -124,28 +154,11 @@ PyObject *py_offset_msg_ids(PyObject *self, PyObject *args) {
                         "offset_msg_ids: a host of 8 or 20 bytes and int64 offsets");
         goto done;
     }
-    Py_ssize_t count = offsets.len / 8, one = 2 * (host.len + 8);
-    text = PyUnicode_New(count > 0 ? count * (one + 1) - 1 : 0, 127);
+    Py_ssize_t count = offsets.len / 8;
+    text = PyUnicode_New(offset_msg_ids_len(host.len, count), 127);
     if (text == NULL) goto done;
-    Py_UCS1 *out = PyUnicode_1BYTE_DATA(text);
-    char prefix[40];
-    for (Py_ssize_t i = 0; i < host.len; i++) {
-        uint8_t b = ((const uint8_t *)host.buf)[i];
-        prefix[2 * i] = digits[b >> 4];
-        prefix[2 * i + 1] = digits[b & 0xF];
-    }
-    for (Py_ssize_t k = 0; k < count; k++) {
-        if (k > 0) *out++ = ',';
-        memcpy(out, prefix, (size_t)(2 * host.len));
-        out += 2 * host.len;
-        int64_t offset;
-        memcpy(&offset, (const char *)offsets.buf + 8 * k, 8);
-        for (int shift = 56; shift >= 0; shift -= 8) {
-            uint8_t b = (uint8_t)((uint64_t)offset >> shift);
-            *out++ = (Py_UCS1)digits[b >> 4];
-            *out++ = (Py_UCS1)digits[b & 0xF];
-        }
-    }
+    write_offset_msg_ids((char *)PyUnicode_1BYTE_DATA(text), host.buf, host.len, offsets.buf,
+                         count);
 done:
     release_buffers(2, &host, &offsets);
     return text;

@@ -78,6 +78,8 @@ static PyMethodDef methods[] = {
     {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "offsetMsgIds joined by ','."},
     {"send_frame", py_send_frame, METH_VARARGS, "A common SEND_MESSAGE(_V2) frame's put."},
     {"send_answer", py_send_answer, METH_VARARGS, "A stored send's answer frame."},
+    {"batch_frame", py_batch_frame, METH_VARARGS, "A common SEND_BATCH_MESSAGE frame's put."},
+    {"batch_answer", py_batch_answer, METH_VARARGS, "A stored batch's answer frame."},
     {"pull_frame", py_pull_frame, METH_VARARGS, "A PULL_MESSAGE frame's header fields."},
     {"pull_answer", py_pull_answer, METH_VARARGS, "A pull's answer frame."},
     {"set_verbatim_type", py_set_verbatim_type, METH_O,

@@ -232,8 +232,15 @@ typedef int (*HeaderField)(void *arg, const char *name, Py_ssize_t name_len, con
                            Py_ssize_t value_len);
 int read_request_header(const char *data, Py_ssize_t len, RequestHeader *h, HeaderField field,
                         void *arg);
+PyObject *batch_columns_of(const uint8_t *p, Py_ssize_t n, const char *suffix_utf8,
+                           Py_ssize_t suffix_len);
+Py_ssize_t offset_msg_ids_len(Py_ssize_t host_len, Py_ssize_t count);
+void write_offset_msg_ids(char *out, const void *host, Py_ssize_t host_len, const void *offsets,
+                          Py_ssize_t count);
 PyObject *py_send_frame(PyObject *self, PyObject *args);
 PyObject *py_send_answer(PyObject *self, PyObject *args);
+PyObject *py_batch_frame(PyObject *self, PyObject *args);
+PyObject *py_batch_answer(PyObject *self, PyObject *args);
 PyObject *py_pull_frame(PyObject *self, PyObject *args);
 PyObject *py_pull_answer(PyObject *self, PyObject *args);
 

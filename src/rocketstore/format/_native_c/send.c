@@ -1,7 +1,9 @@
 /*
- * rocketstore.format._native, the broker's single sends: send_frame and send_answer.
+ * rocketstore.format._native, the broker's sends: send_frame and send_answer (single
+ * sends), batch_frame and batch_answer (SEND_BATCH_MESSAGE).
  * (native.h describes the module; the Python twins are
- * rocketstore.broker.processors.send_fast.send_frame_python and send_answer_python.)
+ * rocketstore.broker.processors.send_fast.send_frame_python, send_answer_python,
+ * batch_frame_python and batch_answer_python.)
  *
  * The common send frame of a Java producer, from its bytes to what the store puts, and
  * the answer's frame from the put's result; anything else is None, and the broker's
@@ -267,6 +269,77 @@ done:
     return result;
 }
 
+/*
+ * batch_frame(frame, cluster) -> (opaque, version, topic, queue_id, sys_flag,
+ *     born_timestamp, reconsume_times, batch_text, body_length,
+ *     (bodies, flags, texts, body_bytes)) or None
+ *
+ * ``frame``: one whole frame without its length prefix. A SEND_BATCH_MESSAGE request
+ * (code 320) with send_frame's header, whose own properties hold no name that sends a
+ * message elsewhere, and whose body's entries are whole (at least one). ``batch_text``
+ * is the batch's properties as send.send_batch stores them after each entry's (CLUSTER
+ * set, UNIQ_KEY dropped, in HashMap order); the last item is batch_columns's answer for
+ * the body and that text. Everything else: None, for the Python path.
+ */
+PyObject *py_batch_frame(PyObject *self, PyObject *args) {
+    Py_buffer frame = {0};
+    PyObject *cluster;
+    if (!PyArg_ParseTuple(args, "y*U", &frame, &cluster)) return NULL;
+    PyObject *result = NULL, *columns = NULL;
+    char *text = NULL;
+    const char *data = (const char *)frame.buf;
+    SendRequest r;
+    int read = read_send_request(data, frame.len, 320, 320, &r);
+    if (read < 0) goto done;
+    if (read == 0) goto decline;
+    Prop props[MAX_PROPS + 1];
+    int n = parse_props(r.f.ext[8] != NULL ? r.f.ext[8] : "",
+                        r.f.ext[8] != NULL ? r.f.ext_len[8] : 0, props);
+    if (n < 0) goto decline;
+    n = put_cluster(props, n, cluster);
+    if (n < 0) {
+        if (PyErr_Occurred()) goto done;
+        goto decline;
+    }
+    /* (the batch's own UNIQ_KEY would be every entry's: RocketMQ #9416, format.md 13) */
+    n = drop_prop(props, n, "UNIQ_KEY");
+    hashmap_order(props, n, n);
+    Py_ssize_t text_len = 0;
+    for (int k = 0; k < n; k++) text_len += props[k].key_len + props[k].value_len + 2;
+    text = PyMem_Malloc((size_t)text_len + 1);
+    if (text == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t at = 0;
+    for (int k = 0; k < n; k++) {
+        if (k > 0) text[at++] = 0x02;
+        memcpy(text + at, props[k].key, (size_t)props[k].key_len);
+        at += props[k].key_len;
+        text[at++] = 0x01;
+        memcpy(text + at, props[k].value, (size_t)props[k].value_len);
+        at += props[k].value_len;
+    }
+    Py_ssize_t body_at = 4 + r.h.header_len;
+    columns = batch_columns_of((const uint8_t *)data + body_at, frame.len - body_at, text, at);
+    if (columns == NULL) goto done;
+    if (columns == Py_None || PyList_GET_SIZE(PyTuple_GET_ITEM(columns, 0)) == 0)
+        goto decline;
+    result = Py_BuildValue("(LLs#LLLLs#nO)", (long long)r.h.opaque, (long long)r.h.version,
+                           r.f.ext[1], r.f.ext_len[1], (long long)r.queue_id,
+                           (long long)r.sys_flag, (long long)r.born, (long long)r.reconsume,
+                           text, at, frame.len - body_at, columns);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(columns);
+    PyMem_Free(text);
+    PyMem_Free(r.h.strings);
+    PyBuffer_Release(&frame);
+    return result;
+}
+
 /* A stored send's SUCCESS answer frame (length prefix included), as encode_command writes
  * put_response's command: ``msg_id`` and ``transaction`` are JSON text already (quotes
  * included; transaction NULL: none). */
@@ -334,4 +407,40 @@ PyObject *py_send_answer(PyObject *self, PyObject *args) {
     }
     return answer_frame(opaque, version, quoted_id, id_len, queue_id, queue_offset,
                         with_transaction ? quoted_transaction : NULL, transaction_len);
+}
+
+/*
+ * batch_answer(opaque, version, store_host, offsets, queue_id, queue_offset) -> bytes
+ *
+ * The whole frame of a stored batch's SUCCESS answer (send._columns_response): msgId the
+ * offsetMsgIds of the records ``store_host`` (8 or 20 encoded bytes) stored at
+ * ``offsets`` (native int64s) joined by ",", queueOffset the first record's.
+ */
+PyObject *py_batch_answer(PyObject *self, PyObject *args) {
+    long long opaque, version, queue_id, queue_offset;
+    Py_buffer host = {0}, offsets = {0};
+    if (!PyArg_ParseTuple(args, "LLy*y*LL", &opaque, &version, &host, &offsets, &queue_id,
+                          &queue_offset))
+        return NULL;
+    PyObject *result = NULL;
+    char *ids = NULL;
+    if ((host.len != 8 && host.len != 20) || offsets.len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "batch_answer: a host of 8 or 20 bytes and int64 offsets");
+        goto done;
+    }
+    Py_ssize_t count = offsets.len / 8, ids_len = offset_msg_ids_len(host.len, count);
+    ids = PyMem_Malloc((size_t)ids_len + 2);
+    if (ids == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ids[0] = '"';
+    write_offset_msg_ids(ids + 1, host.buf, host.len, offsets.buf, count);
+    ids[ids_len + 1] = '"';
+    result = answer_frame(opaque, version, ids, ids_len + 2, queue_id, queue_offset, NULL, 0);
+done:
+    PyMem_Free(ids);
+    release_buffers(2, &host, &offsets);
+    return result;
 }
