@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rocketstore.cli.serve import DEFAULT_EVENT_LOOP
+from rocketstore.cli.serve_options import DEFAULT_EVENT_LOOP
 from tests.conformance.broker_process import free_port, serve_process
 
 
