@@ -31,6 +31,7 @@ from rocketstore.cli.console import require_console
 from rocketstore.cli.context import CliContext, CliError
 from rocketstore.cli.serve_options import (
     DEFAULT_EVENT_LOOP,
+    EVENT_LOOPS,
     broker_options,
     checked_address,
     make_options,
@@ -39,6 +40,18 @@ from rocketstore.cli.serve_options import (
 )
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError
+
+# The commands, and the names serve has always offered (now defined in serve_options).
+__all__ = [
+    "CHILD_PORT_STEP",
+    "DEFAULT_EVENT_LOOP",
+    "EVENT_LOOPS",
+    "broker",
+    "namesrv",
+    "register",
+    "serve",
+    "server_tls",
+]
 
 
 def _metrics_note(app: BrokerApp | None) -> str:

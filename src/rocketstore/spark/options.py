@@ -29,6 +29,34 @@ from rocketstore.spark.option_values import (
     namesrv_option,
 )
 
+# Defined here, and the two value parsers write_options and users have taken from here.
+__all__ = [
+    "ADMISSION_OPTIONS",
+    "BATCH_ONLY_OPTIONS",
+    "DEFAULT_MAX_TRIGGER_DELAY",
+    "EARLIEST",
+    "KNOWN_OPTIONS",
+    "LATEST",
+    "MAX_PARTITION_BYTES",
+    "MODE_COMMITLOG",
+    "MODE_QUEUE",
+    "OPEN_COST_BYTES",
+    "SPARK_ADDED_OPTIONS",
+    "STREAMING_OPTIONS",
+    "Bound",
+    "BrokerQueue",
+    "PerQueue",
+    "ReadOptions",
+    "StreamOptions",
+    "TopicSelection",
+    "credentials_option",
+    "is_default_topic",
+    "namesrv_option",
+    "parse_options",
+    "parse_stream_options",
+]
+
+
 MODE_QUEUE = "queue"
 MODE_COMMITLOG = "commitlog"
 
