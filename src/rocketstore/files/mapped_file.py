@@ -266,7 +266,8 @@ class MappedFile:
     ) -> None:
         """``write_through`` of ``parts`` one after another from ``position``, with
         pwritev (a slave's transfers as its receive buffer holds them: no join first).
-        With the C extension the GIL is kept (see ``_native.write_parts``)."""
+        The GIL is let go during the writes, with the C extension as without it (see
+        ``_native.write_parts``)."""
         views = [memoryview(part).cast("B") for part in parts]
         fd = self._write_fd(position, sum(len(view) for view in views))
         if native_io.write_parts is not None:

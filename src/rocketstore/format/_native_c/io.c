@@ -147,10 +147,15 @@ PyObject *py_write_batch(PyObject *self, PyObject *args) {
  *
  * pwritev of the bytes-likes in the list ``parts``, one after another from ``position``
  * (MappedFile.write_through_parts: a slave's transfers as its receive buffer holds them).
- * Keeps the GIL, as write_batch: a slave appends on its event loop while its dispatcher
- * runs Python, and os.pwritev's wait to get the GIL back (up to the switch interval,
- * 5 ms) was longer than the copy of a 1 MiB read (0.1-0.3 ms). OSError on failure, with
- * the range possibly part-written.
+ * Lets the GIL go during the writes (the views stay exported, so the buffers cannot move;
+ * a slave stops receiving into its buffer while it appends from it): a slave that is
+ * behind appends several MiB at a time, and its dispatcher's Python then overlaps the
+ * copy into the page cache on the other core. Side by side, alternating, 1 GiB copies
+ * at load 2-8, four sets of four: replication 8-42 % faster and 8-35 % less slave CPU
+ * per GiB than keeping the GIL (which was chosen when a slave appended 1 MiB reads, and
+ * the wait to get the GIL back from the dispatcher, up to the 5 ms switch interval,
+ * was longer than a 0.1-0.3 ms copy). OSError on failure, with the range possibly
+ * part-written.
  */
 PyObject *py_write_parts(PyObject *self, PyObject *args) {
     int fd;
@@ -182,6 +187,7 @@ PyObject *py_write_parts(PyObject *self, PyObject *args) {
         if (iov_max <= 0) iov_max = 16;
         Py_ssize_t first = 0;
         off_t at = (off_t)position;
+        PyThreadState *ts = PyEval_SaveThread();
         while (first < count) {
             if (iov[first].iov_len == 0) {
                 first++;
@@ -207,6 +213,7 @@ PyObject *py_write_parts(PyObject *self, PyObject *args) {
                 }
             }
         }
+        PyEval_RestoreThread(ts);
     }
     for (Py_ssize_t i = 0; i < taken; i++) PyBuffer_Release(&views[i]);
     PyMem_Free(views);
