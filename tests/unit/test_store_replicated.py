@@ -140,6 +140,44 @@ def test_cut_anywhere_gives_identical_files_and_queues(master, tmp_path_factory,
         slave.close()
 
 
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cuts=st.lists(
+        st.integers(min_value=1, max_value=3000).map(lambda n: n if n > 20 else n * 97),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_the_dispatcher_takes_the_checks_records_and_builds_the_same_queues(
+    master, tmp_path_factory, cuts
+):
+    # A dispatcher caught up after every append always finds the check's records where
+    # it is: each one is dispatched from them, none decoded twice, queues and index as
+    # the master's.
+    slave = MessageStore.open(tmp_path_factory.mktemp("slave"), _config())
+    try:
+        slave.dispatcher.shutdown(catch_up=False)  # rounds only when this test asks
+        step = itertools.cycle(cuts)
+        for offset, data in _master_bytes(master):
+            at = 0
+            while at < len(data):
+                size = next(step)
+                slave.append_replicated(offset + at, data[at : at + size])
+                slave.dispatcher.run_once()
+                at += size
+        dispatcher = slave.dispatcher
+        assert dispatcher.records_handed == dispatcher.records_dispatched > 0
+        master.flush()
+        slave.flush()
+        assert _queue_contents(slave) == _queue_contents(master)
+        found = slave.query_messages(TOPIC, "k7")
+        assert [m.body for m in found] == [m.body for m in master.query_messages(TOPIC, "k7")]
+    finally:
+        slave.close()
+
+
 def test_new_slave_starts_at_a_file_boundary_of_the_master(master, tmp_path):
     pieces = _master_bytes(master)
     offset, data = pieces[-1]

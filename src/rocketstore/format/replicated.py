@@ -23,7 +23,7 @@ from typing import NamedTuple
 from rocketstore.errors import CorruptDataError, IncompleteDataError
 from rocketstore.format import record as rec
 from rocketstore.format.commitlog_walk import FileWalk
-from rocketstore.format.record_scan import Stop, TopicTable
+from rocketstore.format.record_scan import Records, Stop, TopicTable
 
 _HEAD8 = struct.Struct(">ii")
 _LONG = struct.Struct(">q")
@@ -48,40 +48,58 @@ def check_replicated(
 
     CorruptDataError (position: the CommitLog offset of the bad record) when a whole record
     or the start of one is not valid."""
+    return check_replicated_records(buf, base, file_end, check_crc=check_crc)[0]
+
+
+def check_replicated_records(
+    buf: bytes | bytearray | memoryview,
+    base: int,
+    file_end: int,
+    *,
+    check_crc: bool = True,
+    topics: TopicTable | None = None,
+) -> tuple[ReplicatedCheck, Records | None]:
+    """``check_replicated``, with the whole records it walked (positions within ``buf``,
+    topic ids of ``topics``): a slave's dispatcher takes them instead of decoding the
+    same bytes again. None when the walker stopped short and the record by record check
+    decided (it then raises, or found no whole record)."""
     if len(buf) > file_end:
         raise CorruptDataError(
             f"replicated bytes run {len(buf) - file_end} bytes past their CommitLog file",
             position=base + file_end,
         )
-    walked = _walked(buf, base, file_end, check_crc)
+    walked = _walked(buf, base, file_end, check_crc, TopicTable() if topics is None else topics)
     if walked is not None:
         return walked
-    return _check_one_by_one(buf, base, file_end, check_crc)
+    return _check_one_by_one(buf, base, file_end, check_crc), None
 
 
 def _walked(
-    buf: bytes | bytearray | memoryview, base: int, file_end: int, check_crc: bool
-) -> ReplicatedCheck | None:
+    buf: bytes | bytearray | memoryview,
+    base: int,
+    file_end: int,
+    check_crc: bool,
+    topics: TopicTable,
+) -> tuple[ReplicatedCheck, Records] | None:
     """The CommitLog walker's answer (recovery's rules, a run at a time, in C when the
-    extension is built): None when it stopped at something not valid, which the record
-    by record check then names."""
+    extension is built) and its records: None when it stopped at something not valid,
+    which the record by record check then names."""
     walk = FileWalk(
         memoryview(buf).cast("B"),
         base,
         0,
         file_end,
-        topics=TopicTable(),
+        topics=topics,
         readable=len(buf),
         check_crc=check_crc,
     )
-    stamp = 0
-    for records in walk:
-        stamp = int(records.store_timestamp[-1])
+    runs = list(walk)
+    stamp = int(runs[-1].store_timestamp[-1]) if runs else 0
     verdict = walk.verdict
     if verdict.stop in (Stop.BOUNDARY, Stop.INCOMPLETE):
-        return ReplicatedCheck(verdict.position, stamp)
+        return ReplicatedCheck(verdict.position, stamp), Records.concat(runs)
     if verdict.stop == Stop.BLANK:
-        return ReplicatedCheck(file_end, stamp)
+        return ReplicatedCheck(file_end, stamp), Records.concat(runs)
     return None
 
 

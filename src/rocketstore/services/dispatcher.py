@@ -8,17 +8,27 @@ or C over the whole run, not a Python decode per record); blanks roll to the nex
 corrupt bytes skip the rest of the readable slice as a RocketMQ master does. A record counts
 as corrupt here by recovery's rules (the walker's), which include PHYSICALOFFSET == its
 position and the 8-byte file tail rule.
+
+A slave's CommitLog bytes were walked by that same walker once already, by the check
+before they were appended (store.replica): those records are handed over
+(:meth:`Dispatcher.hand_over`) and dispatched without a second decode. The check's walk
+decided where its valid data ends; the dispatcher takes its records only when they start
+exactly at the dispatched offset, and walks the bytes itself otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from time import monotonic
+
+import numpy as np
 
 from rocketstore.commitlog import CommitLog
 from rocketstore.format.commitlog_walk import FileWalk
@@ -31,6 +41,10 @@ CHUNK_BYTES = 8 * 1024 * 1024
 # Lag past which the writer yields the GIL to this thread after each append
 # (after_append).
 YIELD_LAG_BYTES = 64 * 1024 * 1024
+# Runs a slave's check handed over (hand_over) kept at most, one per append (a slave
+# appends up to 1 MiB per receive; 112 bytes of arrays per record): a stopped or lagging
+# dispatcher keeps a few MiB of them, and walks what was dropped.
+HANDED_RUNS = 32
 
 
 @dataclass
@@ -81,6 +95,41 @@ class Dispatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        # Records a slave's check walked (hand_over): first CommitLog offset, records
+        # (positions from it), their topic table; appended by the writer, taken here.
+        self._handed: deque[tuple[int, Records, TopicTable]] = deque()
+        # Ids in ``topics`` of the handed-over table's topics, by its id.
+        self._handed_ids: list[int] = []
+        self.records_handed = 0  # records dispatched from a check's walk
+
+    def hand_over(self, offset: int, records: Records, topics: TopicTable) -> None:
+        """Whole records the writer's check walked at CommitLog ``offset`` (positions from
+        it; topic ids of ``topics``, one table that only grows), once they are appended.
+        Taken when the dispatcher reaches ``offset``; dropped once it is past, or when
+        more than ``HANDED_RUNS`` wait (a stopped or far behind dispatcher walks them)."""
+        handed = self._handed
+        if len(handed) >= HANDED_RUNS:
+            with contextlib.suppress(IndexError):  # this thread may have taken it
+                handed.popleft()
+        handed.append((offset, records, topics))
+
+    def forget_handed(self) -> None:
+        """Drop the records handed over (the CommitLog was cut back)."""
+        self._handed.clear()
+
+    def _take_handed(self, offset: int) -> tuple[Records, TopicTable] | None:
+        # popleft, never a look at [0] first: the writer may drop the oldest meanwhile.
+        handed = self._handed
+        while True:
+            try:
+                start, records, topics = handed.popleft()
+            except IndexError:
+                return None
+            if start == offset:
+                return records, topics
+            if start > offset:
+                handed.appendleft((start, records, topics))  # the walk gets there first
+                return None
 
     def lag_bytes(self) -> int:
         return max(0, self.commitlog.max_offset() - self.dispatched_offset)
@@ -124,6 +173,10 @@ class Dispatcher:
             if self.dispatched_offset >= max_offset:
                 break
             before = self.dispatched_offset
+            handed = self._take_handed(before) if self._handed else None
+            if handed is not None and self._dispatch_handed(before, *handed):
+                count += len(handed[0])
+                continue
             # The records are read in place through the mapping, which the view holds.
             with self.commitlog.view_to_file_end(before, CHUNK_BYTES) as chunk:
                 if chunk is not None:
@@ -172,6 +225,26 @@ class Dispatcher:
             self.records_dispatched += len(records)
         self.dispatched_offset = next_offset if next_offset is not None else base + position
         return len(records)
+
+    def _dispatch_handed(self, base: int, records: Records, topics: TopicTable) -> bool:
+        """Dispatch records a check walked from ``base`` (the dispatched offset) and move
+        past them; False (nothing done) when they are not all readable here."""
+        ids = self._handed_ids
+        if len(ids) < len(topics.names):
+            ids.extend(self.topics.intern(name.encode()) for name in topics.names[len(ids) :])
+        last = len(records) - 1
+        end = int(records.position[last] + records.size[last])
+        with self.commitlog.view_to_file_end(base, end) as chunk:
+            if chunk is None or len(chunk) < end:
+                return False
+            mapped = dataclasses.replace(
+                records, topic_id=np.asarray(ids, dtype=np.int64)[records.topic_id]
+            )
+            self.handle(DispatchRun(chunk, base, mapped, self.topics))
+        self.records_dispatched += len(records)
+        self.records_handed += len(records)
+        self.dispatched_offset = base + end
+        return True
 
     def _skip_corrupt(self, chunk: memoryview, base: int, position: int, reason: str) -> None:
         skipped = len(chunk) - position

@@ -134,6 +134,7 @@ class MessageStore(
             self.flusher,
             lambda: self.config,
             on_first_append=self.prefaulter.skip_commitlog_faults,
+            on_checked=None if read_only else self.dispatcher.hand_over,
         )
         self._follower = ReadOnlyFollower(
             self.commitlog, self._queue_table, self.index, lambda: self.config

@@ -94,6 +94,7 @@ class StoreReplication(StoreBase):
             report.kept_dir = keep_cut_bytes(self.root, self.commitlog, report, note)
             report = cut_back(self.commitlog, self._queue_table, self.index, report)
             self._replica.record_start = None
+            self.dispatcher.forget_handed()
             self.dispatcher.dispatched_offset = max(offset, self.commitlog.min_offset(), 0)
             # The checkpoint's times vouch that data stored until then is on disk; bytes
             # the master sends next may be older than the cut ones, so the times go back
