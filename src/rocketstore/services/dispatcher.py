@@ -97,38 +97,43 @@ class Dispatcher:
         self.error: BaseException | None = None
         # Records a slave's check walked (hand_over): first CommitLog offset, records
         # (positions from it), their topic table; appended by the writer, taken here.
-        self._handed: deque[tuple[int, Records, TopicTable]] = deque()
+        self._handed: deque[tuple[int, Records, TopicTable, int]] = deque()
         # Ids in ``topics`` of the handed-over table's topics, by its id.
         self._handed_ids: list[int] = []
         self.records_handed = 0  # records dispatched from a check's walk
 
-    def hand_over(self, offset: int, records: Records, topics: TopicTable) -> None:
+    def hand_over(
+        self, offset: int, records: Records, topics: TopicTable, cut_at: int = -1
+    ) -> None:
         """Whole records the writer's check walked at CommitLog ``offset`` (positions from
         it; topic ids of ``topics``, one table that only grows), once they are appended.
+        ``cut_at``: the CommitLog's end when the check's bytes ended inside a record (-1
+        otherwise); while it still ends there, the dispatcher does not walk that record's
+        start again (the append that completes it hands it over).
         Taken when the dispatcher reaches ``offset``; dropped once it is past, or when
         more than ``HANDED_RUNS`` wait (a stopped or far behind dispatcher walks them)."""
         handed = self._handed
         if len(handed) >= HANDED_RUNS:
             with contextlib.suppress(IndexError):  # this thread may have taken it
                 handed.popleft()
-        handed.append((offset, records, topics))
+        handed.append((offset, records, topics, cut_at))
 
     def forget_handed(self) -> None:
         """Drop the records handed over (the CommitLog was cut back)."""
         self._handed.clear()
 
-    def _take_handed(self, offset: int) -> tuple[Records, TopicTable] | None:
+    def _take_handed(self, offset: int) -> tuple[Records, TopicTable, int] | None:
         # popleft, never a look at [0] first: the writer may drop the oldest meanwhile.
         handed = self._handed
         while True:
             try:
-                start, records, topics = handed.popleft()
+                run = handed.popleft()
             except IndexError:
                 return None
-            if start == offset:
-                return records, topics
-            if start > offset:
-                handed.appendleft((start, records, topics))  # the walk gets there first
+            if run[0] == offset:
+                return run[1], run[2], run[3]
+            if run[0] > offset:
+                handed.appendleft(run)  # the walk gets there first
                 return None
 
     def lag_bytes(self) -> int:
@@ -174,8 +179,10 @@ class Dispatcher:
                 break
             before = self.dispatched_offset
             handed = self._take_handed(before) if self._handed else None
-            if handed is not None and self._dispatch_handed(before, *handed):
+            if handed is not None and self._dispatch_handed(before, handed[0], handed[1]):
                 count += len(handed[0])
+                if handed[2] == self.commitlog.max_offset():
+                    break  # the rest is the start of a record the check saw cut
                 continue
             # The records are read in place through the mapping, which the view holds.
             with self.commitlog.view_to_file_end(before, CHUNK_BYTES) as chunk:
