@@ -115,6 +115,55 @@ def test_fuzzed_decoders_say_incomplete_or_corrupt(raw, position):
         assert offset is None or offset >= 0
 
 
+# --- transfer_run -------------------------------------------------------------------------
+
+
+def _frames(draw_list: list[tuple[int, int, bytes]]) -> bytes:
+    return b"".join(struct.pack(">qi", off, size) + body for off, size, body in draw_list)
+
+
+FRAME = st.tuples(
+    st.sampled_from([0, 100, 103, 104, 110, -1, 2**62]),
+    st.sampled_from([0, 1, 3, 4, 6, -1, ha.MAX_TRANSFER_BODY + 1]),
+    st.binary(max_size=8),
+)
+
+
+@given(
+    st.lists(FRAME, max_size=8),
+    st.sampled_from([0, 100, 103, 110]),
+    st.integers(min_value=0, max_value=20),
+)
+def test_transfer_run_is_its_twin_and_reads_what_decode_transfer_reads(frames, end, cut):
+    # Sizes mostly agree with the bodies, so runs follow one another; some lie.
+    wire = _frames([(o, len(b) if s in (1, 3) else s, b) for o, s, b in frames])
+    wire = wire[: max(0, len(wire) - cut)]
+    want = ha.transfer_run_python(wire, end)
+    got = ha.transfer_run(wire, end)
+    assert [bytes(b) for b in got.bodies] == [bytes(b) for b in want.bodies]
+    assert got[1:] == want[1:]
+
+
+def test_transfer_run_stops():
+    def frame(off: int, body: bytes) -> bytes:
+        return ha.encode_transfer(off, body)
+
+    run = ha.transfer_run(frame(100, b"abc") + frame(103, b"") + frame(103, b"de"), 100)
+    assert [bytes(b) for b in run.bodies] == [b"abc", b"de"]
+    assert run[1:] == (100, 105, 41, ha.TransferStop.INCOMPLETE, 0)
+    assert ha.transfer_run(frame(100, b"abc") + frame(99, b""), 100)[1:] == (
+        100,
+        103,
+        15,
+        ha.TransferStop.BEHIND,
+        99,
+    )
+    assert ha.transfer_run(frame(7, b"a"), 5)[1:] == (-1, 5, 0, ha.TransferStop.NOT_FOLLOWING, 7)
+    assert ha.transfer_run(frame(7, b"a"), 0)[1:] == (7, 8, 13, ha.TransferStop.INCOMPLETE, 0)
+    bad = struct.pack(">qi", -1, 0)
+    assert ha.transfer_run(frame(0, b"a") + bad, 0)[1:] == (0, 1, 13, ha.TransferStop.BAD_HEADER, 0)
+
+
 # --- check_replicated ---------------------------------------------------------------------
 
 

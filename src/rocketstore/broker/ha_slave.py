@@ -41,7 +41,7 @@ from rocketstore.broker.client import RemotingClient, RemotingClientError, reque
 from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.timeouts import BackgroundLoop
 from rocketstore.config import parse_host
-from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError, StoreError
+from rocketstore.errors import ConfigError, CorruptDataError, StoreError
 from rocketstore.format import ha
 from rocketstore.store import MessageStore, TruncateStatus
 
@@ -405,40 +405,28 @@ class ReplicationSlave(BackgroundLoop):
         call: ``_exchange``); how many bytes
         of ``buf`` they took and the store's end after them. Transfers that follow one
         another are appended as one (a slave's per-call cost is paid per read, not per
-        haTransferBatchSize)."""
-        position = 0
-        view = memoryview(buf)
-        bodies: list[memoryview] = []
-        run_start = run_end = -1
+        haTransferBatchSize); their frames are read in one call (``ha.transfer_run``).
+        A bad header appends nothing of the receive; a transfer that does not follow
+        appends those before it."""
+        store_end = self.store.max_commit_log_offset()
+        run = ha.transfer_run(buf, store_end)
+        bodies = run.bodies
         try:
-            while True:
-                try:
-                    transfer = ha.decode_transfer(view, position)
-                except IncompleteDataError:
-                    break
-                end = run_end if bodies else self.store.max_commit_log_offset()
-                if transfer.is_heartbeat and transfer.offset < end:
-                    self._append_run(run_start, bodies)
-                    # A rocketstore master tells a slave reporting more where it ends.
-                    raise MasterBehindError(transfer.offset, end)
-                if end not in (0, transfer.offset):  # an empty store takes any file start
-                    self._append_run(run_start, bodies)
-                    raise CorruptDataError(
-                        f"master sent offset {transfer.offset}, this slave's CommitLog ends "
-                        f"at {end}"
-                    )
-                if not transfer.is_heartbeat:
-                    if not bodies:
-                        run_start = transfer.offset
-                    bodies.append(transfer.body)
-                    run_end = transfer.offset + len(transfer.body)
-                    self.transfers += 1
-                position = transfer.end
-            self._append_run(run_start, bodies)
-            return position, self.store.max_commit_log_offset()
+            self.transfers += len(bodies)
+            if run.stop == ha.TransferStop.BAD_HEADER:
+                ha.decode_transfer(buf, run.position)  # raises CorruptDataError, named
+                raise CorruptDataError("bad HA transfer header", position=run.position)
+            self._append_run(run.first_offset, bodies)
+            if run.stop == ha.TransferStop.BEHIND:
+                # A rocketstore master tells a slave reporting more where it ends.
+                raise MasterBehindError(run.at, run.end)
+            if run.stop == ha.TransferStop.NOT_FOLLOWING:
+                raise CorruptDataError(
+                    f"master sent offset {run.at}, this slave's CommitLog ends at {run.end}"
+                )
+            return run.position, self.store.max_commit_log_offset()
         finally:
             bodies.clear()
-            view.release()
 
     def _append_run(self, offset: int, bodies: list[memoryview]) -> None:
         """Append transfers that follow one another as one, straight from the receive

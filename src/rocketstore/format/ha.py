@@ -38,6 +38,7 @@ import struct
 from typing import NamedTuple
 
 from rocketstore.errors import ConfigError, CorruptDataError, IncompleteDataError
+from rocketstore.format import native
 
 REPORT_SIZE = 8
 TRANSFER_HEADER_SIZE = 8 + 4
@@ -123,3 +124,61 @@ def decode_transfer(buf: bytes | bytearray | memoryview, position: int = 0) -> T
         raise IncompleteDataError(TRANSFER_HEADER_SIZE + size, available, "HA transfer")
     body = memoryview(buf)[position + TRANSFER_HEADER_SIZE : end]
     return Transfer(offset, body, end)
+
+
+class TransferStop:
+    """Why :func:`transfer_run` stopped."""
+
+    INCOMPLETE = 0  # the next transfer has not all arrived (or none is left)
+    BEHIND = 1  # a heartbeat below the CommitLog's end: the master is behind this slave
+    NOT_FOLLOWING = 2  # a transfer that does not start where the CommitLog ends
+    BAD_HEADER = 3  # a header no transfer can have (decode_transfer names it)
+
+
+class TransferRun(NamedTuple):
+    """What :func:`transfer_run` read: the data transfers' bodies that follow one another
+    (views of the input), the first one's offset (-1 when none), the CommitLog's end after
+    them, where the walk stopped in the input, why (:class:`TransferStop`) and, for BEHIND
+    and NOT_FOLLOWING, the offending transfer's offset (else 0)."""
+
+    bodies: list[memoryview]
+    first_offset: int
+    end: int
+    position: int
+    stop: int
+    at: int
+
+
+def transfer_run(buf: bytes | bytearray | memoryview, end: int) -> TransferRun:
+    """The transfers at the start of ``buf`` for a CommitLog ending at ``end`` (0: an empty
+    store, which takes any offset), read as a slave appends them: each, heartbeats too,
+    must start where the one before ended. One C call for a whole receive when the
+    extension is built (the twin below ran about 2 us of Python per transfer)."""
+    if native.transfer_run is not None:
+        return TransferRun(*native.transfer_run(buf, end, MAX_TRANSFER_BODY))
+    return transfer_run_python(buf, end)
+
+
+def transfer_run_python(buf: bytes | bytearray | memoryview, end: int) -> TransferRun:
+    """:func:`transfer_run` in Python (the C ``transfer_run``'s twin)."""
+    bodies: list[memoryview] = []
+    first = -1
+    position = 0
+    while True:
+        try:
+            transfer = decode_transfer(buf, position)
+        except IncompleteDataError:
+            return TransferRun(bodies, first, end, position, TransferStop.INCOMPLETE, 0)
+        except CorruptDataError:
+            return TransferRun(bodies, first, end, position, TransferStop.BAD_HEADER, 0)
+        offset = transfer.offset
+        if transfer.is_heartbeat and offset < end:
+            return TransferRun(bodies, first, end, position, TransferStop.BEHIND, offset)
+        if end not in (0, offset):
+            return TransferRun(bodies, first, end, position, TransferStop.NOT_FOLLOWING, offset)
+        position = transfer.end
+        if not transfer.is_heartbeat:
+            bodies.append(transfer.body)
+            if first < 0:
+                first = offset
+            end = offset + len(transfer.body)

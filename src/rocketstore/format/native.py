@@ -124,6 +124,8 @@ dispatch_facts = bind(
 )
 java_hash = bind(_c.java_hash, "java_hash", "rocketstore.format.javahash:java_string_hash")
 
+transfer_run = bind(_c.transfer_run, "transfer_run", "rocketstore.format.ha:transfer_run_python")
+
 # ---- index -------------------------------------------------------------------------
 index_put = bind(_c.index_put, "index_put", "rocketstore.index_file:IndexFile.put_keys_bulk")
 index_chain = bind(_c.index_chain, "index_chain", "rocketstore.index_file:IndexFile.candidates")
