@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import itertools
 import logging
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,6 +33,7 @@ from rocketstore.broker.remoting import (
     RemotingCommand,
     RequestFieldError,
 )
+from rocketstore.broker.request_tasks import BulkyPlace, current_place, parked, start_eagerly
 from rocketstore.broker.timeouts import within
 from rocketstore.broker.tls import TLS_HANDSHAKE, ServerTls, TlsMode
 from rocketstore.errors import StoreError
@@ -43,6 +43,23 @@ from rocketstore.remoting.connection import (
     RemotingConnection,
     ResponseReceived,
 )
+
+# Defined here, and the request task helpers callers have taken from here.
+__all__ = [
+    "MAX_BULKY_PER_CONNECTION",
+    "MAX_IN_FLIGHT_PER_CONNECTION",
+    "WHOLE_READ_MAX_BYTES",
+    "Connection",
+    "ConnectionLimitError",
+    "ConnectionLimits",
+    "DefaultLimits",
+    "Handler",
+    "RemotingServer",
+    "bind_socket",
+    "format_address",
+    "parked",
+    "start_eagerly",
+]
 
 log = logging.getLogger(__name__)
 
@@ -99,90 +116,6 @@ class DefaultLimits:
 
 class ConnectionLimitError(StoreError):
     """A connection went past one of the server's bounds; it is closed."""
-
-
-class _Place:
-    """A bulky request's place among its connection's MAX_BULKY_PER_CONNECTION."""
-
-    def __init__(self, places: asyncio.Semaphore):
-        self._places = places
-        self.held = True
-
-    def give_up(self) -> None:
-        if self.held:
-            self.held = False
-            self._places.release()
-
-    async def take(self) -> None:
-        await self._places.acquire()
-        self.held = True
-
-
-# The place of the request the current task handles (each request runs in its own task).
-_current_place: contextvars.ContextVar[_Place | None] = contextvars.ContextVar(
-    "rocketstore_bulky_place", default=None
-)
-
-
-class _Yield:
-    """Awaiting it yields ``value`` (what a suspended coroutine yielded) to the task."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object):
-        self.value = value
-
-    def __await__(self) -> Generator[object, object, object]:
-        return (yield self.value)
-
-
-async def _resume(coro: Coroutine[object, object, None], yielded: object) -> None:
-    """The rest of ``coro``, which ran until it first yielded ``yielded``, as a task's
-    (the task waits on what the coroutine waits on, and passes results, exceptions and
-    cancellation through to it)."""
-    while True:
-        try:
-            sent = await _Yield(yielded)
-        except BaseException as e:  # CancelledError included: the coroutine decides
-            try:
-                yielded = coro.throw(e)
-            except StopIteration:
-                return
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration:
-                return
-
-
-def start_eagerly(
-    coro: Coroutine[object, object, None],
-) -> asyncio.Task[None] | None:
-    """Run ``coro`` at once, in a copy of the current context, up to its first real wait;
-    None if it finished without one (an ASYNC_FLUSH send, a pull of data in memory: no
-    task, no loop turn), else the task that runs the rest in that same context. Python
-    3.12's eager tasks, for 3.11 (a task per request was a fifth of a send's cost)."""
-    context = contextvars.copy_context()
-    try:
-        yielded = context.run(coro.send, None)
-    except StopIteration:
-        return None
-    return asyncio.get_running_loop().create_task(_resume(coro, yielded), context=context)
-
-
-@contextlib.asynccontextmanager
-async def parked() -> AsyncIterator[None]:
-    """Around a wait that is not work (a held pull): the request's connection may have
-    another bulky request worked on meanwhile; the place is taken back after."""
-    place = _current_place.get()
-    if place is None:
-        yield
-        return
-    place.give_up()
-    # Not in a finally: a pull cancelled while held (its connection closed) must not wait
-    # for a place it will never use.
-    yield
-    await place.take()
 
 
 class Connection:
@@ -547,7 +480,7 @@ class RemotingServer:
                     place = None
                     if cmd.code in self.bulky_codes:
                         await bulky.acquire()
-                        place = _Place(bulky)
+                        place = BulkyPlace(bulky)
                     handling = self._handle(cmd, conn, in_flight, place)
                     if cmd.code in self.eager_codes:
                         request = start_eagerly(handling)
@@ -630,9 +563,9 @@ class RemotingServer:
         cmd: RemotingCommand,
         conn: Connection,
         in_flight: asyncio.Semaphore,
-        place: _Place | None,
+        place: BulkyPlace | None,
     ) -> None:
-        _current_place.set(place)  # this task's own context
+        current_place.set(place)  # this task's own context
         try:
             try:
                 response = await self.handler(cmd, conn)

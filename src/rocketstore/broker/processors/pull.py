@@ -18,7 +18,7 @@ from rocketstore.broker.codes import ResponseCode
 from rocketstore.broker.context import MAX_SUSPEND_MS, BrokerContext
 from rocketstore.broker.perm_name import is_readable
 from rocketstore.broker.remoting import RemotingCommand, ext_int, ext_str
-from rocketstore.broker.server import parked
+from rocketstore.broker.request_tasks import parked
 from rocketstore.broker.subscription_groups import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import retry_topic
 from rocketstore.errors import ConfigError, SelectorError
