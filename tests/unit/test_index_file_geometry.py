@@ -12,7 +12,7 @@ import pytest
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.errors import ConfigError
 from rocketstore.format import index_layout as layout
-from rocketstore.index import file_geometry
+from rocketstore.index_catalog import file_geometry
 from rocketstore.paths import index_dir
 
 ODD: dict[str, Any] = {"max_hash_slot_num": 16, "max_index_num": 32}  # two a slot: no 1:4 size

@@ -16,7 +16,7 @@ from rocketstore.check.common import I64, RecordTable, lookup, no_record_reason
 from rocketstore.check.result import CheckResult, Problem
 from rocketstore.config import StoreConfig
 from rocketstore.format import index_layout as layout
-from rocketstore.index import file_geometry
+from rocketstore.index_catalog import file_geometry
 from rocketstore.paths import index_dir, is_index_file_name
 
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])

@@ -27,7 +27,7 @@ from rocketstore.files.lock import DirectoryLock
 from rocketstore.files.mapped_file_queue import offset_file_paths
 from rocketstore.files.store_dir import orphaned_files
 from rocketstore.format.multi_dispatch import LMQ_PREFIX
-from rocketstore.index import newest_geometry
+from rocketstore.index_catalog import newest_geometry
 from rocketstore.paths import (
     CONSUME_QUEUE_DIR,
     INDEX_DIR,

@@ -25,7 +25,7 @@ from rocketstore.errors import ConfigError, StoreError
 from rocketstore.files.regular_file import open_regular_file as files_open_regular_file
 from rocketstore.files.store_dir import missing_commitlog, with_dledger
 from rocketstore.format.dledger_entry import END_OF_DATA
-from rocketstore.index import file_geometry, index_files, settled_geometries
+from rocketstore.index_catalog import file_geometry, index_files, settled_geometries
 from rocketstore.paths import ABORT_FILE, MULTI_PATH_SPLITTER, CommitLogDirs, index_dir
 from rocketstore.settings_file import (
     COMMITLOG_PATH_KEYS,

@@ -24,7 +24,7 @@ from rocketstore.files.mapped_file_queue import (
     offset_file_paths,
 )
 from rocketstore.files.store_dir import missing_commitlog
-from rocketstore.index import newest_geometry
+from rocketstore.index_catalog import newest_geometry
 from rocketstore.paths import (
     CONSUME_QUEUE_DIR,
     INDEX_DIR,

@@ -22,7 +22,8 @@ from rocketstore.files.deleted_queues import load_deleted_queues, prune_deleted
 from rocketstore.files.mapped_file_queue import detect_file_size
 from rocketstore.files.store_dir import missing_commitlog, orphaned_files, with_dledger
 from rocketstore.format.queue_unit import CQ_UNIT_SIZE
-from rocketstore.index import IndexService, newest_geometry
+from rocketstore.index import IndexService
+from rocketstore.index_catalog import newest_geometry
 from rocketstore.paths import ABORT_FILE, CONSUME_QUEUE_DIR, index_dir
 from rocketstore.recovery.checkpoint_file import CheckpointFile
 from rocketstore.recovery.recover import RecoveryReport, recover_store
