@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from rocketstore.commitlog import PreparedMessage
+from rocketstore.commitlog_appends import PreparedMessage
 from rocketstore.format.message import Message
 from rocketstore.format.record import RecordView
 from rocketstore.index import IndexFile

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rocketstore.commitlog import Appended, EncodedBatch, PreparedMessage
+from rocketstore.commitlog_appends import Appended, EncodedBatch, PreparedMessage
 from rocketstore.crashpoints import AFTER_APPEND_BEFORE_FLUSH, MID_BATCH_WRITE, armed, crash_point
 from rocketstore.errors import ConfigError, StoreError
 from rocketstore.format import record as rec
