@@ -57,17 +57,6 @@ __all__ = [
     "unfinished",
 ]
 
-__all__ = [
-    "DispatchedKeys",
-    "IndexFile",
-    "IndexService",
-    "file_geometry",
-    "index_files",
-    "newest_geometry",
-    "settled_geometries",
-]
-
-
 log = logging.getLogger(__name__)
 
 # The next index file, made ahead of need (IndexService.prefault_ahead). Its name ends like a
