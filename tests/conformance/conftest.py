@@ -45,6 +45,7 @@ class ClientRun:
     process: subprocess.Popen[str]
     lines: list[dict[str, Any]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
+    pumps: list[threading.Thread] = field(default_factory=list)
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -62,9 +63,20 @@ class ClientRun:
             self.stderr.append(raw.rstrip())
 
     def start_pumps(self) -> ClientRun:
-        threading.Thread(target=self._pump, daemon=True).start()
-        threading.Thread(target=self._pump_err, daemon=True).start()
+        self.pumps = [
+            threading.Thread(target=self._pump, daemon=True),
+            threading.Thread(target=self._pump_err, daemon=True),
+        ]
+        for pump in self.pumps:
+            pump.start()
         return self
+
+    def _drained(self, timeout_s: float = 30) -> None:
+        """Wait (the process has exited) until the pumps have read its pipes to the end: a
+        fixed pause lost the last of 10,000 lines once on a loaded CI machine."""
+        deadline = time.monotonic() + timeout_s
+        for pump in self.pumps:
+            pump.join(max(0.0, deadline - time.monotonic()))
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [line for line in list(self.lines) if line.get("event") == name]
@@ -73,7 +85,7 @@ class ClientRun:
         deadline = time.monotonic() + timeout_s
         while len(self.events(name)) < count and time.monotonic() < deadline:
             if self.process.poll() is not None:
-                time.sleep(0.2)  # let the pump drain
+                self._drained()
                 break
             time.sleep(0.05)
         return self.events(name)
@@ -86,7 +98,7 @@ class ClientRun:
             self.process.kill()
             self.process.wait()
             pytest.fail(f"client ran past {timeout_s}s; stderr tail: {self.stderr[-5:]}")
-        time.sleep(0.1)
+        self._drained()
         return list(self.lines)
 
 
