@@ -172,7 +172,10 @@ def test_unknown_topic_is_refused_with_the_proxy_code(py5_client, grpc_server):
         topic = pb.Resource(name="NoSuchTopic")
         route = stub.QueryRoute(spb.QueryRouteRequest(topic=topic), timeout=10)
         assert route.status.code == pb.Code.TOPIC_NOT_FOUND
-        assert route.status.message == "topic not found: NoSuchTopic"
+        # TopicRouteService's MQClientException message, as ResponseBuilder passes it on.
+        assert route.status.message.startswith(
+            "CODE: 17  DESC: No topic route info in name server for the topic: NoSuchTopic\n"
+        )
         message = pb.Message(
             topic=topic,
             body=b"x",
@@ -350,3 +353,22 @@ def test_thread_stack_and_verify_requests_to_the_python_client_time_out(py5_clie
     finally:
         run.process.kill()
         run.finish(10)
+
+
+def test_a_send_short_of_its_replication_fails_as_against_the_proxy(py5_client, tmp_path):
+    """A SYNC_MASTER without a slave stores each send and answers SLAVE_NOT_AVAILABLE; the
+    proxy's HA_NOT_AVAILABLE (no message id) makes the client retry, then raise."""
+    options = broker_options(tmp_path / "store", broker_role="SYNC_MASTER")
+    options.grpc_listen = "127.0.0.1:0"
+    with BackgroundServer(options) as server:
+        assert server.broker.ctx is not None
+        server.broker.ctx.topics.update(TopicConfig(TOPIC))
+        lines = _finish(py5_client("send", _endpoint(server), TOPIC, 1))
+        # The overall status's message is the code's name, as the proxy's.
+        assert lines == [
+            {"event": "error", "index": 0, "code": 50002, "text": "50002, HA_NOT_AVAILABLE"}
+        ]
+        store = server.broker.store
+        assert store is not None
+        # Each of its three attempts stored (a queue each), as against RocketMQ 5.3.3.
+        assert sum(store.max_offset(TOPIC, q) for q in range(4)) == 3

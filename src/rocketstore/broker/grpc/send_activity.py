@@ -22,7 +22,12 @@ from rocketstore.broker.grpc.service_core import (
     now_ms,
     peer_address,
 )
-from rocketstore.broker.processors.send import asks_for_timer, stored_properties, timer_stored
+from rocketstore.broker.processors.send import (
+    asks_for_timer,
+    put_failure_remark,
+    stored_properties,
+    timer_stored,
+)
 from rocketstore.broker.topic_config import (
     MULTI_TAG,
     TopicConfig,
@@ -37,19 +42,19 @@ from rocketstore.broker.transaction_service import EndCode, EndRequest
 from rocketstore.format import properties as props
 from rocketstore.format import sysflag
 from rocketstore.format.message import Message
-from rocketstore.paths import RETRY_PREFIX
+from rocketstore.paths import RETRY_PREFIX, TRANS_HALF_TOPIC
 from rocketstore.put_path import PutResult, is_delayed
 from rocketstore.status import PutStatus
 from rocketstore.store.timer import TIMER_TOPIC, TimerRefusal, timer_message_to_store
 
 log = logging.getLogger(__name__)
 
-_PUT_FAILURES = {
+# SendMessageActivity.convertToSendMessageResponse: a send stored but short of its flush
+# or replication wait gets these codes and no ids (a client retries it: stored again).
+_STORED_SHORT = {
     PutStatus.FLUSH_DISK_TIMEOUT: pb.Code.MASTER_PERSISTENCE_TIMEOUT,
     PutStatus.FLUSH_SLAVE_TIMEOUT: pb.Code.SLAVE_PERSISTENCE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: pb.Code.HA_NOT_AVAILABLE,
-    PutStatus.MESSAGE_ILLEGAL: pb.Code.BAD_REQUEST,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
 }
 # RecallMessageProcessor's tag of the delete unit it stores.
 RECALL_MESSAGE_TAG = "_RECALL_TAG_"
@@ -157,9 +162,8 @@ class SendActivity(ServiceCore):
                 raise RequestError(pb.Code.MESSAGE_CORRUPTED, "topic in message is not same")
         config = self._topic(topic, write=True)
         if not config.writeable:
-            raise RequestError(
-                pb.Code.FORBIDDEN, f"the topic[{topic.name}] sending message is forbidden"
-            )
+            # The proxy's route of such a topic has no writable queue (ProducerProcessor).
+            raise RequestError(pb.Code.FORBIDDEN, "no writable queue")
         queue_id = self._send_queue(request, config)
         records = [self._record(m, born_host, queue_id, config) for m in request.messages]
         body_bytes = sum(len(r.body) for r in records)
@@ -174,37 +178,50 @@ class SendActivity(ServiceCore):
             results = await self.ctx.put_batch(records, body_bytes)
             if len(results) != len(records):  # one refusal of the whole batch (a slave's)
                 results = [results[0]] * len(records)
-        entries = []
-        codes = set()
-        for message, result in zip(request.messages, results, strict=True):
-            message_id = message.system_properties.message_id
-            if result.status is PutStatus.PUT_OK:
-                if message.system_properties.message_type == pb.MessageType.TRANSACTION:
-                    key = (config.topic_name, message_id)
-                    self._transactions[key] = (result.commit_log_offset, result.queue_offset)
-                entry = spb.SendResultEntry(
-                    status=status(pb.Code.OK),
-                    message_id=message_id,
-                    transaction_id=message_id,
-                    offset=result.queue_offset,
-                    recall_handle=self._recall_handle(records[0]) if len(records) == 1 else "",
-                )
-            else:
-                code = _PUT_FAILURES.get(result.status, pb.Code.INTERNAL_SERVER_ERROR)
-                why = result.reason or result.status.value
-                entry = spb.SendResultEntry(
-                    status=status(code, f"send message failed, sendStatus={why}")
-                )
-            entries.append(entry)
-            codes.add(entry.status.code)
-        stored = sum(1 for r in results if r.status is PutStatus.PUT_OK)
-        if stored:
-            self.ctx.stats.stored(config.topic_name, stored)
-        if len(codes) > 1:
-            overall = status(pb.Code.MULTIPLE_RESULTS)
+        return self._send_answer(request, config, records, results)
+
+    def _send_answer(
+        self,
+        request: spb.SendMessageRequest,
+        config: TopicConfig,
+        records: list[Message],
+        results: list[PutResult],
+    ) -> spb.SendMessageResponse:
+        """What RocketMQ 5.3.3's proxy answers for the broker's answer to this send: one
+        SendResult per request (a batch is one SEND_BATCH_MESSAGE), so one entry."""
+        first = results[0]  # (a batch is one append: one status for all its messages)
+        if not first.status.stored:
+            # The broker's refusal reaches the proxy as an MQBrokerException: the status
+            # alone, its code mapped by ResponseBuilder (SYSTEM_BUSY only), its remark.
+            busy = first.status is PutStatus.OS_PAGECACHE_BUSY
+            code = pb.Code.TOO_MANY_REQUESTS if busy else pb.Code.INTERNAL_SERVER_ERROR
+            raise RequestError(code, put_failure_remark(first, self.ctx))
+        # Counted as SendMessageProcessor counts every sendOK status, PUT_OK or short of
+        # its wait; under the half topic for a transactional send, as the remoting path.
+        topic = records[0].topic if records[0].topic == TRANS_HALF_TOPIC else config.topic_name
+        self.ctx.stats.stored(topic, len(results), sum(r.size for r in results))
+        short = _STORED_SHORT.get(first.status)
+        if short is not None:
+            why = f"send message failed, sendStatus={first.status.value}"
+            entry = spb.SendResultEntry(status=status(short, why))
         else:
-            overall = entries[0].status
-        return spb.SendMessageResponse(status=overall, entries=entries)
+            messages = request.messages
+            for message, result in zip(messages, results, strict=True):
+                if message.system_properties.message_type == pb.MessageType.TRANSACTION:
+                    key = (config.topic_name, message.system_properties.message_id)
+                    self._transactions[key] = (result.commit_log_offset, result.queue_offset)
+            message_id = messages[0].system_properties.message_id
+            entry = spb.SendResultEntry(
+                status=status(pb.Code.OK),
+                # A batch's: its messages' ids joined (MQClientAPIImpl.processSendResponse);
+                # its transaction id the first's (the request header carries its properties).
+                message_id=",".join(m.system_properties.message_id for m in messages),
+                transaction_id=message_id,
+                offset=first.queue_offset,
+                # (none for a batch: attachRecallHandle answers SEND_MESSAGE(_V2) only)
+                recall_handle=self._recall_handle(records[0]) if len(records) == 1 else "",
+            )
+        return spb.SendMessageResponse(status=status(entry.status.code), entries=[entry])
 
     # --- recalling a timer message ----------------------------------------------------------
 

@@ -28,6 +28,7 @@ from rocketstore.broker.grpc.protocol import rocketmq_v2_types_pb2 as pb
 from rocketstore.broker.grpc.queue_choice import RoundRobin
 from rocketstore.broker.grpc.relay import Relays
 from rocketstore.broker.topic_config import (
+    TOPIC_MAX_LENGTH,
     TopicConfig,
     topic_name_problem,
 )
@@ -38,6 +39,8 @@ from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS
 
 log = logging.getLogger(__name__)
 
+# FAQUrl.attachDefaultURL's tail of a client exception's message.
+FAQ_URL_TAIL = "\nFor more information, please visit the url, https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 # ProxyConfig's receive limits.
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
@@ -207,11 +210,20 @@ class ServiceCore:
 
     def _topic(self, resource: pb.Resource, *, write: bool = False) -> TopicConfig:
         name = resource.name
-        if not name:
-            raise RequestError(pb.Code.ILLEGAL_TOPIC, "topic name cannot be empty")
-        problem = topic_name_problem(name)
-        if problem is not None:
-            raise RequestError(pb.Code.ILLEGAL_TOPIC, f"topic name {name!r} is illegal: {problem}")
+        # GrpcValidator.validateTopic: Validators.checkTopic's words, in its order.
+        if not name.strip():
+            raise RequestError(pb.Code.ILLEGAL_TOPIC, "The specified topic is blank")
+        if len(name) > TOPIC_MAX_LENGTH:
+            raise RequestError(
+                pb.Code.ILLEGAL_TOPIC,
+                f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.",
+            )
+        if topic_name_problem(name) is not None:
+            raise RequestError(
+                pb.Code.ILLEGAL_TOPIC,
+                f"The specified topic[{name}] contains illegal characters, "
+                "allowing only ^[%|a-zA-Z0-9_-]+$",
+            )
         if self.ctx.topics.is_system_topic(name):
             # GrpcValidator.validateTopic: no RPC of a 5.x client names one (their routes
             # are not given out, nothing is sent to or received from them here).
@@ -226,7 +238,12 @@ class ServiceCore:
             raise RequestError(pb.Code.FORBIDDEN, f"Sending message to topic[{name}] is forbidden.")
         config = self.ctx.topics.peek(name)
         if config is None:
-            raise RequestError(pb.Code.TOPIC_NOT_FOUND, f"topic not found: {name}")
+            # TopicRouteService's MQClientException, its getMessage() (ResponseBuilder).
+            raise RequestError(
+                pb.Code.TOPIC_NOT_FOUND,
+                f"CODE: 17  DESC: No topic route info in name server for the topic: {name}"
+                + FAQ_URL_TAIL,
+            )
         return config
 
     def _group(self, resource: pb.Resource) -> str:

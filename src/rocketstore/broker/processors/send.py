@@ -255,7 +255,7 @@ def _retry_target(
     return dlq_topic(group), 0
 
 
-def _put_failure_remark(result: PutResult, ctx: BrokerContext) -> str:
+def put_failure_remark(result: PutResult, ctx: BrokerContext) -> str:
     """handlePutMessageResult's words for a refused put: an illegal message's name the
     limits (a Java broker names its defaults), then what the store found wrong."""
     why = result.reason or result.status.value
@@ -282,7 +282,7 @@ def put_response(
     first = results[0]
     code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
     if not first.status.stored:
-        remark = _put_failure_remark(first, ctx)
+        remark = put_failure_remark(first, ctx)
         return cmd.response(code, remark)
     last = results[-1]  # a batch is written in one piece: its bytes end at its last's end
     ctx.stats.stored(
