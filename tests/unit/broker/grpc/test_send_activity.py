@@ -81,7 +81,7 @@ def _counted(server: Any) -> tuple[int, int, int, int]:
 
 
 def _assert_stored_short(
-    server: Any, answer: spb.SendMessageResponse, code: int, send_status: str, before: Any
+    server: Any, answer: spb.SendMessageResponse, code: Any, send_status: str, before: Any
 ) -> None:
     """A send stored short of its wait: the proxy's entry holds the status alone (no id,
     transaction id, offset or recall handle), the response's status the code's name; the
