@@ -135,3 +135,29 @@ def test_thread_stack_and_verify_requests_reach_the_nodejs_client(js5_client, gr
     finally:
         run.process.kill()
         run.finish(10)
+
+
+def test_a_send_short_of_its_replication_fails_as_against_the_proxy(
+    js5_client: Any, tmp_path: Path
+) -> None:
+    """A SYNC_MASTER without a slave stores each send and answers SLAVE_NOT_AVAILABLE:
+    this client raises the proxy's entry words (the Python client the response's) after
+    its three attempts, each stored."""
+    options = broker_options(tmp_path / "store", broker_role="SYNC_MASTER")
+    options.grpc_listen = "127.0.0.1:0"
+    with BackgroundServer(options) as server:
+        assert server.broker.ctx is not None
+        server.broker.ctx.topics.update(TopicConfig(TOPIC))
+        lines = _finish(js5_client("send", _endpoint(server), TOPIC, 1))
+        text = "send message failed, sendStatus=SLAVE_NOT_AVAILABLE"
+        assert lines == [
+            {
+                "event": "error",
+                "index": 0,
+                "code": 50002,
+                "text": f"[request-id=undefined, response-code=50002] {text}",
+            }
+        ]
+        store = server.broker.store
+        assert store is not None
+        assert sum(store.max_offset(TOPIC, q) for q in range(4)) == 3
