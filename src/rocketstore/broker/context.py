@@ -46,12 +46,15 @@ M = TypeVar("M")
 # PullMessageProcessor's hold limits: a held pull waits at most its suspend time, capped here
 # so a client asking for hours cannot pin a task forever.
 MAX_SUSPEND_MS = 60_000
-# SendMessageProcessor's words for SERVICE_NOT_AVAILABLE, which a slave's store answers
-# every put with ("broke role is slave, so putMessage is forbidden").
+# Why a slave's store refuses every put with SERVICE_NOT_AVAILABLE ("broke role is slave,
+# so putMessage is forbidden"); a send's remark wraps it in SendMessageProcessor's words
+# (processors.send.put_failure_remark).
+SLAVE_REASON = "the broker role is slave"
+# Those words without the disk figures the remark now gives, around SLAVE_REASON.
 SLAVE_REFUSAL = (
     "service not available now. It may be caused by one of the following reasons: the "
-    "broker's disk is full, messages are put to the slave, message store has been shut "
-    "down, etc. (the broker role is slave)"
+    f"broker's disk is full, messages are put to the slave, message store has been shut "
+    f"down, etc. ({SLAVE_REASON})"
 )
 # Bodies above this many bytes are put from a worker thread: their copy (about a
 # millisecond for 4 MiB) would hold up every other connection.
@@ -157,7 +160,7 @@ class BrokerContext:
         """``MessageStore.put`` as from this broker, without blocking the loop long (see
         ``_put``); a slave refuses it, a SYNC_MASTER answers once a slave has it."""
         if self.config.is_slave:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=SLAVE_REFUSAL)
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=SLAVE_REASON)
         result = await self._put(self.store.put, self.store.submit, message, body_bytes)
         if self.replication is not None:
             (result,) = await self.replication.settle([result])
@@ -166,7 +169,7 @@ class BrokerContext:
     async def put_batch(self, messages: Sequence[Message], body_bytes: int) -> list[PutResult]:
         """``MessageStore.put_batch`` as ``put``."""
         if self.config.is_slave:
-            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=SLAVE_REFUSAL)]
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=SLAVE_REASON)]
         results = await self._put(
             self.store.put_batch, self.store.submit_batch, messages, body_bytes
         )

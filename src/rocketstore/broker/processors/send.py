@@ -7,6 +7,7 @@ message with the client's address as born host and answers msgId/queueId/queueOf
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,11 +38,13 @@ from rocketstore.format.message import Message
 from rocketstore.format.multi_dispatch import is_multi_dispatch
 from rocketstore.format.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH
 from rocketstore.java_ints import JAVA_INT_MAX, JAVA_INT_MIN, fits_java_long
-from rocketstore.paths import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX
+from rocketstore.paths import CONSUME_QUEUE_DIR, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, index_dir
 from rocketstore.put_columns import ColumnsResult
 from rocketstore.put_path import PutResult, delay_level, is_delayed
 from rocketstore.remoting.peer import Peer
+from rocketstore.services.retention import disk_usage_ratio
 from rocketstore.status import PutStatus
+from rocketstore.store import MessageStore
 from rocketstore.store.timer import (
     WHEEL_OFF_REMARK,
     TimerRefusal,
@@ -265,7 +268,22 @@ def put_failure_remark(result: PutResult, ctx: BrokerContext) -> str:
             f"msg body length limit {ctx.store.config.max_message_size}B, "
             f"msg properties length limit {MAX_PROPERTIES_LENGTH}B. ({why})"
         )
+    if result.status is PutStatus.SERVICE_NOT_AVAILABLE:
+        return (
+            "service not available now. It may be caused by one of the following reasons: "
+            f"the broker's disk is full [{disk_util(ctx.store)}], messages are put to the "
+            f"slave, message store has been shut down, etc. ({why})"
+        )
     return result.reason or f"put message failed: {why}"
+
+
+def disk_util(store: MessageStore) -> str:
+    """SendMessageProcessor.diskUtil: the used share of the disks of the CommitLog (the
+    least of its directories'), the consume queues and the index files."""
+    commit_log = min([100.0, *(disk_usage_ratio(d) for d in store.commitlog_dirs.writable)])
+    queues = disk_usage_ratio(os.path.join(store.root, CONSUME_QUEUE_DIR))
+    index = disk_usage_ratio(index_dir(store.root))
+    return f"CL: {commit_log:5.2f} CQ: {queues:5.2f} INDEX: {index:5.2f}"
 
 
 def put_response(
