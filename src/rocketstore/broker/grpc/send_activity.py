@@ -134,7 +134,8 @@ class SendActivity(ServiceCore):
             return record
         stored = timer_stored(self.ctx, record)
         if isinstance(stored, TimerRefusal):
-            raise RequestError(pb.Code.ILLEGAL_DELIVERY_TIME, stored.remark)
+            # The broker's MESSAGE_ILLEGAL (or SYSTEM_ERROR) through the proxy's mapping.
+            raise RequestError(pb.Code.INTERNAL_SERVER_ERROR, stored.remark)
         return stored
 
     def _recall_handle(self, record: Message) -> str:

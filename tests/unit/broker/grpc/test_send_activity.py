@@ -273,3 +273,25 @@ def test_too_large_messages_bad_topics_and_unwritable_ones(tmp_path: Path) -> No
             status=pb.Status(code=pb.Code.FORBIDDEN, message="no writable queue")
         )
         assert _counted(server)[:2] == (1, 1)
+
+
+def test_a_timer_message_past_the_brokers_max_delay_is_refused_in_its_words(
+    tmp_path: Path,
+) -> None:
+    """Within the proxy's one day but past timerMaxDelaySec: the broker's MESSAGE_ILLEGAL
+    (HookUtils' WHEEL_TIMER_MSG_ILLEGAL) as INTERNAL_SERVER_ERROR with its remark."""
+    store = _store(timer_max_delay_sec=60)
+    with _serving(tmp_path / "store", store, BrokerConfig()) as (server, stub):
+        message = _message("01FAR", message_type=pb.MessageType.DELAY)
+        message.system_properties.delivery_timestamp.FromMilliseconds(
+            int(time.time() * 1000) + 3_600_000
+        )
+        answer = _send(stub, message)
+        words = (
+            "timer message illegal, the delay time should not be bigger than the max delay "
+            "60000ms; or if set del msg, the delay time should be bigger than the current time"
+        )
+        assert answer == spb.SendMessageResponse(
+            status=pb.Status(code=pb.Code.INTERNAL_SERVER_ERROR, message=words)
+        )
+        assert _counted(server)[:3] == (0, 0, 0)
