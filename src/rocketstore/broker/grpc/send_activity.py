@@ -98,8 +98,9 @@ class SendActivity(ServiceCore):
             sys_flag |= sysflag.MULTI_TAGS_FLAG
         if fields.transactional:
             if self.ctx.config.reject_transaction_message:
+                # The broker's NO_PERMISSION, which the proxy's ResponseBuilder does not map.
                 raise RequestError(
-                    pb.Code.FORBIDDEN,
+                    pb.Code.INTERNAL_SERVER_ERROR,
                     f"the broker[{self.ctx.broker_host}] sending transaction message is forbidden",
                 )
             # Stored as a half message until EndTransaction, as a remoting send's.

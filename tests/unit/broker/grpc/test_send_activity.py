@@ -295,3 +295,16 @@ def test_a_timer_message_past_the_brokers_max_delay_is_refused_in_its_words(
             status=pb.Status(code=pb.Code.INTERNAL_SERVER_ERROR, message=words)
         )
         assert _counted(server)[:3] == (0, 0, 0)
+
+
+def test_a_transactional_send_to_a_broker_rejecting_them(tmp_path: Path) -> None:
+    """rejectTransactionMessage: the broker's NO_PERMISSION and remark, which the proxy
+    passes on as INTERNAL_SERVER_ERROR."""
+    broker = BrokerConfig(reject_transaction_message=True)
+    with _serving(tmp_path / "store", _store(), broker) as (server, stub):
+        answer = _send(stub, _message("01TX", message_type=pb.MessageType.TRANSACTION))
+        host = server.broker.ctx.broker_host
+        words = f"the broker[{host}] sending transaction message is forbidden"
+        assert answer == spb.SendMessageResponse(
+            status=pb.Status(code=pb.Code.INTERNAL_SERVER_ERROR, message=words)
+        )
