@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ha_cases.sh truncate|acl|crc|restart — replication cases (issue #36) of a rocketstore SLAVE behind a REAL
+# ha_cases.sh truncate|acl|crc|restart|fast — replication cases (issue #36) of a rocketstore SLAVE behind a REAL
 # RocketMQ 4.9.8 master of brokerName broker-a, with the real name server (as ha_interop.sh):
 #   truncate  our slave follows the Java master (300 sends), the master's clean store is copied,
 #             900 more sends (1000 bytes: into a second file) reach the slave, both stop; the master comes
@@ -19,12 +19,20 @@
 #   restart   our slave follows while a producer sends 1,500; the master is stopped cleanly
 #             and started again after 400, killed -9 and started again after 900, then 100
 #             more: files cmp equal, the slave connected again after each, `compare` exit 0.
+#   fast      our slave follows a Java SYNC_MASTER while one Java producer sends 6,000 of 1 KiB
+#             asynchronously, 64 in flight (benchmarks/clients/java/BrokerBench.java `async`):
+#             the master's 32 KiB transfers cut nearly every record and a slave that falls
+#             behind appends runs of them. Checks: every send SEND_OK (our slave's reports
+#             released them), CommitLog files cmp equal, the slave's consume queues cmp equal
+#             to the master's and its index files hold the master's bytes (in name order: the
+#             names are creation times), the same again after `rebuild` on a copy of the
+#             slave's store, no ERROR line in its log, `compare` exit 0.
 # Prints `PASS`/`FAIL` lines and `N passed, N failed`. Stores and logs in $WORK_DIR/hac-*.
 # Writes $BUILD/home/conf/plain_acl.yml for `acl` and removes it after: use a BUILD of your own.
 # Needs build_broker.sh, ../build.sh and ../build_mqadmin.sh outputs. Settings: see common.sh.
 set -uo pipefail
 source "$(cd "$(dirname "$0")" && pwd)/common.sh"
-CASE=${1:?usage: ha_cases.sh truncate|acl|crc|restart}
+CASE=${1:?usage: ha_cases.sh truncate|acl|crc|restart|fast}
 OUR_PORT=${OUR_PORT:-29931}
 PY=${PY:-$REPO_ROOT/.venv/bin/python}
 # OUR_EVENT_LOOP=asyncio|uvloop: our broker's --event-loop (unset: its default, uvloop)
@@ -235,8 +243,69 @@ elif [ "$CASE" = restart ]; then
     result "rocketstore compare MASTER SLAVE exits 0" $status
     ok=$(cat "$D"/p[0-9].jsonl | grep -c '"status":"SEND_OK"')
     echo "   $ok SEND_OK of 1600 sends (the others met the master down)"
+elif [ "$CASE" = fast ]; then
+    # A Java SYNC_MASTER answers a send once a slave reported its end: 64 sends in flight
+    # keep the master ahead of our slave, whose receives then hold several transfers.
+    sed -i "s/^brokerRole=.*/brokerRole=SYNC_MASTER/" "$D/java.conf"
+    ours_conf "$D/ours.conf"
+    start_java "$D/java.conf" || exit 1
+    start_ours "$D/ours.conf" "$SLAVE" "$D/ours1.log" || exit 1
+    sleep 3
+    MQA updateTopic -n "$NS" -b "$BR" -t HaT -r 4 -w 4 > "$D/upd-HaT.txt" 2>&1
+    cp_client=$(cat "$JC_OUT/classpath.txt")
+    mkdir -p "$D/bench-classes"
+    javac -nowarn -cp "$cp_client" -d "$D/bench-classes" "$REPO_ROOT/benchmarks/clients/java/BrokerBench.java" || exit 1
+    java -Xms256m -Xmx512m -Drocketmq.client.logUseSlf4j=false -Drocketmq.client.logRoot="$LOGDIR/probe" \
+        -Duser.home="$D" -cp "$D/bench-classes:$cp_client" BrokerBench async "$NS" HaT 6000 1024 64 \
+        > "$D/bench.jsonl" 2> "$D/bench.err"
+    done_line=$(grep '"event":"done"' "$D/bench.jsonl")
+    echo "   ${done_line:-no result line}"
+    result "every one of 6,000 async sends (64 in flight) SEND_OK from the SYNC_MASTER" \
+        $(grep -q '"messages":6000,' <<< "$done_line" && grep -q '"failures":0[,}]' <<< "$done_line"; echo $?)
+    same_files "$JAVA" "$SLAVE"; result "slave CommitLog files = master's" $? \
+        "(master: $(ls "$JAVA/commitlog" | tr '\n' ' '); slave: $(ls "$SLAVE/commitlog" | tr '\n' ' '))"
+    queue_files() { (cd "$1" && find consumequeue -type f | sort); }
+    same_queues() {  # same_queues MASTER SLAVE: the same consume-queue files, each equal, waiting up to 60 s
+        local f
+        for _ in $(seq 1 60); do
+            local ok=0
+            [ "$(queue_files "$1")" = "$(queue_files "$2")" ] || ok=1
+            for f in $(queue_files "$1"); do
+                cmp -s "$1/$f" "$2/$f" || { ok=1; break; }
+            done
+            [ $ok = 0 ] && return 0; sleep 1
+        done
+        diff <(queue_files "$1") <(queue_files "$2") | sed 's/^/   /'
+        for f in $(queue_files "$1"); do cmp "$1/$f" "$2/$f" 2>&1 | sed 's/^/   /'; done
+        return 1
+    }
+    same_index() {  # same_index MASTER SLAVE: the index files, in name order, hold the same bytes
+        local a b
+        a=$(ls "$1/index" | sort); b=$(ls "$2/index" | sort)
+        [ "$(wc -l <<< "$a")" = "$(wc -l <<< "$b")" ] || { echo "   index files: $(echo $a) / $(echo $b)"; return 1; }
+        paste <(echo "$a") <(echo "$b") | while read -r x y; do
+            cmp "$1/index/$x" "$2/index/$y" 2>&1 | sed 's/^/   /' | grep . && exit 1
+            true
+        done
+    }
+    queues=$(queue_files "$JAVA" | wc -l)
+    same_queues "$JAVA" "$SLAVE"; result "the slave's consume queues = master's" $? "($queues files)"
+    # (counted before the master stops: the metadata sync logs ERROR while it is down)
+    complaints=$(grep -cE "^(ERROR|CRITICAL) |Traceback" "$D/ours1.log")
+    result "no ERROR line in the slave's log" $([ "$complaints" = 0 ]; echo $?) "($complaints lines)"
+    stop_ours; stop_java
+    same_index "$JAVA" "$SLAVE"; result "the slave's index files hold the master's bytes" $? \
+        "($(ls "$JAVA/index" | wc -l) files)"
+    cp -a "$SLAVE" "$D/rebuilt"
+    "$ROCKETSTORE" --store "$D/rebuilt" -c "$D/ours.conf" rebuild > "$D/rebuild.txt" 2>&1; status=$?
+    sed 's/^/   /' "$D/rebuild.txt" | tail -3
+    same_queues "$JAVA" "$D/rebuilt" && same_index "$JAVA" "$D/rebuilt"; same=$?
+    result "rebuild of a copy of the slave's store: queues and index = master's" $([ $status = 0 ] && [ $same = 0 ]; echo $?)
+    "$ROCKETSTORE" compare "$JAVA" "$SLAVE" > "$D/compare.txt" 2>&1; status=$?
+    sed 's/^/   /' "$D/compare.txt"
+    result "rocketstore compare MASTER SLAVE exits 0" $status
 else
-    echo "usage: ha_cases.sh truncate|acl|crc|restart" >&2; exit 2
+    echo "usage: ha_cases.sh truncate|acl|crc|restart|fast" >&2; exit 2
 fi
 "$HERE/stop.sh" namesrv > /dev/null
 echo "$passed passed, $failed failed"
