@@ -21,12 +21,15 @@ from rocketstore.broker.codes import RequestCode, ResponseCode
 from rocketstore.broker.context import INLINE_PUT_MAX_BYTES, BrokerContext
 from rocketstore.broker.processors.message_batch import BatchEntry, encode_batch
 from rocketstore.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
+from rocketstore.broker.processors.send import put_failure_remark
 from rocketstore.broker.remoting import RemotingCommand, coerce_ext_fields
 from rocketstore.broker.router import BrokerRouter
 from rocketstore.broker.topic_config import MULTI_TAG, TopicConfig
 from rocketstore.format import properties as props
 from rocketstore.format.message import MessageExt
 from rocketstore.format.message_id import offset_msg_id
+from rocketstore.put_path import PutResult
+from rocketstore.status import PutStatus
 from tests.unit.broker.broker_helpers import (
     BROKER_ADDR,
     CLIENT_ADDR,
@@ -857,3 +860,39 @@ def test_send_of_a_plain_message_leaves_wait_out(ctx: BrokerContext) -> None:
     stored = ctx.store.look_message(0)
     assert stored is not None
     assert list(stored.properties) == ["KEYS", "CLUSTER", "TAGS"]
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        (PutStatus.CREATE_MAPEDFILE_FAILED, "create mapped file failed, server is busy or broken."),
+        (
+            PutStatus.OS_PAGECACHE_BUSY,
+            "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+        ),
+        (PutStatus.UNKNOWN_ERROR, "UNKNOWN_ERROR"),
+        (
+            PutStatus.MESSAGE_ILLEGAL,
+            "the message is illegal, maybe msg body or properties length not matched. "
+            "msg body length limit 4194304B, msg properties length limit 32767B.",
+        ),
+    ],
+)
+def test_a_refused_puts_remark_is_handle_put_message_results(
+    ctx: BrokerContext, status: PutStatus, words: str
+) -> None:
+    """SendMessageProcessor's words for each refusal (RocketMQ 4.9.8 and 5.3.3 alike),
+    then the store's reason when it gave one; the proxy passes them on to 5.x clients."""
+    assert put_failure_remark(PutResult(status, reason="disk on fire"), ctx).startswith(words)
+    assert put_failure_remark(PutResult(status, reason="disk on fire"), ctx).endswith(
+        " (disk on fire)"
+    )
+    refused = put_failure_remark(PutResult(PutStatus.SERVICE_NOT_AVAILABLE), ctx)
+    assert refused.startswith(
+        "service not available now. It may be caused by one of the following reasons: "
+        "the broker's disk is full [CL: "
+    )
+    assert refused.endswith(
+        "], messages are put to the slave, message store has been shut down, etc. "
+        "(SERVICE_NOT_AVAILABLE)"
+    )

@@ -274,7 +274,22 @@ def put_failure_remark(result: PutResult, ctx: BrokerContext) -> str:
             f"the broker's disk is full [{disk_util(ctx.store)}], messages are put to the "
             f"slave, message store has been shut down, etc. ({why})"
         )
-    return result.reason or f"put message failed: {why}"
+    words = _REFUSAL_WORDS.get(result.status)
+    if words is None:
+        return result.reason or f"put message failed: {why}"
+    return f"{words} ({result.reason})" if result.reason else words
+
+
+# handlePutMessageResult's remarks for the other refusals (a store's reason follows).
+_REFUSAL_WORDS = {
+    PutStatus.CREATE_MAPEDFILE_FAILED: "create mapped file failed, server is busy or broken.",
+    PutStatus.OS_PAGECACHE_BUSY: "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    PutStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED: (
+        "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq "
+        "consumeQueue num exceed maxLmqConsumeQueueNum config num, default limit 2w."
+    ),
+    PutStatus.UNKNOWN_ERROR: "UNKNOWN_ERROR",
+}
 
 
 def disk_util(store: MessageStore) -> str:
