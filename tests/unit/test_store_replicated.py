@@ -302,3 +302,69 @@ def test_a_replica_is_not_prefaulted_once_it_takes_replicated_bytes(master, tmp_
         slave.flush()
         first = slave.commitlog.files.first
         assert first is not None and first.read(0, len(data)) == data
+
+
+def _write_through_window(slave: MessageStore, data: bytes, check_crc: bool = False) -> int:
+    """``data`` (from the slave's end on) written as a slave's native receive writes it:
+    pwrite into the replica window's file, then take_replicated; a window at a time."""
+    while data:
+        window = slave.replica_window()
+        assert window is not None
+        piece = data[: window.room]
+        os.pwrite(window.fd, piece, window.position)
+        end = slave.take_replicated(window.offset, len(piece), check_crc=check_crc)
+        assert end == window.offset + len(piece)
+        data = data[len(piece) :]
+    return slave.max_commit_log_offset()
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=5000), min_size=1, max_size=20))
+def test_bytes_written_through_the_window_are_appended_as_append_replicated_appends(
+    master, tmp_path_factory, cuts
+):
+    joined = b"".join(data for _, data in _master_bytes(master))
+    root = tmp_path_factory.mktemp("slave")
+    with MessageStore.open(root, _config()) as slave:
+        assert slave.replica_window() is None  # empty: the first bytes make the first file
+        first = min(cuts[0], len(joined))
+        slave.append_replicated(0, joined[:first])
+        at = first
+        for cut in cuts[1:]:
+            step = joined[at : at + cut]
+            assert _write_through_window(slave, step) == at + len(step)
+            at += len(step)
+        assert _write_through_window(slave, joined[at:]) == len(joined)
+        slave.flush()
+        master.flush()
+        assert _commitlog_files(slave) == _commitlog_files(master)
+        assert _queue_contents(slave) == _queue_contents(master)
+
+
+def test_bad_bytes_written_through_the_window_are_zeroed_and_refused(master, tmp_path):
+    (_, data), *_ = _master_bytes(master)
+    with MessageStore.open(tmp_path / "slave", _config()) as slave:
+        slave.append_replicated(0, data[:500])
+        window = slave.replica_window()
+        assert window is not None and (window.offset, window.position) == (500, 500)
+        assert window.room == FILE_SIZE - 500
+        broken = bytearray(data[500:])
+        at = 0
+        while at < 500:
+            at += _record_size(data, at)
+        broken[at - 500 + 4] ^= 0xFF  # a magic code
+        os.pwrite(window.fd, bytes(broken), window.position)
+        with pytest.raises(CorruptDataError):
+            slave.take_replicated(500, len(broken))
+        assert slave.max_commit_log_offset() == 500
+        mapped = slave.commitlog.files.first
+        assert mapped is not None and not any(mapped.read(500, len(broken)))  # zeroed again
+        with pytest.raises(ConfigError, match="do not follow"):
+            slave.take_replicated(501, 10)
+        with pytest.raises(ConfigError, match="past their file"):
+            slave.take_replicated(500, window.room + 1)
+        with pytest.raises(ConfigError, match="negative"):
+            slave.take_replicated(500, -1)
+        assert _write_through_window(slave, data[500:]) == len(data)

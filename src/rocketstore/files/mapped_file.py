@@ -317,6 +317,13 @@ class MappedFile:
             fd = self._fd = os.open(self.path, os.O_RDWR)
         return fd
 
+    def write_descriptor(self, position: int, length: int) -> int:
+        """The descriptor a writer outside this class pwrites [position, position +
+        length) with (a slave's receive writes its master's bytes straight from its
+        buffer): StoreError when the range is past the file or it is read-only. Valid
+        until ``close_write_descriptor``."""
+        return self._write_fd(position, length)
+
     def close_write_descriptor(self) -> None:
         """Close the descriptor ``write_through`` opened, when the writer has moved on to
         the next file: kept by every full file, SYNC_FLUSH held one descriptor per file

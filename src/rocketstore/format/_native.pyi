@@ -192,6 +192,21 @@ def transfer_run(
     buf: bytes | bytearray | memoryview, end: int, max_body: int, /
 ) -> tuple[list[memoryview], int, int, int, int, int]: ...
 def write_parts(fd: int, position: int, parts: list[memoryview], /) -> None: ...
+def receive_round(
+    sock: int,
+    buf: WriteableBuffer,
+    start: int,
+    filled: int,
+    end: int,
+    max_body: int,
+    fd: int,
+    position: int,
+    room: int,
+    budget: int,
+    read_bytes: int,
+    wait: bool,
+    /,
+) -> tuple[int, int, int, int, int, int, int, int]: ...
 def time_search(
     queue_files: list[Any],
     queue_file_size: int,

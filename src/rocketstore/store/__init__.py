@@ -8,6 +8,7 @@ contract test keeps it so).
 from rocketstore.services.dispatcher import DispatchRun
 from rocketstore.store.message_store import MessageStore
 from rocketstore.store.queue_table import UndispatchedRecord
+from rocketstore.store.replica import ReplicaWindow
 from rocketstore.store.sinks import DispatchListener
 from rocketstore.store.truncation import TruncateReport, TruncateStatus
 from rocketstore.store.views import QueueView
@@ -18,6 +19,7 @@ __all__ = [
     "DispatchRun",
     "MessageStore",
     "QueueView",
+    "ReplicaWindow",
     "ReplicationGate",
     "TruncateReport",
     "TruncateStatus",

@@ -9,6 +9,7 @@ the store takes writes first.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from rocketstore.commitlog import CommitLog
 from rocketstore.config import StoreConfig
@@ -17,6 +18,17 @@ from rocketstore.files.mapped_file import MappedFile
 from rocketstore.format.record_scan import Records, TopicTable
 from rocketstore.format.replicated import check_replicated_records
 from rocketstore.services.flusher import Flusher
+
+
+class ReplicaWindow(NamedTuple):
+    """Where a slave writes its master's next bytes itself (``MessageStore.replica_window``):
+    the CommitLog's end ``offset``, the descriptor ``fd`` of the file it lies in, its
+    ``position`` there and the ``room`` left in the file."""
+
+    offset: int
+    fd: int
+    position: int
+    room: int
 
 
 class ReplicaLog:
@@ -63,22 +75,9 @@ class ReplicaLog:
         file_size = commitlog.file_size
         size = sum(len(part) for part in parts)
         with commitlog.put_lock:
-            empty = commitlog.files.last is None
-            end = commitlog.max_offset()
-            if empty and offset % file_size:
-                raise ConfigError(
-                    f"an empty CommitLog takes replicated bytes from a file boundary "
-                    f"(a multiple of {file_size}), not from {offset}"
-                )
-            if not empty and offset != end:
-                raise ConfigError(f"replicated bytes at {offset} do not follow the end {end}")
+            record_start = self._first_record(offset)
             if not size:
-                return end
-            if self._on_first_append is not None:
-                self._on_first_append()
-                self._on_first_append = None
-            pending = self.record_start
-            record_start = offset if empty or pending is None else pending
+                return commitlog.max_offset()
             left = list(parts)
             at = offset
             refused: CorruptDataError | None = None
@@ -94,32 +93,113 @@ class ReplicaLog:
                     self.record_start = None if record_start == at else record_start
             except CorruptDataError as e:
                 refused = e  # the whole files before the bad one stay appended
+        return self._appended(offset, at, refused)
+
+    def window(self) -> ReplicaWindow | None:
+        """``MessageStore.replica_window``: where the next replicated bytes go; None
+        while the CommitLog is empty."""
+        commitlog = self.commitlog
+        with commitlog.put_lock:
+            if commitlog.files.last is None:
+                return None
+            at = commitlog.max_offset()
+            mapped = self._file_at_end(at)
+            position = at - mapped.file_from_offset
+            room = mapped.file_size - position
+            return ReplicaWindow(at, mapped.write_descriptor(position, room), position, room)
+
+    def take_written(self, offset: int, size: int, *, check_crc: bool) -> int:
+        """``MessageStore.take_replicated``: the ``size`` bytes a caller wrote at
+        ``offset`` into the window's file, checked and appended; the new end."""
+        commitlog = self.commitlog
+        with commitlog.put_lock:
+            record_start = self._first_record(offset)
+            if not size:
+                return commitlog.max_offset()
+            mapped = self._file_at_end(offset)
+            base = mapped.file_from_offset
+            position = offset - base
+            if position + size > mapped.file_size:
+                raise ConfigError(
+                    f"{size} replicated bytes at {offset} run past their file's end "
+                    f"{base + mapped.file_size}"
+                )
+            at = offset
+            refused: CorruptDataError | None = None
+            try:
+                record_start = self._take_piece(
+                    mapped, position, position + size, max(record_start, base), check_crc
+                )
+                at += size
+                self.record_start = None if record_start == at else record_start
+            except CorruptDataError as e:
+                refused = e
+        return self._appended(offset, at, refused)
+
+    def _first_record(self, offset: int) -> int:
+        """The checks ``append`` and ``take_written`` make of ``offset`` (under the put
+        lock); where the first record not yet wholly checked starts."""
+        commitlog = self.commitlog
+        file_size = commitlog.file_size
+        empty = commitlog.files.last is None
+        end = commitlog.max_offset()
+        if empty and offset % file_size:
+            raise ConfigError(
+                f"an empty CommitLog takes replicated bytes from a file boundary "
+                f"(a multiple of {file_size}), not from {offset}"
+            )
+        if not empty and offset != end:
+            raise ConfigError(f"replicated bytes at {offset} do not follow the end {end}")
+        if self._on_first_append is not None:
+            self._on_first_append()
+            self._on_first_append = None
+        pending = self.record_start
+        return offset if empty or pending is None else pending
+
+    def _appended(self, offset: int, at: int, refused: CorruptDataError | None) -> int:
+        """After an append up to ``at``: synced with SYNC_FLUSH, the dispatcher told;
+        ``refused`` raised."""
         if at > offset:
             if self.config().flush_disk_type == "SYNC_FLUSH":
                 self.flusher.flush_sync(at)
-            if commitlog.on_append is not None:
-                commitlog.on_append(at)
+            if self.commitlog.on_append is not None:
+                self.commitlog.on_append(at)
         if refused is not None:
             raise refused
         return at
 
-    def _append_piece(
-        self, at: int, piece: list[memoryview], record_start: int, check_crc: bool
-    ) -> int:
-        """Write ``piece`` (all within one file) at CommitLog offset ``at``, check the
-        records from ``record_start`` through it and move the write position; where the
-        first record not wholly there starts (the file's end after a blank)."""
+    def _file_at_end(self, at: int) -> MappedFile:
+        """The file the CommitLog's end ``at`` lies in (the next one, created, at a
+        file's end), whose data must end there."""
         mapped = self.commitlog.files.last_file_for_write(at)
-        base = mapped.file_from_offset
-        position = at - base
+        position = at - mapped.file_from_offset
         if position != mapped.wrote_position:
             raise CorruptDataError(
                 f"replicated bytes at {at} land at position {position}, the file's data "
                 f"ends at {mapped.wrote_position}",
                 path=mapped.path,
             )
+        return mapped
+
+    def _append_piece(
+        self, at: int, piece: list[memoryview], record_start: int, check_crc: bool
+    ) -> int:
+        """Write ``piece`` (all within one file) at CommitLog offset ``at`` and take it
+        (``_take_piece``)."""
+        mapped = self._file_at_end(at)
+        position = at - mapped.file_from_offset
         end = position + sum(len(p) for p in piece)
         mapped.write_through_parts(position, piece)
+        return self._take_piece(mapped, position, end, record_start, check_crc)
+
+    def _take_piece(
+        self, mapped: MappedFile, position: int, end: int, record_start: int, check_crc: bool
+    ) -> int:
+        """Check the records of ``mapped`` from CommitLog offset ``record_start`` through
+        file position ``end`` (the bytes from ``position`` written, past the write
+        position) and move the write position; where the first record not wholly there
+        starts (the file's end after a blank). Bytes that fail are zeroed again."""
+        base = mapped.file_from_offset
         try:
             next_record, stamp, records = _check(
                 mapped, record_start - base, end, check_crc, self.topics

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from rocketstore.errors import ConfigError
 from rocketstore.java_ints import int_argument
 from rocketstore.store.base import StoreBase
+from rocketstore.store.replica import ReplicaWindow
 from rocketstore.store.truncation import TruncateReport, TruncateStatus, cut_back, keep_cut_bytes
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,30 @@ class StoreReplication(StoreBase):
         self._check_writable()
         views = [memoryview(part).cast("B") for part in parts]
         return self._replica.append(offset, views, check_crc=check_crc)
+
+    def replica_window(self) -> ReplicaWindow | None:
+        """Where a slave may write its master's next bytes itself, before
+        :meth:`take_replicated` checks and appends them: the CommitLog's end, the
+        descriptor of the file it lies in (the next file, created, at a file's end), the
+        end's position in that file and the room left there (a transfer never crosses a
+        file). The bytes go past the file's data, where no reader looks. None while the
+        CommitLog is empty (its first file comes with the first bytes:
+        :meth:`append_replicated`). A slave's receive writes from its socket buffer with
+        no Python between (``_native.receive_round``)."""
+        self._check_writable()
+        return self._replica.window()
+
+    def take_replicated(self, offset: int, size: int, *, check_crc: bool = False) -> int:
+        """``append_replicated`` of the ``size`` bytes the caller wrote at ``offset``
+        through :meth:`replica_window` (its file, from its position, within its room):
+        checked as ``append_replicated`` checks them, then the CommitLog's; the new max
+        CommitLog offset. A CorruptDataError zeroes them again and appends none."""
+        offset = int_argument("offset", offset)
+        size = int_argument("size", size)
+        if size < 0:
+            raise ConfigError(f"size must not be negative, got {size}")
+        self._check_writable()
+        return self._replica.take_written(offset, size, check_crc=check_crc)
 
     def truncate_commitlog(
         self, offset: int, *, allow_empty: bool = False, note: str = ""

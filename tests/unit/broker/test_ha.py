@@ -7,6 +7,7 @@ its master again after the master's restart."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from collections.abc import Awaitable
@@ -21,7 +22,7 @@ from rocketstore.broker.app import BrokerApp, BrokerOptions, NamesrvApp
 from rocketstore.broker.broker_config import BrokerConfig, broker_config_from_settings
 from rocketstore.config import StoreConfig
 from rocketstore.errors import ConfigError
-from rocketstore.format import ha
+from rocketstore.format import ha, native
 from rocketstore.format.message import Message
 from rocketstore.paths import COMMITLOG_DIR
 from rocketstore.status import PutStatus
@@ -102,13 +103,18 @@ def _quick_reconnect(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ha_slave, "RECONNECT_PAUSE_S", 0.05)
 
 
-@pytest.mark.parametrize("inline_bytes", [ha_slave.INLINE_APPEND_BYTES, 0])
+@pytest.mark.parametrize("native_round", [True, False])
 def test_sync_master_answers_after_the_slave_has_the_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inline_bytes: int
+    tmp_path: Path, native_round: bool
 ) -> None:
-    """(Appended on the slave's loop, and, with 0, every read on a worker thread.)"""
-    monkeypatch.setattr(ha_slave, "INLINE_APPEND_BYTES", inline_bytes)
+    """(With the slave's native receive round when built, and with its Python twin.)"""
+    with contextlib.ExitStack() as stack:
+        if not native_round:
+            stack.enter_context(native.python_only("receive_round"))
+        _sync_master_answers(tmp_path)
 
+
+def _sync_master_answers(tmp_path: Path) -> None:
     async def main() -> None:
         master, slave = await _pair(tmp_path)
         assert master.ctx is not None and slave.ctx is not None

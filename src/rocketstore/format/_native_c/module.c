@@ -49,6 +49,8 @@ static PyMethodDef methods[] = {
     {"msync_range", py_msync_range, METH_VARARGS, "msync(MS_SYNC) of a range, without the GIL."},
     {"write_batch", py_write_batch, METH_VARARGS, "pwrite a batch, its first size last."},
     {"transfer_run", py_transfer_run, METH_VARARGS, "A slave's receive of HA transfers."},
+    {"receive_round", py_receive_round, METH_VARARGS,
+     "A slave's receive and write of HA transfers, without the GIL."},
     {"write_parts", py_write_parts, METH_VARARGS, "pwritev a list of bytes-likes, GIL kept."},
     {"time_search", py_time_search, METH_VARARGS, "offset_by_time's binary search."},
     {"put_one", (PyCFunction)(void (*)(void))py_put_one, METH_FASTCALL,

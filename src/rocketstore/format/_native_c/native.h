@@ -208,6 +208,7 @@ PyObject *py_msync_range(PyObject *self, PyObject *args);
 PyObject *py_write_batch(PyObject *self, PyObject *args);
 PyObject *py_write_parts(PyObject *self, PyObject *args);
 PyObject *py_transfer_run(PyObject *self, PyObject *args);
+PyObject *py_receive_round(PyObject *self, PyObject *args);
 PyObject *py_queue_units(PyObject *self, PyObject *args);
 PyObject *py_batch_columns(PyObject *self, PyObject *args);
 PyObject *py_offset_msg_ids(PyObject *self, PyObject *args);
