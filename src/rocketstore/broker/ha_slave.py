@@ -2,10 +2,15 @@
 
 Layer: broker. Connects to the master's haListenPort (haMasterAddress, or the haServerAddr
 the name servers answer the slave's registration with), reports its CommitLog max offset
-(:func:`~rocketstore.format.ha.encode_report`) on connect, after each transfer it appended
-and every haSendHeartbeatInterval, and appends each transfer's bytes at exactly the offset
-the master gives (:meth:`MessageStore.append_replicated`: the files stay byte-identical to
-the master's; the dispatcher builds queues and index from them).
+(:func:`~rocketstore.format.ha.encode_report`) on connect, once what it appended is all
+that has arrived (or 1 ms after the last report while more keeps coming) and every
+haSendHeartbeatInterval, and appends each transfer's bytes at exactly the offset the master
+gives (the files stay byte-identical to the master's; the dispatcher builds queues and
+index from them). The connection is read by a thread of its own (:class:`MasterLink`):
+with the C extension, a round of ``_native.receive_round`` receives and writes into the
+store's :meth:`~MessageStore.replica_window` without the GIL, and
+:meth:`~MessageStore.take_replicated` checks what it wrote; without it,
+:meth:`~MessageStore.append_replicated_parts` takes each receive's transfers.
 
 A transfer whose offset is not the slave's end closes the connection and it connects again
 (a slave with an empty store takes whatever file boundary the master starts at); so do a
