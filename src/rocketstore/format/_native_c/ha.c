@@ -5,6 +5,27 @@
 #include <sys/socket.h>
 
 /*
+ * The transfer whose header is at ``h`` with ``avail`` bytes from it, for a CommitLog
+ * ending at ``end`` (``any_offset``: an empty store, any offset follows): -1 it has not
+ * all arrived, 0 it follows (``*offset``, ``*size`` its own), else transfer_run's stop
+ * (1 a heartbeat below the end, 2 an offset that does not follow, 3 a bad header).
+ */
+static int transfer_at(const unsigned char *h, Py_ssize_t avail, long long end, int any_offset,
+                       long long max_body, long long *offset, int *size) {
+    if (avail < 12) return -1;
+    unsigned long long u = 0;
+    for (int i = 0; i < 8; i++) u = (u << 8) | h[i];
+    *offset = (long long)u;
+    *size = (int)(((unsigned)h[8] << 24) | ((unsigned)h[9] << 16) | ((unsigned)h[10] << 8) |
+                  (unsigned)h[11]);
+    if (*offset < 0 || *size < 0 || (long long)*size > max_body) return 3;
+    if ((long long)(avail - 12) < (long long)*size) return -1;
+    if (*size == 0 && *offset < end) return 1;
+    if (!any_offset && *offset != end) return 2;
+    return 0;
+}
+
+/*
  * transfer_run(buf, end, max_body) -> (bodies, first_offset, run_end, position, stop, at)
  *
  * Walk the transfers (8-byte offset, 4-byte size, body; big-endian) of ``buf`` from 0,
@@ -32,26 +53,15 @@ PyObject *py_transfer_run(PyObject *self, PyObject *args) {
     if (bodies == NULL) goto fail;
     whole = PyMemoryView_FromObject(obj);
     if (whole == NULL) goto fail;
-    while (len - position >= 12) {
-        const unsigned char *h = p + position;
-        unsigned long long u = 0;
-        for (int i = 0; i < 8; i++) u = (u << 8) | h[i];
-        long long offset = (long long)u;
-        int size = (int)(((unsigned)h[8] << 24) | ((unsigned)h[9] << 16) |
-                         ((unsigned)h[10] << 8) | (unsigned)h[11]);
-        if (offset < 0 || size < 0 || (long long)size > max_body) {
-            stop = 3;
-            break;
-        }
-        if ((long long)(len - position - 12) < (long long)size) break;
-        if (size == 0 && offset < end) {
-            stop = 1;
-            at = offset;
-            break;
-        }
-        if (end != 0 && end != offset) {
-            stop = 2;
-            at = offset;
+    for (;;) {
+        long long offset;
+        int size;
+        int verdict = transfer_at(p + position, len - position, end, end == 0, max_body,
+                                  &offset, &size);
+        if (verdict < 0) break;
+        if (verdict > 0) {
+            stop = verdict;
+            at = verdict == 3 ? 0 : offset;
             break;
         }
         Py_ssize_t body = position + 12;
@@ -134,26 +144,15 @@ PyObject *py_receive_round(PyObject *self, PyObject *args) {
         int n_iov = 0;
         long long pending = 0;
         Py_ssize_t p = start;
-        while (filled - p >= 12 && n_iov < RECEIVE_MAX_IOV) {
-            const unsigned char *h = buf + p;
-            unsigned long long u = 0;
-            for (int i = 0; i < 8; i++) u = (u << 8) | h[i];
-            long long offset = (long long)u;
-            int size = (int)(((unsigned)h[8] << 24) | ((unsigned)h[9] << 16) |
-                             ((unsigned)h[10] << 8) | (unsigned)h[11]);
-            if (offset < 0 || size < 0 || (long long)size > max_body) {
-                stop = 3;
-                break;
-            }
-            if ((long long)(filled - p - 12) < (long long)size) break;
-            if (size == 0 && offset < end + pending) {
-                stop = 1;
-                at = offset;
-                break;
-            }
-            if (offset != end + pending) {
-                stop = 2;
-                at = offset;
+        while (n_iov < RECEIVE_MAX_IOV) {
+            long long offset;
+            int size;
+            int verdict =
+                transfer_at(buf + p, filled - p, end + pending, 0, max_body, &offset, &size);
+            if (verdict < 0) break;
+            if (verdict > 0) {
+                stop = verdict;
+                at = verdict == 3 ? 0 : offset;
                 break;
             }
             if (size == 0) {
@@ -171,27 +170,7 @@ PyObject *py_receive_round(PyObject *self, PyObject *args) {
             p += 12 + size;
         }
         /* Written before anything else moves in the buffer. */
-        int first = 0;
-        off_t where = (off_t)(position + appended);
-        while (first < n_iov) {
-            ssize_t n = pwritev(fd, iov + first, n_iov - first, where);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                error = errno;
-                break;
-            }
-            where += n;
-            while (n > 0 && first < n_iov) {
-                if ((size_t)n >= iov[first].iov_len) {
-                    n -= (ssize_t)iov[first].iov_len;
-                    first++;
-                } else {
-                    iov[first].iov_base = (uint8_t *)iov[first].iov_base + n;
-                    iov[first].iov_len -= (size_t)n;
-                    n = 0;
-                }
-            }
-        }
+        error = pwritev_all(fd, iov, n_iov, (off_t)(position + appended));
         if (error) { /* (this write's bytes, maybe part-written, are not counted) */
             stop = 9;
             break;

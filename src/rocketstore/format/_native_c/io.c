@@ -143,6 +143,43 @@ PyObject *py_write_batch(PyObject *self, PyObject *args) {
 }
 
 /*
+ * pwritev of all of iov[0..count) from ``at`` (short writes go on where they stopped,
+ * at most IOV_MAX entries a call, empty ones skipped; the entries are used up), with the
+ * GIL as the caller has it: 0, or the errno of a failed write (the range then possibly
+ * part-written). write_parts and ha.c's receive_round write with it.
+ */
+int pwritev_all(int fd, struct iovec *iov, Py_ssize_t count, off_t at) {
+    long iov_max = sysconf(_SC_IOV_MAX);
+    if (iov_max <= 0) iov_max = 16;
+    Py_ssize_t first = 0;
+    while (first < count) {
+        if (iov[first].iov_len == 0) {
+            first++;
+            continue;
+        }
+        int n_iov = (int)((count - first) < iov_max ? (count - first) : iov_max);
+        ssize_t n = pwritev(fd, iov + first, n_iov, at);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        at += n;
+        while (n > 0 && first < count) {
+            if ((size_t)n >= iov[first].iov_len) {
+                n -= (ssize_t)iov[first].iov_len;
+                iov[first].iov_len = 0;
+                first++;
+            } else {
+                iov[first].iov_base = (uint8_t *)iov[first].iov_base + n;
+                iov[first].iov_len -= (size_t)n;
+                n = 0;
+            }
+        }
+    }
+    return 0;
+}
+
+/*
  * write_parts(fd, position, parts) -> None
  *
  * pwritev of the bytes-likes in the list ``parts``, one after another from ``position``
@@ -183,36 +220,8 @@ PyObject *py_write_parts(PyObject *self, PyObject *args) {
         iov[taken].iov_len = (size_t)views[taken].len;
     }
     if (taken == count) {
-        long iov_max = sysconf(_SC_IOV_MAX);
-        if (iov_max <= 0) iov_max = 16;
-        Py_ssize_t first = 0;
-        off_t at = (off_t)position;
         PyThreadState *ts = PyEval_SaveThread();
-        while (first < count) {
-            if (iov[first].iov_len == 0) {
-                first++;
-                continue;
-            }
-            int n_iov = (int)((count - first) < iov_max ? (count - first) : iov_max);
-            ssize_t n = pwritev(fd, iov + first, n_iov, at);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                error = errno;
-                break;
-            }
-            at += n;
-            while (n > 0 && first < count) {
-                if ((size_t)n >= iov[first].iov_len) {
-                    n -= (ssize_t)iov[first].iov_len;
-                    iov[first].iov_len = 0;
-                    first++;
-                } else {
-                    iov[first].iov_base = (uint8_t *)iov[first].iov_base + n;
-                    iov[first].iov_len -= (size_t)n;
-                    n = 0;
-                }
-            }
-        }
+        error = pwritev_all(fd, iov, count, (off_t)position);
         PyEval_RestoreThread(ts);
     }
     for (Py_ssize_t i = 0; i < taken; i++) PyBuffer_Release(&views[i]);

@@ -245,5 +245,6 @@ PyObject *py_batch_frame(PyObject *self, PyObject *args);
 PyObject *py_batch_answer(PyObject *self, PyObject *args);
 PyObject *py_pull_frame(PyObject *self, PyObject *args);
 PyObject *py_pull_answer(PyObject *self, PyObject *args);
+int pwritev_all(int fd, struct iovec *iov, Py_ssize_t count, off_t at);
 
 #endif /* ROCKETSTORE_NATIVE_H */
