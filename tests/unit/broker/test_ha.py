@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import socket
+import time
 from collections.abc import Awaitable
 from concurrent.futures import Future
 from pathlib import Path
@@ -26,6 +28,7 @@ from rocketstore.format import ha, native
 from rocketstore.format.message import Message
 from rocketstore.paths import COMMITLOG_DIR
 from rocketstore.status import PutStatus
+from rocketstore.store import MessageStore
 from tests.unit.broker.broker_helpers import until
 
 FILE_SIZE = 32 * 1024
@@ -455,6 +458,86 @@ def test_slave_closes_on_a_transfer_that_does_not_follow(tmp_path: Path) -> None
             server.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("native_round", [True, False])
+def test_a_slave_heartbeats_a_silent_master_then_closes_and_follows_again(
+    tmp_path: Path, native_round: bool
+) -> None:
+    """A master that sends nothing: the slave reports its end every
+    haSendHeartbeatInterval, closes after haHousekeepingInterval without a byte, and
+    connects again; heartbeats from the master keep it connected; then a transfer is
+    appended and reported at once. (A slave holding data: its receive is the native round
+    when built, or the Python twin.)"""
+    with contextlib.ExitStack() as stack:
+        if not native_round:
+            stack.enter_context(native.python_only("receive_round"))
+        asyncio.run(_silent_master(tmp_path))
+
+
+async def _silent_master(tmp_path: Path) -> None:
+    master_store = MessageStore.open(tmp_path / "source", _store_config())
+    with master_store:
+        for i in range(5):
+            assert master_store.put(_message(i)).ok
+        end = master_store.max_commit_log_offset()
+        with master_store.commitlog_data_view(0, end) as view:
+            assert view is not None
+            data = bytes(view)
+        master_store.put(_message(5))
+        with master_store.commitlog_data_view(end, 1 << 20) as view:
+            assert view is not None
+            more = bytes(view)
+    with MessageStore.open(tmp_path / "slave", _store_config()) as store:
+        store.append_replicated(0, data)
+    connections: list[list[tuple[float, int]]] = []
+    beat = asyncio.Event()
+
+    async def fake_master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        reports: list[tuple[float, int]] = []
+        connections.append(reports)
+        number = len(connections)
+        try:
+            while True:
+                report = await reader.readexactly(8)
+                reports.append((time.monotonic(), int.from_bytes(report, "big")))
+                if number == 2 and len(reports) == 1:
+                    await beat.wait()
+                    for _ in range(8):  # a master's heartbeats at its end: no closing
+                        writer.write(ha.encode_transfer_header(end, 0))
+                        await asyncio.sleep(0.1)
+                    writer.write(ha.encode_transfer(end, more))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    slave = BrokerApp(
+        _options(
+            tmp_path / "slave",
+            broker_role="SLAVE",
+            broker_id=1,
+            ha_master_address=f"127.0.0.1:{port}",
+            ha_send_heartbeat_interval_ms=100,
+            ha_housekeeping_interval_ms=500,
+        )
+    )
+    await slave.start()
+    try:
+        await until(lambda: len(connections) >= 2, "a second connection", timeout_s=10)
+        first = connections[0]
+        assert {offset for _, offset in first} == {end}
+        assert len(first) >= 4  # on connect, then about every 0.1 s for 0.5 s
+        gaps = [b - a for (a, _), (b, _) in itertools.pairwise(first)]
+        assert all(0.05 <= gap <= 1.0 for gap in gaps), gaps
+        beat.set()
+        await until(lambda: any(o == end + len(more) for _, o in connections[1]), "the report")
+        assert len(connections) == 2  # the master's heartbeats kept it connected
+        assert slave.ctx is not None
+        assert slave.ctx.store.max_commit_log_offset() == end + len(more)
+    finally:
+        await slave.stop()
+        server.close()
 
 
 def test_role_settings_from_broker_conf() -> None:
