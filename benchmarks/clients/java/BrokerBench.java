@@ -79,7 +79,14 @@ public final class BrokerBench {
 
     private static void check(SendResult r) {
         if (r == null || r.getSendStatus() != SendStatus.SEND_OK) {
-            FAILURES.incrementAndGet();
+            failed(r == null ? "no result" : String.valueOf(r.getSendStatus()));
+        }
+    }
+
+    // Counts a failure; the first few say what it was on stderr.
+    private static void failed(Object what) {
+        if (FAILURES.incrementAndGet() <= 5) {
+            System.err.println("failure: " + what);
         }
     }
 
@@ -174,7 +181,7 @@ public final class BrokerBench {
 
                 @Override
                 public void onException(Throwable e) {
-                    FAILURES.incrementAndGet();
+                    failed(e);
                     window.release();
                     all.countDown();
                 }

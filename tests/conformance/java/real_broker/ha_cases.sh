@@ -260,6 +260,7 @@ elif [ "$CASE" = fast ]; then
         > "$D/bench.jsonl" 2> "$D/bench.err"
     done_line=$(grep '"event":"done"' "$D/bench.jsonl")
     echo "   ${done_line:-no result line}"
+    grep "^failure: " "$D/bench.err" | cut -c1-300 | sed 's/^/   /'
     result "every one of 6,000 async sends (64 in flight) SEND_OK from the SYNC_MASTER" \
         $(grep -q '"messages":6000,' <<< "$done_line" && grep -q '"failures":0[,}]' <<< "$done_line"; echo $?)
     same_files "$JAVA" "$SLAVE"; result "slave CommitLog files = master's" $? \
