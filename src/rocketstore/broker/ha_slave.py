@@ -37,37 +37,23 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import socket
 import struct
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from rocketstore.broker import ha_receive
 from rocketstore.broker.broker_config import BrokerConfig, signed
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
+from rocketstore.broker.ha_receive import MasterBehindError, MasterLink, Received, receive_piped
 from rocketstore.broker.timeouts import BackgroundLoop
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, CorruptDataError, StoreError
-from rocketstore.format import ha, native
-from rocketstore.format.native import bind
-from rocketstore.store import MessageStore, ReplicaWindow, TruncateStatus
+from rocketstore.format import ha
+from rocketstore.store import MessageStore, TruncateStatus
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from rocketstore.format import _native as _c
-else:
-    _c = native.native if native.native is not None else native._Unbuilt()
-
-receive_round = bind(
-    _c.receive_round,
-    "receive_round",
-    "rocketstore.broker.ha_slave:ReplicationSlave._receive_python",
-    module=__name__,
-)
 
 _TIMEVAL = struct.Struct("@ll")  # SO_RCVTIMEO's struct timeval
 
@@ -81,67 +67,11 @@ RECEIVE_BYTES = 8 * 1024 * 1024
 # CPU's cache (copied into the page cache from an 8 MiB backlog, they came from memory:
 # 1.2-1.4x the slave's CPU per byte and half its rate, measured side by side on 256 MiB).
 READ_BYTES = 1024 * 1024
-# The most one native receive round writes before the store checks and takes it (the
-# round's GIL hand-offs and the store's Python are paid per round).
-ROUND_BYTES = 4 * 1024 * 1024
 # While the master's bytes keep coming, what was appended is reported at least this often
 # (a SYNC_MASTER send waits for it); at once when nothing more is waiting.
 REPORT_EVERY_S = 0.001
 # How long the master's GET_BROKER_RUNTIME_INFO answer is waited for.
 RUNTIME_INFO_TIMEOUT_S = 3.0
-
-
-class MasterBehindError(Exception):
-    """A master's heartbeat at an offset below this slave's end: where the master ends."""
-
-    def __init__(self, master_end: int, slave_end: int):
-        super().__init__(f"master ends at {master_end}, this slave's CommitLog at {slave_end}")
-        self.master_end = master_end
-
-
-class _Round:
-    """Why a ``receive_round`` ended, past :class:`~rocketstore.format.ha.TransferStop`'s
-    1-3 (0 never ends one)."""
-
-    FILE_FULL = 4  # the next transfer does not fit the window's room
-    CLOSED = 5
-    WOULD_BLOCK = 6  # nothing more has arrived, or the heartbeat interval passed
-    BUDGET = 7  # ROUND_BYTES written
-    RECEIVE_FAILED = 8
-    WRITE_FAILED = 9
-
-
-@dataclass
-class _Received:
-    """A slave's receive buffer: what arrived and is not taken yet is ``buf[start:filled]``
-    (a transfer still arriving, moved to the front when the tail has less than READ_BYTES
-    of room)."""
-
-    buf: bytearray
-    start: int = 0
-    filled: int = 0
-
-
-class MasterLink:
-    """The connection to the master: a blocking socket its own thread reads
-    (``ReplicationSlave._exchange``), so receiving, checking and appending run one after
-    another with the GIL released in the two copies, as HAClient's thread does. On the
-    event loop the same work paused reading while a worker thread appended (a read and
-    an append never overlapped) and paid a loop turn and a thread hop per read: 0.35-0.45
-    of a raw copy's rate. ``close`` may come from any thread: the blocked receive then
-    returns."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.closed = False
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def close(self) -> None:
-        self.closed = True
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
 
 
 class ReplicationSlave(BackgroundLoop):
@@ -386,7 +316,9 @@ class ReplicationSlave(BackgroundLoop):
     def _exchange(self, link: MasterLink) -> None:
         """Receive, append and report until the master closes, stays silent for
         haHousekeepingInterval or sends what cannot be appended (raised), or ``link`` is
-        closed; reports every haSendHeartbeatInterval meanwhile. On its own thread.
+        closed; reports every haSendHeartbeatInterval meanwhile. On its own thread; with
+        the C extension, :func:`~rocketstore.broker.ha_receive.receive_piped` (a second
+        thread takes what it writes).
 
         While the master's bytes keep coming, what was appended is reported once the
         socket has nothing more waiting or REPORT_EVERY_S after the last report, not
@@ -405,16 +337,15 @@ class ReplicationSlave(BackgroundLoop):
             socket.SO_RCVTIMEO,
             _TIMEVAL.pack(int(seconds), int(seconds % 1 * 1_000_000)),
         )
-        held = _Received(bytearray(RECEIVE_BYTES))
+        held = Received(bytearray(RECEIVE_BYTES))
+        if ha_receive.receive_round is not None:  # (looked up now: tests switch it off)
+            receive_piped(self, link, held, READ_BYTES, heartbeat_s, housekeeping_s, REPORT_EVERY_S)
+            return
         last_report = last_read = time.monotonic()
         end = self.reported_offset
         while not link.closed:
             unreported = end > self.reported_offset
-            window = self.store.replica_window() if receive_round is not None else None
-            if window is None:  # (or an empty CommitLog: its first file comes with it)
-                got, end, drained = self._receive_python(link, held, not unreported)
-            else:
-                got, end, drained = self._receive_native(link, held, window, not unreported)
+            got, end, _ = self._receive_python(link, held, not unreported)
             now = time.monotonic()
             if got == 0:
                 if not link.closed:
@@ -434,19 +365,19 @@ class ReplicationSlave(BackgroundLoop):
             self.refusal = ""  # the master's bytes follow this slave's
             since = now - last_report
             if end > self.reported_offset:
-                due = drained or since >= REPORT_EVERY_S
+                due = since >= REPORT_EVERY_S
             else:
                 due = since >= heartbeat_s
             if due:
                 last_report = self._report(link, end)
 
     def _receive_python(
-        self, link: MasterLink, held: _Received, wait: bool
+        self, link: MasterLink, held: Received, wait: bool
     ) -> tuple[int, int, bool]:
         """One receive (waiting for it when ``wait``) and the append of every whole
         transfer held: the bytes received (0: the master closed; -1: none came), the
         CommitLog's end, and False (whether more is waiting, the next receive tells).
-        The twin of ``_receive_native``."""
+        The twin of a ``receive_round`` and its take."""
         buf = held.buf
         try:
             with memoryview(buf)[held.filled : held.filled + READ_BYTES] as into:
@@ -458,7 +389,7 @@ class ReplicationSlave(BackgroundLoop):
         held.filled += got
         return got, self._take_held(held), False
 
-    def _take_held(self, held: _Received) -> int:
+    def _take_held(self, held: Received) -> int:
         """Append every whole transfer ``held`` has (``_append_transfers``), keeping the
         rest; the CommitLog's end."""
         buf = held.buf
@@ -472,55 +403,6 @@ class ReplicationSlave(BackgroundLoop):
             buf[:left] = buf[held.start : held.filled]  # (a copy: they may overlap)
             held.start, held.filled = 0, left
         return end
-
-    def _receive_native(
-        self, link: MasterLink, held: _Received, window: ReplicaWindow, wait: bool
-    ) -> tuple[int, int, bool]:
-        """``_receive_python`` as one round of ``_native.receive_round``: receives until
-        nothing more is waiting or ROUND_BYTES are written into ``window``'s file, with
-        the GIL let go; the store then checks and takes them. Also True when the round
-        ended because nothing more was waiting."""
-        assert receive_round is not None
-        start, filled, _, appended, received, stop, at, error = receive_round(
-            link.sock.fileno(),
-            held.buf,
-            held.start,
-            held.filled,
-            window.offset,
-            ha.MAX_TRANSFER_BODY,
-            window.fd,
-            window.position,
-            window.room,
-            ROUND_BYTES,
-            READ_BYTES,
-            wait,
-        )
-        held.start, held.filled = start, filled
-        end = window.offset
-        if appended:
-            end = self.store.take_replicated(
-                window.offset, appended, check_crc=self.config.ha_check_body_crc
-            )
-        got = received + appended
-        if stop == _Round.WOULD_BLOCK:
-            return got or -1, end, True
-        if stop in (_Round.BUDGET, _Round.FILE_FULL):
-            if stop == _Round.FILE_FULL and appended < window.room:
-                # A transfer crossing its file's end (a master never sends one): the
-                # general append cuts it.
-                end = self._take_held(held)
-            return max(got, 1), end, False
-        if stop == _Round.CLOSED:
-            return 0, end, False
-        if stop in (_Round.RECEIVE_FAILED, _Round.WRITE_FAILED):
-            what = "receiving from the master" if stop == _Round.RECEIVE_FAILED else "writing"
-            raise OSError(error, f"{what}: {os.strerror(error)}")
-        if stop == ha.TransferStop.BAD_HEADER:
-            ha.decode_transfer(held.buf, start)  # raises CorruptDataError, named
-            raise CorruptDataError("bad HA transfer header", position=start)
-        if stop == ha.TransferStop.BEHIND:
-            raise MasterBehindError(at, end)
-        raise CorruptDataError(f"master sent offset {at}, this slave's CommitLog ends at {end}")
 
     def _append_transfers(self, buf: memoryview) -> tuple[int, int]:
         """Append every whole transfer in ``buf`` (``_exchange``'s thread); how many bytes

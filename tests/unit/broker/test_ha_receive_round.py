@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketstore.broker import ha_slave
-from rocketstore.broker.ha_slave import _Round
+from rocketstore.broker import ha_receive
+from rocketstore.broker.ha_receive import Round as _Round
 from rocketstore.format import ha
 
 pytestmark = pytest.mark.skipif(
-    ha_slave.receive_round is None, reason="the C extension is not built"
+    ha_receive.receive_round is None, reason="the C extension is not built"
 )
 
 MAX_BODY = 64
@@ -74,8 +74,8 @@ def _round(
         b.sendall(wire[held:])
         if close:
             b.close()
-        assert ha_slave.receive_round is not None
-        answer = ha_slave.receive_round(
+        assert ha_receive.receive_round is not None
+        answer = ha_receive.receive_round(
             a.fileno(), buf, 0, held, END, MAX_BODY, fd, 5, room, budget, read_bytes, True
         )
         written = os.pread(fd, 1 << 20, 5)
@@ -149,16 +149,16 @@ def test_a_body_over_max_body_is_a_bad_header(tmp_path: Path) -> None:
 
 
 def test_bad_arguments_are_refused(tmp_path: Path) -> None:
-    assert ha_slave.receive_round is not None
+    assert ha_receive.receive_round is not None
     a, b = socket.socketpair()
     with a, b:
         with pytest.raises(ValueError, match="bad arguments"):
             # A buffer too small for the largest transfer and a read behind it.
-            ha_slave.receive_round(
+            ha_receive.receive_round(
                 a.fileno(), bytearray(10), 0, 0, END, MAX_BODY, 0, 0, 10, 10, 4, False
             )
         with pytest.raises(ValueError, match="bad arguments"):
-            ha_slave.receive_round(
+            ha_receive.receive_round(
                 a.fileno(), bytearray(500), 5, 2, END, MAX_BODY, 0, 0, 10, 10, 4, False
             )
 
@@ -169,10 +169,10 @@ def test_a_failed_write_is_named_and_not_counted(tmp_path: Path) -> None:
     with a, b:
         b.sendall(wire)
         buf = bytearray(1000)
-        assert ha_slave.receive_round is not None
+        assert ha_receive.receive_round is not None
         fd = os.open(tmp_path / "ro", os.O_RDONLY | os.O_CREAT, 0o644)
         try:
-            start, filled, end, appended, _, stop, _, error = ha_slave.receive_round(
+            start, filled, end, appended, _, stop, _, error = ha_receive.receive_round(
                 a.fileno(), buf, 0, 0, END, MAX_BODY, fd, 0, 100, 100, 500, False
             )
         finally:
