@@ -133,6 +133,12 @@ class Taker:
     def heartbeat(self) -> None:
         self.put(-1, 0, True)
 
+    def idle(self) -> bool:
+        """Everything handed over is taken (only the receiver hands over: it stays so
+        until the receiver's next ``put``)."""
+        with self._cond:
+            return not self._items and not self._busy
+
     def wait_idle(self) -> None:
         """Until everything handed over is taken (or a take failed)."""
         with self._cond:
@@ -237,7 +243,15 @@ def receive_piped(
             held.start, held.filled = start, filled
             now = time.monotonic()
             if appended:
-                taker.put(window.offset, appended, stop == Round.WOULD_BLOCK)
+                if stop == Round.WOULD_BLOCK and taker.idle():
+                    # Nothing more waiting and nothing handed over: taken and reported
+                    # here, without waking the taker (a send under SYNC_MASTER waits).
+                    end = store.take_replicated(
+                        window.offset, appended, check_crc=slave.config.ha_check_body_crc
+                    )
+                    slave._report(link, end)
+                else:
+                    taker.put(window.offset, appended, stop == Round.WOULD_BLOCK)
                 window = window._replace(
                     offset=window.offset + appended,
                     position=window.position + appended,
