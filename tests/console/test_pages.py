@@ -283,6 +283,43 @@ def test_the_console_command_serves_until_interrupted(console_store):
     assert process.returncode == 0
 
 
+def test_the_console_command_stops_on_a_sigint_another_thread_takes(console_store):
+    """The kernel hands a process's SIGINT to any of its threads: one taken by the
+    server's thread must stop the console too (a main thread waiting without a timeout
+    was never woken; CI saw it ignore Ctrl-C)."""
+    import ctypes
+    import os
+    import platform
+    import signal
+    import subprocess
+
+    import pytest
+
+    from tests.cli.cli_helpers import CLI
+
+    if platform.machine() != "x86_64" or not os.path.isdir("/proc/self/task"):
+        pytest.skip("tgkill's number is x86-64 Linux's")
+
+    process = subprocess.Popen(
+        [*CLI, "--store", str(console_store[0]), "console", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        assert "console at" in process.stderr.readline()
+        others = [int(t) for t in os.listdir(f"/proc/{process.pid}/task") if int(t) != process.pid]
+        assert others  # the server's thread at least
+        libc = ctypes.CDLL(None, use_errno=True)
+        tgkill = 234  # x86-64's tgkill: a signal to one thread of a process
+        assert libc.syscall(tgkill, process.pid, others[0], signal.SIGINT) == 0
+        process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+
+
 def test_the_console_command_needs_a_store(tmp_path):
     from tests.cli.cli_helpers import run_cli
 

@@ -64,7 +64,13 @@ def console(ctx: CliContext, listen: str) -> None:
             "(read-only; Ctrl-C stops)",
             err=True,
         )
-        threading.Event().wait()
+        # Woken twice a second: the kernel may hand SIGINT to any of the process's
+        # threads, and a wait without a timeout on the main thread is then never
+        # interrupted (the Python handler runs only once the main thread runs again;
+        # CI saw the console ignore Ctrl-C for 90 s).
+        idle = threading.Event()
+        while not idle.wait(0.5):
+            pass
     except KeyboardInterrupt:
         pass
     finally:
