@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -256,17 +257,21 @@ def test_head_gives_the_headers_without_the_body(console_url):
         assert answer.read() == b""
 
 
-def test_the_console_command_serves_until_interrupted(console_store):
-    import signal
-    import subprocess
-    import time
-
+def _console_process(store: Path) -> subprocess.Popen[str]:
+    """``rocketstore --store STORE console`` on a free loopback port, its pipes text."""
     from tests.cli.cli_helpers import CLI
 
-    process = subprocess.Popen(
-        [*CLI, "--store", str(console_store[0]), "console", "--listen", "127.0.0.1:0"],
+    return subprocess.Popen(
+        [*CLI, "--store", str(store), "console", "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def test_the_console_command_serves_until_interrupted(console_store):
+    import signal
+    import time
+
+    process = _console_process(console_store[0])
     assert process.stderr is not None
     try:
         line = process.stderr.readline()
@@ -291,19 +296,13 @@ def test_the_console_command_stops_on_a_sigint_another_thread_takes(console_stor
     import os
     import platform
     import signal
-    import subprocess
 
     import pytest
-
-    from tests.cli.cli_helpers import CLI
 
     if platform.machine() != "x86_64" or not os.path.isdir("/proc/self/task"):
         pytest.skip("tgkill's number is x86-64 Linux's")
 
-    process = subprocess.Popen(
-        [*CLI, "--store", str(console_store[0]), "console", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    process = _console_process(console_store[0])
     assert process.stderr is not None
     try:
         assert "console at" in process.stderr.readline()

@@ -92,6 +92,21 @@ async def _pair(
     return master, slave
 
 
+def _slave_of(tmp_path: Path, ha_port: int, **settings: object) -> BrokerApp:
+    """A SLAVE broker (store under ``tmp_path / "slave"``) of the master HA port ``ha_port``
+    on loopback."""
+    return BrokerApp(
+        _options(
+            tmp_path / "slave",
+            None,
+            broker_role="SLAVE",
+            broker_id=1,
+            ha_master_address=f"127.0.0.1:{ha_port}",
+            **settings,
+        )
+    )
+
+
 async def within(awaitable: Awaitable[object], timeout_s: float = 10) -> None:
     await asyncio.wait_for(awaitable, timeout_s)
 
@@ -439,14 +454,7 @@ def test_slave_closes_on_a_transfer_that_does_not_follow(tmp_path: Path) -> None
         server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         frames += [ha.encode_transfer(FILE_SIZE + 5, b"xyz"), b"\x00" * 8 + b"\xff" * 4]
-        slave = BrokerApp(
-            _options(
-                tmp_path / "slave",
-                broker_role="SLAVE",
-                broker_id=1,
-                ha_master_address=f"127.0.0.1:{port}",
-            )
-        )
+        slave = _slave_of(tmp_path, port)
         await slave.start()
         try:
             # (at least: a loaded machine may let a third one in between two looks)
@@ -512,15 +520,8 @@ async def _silent_master(tmp_path: Path) -> None:
 
     server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    slave = BrokerApp(
-        _options(
-            tmp_path / "slave",
-            broker_role="SLAVE",
-            broker_id=1,
-            ha_master_address=f"127.0.0.1:{port}",
-            ha_send_heartbeat_interval_ms=100,
-            ha_housekeeping_interval_ms=500,
-        )
+    slave = _slave_of(
+        tmp_path, port, ha_send_heartbeat_interval_ms=100, ha_housekeeping_interval_ms=500
     )
     await slave.start()
     try:
