@@ -257,13 +257,16 @@ def test_head_gives_the_headers_without_the_body(console_url):
         assert answer.read() == b""
 
 
-def _console_process(store: Path) -> subprocess.Popen[str]:
-    """``rocketstore --store STORE console`` on a free loopback port, its pipes text."""
+def _console_process(store: Path, *, sigint_ignored: bool = False) -> subprocess.Popen[str]:
+    """``rocketstore --store STORE console`` on a free loopback port, its pipes text;
+    ``sigint_ignored``: started as a shell's background job is, SIGINT ignored."""
     from tests.cli.cli_helpers import CLI
 
+    command = [*CLI, "--store", str(store), "console", "--listen", "127.0.0.1:0"]
+    if sigint_ignored:  # (the shell's `trap '' INT` is inherited through exec)
+        command = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *command]
     return subprocess.Popen(
-        [*CLI, "--store", str(store), "console", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )  # fmt: skip
 
 
@@ -317,6 +320,25 @@ def test_the_console_command_stops_on_a_sigint_another_thread_takes(console_stor
             process.kill()
             process.communicate()
     assert process.returncode == 0
+
+
+def test_the_console_command_stops_on_sigint_inherited_ignored_and_on_sigterm(console_store):
+    """Started with SIGINT ignored (what a shell's background job inherits), SIGINT still
+    stops it; so does SIGTERM."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        process = _console_process(console_store[0], sigint_ignored=True)
+        assert process.stderr is not None
+        try:
+            assert "console at" in process.stderr.readline()
+            process.send_signal(signum)
+            process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 0, signum
 
 
 def test_the_console_command_needs_a_store(tmp_path):

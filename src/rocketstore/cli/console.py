@@ -6,6 +6,7 @@ Layer: cli. Options and messages only; the pages live in :mod:`rocketstore.conso
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import click
@@ -57,6 +58,12 @@ def console(ctx: CliContext, listen: str) -> None:
         cluster=ctx.broker_config().broker_cluster_name,
     )
     server = ConsoleServer(source, listen)
+    # SIGINT and SIGTERM stop it, as they stop `serve`, with handlers of its own: one
+    # started in the background by a shell inherits SIGINT ignored, and Python then
+    # raises no KeyboardInterrupt (CI's runs ignored Ctrl-C for 90 s).
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     try:
         server.start()
         click.echo(
@@ -64,15 +71,11 @@ def console(ctx: CliContext, listen: str) -> None:
             "(read-only; Ctrl-C stops)",
             err=True,
         )
-        # Woken twice a second: the kernel may hand SIGINT to any of the process's
+        # Woken twice a second: the kernel may hand a signal to any of the process's
         # threads, and a wait without a timeout on the main thread is then never
-        # interrupted (the Python handler runs only once the main thread runs again;
-        # CI saw the console ignore Ctrl-C for 90 s).
-        idle = threading.Event()
-        while not idle.wait(0.5):
+        # interrupted (a Python handler runs only once the main thread runs).
+        while not stop.wait(0.5):
             pass
-    except KeyboardInterrupt:
-        pass
     finally:
         server.stop()
         source.close()
