@@ -133,7 +133,9 @@ def test_sync_master_without_a_slave_answers_ha_not_available(tmp_path: Path) ->
         assert [e.status.code for e in answer.entries] == [pb.Code.HA_NOT_AVAILABLE]
         assert answer.entries[0].message_id == ""
         assert _counted(server)[:2] == (puts + 2, messages + 2)
-        assert server.broker.ctx.store.max_offset("T", 0) == 3
+        store = server.broker.ctx.store
+        store.wait_dispatched()  # (the queue is built behind the put, on its own thread)
+        assert store.max_offset("T", 0) == 3
 
 
 def test_sync_master_whose_slave_never_acknowledges_answers_slave_persistence_timeout(
