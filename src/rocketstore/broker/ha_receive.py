@@ -58,12 +58,10 @@ class MasterBehindError(Exception):
 
 class MasterLink:
     """The connection to the master: a blocking socket its own thread reads
-    (``ReplicationSlave._exchange``), so receiving, checking and appending run one after
-    another with the GIL released in the two copies, as HAClient's thread does. On the
-    event loop the same work paused reading while a worker thread appended (a read and
-    an append never overlapped) and paid a loop turn and a thread hop per read: 0.35-0.45
-    of a raw copy's rate. ``close`` may come from any thread: the blocked receive then
-    returns."""
+    (``ReplicationSlave._exchange``), as HAClient's thread does. On the event loop the
+    receive paused while a worker thread appended (a read and an append never
+    overlapped) and paid a loop turn and a thread hop per read: 0.35-0.45 of a raw
+    copy's rate. ``close`` may come from any thread: the blocked receive then returns."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -214,16 +212,16 @@ def receive_piped(
                     return
                 window = store.replica_window()
                 if window is None:  # an empty CommitLog: its first file comes with it
-                    got, _, _ = slave._receive_python(link, held, True)
+                    got, _ = slave._receive_python(link, held, True)
                     now = time.monotonic()
                     if got == 0:
-                        _closed(link)
+                        log_closed(link)
                         return
                     if got > 0:
                         last_read = now
                         taker.heartbeat()  # (reports the new end)
                     elif now - last_read > housekeeping_s:
-                        _silent(housekeeping_s)
+                        log_silent(housekeeping_s)
                         return
                     continue
             start, filled, _, appended, received, stop, at, error = receive_round(
@@ -261,7 +259,7 @@ def receive_piped(
                 last_read = now
                 slave.refusal = ""  # the master's bytes follow this slave's
             elif stop == Round.WOULD_BLOCK and now - last_read > housekeeping_s:
-                _silent(housekeeping_s)
+                log_silent(housekeeping_s)
                 return
             if now - last_beat >= heartbeat_s:
                 taker.heartbeat()
@@ -275,7 +273,7 @@ def receive_piped(
                 window = None
                 continue
             if stop == Round.CLOSED:
-                _closed(link)
+                log_closed(link)
                 return
             taker.wait_idle()  # the bytes before what stopped the round go in first
             if stop in (Round.RECEIVE_FAILED, Round.WRITE_FAILED):
@@ -292,10 +290,11 @@ def receive_piped(
         taker.finish()
 
 
-def _closed(link: MasterLink) -> None:
+def log_closed(link: MasterLink) -> None:
+    """The master closed the connection (not this slave: nothing to say then)."""
     if not link.closed:
         log.info("replication: master closed the connection")
 
 
-def _silent(housekeeping_s: float) -> None:
+def log_silent(housekeeping_s: float) -> None:
     log.warning("replication: master silent for %.0f s; closing", housekeeping_s)

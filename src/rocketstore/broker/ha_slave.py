@@ -46,7 +46,14 @@ from rocketstore.broker import ha_receive
 from rocketstore.broker.broker_config import BrokerConfig, signed
 from rocketstore.broker.client import RemotingClient, RemotingClientError, request
 from rocketstore.broker.codes import RequestCode, ResponseCode
-from rocketstore.broker.ha_receive import MasterBehindError, MasterLink, Received, receive_piped
+from rocketstore.broker.ha_receive import (
+    MasterBehindError,
+    MasterLink,
+    Received,
+    log_closed,
+    log_silent,
+    receive_piped,
+)
 from rocketstore.broker.timeouts import BackgroundLoop
 from rocketstore.config import parse_host
 from rocketstore.errors import ConfigError, CorruptDataError, StoreError
@@ -345,18 +352,17 @@ class ReplicationSlave(BackgroundLoop):
         end = self.reported_offset
         while not link.closed:
             unreported = end > self.reported_offset
-            got, end, _ = self._receive_python(link, held, not unreported)
+            got, end = self._receive_python(link, held, not unreported)
             now = time.monotonic()
             if got == 0:
-                if not link.closed:
-                    log.info("replication: master closed the connection")
+                log_closed(link)
                 return
             if got < 0:  # nothing came: all arrived is taken, or the heartbeat is due
                 if unreported:
                     last_report = self._report(link, end)
                     continue
                 if now - last_read > housekeeping_s:
-                    log.warning("replication: master silent for %.0f s; closing", housekeeping_s)
+                    log_silent(housekeeping_s)
                     return
                 end = self.store.max_commit_log_offset()
                 last_report = self._report(link, end)
@@ -371,23 +377,20 @@ class ReplicationSlave(BackgroundLoop):
             if due:
                 last_report = self._report(link, end)
 
-    def _receive_python(
-        self, link: MasterLink, held: Received, wait: bool
-    ) -> tuple[int, int, bool]:
+    def _receive_python(self, link: MasterLink, held: Received, wait: bool) -> tuple[int, int]:
         """One receive (waiting for it when ``wait``) and the append of every whole
-        transfer held: the bytes received (0: the master closed; -1: none came), the
-        CommitLog's end, and False (whether more is waiting, the next receive tells).
-        The twin of a ``receive_round`` and its take."""
+        transfer held: the bytes received (0: the master closed; -1: none came) and the
+        CommitLog's end. The twin of a ``receive_round`` and its take."""
         buf = held.buf
         try:
             with memoryview(buf)[held.filled : held.filled + READ_BYTES] as into:
                 got = link.sock.recv_into(into, 0, 0 if wait else socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return -1, self.store.max_commit_log_offset(), False
+            return -1, self.store.max_commit_log_offset()
         if got == 0:
-            return 0, self.store.max_commit_log_offset(), False
+            return 0, self.store.max_commit_log_offset()
         held.filled += got
-        return got, self._take_held(held), False
+        return got, self._take_held(held)
 
     def _take_held(self, held: Received) -> int:
         """Append every whole transfer ``held`` has (``_append_transfers``), keeping the

@@ -254,7 +254,7 @@ class MappedFile:
         serialise writes to a file (the CommitLog's put lock). A write the kernel cuts
         short (a fatal signal) leaves a prefix of ``data`` in the file.
         """
-        fd = self._write_fd(position, len(data))
+        fd = self.write_descriptor(position, len(data))
         view = memoryview(data)
         while view:
             written = os.pwrite(fd, view, position)
@@ -269,7 +269,7 @@ class MappedFile:
         The GIL is let go during the writes, with the C extension as without it (see
         ``_native.write_parts``)."""
         views = [memoryview(part).cast("B") for part in parts]
-        fd = self._write_fd(position, sum(len(view) for view in views))
+        fd = self.write_descriptor(position, sum(len(view) for view in views))
         if native_io.write_parts is not None:
             native_io.write_parts(fd, position, views)
             return
@@ -292,7 +292,7 @@ class MappedFile:
         With the C extension the writes keep the GIL (os.pwrite lets it go, and getting it
         back from the busy dispatcher took longer than the copy) and start the range's
         writeback, which the caller's sync then waits for instead of starting it."""
-        fd = self._write_fd(position, len(blob))
+        fd = self.write_descriptor(position, len(blob))
         if native_io.write_batch is not None:
             native_io.write_batch(fd, position, blob)
             return
@@ -303,9 +303,11 @@ class MappedFile:
         self.write_through(position + 4, memoryview(blob)[4:])
         self.write_through(position, memoryview(blob)[:4])
 
-    def _write_fd(self, position: int, length: int) -> int:
+    def write_descriptor(self, position: int, length: int) -> int:
         """The file's descriptor for writes at [position, position + length), opened on
-        first use."""
+        first use: this class's pwrites, and a writer outside it (a slave's receive
+        writes its master's bytes straight from its buffer). StoreError when the range is
+        past the file or it is read-only. Valid until ``close_write_descriptor``."""
         if not self.writable:
             raise StoreError(f"{self.path} is read-only")
         if position < 0 or position + length > self.file_size:
@@ -316,13 +318,6 @@ class MappedFile:
                 raise FileRemovedError(f"{self.path} is closed")
             fd = self._fd = os.open(self.path, os.O_RDWR)
         return fd
-
-    def write_descriptor(self, position: int, length: int) -> int:
-        """The descriptor a writer outside this class pwrites [position, position +
-        length) with (a slave's receive writes its master's bytes straight from its
-        buffer): StoreError when the range is past the file or it is read-only. Valid
-        until ``close_write_descriptor``."""
-        return self._write_fd(position, length)
 
     def close_write_descriptor(self) -> None:
         """Close the descriptor ``write_through`` opened, when the writer has moved on to

@@ -101,8 +101,8 @@ fail:
  *               read_bytes, wait) -> (start, filled, end, appended, received, stop, at, error)
  *
  * A slave's receive, check of the transfer headers and write, with the GIL let go for
- * the whole round (broker/ha_slave.py's _exchange; its Python loop is the twin). The
- * transfers in ``buf[start:filled]`` and those then received into ``buf`` (at most
+ * the whole round (broker/ha_receive.py's receive_piped; ha_slave.py's Python loop is
+ * the twin). The transfers in ``buf[start:filled]`` and those then received into ``buf`` (at most
  * ``read_bytes`` a recv; the part of a transfer still arriving moved to the front when
  * the tail has less room) are read as transfer_run reads them, their bodies written with
  * pwritev to ``fd`` from ``position`` (the CommitLog's end, ``end``, in its file, with
